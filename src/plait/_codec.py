@@ -1,0 +1,137 @@
+"""JSON data: validation at write time, encoding, canonical form and fingerprints.
+
+State values are JSON data and nothing else, so that any checkpoint can be read by any
+process, any language and any future version without running code. :func:`freeze` is the
+single gate a value passes on its way into state: it checks the value is JSON data (naming
+the channel and the path inside the value when it is not), normalises tuples to lists, and
+returns it frozen (see :mod:`plait._frozen`). Encoding uses orjson; the canonical form
+(sorted keys, no whitespace) feeds fingerprints, so equal state has an equal fingerprint in
+every process and on every machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+import orjson
+
+from plait._frozen import FrozenDict, FrozenList
+from plait.errors import NotSerializableError
+
+__all__ = [
+    "canonical",
+    "decode",
+    "decode_frozen",
+    "encode",
+    "fingerprint",
+    "freeze",
+    "freeze_trusted",
+]
+
+_INT_MIN = -(2**63)
+_INT_MAX = 2**64 - 1
+_SCALARS = (str, bool, type(None))
+
+
+class _Reject(Exception):
+    """Internal: carries the path (built while unwinding) to the first non-JSON part."""
+
+    def __init__(self, type_name: str, reason: str = "") -> None:
+        self.type_name = type_name
+        self.reason = reason
+        self.parts: list[str] = []
+
+
+def _freeze(value: Any) -> Any:
+    t = type(value)
+    if t is str or t is bool or value is None:
+        return value
+    if t is int:
+        if _INT_MIN <= value <= _INT_MAX:
+            return value
+        raise _Reject("int", "outside the 64-bit range")
+    if t is float:
+        if math.isfinite(value):
+            return value
+        raise _Reject("float", f"{value!r}")
+    if t is FrozenList or t is FrozenDict:
+        return value  # frozen values were checked when they were frozen
+    if t is list or t is tuple:
+        out: list[Any] = []
+        for i, item in enumerate(value):
+            try:
+                out.append(_freeze(item))
+            except _Reject as bad:
+                bad.parts.append(f"[{i}]")
+                raise
+        return FrozenList(out)
+    if t is dict:
+        frozen: dict[str, Any] = {}
+        for k, item in value.items():
+            if type(k) is not str:
+                raise _Reject(type(k).__name__, "used as a dict key (keys must be str)")
+            try:
+                frozen[k] = _freeze(item)
+            except _Reject as bad:
+                bad.parts.append(f".{k}" if k.isidentifier() else f"[{k!r}]")
+                raise
+        return FrozenDict(frozen)
+    if isinstance(value, dict) and not isinstance(value, FrozenDict):
+        return _freeze(dict(value))  # OrderedDict, defaultdict: plain data underneath
+    raise _Reject(t.__name__)
+
+
+def freeze(value: Any, channel: str, node: str | None = None) -> Any:
+    """Check ``value`` is JSON data and return it frozen; parts already frozen are reused.
+
+    Raises:
+        NotSerializableError: naming the channel, the node and the path, e.g.
+            ``messages[3].meta.when: datetime is not JSON data``.
+    """
+    try:
+        return _freeze(value)
+    except _Reject as bad:
+        path = channel + "".join(reversed(bad.parts))
+        name = bad.type_name + (f" ({bad.reason})" if bad.reason else "")
+        raise NotSerializableError(channel, path, name, node) from None
+
+
+def freeze_trusted(value: Any) -> Any:
+    """Freeze a value known to be JSON data (just decoded); no checks, no path tracking."""
+    t = type(value)
+    if t is list:
+        return FrozenList([freeze_trusted(v) for v in value])
+    if t is dict:
+        return FrozenDict({k: freeze_trusted(v) for k, v in value.items()})
+    return value
+
+
+def encode(value: Any) -> bytes:
+    """Compact JSON bytes (frozen containers encode as plain arrays and objects)."""
+    return orjson.dumps(value)
+
+
+def canonical(value: Any) -> bytes:
+    """The canonical JSON bytes of a value: sorted keys, no whitespace."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+
+
+def decode(data: bytes | str) -> Any:
+    """Plain (mutable) Python data from JSON bytes."""
+    return orjson.loads(data)
+
+
+def decode_frozen(data: bytes | str) -> Any:
+    """Frozen Python data from JSON bytes: what state and checkpoints hold."""
+    return freeze_trusted(orjson.loads(data))
+
+
+def fingerprint(value: Any) -> str:
+    """A stable 32-hex-digit hash of the canonical JSON of ``value``.
+
+    Equal data gives an equal fingerprint in every process and on every machine; it is used
+    for state, schemas and graphs alike.
+    """
+    return hashlib.blake2b(canonical(value), digest_size=16).hexdigest()

@@ -1,0 +1,108 @@
+"""Read-only JSON containers: how plait keeps callers from changing stored state.
+
+Every value in plait state is JSON data held in :class:`FrozenList` and :class:`FrozenDict`,
+subclasses of ``list`` and ``dict`` whose mutating methods raise
+:class:`~plait.errors.ReadOnlyStateError`. They behave as lists and dicts for every read
+(``isinstance``, indexing, iteration, ``==``, ``+``, ``|``, orjson and json encoding), so
+reading state is free: no copy is made per read, per node or per snapshot. Values are frozen
+once, when they are written (the same walk that checks they are JSON data), and a frozen
+value is shared by the run state, its snapshots and the in-memory checkpointer without risk.
+
+Why not copy on read: a node that reads a 500-message history would pay a deep copy per
+read, per node and per super-step; freezing pays once per write, proportional to what was
+written (already-frozen parts are reused as they are). To change a value, copy it with
+:func:`thaw` (or ``list(v)`` / ``dict(v)``), change the copy and write it back.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn, SupportsIndex
+
+from plait.errors import ReadOnlyStateError
+
+__all__ = ["FrozenDict", "FrozenList", "thaw"]
+
+
+class FrozenList(list[Any]):
+    """A ``list`` that refuses mutation. Copies made with ``list()``/``copy()`` are mutable."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise ReadOnlyStateError("list", "modify")
+
+    __setitem__ = _refuse
+    __delitem__ = _refuse
+    append = _refuse
+    extend = _refuse
+    insert = _refuse
+    pop = _refuse
+    remove = _refuse
+    clear = _refuse
+    sort = _refuse
+    reverse = _refuse
+
+    def __iadd__(self, other: Any) -> NoReturn:  # type: ignore[misc]
+        raise ReadOnlyStateError("list", "extend (+=)")
+
+    def __imul__(self, other: SupportsIndex) -> NoReturn:
+        raise ReadOnlyStateError("list", "repeat (*=)")
+
+    def copy(self) -> list[Any]:
+        return list(self)
+
+    def __copy__(self) -> list[Any]:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
+        return thaw(self)  # type: ignore[no-any-return]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (list, (list(self),))
+
+    def __repr__(self) -> str:
+        return list.__repr__(self)
+
+
+class FrozenDict(dict[str, Any]):
+    """A ``dict`` that refuses mutation. Copies made with ``dict()``/``copy()`` are mutable."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise ReadOnlyStateError("dict", "modify")
+
+    __setitem__ = _refuse
+    __delitem__ = _refuse
+    clear = _refuse
+    pop = _refuse
+    popitem = _refuse
+    setdefault = _refuse
+    update = _refuse
+
+    def __ior__(self, other: Any) -> NoReturn:  # type: ignore[misc]
+        raise ReadOnlyStateError("dict", "update (|=)")
+
+    def copy(self) -> dict[str, Any]:
+        return dict(self)
+
+    def __copy__(self) -> dict[str, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
+        return thaw(self)  # type: ignore[no-any-return]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (dict, (dict(self),))
+
+    def __repr__(self) -> str:
+        return dict.__repr__(self)
+
+
+def thaw(value: Any) -> Any:
+    """A deep, mutable copy of a JSON value (frozen or not): plain lists and dicts throughout."""
+    if isinstance(value, dict):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [thaw(v) for v in value]
+    return value

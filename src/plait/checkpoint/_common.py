@@ -1,0 +1,49 @@
+"""Logic every backend shares: metadata filters and what ``prune`` must keep."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["FILTER_KEY", "check_filter", "keep_set", "matches"]
+
+FILTER_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+
+def check_filter(filter: Mapping[str, Any] | None) -> None:
+    """Refuse metadata filter keys that are not plain identifiers.
+
+    SQL backends pass keys as parameters anyway; validating them keeps every backend's
+    behaviour identical and the error early and clear.
+    """
+    if not filter:
+        return
+    for key in filter:
+        if not isinstance(key, str) or not FILTER_KEY.match(key):
+            raise ValueError(
+                f"history filter key {key!r} is not allowed: use a metadata key made of letters, "
+                "digits and '_' (at most 64), such as 'source' or 'step'"
+            )
+
+
+def matches(metadata: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
+    return not filter or all(k in metadata and metadata[k] == v for k, v in filter.items())
+
+
+def keep_set(parents: Mapping[str, str | None], keep_last: int) -> set[str]:
+    """The checkpoint ids ``prune`` keeps: the ``keep_last`` newest of every branch head's
+    lineage. A branch head is a checkpoint no other checkpoint names as parent; the
+    thread's head is one of them, and so is the tip of every time-travel branch."""
+    if keep_last < 1:
+        raise ValueError("prune(keep_last=...) must keep at least 1 checkpoint")
+    children = {p for p in parents.values() if p is not None}
+    keep: set[str] = set()
+    for head in (cid for cid in parents if cid not in children):
+        cursor: str | None = head
+        n = 0
+        while cursor is not None and n < keep_last and cursor in parents:
+            keep.add(cursor)
+            cursor = parents[cursor]
+            n += 1
+    return keep

@@ -1,0 +1,258 @@
+"""Checkpoints and the Checkpointer protocol every backend implements.
+
+A *thread* is one line of execution, keyed by ``(namespace, thread_id)``. A *checkpoint* is
+the state of a thread after a super-step (or an input, a manual update, a fork): the channel
+values, the tasks planned next, the join barriers, and metadata. Checkpoints form a tree
+through ``parent_id``; the newest checkpoint of a thread is its head, and its history is the
+walk from the head through the parents.
+
+*Pending writes* are what tasks of the head's next super-step have produced so far: a
+finished task's result, the recorded result of a ``once`` effect, a resume value, an
+interrupt. They are saved on the checkpoint the tasks started from, so a crash mid-step
+re-runs only the tasks whose results were not saved; when the step's new checkpoint commits
+(with ``folds_parent_writes``), the parent's pending writes are deleted in the same
+transaction, because they are now folded into the new checkpoint.
+
+The protocol is deliberately small: one ``commit`` for every write (so a backend has one
+transaction path to get right), reads, thread housekeeping, and the lease that keeps one run
+per thread. :func:`plait.testing.check_checkpointer` is its full contract.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "Checkpoint",
+    "CheckpointWrite",
+    "Checkpointer",
+    "PendingWrite",
+    "Task",
+    "ThreadInfo",
+    "WriteKind",
+    "WritesBatch",
+    "new_checkpoint_id",
+]
+
+WriteKind = Literal["result", "effect", "resume", "interrupt", "breakpoint"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Task:
+    """A task planned for a super-step: one node call."""
+
+    id: str
+    """Deterministic: a hash of the checkpoint it starts from, the node and its Send index."""
+    node: str
+    send: bool = False
+    """True when the task came from a ``Send``; its input is then ``arg``, not the state."""
+    arg: Any = None
+
+    def to_json(self) -> list[Any]:
+        return [self.id, self.node, self.send, self.arg] if self.send else [self.id, self.node]
+
+    @classmethod
+    def from_json(cls, data: Sequence[Any]) -> Task:
+        if len(data) == 4:
+            return cls(id=data[0], node=data[1], send=bool(data[2]), arg=data[3])
+        return cls(id=data[0], node=data[1])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingWrite:
+    """Something a task of the next super-step produced, saved before the step completes.
+
+    Unique per ``(task_id, kind, key)``: saving it again replaces it.
+
+    kinds:
+      * ``result``: the task finished; ``value`` is ``{"writes": [[channel, value], ...],
+        "routes": [...]}``.
+      * ``effect``: the recorded result of ``ctx.once(key, fn)``.
+      * ``resume``: ``value`` is the list of resume values given to the task's interrupts.
+      * ``interrupt``: the task paused; ``value`` is :meth:`plait.types.Interrupt.to_json`.
+      * ``breakpoint``: an ``interrupt_before`` pause was taken (task id ``""``).
+    """
+
+    task_id: str
+    kind: WriteKind
+    key: str = ""
+    value: Any = None
+
+    def to_json(self) -> list[Any]:
+        return [self.task_id, self.kind, self.key, self.value]
+
+    @classmethod
+    def from_json(cls, data: Sequence[Any]) -> PendingWrite:
+        return cls(task_id=data[0], kind=data[1], key=data[2], value=data[3])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Checkpoint:
+    """One checkpoint of a thread, as read back from a backend."""
+
+    thread_id: str
+    namespace: str = ""
+    id: str
+    """Time-ordered: a later checkpoint of a thread has a greater id."""
+    parent_id: str | None
+    step: int
+    """Super-steps along this checkpoint's lineage (the input checkpoint of a first run is 0)."""
+    values: Mapping[str, Any]
+    """Channel values (frozen JSON data)."""
+    versions: Mapping[str, int] = field(default_factory=dict)
+    """The state version at which each channel last changed."""
+    next_tasks: tuple[Task, ...] = ()
+    """The tasks of the next super-step; empty when the run is finished."""
+    barriers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Join barriers: join id -> the predecessors that have arrived so far."""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """JSON data: ``source`` (input, loop, update, fork), ``step``, ``writes`` (node ->
+    channel keys it wrote), ``graph`` (fingerprint), ``run_id``, ``label``, user keys."""
+    created_at: float = 0.0
+    """Unix time in seconds."""
+    pending_writes: tuple[PendingWrite, ...] = ()
+
+    @property
+    def version(self) -> int:
+        """The state version (the greatest channel version)."""
+        return max(self.versions.values(), default=0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointWrite:
+    """A new checkpoint to store, with what a backend needs to store it compactly."""
+
+    checkpoint: Checkpoint
+    changed: frozenset[str]
+    """Channels whose value differs from the parent's; only these need storing. The rest
+    are the parent's values (a backend may still store them in full, e.g. for a fork)."""
+    folds_parent_writes: bool = False
+    """Delete the parent's pending writes in the same transaction: this checkpoint is the
+    completed super-step they belonged to."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WritesBatch:
+    """Pending writes for one checkpoint of one thread."""
+
+    thread_id: str
+    namespace: str = ""
+    checkpoint_id: str
+    writes: tuple[PendingWrite, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadInfo:
+    """A thread as listed by :meth:`Checkpointer.list_threads`."""
+
+    thread_id: str
+    namespace: str
+    head_id: str
+    """The id of the thread's newest checkpoint."""
+    step: int
+    created_at: float
+    """When the head was written (unix seconds)."""
+    source: str
+    """The head's metadata ``source``."""
+    checkpoints: int
+    """How many checkpoints the thread has."""
+
+
+class Checkpointer(ABC):
+    """Where checkpoints live. One implementation per backend; async, one ``commit`` path.
+
+    Implementations must make every ``commit`` atomic (all its checkpoints and writes, or
+    none), keep every committed checkpoint readable after a crash at any instruction, and
+    never run code while loading (JSON data only). Thread ids and metadata are data, never
+    parts of a path or of SQL text.
+    """
+
+    lease_ttl: float = 30.0
+    """Seconds a run's lease on a thread lasts unless renewed."""
+
+    async def setup(self) -> None:  # noqa: B027 - optional hook
+        """Create or migrate storage. Safe to call more than once."""
+
+    @abstractmethod
+    async def commit(self, *, checkpoints: Sequence[CheckpointWrite] = (), writes: Sequence[WritesBatch] = ()) -> None:
+        """Store new checkpoints and pending writes in one atomic transaction.
+
+        Checkpoints are applied in order (a later one may have an earlier one as parent);
+        pending writes replace any saved with the same ``(task_id, kind, key)``.
+        """
+
+    @abstractmethod
+    async def get(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
+        """The thread's head (newest) checkpoint, or the one with ``checkpoint_id``, with its
+        pending writes; None when there is none."""
+
+    @abstractmethod
+    async def history(
+        self,
+        thread_id: str,
+        *,
+        namespace: str = "",
+        limit: int | None = None,
+        before: str | None = None,
+        filter: Mapping[str, Any] | None = None,
+    ) -> list[Checkpoint]:
+        """Checkpoints newest first, walking parent ids from the head (or from the parent of
+        ``before``), keeping those whose metadata has every ``filter`` key equal to its
+        value, at most ``limit``. Pending writes are not included."""
+
+    @abstractmethod
+    async def list_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
+        """Every thread (of ``namespace``, or of all namespaces), newest head first."""
+
+    @abstractmethod
+    async def delete_thread(self, thread_id: str, *, namespace: str = "") -> None:
+        """Remove a thread and everything stored for it (no error if it does not exist)."""
+
+    @abstractmethod
+    async def prune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
+        """Drop old checkpoints of a thread, keeping the ``keep_last`` newest of every branch
+        head's lineage and everything they need; returns how many were dropped."""
+
+    @abstractmethod
+    async def acquire_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
+        """Take (or renew, for the same owner) the thread's run lease.
+
+        Raises:
+            ThreadBusyError: another owner holds an unexpired lease.
+        """
+
+    @abstractmethod
+    async def release_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
+        """Give the lease back if ``owner`` holds it."""
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release connections and files."""
+
+
+_id_lock = threading.Lock()
+_last_id = [0]
+
+
+def new_checkpoint_id(after: str | None = None) -> str:
+    """A new time-ordered checkpoint id, greater than every id this process made before and
+    greater than ``after`` (the parent), even if the clock went back.
+
+    Layout: 52 bits of microseconds since the epoch and a 12-bit counter (16 hex digits),
+    then 6 random hex digits so ids from different processes do not collide.
+    """
+    with _id_lock:
+        now = int(time.time() * 1_000_000) << 12
+        floor = _last_id[0] + 1
+        if after is not None:
+            with contextlib.suppress(ValueError):  # a foreign id: order by our own clock
+                floor = max(floor, int(after[:16], 16) + 1)
+        value = max(now, floor)
+        _last_id[0] = value
+    return f"{value:016x}{os.urandom(3).hex()}"

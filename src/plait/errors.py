@@ -1,0 +1,360 @@
+"""Every exception a plait user can hit.
+
+All of them derive from :class:`PlaitError`, so ``except plait.PlaitError`` catches anything
+plait raises on purpose. Each carries the structured facts of the failure as attributes
+(``channel``, ``node``, ``step``, ``thread_id``, ...) so callers can react without parsing
+messages, and each message says what happened, where, and what to do about it.
+
+The tree::
+
+    PlaitError
+    ├── SchemaError                  a schema was declared wrongly (duplicate key, bad reducer)
+    ├── StateError                   a write or read of run state was refused
+    │   ├── UnknownChannelError      a write to a key the schema does not declare
+    │   ├── MissingValueError        (also KeyError) state[key] for a key with no value yet
+    │   ├── NotSerializableError     (also TypeError) a value that is not JSON data
+    │   ├── InvalidUpdateError       a value the channel's reducer cannot take
+    │   │   └── MessageNotFoundError a removal marker names a message that is not there
+    │   ├── ReducerError             a reducer raised; the cause is chained
+    │   ├── ConcurrentWriteError     two tasks wrote one last-write-wins channel in one step
+    │   └── ReadOnlyStateError       (also TypeError) an attempt to mutate a stored value
+    ├── GraphError                   a graph is built or used wrongly
+    │   ├── MissingNodeError         a node name that the graph does not have
+    │   └── GraphChangedError        a thread was checkpointed by an incompatible graph
+    ├── RunError                     a run stopped with a failure
+    │   ├── NodeError                a node raised; the cause is chained
+    │   │   └── NodeTimeoutError     a node ran past its timeout
+    │   ├── RecursionLimitError      a run took more super-steps than allowed
+    │   ├── InvalidResumeError       a Command(resume=...) that matches no pending interrupt
+    │   └── NoCheckpointerError      a feature that needs a checkpointer was used without one
+    └── CheckpointError              the checkpoint store refused or failed
+        ├── CheckpointNotFoundError  a thread or checkpoint id that is not stored
+        ├── CheckpointCorruptError   stored data that cannot be read back
+        ├── ThreadBusyError          another run holds the thread's lease
+        └── StoreVersionError        a database schema this version of plait does not know
+
+The signal raised by :func:`plait.interrupt` is deliberately *not* here: it derives from
+``BaseException`` (like ``asyncio.CancelledError``) so that a node's ``except Exception``
+cannot swallow the pause, and users never need to catch it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = [
+    "CheckpointCorruptError",
+    "CheckpointError",
+    "CheckpointNotFoundError",
+    "ConcurrentWriteError",
+    "GraphChangedError",
+    "GraphError",
+    "InvalidResumeError",
+    "InvalidUpdateError",
+    "MessageNotFoundError",
+    "MissingNodeError",
+    "MissingValueError",
+    "NoCheckpointerError",
+    "NodeError",
+    "NodeTimeoutError",
+    "NotSerializableError",
+    "PlaitError",
+    "ReadOnlyStateError",
+    "RecursionLimitError",
+    "ReducerError",
+    "RunError",
+    "SchemaError",
+    "StateError",
+    "StoreVersionError",
+    "ThreadBusyError",
+    "UnknownChannelError",
+]
+
+
+def _where(node: str | None) -> str:
+    return f" (written by node {node!r})" if node else ""
+
+
+class PlaitError(Exception):
+    """Root of every error plait raises on purpose."""
+
+
+class SchemaError(PlaitError):
+    """A state schema was declared wrongly; raised while building it, never mid-run."""
+
+
+class StateError(PlaitError):
+    """A write or read of run state was refused. The state is left exactly as it was."""
+
+
+class UnknownChannelError(StateError):
+    """A write named a key that the schema does not declare."""
+
+    def __init__(self, channel: str, known: Sequence[str], node: str | None = None) -> None:
+        self.channel = channel
+        self.known = tuple(known)
+        self.node = node
+        listed = ", ".join(repr(k) for k in self.known) or "(none)"
+        super().__init__(
+            f"unknown channel {channel!r}{_where(node)}; the schema declares: {listed}. "
+            "Add the channel to the StateSchema or write to one of the declared keys."
+        )
+
+
+class MissingValueError(StateError, KeyError):
+    """``state[key]`` for a channel that has no value yet (also a ``KeyError``)."""
+
+    def __init__(self, key: str, present: Sequence[str], writers: Sequence[str] = (), *, declared: bool = True) -> None:
+        self.key = key
+        self.present = tuple(present)
+        self.writers = tuple(writers)
+        self.declared = declared
+        have = ", ".join(repr(k) for k in self.present) or "(none)"
+        if not declared:
+            why = f"{key!r} is not a channel of this schema"
+        else:
+            why = f"channel {key!r} has no value yet"
+            if self.writers:
+                why += " (it is written by " + ", ".join(repr(w) for w in self.writers) + ")"
+        super().__init__(
+            f"{why}; keys with a value: {have}. Use state.get({key!r}, default) where the "
+            "value is optional, or give the channel a default in the schema."
+        )
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+class NotSerializableError(StateError, TypeError):
+    """A value that is not JSON data was written; nothing is pickled, ever."""
+
+    def __init__(self, channel: str, path: str, type_name: str, node: str | None = None) -> None:
+        self.channel = channel
+        self.path = path
+        self.type_name = type_name
+        self.node = node
+        super().__init__(
+            f"{path}: {type_name} is not JSON data{_where(node)}. State values must be "
+            "dict (str keys), list, str, int, float (finite), bool or None; convert it "
+            "(for example datetime.isoformat(), enum.value, dataclasses.asdict()) before writing."
+        )
+
+
+class InvalidUpdateError(StateError):
+    """A value the channel's reducer cannot take (wrong shape for that reducer)."""
+
+    def __init__(self, channel: str, reason: str, node: str | None = None) -> None:
+        self.channel = channel
+        self.reason = reason
+        self.node = node
+        super().__init__(f"invalid write to channel {channel!r}{_where(node)}: {reason}")
+
+
+class MessageNotFoundError(InvalidUpdateError):
+    """A removal marker named a message id that the channel does not hold."""
+
+    def __init__(self, channel: str, message_id: str, node: str | None = None) -> None:
+        self.message_id = message_id
+        super().__init__(
+            channel,
+            f"cannot remove message {message_id!r}: no message with that id is in the channel. "
+            "Read the channel to see the ids it holds.",
+            node,
+        )
+
+
+class ReducerError(StateError):
+    """A reducer raised while folding a write; the original exception is the ``__cause__``."""
+
+    def __init__(self, channel: str, reducer: str, cause: BaseException, node: str | None = None) -> None:
+        self.channel = channel
+        self.reducer = reducer
+        self.node = node
+        super().__init__(
+            f"reducer {reducer} of channel {channel!r} raised {type(cause).__name__}: {cause}"
+            f"{_where(node)}. The write was not applied; fix the reducer or the value written."
+        )
+
+
+class ConcurrentWriteError(StateError):
+    """Two tasks of one super-step wrote the same last-write-wins channel."""
+
+    def __init__(self, channel: str, nodes: Sequence[str], step: int | None = None) -> None:
+        self.channel = channel
+        self.nodes = tuple(nodes)
+        self.step = step
+        at = f" in super-step {step}" if step is not None else ""
+        super().__init__(
+            f"nodes {' and '.join(repr(n) for n in self.nodes)} both wrote last-write-wins "
+            f"channel {channel!r}{at}; which one wins would depend on timing. Give the channel "
+            "a reducer that combines writes (AppendList, MergeMap, ...) or let one node write it."
+        )
+
+
+class ReadOnlyStateError(StateError, TypeError):
+    """An attempt to mutate a value that belongs to plait state."""
+
+    def __init__(self, type_name: str, operation: str) -> None:
+        self.type_name = type_name
+        self.operation = operation
+        super().__init__(
+            f"cannot {operation} a {type_name} read from plait state: stored values are "
+            "read-only so that no caller can change a checkpoint behind plait's back. Copy it "
+            "(plait.thaw(value), list(value), dict(value)) and write the copy back instead."
+        )
+
+
+class GraphError(PlaitError):
+    """A graph was built or used wrongly. Compile-time checks raise this, naming the culprit."""
+
+
+class MissingNodeError(GraphError):
+    """A node name that the graph does not have."""
+
+    def __init__(self, node: str, known: Sequence[str]) -> None:
+        self.node = node
+        self.known = tuple(known)
+        super().__init__(
+            f"the graph has no node {node!r}; its nodes are: " + (", ".join(repr(k) for k in self.known) or "(none)")
+        )
+
+
+class GraphChangedError(GraphError):
+    """A thread's checkpoint was written by a graph that this graph cannot safely continue."""
+
+    def __init__(self, thread_id: str, changes: Sequence[str]) -> None:
+        self.thread_id = thread_id
+        self.changes = tuple(changes)
+        super().__init__(
+            f"thread {thread_id!r} was checkpointed by an incompatible version of this graph: "
+            + "; ".join(self.changes)
+            + ". Resume it with the graph that wrote it, fork it and fix the state with "
+            "update_state, or start a new thread."
+        )
+
+
+class RunError(PlaitError):
+    """A run stopped with a failure; the thread stays resumable from its last checkpoint."""
+
+
+class NodeError(RunError):
+    """A node raised. Its siblings finished and their writes were kept; the cause is chained."""
+
+    def __init__(self, node: str, step: int, thread_id: str | None, cause: BaseException) -> None:
+        self.node = node
+        self.step = step
+        self.thread_id = thread_id
+        where = f" of thread {thread_id!r}" if thread_id else ""
+        resume = (
+            f" The thread is resumable: invoke(None, thread_id={thread_id!r}) re-runs only the "
+            "tasks that did not finish."
+            if thread_id
+            else ""
+        )
+        super().__init__(f"node {node!r} failed in super-step {step}{where}: {type(cause).__name__}: {cause}.{resume}")
+
+
+class NodeTimeoutError(NodeError):
+    """A node ran past its ``timeout``."""
+
+    def __init__(self, node: str, step: int, thread_id: str | None, timeout: float) -> None:
+        self.timeout = timeout
+        super().__init__(node, step, thread_id, TimeoutError(f"did not finish within {timeout:g}s"))
+
+
+class RecursionLimitError(RunError):
+    """A run took more super-steps than ``recursion_limit`` allows."""
+
+    def __init__(self, limit: int, thread_id: str | None) -> None:
+        self.limit = limit
+        self.thread_id = thread_id
+        super().__init__(
+            f"the run reached the recursion limit of {limit} super-steps without finishing. "
+            "If the graph is meant to loop that long, pass a larger recursion_limit to "
+            "invoke()/stream(); otherwise check the conditions that end its loops."
+        )
+
+
+class InvalidResumeError(RunError):
+    """``Command(resume=...)`` that does not match the thread's pending interrupts."""
+
+    def __init__(self, thread_id: str | None, reason: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(f"cannot resume thread {thread_id!r}: {reason}")
+
+
+class NoCheckpointerError(RunError):
+    """A feature that needs a checkpointer (interrupts, threads, history) was used without one."""
+
+    def __init__(self, feature: str) -> None:
+        self.feature = feature
+        super().__init__(
+            f"{feature} needs a checkpointer: compile the graph with "
+            "checkpointer=MemoryCheckpointer() or checkpointer='plait.db' (SQLite), and pass a "
+            "thread_id when you invoke it."
+        )
+
+
+class CheckpointError(PlaitError):
+    """The checkpoint store refused a request or failed."""
+
+
+class CheckpointNotFoundError(CheckpointError):
+    """A thread or checkpoint id that is not stored."""
+
+    def __init__(self, thread_id: str, checkpoint_id: str | None = None, namespace: str = "") -> None:
+        self.thread_id = thread_id
+        self.checkpoint_id = checkpoint_id
+        self.namespace = namespace
+        what = f"checkpoint {checkpoint_id!r} of thread {thread_id!r}" if checkpoint_id else f"thread {thread_id!r}"
+        ns = f" in namespace {namespace!r}" if namespace else ""
+        super().__init__(
+            f"no {what}{ns} is stored; list what exists with list_threads() / get_state_history() or `plait threads`."
+        )
+
+
+class CheckpointCorruptError(CheckpointError):
+    """Stored data that cannot be read back; other threads stay readable."""
+
+    def __init__(self, thread_id: str, checkpoint_id: str | None, reason: str) -> None:
+        self.thread_id = thread_id
+        self.checkpoint_id = checkpoint_id
+        self.reason = reason
+        where = f"checkpoint {checkpoint_id!r} of thread {thread_id!r}" if checkpoint_id else f"thread {thread_id!r}"
+        super().__init__(
+            f"{where} cannot be read: {reason}. The data was not written by this version of "
+            "plait or was damaged; fork from an earlier checkpoint or delete the thread."
+        )
+
+
+class ThreadBusyError(CheckpointError):
+    """Another run holds the thread's lease: one run per thread at a time."""
+
+    def __init__(self, thread_id: str, owner: str, expires_in: float) -> None:
+        self.thread_id = thread_id
+        self.owner = owner
+        self.expires_in = expires_in
+        super().__init__(
+            f"thread {thread_id!r} is being run by {owner} (lease expires in {expires_in:.1f}s "
+            "unless renewed). Wait for that run to finish, or use another thread_id."
+        )
+
+
+class StoreVersionError(CheckpointError):
+    """A database whose schema version this version of plait does not understand."""
+
+    def __init__(self, store: str, found: int, known: int) -> None:
+        self.store = store
+        self.found = found
+        self.known = known
+        if found > known:
+            advice = "it was written by a newer plait; upgrade plait to read it"
+        else:
+            advice = "run `plait db migrate` (or call setup()) to upgrade it"
+        super().__init__(f"{store} has schema version {found}, this plait knows version {known}: {advice}.")
+
+
+def describe(value: Any) -> str:
+    """A short type name for messages (``datetime``, ``MyClass``)."""
+    return type(value).__name__

@@ -1,0 +1,39 @@
+"""The channelled-state layer: reducers, the schema, the versioned run state and diffs."""
+
+from plait.state.diff import Change, StateDiff, diff
+from plait.state.reducers import (
+    AppendList,
+    AppendMessages,
+    CallableReducer,
+    LastWriteWins,
+    MaxByTimestamp,
+    MergeMap,
+    Reducer,
+    Sum,
+    message_id,
+    remove_message,
+)
+from plait.state.run_state import RunState, StateSnapshot, StateUpdated
+from plait.state.schema import Channel, SchemaBuilder, StateSchema
+
+__all__ = [
+    "AppendList",
+    "AppendMessages",
+    "CallableReducer",
+    "Change",
+    "Channel",
+    "LastWriteWins",
+    "MaxByTimestamp",
+    "MergeMap",
+    "Reducer",
+    "RunState",
+    "SchemaBuilder",
+    "StateDiff",
+    "StateSchema",
+    "StateSnapshot",
+    "StateUpdated",
+    "Sum",
+    "diff",
+    "message_id",
+    "remove_message",
+]

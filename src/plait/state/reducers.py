@@ -1,0 +1,317 @@
+"""Reducers: how writes to a channel fold into its value.
+
+A reducer is ``reduce(current, incoming) -> new``: pure, deterministic and associative
+(folding ``a`` then ``b`` equals folding their combination), but not necessarily commutative,
+which is why plait always folds a super-step's writes in planned task order.
+
+Values reaching a reducer are already checked JSON data and frozen; a reducer returns a new
+value and never changes ``current``. A reducer whose writes are small next to the value
+(appends, map updates) declares ``incremental = True``: folding a batch of writes equals
+folding them one by one, and the checkpoint store may then keep what each step added instead
+of the whole value. A custom reducer that sets ``incremental`` promises exactly that law.
+
+Any two-argument callable is a reducer too (``operator.add``, ``lambda a, b: a + b``); it is
+wrapped in :class:`CallableReducer`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from typing import Any, Final
+
+from plait._codec import canonical, freeze
+from plait._frozen import FrozenDict, FrozenList
+from plait.errors import InvalidUpdateError, MessageNotFoundError
+
+__all__ = [
+    "NO_DEFAULT",
+    "AppendList",
+    "AppendMessages",
+    "CallableReducer",
+    "LastWriteWins",
+    "MaxByTimestamp",
+    "MergeMap",
+    "Reducer",
+    "Sum",
+    "as_reducer",
+    "message_id",
+    "remove_message",
+]
+
+
+class _NoDefault:
+    """Marker: the channel has no value until it is first written."""
+
+    _instance: _NoDefault | None = None
+
+    def __new__(cls) -> _NoDefault:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "NO_DEFAULT"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+NO_DEFAULT: Final = _NoDefault()
+REMOVE_KEY: Final = "$remove"
+
+
+class Reducer:
+    """Base class of reducers.
+
+    Subclasses implement :meth:`reduce`. ``name`` identifies the reducer in schema and graph
+    fingerprints (a changed name on resume is a changed reducer). :meth:`default` is the value
+    a channel starts with when the schema gives none; :meth:`first` takes the first write to
+    a channel that has no value yet.
+    """
+
+    name: str = "Reducer"
+    incremental: bool = False
+    #: True for plait's own reducers, whose results are frozen JSON by construction; the
+    #: results of any other reducer are checked and frozen like any write.
+    trusted: bool = False
+
+    def reduce(self, current: Any, incoming: Any, channel: str) -> Any:
+        """Fold one write into the current value; ``channel`` is for error messages only."""
+        raise NotImplementedError
+
+    def default(self) -> Any:
+        """The channel's starting value when the schema declares none (NO_DEFAULT: absent)."""
+        return NO_DEFAULT
+
+    def first(self, incoming: Any, channel: str) -> Any:
+        """The value of a channel written for the first time (no current value)."""
+        return incoming
+
+    def spec(self) -> str:
+        """A stable description (name and options) for fingerprints."""
+        return self.name
+
+    def __repr__(self) -> str:
+        return f"{self.spec()}()" if "(" not in self.spec() else self.spec()
+
+
+class LastWriteWins(Reducer):
+    """The newest write replaces the value. Two writers in one super-step is an error."""
+
+    name = "LastWriteWins"
+    trusted = True
+
+    def reduce(self, current: Any, incoming: Any, channel: str) -> Any:
+        return incoming
+
+
+class AppendList(Reducer):
+    """Appends to a list: a list (or tuple) write extends it, any other value is one item.
+
+    To append a list as a single item, wrap it: ``[[1, 2]]``.
+    """
+
+    name = "AppendList"
+    trusted = True
+    incremental = True
+
+    def reduce(self, current: Any, incoming: Any, channel: str) -> Any:
+        out = FrozenList(current)
+        if isinstance(incoming, list):
+            list.extend(out, incoming)
+        else:
+            list.append(out, incoming)
+        return out
+
+    def default(self) -> Any:
+        return FrozenList()
+
+
+def message_id(message: Any) -> str:
+    """The deterministic id plait gives a message written without one.
+
+    It is a hash of the message's canonical JSON: the same message gets the same id in every
+    process, so a node that re-runs after a crash and writes the same message again replaces
+    it instead of appending a duplicate. Two messages that are legitimately identical (a user
+    saying "yes" twice) would collapse into one: give such messages their own ``id``.
+    """
+    return "msg-" + hashlib.blake2b(canonical(message), digest_size=8).hexdigest()
+
+
+def remove_message(message_id: str) -> dict[str, str]:
+    """A marker that, written to an :class:`AppendMessages` channel, deletes that message."""
+    if not isinstance(message_id, str) or not message_id:
+        raise TypeError("remove_message() takes the id (a non-empty str) of the message to remove")
+    return {REMOVE_KEY: message_id}
+
+
+class AppendMessages(Reducer):
+    """Chat history with idempotent ids.
+
+    A write is one message (a dict) or a list of them. A message whose ``id`` is already in
+    the channel replaces it in place; a new id is appended; a message without an ``id`` gets
+    :func:`message_id`; a :func:`remove_message` marker deletes the message with that id.
+    """
+
+    name = "AppendMessages"
+    trusted = True
+    incremental = True
+
+    def _items(self, incoming: Any, channel: str) -> Iterable[Any]:
+        if isinstance(incoming, dict):
+            return (incoming,)
+        if isinstance(incoming, list):
+            return incoming
+        raise InvalidUpdateError(
+            channel,
+            f"AppendMessages takes a message (a dict) or a list of them, got {type(incoming).__name__}",
+        )
+
+    def reduce(self, current: Any, incoming: Any, channel: str) -> Any:
+        out = list(current)
+        index: dict[str, int] | None = None
+        for i, item in enumerate(self._items(incoming, channel)):
+            msg = item
+            if not isinstance(msg, dict):
+                raise InvalidUpdateError(channel, f"item {i} is a {type(msg).__name__}, not a message (a dict)")
+            if index is None:
+                index = {m["id"]: j for j, m in enumerate(out)}
+            if REMOVE_KEY in msg:
+                target = msg[REMOVE_KEY]
+                if len(msg) != 1 or not isinstance(target, str):
+                    raise InvalidUpdateError(channel, "a removal marker is exactly {'$remove': <id>}")
+                if target not in index:
+                    raise MessageNotFoundError(channel, target)
+                del out[index[target]]
+                index = None  # positions moved
+                continue
+            mid = msg.get("id")
+            if mid is None:
+                mid = message_id(msg)
+                msg = freeze({**msg, "id": mid}, channel)
+            elif not isinstance(mid, str) or not mid:
+                raise InvalidUpdateError(channel, f"message {i} has id {mid!r}; an id is a non-empty str")
+            at = index.get(mid)
+            if at is None:
+                index[mid] = len(out)
+                out.append(msg)
+            else:
+                out[at] = msg
+        return FrozenList(out)
+
+    def default(self) -> Any:
+        return FrozenList()
+
+
+class MergeMap(Reducer):
+    """Merges dicts: incoming keys replace current ones (recursively for nested dicts when
+    ``deep=True``)."""
+
+    name = "MergeMap"
+    trusted = True
+    incremental = True
+
+    def __init__(self, *, deep: bool = False) -> None:
+        self.deep = deep
+
+    def spec(self) -> str:
+        return "MergeMap(deep=True)" if self.deep else "MergeMap"
+
+    def reduce(self, current: Any, incoming: Any, channel: str) -> Any:
+        if not isinstance(incoming, dict):
+            raise InvalidUpdateError(channel, f"MergeMap takes a dict of keys to merge, got {type(incoming).__name__}")
+        if not self.deep:
+            return FrozenDict({**current, **incoming})
+        return _deep_merge(current, incoming)
+
+    def default(self) -> Any:
+        return FrozenDict()
+
+
+def _deep_merge(current: dict[str, Any], incoming: dict[str, Any]) -> FrozenDict:
+    out = dict(current)
+    for k, v in incoming.items():
+        old = out.get(k)
+        out[k] = _deep_merge(old, v) if isinstance(old, dict) and isinstance(v, dict) else v
+    return FrozenDict(out)
+
+
+class MaxByTimestamp(Reducer):
+    """Keeps the record with the newest timestamp (``field``, default ``ts_ms``).
+
+    On equal timestamps the later write wins, which keeps the reducer associative.
+    """
+
+    name = "MaxByTimestamp"
+    trusted = True
+
+    def __init__(self, field: str = "ts_ms") -> None:
+        self.field = field
+
+    def spec(self) -> str:
+        return f"MaxByTimestamp(field={self.field!r})"
+
+    def _ts(self, value: Any, channel: str) -> float:
+        if not isinstance(value, dict):
+            raise InvalidUpdateError(
+                channel, f"MaxByTimestamp takes a dict with a {self.field!r} field, got {type(value).__name__}"
+            )
+        ts = value.get(self.field)
+        if isinstance(ts, bool) or not isinstance(ts, int | float):
+            raise InvalidUpdateError(channel, f"the record has no numeric {self.field!r} field (got {ts!r})")
+        return ts
+
+    def first(self, incoming: Any, channel: str) -> Any:
+        self._ts(incoming, channel)
+        return incoming
+
+    def reduce(self, current: Any, incoming: Any, channel: str) -> Any:
+        return incoming if self._ts(incoming, channel) >= self._ts(current, channel) else current
+
+
+class Sum(Reducer):
+    """Adds numbers. Its natural starting value is 0."""
+
+    name = "Sum"
+    trusted = True
+
+    def _num(self, value: Any, channel: str) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InvalidUpdateError(channel, f"Sum takes numbers, got {type(value).__name__}")
+        return value
+
+    def first(self, incoming: Any, channel: str) -> Any:
+        return self._num(incoming, channel)
+
+    def reduce(self, current: Any, incoming: Any, channel: str) -> Any:
+        return current + self._num(incoming, channel)
+
+    def default(self) -> Any:
+        return 0
+
+
+class CallableReducer(Reducer):
+    """Adapts a plain two-argument function ``fn(current, incoming) -> new``."""
+
+    def __init__(self, fn: Callable[[Any, Any], Any]) -> None:
+        self.fn = fn
+        module = getattr(fn, "__module__", None) or "?"
+        self.name = f"{module}.{getattr(fn, '__qualname__', type(fn).__name__)}"
+
+    def reduce(self, current: Any, incoming: Any, channel: str) -> Any:
+        return self.fn(current, incoming)
+
+    def __repr__(self) -> str:
+        return f"CallableReducer({self.name})"
+
+
+def as_reducer(obj: Any) -> Reducer:
+    """A :class:`Reducer` from a reducer instance, a reducer class, or a two-argument callable."""
+    if isinstance(obj, Reducer):
+        return obj
+    if isinstance(obj, type) and issubclass(obj, Reducer):
+        return obj()
+    if callable(obj):
+        return CallableReducer(obj)
+    raise TypeError(f"{obj!r} is not a reducer: pass a Reducer or a function (current, incoming) -> new")

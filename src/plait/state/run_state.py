@@ -1,0 +1,238 @@
+"""RunState: the versioned working memory of one run.
+
+Every accepted change bumps ``version`` by one and emits a :class:`StateUpdated` to the
+subscribers; a refused change (unknown channel, non-JSON value, a reducer that rejects or
+raises) leaves values, versions and history exactly as they were, because a batch is folded
+into a scratch copy first and applied only when every write in it succeeded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from plait._codec import fingerprint, freeze
+from plait._frozen import FrozenDict, thaw
+from plait.errors import MissingValueError, PlaitError, ReducerError
+from plait.state.reducers import NO_DEFAULT
+from plait.state.schema import StateSchema
+
+__all__ = ["RunState", "StateSnapshot", "StateUpdated", "Subscriber"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StateUpdated:
+    """Emitted once per accepted change (a single write, or one batch)."""
+
+    keys: tuple[str, ...]
+    """The channels the change wrote, in the order they were first written."""
+    version: int
+    """The state's version after the change."""
+    super_step: int
+    """The super-step the change belongs to."""
+    node: str | None = None
+    """The node that wrote, when known."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StateSnapshot:
+    """An immutable picture of a run's state at one version."""
+
+    version: int
+    super_step: int
+    label: str
+    values: Mapping[str, Any]
+    """The channel values, read-only (plait.thaw() gives a mutable copy)."""
+    fingerprint: str
+    """Hash of the canonical JSON of ``values``: equal state, equal fingerprint."""
+
+
+Subscriber = Callable[[StateUpdated], None]
+
+
+class RunState:
+    """The state of one run: channel values folded through the schema's reducers.
+
+    Example:
+        >>> schema = StateSchema.builder().add("log", AppendList()).add_lww("phase").build()
+        >>> state = RunState(schema)
+        >>> state.merge_writes([("log", "start"), ("phase", "plan")])
+        >>> state["log"], state.version
+        (['start'], 1)
+    """
+
+    __slots__ = (
+        "_fp",
+        "_history",
+        "_subscribers",
+        "_values",
+        "_versions",
+        "schema",
+        "super_step",
+        "version",
+        "writers",
+    )
+
+    def __init__(
+        self, schema: StateSchema | type, values: Mapping[str, Any] | None = None, super_step: int = 0
+    ) -> None:
+        self.schema = StateSchema.coerce(schema)
+        self._values: dict[str, Any] = self.schema.initial_values()
+        if values:
+            for key, value in values.items():
+                self.schema.channel(key)
+                self._values[key] = freeze(value, key)
+        self._versions: dict[str, int] = {}
+        self.version = 0
+        self.super_step = super_step
+        self._history: list[StateSnapshot] = []
+        self._subscribers: list[Subscriber] = []
+        self._fp: tuple[int, str] | None = None
+        self.writers: Mapping[str, Sequence[str]] = {}
+        """Which nodes write each channel (set by the graph), for friendlier KeyErrors."""
+
+    @classmethod
+    def from_snapshot(cls, schema: StateSchema | type, values: Mapping[str, Any], super_step: int) -> RunState:
+        """A run state holding ``values`` at ``super_step`` (channels missing from ``values``
+        start from their defaults). Round-trips :meth:`snapshot`: equal values, equal
+        fingerprint, equal super-step."""
+        return cls(schema, values, super_step)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return self._values[key]
+        except KeyError:
+            raise MissingValueError(
+                key, tuple(self._values), self.writers.get(key, ()), declared=key in self.schema
+            ) from None
+
+    read = __getitem__
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value of ``key``, or ``default`` when it has none (or is not a channel)."""
+        return self._values.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._values
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def keys(self) -> list[str]:
+        """Keys that currently have a value, in the order they got one."""
+        return list(self._values)
+
+    @property
+    def values(self) -> Mapping[str, Any]:
+        """The live channel values (read-only; each value is frozen)."""
+        return self._values
+
+    def channel_version(self, key: str) -> int:
+        """The state version at which ``key`` last changed (0 if it never has)."""
+        self.schema.channel(key)
+        return self._versions.get(key, 0)
+
+    @property
+    def channel_versions(self) -> Mapping[str, int]:
+        return self._versions
+
+    @property
+    def fingerprint(self) -> str:
+        """Hash of the canonical JSON of the values (cached per version)."""
+        if self._fp is None or self._fp[0] != self.version:
+            self._fp = (self.version, fingerprint(self._values))
+        return self._fp[1]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A deep, mutable copy of the values: yours to change."""
+        return thaw(self._values)  # type: ignore[no-any-return]
+
+    # -- writing -------------------------------------------------------------------------
+
+    def write(self, key: str, value: Any, *, node: str | None = None) -> None:
+        """Fold one write into ``key`` through its reducer (one change, one version)."""
+        self.merge_writes(((key, value),), node=node)
+
+    def merge_writes(self, writes: Iterable[tuple[str, Any]], *, node: str | None = None) -> None:
+        """Fold a batch of writes in the given order, as one change.
+
+        All or nothing: if any write is refused, no value, version or history changes.
+        """
+        changed = self.fold(self._values, writes, node)
+        if changed:
+            self._apply(changed, node)
+
+    def fold(self, base: Mapping[str, Any], writes: Iterable[tuple[str, Any]], node: str | None) -> dict[str, Any]:
+        """Fold ``writes`` on top of ``base`` and return only the new values (pure: no state
+        is touched). The engine uses this to merge a super-step and to let routers see a
+        node's own writes."""
+        out: dict[str, Any] = {}
+        schema = self.schema
+        for key, raw in writes:
+            channel = schema.channel(key, node)
+            incoming = freeze(raw, key, node)
+            reducer = channel.reducer
+            current = out[key] if key in out else base.get(key, NO_DEFAULT)
+            try:
+                if current is NO_DEFAULT:
+                    new = reducer.first(incoming, key)
+                else:
+                    new = reducer.reduce(current, incoming, key)
+            except PlaitError:
+                raise
+            except Exception as exc:
+                raise ReducerError(key, reducer.spec(), exc, node) from exc
+            out[key] = new if reducer.trusted else freeze(new, key, node)
+        return out
+
+    def _apply(self, changed: Mapping[str, Any], node: str | None) -> None:
+        self._values.update(changed)
+        self.version += 1
+        version = self.version
+        for key in changed:
+            self._versions[key] = version
+        if self._subscribers:
+            event = StateUpdated(keys=tuple(changed), version=version, super_step=self.super_step, node=node)
+            for callback in tuple(self._subscribers):
+                callback(event)
+
+    def advance(self) -> int:
+        """Move to the next super-step and return its number."""
+        self.super_step += 1
+        return self.super_step
+
+    # -- snapshots and events ------------------------------------------------------------
+
+    def snapshot(self, label: str = "") -> StateSnapshot:
+        """Record an immutable snapshot (kept in :attr:`history`) and return it."""
+        snap = StateSnapshot(
+            version=self.version,
+            super_step=self.super_step,
+            label=label,
+            values=FrozenDict(self._values),
+            fingerprint=self.fingerprint,
+        )
+        self._history.append(snap)
+        return snap
+
+    @property
+    def history(self) -> tuple[StateSnapshot, ...]:
+        """The snapshots taken so far, oldest first."""
+        return tuple(self._history)
+
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Call ``callback`` with a :class:`StateUpdated` after every change; returns an
+        unsubscribe function."""
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def __repr__(self) -> str:
+        return f"RunState(version={self.version}, super_step={self.super_step}, keys={list(self._values)})"

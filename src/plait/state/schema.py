@@ -1,0 +1,169 @@
+"""The state schema: an ordered registry of channels, the source of truth for state keys."""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, get_args, get_origin, get_type_hints
+
+from plait._codec import fingerprint, freeze
+from plait.errors import SchemaError, UnknownChannelError
+from plait.state.reducers import NO_DEFAULT, LastWriteWins, Reducer, as_reducer
+
+__all__ = ["Channel", "SchemaBuilder", "StateSchema"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Channel:
+    """One named slot of state."""
+
+    key: str
+    """The channel's name, the key nodes read and write."""
+    reducer: Reducer
+    """How writes fold into the value."""
+    default: Any = NO_DEFAULT
+    """The frozen starting value, or ``NO_DEFAULT`` for a channel absent until written."""
+
+
+class StateSchema:
+    """An ordered, immutable registry of channels.
+
+    Build one with :meth:`builder` or :meth:`from_typed_dict`; both give the same object.
+    Defaults are frozen when the schema is built, so a run can never change the default
+    another run starts from, and mutating the object passed as ``default`` afterwards does
+    not reach the schema.
+    """
+
+    __slots__ = ("_channels", "_fingerprint", "_keys")
+
+    def __init__(self, channels: Mapping[str, Channel]) -> None:
+        self._channels: dict[str, Channel] = dict(channels)
+        self._keys = tuple(self._channels)
+        self._fingerprint = fingerprint(
+            [[c.key, c.reducer.spec(), None if c.default is NO_DEFAULT else c.default] for c in self._channels.values()]
+        )
+
+    @staticmethod
+    def builder() -> SchemaBuilder:
+        """A fluent builder: ``StateSchema.builder().add("log", AppendList()).add_lww("phase").build()``."""
+        return SchemaBuilder()
+
+    @classmethod
+    def from_typed_dict(cls, typed_dict: type) -> StateSchema:
+        """A schema from a ``TypedDict`` whose fields are ``Annotated[T, reducer]``.
+
+        A field without a reducer annotation is last-write-wins. Field order is kept.
+        """
+        if not typing.is_typeddict(typed_dict):
+            raise SchemaError(f"{typed_dict!r} is not a TypedDict")
+        hints = get_type_hints(typed_dict, include_extras=True)
+        builder = SchemaBuilder()
+        for key, hint in hints.items():
+            reducer: Any = LastWriteWins()
+            if get_origin(hint) is Annotated:
+                for meta in get_args(hint)[1:]:
+                    if (
+                        isinstance(meta, Reducer)
+                        or (isinstance(meta, type) and issubclass(meta, Reducer))
+                        or callable(meta)
+                    ):
+                        reducer = meta
+                        break
+            builder.add(key, reducer)
+        return builder.build()
+
+    @classmethod
+    def coerce(cls, schema: StateSchema | type) -> StateSchema:
+        """Accept either a schema or a ``TypedDict`` wherever a schema is expected."""
+        if isinstance(schema, StateSchema):
+            return schema
+        return cls.from_typed_dict(schema)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Channel keys in declaration order."""
+        return self._keys
+
+    @property
+    def channels(self) -> Mapping[str, Channel]:
+        return self._channels
+
+    @property
+    def fingerprint(self) -> str:
+        """A stable hash of the keys, the reducers (name and options) and the defaults."""
+        return self._fingerprint
+
+    def channel(self, key: str, node: str | None = None) -> Channel:
+        """The channel named ``key``; :class:`UnknownChannelError` if the schema lacks it."""
+        try:
+            return self._channels[key]
+        except KeyError:
+            raise UnknownChannelError(key, self._keys, node) from None
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._channels
+
+    def __iter__(self) -> Iterator[Channel]:
+        return iter(self._channels.values())
+
+    def __len__(self) -> int:
+        return len(self._channels)
+
+    def initial_values(self) -> dict[str, Any]:
+        """The values a fresh run starts with: every channel that has a default."""
+        return {c.key: c.default for c in self._channels.values() if c.default is not NO_DEFAULT}
+
+    def describe(self) -> list[dict[str, Any]]:
+        """JSON data describing the channels (for drawings, the CLI and the Studio)."""
+        return [
+            {"key": c.key, "reducer": c.reducer.spec(), "incremental": c.reducer.incremental}
+            for c in self._channels.values()
+        ]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StateSchema) and other._fingerprint == self._fingerprint
+
+    def __hash__(self) -> int:
+        return hash(self._fingerprint)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{c.key}: {c.reducer!r}" for c in self._channels.values())
+        return f"StateSchema({inner})"
+
+
+@dataclass(slots=True)
+class SchemaBuilder:
+    """Collects channels in order; :meth:`build` returns the immutable :class:`StateSchema`."""
+
+    _channels: dict[str, Channel] = field(default_factory=dict)
+
+    def add(self, key: str, reducer: Any = None, *, default: Any = NO_DEFAULT) -> SchemaBuilder:
+        """Declare channel ``key`` with ``reducer`` (last-write-wins when None).
+
+        Without ``default`` the channel starts with the reducer's natural value (``[]`` for
+        the append reducers, ``{}`` for MergeMap, ``0`` for Sum) or, for the others, has no
+        value until first written.
+        """
+        if not isinstance(key, str) or not key:
+            raise SchemaError(f"a channel key is a non-empty str, got {key!r}")
+        if key.startswith("__"):
+            raise SchemaError(f"channel key {key!r}: keys starting with '__' are reserved for plait")
+        if key in self._channels:
+            raise SchemaError(f"channel {key!r} is declared twice; each key is declared once")
+        try:
+            red = as_reducer(LastWriteWins() if reducer is None else reducer)
+        except TypeError as exc:
+            raise SchemaError(f"channel {key!r}: {exc}") from None
+        start = red.default() if default is NO_DEFAULT else freeze(default, key)
+        self._channels[key] = Channel(key=key, reducer=red, default=start)
+        return self
+
+    def add_lww(self, key: str, *, default: Any = NO_DEFAULT) -> SchemaBuilder:
+        """Shorthand for ``add(key, LastWriteWins(), default=...)``."""
+        return self.add(key, LastWriteWins(), default=default)
+
+    def build(self) -> StateSchema:
+        if not self._channels:
+            raise SchemaError("a schema needs at least one channel")
+        return StateSchema(self._channels)

@@ -1,0 +1,106 @@
+"""The small shared vocabulary: START, END, Send, Command, RetryPolicy and Interrupt."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+__all__ = ["END", "START", "Command", "Durability", "Interrupt", "RetryPolicy", "Send"]
+
+START: Final = "__start__"
+"""The virtual node a run begins at: ``add_edge(START, "first")``."""
+END: Final = "__end__"
+"""The virtual node a run ends at: ``add_edge("last", END)`` or a router returning END."""
+
+Durability = Literal["sync", "async", "exit"]
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Run ``node`` in the next super-step with ``arg`` as its input (one task per Send).
+
+    Returned by a router or in ``Command(goto=...)``; the map step of map-reduce.
+    """
+
+    node: str
+    arg: Any = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Command:
+    """Write and route from inside a node, or resume an interrupted run.
+
+    As a node's return value: ``update`` is written like a returned mapping and ``goto``
+    (a node name, a list of names, Sends, or END) chooses what runs next, in place of the
+    node's edges. As the input of ``invoke``: ``resume`` is the value ``interrupt()``
+    returns (a mapping of interrupt id to value when several are pending), and ``update``
+    is folded into the state before the run continues.
+    """
+
+    update: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None
+    goto: str | Send | Sequence[str | Send] = ()
+    resume: Any = None
+    has_resume: bool = field(default=False, repr=False)
+
+    def __init__(
+        self,
+        *,
+        update: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None,
+        goto: str | Send | Sequence[str | Send] = (),
+        resume: Any = ...,
+    ) -> None:
+        object.__setattr__(self, "update", update)
+        object.__setattr__(self, "goto", goto)
+        object.__setattr__(self, "has_resume", resume is not ...)
+        object.__setattr__(self, "resume", None if resume is ... else resume)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryPolicy:
+    """How a failing node is retried before the run fails.
+
+    The n-th retry waits ``min(initial_interval * backoff ** (n - 1), max_interval)``
+    seconds, times a random factor in ``[1, 1 + jitter]``.
+    """
+
+    max_attempts: int = 3
+    """Total attempts, the first included (1 means no retry)."""
+    initial_interval: float = 0.5
+    backoff: float = 2.0
+    max_interval: float = 30.0
+    jitter: float = 0.1
+    retry_on: type[BaseException] | tuple[type[BaseException], ...] | Callable[[BaseException], bool] = Exception
+    """Exception types to retry, or a predicate on the exception."""
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("RetryPolicy.max_attempts must be at least 1")
+
+    def should_retry(self, exc: BaseException) -> bool:
+        on = self.retry_on
+        if isinstance(on, type | tuple):
+            return isinstance(exc, on)
+        return bool(on(exc))
+
+    def delay(self, retry_number: int) -> float:
+        base = min(self.initial_interval * self.backoff ** (retry_number - 1), self.max_interval)
+        return base * (1 + random.random() * self.jitter)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Interrupt:
+    """A pause requested by ``interrupt(value)`` inside a node, waiting for a resume."""
+
+    id: str
+    """Stable id; pass ``Command(resume={id: value})`` when several are pending."""
+    value: Any
+    """The payload given to ``interrupt()``: what the human is asked."""
+    node: str
+    task_id: str
+    index: int = 0
+    """Which ``interrupt()`` call of the node this is (0 for the first)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "value": self.value, "node": self.node, "task_id": self.task_id, "index": self.index}

@@ -1,0 +1,51 @@
+"""Shared fixtures. Postgres tests read PLAIT_TEST_POSTGRES_DSN; under PLAIT_REQUIRE_POSTGRES=1
+(set by CI) a missing database fails the run instead of skipping."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+
+def _postgres_unavailable(reason: str) -> None:
+    if os.environ.get("PLAIT_REQUIRE_POSTGRES") == "1":
+        pytest.fail(f"PostgreSQL is required (PLAIT_REQUIRE_POSTGRES=1) but {reason}")
+    pytest.skip(f"PostgreSQL tests skipped: {reason}")
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> str:
+    """The DSN of a reachable PostgreSQL, or skip (fail under PLAIT_REQUIRE_POSTGRES=1)."""
+    dsn = os.environ.get("PLAIT_TEST_POSTGRES_DSN")
+    if not dsn:
+        _postgres_unavailable("PLAIT_TEST_POSTGRES_DSN is not set")
+        raise AssertionError("unreachable")
+    try:
+        import psycopg
+    except ImportError:
+        _postgres_unavailable("psycopg is not installed (pip install 'plait[postgres]')")
+        raise AssertionError("unreachable") from None
+    try:
+        with psycopg.connect(dsn, connect_timeout=5) as conn:
+            conn.execute("select 1")
+    except Exception as exc:
+        _postgres_unavailable(f"cannot connect to {dsn}: {exc}")
+    return dsn
+
+
+@pytest.fixture
+def postgres_schema(postgres_dsn: str) -> Iterator[str]:
+    """A fresh, empty Postgres schema for one test, dropped afterwards."""
+    import psycopg
+
+    name = f"plait_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f'create schema "{name}"')
+    try:
+        yield name
+    finally:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute(f'drop schema if exists "{name}" cascade')
