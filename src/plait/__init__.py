@@ -4,6 +4,18 @@ Everything public is importable from here; every other module is private.
 """
 
 from plait._frozen import thaw
+from plait.checkpoint import Checkpoint, Checkpointer, MemoryCheckpointer, ThreadInfo
+from plait.engine.context import NodeContext, interrupt
+from plait.engine.events import (
+    CheckpointSaved,
+    CustomEvent,
+    Interrupted,
+    NodeFailed,
+    NodeFinished,
+    NodeStarted,
+    RunFinished,
+    event_json,
+)
 from plait.errors import (
     CheckpointCorruptError,
     CheckpointError,
@@ -31,6 +43,7 @@ from plait.errors import (
     ThreadBusyError,
     UnknownChannelError,
 )
+from plait.graph import CompiledGraph, Dag, Graph, ThreadDiff, ThreadState
 from plait.state import (
     AppendList,
     AppendMessages,
@@ -49,6 +62,7 @@ from plait.state import (
     message_id,
     remove_message,
 )
+from plait.types import END, START, Command, Durability, Interrupt, RetryPolicy, Send
 
 __version__ = "0.1.0"
 
@@ -56,22 +70,39 @@ __all__ = [
     "AppendList",
     "AppendMessages",
     "Channel",
+    "Checkpoint",
     "CheckpointCorruptError",
     "CheckpointError",
     "CheckpointNotFoundError",
+    "CheckpointSaved",
+    "Checkpointer",
+    "Command",
+    "CompiledGraph",
     "ConcurrentWriteError",
+    "CustomEvent",
+    "Dag",
+    "Durability",
+    "END",
+    "Graph",
     "GraphChangedError",
     "GraphError",
+    "Interrupt",
+    "Interrupted",
     "InvalidResumeError",
     "InvalidUpdateError",
     "LastWriteWins",
     "MaxByTimestamp",
+    "MemoryCheckpointer",
     "MergeMap",
     "MessageNotFoundError",
     "MissingNodeError",
     "MissingValueError",
     "NoCheckpointerError",
+    "NodeContext",
     "NodeError",
+    "NodeFailed",
+    "NodeFinished",
+    "NodeStarted",
     "NodeTimeoutError",
     "NotSerializableError",
     "PlaitError",
@@ -79,9 +110,13 @@ __all__ = [
     "RecursionLimitError",
     "Reducer",
     "ReducerError",
+    "RetryPolicy",
     "RunError",
+    "RunFinished",
     "RunState",
+    "START",
     "SchemaError",
+    "Send",
     "StateDiff",
     "StateError",
     "StateSchema",
@@ -90,9 +125,14 @@ __all__ = [
     "StoreVersionError",
     "Sum",
     "ThreadBusyError",
+    "ThreadDiff",
+    "ThreadInfo",
+    "ThreadState",
     "UnknownChannelError",
     "__version__",
     "diff",
+    "event_json",
+    "interrupt",
     "message_id",
     "remove_message",
     "thaw",

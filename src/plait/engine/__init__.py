@@ -1,0 +1,1 @@
+"""The super-step engine: planning, running tasks, the loop, and its events."""

@@ -1,0 +1,144 @@
+"""What a running node can reach: its NodeContext, ``interrupt()`` and the effects ledger.
+
+``interrupt()`` finds the task it runs in through a context variable, so it works from any
+depth of the node's call stack, in sync nodes (run in worker threads with the context
+copied) and async ones alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import hashlib
+import inspect
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from plait._codec import freeze
+from plait.errors import NoCheckpointerError, PlaitError
+from plait.types import Interrupt
+
+__all__ = ["GraphInterrupt", "NodeContext", "TaskHost", "interrupt"]
+
+
+class GraphInterrupt(BaseException):
+    """Raised by :func:`interrupt` to pause the run.
+
+    A ``BaseException`` (like ``asyncio.CancelledError``) so that a node's
+    ``except Exception`` cannot swallow the pause; users never need to catch it.
+    """
+
+    def __init__(self, interrupt: Interrupt) -> None:
+        super().__init__(interrupt)
+        self.interrupt = interrupt
+
+
+class TaskHost(Protocol):
+    """The part of the loop a context talks to."""
+
+    loop: asyncio.AbstractEventLoop
+    durable: bool
+
+    def emit_custom(self, node: str, step: int, payload: Any) -> None: ...
+
+    async def record_effect(self, task_id: str, name: str, value: Any) -> None: ...
+
+
+@dataclass(kw_only=True)
+class NodeContext:
+    """Given to a node that takes a second argument: where it runs and what it may do."""
+
+    thread_id: str | None
+    namespace: str
+    checkpoint_id: str
+    """The checkpoint this super-step started from."""
+    step: int
+    node: str
+    task_id: str
+    host: TaskHost = field(repr=False)
+    resume_values: list[Any] = field(default_factory=list, repr=False)
+    effects: dict[str, Any] = field(default_factory=dict, repr=False)
+    _interrupts_seen: int = field(default=0, repr=False)
+
+    @property
+    def idempotency_key(self) -> str:
+        """Stable across re-runs of this task (after a crash, a retry, an interrupt): pass it
+        to external APIs so a repeated call is recognised as the same request."""
+        raw = f"{self.namespace}\x00{self.thread_id}\x00{self.task_id}"
+        return hashlib.blake2b(raw.encode(), digest_size=16).hexdigest()
+
+    def emit(self, payload: Any) -> None:
+        """Send a custom event (JSON data) to ``stream(mode="custom")`` subscribers."""
+        self.host.emit_custom(self.node, self.step, payload)
+
+    def once(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Run a side effect at most once for this task, in a sync node.
+
+        The result (JSON data) is recorded in the checkpoint store before this returns; a
+        re-run of the node (after an interrupt, a failure later in the node, a crash)
+        returns the recorded result without calling ``fn`` again.
+        """
+        if name in self.effects:
+            return self.effects[name]
+        value = freeze(fn(), f"once({name!r})", self.node)
+        if self.host.durable:
+            if _on_loop_thread(self.host.loop):
+                raise PlaitError(
+                    f"node {self.node!r} called ctx.once() on the event loop; in an async node use "
+                    "`await ctx.aonce(name, fn)` instead"
+                )
+            asyncio.run_coroutine_threadsafe(
+                self.host.record_effect(self.task_id, name, value), self.host.loop
+            ).result()
+        self.effects[name] = value
+        return value
+
+    async def aonce(self, name: str, fn: Callable[[], Any] | Callable[[], Awaitable[Any]]) -> Any:
+        """:meth:`once` for async nodes; ``fn`` may be sync or async."""
+        if name in self.effects:
+            return self.effects[name]
+        result = fn()
+        if inspect.isawaitable(result):
+            result = await result
+        value = freeze(result, f"once({name!r})", self.node)
+        if self.host.durable:
+            await self.host.record_effect(self.task_id, name, value)
+        self.effects[name] = value
+        return value
+
+    def _next_interrupt(self, value: Any) -> Any:
+        index = self._interrupts_seen
+        self._interrupts_seen += 1
+        if index < len(self.resume_values):
+            return self.resume_values[index]
+        iid = hashlib.blake2b(f"{self.task_id}:{index}".encode(), digest_size=8).hexdigest()
+        raise GraphInterrupt(
+            Interrupt(
+                id=iid, value=freeze(value, "interrupt", self.node), node=self.node, task_id=self.task_id, index=index
+            )
+        )
+
+
+_current: contextvars.ContextVar[NodeContext | None] = contextvars.ContextVar("plait_node_context", default=None)
+
+
+def interrupt(value: Any = None) -> Any:
+    """Pause the run and ask a human; returns the value given when the run is resumed.
+
+    The first call raises a signal that stops the run; the payload ``value`` (JSON data) is
+    stored with the checkpoint and shown by ``get_state()``. ``invoke(Command(resume=v),
+    thread_id=...)`` re-runs the node from its start, and this call then returns ``v``.
+    Several calls in one node are matched to resume values by order.
+    """
+    ctx = _current.get()
+    if ctx is None:
+        raise PlaitError("interrupt() was called outside a running node")
+    if not ctx.host.durable:
+        raise NoCheckpointerError("interrupt()")
+    return ctx._next_interrupt(value)
+
+
+def _on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
+    return getattr(loop, "_thread_id", None) == threading.get_ident()

@@ -1,0 +1,102 @@
+"""What a run reports while it runs: the records ``stream(mode="events")`` yields.
+
+Every record is a frozen dataclass with ``kind`` and :meth:`to_json`, so the same events feed
+the terminal, logs and the CLI without translation. ``StateUpdated`` comes from the state
+layer and is re-used as is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+from plait.state.run_state import StateUpdated
+from plait.types import Interrupt
+
+__all__ = [
+    "CheckpointSaved",
+    "CustomEvent",
+    "Event",
+    "Interrupted",
+    "NodeFailed",
+    "NodeFinished",
+    "NodeStarted",
+    "RunFinished",
+    "StateUpdated",
+    "event_json",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeStarted:
+    kind: ClassVar[str] = "node_started"
+    node: str
+    task_id: str
+    step: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeFinished:
+    kind: ClassVar[str] = "node_finished"
+    node: str
+    task_id: str
+    step: int
+    writes: dict[str, Any]
+    """The channel writes the node made (channel -> list of values written)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeFailed:
+    kind: ClassVar[str] = "node_failed"
+    node: str
+    task_id: str
+    step: int
+    error: str
+    attempt: int
+    will_retry: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointSaved:
+    kind: ClassVar[str] = "checkpoint_saved"
+    checkpoint_id: str
+    step: int
+    source: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Interrupted:
+    kind: ClassVar[str] = "interrupted"
+    interrupts: tuple[Interrupt, ...]
+    step: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished:
+    kind: ClassVar[str] = "run_finished"
+    thread_id: str | None
+    step: int
+    status: str
+    """``done``, ``interrupted`` or ``failed``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CustomEvent:
+    kind: ClassVar[str] = "custom"
+    node: str
+    step: int
+    payload: Any
+
+
+Event = (
+    NodeStarted | NodeFinished | NodeFailed | CheckpointSaved | Interrupted | RunFinished | CustomEvent | StateUpdated
+)
+
+
+def event_json(event: Event) -> dict[str, Any]:
+    """An event as JSON data, with its kind."""
+    kind = getattr(event, "kind", "state_updated")
+    data = asdict(event)
+    if isinstance(event, Interrupted):
+        data["interrupts"] = [i.to_json() for i in event.interrupts]
+    return {"kind": kind, **data}

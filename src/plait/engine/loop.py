@@ -1,0 +1,669 @@
+"""The super-step loop: the thin async driver around planning, running and merging.
+
+Per super-step: run the planned tasks concurrently (saving each finished task's result as a
+pending write when the step has several), merge all writes through the reducers in planned
+task order, plan the next tasks, commit one checkpoint, advance. Planning and merging are
+pure; everything that talks to storage goes through the :class:`Committer`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import time
+import uuid
+from collections import ChainMap
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from plait._codec import freeze
+from plait.checkpoint.base import (
+    Checkpoint,
+    Checkpointer,
+    CheckpointWrite,
+    PendingWrite,
+    Task,
+    WritesBatch,
+    new_checkpoint_id,
+)
+from plait.engine.commit import Committer
+from plait.engine.context import NodeContext
+from plait.engine.events import (
+    CheckpointSaved,
+    CustomEvent,
+    Interrupted,
+    NodeFailed,
+    NodeFinished,
+    NodeStarted,
+    RunFinished,
+)
+from plait.engine.plan import Route, plan_next, route_json, routes_from_json
+from plait.engine.tasks import TaskOutcome, compute_routes, run_task
+from plait.errors import (
+    CheckpointNotFoundError,
+    ConcurrentWriteError,
+    GraphChangedError,
+    InvalidResumeError,
+    PlaitError,
+    RecursionLimitError,
+)
+from plait.graph.spec import GraphSpec
+from plait.state.reducers import LastWriteWins
+from plait.state.run_state import RunState, StateUpdated
+from plait.types import START, Command, Durability, Interrupt
+
+__all__ = ["Run", "RunResult", "Sink"]
+
+Sink = Callable[[str, Any], None]
+"""Receives ``(mode, item)`` for the stream modes a caller asked for."""
+
+_HOST = f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunResult:
+    values: dict[str, Any]
+    interrupts: tuple[Interrupt, ...]
+    status: Literal["done", "interrupted"]
+    checkpoint_id: str | None
+    step: int
+
+
+class _Stop(Exception):
+    def __init__(self, result: RunResult) -> None:
+        self.result = result
+
+
+class Run:
+    """One ``invoke``: owns the run state, the committer and the lease for its duration."""
+
+    def __init__(
+        self,
+        spec: GraphSpec,
+        saver: Checkpointer | None,
+        *,
+        graph_fp: str,
+        thread_id: str | None,
+        namespace: str,
+        durability: Durability,
+        recursion_limit: int,
+        interrupt_before: frozenset[str],
+        interrupt_after: frozenset[str],
+        sink: Sink | None = None,
+        modes: frozenset[str] = frozenset(),
+    ) -> None:
+        if durability not in ("sync", "async", "exit"):
+            raise ValueError(f"durability must be 'sync', 'async' or 'exit', got {durability!r}")
+        if recursion_limit < 1:
+            raise ValueError("recursion_limit must be at least 1")
+        self.spec = spec
+        self.saver = saver
+        self.graph_fp = graph_fp
+        self.thread_id = thread_id
+        self.namespace = namespace
+        self.durability = durability
+        self.recursion_limit = recursion_limit
+        self.before = interrupt_before
+        self.after = interrupt_after
+        self.sink = sink
+        self.modes = modes
+        self.run_id = uuid.uuid4().hex[:16]
+        self.committer = Committer(saver) if saver is not None else None
+        self.durable = saver is not None
+        self.loop = asyncio.get_running_loop()
+        self.state = RunState(spec.schema)
+        self.state.writers = spec.writers
+        self._lww = frozenset(c.key for c in spec.schema if isinstance(c.reducer, LastWriteWins))
+        self._persisted_id: str | None = None
+        """The newest checkpoint of this run that is (or is queued to be) stored."""
+        self._unpersisted: set[str] = set()
+        """Channels changed since ``_persisted_id`` (exit durability)."""
+
+    # -- the TaskHost protocol -----------------------------------------------------------
+
+    def emit_custom(self, node: str, step: int, payload: Any) -> None:
+        if self.sink is not None:
+            if "custom" in self.modes:
+                self.sink("custom", payload)
+            if "events" in self.modes:
+                self.sink("events", CustomEvent(node=node, step=step, payload=payload))
+
+    async def record_effect(self, task_id: str, name: str, value: Any) -> None:
+        assert self.committer is not None and self.saver is not None
+        await self._persist_current()
+        self.committer.submit(writes=self._batch([PendingWrite(task_id=task_id, kind="effect", key=name, value=value)]))
+        await self.committer.drain()
+
+    # -- entry point ---------------------------------------------------------------------
+
+    async def execute(self, input: Any, checkpoint_id: str | None) -> RunResult:
+        owner = f"{_HOST}:{self.run_id}"
+        renewer: asyncio.Task[None] | None = None
+        if self.saver is not None and self.thread_id is not None:
+            await self.saver.acquire_lease(self.thread_id, owner, namespace=self.namespace)
+            renewer = self.loop.create_task(self._renew(owner))
+        try:
+            try:
+                result = await self._execute(input, checkpoint_id)
+            except _Stop as stop:
+                result = stop.result
+            if self.committer is not None:
+                await self.committer.drain()
+            self._event(RunFinished(thread_id=self.thread_id, step=result.step, status=result.status))
+            return result
+        except BaseException:
+            if self.committer is not None:
+                with contextlib.suppress(Exception):
+                    await self.committer.drain()
+            raise
+        finally:
+            if renewer is not None:
+                renewer.cancel()
+            if self.saver is not None and self.thread_id is not None:
+                await self.saver.release_lease(self.thread_id, owner, namespace=self.namespace)
+
+    async def _renew(self, owner: str) -> None:
+        assert self.saver is not None and self.thread_id is not None
+        period = max(self.saver.lease_ttl / 3, 0.05)
+        while True:
+            await asyncio.sleep(period)
+            await self.saver.acquire_lease(self.thread_id, owner, namespace=self.namespace)
+
+    async def _execute(self, input: Any, checkpoint_id: str | None) -> RunResult:
+        head = None
+        if self.saver is not None and self.thread_id is not None:
+            head = await self.saver.get(self.thread_id, checkpoint_id, namespace=self.namespace)
+            if head is None and checkpoint_id is not None:
+                raise CheckpointNotFoundError(self.thread_id, checkpoint_id, self.namespace)
+        if head is not None:
+            await self._check_compatible(head)
+            self._restore(head)
+            self._persisted_id = head.id
+        if isinstance(input, Command):
+            if head is None:
+                raise InvalidResumeError(self.thread_id, "the thread has no checkpoint to resume")
+            cur, pending = head, list(head.pending_writes)
+            if input.update is not None:
+                cur, pending = await self._apply_update(cur, pending, input.update)
+            if input.has_resume:
+                pending = await self._apply_resume(cur, pending, input.resume)
+            return await self._loop(cur, cur.next_tasks, pending)
+        if input is None:
+            if head is None:
+                raise CheckpointNotFoundError(self.thread_id or "(no thread_id)", None, self.namespace)
+            return await self._loop(head, head.next_tasks, list(head.pending_writes))
+        cur, tasks = await self._start(head, input)
+        return await self._loop(cur, tasks, [])
+
+    # -- starting ------------------------------------------------------------------------
+
+    def _restore(self, head: Checkpoint) -> None:
+        st = self.state
+        st._values = {**self.spec.schema.initial_values(), **head.values}
+        st._versions = dict(head.versions)
+        st.version = head.version
+        st.super_step = head.step
+
+    async def _check_compatible(self, head: Checkpoint) -> None:
+        if head.metadata.get("graph") in (None, self.graph_fp):
+            return
+        changes = [
+            f"pending node {t.node!r} no longer exists" for t in head.next_tasks if t.node not in self.spec.nodes
+        ]
+        schema = self.spec.schema
+        changes += [
+            f"channel {k!r} holds a value but is no longer in the schema" for k in head.values if k not in schema
+        ]
+        reducers = head.metadata.get("reducers")
+        if reducers is None and self.saver is not None and self.thread_id is not None:
+            for cp in await self.saver.history(self.thread_id, namespace=self.namespace, before=None):
+                if "reducers" in cp.metadata:
+                    reducers = cp.metadata["reducers"]
+                    break
+        for key, old in (reducers or {}).items():
+            if key in schema and schema.channel(key).reducer.spec() != old:
+                changes.append(f"channel {key!r} changed reducer from {old} to {schema.channel(key).reducer.spec()}")
+        if changes:
+            raise GraphChangedError(self.thread_id or "", changes)
+
+    def _reducers(self) -> dict[str, str]:
+        return {c.key: c.reducer.spec() for c in self.spec.schema}
+
+    async def _start(self, head: Checkpoint | None, input: Any) -> tuple[Checkpoint, tuple[Task, ...]]:
+        if not isinstance(input, Mapping):
+            raise TypeError(f"invoke() takes a mapping of channel values, None (to resume) or a Command, got {input!r}")
+        st = self.state
+        writes = [(k, freeze(v, k, "input")) for k, v in input.items()]
+        changed = st.fold(st.values, writes, "input")
+        if changed:
+            st._apply(changed, "input")
+        step = head.step + 1 if head is not None else 0
+        st.super_step = step
+        cid = new_checkpoint_id(after=head.id if head else None)
+        routes = await compute_routes(self.spec, START, st, st.values, [], None)
+        tasks, _ = plan_next(self.spec, cid, [(Task(id="", node=START), routes)], {})
+        cp = self._checkpoint(
+            cid,
+            head.id if head else None,
+            step,
+            tasks,
+            head.barriers if head else {},
+            {"source": "input", "step": step, "writes": {"input": sorted(changed)}, "reducers": self._reducers()},
+        )
+        self._emit_values()
+        self._store(cp, set(changed), folds=False)
+        return cp, tasks
+
+    async def _apply_update(
+        self, cur: Checkpoint, pending: list[PendingWrite], update: Any
+    ) -> tuple[Checkpoint, list[PendingWrite]]:
+        st = self.state
+        pairs = list(update.items()) if isinstance(update, Mapping) else list(update)
+        changed = st.fold(st.values, [(k, freeze(v, k, "update")) for k, v in pairs], "update")
+        if changed:
+            st._apply(changed, "update")
+        cid = new_checkpoint_id(after=cur.id)
+        cp = self._checkpoint(
+            cid,
+            cur.id,
+            cur.step + 1,
+            cur.next_tasks,
+            cur.barriers,
+            {
+                "source": "update",
+                "step": cur.step + 1,
+                "writes": {"update": sorted(changed)},
+                "reducers": self._reducers(),
+            },
+        )
+        self._store(cp, set(changed), folds=False)
+        if pending and self.committer is not None:
+            moved = [PendingWrite(task_id=p.task_id, kind=p.kind, key=p.key, value=p.value) for p in pending]
+            self.committer.submit(
+                writes=WritesBatch(
+                    thread_id=cp.thread_id, namespace=self.namespace, checkpoint_id=cid, writes=tuple(moved)
+                )
+            )
+        await self._sync_point()
+        return cp, pending
+
+    async def _apply_resume(self, cur: Checkpoint, pending: list[PendingWrite], resume: Any) -> list[PendingWrite]:
+        active = _active_interrupts(pending)
+        if not active:
+            raise InvalidResumeError(
+                self.thread_id, "it has no pending interrupt; use invoke(None, ...) to continue it"
+            )
+        by_id = {i.id: i for i in active}
+        if isinstance(resume, Mapping) and resume and all(k in by_id for k in resume):
+            chosen = dict(resume)
+        elif len({i.task_id for i in active}) == 1:
+            chosen = {active[0].id: resume}
+        else:
+            raise InvalidResumeError(
+                self.thread_id,
+                "several interrupts are pending; pass Command(resume={interrupt_id: value, ...}) with ids "
+                + ", ".join(repr(i) for i in by_id),
+            )
+        values = _resume_values(pending)
+        new: list[PendingWrite] = []
+        for iid, value in chosen.items():
+            rec = by_id[iid]
+            got = values.setdefault(rec.task_id, [])
+            if rec.index != len(got):
+                raise InvalidResumeError(self.thread_id, f"interrupt {iid!r} is not the next one of its node")
+            got.append(freeze(value, "resume", rec.node))
+            new.append(PendingWrite(task_id=rec.task_id, kind="resume", value=list(got)))
+        if self.committer is not None:
+            self.committer.submit(writes=self._batch(new, cur.id))
+            await self.committer.drain()
+        keep = [p for p in pending if not (p.kind == "resume" and p.task_id in {n.task_id for n in new})]
+        return keep + new
+
+    # -- the loop ------------------------------------------------------------------------
+
+    async def _loop(self, cur: Checkpoint, tasks: Sequence[Task], pending: list[PendingWrite]) -> RunResult:
+        steps = 0
+        while tasks:
+            if steps >= self.recursion_limit:
+                await self._persist_current(cur)
+                raise RecursionLimitError(self.recursion_limit, self.thread_id)
+            cur, tasks = await self._step(cur, tasks, pending)
+            pending = []
+            steps += 1
+        await self._finish(cur)
+        return self._result(cur, (), "done")
+
+    async def _step(
+        self, cur: Checkpoint, tasks: Sequence[Task], pending: list[PendingWrite]
+    ) -> tuple[Checkpoint, tuple[Task, ...]]:
+        results: dict[str, tuple[list[tuple[str, Any]], list[Route]]] = {}
+        resume = _resume_values(pending)
+        effects: dict[str, dict[str, Any]] = {}
+        breakpoint_taken = False
+        for pw in pending:
+            if pw.kind == "result":
+                results[pw.task_id] = ([(w[0], w[1]) for w in pw.value["w"]], routes_from_json(pw.value["r"]))
+            elif pw.kind == "effect":
+                effects.setdefault(pw.task_id, {})[pw.key] = pw.value
+            elif pw.kind == "breakpoint":
+                breakpoint_taken = True
+        to_run = [t for t in tasks if t.id not in results]
+        if self.before and not breakpoint_taken and any(t.node in self.before for t in to_run):
+            await self._pause(cur, [PendingWrite(task_id="", kind="breakpoint")], ())
+
+        step = cur.step
+        base = self.state.values
+        multi = len(to_run) > 1
+        flush = multi and self.committer is not None and self.durability != "exit"
+
+        async def one(task: Task) -> TaskOutcome:
+            ctx = NodeContext(
+                thread_id=self.thread_id,
+                namespace=self.namespace,
+                checkpoint_id=cur.id,
+                step=step,
+                node=task.node,
+                task_id=task.id,
+                host=self,
+                resume_values=resume.get(task.id, []),
+                effects=effects.get(task.id, {}),
+            )
+            self._event(NodeStarted(node=task.node, task_id=task.id, step=step))
+            node = self.spec.nodes[task.node]
+            arg = task.arg if task.send else _view(base, self.spec)
+            out = await run_task(
+                self.spec, node, arg, ctx, self.state, base, inline=not multi, on_retry=self._retry_hook(task, step)
+            )
+            if out.error is None and out.interrupt is None:
+                results[task.id] = (out.writes, out.routes)
+                if flush:
+                    assert self.committer is not None
+                    self.committer.submit(writes=self._batch([_result_write(task.id, out)], cur.id))
+                if self.sink is not None:
+                    self._task_done(task, out, step)
+            return out
+
+        if not multi:
+            outcomes = [await one(to_run[0])] if to_run else []
+        else:
+            outcomes = list(await asyncio.gather(*(one(t) for t in to_run)))
+
+        errors = [o.error for o in outcomes if o.error is not None]
+        interrupts = tuple(o.interrupt for o in outcomes if o.interrupt is not None)
+        if errors or interrupts:
+            saved = [
+                _result_write(t.id, o)
+                for t, o in zip(to_run, outcomes, strict=True)
+                if o.error is None and o.interrupt is None
+            ]
+            saved += [
+                PendingWrite(task_id=i.task_id, kind="interrupt", key=str(i.index), value=i.to_json())
+                for i in interrupts
+            ]
+            if errors:
+                if self.committer is not None:
+                    await self._persist_current(cur)
+                    self.committer.submit(writes=self._batch(saved, cur.id))
+                    await self.committer.drain()
+                raise errors[0]
+            await self._pause(cur, saved, interrupts)
+
+        # merge, in planned task order
+        changed: dict[str, Any] = {}
+        try:
+            if len(tasks) == 1:
+                w = results[tasks[0].id][0]
+                if w:
+                    changed = self.state.fold(base, w, tasks[0].node)
+            else:
+                changed = self._merge(tasks, results, base, step)
+        except PlaitError:
+            if self.committer is not None and multi:
+                await self._persist_current(cur)
+                self.committer.submit(
+                    writes=self._batch(
+                        [
+                            _result_write(t.id, TaskOutcome(writes=results[t.id][0], routes=results[t.id][1]))
+                            for t in to_run
+                        ],
+                        cur.id,
+                    )
+                )
+                await self.committer.drain()
+            raise
+        st = self.state
+        if changed:
+            st._apply(changed, None)
+            if self.sink is not None and "events" in self.modes:
+                for t in tasks:
+                    keys = tuple(dict.fromkeys(k for k, _ in results[t.id][0]))
+                    if keys:
+                        self._event(StateUpdated(keys=keys, version=st.version, super_step=step, node=t.node))
+        st.advance()
+        cid = new_checkpoint_id(after=cur.id)
+        next_tasks, barriers = plan_next(self.spec, cid, [(t, results[t.id][1]) for t in tasks], cur.barriers)
+        if self.saver is None:
+            new = _bare_checkpoint(cid, cur, next_tasks, barriers)
+        else:
+            writes_meta: dict[str, list[str]] = {}
+            for t in tasks:
+                for k, _ in results[t.id][0]:
+                    written = writes_meta.setdefault(t.node, [])
+                    if k not in written:
+                        written.append(k)
+            new = self._checkpoint(
+                cid,
+                self._parent_for_next(cur),
+                cur.step + 1,
+                next_tasks,
+                barriers,
+                {"source": "loop", "step": cur.step + 1, "writes": writes_meta},
+            )
+            self._store(new, set(changed), folds=True)
+            if self.durability == "sync":
+                assert self.committer is not None
+                await self.committer.drain()
+        self._emit_values()
+        if self.after and next_tasks and any(t.node in self.after for t in tasks):
+            await self._pause(new, [], ())
+        return new, next_tasks
+
+    def _merge(
+        self,
+        tasks: Sequence[Task],
+        results: Mapping[str, tuple[list[tuple[str, Any]], list[Route]]],
+        base: Mapping[str, Any],
+        step: int,
+    ) -> dict[str, Any]:
+        changed: dict[str, Any] = {}
+        view = ChainMap(changed, base)  # type: ignore[arg-type]
+        lww_writer: dict[str, Task] = {}
+        for t in tasks:
+            w = results[t.id][0]
+            if not w:
+                continue
+            for k, _ in w:
+                if k in self._lww:
+                    prev = lww_writer.get(k)
+                    if prev is not None and prev.id != t.id:
+                        raise ConcurrentWriteError(k, (prev.node, t.node), step)
+                    lww_writer[k] = t
+            changed.update(self.state.fold(view, w, t.node))
+        return changed
+
+    # -- persistence ---------------------------------------------------------------------
+
+    def _checkpoint(
+        self,
+        cid: str,
+        parent: str | None,
+        step: int,
+        tasks: Sequence[Task],
+        barriers: Mapping[str, tuple[str, ...]],
+        metadata: dict[str, Any],
+    ) -> Checkpoint:
+        metadata["graph"] = self.graph_fp
+        metadata["run_id"] = self.run_id
+        st = self.state
+        return Checkpoint(
+            thread_id=self.thread_id or "",
+            namespace=self.namespace,
+            id=cid,
+            parent_id=parent,
+            step=step,
+            values=dict(st.values),
+            versions=dict(st.channel_versions),
+            next_tasks=tuple(tasks),
+            barriers=dict(barriers),
+            metadata=metadata,
+            created_at=time.time(),
+        )
+
+    def _parent_for_next(self, cur: Checkpoint) -> str | None:
+        return self._persisted_id if self.durability == "exit" else cur.id
+
+    def _store(self, cp: Checkpoint, changed: set[str], *, folds: bool) -> None:
+        """Queue ``cp`` for commit (or, in exit durability, only remember it)."""
+        self._current = cp
+        if self.committer is None:
+            return
+        if self.durability == "exit":
+            self._unpersisted |= changed
+            self._pending_folds = folds or getattr(self, "_pending_folds", False)
+            return
+        self.committer.submit(
+            checkpoint=CheckpointWrite(checkpoint=cp, changed=frozenset(changed), folds_parent_writes=folds)
+        )
+        self._persisted_id = cp.id
+        self._event(CheckpointSaved(checkpoint_id=cp.id, step=cp.step, source=str(cp.metadata.get("source"))))
+
+    async def _persist_current(self, cur: Checkpoint | None = None) -> None:
+        """Make sure the checkpoint the current step started from is stored (exit mode
+        skips intermediate ones until something needs them)."""
+        if self.committer is None:
+            return
+        cp = cur or getattr(self, "_current", None)
+        if cp is not None and self.durability == "exit" and self._persisted_id != cp.id:
+            self.committer.submit(
+                checkpoint=CheckpointWrite(
+                    checkpoint=cp,
+                    changed=frozenset(self._unpersisted),
+                    folds_parent_writes=getattr(self, "_pending_folds", False),
+                )
+            )
+            self._persisted_id = cp.id
+            self._unpersisted = set()
+            self._pending_folds = False
+            self._event(CheckpointSaved(checkpoint_id=cp.id, step=cp.step, source=str(cp.metadata.get("source"))))
+
+    async def _sync_point(self) -> None:
+        if self.committer is not None and self.durability == "sync":
+            await self.committer.drain()
+
+    async def _finish(self, cur: Checkpoint) -> None:
+        await self._persist_current(cur)
+
+    async def _pause(self, cur: Checkpoint, writes: list[PendingWrite], interrupts: tuple[Interrupt, ...]) -> None:
+        if self.committer is not None:
+            await self._persist_current(cur)
+            if writes:
+                self.committer.submit(writes=self._batch(writes, cur.id))
+            await self.committer.drain()
+        self._event(Interrupted(interrupts=interrupts, step=cur.step))
+        raise _Stop(self._result(cur, interrupts, "interrupted"))
+
+    def _batch(self, writes: Sequence[PendingWrite], checkpoint_id: str | None = None) -> WritesBatch:
+        cid = checkpoint_id or self._persisted_id or ""
+        return WritesBatch(
+            thread_id=self.thread_id or "", namespace=self.namespace, checkpoint_id=cid, writes=tuple(writes)
+        )
+
+    def _result(
+        self, cur: Checkpoint, interrupts: tuple[Interrupt, ...], status: Literal["done", "interrupted"]
+    ) -> RunResult:
+        return RunResult(
+            values=dict(self.state.values),
+            interrupts=interrupts,
+            status=status,
+            checkpoint_id=cur.id if self.saver is not None else None,
+            step=cur.step,
+        )
+
+    # -- events --------------------------------------------------------------------------
+
+    def _event(self, event: Any) -> None:
+        if self.sink is not None and "events" in self.modes:
+            self.sink("events", event)
+
+    def _emit_values(self) -> None:
+        if self.sink is not None and "values" in self.modes:
+            self.sink("values", dict(self.state.values))
+
+    def _task_done(self, task: Task, out: TaskOutcome, step: int) -> None:
+        assert self.sink is not None
+        if "updates" in self.modes:
+            self.sink("updates", {task.node: dict(out.writes)})
+        if "events" in self.modes:
+            writes: dict[str, list[Any]] = {}
+            for k, v in out.writes:
+                writes.setdefault(k, []).append(v)
+            self.sink("events", NodeFinished(node=task.node, task_id=task.id, step=step, writes=writes))
+
+    def _retry_hook(self, task: Task, step: int) -> Callable[[int, BaseException, bool], None] | None:
+        if self.sink is None or "events" not in self.modes:
+            return None
+
+        def hook(attempt: int, err: BaseException, will_retry: bool) -> None:
+            self._event(
+                NodeFailed(
+                    node=task.node, task_id=task.id, step=step, error=str(err), attempt=attempt, will_retry=will_retry
+                )
+            )
+
+        return hook
+
+
+def _view(values: Mapping[str, Any], spec: GraphSpec) -> Any:
+    from plait.engine.tasks import StateView
+
+    return StateView(values, spec.writers)
+
+
+def _result_write(task_id: str, out: TaskOutcome) -> PendingWrite:
+    return PendingWrite(
+        task_id=task_id, kind="result", value={"w": [[k, v] for k, v in out.writes], "r": route_json(out.routes)}
+    )
+
+
+def _bare_checkpoint(
+    cid: str, cur: Checkpoint, tasks: tuple[Task, ...], barriers: dict[str, tuple[str, ...]]
+) -> Checkpoint:
+    """Without a checkpointer nothing is stored: keep only what the loop reads next."""
+    return Checkpoint(
+        thread_id="", id=cid, parent_id=None, step=cur.step + 1, values={}, next_tasks=tasks, barriers=barriers
+    )
+
+
+def _resume_values(pending: Sequence[PendingWrite]) -> dict[str, list[Any]]:
+    return {p.task_id: list(p.value) for p in pending if p.kind == "resume"}
+
+
+def active_interrupts(pending: Sequence[PendingWrite]) -> list[Interrupt]:
+    """Interrupts still waiting for a resume value: their task has no result yet and the
+    resume values given so far do not reach their index."""
+    done = {p.task_id for p in pending if p.kind == "result"}
+    resumed = _resume_values(pending)
+    out = []
+    for p in pending:
+        if p.kind != "interrupt" or p.task_id in done:
+            continue
+        v = p.value
+        if v["index"] >= len(resumed.get(p.task_id, [])):
+            out.append(Interrupt(id=v["id"], value=v["value"], node=v["node"], task_id=v["task_id"], index=v["index"]))
+    return out
+
+
+_active_interrupts = active_interrupts

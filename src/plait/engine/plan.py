@@ -1,0 +1,77 @@
+"""Planning a super-step: which tasks run next. Pure functions, no I/O.
+
+A finished task's *routes* (its static edges, what its routers chose, its ``Command.goto``)
+are computed when it finishes and saved with its writes, so planning needs only the
+finished tasks in planned order and the join barriers, and gives the same answer on every
+replay.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from plait.checkpoint.base import Task
+from plait.graph.spec import GraphSpec
+from plait.types import END
+
+__all__ = ["Route", "plan_next", "route_json", "task_id"]
+
+Route = str | tuple[str, Any]
+"""A node name, or ``(node, arg)`` for a Send."""
+
+
+def task_id(checkpoint_id: str, node: str, index: int) -> str:
+    """Deterministic id of the ``index``-th task of ``node`` planned from ``checkpoint_id``."""
+    return hashlib.blake2b(f"{checkpoint_id}|{node}|{index}".encode(), digest_size=8).hexdigest()
+
+
+def route_json(routes: Sequence[Route]) -> list[Any]:
+    return [r if isinstance(r, str) else [r[0], r[1]] for r in routes]
+
+
+def routes_from_json(data: Sequence[Any]) -> list[Route]:
+    return [r if isinstance(r, str) else (r[0], r[1]) for r in data]
+
+
+def plan_next(
+    spec: GraphSpec,
+    checkpoint_id: str,
+    finished: Sequence[tuple[Task, Sequence[Route]]],
+    barriers: Mapping[str, tuple[str, ...]],
+) -> tuple[tuple[Task, ...], dict[str, tuple[str, ...]]]:
+    """The tasks of the next super-step and the join barriers after this one.
+
+    Plain triggers of one node collapse into one task (in first-triggered order); every
+    Send is its own task, after the plain ones; a join's target is triggered in the step
+    after its last source finished, and its barrier resets.
+    """
+    nodes: dict[str, None] = {}
+    sends: list[tuple[str, Any]] = []
+    arrived: dict[str, set[str]] | None = None
+    joins_by_source = spec.joins_by_source
+    for task, routes in finished:
+        for r in routes:
+            if isinstance(r, str):
+                if r != END:
+                    nodes[r] = None
+            else:
+                sends.append(r)
+        joins = joins_by_source.get(task.node)
+        if joins:
+            if arrived is None:
+                arrived = {k: set(v) for k, v in barriers.items()}
+            for j in joins:
+                got = arrived.setdefault(j.id, set())
+                got.add(task.node)
+                if got >= j.sources:
+                    nodes[j.target] = None
+                    del arrived[j.id]
+    tasks = [Task(id=task_id(checkpoint_id, n, 0), node=n) for n in nodes]
+    tasks.extend(
+        Task(id=task_id(checkpoint_id, n, i), node=n, send=True, arg=arg) for i, (n, arg) in enumerate(sends, 1)
+    )
+    if arrived is None:
+        return tuple(tasks), dict(barriers)
+    return tuple(tasks), {k: tuple(sorted(v)) for k, v in arrived.items() if v}

@@ -1,0 +1,229 @@
+"""Running one task: calling the node, retries, timeouts, and turning its return value into
+writes and routes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from plait._codec import freeze
+from plait.engine.context import GraphInterrupt, NodeContext, _current
+from plait.engine.plan import Route
+from plait.errors import MissingNodeError, MissingValueError, NodeError, NodeTimeoutError, PlaitError
+from plait.graph.spec import GraphSpec, NodeSpec, RouterSpec
+from plait.state.run_state import RunState
+from plait.types import END, Command, Send
+from plait.types import Interrupt as InterruptRecord
+
+__all__ = ["StateView", "TaskOutcome", "executor", "run_task"]
+
+_executor: ThreadPoolExecutor | None = None
+
+
+def executor() -> ThreadPoolExecutor:
+    """The shared pool sync nodes run in (one per process, so no per-run thread start-up)."""
+    global _executor
+    if _executor is None:
+        _executor = ThreadPoolExecutor(max_workers=32, thread_name_prefix="plait-node")
+    return _executor
+
+
+class StateView(Mapping[str, Any]):
+    """The read-only state a node receives: values as of the start of its super-step."""
+
+    __slots__ = ("_values", "_writers")
+
+    def __init__(self, values: Mapping[str, Any], writers: Mapping[str, Sequence[str]]) -> None:
+        self._values = values
+        self._writers = writers
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            return self._values[key]
+        except KeyError:
+            raise MissingValueError(key, tuple(self._values), self._writers.get(key, ())) from None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._values.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._values
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"StateView({dict(self._values)!r})"
+
+
+@dataclass(slots=True)
+class TaskOutcome:
+    """What one task produced."""
+
+    writes: list[tuple[str, Any]] = field(default_factory=list)
+    routes: list[Route] = field(default_factory=list)
+    interrupt: InterruptRecord | None = None
+    error: BaseException | None = None
+
+
+def normalise(spec: NodeSpec, result: Any, schema_has: Callable[[str], Any]) -> tuple[list[tuple[str, Any]], Any]:
+    """A node's return value as (frozen writes, goto)."""
+    goto: Any = ()
+    if isinstance(result, Command):
+        goto = result.goto
+        raw: Any = result.update
+        if raw is None:
+            return [], goto
+    elif result is None:
+        return [], goto
+    elif spec.output_key is not None:
+        raw = [(spec.output_key, result)]
+    else:
+        raw = result
+    if isinstance(raw, Mapping):
+        pairs = list(raw.items())
+    elif isinstance(raw, list | tuple) and all(isinstance(p, list | tuple) and len(p) == 2 for p in raw):
+        pairs = [(p[0], p[1]) for p in raw]
+    else:
+        raise TypeError(
+            f"node {spec.name!r} returned {type(raw).__name__}: return a dict of writes, a list of "
+            "(key, value) pairs, a Command or None (or add the node with output_key=...)"
+        )
+    writes = []
+    for key, value in pairs:
+        schema_has(key)  # UnknownChannelError naming the node
+        writes.append((key, freeze(value, key, spec.name)))
+    return writes, goto
+
+
+def goto_routes(goto: Any, nodes: Mapping[str, NodeSpec], source: str) -> list[Route]:
+    if isinstance(goto, str | Send):
+        goto = [goto]
+    out: list[Route] = []
+    for g in goto:
+        if isinstance(g, Send):
+            if g.node not in nodes:
+                raise MissingNodeError(g.node, tuple(nodes))
+            out.append((g.node, freeze(g.arg, f"Send({g.node!r}).arg", source)))
+        elif g == END:
+            out.append(END)
+        elif isinstance(g, str):
+            if g not in nodes:
+                raise MissingNodeError(g, tuple(nodes))
+            out.append(g)
+        else:
+            raise PlaitError(f"node {source!r} routed to {g!r}: a route is a node name, END, or a Send")
+    return out
+
+
+async def router_routes(r: RouterSpec, state: Mapping[str, Any], nodes: Mapping[str, NodeSpec]) -> list[Route]:
+    choice = r.fn(state)
+    if inspect.isawaitable(choice):
+        choice = await choice
+    if r.path_map is not None and not isinstance(choice, list | tuple | Send):
+        if choice not in r.path_map:
+            raise PlaitError(
+                f"the router of {r.source!r} returned {choice!r}, which its path_map does not list "
+                f"({', '.join(repr(k) for k in r.path_map)})"
+            )
+        choice = r.path_map[choice]
+    elif r.path_map is not None and isinstance(choice, list | tuple):
+        choice = [r.path_map.get(c, c) if isinstance(c, str) else c for c in choice]
+    if choice is None:
+        return []
+    return goto_routes(choice, nodes, r.source)
+
+
+async def compute_routes(
+    spec: GraphSpec, node: str, state: RunState, base: Mapping[str, Any], writes: list[tuple[str, Any]], goto: Any
+) -> list[Route]:
+    """Static edges, then what the routers choose (seeing the node's own writes), then goto."""
+    routes: list[Route] = list(spec.edges.get(node, ()))
+    routers = spec.routers.get(node)
+    if routers:
+        own = state.fold(base, writes, node) if writes else {}
+        view = StateView({**base, **own}, spec.writers) if own else StateView(base, spec.writers)
+        for r in routers:
+            routes.extend(await router_routes(r, view, spec.nodes))
+    if goto:
+        routes.extend(goto_routes(goto, spec.nodes, node))
+    return routes
+
+
+async def _call(spec: NodeSpec, arg: Any, ctx: NodeContext, inline: bool) -> Any:
+    args = (arg, ctx) if spec.takes_ctx else (arg,)
+    if spec.is_async:
+        token = _current.set(ctx)
+        try:
+            coro = spec.fn(*args)
+            if spec.timeout is not None:
+                return await asyncio.wait_for(coro, spec.timeout)
+            return await coro
+        finally:
+            _current.reset(token)
+    if inline and spec.timeout is None and not spec.takes_ctx:
+        token = _current.set(ctx)
+        try:
+            return spec.fn(*args)
+        finally:
+            _current.reset(token)
+    context = contextvars.copy_context()
+    context.run(_current.set, ctx)
+    fut = asyncio.get_running_loop().run_in_executor(executor(), context.run, spec.fn, *args)
+    if spec.timeout is not None:
+        return await asyncio.wait_for(fut, spec.timeout)
+    return await fut
+
+
+async def run_task(
+    graph: GraphSpec,
+    node: NodeSpec,
+    arg: Any,
+    ctx: NodeContext,
+    state: RunState,
+    base: Mapping[str, Any],
+    *,
+    inline: bool,
+    on_retry: Callable[[int, BaseException, bool], None] | None = None,
+) -> TaskOutcome:
+    """Call the node (with retries and timeout) and compute its writes and routes.
+
+    Node failures come back in ``TaskOutcome.error`` as NodeError (cause chained); a write
+    the state refuses (unknown channel, not JSON data) comes back as that StateError; an
+    interrupt comes back in ``TaskOutcome.interrupt``. Nothing is raised, so siblings finish.
+    """
+    attempt = 1
+    policy = node.retry
+    while True:
+        try:
+            result = await _call(node, arg, ctx, inline)
+            writes, goto = normalise(node, result, lambda k: graph.schema.channel(k, node.name))
+            routes = await compute_routes(graph, node.name, state, base, writes, goto)
+            return TaskOutcome(writes=writes, routes=routes)
+        except GraphInterrupt as signal:
+            return TaskOutcome(interrupt=signal.interrupt)
+        except PlaitError as exc:
+            return TaskOutcome(error=exc)
+        except TimeoutError as exc:
+            err: BaseException = NodeTimeoutError(node.name, ctx.step, ctx.thread_id, node.timeout or 0.0)
+            err.__cause__ = exc
+            retry = policy is not None and attempt < policy.max_attempts and policy.should_retry(exc)
+        except Exception as exc:
+            err = NodeError(node.name, ctx.step, ctx.thread_id, exc)
+            err.__cause__ = exc
+            retry = policy is not None and attempt < policy.max_attempts and policy.should_retry(exc)
+        if on_retry is not None:
+            on_retry(attempt, err, retry)
+        if not retry or policy is None:
+            return TaskOutcome(error=err)
+        await asyncio.sleep(policy.delay(attempt))
+        attempt += 1
+        ctx._interrupts_seen = 0

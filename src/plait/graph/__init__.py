@@ -1,0 +1,7 @@
+"""Building graphs (Graph, Dag) and running them (CompiledGraph)."""
+
+from plait.graph.builder import Dag, Graph
+from plait.graph.compiled import CompiledGraph
+from plait.graph.records import ThreadDiff, ThreadState
+
+__all__ = ["CompiledGraph", "Dag", "Graph", "ThreadDiff", "ThreadState"]

@@ -1,0 +1,527 @@
+"""CompiledGraph: run a graph, and inspect, edit, fork and replay its threads.
+
+Every method is implemented once, async (``ainvoke``, ``aget_state``, ...); the sync method
+of the same name without the ``a`` is a one-line wrapper over it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any
+
+from plait._codec import freeze
+from plait._sync import run_sync
+from plait.checkpoint.base import (
+    Checkpoint,
+    Checkpointer,
+    CheckpointWrite,
+    Task,
+    ThreadInfo,
+    WritesBatch,
+    new_checkpoint_id,
+)
+from plait.engine.loop import Run, RunResult
+from plait.engine.plan import plan_next
+from plait.engine.tasks import compute_routes
+from plait.errors import CheckpointNotFoundError, GraphError, MissingNodeError, NoCheckpointerError
+from plait.graph.records import ThreadDiff, ThreadState
+from plait.graph.spec import GraphSpec
+from plait.state.diff import diff
+from plait.state.run_state import RunState
+from plait.types import Durability
+
+__all__ = ["CompiledGraph", "INTERRUPT_KEY", "coerce_checkpointer"]
+
+INTERRUPT_KEY = "__interrupt__"
+"""Key under which ``invoke`` returns pending interrupts, when the run paused."""
+
+StreamMode = str
+
+
+def coerce_checkpointer(checkpointer: Checkpointer | str | None) -> Checkpointer | None:
+    """A Checkpointer from an instance, a SQLite path, or a ``postgresql://`` DSN."""
+    if checkpointer is None or isinstance(checkpointer, Checkpointer):
+        return checkpointer
+    if isinstance(checkpointer, str):
+        # Imported by name so that `import plait` never loads a database driver.
+        if checkpointer.startswith(("postgres://", "postgresql://")):
+            cls: Any = importlib.import_module("plait.checkpoint.postgres").PostgresCheckpointer
+        else:
+            cls = importlib.import_module("plait.checkpoint.sqlite").SqliteCheckpointer
+        saver: Checkpointer = cls(checkpointer)
+        return saver
+    raise TypeError(f"checkpointer must be a Checkpointer, a SQLite path or a postgresql:// DSN, got {checkpointer!r}")
+
+
+class CompiledGraph:
+    """A validated graph, bound to a checkpointer. Thread-safe to share; each call is a run."""
+
+    def __init__(
+        self,
+        spec: GraphSpec,
+        *,
+        checkpointer: Checkpointer | str | None = None,
+        namespace: str = "",
+        interrupt_before: Sequence[str] = (),
+        interrupt_after: Sequence[str] = (),
+        name: str = "Graph",
+    ) -> None:
+        self.spec = spec
+        self.checkpointer = coerce_checkpointer(checkpointer)
+        self.namespace = namespace
+        self.interrupt_before = frozenset(interrupt_before)
+        self.interrupt_after = frozenset(interrupt_after)
+        self.name = name
+        self.fingerprint = spec.fingerprint[:16]
+        self._setup_done = False
+        if (self.interrupt_before or self.interrupt_after) and self.checkpointer is None:
+            raise NoCheckpointerError("interrupt_before / interrupt_after")
+
+    @property
+    def schema(self) -> Any:
+        return self.spec.schema
+
+    def __repr__(self) -> str:
+        return (
+            f"<CompiledGraph {self.name} nodes={list(self.spec.nodes)} checkpointer={type(self.checkpointer).__name__}>"
+        )
+
+    async def _saver(self) -> Checkpointer:
+        if self.checkpointer is None:
+            raise NoCheckpointerError("threads, history and state editing")
+        if not self._setup_done:
+            await self.checkpointer.setup()
+            self._setup_done = True
+        return self.checkpointer
+
+    # -- running -------------------------------------------------------------------------
+
+    async def _run(
+        self,
+        input: Any,
+        *,
+        thread_id: str | None,
+        checkpoint_id: str | None,
+        recursion_limit: int,
+        durability: Durability,
+        sink: Any = None,
+        modes: frozenset[str] = frozenset(),
+    ) -> RunResult:
+        saver = None
+        if self.checkpointer is not None:
+            saver = await self._saver()
+            if thread_id is None:
+                raise GraphError(
+                    "this graph has a checkpointer, so invoke() needs a thread_id: the key its "
+                    "checkpoints are stored and resumed under (any string, e.g. a conversation id)"
+                )
+        elif input is None or checkpoint_id is not None or type(input).__name__ == "Command":
+            raise NoCheckpointerError("resuming a run")
+        run = Run(
+            self.spec,
+            saver,
+            graph_fp=self.fingerprint,
+            thread_id=thread_id,
+            namespace=self.namespace,
+            durability=durability,
+            recursion_limit=recursion_limit,
+            interrupt_before=self.interrupt_before,
+            interrupt_after=self.interrupt_after,
+            sink=sink,
+            modes=modes,
+        )
+        return await run.execute(input, checkpoint_id)
+
+    async def ainvoke(
+        self,
+        input: Any,
+        *,
+        thread_id: str | None = None,
+        checkpoint_id: str | None = None,
+        recursion_limit: int = 10_000,
+        durability: Durability = "sync",
+    ) -> dict[str, Any]:
+        """Run the graph to the end (or to an interrupt) and return the final values.
+
+        Args:
+            input: a mapping of channel values to start a run with; None to continue the
+                thread from its latest checkpoint (after a failure, a crash, a breakpoint)
+                or from ``checkpoint_id`` (time travel: a new branch); a
+                ``Command(resume=...)`` to answer an ``interrupt()``.
+            thread_id: required with a checkpointer; the thread's checkpoints are stored
+                and resumed under it.
+            durability: ``"sync"`` commits each super-step before the next starts;
+                ``"async"`` overlaps commits with the next steps (group commit), and is
+                durable when this returns; ``"exit"`` stores only at the end, an
+                interrupt or an error.
+
+        Returns:
+            The channel values; when the run paused on ``interrupt()``, the pending
+            interrupts are under ``"__interrupt__"``.
+        """
+        result = await self._run(
+            input,
+            thread_id=thread_id,
+            checkpoint_id=checkpoint_id,
+            recursion_limit=recursion_limit,
+            durability=durability,
+        )
+        return _output(result)
+
+    def invoke(
+        self,
+        input: Any,
+        *,
+        thread_id: str | None = None,
+        checkpoint_id: str | None = None,
+        recursion_limit: int = 10_000,
+        durability: Durability = "sync",
+    ) -> dict[str, Any]:
+        """Sync :meth:`ainvoke`."""
+        return run_sync(
+            self.ainvoke(
+                input,
+                thread_id=thread_id,
+                checkpoint_id=checkpoint_id,
+                recursion_limit=recursion_limit,
+                durability=durability,
+            )
+        )
+
+    async def astream(
+        self,
+        input: Any,
+        *,
+        mode: StreamMode | Sequence[StreamMode] = "values",
+        thread_id: str | None = None,
+        checkpoint_id: str | None = None,
+        recursion_limit: int = 10_000,
+        durability: Durability = "sync",
+    ) -> AsyncIterator[Any]:
+        """Run the graph and yield what happens as it happens.
+
+        Modes: ``"values"`` (the state after the input and after each super-step),
+        ``"updates"`` (``{node: writes}`` as each task finishes), ``"events"`` (event
+        records: node started / finished / failed, state updated, checkpoint saved,
+        interrupted, run finished), ``"custom"`` (what nodes pass to ``ctx.emit``). With a
+        list of modes, items come as ``(mode, item)`` pairs.
+        """
+        modes = (mode,) if isinstance(mode, str) else tuple(mode)
+        for m in modes:
+            if m not in ("values", "updates", "events", "custom"):
+                raise ValueError(f"unknown stream mode {m!r}: use 'values', 'updates', 'events' or 'custom'")
+        queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
+        single = isinstance(mode, str)
+
+        def sink(m: str, item: Any) -> None:
+            queue.put_nowait((m, item))
+
+        async def drive() -> RunResult:
+            try:
+                return await self._run(
+                    input,
+                    thread_id=thread_id,
+                    checkpoint_id=checkpoint_id,
+                    recursion_limit=recursion_limit,
+                    durability=durability,
+                    sink=sink,
+                    modes=frozenset(modes),
+                )
+            finally:
+                queue.put_nowait(None)
+
+        task = asyncio.get_running_loop().create_task(drive())
+        try:
+            while (item := await queue.get()) is not None:
+                yield item[1] if single else item
+            await task
+        finally:
+            if not task.done():
+                task.cancel()
+
+    def stream(
+        self,
+        input: Any,
+        *,
+        mode: StreamMode | Sequence[StreamMode] = "values",
+        thread_id: str | None = None,
+        checkpoint_id: str | None = None,
+        recursion_limit: int = 10_000,
+        durability: Durability = "sync",
+    ) -> Iterator[Any]:
+        """Sync :meth:`astream` (the run completes first, then its items are yielded in order)."""
+
+        async def collect() -> list[Any]:
+            return [
+                x
+                async for x in self.astream(
+                    input,
+                    mode=mode,
+                    thread_id=thread_id,
+                    checkpoint_id=checkpoint_id,
+                    recursion_limit=recursion_limit,
+                    durability=durability,
+                )
+            ]
+
+        yield from run_sync(collect())
+
+    # -- inspecting ----------------------------------------------------------------------
+
+    async def aget_state(self, thread_id: str, checkpoint_id: str | None = None) -> ThreadState:
+        """The thread's latest state (or the state at ``checkpoint_id``)."""
+        saver = await self._saver()
+        cp = await saver.get(thread_id, checkpoint_id, namespace=self.namespace)
+        if cp is None:
+            raise CheckpointNotFoundError(thread_id, checkpoint_id, self.namespace)
+        return ThreadState.of(cp)
+
+    def get_state(self, thread_id: str, checkpoint_id: str | None = None) -> ThreadState:
+        return run_sync(self.aget_state(thread_id, checkpoint_id))
+
+    async def aget_state_history(
+        self,
+        thread_id: str,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+        filter: Mapping[str, Any] | None = None,
+    ) -> list[ThreadState]:
+        """The thread's checkpoints, newest first, following the newest branch."""
+        saver = await self._saver()
+        return [
+            ThreadState.of(cp)
+            for cp in await saver.history(
+                thread_id, namespace=self.namespace, limit=limit, before=before, filter=filter
+            )
+        ]
+
+    def get_state_history(
+        self,
+        thread_id: str,
+        *,
+        limit: int | None = None,
+        before: str | None = None,
+        filter: Mapping[str, Any] | None = None,
+    ) -> list[ThreadState]:
+        return run_sync(self.aget_state_history(thread_id, limit=limit, before=before, filter=filter))
+
+    async def alist_threads(self) -> list[ThreadInfo]:
+        return await (await self._saver()).list_threads(namespace=self.namespace)
+
+    def list_threads(self) -> list[ThreadInfo]:
+        return run_sync(self.alist_threads())
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await (await self._saver()).delete_thread(thread_id, namespace=self.namespace)
+
+    def delete_thread(self, thread_id: str) -> None:
+        run_sync(self.adelete_thread(thread_id))
+
+    async def aprune(self, thread_id: str, *, keep_last: int) -> int:
+        return await (await self._saver()).prune(thread_id, keep_last=keep_last, namespace=self.namespace)
+
+    def prune(self, thread_id: str, *, keep_last: int) -> int:
+        return run_sync(self.aprune(thread_id, keep_last=keep_last))
+
+    # -- editing -------------------------------------------------------------------------
+
+    async def aupdate_state(self, thread_id: str, update: Any, as_node: str | None = None) -> str:
+        """Fold ``update`` (a mapping or (key, value) pairs) through the reducers as a new
+        checkpoint (source ``update``) and return its id.
+
+        With ``as_node`` the write counts as that node's: the next tasks become its
+        successors. Without it, the next tasks (and any pending results) stay as they were.
+        """
+        saver = await self._saver()
+        if as_node is not None:
+            if as_node not in self.spec.nodes:
+                raise MissingNodeError(as_node, tuple(self.spec.nodes))
+            if not (
+                self.spec.edges.get(as_node) or self.spec.routers.get(as_node) or self.spec.joins_by_source.get(as_node)
+            ):
+                raise GraphError(
+                    f"cannot update state as node {as_node!r}: it routes only by Command, so its successors are "
+                    "unknown and the thread could not continue; update without as_node, or as a node with edges"
+                )
+        owner = f"update:{new_checkpoint_id()}"
+        await saver.acquire_lease(thread_id, owner, namespace=self.namespace)
+        try:
+            head = await saver.get(thread_id, namespace=self.namespace)
+            if head is None:
+                raise CheckpointNotFoundError(thread_id, None, self.namespace)
+            return await self._write_update(saver, head, update, as_node)
+        finally:
+            await saver.release_lease(thread_id, owner, namespace=self.namespace)
+
+    async def _write_update(self, saver: Checkpointer, head: Checkpoint, update: Any, as_node: str | None) -> str:
+        state = RunState(self.spec.schema)
+        state._values = {**self.spec.schema.initial_values(), **head.values}
+        state._versions = dict(head.versions)
+        state.version = head.version
+        who = as_node or "update"
+        pairs = list(update.items()) if isinstance(update, Mapping) else list(update)
+        writes = [(k, freeze(v, k, who)) for k, v in pairs]
+        base = dict(state.values)
+        changed = state.fold(base, writes, who)
+        if changed:
+            state._apply(changed, who)
+        cid = new_checkpoint_id(after=head.id)
+        if as_node is not None:
+            routes = await compute_routes(self.spec, as_node, state, base, writes, None)
+            tasks, barriers = plan_next(self.spec, cid, [(Task(id="", node=as_node), routes)], head.barriers)
+        else:
+            tasks, barriers = head.next_tasks, dict(head.barriers)
+        cp = Checkpoint(
+            thread_id=head.thread_id,
+            namespace=self.namespace,
+            id=cid,
+            parent_id=head.id,
+            step=head.step + 1,
+            values=dict(state.values),
+            versions=dict(state.channel_versions),
+            next_tasks=tuple(tasks),
+            barriers=barriers,
+            metadata={
+                "source": "update",
+                "step": head.step + 1,
+                "writes": {who: sorted(changed)},
+                "graph": self.fingerprint,
+                "reducers": {c.key: c.reducer.spec() for c in self.spec.schema},
+            },
+            created_at=time.time(),
+        )
+        carried = head.pending_writes if as_node is None else ()
+        await saver.commit(
+            checkpoints=[CheckpointWrite(checkpoint=cp, changed=frozenset(changed))],
+            writes=[WritesBatch(thread_id=cp.thread_id, namespace=self.namespace, checkpoint_id=cid, writes=carried)]
+            if carried
+            else [],
+        )
+        return cid
+
+    def update_state(self, thread_id: str, update: Any, as_node: str | None = None) -> str:
+        return run_sync(self.aupdate_state(thread_id, update, as_node))
+
+    async def abulk_update_state(
+        self, thread_id: str, updates: Sequence[tuple[Any, str | None] | Mapping[str, Any]]
+    ) -> str:
+        """Apply several updates in order, each on the previous one's checkpoint; returns the
+        last checkpoint id. Each item is an update mapping or an ``(update, as_node)`` pair."""
+        if not updates:
+            raise GraphError("bulk_update_state() needs at least one update")
+        last = ""
+        for item in updates:
+            if isinstance(item, Mapping):
+                last = await self.aupdate_state(thread_id, item)
+            else:
+                last = await self.aupdate_state(thread_id, item[0], item[1])
+        return last
+
+    def bulk_update_state(self, thread_id: str, updates: Sequence[tuple[Any, str | None] | Mapping[str, Any]]) -> str:
+        return run_sync(self.abulk_update_state(thread_id, updates))
+
+    async def afork(
+        self, source_thread: str, target_thread: str, *, checkpoint_id: str | None = None, edits: Any = None
+    ) -> str:
+        """Copy a checkpoint (the latest by default) as the root of ``target_thread``, with
+        ``edits`` folded through the reducers; the source is never modified. Returns the new
+        checkpoint's id."""
+        saver = await self._saver()
+        src = await saver.get(source_thread, checkpoint_id, namespace=self.namespace)
+        if src is None:
+            raise CheckpointNotFoundError(source_thread, checkpoint_id, self.namespace)
+        state = RunState(self.spec.schema)
+        state._values = dict(src.values)
+        state._versions = dict(src.versions)
+        state.version = src.version
+        edited: list[str] = []
+        if edits:
+            pairs = list(edits.items()) if isinstance(edits, Mapping) else list(edits)
+            changed = state.fold(state.values, [(k, freeze(v, k, "fork")) for k, v in pairs], "fork")
+            if changed:
+                state._apply(changed, "fork")
+            edited = sorted(changed)
+        cid = new_checkpoint_id()
+        meta: dict[str, Any] = {
+            "source": "fork",
+            "step": src.step,
+            "forked_from": {"thread_id": source_thread, "checkpoint_id": src.id},
+            "graph": self.fingerprint,
+            "reducers": {c.key: c.reducer.spec() for c in self.spec.schema},
+        }
+        if edited:
+            meta["writes"] = {"fork": edited}
+        cp = Checkpoint(
+            thread_id=target_thread,
+            namespace=self.namespace,
+            id=cid,
+            parent_id=None,
+            step=src.step,
+            values=dict(state.values),
+            versions=dict(state.channel_versions),
+            next_tasks=src.next_tasks,
+            barriers=dict(src.barriers),
+            metadata=meta,
+            created_at=time.time(),
+        )
+        carried = tuple(src.pending_writes)
+        await saver.commit(
+            checkpoints=[CheckpointWrite(checkpoint=cp, changed=frozenset(cp.values))],
+            writes=[WritesBatch(thread_id=target_thread, namespace=self.namespace, checkpoint_id=cid, writes=carried)]
+            if carried
+            else [],
+        )
+        return cid
+
+    def fork(
+        self, source_thread: str, target_thread: str, *, checkpoint_id: str | None = None, edits: Any = None
+    ) -> str:
+        return run_sync(self.afork(source_thread, target_thread, checkpoint_id=checkpoint_id, edits=edits))
+
+    async def afork_state(self, source_thread: str, checkpoint_id: str | None, target_thread: str) -> str:
+        """Copy checkpoint ``checkpoint_id`` of ``source_thread`` as the root of ``target_thread``."""
+        return await self.afork(source_thread, target_thread, checkpoint_id=checkpoint_id)
+
+    def fork_state(self, source_thread: str, checkpoint_id: str | None, target_thread: str) -> str:
+        return run_sync(self.afork_state(source_thread, checkpoint_id, target_thread))
+
+    async def adiff_threads(self, a: str, b: str) -> ThreadDiff:
+        """The first step at which two threads' states differ, the keys that differ there,
+        and the difference between their heads."""
+        saver = await self._saver()
+        ha = list(reversed(await saver.history(a, namespace=self.namespace)))
+        hb = list(reversed(await saver.history(b, namespace=self.namespace)))
+        if not ha:
+            raise CheckpointNotFoundError(a, None, self.namespace)
+        if not hb:
+            raise CheckpointNotFoundError(b, None, self.namespace)
+        by_step_a = {cp.step: cp for cp in ha}
+        by_step_b = {cp.step: cp for cp in hb}
+        first: int | None = None
+        keys: tuple[str, ...] = ()
+        pa = pb = None
+        for step in sorted(set(by_step_a) & set(by_step_b)):
+            d = diff(by_step_a[step].values, by_step_b[step].values)
+            if d:
+                first, keys = step, d.keys
+                pa, pb = ThreadState.of(by_step_a[step]), ThreadState.of(by_step_b[step])
+                break
+        heads = diff(ha[-1].values, hb[-1].values)
+        if first is None and heads:
+            first, keys = max(ha[-1].step, hb[-1].step), heads.keys
+            pa, pb = ThreadState.of(ha[-1]), ThreadState.of(hb[-1])
+        return ThreadDiff(first_step=first, keys=keys, a=pa, b=pb, heads=heads)
+
+    def diff_threads(self, a: str, b: str) -> ThreadDiff:
+        return run_sync(self.adiff_threads(a, b))
+
+
+def _output(result: RunResult) -> dict[str, Any]:
+    out = dict(result.values)
+    if result.interrupts:
+        out[INTERRUPT_KEY] = list(result.interrupts)
+    return out

@@ -1,0 +1,98 @@
+"""What the inspection API returns: a thread's state at one checkpoint, and thread diffs."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from plait._codec import fingerprint
+from plait.checkpoint.base import Checkpoint, Task
+from plait.engine.loop import active_interrupts
+from plait.state.diff import StateDiff
+from plait.types import Interrupt
+
+__all__ = ["ThreadDiff", "ThreadState"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadState:
+    """A thread's state at one checkpoint, as ``get_state`` and the history return it."""
+
+    thread_id: str
+    namespace: str
+    checkpoint_id: str
+    parent_id: str | None
+    step: int
+    values: Mapping[str, Any]
+    """Channel values (read-only; plait.thaw() gives a mutable copy)."""
+    next: tuple[str, ...]
+    """The nodes that run next; empty when the run is finished."""
+    tasks: tuple[Task, ...]
+    interrupts: tuple[Interrupt, ...]
+    """Interrupts waiting for ``Command(resume=...)``."""
+    metadata: Mapping[str, Any]
+    created_at: float
+
+    @property
+    def fingerprint(self) -> str:
+        """Hash of the canonical JSON of ``values`` (computed when asked for)."""
+        return fingerprint(self.values)
+
+    @property
+    def source(self) -> str:
+        return str(self.metadata.get("source", ""))
+
+    @property
+    def created(self) -> str:
+        """``created_at`` as an ISO 8601 UTC time."""
+        return datetime.datetime.fromtimestamp(self.created_at, datetime.UTC).isoformat()
+
+    @classmethod
+    def of(cls, cp: Checkpoint) -> ThreadState:
+        return cls(
+            thread_id=cp.thread_id,
+            namespace=cp.namespace,
+            checkpoint_id=cp.id,
+            parent_id=cp.parent_id,
+            step=cp.step,
+            values=cp.values,
+            next=tuple(dict.fromkeys(t.node for t in cp.next_tasks)),
+            tasks=cp.next_tasks,
+            interrupts=tuple(active_interrupts(cp.pending_writes)),
+            metadata=cp.metadata,
+            created_at=cp.created_at,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "thread_id": self.thread_id,
+            "namespace": self.namespace,
+            "checkpoint_id": self.checkpoint_id,
+            "parent_id": self.parent_id,
+            "step": self.step,
+            "values": self.values,
+            "next": list(self.next),
+            "interrupts": [i.to_json() for i in self.interrupts],
+            "metadata": self.metadata,
+            "created_at": self.created,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadDiff:
+    """Where two threads (or two checkpoints' lineages) part ways."""
+
+    first_step: int | None
+    """The first step at which their states differ (None: they never do)."""
+    keys: tuple[str, ...]
+    """The keys that differ at that step."""
+    a: ThreadState | None
+    b: ThreadState | None
+    """The two checkpoints compared at that step."""
+    heads: StateDiff
+    """The difference between the two heads."""
+
+    def __bool__(self) -> bool:
+        return self.first_step is not None or bool(self.heads)

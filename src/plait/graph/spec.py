@@ -1,0 +1,105 @@
+"""The compiled shape of a graph: nodes, edges, joins and routers, frozen for the engine.
+
+The builders (:mod:`plait.graph.builder`) produce a :class:`GraphSpec`; the planner and the
+loop read it and never change it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from plait._codec import fingerprint
+from plait.state.schema import StateSchema
+from plait.types import RetryPolicy
+
+__all__ = ["GraphSpec", "Join", "NodeSpec", "RouterSpec", "takes_context"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeSpec:
+    """One node: the user's callable and how to call it."""
+
+    name: str
+    fn: Callable[..., Any]
+    takes_ctx: bool
+    """Whether ``fn`` accepts a second positional argument (the NodeContext)."""
+    is_async: bool
+    output_key: str | None = None
+    retry: RetryPolicy | None = None
+    timeout: float | None = None
+    destinations: tuple[str, ...] | None = None
+    """Where a node that routes by Command may go (for validation and drawings)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouterSpec:
+    """A conditional edge: ``fn(state)`` picks the next node(s) after ``source``."""
+
+    source: str
+    fn: Callable[..., Any]
+    path_map: Mapping[Any, str] | None
+    is_async: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Join:
+    """``add_edge([a, b], c)``: ``target`` runs once, after every source has finished."""
+
+    id: str
+    sources: frozenset[str]
+    target: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class GraphSpec:
+    schema: StateSchema
+    nodes: Mapping[str, NodeSpec]
+    edges: Mapping[str, tuple[str, ...]]
+    """Static successors: source (a node or START) -> targets (nodes or END)."""
+    joins: tuple[Join, ...] = ()
+    routers: Mapping[str, tuple[RouterSpec, ...]] = field(default_factory=dict)
+    joins_by_source: Mapping[str, tuple[Join, ...]] = field(default_factory=dict)
+    writers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def describe(self) -> dict[str, Any]:
+        """JSON data describing the structure (nodes, edges, joins, routers, channels)."""
+        return {
+            "nodes": sorted(self.nodes),
+            "edges": {k: list(v) for k, v in sorted(self.edges.items())},
+            "joins": [[sorted(j.sources), j.target] for j in self.joins],
+            "routers": {k: [_router_name(r) for r in v] for k, v in sorted(self.routers.items())},
+            "channels": self.schema.describe(),
+        }
+
+    @property
+    def fingerprint(self) -> str:
+        return fingerprint(self.describe())
+
+
+def _router_name(r: RouterSpec) -> str:
+    name = getattr(r.fn, "__qualname__", type(r.fn).__name__)
+    if r.path_map is not None:
+        name += "->" + ",".join(sorted(str(v) for v in r.path_map.values()))
+    return name
+
+
+def takes_context(fn: Callable[..., Any]) -> bool:
+    """True when ``fn`` can take two positional arguments (state, ctx)."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return True
+    return len(positional) >= 2
+
+
+def is_async_callable(fn: Callable[..., Any]) -> bool:
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(fn, "__call__", None)  # noqa: B004 - an instance with an async __call__
+    return call is not None and inspect.iscoroutinefunction(call)
