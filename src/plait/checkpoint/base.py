@@ -238,6 +238,7 @@ class Checkpointer(ABC):
 
 _id_lock = threading.Lock()
 _last_id = [0]
+_process_tag = [os.urandom(3).hex(), os.getpid()]
 
 
 def new_checkpoint_id(after: str | None = None) -> str:
@@ -245,7 +246,8 @@ def new_checkpoint_id(after: str | None = None) -> str:
     greater than ``after`` (the parent), even if the clock went back.
 
     Layout: 52 bits of microseconds since the epoch and a 12-bit counter (16 hex digits),
-    then 6 random hex digits so ids from different processes do not collide.
+    then 6 random hex digits drawn once per process, so ids from different processes do not
+    collide (the hot path makes no system call for randomness).
     """
     with _id_lock:
         now = int(time.time() * 1_000_000) << 12
@@ -255,4 +257,7 @@ def new_checkpoint_id(after: str | None = None) -> str:
                 floor = max(floor, int(after[:16], 16) + 1)
         value = max(now, floor)
         _last_id[0] = value
-    return f"{value:016x}{os.urandom(3).hex()}"
+        if _process_tag[1] != os.getpid():  # forked: a new process needs its own tag
+            _process_tag[:] = [os.urandom(3).hex(), os.getpid()]
+        tag = _process_tag[0]
+    return f"{value:016x}{tag}"

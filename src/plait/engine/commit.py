@@ -49,6 +49,28 @@ class Committer:
         finally:
             self._inflight = None
 
+    async def commit_now(self, checkpoint: CheckpointWrite) -> None:
+        """Commit ``checkpoint`` (with anything queued) and wait for it: sync durability.
+
+        When nothing is in flight this calls the checkpointer directly, without a task
+        hop, because a super-step that waits for its commit gains nothing from one.
+        """
+        if self._inflight is not None or self._error is not None:
+            self.submit(checkpoint=checkpoint)
+            await self.drain()
+            return
+        self.submit_queued_only(checkpoint)
+        cps, ws = self._checkpoints, self._writes
+        self._checkpoints, self._writes = [], []
+        await self.saver.commit(checkpoints=cps, writes=ws)
+        self.commits += 1
+
+    def submit_queued_only(self, checkpoint: CheckpointWrite) -> None:
+        if checkpoint.folds_parent_writes:
+            parent = checkpoint.checkpoint.parent_id
+            self._writes = [w for w in self._writes if w.checkpoint_id != parent]
+        self._checkpoints.append(checkpoint)
+
     async def drain(self) -> None:
         """Wait until everything submitted is committed; re-raise a commit failure."""
         while self._inflight is not None:

@@ -121,6 +121,8 @@ class Run:
         """The newest checkpoint of this run that is (or is queued to be) stored."""
         self._unpersisted: set[str] = set()
         """Channels changed since ``_persisted_id`` (exit durability)."""
+        self._pending_folds = False
+        self._current: Checkpoint | None = None
 
     # -- the TaskHost protocol -----------------------------------------------------------
 
@@ -356,6 +358,7 @@ class Run:
 
         step = cur.step
         base = self.state.values
+        view = _view(base, self.spec)
         multi = len(to_run) > 1
         flush = multi and self.committer is not None and self.durability != "exit"
 
@@ -371,9 +374,10 @@ class Run:
                 resume_values=resume.get(task.id, []),
                 effects=effects.get(task.id, {}),
             )
-            self._event(NodeStarted(node=task.node, task_id=task.id, step=step))
+            if self.sink is not None:
+                self._event(NodeStarted(node=task.node, task_id=task.id, step=step))
             node = self.spec.nodes[task.node]
-            arg = task.arg if task.send else _view(base, self.spec)
+            arg = task.arg if task.send else view
             out = await run_task(
                 self.spec, node, arg, ctx, self.state, base, inline=not multi, on_retry=self._retry_hook(task, step)
             )
@@ -443,7 +447,7 @@ class Run:
                     if keys:
                         self._event(StateUpdated(keys=keys, version=st.version, super_step=step, node=t.node))
         st.advance()
-        cid = new_checkpoint_id(after=cur.id)
+        cid = new_checkpoint_id(after=cur.id) if self.saver is not None else f"{self.run_id}.{cur.step + 1}"
         next_tasks, barriers = plan_next(self.spec, cid, [(t, results[t.id][1]) for t in tasks], cur.barriers)
         if self.saver is None:
             new = _bare_checkpoint(cid, cur, next_tasks, barriers)
@@ -462,10 +466,17 @@ class Run:
                 barriers,
                 {"source": "loop", "step": cur.step + 1, "writes": writes_meta},
             )
-            self._store(new, set(changed), folds=True)
             if self.durability == "sync":
                 assert self.committer is not None
-                await self.committer.drain()
+                self._current = new
+                self._persisted_id = new.id
+                await self.committer.commit_now(
+                    CheckpointWrite(checkpoint=new, changed=frozenset(changed), folds_parent_writes=True)
+                )
+                if self.sink is not None:
+                    self._event(CheckpointSaved(checkpoint_id=new.id, step=new.step, source="loop"))
+            else:
+                self._store(new, set(changed), folds=True)
         self._emit_values()
         if self.after and next_tasks and any(t.node in self.after for t in tasks):
             await self._pause(new, [], ())
@@ -532,26 +543,27 @@ class Run:
             return
         if self.durability == "exit":
             self._unpersisted |= changed
-            self._pending_folds = folds or getattr(self, "_pending_folds", False)
+            self._pending_folds = folds or self._pending_folds
             return
         self.committer.submit(
             checkpoint=CheckpointWrite(checkpoint=cp, changed=frozenset(changed), folds_parent_writes=folds)
         )
         self._persisted_id = cp.id
-        self._event(CheckpointSaved(checkpoint_id=cp.id, step=cp.step, source=str(cp.metadata.get("source"))))
+        if self.sink is not None:
+            self._event(CheckpointSaved(checkpoint_id=cp.id, step=cp.step, source=str(cp.metadata.get("source"))))
 
     async def _persist_current(self, cur: Checkpoint | None = None) -> None:
         """Make sure the checkpoint the current step started from is stored (exit mode
         skips intermediate ones until something needs them)."""
         if self.committer is None:
             return
-        cp = cur or getattr(self, "_current", None)
+        cp = cur or self._current
         if cp is not None and self.durability == "exit" and self._persisted_id != cp.id:
             self.committer.submit(
                 checkpoint=CheckpointWrite(
                     checkpoint=cp,
                     changed=frozenset(self._unpersisted),
-                    folds_parent_writes=getattr(self, "_pending_folds", False),
+                    folds_parent_writes=self._pending_folds,
                 )
             )
             self._persisted_id = cp.id

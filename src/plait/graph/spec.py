@@ -87,15 +87,17 @@ def _router_name(r: RouterSpec) -> str:
 
 
 def takes_context(fn: Callable[..., Any]) -> bool:
-    """True when ``fn`` can take two positional arguments (state, ctx)."""
+    """True when ``fn`` wants the NodeContext: a second positional parameter without a
+    default, or one named ``ctx`` / ``context`` (a defaulted ``i=i`` is not a context)."""
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         return False
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if any(p.kind is p.VAR_POSITIONAL for p in params):
-        return True
-    return len(positional) >= 2
+    if len(positional) >= 2:
+        second = positional[1]
+        return second.default is inspect.Parameter.empty or second.name in ("ctx", "context")
+    return any(p.kind is p.VAR_POSITIONAL for p in params)
 
 
 def is_async_callable(fn: Callable[..., Any]) -> bool:
