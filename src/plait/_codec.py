@@ -30,9 +30,12 @@ __all__ = [
     "freeze_trusted",
 ]
 
-_INT_MIN = -(2**63)
-_INT_MAX = 2**64 - 1
-_SCALARS = (str, bool, type(None))
+INT_MIN = -(2**63)
+INT_MAX = 2**64 - 1
+#: orjson refuses to encode data nested deeper than 254 levels; checkpoints wrap a value in a
+#: few levels of their own, so a value may nest this deep and no deeper. The limit also turns a
+#: cyclic value into a clear error instead of a RecursionError.
+MAX_DEPTH = 200
 
 
 class _Reject(Exception):
@@ -44,12 +47,30 @@ class _Reject(Exception):
         self.parts: list[str] = []
 
 
-def _freeze(value: Any) -> Any:
+def _utf8(text: str) -> bool:
+    """False for a str orjson cannot encode: one holding a lone surrogate (``"\\ud800"``)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+_SURROGATE = "a lone surrogate, which is not valid UTF-8"
+
+
+def _freeze(value: Any, depth: int = 0) -> Any:
     t = type(value)
-    if t is str or t is bool or value is None:
+    if t is str:
+        if _utf8(value):
+            return value
+        raise _Reject("str", f"contains {_SURROGATE}")
+    if t is bool or value is None:
         return value
     if t is int:
-        if _INT_MIN <= value <= _INT_MAX:
+        if INT_MIN <= value <= INT_MAX:
             return value
         raise _Reject("int", "outside the 64-bit range")
     if t is float:
@@ -58,11 +79,13 @@ def _freeze(value: Any) -> Any:
         raise _Reject("float", f"{value!r}")
     if t is FrozenList or t is FrozenDict:
         return value  # frozen values were checked when they were frozen
+    if depth >= MAX_DEPTH and (t is list or t is tuple or isinstance(value, dict)):
+        raise _Reject(t.__name__, f"nested deeper than {MAX_DEPTH} levels, or cyclic")
     if t is list or t is tuple:
         out: list[Any] = []
         for i, item in enumerate(value):
             try:
-                out.append(_freeze(item))
+                out.append(_freeze(item, depth + 1))
             except _Reject as bad:
                 bad.parts.append(f"[{i}]")
                 raise
@@ -72,14 +95,16 @@ def _freeze(value: Any) -> Any:
         for k, item in value.items():
             if type(k) is not str:
                 raise _Reject(type(k).__name__, "used as a dict key (keys must be str)")
+            if not _utf8(k):
+                raise _Reject("str", f"dict key {k!r} contains {_SURROGATE}")
             try:
-                frozen[k] = _freeze(item)
+                frozen[k] = _freeze(item, depth + 1)
             except _Reject as bad:
                 bad.parts.append(f".{k}" if k.isidentifier() else f"[{k!r}]")
                 raise
         return FrozenDict(frozen)
     if isinstance(value, dict) and not isinstance(value, FrozenDict):
-        return _freeze(dict(value))  # OrderedDict, defaultdict: plain data underneath
+        return _freeze(dict(value), depth)  # OrderedDict, defaultdict: plain data underneath
     raise _Reject(t.__name__)
 
 
@@ -89,6 +114,7 @@ def freeze(value: Any, channel: str, node: str | None = None) -> Any:
     Raises:
         NotSerializableError: naming the channel, the node and the path, e.g.
             ``messages[3].meta.when: datetime is not JSON data``.
+            Data nested deeper than :data:`MAX_DEPTH` levels (or cyclic) is refused too.
     """
     try:
         return _freeze(value)

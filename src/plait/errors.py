@@ -150,6 +150,13 @@ class InvalidUpdateError(StateError):
         self.node = node
         super().__init__(f"invalid write to channel {channel!r}{_where(node)}: {reason}")
 
+    def at_node(self, node: str | None) -> InvalidUpdateError:
+        """Name the node that wrote (reducers do not know it; the state that runs them does)."""
+        if node and self.node is None:
+            self.node = node
+            self.args = (f"invalid write to channel {self.channel!r}{_where(node)}: {self.reason}",)
+        return self
+
 
 class MessageNotFoundError(InvalidUpdateError):
     """A removal marker named a message id that the channel does not hold."""

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from plait._codec import canonical
 from plait.state.run_state import RunState, StateSnapshot
 
 __all__ = ["Change", "StateDiff", "diff"]
@@ -56,10 +57,23 @@ def _values(x: StateSnapshot | RunState | Mapping[str, Any]) -> Mapping[str, Any
     return x
 
 
+def _differ(x: Any, y: Any) -> bool:
+    """JSON inequality: Python calls ``1``, ``1.0`` and ``True`` (or ``0.0`` and ``-0.0``) equal,
+    but they are different JSON and give different fingerprints."""
+    if x is y:
+        return False
+    if x != y:
+        return True
+    try:
+        return canonical(x) != canonical(y)
+    except TypeError:  # not JSON data (a plain mapping passed in): Python equality decides
+        return False
+
+
 def diff(a: StateSnapshot | RunState | Mapping[str, Any], b: StateSnapshot | RunState | Mapping[str, Any]) -> StateDiff:
     """Compare two snapshots, run states, or plain mappings of values."""
     va, vb = _values(a), _values(b)
     added = {k: vb[k] for k in vb if k not in va}
     removed = {k: va[k] for k in va if k not in vb}
-    changed = tuple(Change(key=k, before=va[k], after=vb[k]) for k in va if k in vb and va[k] != vb[k])
+    changed = tuple(Change(key=k, before=va[k], after=vb[k]) for k in va if k in vb and _differ(va[k], vb[k]))
     return StateDiff(added=added, removed=removed, changed=changed)

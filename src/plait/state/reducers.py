@@ -17,10 +17,11 @@ wrapped in :class:`CallableReducer`.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
-from plait._codec import canonical, freeze
+from plait._codec import INT_MAX, INT_MIN, canonical, freeze
 from plait._frozen import FrozenDict, FrozenList
 from plait.errors import InvalidUpdateError, MessageNotFoundError
 
@@ -57,6 +58,15 @@ class _NoDefault:
         return False
 
 
+def _kind(value: Any) -> str:
+    """The type a user wrote, for messages: ``list``/``dict`` for frozen containers too."""
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, dict):
+        return "dict"
+    return type(value).__name__
+
+
 NO_DEFAULT: Final = _NoDefault()
 REMOVE_KEY: Final = "$remove"
 
@@ -91,6 +101,11 @@ class Reducer:
     def spec(self) -> str:
         """A stable description (name and options) for fingerprints."""
         return self.name
+
+    def normalize(self, value: Any, channel: str) -> Any:
+        """A starting value (a schema default, a restored value) in the form :meth:`reduce`
+        expects, or :class:`~plait.errors.InvalidUpdateError` if the reducer cannot take it."""
+        return value
 
     def __repr__(self) -> str:
         return f"{self.spec()}()" if "(" not in self.spec() else self.spec()
@@ -165,7 +180,7 @@ class AppendMessages(Reducer):
             return incoming
         raise InvalidUpdateError(
             channel,
-            f"AppendMessages takes a message (a dict) or a list of them, got {type(incoming).__name__}",
+            f"AppendMessages takes a message (a dict) or a list of them, got {_kind(incoming)}",
         )
 
     def reduce(self, current: Any, incoming: Any, channel: str) -> Any:
@@ -174,7 +189,7 @@ class AppendMessages(Reducer):
         for i, item in enumerate(self._items(incoming, channel)):
             msg = item
             if not isinstance(msg, dict):
-                raise InvalidUpdateError(channel, f"item {i} is a {type(msg).__name__}, not a message (a dict)")
+                raise InvalidUpdateError(channel, f"item {i} is a {_kind(msg)}, not a message (a dict)")
             if index is None:
                 index = {m["id"]: j for j, m in enumerate(out)}
             if REMOVE_KEY in msg:
@@ -200,6 +215,15 @@ class AppendMessages(Reducer):
                 out[at] = msg
         return FrozenList(out)
 
+    def normalize(self, value: Any, channel: str) -> Any:
+        # A default or restored history whose messages lack ids gets them now: reduce()
+        # indexes the current messages by id.
+        if not isinstance(value, list):
+            raise InvalidUpdateError(channel, f"an AppendMessages value is a list of messages, got {_kind(value)}")
+        if all(isinstance(m, dict) and isinstance(m.get("id"), str) and m["id"] for m in value):
+            return value
+        return self.reduce(FrozenList(), value, channel)
+
     def default(self) -> Any:
         return FrozenList()
 
@@ -220,7 +244,7 @@ class MergeMap(Reducer):
 
     def reduce(self, current: Any, incoming: Any, channel: str) -> Any:
         if not isinstance(incoming, dict):
-            raise InvalidUpdateError(channel, f"MergeMap takes a dict of keys to merge, got {type(incoming).__name__}")
+            raise InvalidUpdateError(channel, f"MergeMap takes a dict of keys to merge, got {_kind(incoming)}")
         if not self.deep:
             return FrozenDict({**current, **incoming})
         return _deep_merge(current, incoming)
@@ -255,7 +279,7 @@ class MaxByTimestamp(Reducer):
     def _ts(self, value: Any, channel: str) -> float:
         if not isinstance(value, dict):
             raise InvalidUpdateError(
-                channel, f"MaxByTimestamp takes a dict with a {self.field!r} field, got {type(value).__name__}"
+                channel, f"MaxByTimestamp takes a dict with a {self.field!r} field, got {_kind(value)}"
             )
         ts = value.get(self.field)
         if isinstance(ts, bool) or not isinstance(ts, int | float):
@@ -265,6 +289,10 @@ class MaxByTimestamp(Reducer):
     def first(self, incoming: Any, channel: str) -> Any:
         self._ts(incoming, channel)
         return incoming
+
+    def normalize(self, value: Any, channel: str) -> Any:
+        self._ts(value, channel)
+        return value
 
     def reduce(self, current: Any, incoming: Any, channel: str) -> Any:
         return incoming if self._ts(incoming, channel) >= self._ts(current, channel) else current
@@ -278,14 +306,20 @@ class Sum(Reducer):
 
     def _num(self, value: Any, channel: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise InvalidUpdateError(channel, f"Sum takes numbers, got {type(value).__name__}")
+            raise InvalidUpdateError(channel, f"Sum takes numbers, got {_kind(value)}")
         return value
 
     def first(self, incoming: Any, channel: str) -> Any:
         return self._num(incoming, channel)
 
     def reduce(self, current: Any, incoming: Any, channel: str) -> Any:
-        return current + self._num(incoming, channel)
+        total = current + self._num(incoming, channel)
+        # The sum of two JSON numbers need not be one: check it like any written value.
+        if type(total) is float and not math.isfinite(total):
+            raise InvalidUpdateError(channel, f"Sum overflowed: {current!r} + {incoming!r} is {total!r}")
+        if type(total) is int and not INT_MIN <= total <= INT_MAX:
+            raise InvalidUpdateError(channel, f"Sum overflowed: {current!r} + {incoming!r} is outside the 64-bit range")
+        return total
 
     def default(self) -> Any:
         return 0

@@ -14,7 +14,7 @@ from typing import Any
 
 from plait._codec import fingerprint, freeze
 from plait._frozen import FrozenDict, thaw
-from plait.errors import MissingValueError, PlaitError, ReducerError
+from plait.errors import InvalidUpdateError, MissingValueError, ReducerError
 from plait.state.reducers import NO_DEFAULT
 from plait.state.schema import StateSchema
 
@@ -81,8 +81,8 @@ class RunState:
         self._values: dict[str, Any] = self.schema.initial_values()
         if values:
             for key, value in values.items():
-                self.schema.channel(key)
-                self._values[key] = freeze(value, key)
+                channel = self.schema.channel(key)
+                self._values[key] = channel.reducer.normalize(freeze(value, key), key)
         self._versions: dict[str, int] = {}
         self.version = 0
         self.super_step = super_step
@@ -127,8 +127,8 @@ class RunState:
 
     @property
     def values(self) -> Mapping[str, Any]:
-        """The live channel values (read-only; each value is frozen)."""
-        return self._values
+        """The channel values, read-only: a frozen mapping of frozen values (no deep copy)."""
+        return FrozenDict(self._values)
 
     def channel_version(self, key: str) -> int:
         """The state version at which ``key`` last changed (0 if it never has)."""
@@ -137,7 +137,8 @@ class RunState:
 
     @property
     def channel_versions(self) -> Mapping[str, int]:
-        return self._versions
+        """The version at which each written channel last changed (a copy)."""
+        return dict(self._versions)
 
     @property
     def fingerprint(self) -> str:
@@ -181,9 +182,9 @@ class RunState:
                     new = reducer.first(incoming, key)
                 else:
                     new = reducer.reduce(current, incoming, key)
-            except PlaitError:
-                raise
-            except Exception as exc:
+            except InvalidUpdateError as exc:  # the reducer refused the value
+                raise exc.at_node(node)
+            except Exception as exc:  # a bug in the reducer, or one that mutated its input
                 raise ReducerError(key, reducer.spec(), exc, node) from exc
             out[key] = new if reducer.trusted else freeze(new, key, node)
         return out

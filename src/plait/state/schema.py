@@ -8,10 +8,13 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
 from plait._codec import fingerprint, freeze
-from plait.errors import SchemaError, UnknownChannelError
+from plait.errors import InvalidUpdateError, SchemaError, UnknownChannelError
 from plait.state.reducers import NO_DEFAULT, LastWriteWins, Reducer, as_reducer
 
 __all__ = ["Channel", "SchemaBuilder", "StateSchema"]
+
+#: TypedDict field qualifiers that may wrap an ``Annotated[T, reducer]`` hint.
+_QUALIFIERS = tuple(q for q in (typing.Required, typing.NotRequired, getattr(typing, "ReadOnly", None)) if q)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,8 +43,13 @@ class StateSchema:
     def __init__(self, channels: Mapping[str, Channel]) -> None:
         self._channels: dict[str, Channel] = dict(channels)
         self._keys = tuple(self._channels)
+        # [key, reducer] for a channel without a default, [key, reducer, default] otherwise: a
+        # default of None is a different schema from no default.
         self._fingerprint = fingerprint(
-            [[c.key, c.reducer.spec(), None if c.default is NO_DEFAULT else c.default] for c in self._channels.values()]
+            [
+                [c.key, c.reducer.spec()] if c.default is NO_DEFAULT else [c.key, c.reducer.spec(), c.default]
+                for c in self._channels.values()
+            ]
         )
 
     @staticmethod
@@ -57,10 +65,19 @@ class StateSchema:
         """
         if not typing.is_typeddict(typed_dict):
             raise SchemaError(f"{typed_dict!r} is not a TypedDict")
-        hints = get_type_hints(typed_dict, include_extras=True)
+        try:
+            hints = get_type_hints(typed_dict, include_extras=True)
+        except NameError as exc:
+            raise SchemaError(
+                f"cannot resolve the annotations of {typed_dict.__qualname__}: {exc}. Define the "
+                "TypedDict at module level (or without `from __future__ import annotations`)."
+            ) from exc
         builder = SchemaBuilder()
-        for key, hint in hints.items():
+        for key, declared in hints.items():
             reducer: Any = LastWriteWins()
+            hint = declared
+            while get_origin(hint) in _QUALIFIERS:  # NotRequired[Annotated[T, reducer]]
+                hint = get_args(hint)[0]
             if get_origin(hint) is Annotated:
                 for meta in get_args(hint)[1:]:
                     if (
@@ -155,7 +172,13 @@ class SchemaBuilder:
             red = as_reducer(LastWriteWins() if reducer is None else reducer)
         except TypeError as exc:
             raise SchemaError(f"channel {key!r}: {exc}") from None
-        start = red.default() if default is NO_DEFAULT else freeze(default, key)
+        if default is NO_DEFAULT:
+            start = red.default()
+        else:
+            try:
+                start = red.normalize(freeze(default, key), key)
+            except InvalidUpdateError as exc:
+                raise SchemaError(f"channel {key!r}: the default does not suit {red!r}: {exc.reason}") from None
         self._channels[key] = Channel(key=key, reducer=red, default=start)
         return self
 

@@ -1,0 +1,335 @@
+"""plait.state.reducers: each built-in reducer, callables as reducers, and their refusals."""
+
+from __future__ import annotations
+
+import operator
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from plait import (
+    AppendList,
+    AppendMessages,
+    InvalidUpdateError,
+    LastWriteWins,
+    MaxByTimestamp,
+    MergeMap,
+    MessageNotFoundError,
+    ReadOnlyStateError,
+    Reducer,
+    ReducerError,
+    RunState,
+    StateSchema,
+    Sum,
+    message_id,
+    remove_message,
+)
+from plait._codec import freeze
+from plait._frozen import FrozenDict, FrozenList
+from plait.state.reducers import NO_DEFAULT, CallableReducer, as_reducer
+
+
+def fold(reducer: Reducer, *writes: Any, start: Any = NO_DEFAULT) -> Any:
+    """Fold writes like RunState does: frozen incoming values, first() on an empty channel."""
+    current = reducer.default() if start is NO_DEFAULT else freeze(start, "ch")
+    for raw in writes:
+        incoming = freeze(raw, "ch")
+        current = reducer.first(incoming, "ch") if current is NO_DEFAULT else reducer.reduce(current, incoming, "ch")
+    return current
+
+
+# -- LastWriteWins ------------------------------------------------------------------------
+
+
+def test_last_write_wins_keeps_the_newest_value_of_any_json_type() -> None:
+    lww = LastWriteWins()
+    assert lww.default() is NO_DEFAULT
+    assert fold(lww, 1, "two", [3]) == [3]
+    assert fold(lww, {"a": 1}, None) is None
+    assert not lww.incremental
+
+
+# -- AppendList ---------------------------------------------------------------------------
+
+
+def test_append_list_extends_with_lists_and_appends_single_items() -> None:
+    assert fold(AppendList(), "a", ["b", "c"], 4, {"d": 1}) == ["a", "b", "c", 4, {"d": 1}]
+
+
+def test_append_list_appends_a_wrapped_list_as_one_item() -> None:
+    assert fold(AppendList(), [[1, 2]], [3]) == [[1, 2], 3]
+
+
+def test_append_list_treats_tuples_as_lists() -> None:
+    assert fold(AppendList(), (1, 2)) == [1, 2]
+
+
+def test_append_list_starts_empty_and_never_changes_its_input() -> None:
+    reducer = AppendList()
+    start = reducer.default()
+    assert start == [] and type(start) is FrozenList
+    current = freeze([1], "ch")
+    out = reducer.reduce(current, freeze([2], "ch"), "ch")
+    assert current == [1] and out == [1, 2]
+    assert type(out) is FrozenList
+    assert reducer.incremental
+
+
+# -- AppendMessages -----------------------------------------------------------------------
+
+
+def test_append_messages_appends_new_ids_in_order() -> None:
+    out = fold(AppendMessages(), {"id": "1", "text": "hi"}, [{"id": "2", "text": "a"}, {"id": "3", "text": "b"}])
+    assert [m["id"] for m in out] == ["1", "2", "3"]
+
+
+def test_append_messages_upserts_same_id_in_place() -> None:
+    out = fold(
+        AppendMessages(),
+        [{"id": "1", "text": "a"}, {"id": "2", "text": "b"}, {"id": "3", "text": "c"}],
+        {"id": "2", "text": "B", "edited": True},
+    )
+    assert out == [{"id": "1", "text": "a"}, {"id": "2", "text": "B", "edited": True}, {"id": "3", "text": "c"}]
+
+
+def test_append_messages_upsert_and_append_within_one_write() -> None:
+    out = fold(
+        AppendMessages(),
+        [{"id": "1", "v": 0}],
+        [{"id": "2", "v": 0}, {"id": "1", "v": 1}, {"id": "2", "v": 2}],
+    )
+    assert out == [{"id": "1", "v": 1}, {"id": "2", "v": 2}]
+
+
+def test_a_message_without_id_gets_a_deterministic_one() -> None:
+    msg = {"role": "user", "content": "hello"}
+    out = fold(AppendMessages(), msg)
+    assert out == [{**msg, "id": message_id(msg)}]
+    assert out[0]["id"].startswith("msg-")
+    assert message_id(msg) == message_id({"content": "hello", "role": "user"})  # key order is irrelevant
+    assert message_id(msg) != message_id({"role": "user", "content": "hello!"})
+    # Written again (a node re-run after a crash): replaced, not duplicated.
+    assert fold(AppendMessages(), msg, msg) == out
+
+
+def test_an_explicit_none_id_is_treated_as_missing() -> None:
+    out = fold(AppendMessages(), {"id": None, "content": "x"})
+    assert out[0]["id"].startswith("msg-")
+
+
+def test_message_id_is_the_same_in_another_process() -> None:
+    msg = {"role": "assistant", "content": "ünïcode ✓", "n": [1, 2.5, None]}
+    code = "import json, sys; from plait import message_id; print(message_id(json.loads(sys.argv[1])))"
+    import json
+
+    out = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(msg)], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == message_id(msg)
+
+
+def test_remove_message_deletes_by_id() -> None:
+    out = fold(
+        AppendMessages(),
+        [{"id": "1"}, {"id": "2"}, {"id": "3"}],
+        remove_message("2"),
+        [remove_message("1"), {"id": "4"}],
+    )
+    assert out == [{"id": "3"}, {"id": "4"}]
+
+
+def test_remove_then_re_add_in_one_write_appends_at_the_end() -> None:
+    out = fold(AppendMessages(), [{"id": "a"}, {"id": "b"}], [remove_message("a"), {"id": "a", "v": 2}])
+    assert out == [{"id": "b"}, {"id": "a", "v": 2}]
+
+
+def test_removing_an_unknown_id_is_message_not_found() -> None:
+    with pytest.raises(MessageNotFoundError) as info:
+        fold(AppendMessages(), [{"id": "1"}], remove_message("nope"))
+    err = info.value
+    assert isinstance(err, InvalidUpdateError)
+    assert err.channel == "ch" and err.message_id == "nope"
+    assert "'nope'" in str(err)
+
+
+def test_removing_twice_in_one_write_is_message_not_found() -> None:
+    with pytest.raises(MessageNotFoundError):
+        fold(AppendMessages(), [{"id": "1"}], [remove_message("1"), remove_message("1")])
+
+
+@pytest.mark.parametrize("bad", ["", None, 3])
+def test_remove_message_needs_a_non_empty_str(bad: Any) -> None:
+    with pytest.raises(TypeError):
+        remove_message(bad)
+
+
+@pytest.mark.parametrize(
+    ("write", "fragment"),
+    [
+        ("just text", "got str"),
+        (42, "got int"),
+        (["text"], "item 0 is a str"),
+        ([{"id": "ok"}, 5], "item 1 is a int"),
+        ({"id": 7}, "an id is a non-empty str"),
+        ({"id": ""}, "an id is a non-empty str"),
+        ({"$remove": "1", "extra": True}, "removal marker"),
+        ({"$remove": 1}, "removal marker"),
+    ],
+)
+def test_append_messages_refuses_what_is_not_a_message(write: Any, fragment: str) -> None:
+    with pytest.raises(InvalidUpdateError) as info:
+        fold(AppendMessages(), [{"id": "1"}], write)
+    assert info.value.channel == "ch"
+    assert fragment in str(info.value)
+
+
+def test_append_messages_never_changes_its_input() -> None:
+    current = freeze([{"id": "1", "v": 0}], "ch")
+    AppendMessages().reduce(current, freeze([{"id": "1", "v": 1}, {"id": "2"}], "ch"), "ch")
+    assert current == [{"id": "1", "v": 0}]
+
+
+def test_append_messages_normalize_gives_ids_to_a_starting_history() -> None:
+    start = AppendMessages().normalize(freeze([{"role": "system", "content": "be brief"}], "ch"), "ch")
+    assert start[0]["id"] == message_id({"role": "system", "content": "be brief"})
+    with_ids = freeze([{"id": "x"}], "ch")
+    assert AppendMessages().normalize(with_ids, "ch") is with_ids
+    with pytest.raises(InvalidUpdateError):
+        AppendMessages().normalize(freeze({"id": "x"}, "ch"), "ch")
+
+
+# -- MergeMap -----------------------------------------------------------------------------
+
+
+def test_merge_map_is_shallow_by_default() -> None:
+    out = fold(MergeMap(), {"a": 1, "cfg": {"x": 1, "y": 1}}, {"b": 2, "cfg": {"x": 2}})
+    assert out == {"a": 1, "b": 2, "cfg": {"x": 2}}
+    assert type(out) is FrozenDict
+
+
+def test_merge_map_deep_merges_nested_dicts() -> None:
+    out = fold(
+        MergeMap(deep=True),
+        {"a": 1, "cfg": {"x": 1, "y": {"p": 1, "q": 1}}},
+        {"cfg": {"x": 2, "y": {"q": 2}, "z": 3}},
+    )
+    assert out == {"a": 1, "cfg": {"x": 2, "y": {"p": 1, "q": 2}, "z": 3}}
+    assert type(out["cfg"]["y"]) is FrozenDict
+
+
+def test_deep_merge_replaces_when_either_side_is_not_a_dict() -> None:
+    out = fold(MergeMap(deep=True), {"a": {"x": 1}, "b": 1}, {"a": [1], "b": {"y": 2}})
+    assert out == {"a": [1], "b": {"y": 2}}
+
+
+def test_merge_map_refuses_a_non_dict_and_leaves_its_input_alone() -> None:
+    current = freeze({"a": 1}, "ch")
+    with pytest.raises(InvalidUpdateError) as info:
+        MergeMap().reduce(current, freeze([1], "ch"), "ch")
+    assert "got list" in str(info.value)
+    MergeMap().reduce(current, freeze({"a": 2}, "ch"), "ch")
+    assert current == {"a": 1}
+
+
+def test_merge_map_spec_tells_shallow_from_deep() -> None:
+    assert MergeMap().spec() == "MergeMap"
+    assert MergeMap(deep=True).spec() == "MergeMap(deep=True)"
+    assert MergeMap().incremental and MergeMap(deep=True).incremental
+
+
+# -- MaxByTimestamp -----------------------------------------------------------------------
+
+
+def test_max_by_timestamp_keeps_the_newest_record() -> None:
+    reducer = MaxByTimestamp()
+    assert fold(reducer, {"ts_ms": 5, "v": "a"}, {"ts_ms": 3, "v": "old"}) == {"ts_ms": 5, "v": "a"}
+    assert fold(reducer, {"ts_ms": 5, "v": "a"}, {"ts_ms": 9.5, "v": "new"}) == {"ts_ms": 9.5, "v": "new"}
+
+
+def test_max_by_timestamp_on_a_tie_the_later_write_wins() -> None:
+    assert fold(MaxByTimestamp(), {"ts_ms": 5, "v": "a"}, {"ts_ms": 5, "v": "b"}) == {"ts_ms": 5, "v": "b"}
+
+
+def test_max_by_timestamp_uses_the_configured_field() -> None:
+    reducer = MaxByTimestamp(field="at")
+    assert fold(reducer, {"at": 2}, {"at": 1, "ts_ms": 99}) == {"at": 2}
+    assert reducer.spec() == "MaxByTimestamp(field='at')"
+
+
+@pytest.mark.parametrize("bad", [{"v": 1}, {"ts_ms": "5"}, {"ts_ms": True}, {"ts_ms": None}, [{"ts_ms": 1}], 5])
+def test_max_by_timestamp_refuses_a_record_without_a_numeric_field(bad: Any) -> None:
+    with pytest.raises(InvalidUpdateError) as info:
+        fold(MaxByTimestamp(), bad)  # as a first write
+    assert info.value.channel == "ch"
+    with pytest.raises(InvalidUpdateError):
+        fold(MaxByTimestamp(), {"ts_ms": 1}, bad)  # and as a later one
+    assert "ts_ms" in str(info.value)
+
+
+# -- Sum ----------------------------------------------------------------------------------
+
+
+def test_sum_adds_ints_and_floats_from_zero() -> None:
+    assert Sum().default() == 0
+    assert fold(Sum(), 1, 2, 3) == 6
+    assert fold(Sum(), 1, 0.5) == 1.5
+    assert fold(Sum(), -4, start=10) == 6
+
+
+@pytest.mark.parametrize("bad", ["1", None, True, [1], {"n": 1}])
+def test_sum_refuses_what_is_not_a_number(bad: Any) -> None:
+    with pytest.raises(InvalidUpdateError) as info:
+        fold(Sum(), 1, bad)
+    assert "Sum takes numbers" in str(info.value)
+
+
+@pytest.mark.parametrize(("a", "b"), [(2**63, 2**63), (-(2**63), -1), (1e308, 1e308), (-1e308, -1e308)])
+def test_sum_refuses_a_total_that_is_not_json(a: Any, b: Any) -> None:
+    with pytest.raises(InvalidUpdateError) as info:
+        fold(Sum(), a, b)
+    assert "overflowed" in str(info.value)
+
+
+# -- callables and as_reducer -------------------------------------------------------------
+
+
+def test_any_two_argument_callable_is_a_reducer() -> None:
+    reducer = as_reducer(operator.add)
+    assert isinstance(reducer, CallableReducer)
+    assert reducer.reduce(2, 3, "ch") == 5
+    assert reducer.name == "_operator.add"
+    assert not reducer.trusted and not reducer.incremental
+
+    def keep_longest(a: str, b: str) -> str:
+        return a if len(a) >= len(b) else b
+
+    named = as_reducer(keep_longest)
+    assert fold(named, "ab", "a", "abc") == "abc"
+    assert named.spec().endswith("keep_longest")
+    assert "keep_longest" in repr(named)
+
+
+def test_as_reducer_accepts_instances_and_classes_and_refuses_the_rest() -> None:
+    instance = Sum()
+    assert as_reducer(instance) is instance
+    assert isinstance(as_reducer(AppendList), AppendList)
+    with pytest.raises(TypeError):
+        as_reducer(42)
+
+
+def test_a_reducer_that_mutates_its_input_cannot_corrupt_state() -> None:
+    schema = StateSchema.builder().add("log", lambda a, b: a.append(b) or a, default=[]).build()
+    state = RunState(schema)
+    with pytest.raises(ReducerError) as info:
+        state.write("log", 1)
+    assert info.value.channel == "log"
+    assert isinstance(info.value.__cause__, ReadOnlyStateError)
+    assert state["log"] == [] and state.version == 0
+
+
+def test_base_reducer_must_be_subclassed() -> None:
+    with pytest.raises(NotImplementedError):
+        Reducer().reduce(1, 2, "ch")
+    assert repr(Sum()) == "Sum()" and repr(MergeMap(deep=True)) == "MergeMap(deep=True)"
