@@ -4,7 +4,15 @@ Everything public is importable from here; every other module is private.
 """
 
 from plait._frozen import thaw
-from plait.checkpoint import Checkpoint, Checkpointer, MemoryCheckpointer, ThreadInfo
+from plait.checkpoint import (
+    Checkpoint,
+    Checkpointer,
+    FileCheckpointer,
+    MemoryCheckpointer,
+    PostgresCheckpointer,
+    SqliteCheckpointer,
+    ThreadInfo,
+)
 from plait.engine.context import NodeContext, interrupt
 from plait.engine.events import (
     CheckpointSaved,
@@ -83,6 +91,7 @@ __all__ = [
     "Dag",
     "Durability",
     "END",
+    "FileCheckpointer",
     "Graph",
     "GraphChangedError",
     "GraphError",
@@ -106,6 +115,7 @@ __all__ = [
     "NodeTimeoutError",
     "NotSerializableError",
     "PlaitError",
+    "PostgresCheckpointer",
     "ReadOnlyStateError",
     "RecursionLimitError",
     "Reducer",
@@ -117,6 +127,7 @@ __all__ = [
     "START",
     "SchemaError",
     "Send",
+    "SqliteCheckpointer",
     "StateDiff",
     "StateError",
     "StateSchema",

@@ -10,13 +10,19 @@ from plait.checkpoint.base import (
     WritesBatch,
     new_checkpoint_id,
 )
+from plait.checkpoint.file import FileCheckpointer
 from plait.checkpoint.memory import MemoryCheckpointer
+from plait.checkpoint.postgres import PostgresCheckpointer
+from plait.checkpoint.sqlite import SqliteCheckpointer
 
 __all__ = [
     "Checkpoint",
     "CheckpointWrite",
     "Checkpointer",
+    "FileCheckpointer",
     "MemoryCheckpointer",
+    "PostgresCheckpointer",
+    "SqliteCheckpointer",
     "PendingWrite",
     "Task",
     "ThreadInfo",

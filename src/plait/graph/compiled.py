@@ -7,7 +7,6 @@ of the same name without the ``a`` is a one-line wrapper over it.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
@@ -23,6 +22,8 @@ from plait.checkpoint.base import (
     WritesBatch,
     new_checkpoint_id,
 )
+from plait.checkpoint.postgres import PostgresCheckpointer
+from plait.checkpoint.sqlite import SqliteCheckpointer
 from plait.engine.loop import Run, RunResult
 from plait.engine.plan import plan_next
 from plait.engine.tasks import compute_routes
@@ -46,13 +47,9 @@ def coerce_checkpointer(checkpointer: Checkpointer | str | None) -> Checkpointer
     if checkpointer is None or isinstance(checkpointer, Checkpointer):
         return checkpointer
     if isinstance(checkpointer, str):
-        # Imported by name so that `import plait` never loads a database driver.
         if checkpointer.startswith(("postgres://", "postgresql://")):
-            cls: Any = importlib.import_module("plait.checkpoint.postgres").PostgresCheckpointer
-        else:
-            cls = importlib.import_module("plait.checkpoint.sqlite").SqliteCheckpointer
-        saver: Checkpointer = cls(checkpointer)
-        return saver
+            return PostgresCheckpointer(checkpointer)
+        return SqliteCheckpointer(checkpointer)
     raise TypeError(f"checkpointer must be a Checkpointer, a SQLite path or a postgresql:// DSN, got {checkpointer!r}")
 
 
@@ -268,6 +265,26 @@ class CompiledGraph:
             ]
 
         yield from run_sync(collect())
+
+    # -- drawing -------------------------------------------------------------------------
+
+    def draw_mermaid(self) -> str:
+        """The graph as Mermaid flowchart text (joins thick, conditional edges dashed)."""
+        from plait.graph.draw import draw_mermaid
+
+        return draw_mermaid(self.spec)
+
+    def draw_ascii(self) -> str:
+        """A plain-text sketch of the graph, layer by layer."""
+        from plait.graph.draw import draw_ascii
+
+        return draw_ascii(self.spec)
+
+    def draw_svg(self) -> str:
+        """A standalone SVG of the graph; no network and no graphviz needed."""
+        from plait.graph.draw import draw_svg
+
+        return draw_svg(self.spec)
 
     # -- inspecting ----------------------------------------------------------------------
 

@@ -1,0 +1,168 @@
+"""JSON records of checkpoints, shared by the backends that write bytes (SQL, files).
+
+Everything a backend stores is JSON (orjson), so loading never runs code and a damaged or
+foreign record fails to decode instead of doing something. Every decoder here raises
+:class:`RecordError` (a ``ValueError``) for bytes it cannot read; the backend turns that into
+:class:`~plait.errors.CheckpointCorruptError` naming the thread and checkpoint, because only
+it knows them.
+
+The API:
+
+* :func:`encode_body` / :func:`decode_body`: a checkpoint's versions, next tasks and join
+  barriers, plus either its values inline (file backend) or a ``channel -> blob id`` map
+  (SQL backends, which store values apart so unchanged ones are shared).
+* :func:`encode_json` / :func:`decode_json`: any JSON value (metadata, a pending write's
+  value); decoded values are frozen.
+* :func:`encode_checkpoint` / :func:`decode_checkpoint`: a whole checkpoint with its values
+  and metadata in one record (pending writes excluded).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from plait._codec import freeze_trusted
+from plait._frozen import FrozenDict
+from plait.checkpoint.base import Checkpoint, Task
+
+__all__ = [
+    "Body",
+    "RecordError",
+    "decode_body",
+    "decode_checkpoint",
+    "decode_json",
+    "encode_body",
+    "encode_checkpoint",
+    "encode_json",
+]
+
+
+class RecordError(ValueError):
+    """Bytes that are not a record this version of plait wrote."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Body:
+    """The decoded body of a checkpoint."""
+
+    versions: Mapping[str, int]
+    next_tasks: tuple[Task, ...]
+    barriers: Mapping[str, tuple[str, ...]]
+    blobs: Mapping[str, str] | None = None
+    """``channel -> blob id`` when the values are stored apart."""
+    values: Mapping[str, Any] | None = None
+    """The values (frozen) when they are stored inline."""
+
+
+def encode_json(value: Any) -> bytes:
+    """Compact JSON bytes of a JSON value."""
+    return orjson.dumps(value)
+
+
+def decode_json(data: bytes | str) -> Any:
+    """A frozen JSON value from bytes.
+
+    Raises:
+        RecordError: the bytes are not JSON.
+    """
+    try:
+        return freeze_trusted(orjson.loads(data))
+    except (orjson.JSONDecodeError, TypeError) as exc:
+        raise RecordError(f"not JSON ({exc})") from None
+
+
+def encode_body(cp: Checkpoint, *, blobs: Mapping[str, str] | None = None) -> bytes:
+    """The body of ``cp``: with ``blobs`` the value map, else the values inline."""
+    body: dict[str, Any] = {"v": cp.versions}
+    if cp.next_tasks:
+        body["n"] = [t.to_json() for t in cp.next_tasks]
+    if cp.barriers:
+        body["j"] = {k: list(v) for k, v in cp.barriers.items()}
+    if blobs is not None:
+        body["b"] = blobs
+    else:
+        body["x"] = cp.values
+    return orjson.dumps(body)
+
+
+def decode_body(data: bytes | str) -> Body:
+    """Decode a body written by :func:`encode_body`.
+
+    Raises:
+        RecordError: not JSON, or not the shape of a body.
+    """
+    try:
+        raw = orjson.loads(data)
+    except (orjson.JSONDecodeError, TypeError) as exc:
+        raise RecordError(f"checkpoint body is not JSON ({exc})") from None
+    return _body(raw)
+
+
+def _body(raw: Any) -> Body:
+    try:
+        if type(raw) is not dict or type(raw["v"]) is not dict:
+            raise TypeError("not a checkpoint body")
+        blobs = raw.get("b")
+        values = raw.get("x")
+        if (blobs is None) == (values is None) or type(blobs or values) is not dict:
+            raise TypeError("a body holds either a blob map or values")
+        if blobs is not None and not all(type(v) is str for v in blobs.values()):
+            raise TypeError("blob ids must be strings")
+        return Body(
+            versions=raw["v"],
+            next_tasks=tuple(Task.from_json(t) for t in raw.get("n", ())),
+            barriers={k: tuple(v) for k, v in raw.get("j", {}).items()},
+            blobs=blobs,
+            values=FrozenDict({k: freeze_trusted(v) for k, v in values.items()}) if values is not None else None,
+        )
+    except (KeyError, TypeError, IndexError, AttributeError, ValueError) as exc:
+        raise RecordError(f"checkpoint body has the wrong shape ({exc})") from None
+
+
+def encode_checkpoint(cp: Checkpoint) -> bytes:
+    """One self-contained record of ``cp`` (values inline; pending writes excluded)."""
+    head = {
+        "t": cp.thread_id,
+        "ns": cp.namespace,
+        "id": cp.id,
+        "p": cp.parent_id,
+        "s": cp.step,
+        "c": cp.created_at,
+        "m": cp.metadata,
+    }
+    return orjson.dumps({"h": head, "b": orjson.Fragment(encode_body(cp))})
+
+
+def decode_checkpoint(data: bytes | str) -> Checkpoint:
+    """Decode a record written by :func:`encode_checkpoint`.
+
+    Raises:
+        RecordError: not JSON, or not the shape of a checkpoint record.
+    """
+    try:
+        raw = orjson.loads(data)
+        head = raw["h"]
+        body_raw = raw["b"]
+    except (orjson.JSONDecodeError, TypeError, KeyError) as exc:
+        raise RecordError(f"checkpoint record is not readable ({exc})") from None
+    body = _body(body_raw)
+    try:
+        return Checkpoint(
+            thread_id=str(head["t"]),
+            namespace=str(head["ns"]),
+            id=str(head["id"]),
+            parent_id=None if head["p"] is None else str(head["p"]),
+            step=int(head["s"]),
+            values=body.values if body.values is not None else FrozenDict(),
+            versions=body.versions,
+            next_tasks=body.next_tasks,
+            barriers=body.barriers,
+            metadata=freeze_trusted(head["m"]),
+            created_at=float(head["c"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RecordError(f"checkpoint record has the wrong shape ({exc})") from None

@@ -1,0 +1,278 @@
+"""PostgresCheckpointer: checkpoints in PostgreSQL, shared by many processes and machines.
+
+All SQL lives in :mod:`plait.checkpoint._sql`; this module owns the pool, the threads the
+blocking psycopg calls run on, migrations' locking and the retry policy. psycopg is
+imported here only, so ``import plait`` never needs it.
+
+Migrations are explicit: ``await setup()`` (or ``setup_sync()``, which ``plait db migrate``
+calls) creates or upgrades the tables under an advisory lock, so concurrent setups are safe.
+Every other call first checks the stored schema version and refuses, with
+:class:`~plait.errors.StoreVersionError`, a database that is not set up or was written by a
+newer plait.
+
+Connection loss: every operation is one transaction whose statements are idempotent
+(upserts keyed by ids the caller chose), so it is retried on a fresh connection when the
+connection breaks, whether or not its COMMIT was reached; a transaction that did not commit
+left nothing behind, and one that did is simply written again. When the retries run out,
+the error is a :class:`~plait.errors.CheckpointError` naming the store.
+
+Text columns (thread ids, namespaces, channel names, task ids, write keys, lease owners)
+cannot hold NUL in PostgreSQL: a commit or lease naming one is refused with
+:class:`~plait.errors.CheckpointError` before anything is sent, and reads by such an id find
+nothing. Values and metadata are stored as JSON bytes and may contain anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from plait.checkpoint._sql import CommitRequest, Cursor, Dialect, SqlCore
+from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, ThreadInfo, WritesBatch
+from plait.errors import CheckpointError
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
+
+__all__ = ["PostgresCheckpointer"]
+
+T = TypeVar("T")
+
+_MIGRATION_LOCK = 0x706C616974  # "plait": pg_advisory_xact_lock key for setup()
+_RETRIES = 3
+
+
+def _quote_ident(name: str) -> str:
+    if not name or "\x00" in name:
+        raise ValueError(f"invalid Postgres schema name {name!r}")
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _dialect(schema: str | None) -> Dialect:
+    return Dialect(
+        prefix=(_quote_ident(schema) + ".plait_") if schema else "plait_",
+        placeholder="%s",
+        blob="BYTEA",
+        real="DOUBLE PRECISION",
+        serial_pk="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+        now="extract(epoch from clock_timestamp())::float8",
+        keys="SELECT k.channel, k.id FROM unnest(?::text[], ?::text[]) AS k (channel, id)",
+        keys_params=lambda keys: [[k[0] for k in keys], [k[1] for k in keys]],
+        table_exists="SELECT to_regclass(?)::text",
+        table_exists_param=lambda name: name,
+        text_holds_nul=False,
+    )
+
+
+def _has_nul(*texts: str | None) -> bool:
+    return any(t is not None and "\x00" in t for t in texts)
+
+
+class PostgresCheckpointer(Checkpointer):
+    """Checkpoints in PostgreSQL (psycopg 3, a connection pool), one transaction per commit.
+
+    Args:
+        conninfo: a connection string (a pool is created and owned), or an open
+            ``psycopg_pool.ConnectionPool`` (borrowed: :meth:`close` leaves it open).
+        schema: the Postgres schema for plait's tables (created by :meth:`setup`); None
+            uses the connection's search path.
+        max_connections: the size of the pool created from a connection string, and the
+            number of threads that run queries.
+        connect_timeout: seconds to wait for a connection before failing with
+            :class:`~plait.errors.CheckpointError`.
+    """
+
+    def __init__(
+        self,
+        conninfo: str | ConnectionPool,
+        *,
+        schema: str | None = None,
+        max_connections: int = 4,
+        connect_timeout: float = 30.0,
+    ) -> None:
+        self.schema = schema
+        self._conninfo = conninfo if isinstance(conninfo, str) else None
+        self._max_connections = max_connections
+        self._connect_timeout = connect_timeout
+        self._store = f"PostgreSQL schema {schema!r}" if schema else "PostgreSQL database"
+        self._core = SqlCore(_dialect(schema), self._store)
+        if isinstance(conninfo, str):
+            self._pool = self._new_pool()
+            self._owns_pool = True
+        else:
+            self._pool = conninfo
+            self._owns_pool = False
+            max_connections = conninfo.max_size
+        self._executor = ThreadPoolExecutor(max_workers=max_connections, thread_name_prefix="plait-pg")
+        self._opened = False
+        self._checked = False
+        self._closed = False
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _new_pool(self) -> ConnectionPool:
+        from psycopg_pool import ConnectionPool
+
+        assert self._conninfo is not None
+        return ConnectionPool(
+            self._conninfo,
+            min_size=1,
+            max_size=self._max_connections,
+            open=False,
+            timeout=self._connect_timeout,
+            check=ConnectionPool.check_connection,
+            kwargs={"autocommit": True},
+        )
+
+    def _open_pool(self) -> None:
+        """Open the pool this checkpointer owns; on failure, start afresh on the next call."""
+        import psycopg
+
+        try:
+            self._pool.open(wait=True, timeout=self._connect_timeout)
+        except psycopg.OperationalError as exc:
+            self._pool.close()
+            self._pool = self._new_pool()
+            raise CheckpointError(
+                f"{self._store}: the connection failed: cannot connect within {self._connect_timeout:g}s ({exc})"
+            ) from exc
+        self._opened = True
+
+    def _transaction(self, fn: Callable[[Cursor], T], *, check: bool = True) -> T:
+        """Run ``fn`` in one transaction, retrying on a fresh connection if the connection breaks."""
+        import psycopg
+
+        if self._owns_pool and not self._opened:
+            self._open_pool()
+        for attempt in range(_RETRIES + 1):
+            try:
+                with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                    if check and not self._checked:
+                        self._core.check_version(cur)
+                        self._checked = True
+                    return fn(cur)
+            except psycopg.OperationalError as exc:
+                if attempt == _RETRIES:
+                    raise CheckpointError(
+                        f"{self._store}: the connection failed {attempt + 1} times ({exc}); nothing of the "
+                        "failed transaction was stored unless it completed, and retrying it is safe"
+                    ) from exc
+                time.sleep(0.05 * (attempt + 1))
+            except psycopg.Error as exc:
+                raise CheckpointError(f"{self._store}: {type(exc).__name__}: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise CheckpointError(f"{self._store}: the checkpointer is closed")
+
+    async def _run(self, fn: Callable[[Cursor], T], *, check: bool = True) -> T:
+        self._check_open()
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, lambda: self._transaction(fn, check=check))
+
+    def _commit_sync(self, request: CommitRequest) -> None:
+        (error,) = self._core.commit_all(self._transaction, [request])
+        if error is not None:
+            raise error
+
+    # -- setup -------------------------------------------------------------------------------
+
+    def setup_sync(self) -> int:
+        """Create or upgrade plait's tables (blocking); returns the version found before.
+
+        Raises:
+            StoreVersionError: the database was written by a newer plait.
+        """
+
+        def migrate(cur: Cursor) -> int:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            if self.schema:
+                cur.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote_ident(self.schema)}")
+            return self._core.migrate(cur)
+
+        found = self._transaction(migrate, check=False)
+        self._checked = True
+        return found
+
+    async def setup(self) -> None:
+        """Create or upgrade plait's tables; safe to call more than once, from many processes."""
+        self._check_open()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self.setup_sync)
+
+    # -- the protocol ------------------------------------------------------------------------
+
+    async def commit(self, *, checkpoints: Sequence[CheckpointWrite] = (), writes: Sequence[WritesBatch] = ()) -> None:
+        if not checkpoints and not writes:
+            return
+        request = CommitRequest(checkpoints=checkpoints, writes=writes)
+        self._core.check_request(request)
+        self._check_open()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self._commit_sync, request)
+
+    async def get(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
+        if _has_nul(thread_id, namespace, checkpoint_id):
+            return None  # nothing with a NUL in its ids can have been stored
+        return await self._run(lambda cur: self._core.get(cur, namespace, thread_id, checkpoint_id))
+
+    async def history(
+        self,
+        thread_id: str,
+        *,
+        namespace: str = "",
+        limit: int | None = None,
+        before: str | None = None,
+        filter: Mapping[str, Any] | None = None,
+    ) -> list[Checkpoint]:
+        if _has_nul(thread_id, namespace, before):
+            return []
+        return await self._run(
+            lambda cur: self._core.history(cur, namespace, thread_id, limit=limit, before=before, filter=filter)
+        )
+
+    async def list_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
+        if _has_nul(namespace):
+            return []
+        return await self._run(lambda cur: self._core.list_threads(cur, namespace))
+
+    async def delete_thread(self, thread_id: str, *, namespace: str = "") -> None:
+        if _has_nul(thread_id, namespace):
+            return
+        await self._run(lambda cur: self._core.delete_thread(cur, namespace, thread_id))
+
+    async def prune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
+        if keep_last < 1:
+            raise ValueError("prune(keep_last=...) must keep at least 1 checkpoint")
+        if _has_nul(thread_id, namespace):
+            return 0
+        return await self._run(lambda cur: self._core.prune(cur, namespace, thread_id, keep_last))
+
+    async def acquire_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
+        self._core.check_text([("thread id", thread_id), ("namespace", namespace), ("lease owner", owner)])
+        seconds = self.lease_ttl if ttl is None else ttl
+        await self._run(lambda cur: self._core.acquire_lease(cur, namespace, thread_id, owner, seconds))
+
+    async def release_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
+        if _has_nul(thread_id, namespace, owner):
+            return
+        await self._run(lambda cur: self._core.release_lease(cur, namespace, thread_id, owner))
+
+    def close(self) -> None:
+        """Stop the query threads and close the pool if this checkpointer created it."""
+        if self._closed:
+            return
+        self._closed = True
+        self._executor.shutdown(wait=True)
+        if self._owns_pool and self._opened:
+            self._pool.close()
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+    def __repr__(self) -> str:
+        return f"PostgresCheckpointer(schema={self.schema!r})"

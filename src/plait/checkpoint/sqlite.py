@@ -1,0 +1,355 @@
+"""SqliteCheckpointer: the embedded default store, one SQLite file (stdlib ``sqlite3``).
+
+All SQL lives in :mod:`plait.checkpoint._sql`; this module owns the connections and threads.
+
+Threads: every write runs on one dedicated writer thread with its own connection, and reads
+run on a reader thread with another (WAL lets readers proceed while the writer commits). An
+async call queues a job and awaits a future that the worker resolves with
+``loop.call_soon_threadsafe``; the loop is taken at call time, so one checkpointer serves
+any number of event loops over its life (the sync facade runs each ``invoke`` in its own).
+
+Group commit: when several ``commit()`` calls are queued (many concurrent runs, or the
+engine's async durability), the writer folds them into one transaction and pays one fsync
+for all of them. Each caller's commit stays all-or-nothing: if the group fails, its commits
+are retried one by one, so one bad commit does not sink the others.
+
+Durability: ``synchronous="full"`` (the default) fsyncs every commit. ``"normal"`` is an
+explicit opt-in: in WAL mode a commit then survives a crash of the process but not a power
+loss or an OS crash (the last commits may be lost, the file stays consistent).
+
+Several processes may share one file: writes take the lock up front and wait for it (see
+``_transaction``), and leases use the wall clock, which all processes on a machine share.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+import orjson
+
+from plait.checkpoint._sql import CommitRequest, Cursor, Dialect, SqlCore
+from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, ThreadInfo, WritesBatch
+from plait.errors import CheckpointError
+
+__all__ = ["SqliteCheckpointer"]
+
+T = TypeVar("T")
+
+_DIALECT = Dialect(
+    prefix="plait_",
+    placeholder="?",
+    blob="BLOB",
+    real="REAL",
+    serial_pk="INTEGER PRIMARY KEY",
+    now="((julianday('now') - 2440587.5) * 86400.0)",
+    keys="SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?)",
+    keys_params=lambda keys: [orjson.dumps(keys).decode()],
+    table_exists="SELECT (SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?)",
+    table_exists_param=lambda name: name,
+    small_table=" WITHOUT ROWID",
+)
+_MAX_GROUP = 256
+_STOP: Any = object()
+
+
+@dataclass(slots=True)
+class _Job:
+    fn: Callable[[sqlite3.Connection], Any] | None
+    request: CommitRequest | None
+    done: Callable[[Any, BaseException | None], None]
+
+
+class _Worker:
+    """A thread that owns one connection and runs jobs from a queue, in order."""
+
+    def __init__(self, name: str, opener: Callable[[], sqlite3.Connection], core: SqlCore, store: str) -> None:
+        self._opener = opener
+        self._core = core
+        self._store = store
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._conn: sqlite3.Connection | None = None
+        self._broken: BaseException | None = None
+        self.ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def put(self, job: _Job) -> None:
+        self._queue.put(job)
+
+    def stop(self) -> None:
+        self._queue.put(_STOP)
+        self._thread.join()
+
+    def _run(self) -> None:
+        try:
+            self._conn = self._opener()
+        except BaseException as exc:
+            self._broken = exc
+        self.ready.set()
+        held: Any = None
+        while True:
+            job = held if held is not None else self._queue.get()
+            held = None
+            if job is _STOP:
+                break
+            if job.request is None:
+                self._run_one(job)
+                continue
+            group = [job]
+            while len(group) < _MAX_GROUP:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is _STOP or nxt.request is None:
+                    held = nxt
+                    break
+                group.append(nxt)
+            self._run_group(group)
+        if self._conn is not None:
+            self._conn.close()
+
+    def _run_one(self, job: _Job) -> None:
+        if self._broken is not None or self._conn is None:
+            job.done(None, self._broken)
+            return
+        assert job.fn is not None
+        try:
+            result = job.fn(self._conn)
+        except Exception as exc:
+            job.done(None, self._translate(exc))
+        else:
+            job.done(result, None)
+
+    def _run_group(self, group: list[_Job]) -> None:
+        if self._broken is not None or self._conn is None:
+            for job in group:
+                job.done(None, self._broken)
+            return
+        conn = self._conn
+        requests = [job.request for job in group if job.request is not None]
+        results = self._core.commit_all(lambda fn: _transaction(conn, fn), requests)
+        for job, error in zip(group, results, strict=True):
+            job.done(None, None if error is None else self._translate(error))
+
+    def _translate(self, exc: Exception) -> Exception:
+        if isinstance(exc, sqlite3.Error):
+            err = CheckpointError(f"{self._store}: {type(exc).__name__}: {exc}")
+            err.__cause__ = exc
+            return err
+        return exc
+
+
+def _transaction(conn: sqlite3.Connection, fn: Callable[[Cursor], T]) -> T:
+    """Run ``fn`` in a write transaction and commit.
+
+    BEGIN IMMEDIATE takes the write lock before the first statement, waiting up to the busy
+    timeout for another process to finish. A deferred BEGIN would start as a reader and
+    fail to upgrade to a writer (SQLITE_BUSY, with no waiting, to avoid a deadlock) when
+    another process wrote in between, which would fail commits under contention.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn(conn.cursor())
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result
+
+
+def _snapshot(conn: sqlite3.Connection, fn: Callable[[Cursor], T]) -> T:
+    """Run reads in one transaction, so they see a single committed state."""
+    conn.execute("BEGIN")
+    try:
+        return fn(conn.cursor())
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+
+
+class SqliteCheckpointer(Checkpointer):
+    """Checkpoints in one SQLite file, in WAL mode, one transaction per ``commit()``.
+
+    The file is created and migrated when first opened (it is the embedded default, with
+    nothing to administer); a file written by a newer plait is refused with
+    :class:`~plait.errors.StoreVersionError`.
+
+    Args:
+        path: the database file (``":memory:"`` keeps it in memory, for tests).
+        synchronous: ``"full"`` (default) fsyncs every commit; ``"normal"`` survives a process
+            crash but not a power loss, and is faster.
+        busy_timeout: seconds a write waits for another process holding the file's lock.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Literal["full", "normal"] = "full",
+        busy_timeout: float = 30.0,
+    ) -> None:
+        if synchronous not in ("full", "normal"):
+            raise ValueError(f"synchronous must be 'full' or 'normal', not {synchronous!r}")
+        self.path = os.fspath(path)
+        self.synchronous = synchronous
+        self.busy_timeout = busy_timeout
+        self._store = f"SQLite database {self.path!r}"
+        self._core = SqlCore(_DIALECT, self._store)
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._writer = _Worker("plait-sqlite-writer", self._open_writer, self._core, self._store)
+        if self.path == ":memory:":
+            self._reader = self._writer  # a second connection would see another database
+        else:
+            self._reader = _Worker("plait-sqlite-reader", self._open_reader, self._core, self._store)
+
+    # -- connections -------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        # isolation_level=None: no implicit transactions; every transaction is explicit.
+        conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        return conn
+
+    def _open_writer(self) -> sqlite3.Connection:
+        conn = self._connect()
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = " + ("FULL" if self.synchronous == "full" else "NORMAL"))
+            _transaction(conn, self._core.migrate)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _open_reader(self) -> sqlite3.Connection:
+        self._writer.ready.wait()  # the writer creates or migrates the file first
+        conn = self._connect()
+        try:
+            conn.execute("PRAGMA query_only = 1")
+            self._core.check_version(conn.cursor())
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    # -- running jobs ------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise CheckpointError(f"{self._store} is closed; create a new SqliteCheckpointer to use it again")
+
+    async def _submit(
+        self, worker: _Worker, fn: Callable[[sqlite3.Connection], Any] | None, request: CommitRequest | None = None
+    ) -> Any:
+        self._check_open()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+
+        def done(result: Any, error: BaseException | None) -> None:
+            with contextlib.suppress(RuntimeError):  # the caller's loop is closed: nobody waits
+                loop.call_soon_threadsafe(_settle, future, result, error)
+
+        worker.put(_Job(fn, request, done))
+        return await future
+
+    def _write(self, fn: Callable[[Cursor], T]) -> Any:
+        return self._submit(self._writer, lambda conn: _transaction(conn, fn))
+
+    def _read(self, fn: Callable[[Cursor], T]) -> Any:
+        return self._submit(self._reader, lambda conn: _snapshot(conn, fn))
+
+    # -- the protocol ------------------------------------------------------------------------
+
+    async def setup(self) -> None:
+        """Open (create or migrate) the file now rather than on first use; safe to repeat."""
+        await self._submit(self._writer, lambda conn: None)
+        await self._submit(self._reader, lambda conn: None)
+
+    async def commit(self, *, checkpoints: Sequence[CheckpointWrite] = (), writes: Sequence[WritesBatch] = ()) -> None:
+        if not checkpoints and not writes:
+            return
+        request = CommitRequest(checkpoints=checkpoints, writes=writes)
+        self._core.check_request(request)
+        await self._submit(self._writer, None, request)
+
+    async def get(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
+        result: Checkpoint | None = await self._read(
+            lambda cur: self._core.get(cur, namespace, thread_id, checkpoint_id)
+        )
+        return result
+
+    async def history(
+        self,
+        thread_id: str,
+        *,
+        namespace: str = "",
+        limit: int | None = None,
+        before: str | None = None,
+        filter: Mapping[str, Any] | None = None,
+    ) -> list[Checkpoint]:
+        result: list[Checkpoint] = await self._read(
+            lambda cur: self._core.history(cur, namespace, thread_id, limit=limit, before=before, filter=filter)
+        )
+        return result
+
+    async def list_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
+        result: list[ThreadInfo] = await self._read(lambda cur: self._core.list_threads(cur, namespace))
+        return result
+
+    async def delete_thread(self, thread_id: str, *, namespace: str = "") -> None:
+        await self._write(lambda cur: self._core.delete_thread(cur, namespace, thread_id))
+
+    async def prune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
+        if keep_last < 1:
+            raise ValueError("prune(keep_last=...) must keep at least 1 checkpoint")
+        result: int = await self._write(lambda cur: self._core.prune(cur, namespace, thread_id, keep_last))
+        return result
+
+    async def acquire_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
+        seconds = self.lease_ttl if ttl is None else ttl
+        await self._write(lambda cur: self._core.acquire_lease(cur, namespace, thread_id, owner, seconds))
+
+    async def release_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
+        await self._write(lambda cur: self._core.release_lease(cur, namespace, thread_id, owner))
+
+    def close(self) -> None:
+        """Finish queued work, then close the connections and stop the threads. Idempotent."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._writer.stop()
+        if self._reader is not self._writer:
+            self._reader.stop()
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> SqliteCheckpointer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SqliteCheckpointer({self.path!r}, synchronous={self.synchronous!r})"
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.done():
+        return  # cancelled by the caller; the work itself still completed or failed
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)

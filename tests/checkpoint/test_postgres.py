@@ -1,0 +1,286 @@
+"""PostgresCheckpointer against a real PostgreSQL: explicit migrations and the version check,
+schemas, compact storage, branches and prune, corruption, leases on the database clock,
+connection loss, NUL handling, and a borrowed pool. Each test gets a fresh schema."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_sqlite import append_chat, make, same  # noqa: E402
+
+from plait._codec import canonical  # noqa: E402
+from plait.checkpoint.base import Checkpoint, PendingWrite, WritesBatch  # noqa: E402
+from plait.errors import CheckpointCorruptError, CheckpointError, StoreVersionError, ThreadBusyError  # noqa: E402
+
+pytestmark = pytest.mark.postgres
+psycopg = pytest.importorskip("psycopg")
+postgres = pytest.importorskip("plait.checkpoint.postgres")
+
+
+@pytest.fixture
+def store(postgres_dsn: str, postgres_schema: str) -> Iterator[tuple[str, str]]:
+    yield postgres_dsn, postgres_schema
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def sql(dsn: str, statement: str, *params: Any) -> list[Any]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        cur = conn.execute(statement, params or None)
+        return cur.fetchall() if cur.description else []
+
+
+def test_a_store_that_is_not_set_up_is_refused_until_setup(store: tuple[str, str]) -> None:
+    dsn, schema = store
+
+    async def go() -> None:
+        cp = postgres.PostgresCheckpointer(dsn, schema=schema)
+        with pytest.raises(StoreVersionError, match="plait db migrate") as info:
+            await cp.get("t")
+        assert info.value.found == 0
+        await asyncio.gather(cp.setup(), postgres.PostgresCheckpointer(dsn, schema=schema).setup())  # concurrent: safe
+        await cp.setup()  # and repeatable
+        assert await cp.get("t") is None
+        await cp.aclose()
+
+    run(go())
+    sql(dsn, f'INSERT INTO "{schema}".plait_migrations VALUES (42, 0)')
+
+    async def newer() -> None:
+        cp = postgres.PostgresCheckpointer(dsn, schema=schema)
+        with pytest.raises(StoreVersionError, match="upgrade plait"):
+            await cp.list_threads()
+        with pytest.raises(StoreVersionError):
+            await cp.setup()
+        await cp.aclose()
+
+    run(newer())
+
+
+def test_setup_sync_creates_the_schema_and_tables(postgres_dsn: str, postgres_schema: str) -> None:
+    schema = postgres_schema + "_new"
+    cp = postgres.PostgresCheckpointer(postgres_dsn, schema=schema)
+    try:
+        assert cp.setup_sync() == 0
+        assert cp.setup_sync() == 1
+        tables = {r[0] for r in sql(postgres_dsn, "SELECT tablename FROM pg_tables WHERE schemaname = %s", schema)}
+        assert {"plait_checkpoints", "plait_blobs", "plait_writes", "plait_leases", "plait_migrations"} <= tables
+    finally:
+        cp.close()
+        sql(postgres_dsn, f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def test_round_trip_deltas_and_storage_size(store: tuple[str, str]) -> None:
+    dsn, schema = store
+
+    async def go() -> list[Checkpoint]:
+        cp = postgres.PostgresCheckpointer(dsn, schema=schema)
+        await cp.setup()
+        written = await append_chat(cp, "chat", 300)
+        history = await cp.history("chat")
+        assert [c.id for c in history] == [c.id for c in reversed(written)]
+        for got, want in zip(history[:5] + history[-5:], list(reversed(written))[:5] + list(reversed(written))[-5:]):
+            same(got, want)
+        same(await cp.get("chat"), written[-1])
+        same(await cp.get("chat", written[100].id), written[100])
+        await cp.aclose()
+        return written
+
+    written = run(go())
+    raw = len(canonical(written[-1].values["messages"]))
+    ((stored, deltas),) = sql(
+        dsn, f'SELECT sum(length(data)), count(base_id) FROM "{schema}".plait_blobs WHERE channel = %s', "messages"
+    )
+    assert stored < 3 * raw and deltas > 250
+
+
+def test_pending_writes_and_folding(store: tuple[str, str]) -> None:
+    dsn, schema = store
+
+    async def go() -> None:
+        cp = postgres.PostgresCheckpointer(dsn, schema=schema)
+        await cp.setup()
+        root = make("t", None, {"n": 1})
+        await cp.commit(checkpoints=[root])
+        w = PendingWrite(task_id="a", kind="result", value={"writes": [["n", 2]]})
+        w2 = PendingWrite(task_id="a", kind="result", value={"writes": [["n", 3]]})
+        for batch in (w, w2):
+            await cp.commit(writes=[WritesBatch(thread_id="t", checkpoint_id=root.checkpoint.id, writes=(batch,))])
+        got = await cp.get("t")
+        assert got is not None and got.pending_writes == (w2,)
+        await cp.commit(checkpoints=[make("t", root.checkpoint, {"n": 3}, folds=True)])
+        assert (await cp.get("t", root.checkpoint.id)).pending_writes == ()
+        await cp.aclose()
+
+    run(go())
+
+
+def test_branches_prune_and_history(store: tuple[str, str]) -> None:
+    dsn, schema = store
+
+    async def go() -> None:
+        cp = postgres.PostgresCheckpointer(dsn, schema=schema)
+        await cp.setup()
+        written = await append_chat(cp, "t", 30, size=200)
+        branch = make("t", written[8], {"turn": -1})
+        await cp.commit(checkpoints=[branch])
+        assert [c.id for c in await cp.history("t", limit=3)] == [branch.checkpoint.id, written[8].id, written[7].id]
+        assert [c.id for c in await cp.history("t", filter={"step": 3})] == [written[3].id]
+        keep = {c.id: c for c in await cp.history("t", before=written[-1].id, limit=3)}
+        keep[written[-1].id] = written[-1]
+        assert await cp.prune("t", keep_last=4) == 31 - 8
+        for cid, want in keep.items():
+            got = await cp.get("t", cid)
+            assert got is not None and canonical(got.values) == canonical(want.values)
+        same(await cp.get("t"), branch.checkpoint)
+        (info,) = await cp.list_threads()
+        assert info.checkpoints == 8 and info.head_id == branch.checkpoint.id
+        await cp.delete_thread("t")
+        assert await cp.list_threads() == [] and await cp.get("t") is None
+        await cp.aclose()
+
+    run(go())
+
+
+def test_corruption_is_named_and_contained(store: tuple[str, str]) -> None:
+    dsn, schema = store
+
+    async def fill() -> None:
+        cp = postgres.PostgresCheckpointer(dsn, schema=schema)
+        await cp.setup()
+        for name in ("bad", "good"):
+            await append_chat(cp, name, 5, size=100)
+        await cp.aclose()
+
+    run(fill())
+    sql(dsn, f"UPDATE \"{schema}\".plait_blobs SET data = '\\x00ff'::bytea WHERE thread_id = 'bad'")
+
+    async def check() -> None:
+        cp = postgres.PostgresCheckpointer(dsn, schema=schema)
+        with pytest.raises(CheckpointCorruptError) as info:
+            await cp.get("bad")
+        assert info.value.thread_id == "bad" and info.value.checkpoint_id
+        assert len(await cp.list_threads()) == 2
+        assert await cp.get("good") is not None
+        await cp.aclose()
+
+    run(check())
+
+
+def test_leases_use_the_database_clock_across_instances(store: tuple[str, str]) -> None:
+    dsn, schema = store
+
+    async def go() -> None:
+        a = postgres.PostgresCheckpointer(dsn, schema=schema)
+        b = postgres.PostgresCheckpointer(dsn, schema=schema)
+        await a.setup()
+        await a.acquire_lease("t", "a", ttl=600)
+        with pytest.raises(ThreadBusyError) as info:
+            await b.acquire_lease("t", "b")
+        assert info.value.owner == "a" and 0 < info.value.expires_in <= 600
+        await a.acquire_lease("t", "a", ttl=0)  # renewed, already expired
+        await b.acquire_lease("t", "b", ttl=600)  # taken over
+        await a.release_lease("t", "a")  # not the holder: nothing happens
+        with pytest.raises(ThreadBusyError):
+            await a.acquire_lease("t", "a")
+        await b.release_lease("t", "b")
+        await a.acquire_lease("t", "a")
+        await a.aclose()
+        await b.aclose()
+
+    run(go())
+
+
+def test_a_dropped_connection_is_retried_and_nothing_half_written_is_read(store: tuple[str, str]) -> None:
+    dsn, schema = store
+
+    app = f"plait-{schema}"  # only this test's connections are cut
+    conninfo = psycopg.conninfo.make_conninfo(dsn, application_name=app)
+
+    async def go() -> None:
+        cp = postgres.PostgresCheckpointer(conninfo, schema=schema, max_connections=2)
+        await cp.setup()
+        written = await append_chat(cp, "t", 5, size=100)
+        for _ in range(3):
+            cut = sql(dsn, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", app)
+            assert cut
+            head = await cp.get("t")
+            same(head, written[-1])
+            nxt = make("t", written[-1], {"turn": 100 + len(written)})
+            await cp.commit(checkpoints=[nxt])
+            written.append(nxt.checkpoint)
+        same(await cp.get("t"), written[-1])
+        assert len(await cp.history("t")) == len(written)
+        await cp.aclose()
+
+    run(go())
+
+
+def test_an_unreachable_database_is_a_checkpoint_error() -> None:
+    async def go() -> None:
+        cp = postgres.PostgresCheckpointer("postgresql://postgres@127.0.0.1:1/none", connect_timeout=1)
+        with pytest.raises(CheckpointError, match="connection failed"):
+            await cp.get("t")
+        await cp.aclose()
+
+    run(go())
+
+
+def test_nul_in_ids_is_refused_cleanly_and_values_keep_it(store: tuple[str, str]) -> None:
+    dsn, schema = store
+
+    async def go() -> None:
+        cp = postgres.PostgresCheckpointer(dsn, schema=schema)
+        await cp.setup()
+        with pytest.raises(CheckpointError, match="NUL"):
+            await cp.commit(checkpoints=[make("a\x00b", None, {"v": 1})])
+        assert await cp.get("a\x00b") is None
+        with pytest.raises(CheckpointError, match="NUL"):
+            await cp.acquire_lease("t", "own\x00er")
+        cw = make("t", None, {"v": "x\x00y"}, metadata={"label": "\x00"})
+        await cp.commit(checkpoints=[cw])
+        same(await cp.get("t"), cw.checkpoint)
+        await cp.aclose()
+
+    run(go())
+
+
+def test_a_borrowed_pool_stays_open(store: tuple[str, str]) -> None:
+    dsn, schema = store
+    from psycopg_pool import ConnectionPool
+
+    pool = ConnectionPool(dsn, min_size=1, max_size=2, open=True)
+    try:
+
+        async def go() -> None:
+            cp = postgres.PostgresCheckpointer(pool, schema=schema)
+            await cp.setup()
+            cw = make("t", None, {"v": [1, 2]})
+            await cp.commit(checkpoints=[cw])
+            same(await cp.get("t"), cw.checkpoint)
+            await cp.aclose()
+            with pytest.raises(CheckpointError, match="closed"):
+                await cp.get("t")
+
+        run(go())
+        with pool.connection() as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        pool.close()
+
+
+def test_import_plait_does_not_import_psycopg() -> None:
+    import subprocess
+
+    code = "import sys, plait, plait.checkpoint.sqlite; print('psycopg' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

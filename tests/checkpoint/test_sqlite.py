@@ -1,0 +1,515 @@
+"""SqliteCheckpointer: round trips, compact storage, history, prune, corruption, leases across
+processes, group commit, reopening, and awkward ids. Every test uses a real SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from plait._codec import canonical, freeze
+from plait._frozen import FrozenDict, FrozenList
+from plait.checkpoint import delta
+from plait.checkpoint._sql import CommitRequest, SqlCore
+from plait.checkpoint.base import Checkpoint, CheckpointWrite, PendingWrite, Task, WritesBatch, new_checkpoint_id
+from plait.checkpoint.sqlite import _DIALECT, SqliteCheckpointer, _transaction
+from plait.errors import CheckpointCorruptError, CheckpointError, StoreVersionError, ThreadBusyError
+
+
+def make(
+    thread: str,
+    parent: Checkpoint | None,
+    updates: Mapping[str, Any],
+    *,
+    namespace: str = "",
+    metadata: Mapping[str, Any] | None = None,
+    folds: bool = False,
+    next_tasks: Sequence[Task] = (),
+) -> CheckpointWrite:
+    """A checkpoint on ``parent`` (or a root) with ``updates`` applied; ``changed`` = updated keys."""
+    values = dict(parent.values) if parent else {}
+    values.update({k: freeze(v, k) for k, v in updates.items()})
+    step = parent.step + 1 if parent else 0
+    versions = dict(parent.versions) if parent else {}
+    for k in updates:
+        versions[k] = max(versions.values(), default=0) + 1
+    cp = Checkpoint(
+        thread_id=thread,
+        namespace=namespace,
+        id=new_checkpoint_id(parent.id if parent else None),
+        parent_id=parent.id if parent else None,
+        step=step,
+        values=FrozenDict(values),
+        versions=versions,
+        next_tasks=tuple(next_tasks),
+        barriers={"join:c": ("a",)} if step % 2 else {},
+        metadata=dict(metadata) if metadata is not None else {"source": "loop", "step": step},
+        created_at=time.time(),
+    )
+    return CheckpointWrite(
+        checkpoint=cp, changed=frozenset(updates) if parent else frozenset(values), folds_parent_writes=folds
+    )
+
+
+def same(a: Checkpoint | None, b: Checkpoint) -> None:
+    """Read-back equality, in JSON terms (1 and True differ), ignoring pending writes."""
+    assert a is not None
+    for name in ("thread_id", "namespace", "id", "parent_id", "step", "next_tasks", "created_at"):
+        assert getattr(a, name) == getattr(b, name), name
+    for name in ("values", "versions", "metadata"):
+        assert canonical(getattr(a, name)) == canonical(getattr(b, name)), name
+    assert {k: tuple(v) for k, v in a.barriers.items()} == {k: tuple(v) for k, v in b.barriers.items()}
+
+
+async def append_chat(cp: Any, thread: str, steps: int, *, size: int = 1000) -> list[Checkpoint]:
+    """A thread that appends one ~``size``-byte message per step, one commit per step."""
+    written: list[Checkpoint] = []
+    parent: Checkpoint | None = None
+    for i in range(steps):
+        msgs = list(parent.values["messages"]) if parent else []
+        msgs.append(freeze({"id": f"m{i}", "role": "user", "text": f"{i:06d}" + "lorem ipsum " * (size // 12)}, "m"))
+        cw = make(thread, parent, {"messages": FrozenList(msgs), "turn": i}, folds=True)
+        await cp.commit(checkpoints=[cw])
+        parent = cw.checkpoint
+        written.append(parent)
+    return written
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path / "plait.db"
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_a_checkpoint_reads_back_whole_with_frozen_values(db: Path) -> None:
+    async def go() -> None:
+        cp = SqliteCheckpointer(db)
+        await cp.setup()
+        root = make("t", None, {"messages": [{"id": "1", "text": "hi"}], "n": 1, "flag": True, "x": None})
+        child = make("t", root.checkpoint, {"n": 2, "phase": "go"}, next_tasks=[Task(id="k", node="b")])
+        await cp.commit(checkpoints=[root, child])
+        head = await cp.get("t")
+        same(head, child.checkpoint)
+        same(await cp.get("t", root.checkpoint.id), root.checkpoint)
+        assert head is not None and isinstance(head.values["messages"], FrozenList)
+        assert isinstance(head.values, FrozenDict) and head.values["flag"] is True
+        assert await cp.get("t", "nope") is None and await cp.get("other") is None
+        await cp.aclose()
+
+    run(go())
+
+
+def test_pending_writes_upsert_and_fold_with_the_next_checkpoint(db: Path) -> None:
+    async def go() -> None:
+        cp = SqliteCheckpointer(db)
+        root = make("t", None, {"n": 1})
+        await cp.commit(checkpoints=[root])
+        rid = root.checkpoint.id
+        w1 = PendingWrite(task_id="a", kind="result", value={"writes": [["n", 1]]})
+        w2 = PendingWrite(task_id="b", kind="effect", key="pay", value={"ok": 1})
+        await cp.commit(writes=[WritesBatch(thread_id="t", checkpoint_id=rid, writes=(w1, w2))])
+        again = PendingWrite(task_id="a", kind="result", value={"writes": [["n", 5]]})
+        await cp.commit(writes=[WritesBatch(thread_id="t", checkpoint_id=rid, writes=(again,))])
+        got = await cp.get("t")
+        assert got is not None and got.pending_writes == (again, w2)  # replaced in place, order kept
+        child = make("t", root.checkpoint, {"n": 5}, folds=True)
+        await cp.commit(checkpoints=[child])
+        assert (await cp.get("t", rid)).pending_writes == ()  # type: ignore[union-attr]
+        await cp.aclose()
+
+    run(go())
+
+
+def test_500_appends_of_1kb_cost_about_1mb_on_disk_and_read_back(db: Path) -> None:
+    async def go() -> list[Checkpoint]:
+        cp = SqliteCheckpointer(db)
+        written = await append_chat(cp, "chat", 500)
+        history = await cp.history("chat")
+        assert [c.id for c in history] == [c.id for c in reversed(written)]
+        for got, want in zip(history, reversed(written), strict=True):
+            assert len(got.values["messages"]) == len(want.values["messages"])
+        for i in (0, 1, 255, 256, 257, 499):
+            same(await cp.get("chat", written[i].id), written[i])
+        await cp.aclose()
+        return written
+
+    written = run(go())
+    assert not Path(str(db) + "-wal").exists()
+    raw = len(canonical(written[-1].values["messages"]))
+    size = db.stat().st_size
+    assert size < 1_500_000, f"{size} bytes on disk for {raw} bytes of messages"
+    with sqlite3.connect(db) as conn:
+        fulls, deltas = conn.execute(
+            "SELECT sum(base_id IS NULL), sum(base_id IS NOT NULL) FROM plait_blobs WHERE channel = 'messages'"
+        ).fetchone()
+    assert deltas > fulls > 1
+
+
+def test_a_time_travel_branch_shares_blobs_and_reads_back(db: Path) -> None:
+    async def go() -> None:
+        cp = SqliteCheckpointer(db)
+        written = await append_chat(cp, "t", 20, size=200)
+        fork_point = written[5]
+        branch = make("t", fork_point, {"turn": 99})  # messages unchanged: the parent's blob
+        await cp.commit(checkpoints=[branch])
+        more = make("t", branch.checkpoint, {"messages": [*fork_point.values["messages"], {"id": "b"}]})
+        await cp.commit(checkpoints=[more])
+        same(await cp.get("t"), more.checkpoint)
+        same(await cp.get("t", written[-1].id), written[-1])
+        history = await cp.history("t")
+        assert [c.id for c in history] == [more.checkpoint.id, branch.checkpoint.id] + [
+            c.id for c in reversed(written[:6])
+        ]
+        await cp.aclose()
+        with sqlite3.connect(db) as conn:
+            (n,) = conn.execute("SELECT count(*) FROM plait_blobs WHERE id = ?", (branch.checkpoint.id,)).fetchone()
+        assert n == 1  # only "turn" was stored for the branch checkpoint
+
+    run(go())
+
+
+def test_a_fork_to_another_thread_stores_its_values_in_full(db: Path) -> None:
+    async def go() -> None:
+        cp = SqliteCheckpointer(db)
+        written = await append_chat(cp, "src", 10, size=200)
+        root = make("dst", None, dict(written[-1].values), metadata={"source": "fork"})
+        await cp.commit(checkpoints=[root])
+        await cp.delete_thread("src")
+        same(await cp.get("dst"), root.checkpoint)
+        assert await cp.get("src") is None
+        await cp.aclose()
+
+    run(go())
+
+
+def test_history_limit_before_and_filter(db: Path) -> None:
+    async def go() -> None:
+        cp = SqliteCheckpointer(db)
+        written = await append_chat(cp, "t", 12, size=100)
+        ids = [c.id for c in reversed(written)]
+        assert [c.id for c in await cp.history("t", limit=3)] == ids[:3]
+        assert [c.id for c in await cp.history("t", before=ids[2], limit=2)] == ids[3:5]
+        got = await cp.history("t", filter={"step": 4})
+        assert [c.id for c in got] == [written[4].id]
+        got = await cp.history("t", filter={"source": "loop"}, limit=4, before=ids[0])
+        assert [c.id for c in got] == ids[1:5]
+        assert await cp.history("t", before="missing") == []
+        with pytest.raises(ValueError, match="filter key"):
+            await cp.history("t", filter={"x') OR 1=1 --": 1})
+        await cp.aclose()
+
+    run(go())
+
+
+def test_prune_keeps_every_branch_and_what_its_deltas_need(db: Path) -> None:
+    async def go() -> None:
+        cp = SqliteCheckpointer(db)
+        written = await append_chat(cp, "t", 40, size=300)
+        branch = make("t", written[10], {"turn": -1})
+        await cp.commit(checkpoints=[branch])
+        kept_before = {c.id: c for c in await cp.history("t", limit=5)}
+        kept_before |= {c.id: c for c in await cp.history("t", before=branch.checkpoint.id, limit=4)}
+        kept_before[branch.checkpoint.id] = branch.checkpoint
+        dropped = await cp.prune("t", keep_last=5)
+        assert dropped == 41 - 10
+        for cid, want in kept_before.items():
+            got = await cp.get("t", cid)
+            assert got is not None and canonical(got.values) == canonical(want.values)
+        infos = await cp.list_threads()
+        assert infos[0].checkpoints == 10
+        roots = [c for c in await cp.history("t") if c.parent_id is None]
+        assert len(roots) == 1  # the oldest kept on the main line was re-rooted
+        # the store still works on after prune: a new step on the head
+        head = await cp.get("t")
+        assert head is not None
+        nxt = make("t", head, {"messages": [*head.values["messages"], {"id": "after"}]})
+        await cp.commit(checkpoints=[nxt])
+        same(await cp.get("t"), nxt.checkpoint)
+        await cp.aclose()
+        with sqlite3.connect(db) as conn:
+            (blobs,) = conn.execute("SELECT count(*) FROM plait_blobs").fetchone()
+        assert blobs < 2 * 41  # unneeded blobs were dropped
+
+    run(go())
+
+
+def test_corrupt_data_names_the_checkpoint_and_spares_other_threads(db: Path) -> None:
+    async def go() -> dict[str, str]:
+        cp = SqliteCheckpointer(db)
+        ids = {}
+        for name in ("body", "blob", "base", "meta", "fine"):
+            written = await append_chat(cp, name, 30, size=300)
+            ids[name] = written[-1].id
+        await cp.aclose()
+        return ids
+
+    ids = run(go())
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE plait_checkpoints SET body = x'7b6e6f' WHERE thread_id = 'body'")
+        conn.execute("UPDATE plait_blobs SET data = x'ff00' WHERE thread_id = 'blob' AND id = ?", (ids["blob"],))
+        conn.execute(
+            "DELETE FROM plait_blobs WHERE thread_id = 'base' AND channel = 'messages' AND base_id IS NULL "
+            "AND id = (SELECT max(id) FROM plait_blobs WHERE thread_id = 'base' AND base_id IS NULL "
+            "AND channel = 'messages')"
+        )
+        conn.execute("UPDATE plait_checkpoints SET metadata = x'5b' WHERE thread_id = 'meta'")
+
+    async def check() -> None:
+        cp = SqliteCheckpointer(db)
+        for name in ("body", "blob", "base", "meta"):
+            with pytest.raises(CheckpointCorruptError) as info:
+                await cp.get(name)
+            assert info.value.thread_id == name and info.value.checkpoint_id == ids[name]
+            with pytest.raises(CheckpointCorruptError):
+                await cp.history(name)
+        assert len(await cp.list_threads()) == 5
+        assert (await cp.get("fine")) is not None
+        await cp.aclose()
+
+    run(check())
+
+
+_LEASE_CHILD = """
+import asyncio, sys
+from plait.checkpoint.sqlite import SqliteCheckpointer
+from plait.errors import ThreadBusyError
+async def main():
+    cp = SqliteCheckpointer(sys.argv[1])
+    try:
+        await cp.acquire_lease("t", sys.argv[2], ttl=float(sys.argv[3]))
+        print("ok")
+    except ThreadBusyError as exc:
+        print("busy", exc.owner)
+    await cp.aclose()
+asyncio.run(main())
+"""
+
+
+def _child(db: Path, owner: str, ttl: float) -> str:
+    out = subprocess.run(
+        [sys.executable, "-c", _LEASE_CHILD, str(db), owner, str(ttl)], capture_output=True, text=True, check=True
+    )
+    return out.stdout.strip()
+
+
+def test_leases_hold_across_processes(db: Path) -> None:
+    async def take(owner: str, ttl: float) -> None:
+        cp = SqliteCheckpointer(db)
+        try:
+            await cp.acquire_lease("t", owner, ttl=ttl)
+        finally:
+            await cp.aclose()
+
+    assert _child(db, "proc-a", 600) == "ok"
+    with pytest.raises(ThreadBusyError) as info:
+        run(take("main", 600))
+    assert info.value.owner == "proc-a" and info.value.expires_in > 0
+    assert _child(db, "proc-a", 600) == "ok"  # the same owner renews
+    assert _child(db, "proc-b", 600) == "busy proc-a"
+    assert _child(db, "proc-a", 0) == "ok"  # renewed with no time left: expired at once
+    assert _child(db, "proc-b", 600) == "ok"  # an expired lease is taken over
+
+    async def release() -> None:
+        cp = SqliteCheckpointer(db)
+        await cp.release_lease("t", "proc-a")  # not the holder: no effect
+        with pytest.raises(ThreadBusyError):
+            await cp.acquire_lease("t", "main")
+        await cp.release_lease("t", "proc-b")
+        await cp.acquire_lease("t", "main")
+        await cp.aclose()
+
+    run(release())
+
+
+def test_many_concurrent_commits_all_land(db: Path) -> None:
+    async def go() -> None:
+        cp = SqliteCheckpointer(db)
+        results = await asyncio.gather(*(append_chat(cp, f"t{i}", 15, size=100) for i in range(40)))
+        for i, written in enumerate(results):
+            same(await cp.get(f"t{i}"), written[-1])
+            assert len(await cp.history(f"t{i}")) == 15
+        assert len(await cp.list_threads()) == 40
+        await cp.aclose()
+
+    run(go())
+
+
+def test_a_bad_commit_in_a_group_does_not_sink_the_others(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "g.db", isolation_level=None)
+    core = SqlCore(_DIALECT, "test store")
+    _transaction(conn, core.migrate)
+    good = [CommitRequest(checkpoints=[make(f"g{i}", None, {"v": i})], writes=()) for i in range(3)]
+    bad_cp = make("bad", None, {"v": 0}).checkpoint
+    bad_values = FrozenDict({"v": {1, 2}})  # not JSON: the encoder refuses it mid-transaction
+    bad = CommitRequest(
+        checkpoints=[
+            CheckpointWrite(
+                checkpoint=Checkpoint(**{**_fields(bad_cp), "values": bad_values}), changed=frozenset({"v"})
+            )
+        ],
+        writes=(),
+    )
+    results = core.commit_all(lambda fn: _transaction(conn, fn), [good[0], bad, good[1], good[2]])
+    assert results[0] is None and results[2] is None and results[3] is None
+    assert isinstance(results[1], TypeError)
+    stored = {r[0] for r in conn.execute("SELECT thread_id FROM plait_checkpoints")}
+    assert stored == {"g0", "g1", "g2"}
+    conn.close()
+
+
+def _fields(cp: Checkpoint) -> dict[str, Any]:
+    return {name: getattr(cp, name) for name in Checkpoint.__slots__}
+
+
+def test_a_concurrent_bad_commit_fails_alone(db: Path) -> None:
+    async def go() -> None:
+        cp = SqliteCheckpointer(db)
+        bad_cp = make("bad", None, {"v": 0}).checkpoint
+        bad = CheckpointWrite(
+            checkpoint=Checkpoint(**{**_fields(bad_cp), "values": FrozenDict({"v": object()})}),
+            changed=frozenset({"v"}),
+        )
+        goods = [make(f"ok{i}", None, {"v": i}) for i in range(20)]
+        outcomes = await asyncio.gather(
+            *(cp.commit(checkpoints=[g]) for g in goods[:10]),
+            cp.commit(checkpoints=[bad]),
+            *(cp.commit(checkpoints=[g]) for g in goods[10:]),
+            return_exceptions=True,
+        )
+        assert [type(o) for o in outcomes].count(TypeError) == 1 and outcomes.count(None) == 20
+        for g in goods:
+            same(await cp.get(g.checkpoint.thread_id), g.checkpoint)
+        assert await cp.get("bad") is None
+        await cp.aclose()
+
+    run(go())
+
+
+def test_reopening_reads_everything_back_and_deltas_continue(db: Path) -> None:
+    async def first() -> list[Checkpoint]:
+        cp = SqliteCheckpointer(db)
+        written = await append_chat(cp, "t", 30, size=200)
+        await cp.commit(
+            writes=[
+                WritesBatch(
+                    thread_id="t", checkpoint_id=written[-1].id, writes=(PendingWrite(task_id="a", kind="result"),)
+                )
+            ]
+        )
+        cp.close()
+        cp.close()  # idempotent
+        return written
+
+    written = run(first())
+
+    async def second() -> None:
+        cp = SqliteCheckpointer(db)
+        history = await cp.history("t")
+        for got, want in zip(history, reversed(written), strict=True):
+            same(got, want)
+        head = await cp.get("t")
+        assert head is not None and len(head.pending_writes) == 1
+        nxt = make("t", head, {"messages": [*head.values["messages"], {"id": "new"}]})
+        await cp.commit(checkpoints=[nxt])  # a cache miss: stored in full, still right
+        same(await cp.get("t"), nxt.checkpoint)
+        await cp.aclose()
+
+    run(second())
+
+
+def test_one_checkpointer_serves_several_event_loops(db: Path) -> None:
+    cp = SqliteCheckpointer(db)
+    root = make("t", None, {"n": 1})
+    asyncio.run(cp.commit(checkpoints=[root]))
+    child = make("t", root.checkpoint, {"n": 2})
+    asyncio.run(cp.commit(checkpoints=[child]))
+    same(asyncio.run(cp.get("t")), child.checkpoint)
+    cp.close()
+    with pytest.raises(CheckpointError, match="closed"):
+        asyncio.run(cp.get("t"))
+
+
+AWKWARD = [
+    "it's",
+    'say "hi"',
+    "a; DROP TABLE plait_checkpoints; --",
+    "../../etc/passwd",
+    "nul\x00inside",
+    "é😀",
+    "x" * 10_000,
+]
+
+
+def test_awkward_ids_and_metadata_are_plain_data(db: Path) -> None:
+    async def go() -> None:
+        cp = SqliteCheckpointer(db)
+        for i, text in enumerate(AWKWARD):
+            cw = make(text, None, {"v": text}, namespace=AWKWARD[-1 - i], metadata={"source": text, "label": text})
+            await cp.commit(checkpoints=[cw])
+            same(await cp.get(text, namespace=AWKWARD[-1 - i]), cw.checkpoint)
+            await cp.acquire_lease(text, text, namespace=AWKWARD[-1 - i])
+        infos = await cp.list_threads()
+        assert sorted(t.thread_id for t in infos) == sorted(AWKWARD)
+        with pytest.raises(CheckpointError, match="NUL"):
+            await cp.commit(checkpoints=[make("t", None, {"a\x00b": 1})])
+        assert await cp.get("t") is None
+        await cp.aclose()
+
+    run(go())
+
+
+def test_a_database_from_a_newer_plait_is_refused(db: Path) -> None:
+    SqliteCheckpointer(db).close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("INSERT INTO plait_migrations VALUES (99, 0)")
+    cp = SqliteCheckpointer(db)
+    with pytest.raises(StoreVersionError, match="version 99") as info:
+        run(cp.setup())
+    assert info.value.found == 99
+    cp.close()
+
+
+def test_synchronous_is_full_unless_normal_is_asked_for(db: Path) -> None:
+    with pytest.raises(ValueError, match="synchronous"):
+        SqliteCheckpointer(db, synchronous="off")  # type: ignore[arg-type]
+    cp = SqliteCheckpointer(db, synchronous="normal")
+    run(cp.commit(checkpoints=[make("t", None, {"n": 1})]))
+    cp.close()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_k_max_bounds_every_chain_on_disk(db: Path) -> None:
+    async def go() -> None:
+        cp = SqliteCheckpointer(db)
+        parent: Checkpoint | None = None
+        for i in range(delta.K_MAX + 20):
+            big = [] if parent is None else list(parent.values["items"])
+            if parent is None:
+                big = ["x" * 100_000]
+            cw = make("t", parent, {"items": [*big, i]})
+            await cp.commit(checkpoints=[cw])
+            parent = cw.checkpoint
+        same(await cp.get("t"), parent)  # type: ignore[arg-type]
+        await cp.aclose()
+
+    run(go())
+    with sqlite3.connect(db) as conn:
+        rows = {r[0]: r[1] for r in conn.execute("SELECT id, base_id FROM plait_blobs WHERE channel = 'items'")}
+    longest = 0
+    for base in rows.values():
+        n, cursor = 0, base
+        while cursor is not None:
+            n, cursor = n + 1, rows[cursor]
+        longest = max(longest, n)
+    assert longest == delta.K_MAX
