@@ -1,4 +1,5 @@
-"""Every ```python block in docs/*.md runs: each file's blocks, in order, in one fresh namespace."""
+"""Every ```python block in docs/*.md and the README runs: each file's blocks, in order, in one
+fresh namespace."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs"
 FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
-PAGES = sorted(p for p in DOCS.glob("*.md") if FENCE.search(p.read_text(encoding="utf-8")))
+README = DOCS.parent / "README.md"
+PAGES = sorted(p for p in [*DOCS.glob("*.md"), README] if FENCE.search(p.read_text(encoding="utf-8")))
 
 
 def blocks(page: pathlib.Path) -> list[tuple[int, str]]:
@@ -41,6 +43,6 @@ def test_python_blocks_run(page: pathlib.Path, tmp_path: pathlib.Path, monkeypat
 
 def test_no_block_is_left_unfenced() -> None:
     """A ```py or ```Python fence would silently skip the test; only ```python is used."""
-    for page in DOCS.glob("*.md"):
+    for page in [*DOCS.glob("*.md"), README]:
         for fence in re.findall(r"^```(\w+)", page.read_text(encoding="utf-8"), re.MULTILINE):
             assert fence in ("python", "console", "text", "mermaid", "toml", "json", "bash", "sql"), (page.name, fence)

@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import queue
 import threading
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-__all__ = ["run_sync"]
+__all__ = ["iterate_sync", "run_sync"]
 
 T = TypeVar("T")
 _local = threading.local()
@@ -34,14 +35,81 @@ def _runner() -> asyncio.Runner:
     return runner
 
 
+class _Box:
+    """Carries a result out of ``Runner.run``. Python 3.11's Runner formats the finished task
+    (result included) while restoring its signal handler; a constant repr keeps that from
+    costing time proportional to the result (a whole state history)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return "<result>"
+
+
+async def _boxed(coro: Coroutine[Any, Any, T]) -> _Box:
+    return _Box(await coro)
+
+
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` and return its result, from sync code."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return _runner().run(coro)
+        box = _runner().run(_boxed(coro))
+        return box.value  # type: ignore[no-any-return]
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="plait-sync") as pool:
         return pool.submit(asyncio.run, coro).result()
+
+
+def iterate_sync(agen: AsyncIterator[T]) -> Iterator[T]:
+    """Iterate an async generator from sync code, item by item, as items are produced.
+
+    The generator runs on its own loop in a helper thread, so the work (and the lease
+    renewal of a run) goes on while the caller handles an item; items cross over through a
+    queue. Closing the iterator early cancels the generator and waits for it to clean up.
+    """
+    items: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()
+    loop = asyncio.new_event_loop()
+
+    async def pump() -> None:
+        try:
+            async for item in agen:
+                items.put((0, item))
+        except BaseException as exc:
+            items.put((1, exc))
+        else:
+            items.put((2, None))
+
+    task = loop.create_task(pump())
+
+    def drive() -> None:
+        try:
+            loop.run_until_complete(task)
+        except BaseException:
+            pass
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    thread = threading.Thread(target=drive, name="plait-stream", daemon=True)
+    thread.start()
+    try:
+        while True:
+            kind, value = items.get()
+            if kind == 0:
+                yield value
+            elif kind == 1:
+                raise value
+            else:
+                return
+    finally:
+        if thread.is_alive():
+            with contextlib.suppress(RuntimeError):  # the loop may have just closed
+                loop.call_soon_threadsafe(task.cancel)
+            thread.join()
 
 
 @atexit.register

@@ -33,8 +33,9 @@ class Command:
     """Write and route from inside a node, or resume an interrupted run.
 
     As a node's return value: ``update`` is written like a returned mapping and ``goto``
-    (a node name, a list of names, Sends, or END) chooses what runs next, in place of the
-    node's edges. As the input of ``invoke``: ``resume`` is the value ``interrupt()``
+    (a node name, a list of names, Sends, or END) adds what runs next, on top of the node's
+    static edges (as a conditional edge would; a node that routes only by Command has no
+    edges of its own). As the input of ``invoke``: ``resume`` is the value ``interrupt()``
     returns (a mapping of interrupt id to value when several are pending), and ``update``
     is folded into the state before the run continues.
     """

@@ -4,6 +4,7 @@ refusing to resume a thread on an incompatible graph."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -27,6 +28,7 @@ from plait import (
     ThreadState,
     interrupt,
 )
+from plait.checkpoint.base import CheckpointWrite, WritesBatch
 
 
 def schema(log_reducer: Any = None) -> StateSchema:
@@ -102,11 +104,6 @@ def test_durability_modes_give_the_same_values_and_sync_async_the_same_history()
     assert [h.values for h in app.get_state_history("sync")] == [h.values for h in app.get_state_history("async")]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: with durability='sync' the input checkpoint is only queued (Run._start never drains), so "
-    "the first super-step's nodes run before anything is stored; a crash during that step loses the thread",
-)
 def test_sync_durability_stores_the_input_checkpoint_before_the_first_step_runs() -> None:
     seen: list[int] = []
 
@@ -130,6 +127,31 @@ def test_sync_durability_stores_each_step_before_the_next_runs() -> None:
     app = g.add_edge(START, "a").add_edge("a", "probe").compile(MemoryCheckpointer())
     app.invoke({}, thread_id="t", durability="sync")
     assert seen == [1]
+
+
+class _RefusesStepOne(MemoryCheckpointer):
+    """Refuses to commit the checkpoint of step 1 (a full disk, a lost connection)."""
+
+    async def commit(self, *, checkpoints: Sequence[CheckpointWrite] = (), writes: Sequence[WritesBatch] = ()) -> None:
+        if any(c.checkpoint.step == 1 for c in checkpoints):
+            raise OSError("disk full")
+        await super().commit(checkpoints=checkpoints, writes=writes)
+
+
+@pytest.mark.parametrize(
+    "durability",
+    ["sync", "async"],
+)
+def test_a_failed_commit_leaves_the_last_good_checkpoint_as_head(durability: Any) -> None:
+    app = abc(saver=_RefusesStepOne())
+    with pytest.raises(OSError, match="disk full"):
+        app.invoke({}, thread_id="t", durability=durability)
+    history = app.get_state_history("t")
+    # In async durability the input checkpoint may share the refused group commit; either
+    # way nothing after the refused step is stored and the lineage stays whole.
+    assert [h.step for h in history] in ([0], []) if durability == "async" else [h.step for h in history] == [0]
+    assert all(h.step == 0 for h in history)
+    assert not history or history[-1].parent_id is None, "the history reaches its root"
 
 
 def test_exit_durability_stores_the_checkpoint_of_an_interrupt() -> None:
@@ -354,11 +376,6 @@ def test_a_compatible_graph_change_resumes() -> None:
     assert g.compile(saver).invoke(Command(resume="x"), thread_id="t")["topic"] == "done"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: only input/update/fork checkpoints record the channel reducers; durability='exit' stores "
-    "no input checkpoint, so _check_compatible finds no reducers and a changed reducer resumes silently",
-)
 def test_a_changed_reducer_is_detected_on_a_thread_run_with_exit_durability() -> None:
     saver = MemoryCheckpointer()
     asking_graph().compile(saver).invoke({}, thread_id="t", durability="exit")
@@ -367,11 +384,6 @@ def test_a_changed_reducer_is_detected_on_a_thread_run_with_exit_durability() ->
         changed.invoke(Command(resume="x"), thread_id="t")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: after prune() drops the input checkpoint, no remaining checkpoint records the reducers, "
-    "so a changed reducer is no longer detected on resume",
-)
 def test_a_changed_reducer_is_detected_after_the_thread_was_pruned() -> None:
     saver = MemoryCheckpointer()
     app = asking_graph().compile(saver)

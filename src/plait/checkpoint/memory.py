@@ -6,7 +6,7 @@ cost and nobody can change them afterwards; nothing is encoded, nothing survives
 
 from __future__ import annotations
 
-import asyncio
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -35,7 +35,7 @@ class MemoryCheckpointer(Checkpointer):
         self._checkpoints: dict[_Thread, dict[str, Checkpoint]] = {}
         self._writes: dict[tuple[str, str, str], dict[tuple[str, str, str], PendingWrite]] = {}
         self._leases: dict[_Thread, tuple[str, float]] = {}
-        self._lock = asyncio.Lock()
+        self._lease_lock = threading.Lock()  # leases are also renewed from a plain thread
 
     async def commit(self, *, checkpoints: Sequence[CheckpointWrite] = (), writes: Sequence[WritesBatch] = ()) -> None:
         # Nothing here awaits, so the whole commit is atomic with respect to other tasks.
@@ -132,15 +132,21 @@ class MemoryCheckpointer(Checkpointer):
         return len(dropped)
 
     async def acquire_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
+        self.take_lease(thread_id, owner, namespace=namespace, ttl=ttl)
+
+    def take_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
+        """:meth:`acquire_lease` without a loop: safe from any thread of this process."""
         key = (namespace, thread_id)
-        now = time.monotonic()
-        held = self._leases.get(key)
-        if held is not None and held[0] != owner and held[1] > now:
-            raise ThreadBusyError(thread_id, held[0], held[1] - now)
-        self._leases[key] = (owner, now + (self.lease_ttl if ttl is None else ttl))
+        with self._lease_lock:
+            now = time.monotonic()
+            held = self._leases.get(key)
+            if held is not None and held[0] != owner and held[1] > now:
+                raise ThreadBusyError(thread_id, held[0], held[1] - now)
+            self._leases[key] = (owner, now + (self.lease_ttl if ttl is None else ttl))
 
     async def release_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
         key = (namespace, thread_id)
-        held = self._leases.get(key)
-        if held is not None and held[0] == owner:
-            del self._leases[key]
+        with self._lease_lock:
+            held = self._leases.get(key)
+            if held is not None and held[0] == owner:
+                del self._leases[key]

@@ -10,6 +10,7 @@ running step are flushed the same way, never one commit per task.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Sequence
 
 from plait.checkpoint.base import Checkpointer, CheckpointWrite, WritesBatch
 
@@ -17,15 +18,32 @@ __all__ = ["Committer"]
 
 
 class Committer:
-    def __init__(self, saver: Checkpointer) -> None:
+    """Commits in order, one in flight at a time, grouping what queues up meanwhile.
+
+    A failed commit is final for the run: the error is kept and re-raised by every later
+    call, and nothing queued after it is ever committed, so a failure can never leave a
+    later checkpoint stored on top of a missing one.
+    """
+
+    def __init__(
+        self,
+        saver: Checkpointer,
+        on_commit: Callable[[Sequence[CheckpointWrite]], None] | None = None,
+        guard: Callable[[], None] | None = None,
+    ) -> None:
         self.saver = saver
+        self.on_commit = on_commit
+        self.guard = guard
+        """Called before every commit; raises to refuse it (the run lost its lease)."""
         self._checkpoints: list[CheckpointWrite] = []
         self._writes: list[WritesBatch] = []
         self._inflight: asyncio.Task[None] | None = None
         self._error: BaseException | None = None
         self.commits = 0
 
-    def submit(self, *, checkpoint: CheckpointWrite | None = None, writes: WritesBatch | None = None) -> None:
+    def _queue(self, checkpoint: CheckpointWrite | None, writes: WritesBatch | None) -> None:
+        if self._error is not None:
+            raise self._error
         if writes is not None:
             self._writes.append(writes)
         if checkpoint is not None:
@@ -34,18 +52,34 @@ class Committer:
                 # queued writes of the folded step are now part of the checkpoint
                 self._writes = [w for w in self._writes if w.checkpoint_id != parent]
             self._checkpoints.append(checkpoint)
-        if self._inflight is None and self._error is None:
+
+    def submit(self, *, checkpoint: CheckpointWrite | None = None, writes: WritesBatch | None = None) -> None:
+        """Queue a checkpoint and/or writes; a commit starts if none is in flight."""
+        self._queue(checkpoint, writes)
+        if self._inflight is None and (self._checkpoints or self._writes):
             self._inflight = asyncio.get_running_loop().create_task(self._run())
+
+    async def _commit_queued(self) -> None:
+        cps, ws = self._checkpoints, self._writes
+        self._checkpoints, self._writes = [], []
+        try:
+            if self.guard is not None:
+                self.guard()
+            await self.saver.commit(checkpoints=cps, writes=ws)
+        except BaseException as exc:
+            self._error = exc
+            self._checkpoints, self._writes = [], []
+            raise
+        self.commits += 1
+        if self.on_commit is not None and cps:
+            self.on_commit(cps)
 
     async def _run(self) -> None:
         try:
             while self._checkpoints or self._writes:
-                cps, ws = self._checkpoints, self._writes
-                self._checkpoints, self._writes = [], []
-                await self.saver.commit(checkpoints=cps, writes=ws)
-                self.commits += 1
-        except BaseException as exc:
-            self._error = exc
+                await self._commit_queued()
+        except BaseException:
+            pass  # kept in self._error; raised by the next drain()
         finally:
             self._inflight = None
 
@@ -55,33 +89,19 @@ class Committer:
         When nothing is in flight this calls the checkpointer directly, without a task
         hop, because a super-step that waits for its commit gains nothing from one.
         """
-        if self._inflight is not None or self._error is not None:
+        if self._inflight is not None:
             self.submit(checkpoint=checkpoint)
             await self.drain()
             return
-        self.submit_queued_only(checkpoint)
-        cps, ws = self._checkpoints, self._writes
-        self._checkpoints, self._writes = [], []
-        await self.saver.commit(checkpoints=cps, writes=ws)
-        self.commits += 1
-
-    def submit_queued_only(self, checkpoint: CheckpointWrite) -> None:
-        if checkpoint.folds_parent_writes:
-            parent = checkpoint.checkpoint.parent_id
-            self._writes = [w for w in self._writes if w.checkpoint_id != parent]
-        self._checkpoints.append(checkpoint)
+        self._queue(checkpoint, None)
+        await self._commit_queued()
 
     async def drain(self) -> None:
-        """Wait until everything submitted is committed; re-raise a commit failure."""
+        """Wait until everything submitted is committed; raise the failure if one happened."""
         while self._inflight is not None:
             await asyncio.shield(self._inflight)
         if self._error is None and (self._checkpoints or self._writes):
             self.submit()
             await self.drain()
         if self._error is not None:
-            err, self._error = self._error, None
-            raise err
-
-    def discard(self) -> None:
-        """Forget what is queued and not yet in flight (after a failure)."""
-        self._checkpoints, self._writes = [], []
+            raise self._error

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import socket
+import threading
 import time
 import uuid
 from collections import ChainMap
@@ -29,8 +30,9 @@ from plait.checkpoint.base import (
     WritesBatch,
     new_checkpoint_id,
 )
+from plait.checkpoint.memory import MemoryCheckpointer
 from plait.engine.commit import Committer
-from plait.engine.context import NodeContext
+from plait.engine.context import NodeContext, _on_loop_thread
 from plait.engine.events import (
     CheckpointSaved,
     CustomEvent,
@@ -111,11 +113,12 @@ class Run:
         self.sink = sink
         self.modes = modes
         self.run_id = uuid.uuid4().hex[:16]
-        self.committer = Committer(saver) if saver is not None else None
+        self.committer = Committer(saver, self._committed) if saver is not None else None
         self.durable = saver is not None
         self.loop = asyncio.get_running_loop()
         self.state = RunState(spec.schema)
         self.state.writers = spec.writers
+        self._reducer_specs = {c.key: c.reducer.spec() for c in spec.schema}
         self._lww = frozenset(c.key for c in spec.schema if isinstance(c.reducer, LastWriteWins))
         self._persisted_id: str | None = None
         """The newest checkpoint of this run that is (or is queued to be) stored."""
@@ -123,10 +126,25 @@ class Run:
         """Channels changed since ``_persisted_id`` (exit durability)."""
         self._pending_folds = False
         self._current: Checkpoint | None = None
+        self._lease_error: BaseException | None = None
+        if self.committer is not None:
+            self.committer.guard = self._check_lease
+
+    def _committed(self, checkpoints: Sequence[CheckpointWrite]) -> None:
+        if self.sink is not None and "events" in self.modes:
+            for cw in checkpoints:
+                cp = cw.checkpoint
+                self.sink(
+                    "events", CheckpointSaved(checkpoint_id=cp.id, step=cp.step, source=str(cp.metadata.get("source")))
+                )
 
     # -- the TaskHost protocol -----------------------------------------------------------
 
     def emit_custom(self, node: str, step: int, payload: Any) -> None:
+        if self.sink is not None and not _on_loop_thread(self.loop):
+            # a sync node in a worker thread: the sink belongs to the loop
+            self.loop.call_soon_threadsafe(self.emit_custom, node, step, payload)
+            return
         if self.sink is not None:
             if "custom" in self.modes:
                 self.sink("custom", payload)
@@ -143,10 +161,10 @@ class Run:
 
     async def execute(self, input: Any, checkpoint_id: str | None) -> RunResult:
         owner = f"{_HOST}:{self.run_id}"
-        renewer: asyncio.Task[None] | None = None
+        renewer: _LeaseRenewer | None = None
         if self.saver is not None and self.thread_id is not None:
             await self.saver.acquire_lease(self.thread_id, owner, namespace=self.namespace)
-            renewer = self.loop.create_task(self._renew(owner))
+            renewer = _LeaseRenewer(self, owner)
         try:
             try:
                 result = await self._execute(input, checkpoint_id)
@@ -158,21 +176,20 @@ class Run:
             return result
         except BaseException:
             if self.committer is not None:
-                with contextlib.suppress(Exception):
+                with contextlib.suppress(BaseException):  # the original failure is the one to report
                     await self.committer.drain()
+            self._event(RunFinished(thread_id=self.thread_id, step=self.state.super_step, status="failed"))
             raise
         finally:
             if renewer is not None:
-                renewer.cancel()
-            if self.saver is not None and self.thread_id is not None:
+                renewer.stop()
+            if self.saver is not None and self.thread_id is not None and self._lease_error is None:
                 await self.saver.release_lease(self.thread_id, owner, namespace=self.namespace)
 
-    async def _renew(self, owner: str) -> None:
-        assert self.saver is not None and self.thread_id is not None
-        period = max(self.saver.lease_ttl / 3, 0.05)
-        while True:
-            await asyncio.sleep(period)
-            await self.saver.acquire_lease(self.thread_id, owner, namespace=self.namespace)
+    def _check_lease(self) -> None:
+        """Refuse to go on once the lease is lost: another run may own the thread now."""
+        if self._lease_error is not None:
+            raise self._lease_error
 
     async def _execute(self, input: Any, checkpoint_id: str | None) -> RunResult:
         head = None
@@ -231,9 +248,6 @@ class Run:
         if changes:
             raise GraphChangedError(self.thread_id or "", changes)
 
-    def _reducers(self) -> dict[str, str]:
-        return {c.key: c.reducer.spec() for c in self.spec.schema}
-
     async def _start(self, head: Checkpoint | None, input: Any) -> tuple[Checkpoint, tuple[Task, ...]]:
         if not isinstance(input, Mapping):
             raise TypeError(f"invoke() takes a mapping of channel values, None (to resume) or a Command, got {input!r}")
@@ -252,11 +266,12 @@ class Run:
             head.id if head else None,
             step,
             tasks,
-            head.barriers if head else {},
-            {"source": "input", "step": step, "writes": {"input": sorted(changed)}, "reducers": self._reducers()},
+            {},  # a new run starts with no join half-way
+            {"source": "input", "step": step, "writes": {"input": sorted(changed)}},
         )
         self._emit_values()
         self._store(cp, set(changed), folds=False)
+        await self._sync_point()
         return cp, tasks
 
     async def _apply_update(
@@ -278,7 +293,6 @@ class Run:
                 "source": "update",
                 "step": cur.step + 1,
                 "writes": {"update": sorted(changed)},
-                "reducers": self._reducers(),
             },
         )
         self._store(cp, set(changed), folds=False)
@@ -341,6 +355,7 @@ class Run:
     async def _step(
         self, cur: Checkpoint, tasks: Sequence[Task], pending: list[PendingWrite]
     ) -> tuple[Checkpoint, tuple[Task, ...]]:
+        self._check_lease()
         results: dict[str, tuple[list[tuple[str, Any]], list[Route]]] = {}
         resume = _resume_values(pending)
         effects: dict[str, dict[str, Any]] = {}
@@ -360,6 +375,11 @@ class Run:
         base = self.state.values
         view = _view(base, self.spec)
         multi = len(to_run) > 1
+        # A lone sync node runs inline only where no lease must be renewed while it runs:
+        # without a checkpointer, or on MemoryCheckpointer, whose lease lives in this process.
+        # With a durable store the loop stays free to renew the thread's lease while a slow
+        # node (an LLM call) runs; the hop to a worker thread is small next to the commit.
+        inline = not multi and (self.saver is None or isinstance(self.saver, MemoryCheckpointer))
         flush = multi and self.committer is not None and self.durability != "exit"
 
         async def one(task: Task) -> TaskOutcome:
@@ -379,7 +399,7 @@ class Run:
             node = self.spec.nodes[task.node]
             arg = task.arg if task.send else view
             out = await run_task(
-                self.spec, node, arg, ctx, self.state, base, inline=not multi, on_retry=self._retry_hook(task, step)
+                self.spec, node, arg, ctx, self.state, base, inline=inline, on_retry=self._retry_hook(task, step)
             )
             if out.error is None and out.interrupt is None:
                 results[task.id] = (out.writes, out.routes)
@@ -473,8 +493,6 @@ class Run:
                 await self.committer.commit_now(
                     CheckpointWrite(checkpoint=new, changed=frozenset(changed), folds_parent_writes=True)
                 )
-                if self.sink is not None:
-                    self._event(CheckpointSaved(checkpoint_id=new.id, step=new.step, source="loop"))
             else:
                 self._store(new, set(changed), folds=True)
         self._emit_values()
@@ -517,6 +535,7 @@ class Run:
         metadata: dict[str, Any],
     ) -> Checkpoint:
         metadata["graph"] = self.graph_fp
+        metadata["reducers"] = self._reducer_specs
         metadata["run_id"] = self.run_id
         st = self.state
         return Checkpoint(
@@ -549,8 +568,6 @@ class Run:
             checkpoint=CheckpointWrite(checkpoint=cp, changed=frozenset(changed), folds_parent_writes=folds)
         )
         self._persisted_id = cp.id
-        if self.sink is not None:
-            self._event(CheckpointSaved(checkpoint_id=cp.id, step=cp.step, source=str(cp.metadata.get("source"))))
 
     async def _persist_current(self, cur: Checkpoint | None = None) -> None:
         """Make sure the checkpoint the current step started from is stored (exit mode
@@ -569,7 +586,6 @@ class Run:
             self._persisted_id = cp.id
             self._unpersisted = set()
             self._pending_folds = False
-            self._event(CheckpointSaved(checkpoint_id=cp.id, step=cp.step, source=str(cp.metadata.get("source"))))
 
     async def _sync_point(self) -> None:
         if self.committer is not None and self.durability == "sync":
@@ -636,6 +652,59 @@ class Run:
             )
 
         return hook
+
+
+class _LeaseRenewer:
+    """Keeps the run's lease on its thread alive while the run goes on.
+
+    On MemoryCheckpointer the lease lives in this process, so a plain thread renews it
+    and a lone sync node may run inline on the loop; elsewhere a task on the loop renews
+    it (lone sync nodes then run in worker threads, keeping the loop free). A renewal that
+    fails marks the run: its next step and its next commit raise instead of writing to a
+    thread another run may own by now.
+    """
+
+    def __init__(self, run: Run, owner: str) -> None:
+        saver = run.saver
+        assert saver is not None and run.thread_id is not None
+        self.run = run
+        self.owner = owner
+        self.period = max(saver.lease_ttl / 3, 0.02)
+        self._task: asyncio.Task[None] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if isinstance(saver, MemoryCheckpointer):
+            self._thread = threading.Thread(target=self._renew_in_thread, args=(saver,), daemon=True)
+            self._thread.start()
+        else:
+            self._task = run.loop.create_task(self._renew())
+
+    async def _renew(self) -> None:
+        run = self.run
+        assert run.saver is not None and run.thread_id is not None
+        try:
+            while True:
+                await asyncio.sleep(self.period)
+                await run.saver.acquire_lease(run.thread_id, self.owner, namespace=run.namespace)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            run._lease_error = exc
+
+    def _renew_in_thread(self, saver: MemoryCheckpointer) -> None:
+        run = self.run
+        assert run.thread_id is not None
+        while not self._stop.wait(self.period):
+            try:
+                saver.take_lease(run.thread_id, self.owner, namespace=run.namespace)
+            except Exception as exc:
+                run._lease_error = exc
+                return
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        self._stop.set()
 
 
 def _view(values: Mapping[str, Any], spec: GraphSpec) -> Any:

@@ -16,7 +16,16 @@ from typing import Any
 from plait._codec import freeze
 from plait.engine.context import GraphInterrupt, NodeContext, _current
 from plait.engine.plan import Route
-from plait.errors import MissingNodeError, MissingValueError, NodeError, NodeTimeoutError, PlaitError
+from plait.errors import (
+    GraphError,
+    MissingNodeError,
+    MissingValueError,
+    NoCheckpointerError,
+    NodeError,
+    NodeTimeoutError,
+    PlaitError,
+    StateError,
+)
 from plait.graph.spec import GraphSpec, NodeSpec, RouterSpec
 from plait.state.run_state import RunState
 from plait.types import END, Command, Send
@@ -187,7 +196,7 @@ async def router_routes(r: RouterSpec, state: Mapping[str, Any], nodes: Mapping[
         choice = await choice
     if r.path_map is not None and not isinstance(choice, list | tuple | Send):
         if choice not in r.path_map:
-            raise PlaitError(
+            raise GraphError(
                 f"the router of {r.source!r} returned {choice!r}, which its path_map does not list "
                 f"({', '.join(repr(k) for k in r.path_map)})"
             )
@@ -215,15 +224,24 @@ async def compute_routes(
     return routes
 
 
+class _NodeTimedOut(Exception):
+    """Our own timeout fired (as opposed to a TimeoutError the node raised itself)."""
+
+
 async def _call(spec: NodeSpec, arg: Any, ctx: NodeContext, inline: bool) -> Any:
     args = (arg, ctx) if spec.takes_ctx else (arg,)
     if spec.is_async:
         token = _current.set(ctx)
         try:
-            coro = spec.fn(*args)
-            if spec.timeout is not None:
-                return await asyncio.wait_for(coro, spec.timeout)
-            return await coro
+            if spec.timeout is None:
+                return await spec.fn(*args)
+            async with asyncio.timeout(spec.timeout) as cm:
+                try:
+                    return await spec.fn(*args)
+                except asyncio.CancelledError:
+                    if cm.expired():
+                        raise _NodeTimedOut from None
+                    raise
         finally:
             _current.reset(token)
     if inline and spec.timeout is None and not spec.takes_ctx:
@@ -235,9 +253,13 @@ async def _call(spec: NodeSpec, arg: Any, ctx: NodeContext, inline: bool) -> Any
     context = contextvars.copy_context()
     context.run(_current.set, ctx)
     fut = _in_thread(asyncio.get_running_loop(), context, spec.fn, args)
-    if spec.timeout is not None:
-        return await asyncio.wait_for(fut, spec.timeout)
-    return await fut
+    if spec.timeout is None:
+        return await fut
+    done, _ = await asyncio.wait((fut,), timeout=spec.timeout)
+    if not done:
+        fut.cancel()  # the thread keeps running to its end; its result is dropped
+        raise _NodeTimedOut
+    return fut.result()
 
 
 async def run_task(
@@ -262,21 +284,39 @@ async def run_task(
     while True:
         try:
             result = await _call(node, arg, ctx, inline)
-            writes, goto = normalise(node, result, lambda k: graph.schema.channel(k, node.name))
-            routes = await compute_routes(graph, node.name, state, base, writes, goto)
-            return TaskOutcome(writes=writes, routes=routes)
         except GraphInterrupt as signal:
             return TaskOutcome(interrupt=signal.interrupt)
-        except PlaitError as exc:
+        except (NoCheckpointerError, StateError) as exc:
+            # plait's node-facing API refused (interrupt() without a checkpointer, a once()
+            # result that is not JSON data): its message already says what to do
             return TaskOutcome(error=exc)
-        except TimeoutError as exc:
+        except _NodeTimedOut as exc:
             err: BaseException = NodeTimeoutError(node.name, ctx.step, ctx.thread_id, node.timeout or 0.0)
             err.__cause__ = exc
-            retry = policy is not None and attempt < policy.max_attempts and policy.should_retry(exc)
+            retry = policy is not None and attempt < policy.max_attempts and policy.should_retry(TimeoutError())
         except Exception as exc:
+            # Anything the node's own code raises (a PlaitError from an inner graph included)
+            # is this node's failure: wrapped, so the error names the node that failed here.
             err = NodeError(node.name, ctx.step, ctx.thread_id, exc)
             err.__cause__ = exc
             retry = policy is not None and attempt < policy.max_attempts and policy.should_retry(exc)
+        else:
+            try:
+                writes, goto = normalise(node, result, lambda k: graph.schema.channel(k, node.name))
+                routes = await compute_routes(graph, node.name, state, base, writes, goto)
+            except PlaitError as exc:  # a refused write or route: the state layer's own words
+                return TaskOutcome(error=exc)
+            except TypeError as exc:  # a return value that is not writes
+                err = NodeError(node.name, ctx.step, ctx.thread_id, exc)
+                err.__cause__ = exc
+                return TaskOutcome(error=err)
+            except GraphInterrupt as signal:  # interrupt() in a router
+                return TaskOutcome(interrupt=signal.interrupt)
+            except Exception as exc:  # a router failed
+                err = NodeError(node.name, ctx.step, ctx.thread_id, exc)
+                err.__cause__ = exc
+                return TaskOutcome(error=err)
+            return TaskOutcome(writes=writes, routes=routes)
         if on_retry is not None:
             on_retry(attempt, err, retry)
         if not retry or policy is None:

@@ -218,7 +218,7 @@ class Graph:
             if j.target not in nodes:
                 raise GraphError(f"join {j.id!r} goes to unknown node {j.target!r}")
         for source, routers in self._routers.items():
-            if source not in nodes:
+            if source not in nodes and source != START:
                 raise GraphError(f"conditional edges from unknown node {source!r}")
             for r in routers:
                 for t in (r.path_map or {}).values():
@@ -228,8 +228,10 @@ class Graph:
             for t in spec.destinations or ():
                 if t != END and t not in nodes:
                     raise GraphError(f"node {spec.name!r} lists unknown destination {t!r}")
-        if not self._edges.get(START):
-            raise GraphError("the graph has no entry point: add_edge(START, 'first_node')")
+        if not self._edges.get(START) and not self._routers.get(START):
+            raise GraphError(
+                "the graph has no entry point: add_edge(START, 'first_node') or add_conditional_edges(START, router)"
+            )
         self._check_reachable()
 
     def _check_reachable(self) -> None:
@@ -314,7 +316,8 @@ class Dag:
             if n in depth:
                 return depth[n]
             if n in visiting:
-                cycle = [*visiting[visiting.index(n) :], n]
+                # visiting runs against the edges (each entry waits for the next): reverse it
+                cycle = [n, *reversed(visiting[visiting.index(n) :])]
                 raise GraphError("the Dag has a cycle: " + " -> ".join(cycle))
             visiting.append(n)
             d = 1 + max((visit(p) for p in preds[n]), default=-1)

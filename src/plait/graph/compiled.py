@@ -7,12 +7,13 @@ of the same name without the ``a`` is a one-line wrapper over it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
 from plait._codec import freeze
-from plait._sync import run_sync
+from plait._sync import iterate_sync, run_sync
 from plait.checkpoint.base import (
     Checkpoint,
     Checkpointer,
@@ -238,6 +239,8 @@ class CompiledGraph:
         finally:
             if not task.done():
                 task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
 
     def stream(
         self,
@@ -249,22 +252,17 @@ class CompiledGraph:
         recursion_limit: int = 10_000,
         durability: Durability = "sync",
     ) -> Iterator[Any]:
-        """Sync :meth:`astream` (the run completes first, then its items are yielded in order)."""
-
-        async def collect() -> list[Any]:
-            return [
-                x
-                async for x in self.astream(
-                    input,
-                    mode=mode,
-                    thread_id=thread_id,
-                    checkpoint_id=checkpoint_id,
-                    recursion_limit=recursion_limit,
-                    durability=durability,
-                )
-            ]
-
-        yield from run_sync(collect())
+        """Sync :meth:`astream`: items are yielded as the run produces them."""
+        yield from iterate_sync(
+            self.astream(
+                input,
+                mode=mode,
+                thread_id=thread_id,
+                checkpoint_id=checkpoint_id,
+                recursion_limit=recursion_limit,
+                durability=durability,
+            )
+        )
 
     # -- drawing -------------------------------------------------------------------------
 
@@ -485,7 +483,10 @@ class CompiledGraph:
             metadata=meta,
             created_at=time.time(),
         )
-        carried = tuple(src.pending_writes)
+        # A fork is a new lineage: it keeps finished results, interrupts and resume values,
+        # but not the effects ledger (its tasks have new idempotency keys, so an effect
+        # recorded in the source is not this thread's to skip).
+        carried = tuple(w for w in src.pending_writes if w.kind != "effect")
         await saver.commit(
             checkpoints=[CheckpointWrite(checkpoint=cp, changed=frozenset(cp.values))],
             writes=[WritesBatch(thread_id=target_thread, namespace=self.namespace, checkpoint_id=cid, writes=carried)]
