@@ -263,6 +263,14 @@ def _checkpointer(db: str) -> Checkpointer:
     return SqliteCheckpointer(db)
 
 
+async def _store(app: CompiledGraph) -> Checkpointer:
+    """The demo graph's store, ready for use (``setup()`` is safe to repeat)."""
+    saver = app.checkpointer
+    assert saver is not None  # open_graph always compiles with one
+    await saver.setup()
+    return saver
+
+
 # -- showing progress ------------------------------------------------------------------------
 
 
@@ -449,7 +457,7 @@ def _wait_for_lease(app: CompiledGraph, thread: str, out: Reporter) -> None:
     owner = f"demo-probe:{os.getpid()}"
 
     async def probe() -> float:
-        saver = await app._saver()
+        saver = await _store(app)
         try:
             await saver.acquire_lease(thread, owner, namespace=app.namespace, ttl=0.01)
         except ThreadBusyError as exc:
@@ -467,7 +475,7 @@ def _wait_for_lease(app: CompiledGraph, thread: str, out: Reporter) -> None:
 
 def _finished_task_ids(app: CompiledGraph, thread: str) -> set[str]:
     async def read() -> set[str]:
-        saver = await app._saver()
+        saver = await _store(app)
         cp = await saver.get(thread, namespace=app.namespace)
         return {w.task_id for w in (cp.pending_writes if cp else ()) if w.kind == "result"}
 

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import os
 import socket
-import threading
 import time
 import uuid
 from collections import ChainMap
@@ -42,7 +41,9 @@ from plait.engine.events import (
     NodeStarted,
     RunFinished,
 )
-from plait.engine.plan import Route, plan_next, route_json, routes_from_json
+from plait.engine.lease import LeaseRenewer
+from plait.engine.pending import incompatibilities, result_write, resume_values, resume_writes
+from plait.engine.plan import Route, plan_next, routes_from_json
 from plait.engine.tasks import TaskOutcome, compute_routes, run_task
 from plait.errors import (
     CheckpointNotFoundError,
@@ -161,10 +162,10 @@ class Run:
 
     async def execute(self, input: Any, checkpoint_id: str | None) -> RunResult:
         owner = f"{_HOST}:{self.run_id}"
-        renewer: _LeaseRenewer | None = None
+        renewer: LeaseRenewer | None = None
         if self.saver is not None and self.thread_id is not None:
             await self.saver.acquire_lease(self.thread_id, owner, namespace=self.namespace)
-            renewer = _LeaseRenewer(self, owner)
+            renewer = LeaseRenewer(self, owner)
         try:
             try:
                 result = await self._execute(input, checkpoint_id)
@@ -229,22 +230,13 @@ class Run:
     async def _check_compatible(self, head: Checkpoint) -> None:
         if head.metadata.get("graph") in (None, self.graph_fp):
             return
-        changes = [
-            f"pending node {t.node!r} no longer exists" for t in head.next_tasks if t.node not in self.spec.nodes
-        ]
-        schema = self.spec.schema
-        changes += [
-            f"channel {k!r} holds a value but is no longer in the schema" for k in head.values if k not in schema
-        ]
         reducers = head.metadata.get("reducers")
         if reducers is None and self.saver is not None and self.thread_id is not None:
-            for cp in await self.saver.history(self.thread_id, namespace=self.namespace, before=None):
+            for cp in await self.saver.history(self.thread_id, namespace=self.namespace):
                 if "reducers" in cp.metadata:
                     reducers = cp.metadata["reducers"]
                     break
-        for key, old in (reducers or {}).items():
-            if key in schema and schema.channel(key).reducer.spec() != old:
-                changes.append(f"channel {key!r} changed reducer from {old} to {schema.channel(key).reducer.spec()}")
+        changes = incompatibilities(self.spec, head, reducers)
         if changes:
             raise GraphChangedError(self.thread_id or "", changes)
 
@@ -307,36 +299,12 @@ class Run:
         return cp, pending
 
     async def _apply_resume(self, cur: Checkpoint, pending: list[PendingWrite], resume: Any) -> list[PendingWrite]:
-        active = _active_interrupts(pending)
-        if not active:
-            raise InvalidResumeError(
-                self.thread_id, "it has no pending interrupt; use invoke(None, ...) to continue it"
-            )
-        by_id = {i.id: i for i in active}
-        if isinstance(resume, Mapping) and resume and all(k in by_id for k in resume):
-            chosen = dict(resume)
-        elif len({i.task_id for i in active}) == 1:
-            chosen = {active[0].id: resume}
-        else:
-            raise InvalidResumeError(
-                self.thread_id,
-                "several interrupts are pending; pass Command(resume={interrupt_id: value, ...}) with ids "
-                + ", ".join(repr(i) for i in by_id),
-            )
-        values = _resume_values(pending)
-        new: list[PendingWrite] = []
-        for iid, value in chosen.items():
-            rec = by_id[iid]
-            got = values.setdefault(rec.task_id, [])
-            if rec.index != len(got):
-                raise InvalidResumeError(self.thread_id, f"interrupt {iid!r} is not the next one of its node")
-            got.append(freeze(value, "resume", rec.node))
-            new.append(PendingWrite(task_id=rec.task_id, kind="resume", value=list(got)))
+        new = resume_writes(self.thread_id, pending, resume)
         if self.committer is not None:
             self.committer.submit(writes=self._batch(new, cur.id))
             await self.committer.drain()
-        keep = [p for p in pending if not (p.kind == "resume" and p.task_id in {n.task_id for n in new})]
-        return keep + new
+        answered = {n.task_id for n in new}
+        return [p for p in pending if not (p.kind == "resume" and p.task_id in answered)] + new
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -357,7 +325,7 @@ class Run:
     ) -> tuple[Checkpoint, tuple[Task, ...]]:
         self._check_lease()
         results: dict[str, tuple[list[tuple[str, Any]], list[Route]]] = {}
-        resume = _resume_values(pending)
+        resume = resume_values(pending)
         effects: dict[str, dict[str, Any]] = {}
         breakpoint_taken = False
         for pw in pending:
@@ -372,7 +340,7 @@ class Run:
             await self._pause(cur, [PendingWrite(task_id="", kind="breakpoint")], ())
 
         step = cur.step
-        base = self.state.values
+        base = self.state._values  # the live table: nothing changes it until the merge
         view = _view(base, self.spec)
         multi = len(to_run) > 1
         # A lone sync node runs inline only where no lease must be renewed while it runs:
@@ -405,7 +373,7 @@ class Run:
                 results[task.id] = (out.writes, out.routes)
                 if flush:
                     assert self.committer is not None
-                    self.committer.submit(writes=self._batch([_result_write(task.id, out)], cur.id))
+                    self.committer.submit(writes=self._batch([result_write(task.id, out)], cur.id))
                 if self.sink is not None:
                     self._task_done(task, out, step)
             return out
@@ -419,7 +387,7 @@ class Run:
         interrupts = tuple(o.interrupt for o in outcomes if o.interrupt is not None)
         if errors or interrupts:
             saved = [
-                _result_write(t.id, o)
+                result_write(t.id, o)
                 for t, o in zip(to_run, outcomes, strict=True)
                 if o.error is None and o.interrupt is None
             ]
@@ -450,7 +418,7 @@ class Run:
                 self.committer.submit(
                     writes=self._batch(
                         [
-                            _result_write(t.id, TaskOutcome(writes=results[t.id][0], routes=results[t.id][1]))
+                            result_write(t.id, TaskOutcome(writes=results[t.id][0], routes=results[t.id][1]))
                             for t in to_run
                         ],
                         cur.id,
@@ -544,8 +512,8 @@ class Run:
             id=cid,
             parent_id=parent,
             step=step,
-            values=dict(st.values),
-            versions=dict(st.channel_versions),
+            values=dict(st._values),
+            versions=dict(st._versions),
             next_tasks=tuple(tasks),
             barriers=dict(barriers),
             metadata=metadata,
@@ -613,7 +581,7 @@ class Run:
         self, cur: Checkpoint, interrupts: tuple[Interrupt, ...], status: Literal["done", "interrupted"]
     ) -> RunResult:
         return RunResult(
-            values=dict(self.state.values),
+            values=dict(self.state._values),
             interrupts=interrupts,
             status=status,
             checkpoint_id=cur.id if self.saver is not None else None,
@@ -628,7 +596,7 @@ class Run:
 
     def _emit_values(self) -> None:
         if self.sink is not None and "values" in self.modes:
-            self.sink("values", dict(self.state.values))
+            self.sink("values", dict(self.state._values))
 
     def _task_done(self, task: Task, out: TaskOutcome, step: int) -> None:
         assert self.sink is not None
@@ -654,69 +622,10 @@ class Run:
         return hook
 
 
-class _LeaseRenewer:
-    """Keeps the run's lease on its thread alive while the run goes on.
-
-    On MemoryCheckpointer the lease lives in this process, so a plain thread renews it
-    and a lone sync node may run inline on the loop; elsewhere a task on the loop renews
-    it (lone sync nodes then run in worker threads, keeping the loop free). A renewal that
-    fails marks the run: its next step and its next commit raise instead of writing to a
-    thread another run may own by now.
-    """
-
-    def __init__(self, run: Run, owner: str) -> None:
-        saver = run.saver
-        assert saver is not None and run.thread_id is not None
-        self.run = run
-        self.owner = owner
-        self.period = max(saver.lease_ttl / 3, 0.02)
-        self._task: asyncio.Task[None] | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        if isinstance(saver, MemoryCheckpointer):
-            self._thread = threading.Thread(target=self._renew_in_thread, args=(saver,), daemon=True)
-            self._thread.start()
-        else:
-            self._task = run.loop.create_task(self._renew())
-
-    async def _renew(self) -> None:
-        run = self.run
-        assert run.saver is not None and run.thread_id is not None
-        try:
-            while True:
-                await asyncio.sleep(self.period)
-                await run.saver.acquire_lease(run.thread_id, self.owner, namespace=run.namespace)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            run._lease_error = exc
-
-    def _renew_in_thread(self, saver: MemoryCheckpointer) -> None:
-        run = self.run
-        assert run.thread_id is not None
-        while not self._stop.wait(self.period):
-            try:
-                saver.take_lease(run.thread_id, self.owner, namespace=run.namespace)
-            except Exception as exc:
-                run._lease_error = exc
-                return
-
-    def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-        self._stop.set()
-
-
 def _view(values: Mapping[str, Any], spec: GraphSpec) -> Any:
     from plait.engine.tasks import StateView
 
     return StateView(values, spec.writers)
-
-
-def _result_write(task_id: str, out: TaskOutcome) -> PendingWrite:
-    return PendingWrite(
-        task_id=task_id, kind="result", value={"w": [[k, v] for k, v in out.writes], "r": route_json(out.routes)}
-    )
 
 
 def _bare_checkpoint(
@@ -726,25 +635,3 @@ def _bare_checkpoint(
     return Checkpoint(
         thread_id="", id=cid, parent_id=None, step=cur.step + 1, values={}, next_tasks=tasks, barriers=barriers
     )
-
-
-def _resume_values(pending: Sequence[PendingWrite]) -> dict[str, list[Any]]:
-    return {p.task_id: list(p.value) for p in pending if p.kind == "resume"}
-
-
-def active_interrupts(pending: Sequence[PendingWrite]) -> list[Interrupt]:
-    """Interrupts still waiting for a resume value: their task has no result yet and the
-    resume values given so far do not reach their index."""
-    done = {p.task_id for p in pending if p.kind == "result"}
-    resumed = _resume_values(pending)
-    out = []
-    for p in pending:
-        if p.kind != "interrupt" or p.task_id in done:
-            continue
-        v = p.value
-        if v["index"] >= len(resumed.get(p.task_id, [])):
-            out.append(Interrupt(id=v["id"], value=v["value"], node=v["node"], task_id=v["task_id"], index=v["index"]))
-    return out
-
-
-_active_interrupts = active_interrupts

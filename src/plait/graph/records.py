@@ -9,7 +9,7 @@ from typing import Any
 
 from plait._codec import fingerprint
 from plait.checkpoint.base import Checkpoint, Task
-from plait.engine.loop import active_interrupts
+from plait.engine.pending import active_interrupts
 from plait.state.diff import StateDiff
 from plait.types import Interrupt
 

@@ -1,0 +1,85 @@
+"""Reading and writing a super-step's pending writes: results, resume values, interrupts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from plait._codec import freeze
+from plait.checkpoint.base import Checkpoint, PendingWrite
+from plait.engine.plan import route_json
+from plait.engine.tasks import TaskOutcome
+from plait.errors import InvalidResumeError
+from plait.graph.spec import GraphSpec
+from plait.types import Interrupt
+
+__all__ = ["active_interrupts", "incompatibilities", "result_write", "resume_values", "resume_writes"]
+
+
+def result_write(task_id: str, out: TaskOutcome) -> PendingWrite:
+    return PendingWrite(
+        task_id=task_id, kind="result", value={"w": [[k, v] for k, v in out.writes], "r": route_json(out.routes)}
+    )
+
+
+def resume_values(pending: Sequence[PendingWrite]) -> dict[str, list[Any]]:
+    return {p.task_id: list(p.value) for p in pending if p.kind == "resume"}
+
+
+def active_interrupts(pending: Sequence[PendingWrite]) -> list[Interrupt]:
+    """Interrupts still waiting for a resume value: their task has no result yet and the
+    resume values given so far do not reach their index."""
+    done = {p.task_id for p in pending if p.kind == "result"}
+    resumed = resume_values(pending)
+    out = []
+    for p in pending:
+        if p.kind != "interrupt" or p.task_id in done:
+            continue
+        v = p.value
+        if v["index"] >= len(resumed.get(p.task_id, [])):
+            out.append(Interrupt(id=v["id"], value=v["value"], node=v["node"], task_id=v["task_id"], index=v["index"]))
+    return out
+
+
+def resume_writes(thread_id: str | None, pending: Sequence[PendingWrite], resume: Any) -> list[PendingWrite]:
+    """The ``resume`` pending writes that answer the thread's waiting interrupts.
+
+    One waiting node takes a bare value; with several, ``resume`` maps interrupt ids to
+    values. Each task's write holds all its resume values so far, in interrupt order.
+    """
+    active = active_interrupts(pending)
+    if not active:
+        raise InvalidResumeError(thread_id, "it has no pending interrupt; use invoke(None, ...) to continue it")
+    by_id = {i.id: i for i in active}
+    if isinstance(resume, Mapping) and resume and all(k in by_id for k in resume):
+        chosen = dict(resume)
+    elif len({i.task_id for i in active}) == 1:
+        chosen = {active[0].id: resume}
+    else:
+        raise InvalidResumeError(
+            thread_id,
+            "several interrupts are pending; pass Command(resume={interrupt_id: value, ...}) with ids "
+            + ", ".join(repr(i) for i in by_id),
+        )
+    values = resume_values(pending)
+    new: list[PendingWrite] = []
+    for iid, value in chosen.items():
+        rec = by_id[iid]
+        got = values.setdefault(rec.task_id, [])
+        if rec.index != len(got):
+            raise InvalidResumeError(thread_id, f"interrupt {iid!r} is not the next one of its node")
+        got.append(freeze(value, "resume", rec.node))
+        new.append(PendingWrite(task_id=rec.task_id, kind="resume", value=list(got)))
+    return new
+
+
+def incompatibilities(spec: GraphSpec, head: Checkpoint, reducers: Mapping[str, str] | None) -> list[str]:
+    """Why ``spec`` cannot continue ``head``: pending nodes it lacks, channels holding values
+    it dropped, channels whose reducer changed (``reducers``: as recorded with the thread)."""
+    schema = spec.schema
+    changes = [f"pending node {t.node!r} no longer exists" for t in head.next_tasks if t.node not in spec.nodes]
+    changes += [f"channel {k!r} holds a value but is no longer in the schema" for k in head.values if k not in schema]
+    for key, old in (reducers or {}).items():
+        if key in schema and schema.channel(key).reducer.spec() != old:
+            changes.append(f"channel {key!r} changed reducer from {old} to {schema.channel(key).reducer.spec()}")
+    return changes
