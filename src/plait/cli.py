@@ -18,6 +18,7 @@ private modules: :mod:`plait._cli_output` (rendering, errors, exit codes),
 (commands that load a graph).
 """
 
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -263,6 +264,9 @@ def build_app() -> "typer.Typer":
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The ``plait`` entry point; returns the exit code."""
+    if argv is None and hasattr(signal, "SIGPIPE"):
+        # `plait history T | head` ends quietly, like other command line tools
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     if not (installed("typer") and installed("rich")):
         print(INSTALL_HINT, file=sys.stderr)
         return EXIT_USAGE
