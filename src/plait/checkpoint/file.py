@@ -45,106 +45,40 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import hashlib
 import logging
 import os
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import orjson
 
-from plait._codec import freeze, freeze_trusted
-from plait._frozen import FrozenDict, thaw
 from plait.checkpoint import delta
 from plait.checkpoint._common import check_filter, keep_set, matches
-from plait.checkpoint.base import (
-    Checkpoint,
-    Checkpointer,
-    CheckpointWrite,
-    PendingWrite,
-    Task,
-    ThreadInfo,
-    WriteKind,
-    WritesBatch,
+from plait.checkpoint._file_format import FORMAT as FORMAT  # noqa: PLC0414 - re-exported, as before the split
+from plait.checkpoint._file_format import (
+    Corrupt,
+    Key,
+    Rec,
+    State,
+    checkpoint_record,
+    checkpoint_values,
+    dumps,
+    header_line,
+    kept_writes_records,
+    parse_lines,
+    rewritten_record,
+    writes_record,
 )
-from plait.errors import CheckpointCorruptError, NotSerializableError, StoreVersionError, ThreadBusyError
+from plait.checkpoint._file_format import file_stem as file_stem  # noqa: PLC0414 - re-exported, tests use it
+from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, ThreadInfo, WritesBatch
+from plait.errors import CheckpointCorruptError, StoreVersionError, ThreadBusyError
 
 __all__ = ["FileCheckpointer"]
 
 log = logging.getLogger("plait.checkpoint.file")
-
-FORMAT = 1
-_MAGIC = "file-checkpointer"
-_SAFE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
-_MAX_PLAIN_NAME = 150
-_MEMO_CAP = 512
-_Key = tuple[str, str]  # (namespace, thread_id)
-_WRITE_KINDS = frozenset(get_args(WriteKind))
-
-
-def file_stem(namespace: str, thread_id: str) -> str:
-    """The file name (without suffix) of a thread: injective, and never a path."""
-
-    def enc(s: str) -> str:
-        return "".join(c if c in _SAFE else "".join(f"%{b:02x}" for b in c.encode("utf-8", "surrogatepass")) for c in s)
-
-    plain = enc(namespace) + "~" + enc(thread_id)
-    if len(plain) <= _MAX_PLAIN_NAME:
-        return "t-" + plain
-    digest = hashlib.blake2b(orjson.dumps([namespace, thread_id]), digest_size=20).hexdigest()
-    return "h-" + digest
-
-
-class _Corrupt(Exception):
-    def __init__(self, reason: str, checkpoint_id: str | None = None) -> None:
-        self.reason = reason
-        self.checkpoint_id = checkpoint_id
-
-
-@dataclass(slots=True)
-class _Entry:
-    """One stored channel value: full, or a delta against the parent's value."""
-
-    is_delta: bool
-    data: Any
-    chain: delta.Chain
-
-
-@dataclass(slots=True)
-class _Rec:
-    """A parsed checkpoint record."""
-
-    id: str
-    parent_id: str | None
-    step: int
-    created_at: float
-    metadata: Any
-    versions: dict[str, int]
-    next_tasks: tuple[Task, ...]
-    barriers: dict[str, tuple[str, ...]]
-    full: bool
-    """True: ``entries`` hold every channel; else they are changes over the parent's values."""
-    entries: dict[str, _Entry]
-    gone: tuple[str, ...]
-    fold: bool
-
-
-@dataclass(slots=True)
-class _State:
-    """A thread file, parsed: everything but values is decoded eagerly; values on demand."""
-
-    key: _Key | None = None
-    header: bytes = b""
-    offset: int = 0
-    """Bytes of complete lines consumed."""
-    stamp: tuple[int, int, int] = (0, 0, 0)
-    records: dict[str, _Rec] = field(default_factory=dict)
-    writes: dict[str, dict[tuple[str, str, str], PendingWrite]] = field(default_factory=dict)
-    memo: dict[str, tuple[FrozenDict, dict[str, delta.Chain]]] = field(default_factory=dict)
 
 
 class FileCheckpointer(Checkpointer):
@@ -157,8 +91,8 @@ class FileCheckpointer(Checkpointer):
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(folder)
         self._lock = threading.RLock()
-        self._states: dict[Path, _State] = {}
-        self._written: dict[_Key, tuple[str, Mapping[str, Any], dict[str, delta.Chain]]] = {}
+        self._states: dict[Path, State] = {}
+        self._written: dict[Key, tuple[str, Mapping[str, Any], dict[str, delta.Chain]]] = {}
         """The values (the caller's objects) of the last checkpoint this instance wrote per
         thread: list deltas are found by identity, and a child shares its parent's items."""
 
@@ -211,10 +145,10 @@ class FileCheckpointer(Checkpointer):
 
     # -- paths and errors -------------------------------------------------------------
 
-    def _path(self, key: _Key, suffix: str = ".jsonl") -> Path:
+    def _path(self, key: Key, suffix: str = ".jsonl") -> Path:
         return self.folder / (file_stem(*key) + suffix)
 
-    def _corrupt(self, key: _Key, exc: _Corrupt, path: Path) -> CheckpointCorruptError:
+    def _corrupt(self, key: Key, exc: Corrupt, path: Path) -> CheckpointCorruptError:
         return CheckpointCorruptError(key[1], exc.checkpoint_id, f"{exc.reason} (in {path.name})")
 
     def _fsync_folder(self) -> None:
@@ -226,9 +160,9 @@ class FileCheckpointer(Checkpointer):
 
     # -- reading ----------------------------------------------------------------------
 
-    def _load(self, path: Path, fd: int | None = None) -> _State | None:
+    def _load(self, path: Path, fd: int | None = None) -> State | None:
         """The parsed file (None if absent), re-reading only what was appended since the
-        cached parse. Raises _Corrupt."""
+        cached parse. Raises Corrupt."""
         own = fd is None
         if own:
             try:
@@ -250,10 +184,10 @@ class FileCheckpointer(Checkpointer):
                 or st.st_size < state.offset
                 or os.pread(fd, len(state.header), 0) != state.header
             ):
-                state = _State()
+                state = State()
             data = os.pread(fd, st.st_size - state.offset, state.offset)
             self._states.pop(path, None)
-            _parse(state, data)
+            parse_lines(state, data)
             state.stamp = stamp
             self._states[path] = state
             return state
@@ -261,57 +195,18 @@ class FileCheckpointer(Checkpointer):
             if own:
                 os.close(fd)
 
-    def _read(self, key: _Key) -> tuple[_State | None, Path]:
+    def _read(self, key: Key) -> tuple[State | None, Path]:
         path = self._path(key)
         try:
             state = self._load(path)
-        except _Corrupt as exc:
+        except Corrupt as exc:
             raise self._corrupt(key, exc, path) from None
         if state is not None and state.key is not None and state.key != key:
             raise CheckpointCorruptError(key[1], None, f"{path.name} holds another thread ({state.key[1]!r})")
         return state, path
 
-    def _values(self, state: _State, cid: str) -> tuple[FrozenDict, dict[str, delta.Chain]]:
-        path: list[_Rec] = []
-        cursor: str | None = cid
-        base: tuple[FrozenDict, dict[str, delta.Chain]] | None = None
-        while cursor is not None:
-            if cursor in state.memo:
-                base = state.memo[cursor]
-                break
-            rec = state.records.get(cursor)
-            if rec is None:
-                raise _Corrupt(f"checkpoint {cursor!r}, which it builds on, is missing", cid)
-            path.append(rec)
-            if rec.full:
-                break
-            cursor = rec.parent_id
-        for rec in reversed(path):
-            values: dict[str, Any] = {} if rec.full or base is None else dict(base[0])
-            chains: dict[str, delta.Chain] = {} if rec.full or base is None else dict(base[1])
-            for ch in rec.gone:
-                values.pop(ch, None)
-                chains.pop(ch, None)
-            for ch, entry in rec.entries.items():
-                if entry.is_delta:
-                    if ch not in values:
-                        raise _Corrupt(f"channel {ch!r} is a delta with no value before it", rec.id)
-                    try:
-                        values[ch] = delta.apply(values[ch], entry.data)
-                    except delta.DeltaError as exc:
-                        raise _Corrupt(f"channel {ch!r}: {exc.reason}", rec.id) from None
-                else:
-                    values[ch] = entry.data
-                chains[ch] = entry.chain
-            base = (FrozenDict(values), chains)
-            if len(state.memo) >= _MEMO_CAP:
-                state.memo.clear()
-            state.memo[rec.id] = base
-        assert base is not None
-        return base
-
-    def _checkpoint(self, key: _Key, state: _State, rec: _Rec, *, with_writes: bool) -> Checkpoint:
-        values = self._values(state, rec.id)[0]
+    def _checkpoint(self, key: Key, state: State, rec: Rec, *, with_writes: bool) -> Checkpoint:
+        values = checkpoint_values(state, rec.id)[0]
         pending = state.writes.get(rec.id) if with_writes else None
         return Checkpoint(
             thread_id=key[1],
@@ -328,7 +223,7 @@ class FileCheckpointer(Checkpointer):
             pending_writes=tuple(pending.values()) if pending else (),
         )
 
-    def _get(self, key: _Key, checkpoint_id: str | None) -> Checkpoint | None:
+    def _get(self, key: Key, checkpoint_id: str | None) -> Checkpoint | None:
         with self._lock:
             state, path = self._read(key)
             if state is None or not state.records:
@@ -338,11 +233,11 @@ class FileCheckpointer(Checkpointer):
                 return None
             try:
                 return self._checkpoint(key, state, rec, with_writes=True)
-            except _Corrupt as exc:
+            except Corrupt as exc:
                 raise self._corrupt(key, exc, path) from None
 
     def _history(
-        self, key: _Key, limit: int | None, before: str | None, flt: Mapping[str, Any] | None
+        self, key: Key, limit: int | None, before: str | None, flt: Mapping[str, Any] | None
     ) -> list[Checkpoint]:
         with self._lock:
             state, path = self._read(key)
@@ -354,7 +249,7 @@ class FileCheckpointer(Checkpointer):
                 cursor = start.parent_id if start else None
             else:
                 cursor = max(records)
-            chosen: list[_Rec] = []
+            chosen: list[Rec] = []
             while cursor is not None and (limit is None or len(chosen) < limit):
                 rec = records.get(cursor)
                 if rec is None:
@@ -364,9 +259,9 @@ class FileCheckpointer(Checkpointer):
                 cursor = rec.parent_id
             try:
                 for rec in reversed(chosen):  # oldest first: each builds on its memoised parent
-                    self._values(state, rec.id)
+                    checkpoint_values(state, rec.id)
                 return [self._checkpoint(key, state, rec, with_writes=False) for rec in chosen]
-            except _Corrupt as exc:
+            except Corrupt as exc:
                 raise self._corrupt(key, exc, path) from None
 
     def _list_threads(self, namespace: str | None) -> list[ThreadInfo]:
@@ -379,7 +274,7 @@ class FileCheckpointer(Checkpointer):
             for path in entries:
                 try:
                     state = self._load(path)
-                except _Corrupt as exc:
+                except Corrupt as exc:
                     log.warning("skipping damaged thread file %s: %s", path.name, exc.reason)
                     continue
                 except StoreVersionError as exc:
@@ -407,7 +302,7 @@ class FileCheckpointer(Checkpointer):
     # -- writing ----------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def _locked(self, key: _Key, *, create: bool, parse: bool = True) -> Iterator[tuple[int, _State, bool] | None]:
+    def _locked(self, key: Key, *, create: bool, parse: bool = True) -> Iterator[tuple[int, State, bool] | None]:
         """The thread file opened and flock'ed, torn tail cut off, header present, and
         whether this call wrote the header; None when it does not exist and ``create`` is
         false. With ``parse=False`` the file is only locked (deleting a damaged file)."""
@@ -427,11 +322,11 @@ class FileCheckpointer(Checkpointer):
                 if not same:  # renamed over (prune) or deleted while we waited: retry
                     continue
                 if not parse:
-                    yield fd, _State(), False
+                    yield fd, State(), False
                     return
                 try:
                     state = self._load(path, fd)
-                except _Corrupt as exc:
+                except Corrupt as exc:
                     raise self._corrupt(key, exc, path) from None
                 assert state is not None
                 if state.key is not None and state.key != key:
@@ -440,10 +335,7 @@ class FileCheckpointer(Checkpointer):
                     os.ftruncate(fd, state.offset)  # a torn line from a crashed writer
                 created = state.key is None
                 if created:
-                    header = orjson.dumps(
-                        {"plait": _MAGIC, "v": FORMAT, "ns": key[0], "t": key[1], "g": os.urandom(8).hex()}
-                    )
-                    _write_all(fd, header + b"\n")
+                    _write_all(fd, header_line(key) + b"\n")
                     os.fsync(fd)
                     self._fsync_folder()
                     state = self._load(path, fd)
@@ -454,19 +346,19 @@ class FileCheckpointer(Checkpointer):
                 os.close(fd)  # closing releases the flock
 
     def _commit(self, checkpoints: Sequence[CheckpointWrite], writes: Sequence[WritesBatch]) -> None:
-        groups: dict[_Key, tuple[list[WritesBatch], list[CheckpointWrite]]] = {}
+        groups: dict[Key, tuple[list[WritesBatch], list[CheckpointWrite]]] = {}
         for batch in writes:
             groups.setdefault((batch.namespace, batch.thread_id), ([], []))[0].append(batch)
         for cw in checkpoints:
             groups.setdefault((cw.checkpoint.namespace, cw.checkpoint.thread_id), ([], []))[1].append(cw)
         order = sorted(groups, key=lambda k: file_stem(*k))  # one lock order for every process
         with self._lock, contextlib.ExitStack() as stack:
-            opened: dict[_Key, tuple[int, _State, bool]] = {}
+            opened: dict[Key, tuple[int, State, bool]] = {}
             for key in order:
                 handle = stack.enter_context(self._locked(key, create=True))
                 assert handle is not None
                 opened[key] = handle
-            lines: dict[_Key, tuple[bytes, dict[_Key, tuple[str, Mapping[str, Any], dict[str, delta.Chain]]]]] = {}
+            lines: dict[Key, tuple[bytes, dict[Key, tuple[str, Mapping[str, Any], dict[str, delta.Chain]]]]] = {}
             try:
                 for key in order:
                     lines[key] = self._encode(key, opened[key][1], *groups[key])
@@ -485,67 +377,27 @@ class FileCheckpointer(Checkpointer):
                 self._written.clear()
 
     def _encode(
-        self, key: _Key, state: _State, batches: list[WritesBatch], cws: list[CheckpointWrite]
-    ) -> tuple[bytes, dict[_Key, tuple[str, Mapping[str, Any], dict[str, delta.Chain]]]]:
+        self, key: Key, state: State, batches: list[WritesBatch], cws: list[CheckpointWrite]
+    ) -> tuple[bytes, dict[Key, tuple[str, Mapping[str, Any], dict[str, delta.Chain]]]]:
         """One line with every record of this commit for one thread. Raises before anything
         is written when a value is not JSON data."""
-        records: list[Any] = []
-        for batch in batches:
-            rows = []
-            for w in batch.writes:
-                what = f"pending write ({w.task_id!r}, {w.kind!r}, {w.key!r})"
-                rows.append(orjson.Fragment(_dumps(w.to_json(), what)))
-            records.append({"k": "w", "cp": batch.checkpoint_id, "w": rows})
+        records: list[Any] = [writes_record(batch) for batch in batches]
         here: dict[str, tuple[Mapping[str, Any], dict[str, delta.Chain]]] = {}
-        last: dict[_Key, tuple[str, Mapping[str, Any], dict[str, delta.Chain]]] = {}
+        last: dict[Key, tuple[str, Mapping[str, Any], dict[str, delta.Chain]]] = {}
         for cw in cws:
             cp = cw.checkpoint
             parent = self._parent_values(key, state, cp.parent_id, here)
-            entries: dict[str, Any] = {}
-            chains: dict[str, delta.Chain] = {}
-            gone: list[str] = []
-            if parent is None:
-                stored = set(cp.values)
-            else:
-                chains = dict(parent[1])
-                stored = {ch for ch in cp.values if ch in cw.changed or ch not in parent[0]}
-                gone = [ch for ch in parent[0] if ch not in cp.values]
-                for ch in gone:
-                    chains.pop(ch, None)
-            for ch in sorted(stored):
-                new = cp.values[ch]
-                try:
-                    if parent is not None and ch in parent[0] and ch in parent[1]:
-                        data, is_delta, chain = delta.encode(new, parent[0][ch], parent[1][ch])
-                    else:
-                        data, is_delta, chain = delta.encode(new)
-                except TypeError as exc:
-                    raise _not_json(ch, new, exc) from None
-                entries[ch] = ["d" if is_delta else "f", orjson.Fragment(data), *_chain_json(chain)]
-                chains[ch] = chain
-            record: dict[str, Any] = {"k": "c", "id": cp.id, "p": cp.parent_id, "s": cp.step, "t": cp.created_at}
-            record["m"] = orjson.Fragment(_dumps(cp.metadata, "metadata"))
-            record["v"] = cp.versions
-            if cp.next_tasks:
-                record["n"] = orjson.Fragment(_dumps([t.to_json() for t in cp.next_tasks], "a task's arg"))
-            if cp.barriers:
-                record["j"] = {k: list(v) for k, v in cp.barriers.items()}
-            record["full"] = parent is None
-            record["x"] = entries
-            if gone:
-                record["gone"] = gone
-            if cw.folds_parent_writes:
-                record["fold"] = True
+            record, chains = checkpoint_record(cw, parent)
             records.append(record)
             here[cp.id] = (cp.values, chains)
             if all(type(v) is not list and type(v) is not dict for v in cp.values.values()):
                 last[key] = (cp.id, cp.values, chains)  # frozen: safe to diff against later
-        return _dumps(records, "checkpoint record") + b"\n", last
+        return dumps(records, "checkpoint record") + b"\n", last
 
     def _parent_values(
         self,
-        key: _Key,
-        state: _State,
+        key: Key,
+        state: State,
         parent_id: str | None,
         here: Mapping[str, tuple[Mapping[str, Any], dict[str, delta.Chain]]],
     ) -> tuple[Mapping[str, Any], dict[str, delta.Chain]] | None:
@@ -561,11 +413,11 @@ class FileCheckpointer(Checkpointer):
         if written is not None and written[0] == parent_id:
             return written[1], written[2]
         try:
-            return self._values(state, parent_id)
-        except _Corrupt as exc:
+            return checkpoint_values(state, parent_id)
+        except Corrupt as exc:
             raise self._corrupt(key, exc, self._path(key)) from None
 
-    def _delete(self, key: _Key) -> None:
+    def _delete(self, key: Key) -> None:
         with self._lock, self._locked(key, create=False, parse=False) as handle:
             if handle is None:
                 return
@@ -575,7 +427,7 @@ class FileCheckpointer(Checkpointer):
             self._states.pop(path, None)
             self._written.pop(key, None)
 
-    def _prune(self, key: _Key, keep_last: int) -> int:
+    def _prune(self, key: Key, keep_last: int) -> int:
         with self._lock, self._locked(key, create=False) as handle:
             if handle is None:
                 return 0
@@ -586,19 +438,15 @@ class FileCheckpointer(Checkpointer):
                 return 0
             path = self._path(key)
             try:
-                lines = [self._header(key)]
+                lines = [header_line(key)]
                 for cid, rec in state.records.items():
                     if cid not in keep:
                         continue
-                    lines.append(_dumps([self._rewrite(state, rec, keep)], "checkpoint record"))
-                kept_writes = [
-                    {"k": "w", "cp": cid, "w": [w.to_json() for w in ws.values()]}
-                    for cid, ws in state.writes.items()
-                    if cid in keep and ws
-                ]
+                    lines.append(dumps([rewritten_record(state, rec, keep)], "checkpoint record"))
+                kept_writes = kept_writes_records(state, keep)
                 if kept_writes:
-                    lines.append(_dumps(kept_writes, "pending writes"))
-            except _Corrupt as exc:
+                    lines.append(dumps(kept_writes, "pending writes"))
+            except Corrupt as exc:
                 raise self._corrupt(key, exc, path) from None
             tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}-{os.urandom(4).hex()}")
             try:
@@ -615,34 +463,9 @@ class FileCheckpointer(Checkpointer):
             self._written.pop(key, None)
             return dropped
 
-    def _header(self, key: _Key) -> bytes:
-        return orjson.dumps({"plait": _MAGIC, "v": FORMAT, "ns": key[0], "t": key[1], "g": os.urandom(8).hex()})
-
-    def _rewrite(self, state: _State, rec: _Rec, keep: set[str]) -> dict[str, Any]:
-        """A kept record for the pruned file: as stored if its parent stays, else a root
-        holding every value in full."""
-        out: dict[str, Any] = {"k": "c", "id": rec.id, "p": rec.parent_id, "s": rec.step, "t": rec.created_at}
-        out |= {"m": rec.metadata, "v": rec.versions, "n": [t.to_json() for t in rec.next_tasks]}
-        out["j"] = {k: list(v) for k, v in rec.barriers.items()}
-        if rec.parent_id is not None and rec.parent_id in keep:
-            out["full"] = rec.full
-            out["x"] = {
-                ch: ["d" if e.is_delta else "f", e.data, *_chain_json(e.chain)] for ch, e in rec.entries.items()
-            }
-            out["gone"] = list(rec.gone)
-        else:
-            values = self._values(state, rec.id)[0]
-            out["p"] = None
-            out["full"] = True
-            out["x"] = {}
-            for ch, value in values.items():
-                data, _, chain = delta.encode(value)
-                out["x"][ch] = ["f", orjson.Fragment(data), *_chain_json(chain)]
-        return out
-
     # -- leases -----------------------------------------------------------------------
 
-    def _lease(self, key: _Key, owner: str, ttl: float | None) -> None:
+    def _lease(self, key: Key, owner: str, ttl: float | None) -> None:
         """Acquire (ttl given) or release (ttl None) under an flock on the lease file.
 
         Expiry is wall-clock time, so it holds across processes on one machine."""
@@ -667,132 +490,6 @@ class FileCheckpointer(Checkpointer):
             os.pwrite(fd, body, 0)
         finally:
             os.close(fd)
-
-
-# -- parsing --------------------------------------------------------------------------
-
-
-def _parse(state: _State, data: bytes) -> None:
-    """Apply the complete lines of ``data`` (read at ``state.offset``) to ``state``. A last
-    line without a newline is a torn write and is left unread. Raises _Corrupt."""
-    pos = 0
-    while True:
-        end = data.find(b"\n", pos)
-        if end < 0:
-            return
-        line = data[pos:end]
-        if state.key is None:
-            _parse_header(state, line)
-        else:
-            _apply(state, line)
-        pos = end + 1
-        state.offset += len(line) + 1
-
-
-def _parse_header(state: _State, line: bytes) -> None:
-    try:
-        raw = orjson.loads(line)
-        if raw["plait"] != _MAGIC:
-            raise TypeError("not a plait file")
-        version = raw["v"]
-        key = (raw["ns"], raw["t"])
-    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
-        raise _Corrupt(f"the header line is not readable ({exc})") from None
-    if version != FORMAT:
-        raise StoreVersionError("a FileCheckpointer thread file", int(version), FORMAT)
-    if not isinstance(key[0], str) or not isinstance(key[1], str):
-        raise _Corrupt("the header line does not name a thread")
-    state.key = key
-    state.header = line + b"\n"
-
-
-def _apply(state: _State, line: bytes) -> None:
-    try:
-        records = orjson.loads(line)
-    except orjson.JSONDecodeError as exc:
-        after = f"after checkpoint {max(state.records)!r}" if state.records else "before any checkpoint"
-        raise _Corrupt(f"a line {after} is not JSON ({exc})") from None
-    if type(records) is not list:
-        raise _Corrupt("a line is not a list of records")
-    for raw in records:
-        cid = raw.get("id") if type(raw) is dict else None
-        try:
-            kind = raw["k"]
-            if kind == "w":
-                slot = state.writes.setdefault(str(raw["cp"]), {})
-                for row in raw["w"]:
-                    w = PendingWrite.from_json(freeze_trusted(row))
-                    if w.kind not in _WRITE_KINDS or not isinstance(w.task_id, str) or not isinstance(w.key, str):
-                        raise ValueError(f"pending write of kind {w.kind!r}")
-                    slot[(w.task_id, w.kind, w.key)] = w
-            elif kind == "c":
-                rec = _parse_checkpoint(raw)
-                if not rec.full and rec.parent_id not in state.records:
-                    raise _Corrupt(f"its parent {rec.parent_id!r} is not stored before it", rec.id)
-                if rec.id in state.records:
-                    state.memo.clear()
-                state.records[rec.id] = rec
-                if rec.fold and rec.parent_id is not None:
-                    state.writes.pop(rec.parent_id, None)
-            else:
-                raise _Corrupt(f"a record of unknown kind {kind!r}", cid if isinstance(cid, str) else None)
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
-            raise _Corrupt(f"a record has the wrong shape ({exc!r})", cid if isinstance(cid, str) else None) from None
-
-
-def _parse_checkpoint(raw: dict[str, Any]) -> _Rec:
-    entries = {}
-    for ch, e in raw["x"].items():
-        tag = e[0]
-        if tag not in ("f", "d"):
-            raise ValueError(f"value tag {tag!r}")
-        entries[ch] = _Entry(
-            is_delta=tag == "d",
-            data=e[1] if tag == "d" else freeze_trusted(e[1]),
-            chain=delta.Chain(int(e[2]), int(e[3]), int(e[4]), int(e[5])),
-        )
-    parent = raw["p"]
-    return _Rec(
-        id=str(raw["id"]),
-        parent_id=None if parent is None else str(parent),
-        step=int(raw["s"]),
-        created_at=float(raw["t"]),
-        metadata=freeze_trusted(raw["m"]) if type(raw["m"]) is dict else _bad("metadata is not an object"),
-        versions={str(k): int(v) for k, v in raw["v"].items()},
-        next_tasks=tuple(Task.from_json(freeze_trusted(t)) for t in raw.get("n", ())),
-        barriers={str(k): tuple(map(str, v)) for k, v in raw.get("j", {}).items()},
-        full=bool(raw["full"]),
-        entries=entries,
-        gone=tuple(map(str, raw.get("gone", ()))),
-        fold=bool(raw.get("fold", False)),
-    )
-
-
-def _bad(reason: str) -> Any:
-    raise ValueError(reason)
-
-
-# -- encoding helpers -----------------------------------------------------------------
-
-
-def _chain_json(chain: delta.Chain) -> list[int]:
-    return [chain.depth, chain.delta_bytes, chain.full_bytes, chain.size]
-
-
-def _dumps(value: Any, what: str) -> bytes:
-    try:
-        return orjson.dumps(value)
-    except TypeError as exc:
-        raise _not_json(what, value, exc) from None
-
-
-def _not_json(what: str, value: Any, exc: Exception) -> NotSerializableError:
-    """The error for a value that slipped past freeze(): find the path if we can."""
-    try:
-        freeze(thaw(value), what)
-    except NotSerializableError as precise:
-        return precise
-    return NotSerializableError(what, what, f"value ({exc})")
 
 
 def _write_all(fd: int, data: bytes) -> None:
