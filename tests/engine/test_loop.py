@@ -641,6 +641,42 @@ def test_a_slow_lone_sync_node_keeps_the_lease_renewed() -> None:
     assert one_node(slow).compile(saver).invoke({}, thread_id="t")["log"] == ["busy"]
 
 
+def test_a_slow_lone_sync_node_keeps_a_sqlite_lease_renewed(tmp_path: Any) -> None:
+    """On a durable store too: the node blocks the loop, the lease is renewed off it."""
+    from plait import SqliteCheckpointer
+
+    saver = SqliteCheckpointer(str(tmp_path / "lease.db"))
+    saver.lease_ttl = 0.15
+    seen: list[str] = []
+
+    def slow(state: Any) -> Any:
+        time.sleep(0.5)
+
+        async def intrude() -> str:
+            try:
+                await saver.acquire_lease("t", "intruder")
+            except ThreadBusyError:
+                return "busy"
+            return "taken"
+
+        seen.append(_in_thread(lambda: asyncio.run(intrude())))
+        return {"log": ["slow"]}
+
+    try:
+        one_node(slow).compile(saver).invoke({}, thread_id="t")
+    finally:
+        saver.close()
+    assert seen == ["busy"]
+
+
+def _in_thread(fn: Any) -> Any:
+    out: list[Any] = []
+    worker = threading.Thread(target=lambda: out.append(fn()))
+    worker.start()
+    worker.join()
+    return out[0]
+
+
 def test_a_run_that_lost_its_lease_stops() -> None:
     saver = MemoryCheckpointer()
     saver.lease_ttl = 0.15

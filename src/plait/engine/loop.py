@@ -29,7 +29,6 @@ from plait.checkpoint.base import (
     WritesBatch,
     new_checkpoint_id,
 )
-from plait.checkpoint.memory import MemoryCheckpointer
 from plait.engine.commit import Committer
 from plait.engine.context import NodeContext, _on_loop_thread
 from plait.engine.events import (
@@ -41,7 +40,7 @@ from plait.engine.events import (
     NodeStarted,
     RunFinished,
 )
-from plait.engine.lease import LeaseRenewer
+from plait.engine.lease import LeaseRenewer, renews_off_loop
 from plait.engine.pending import incompatibilities, result_write, resume_values, resume_writes
 from plait.engine.plan import Route, plan_next, routes_from_json
 from plait.engine.tasks import TaskOutcome, compute_routes, run_task
@@ -128,6 +127,7 @@ class Run:
         self._pending_folds = False
         self._current: Checkpoint | None = None
         self._lease_error: BaseException | None = None
+        self._inline_ok = renews_off_loop(saver)
         if self.committer is not None:
             self.committer.guard = self._check_lease
 
@@ -343,11 +343,10 @@ class Run:
         base = self.state._values  # the live table: nothing changes it until the merge
         view = _view(base, self.spec)
         multi = len(to_run) > 1
-        # A lone sync node runs inline only where no lease must be renewed while it runs:
-        # without a checkpointer, or on MemoryCheckpointer, whose lease lives in this process.
-        # With a durable store the loop stays free to renew the thread's lease while a slow
-        # node (an LLM call) runs; the hop to a worker thread is small next to the commit.
-        inline = not multi and (self.saver is None or isinstance(self.saver, MemoryCheckpointer))
+        # A lone sync node runs inline on the loop when the lease is renewed off the loop
+        # (always, for plait's own backends); otherwise it runs in a worker thread so that a
+        # slow node (an LLM call) cannot starve the lease renewal.
+        inline = not multi and self._inline_ok
         flush = multi and self.committer is not None and self.durability != "exit"
 
         async def one(task: Task) -> TaskOutcome:
