@@ -7,17 +7,14 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from _backend_helpers import append_chat, make, same
 
-sys.path.insert(0, str(Path(__file__).parent))
-from test_sqlite import append_chat, make, same  # noqa: E402
-
-from plait._codec import canonical  # noqa: E402
-from plait.checkpoint.base import Checkpoint, PendingWrite, WritesBatch  # noqa: E402
-from plait.errors import CheckpointCorruptError, CheckpointError, StoreVersionError, ThreadBusyError  # noqa: E402
+from plait._codec import canonical
+from plait.checkpoint.base import Checkpoint, PendingWrite, WritesBatch
+from plait.errors import CheckpointCorruptError, CheckpointError, StoreVersionError, ThreadBusyError
 
 pytestmark = pytest.mark.postgres
 psycopg = pytest.importorskip("psycopg")
@@ -284,3 +281,57 @@ def test_import_plait_does_not_import_psycopg() -> None:
     code = "import sys, plait, plait.checkpoint.sqlite; print('psycopg' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_parent_deleted_by_another_process_is_not_built_upon(store: tuple[str, str]) -> None:
+    """A commit on a cached parent checks, in its pipeline, that the parent still exists; one
+    deleted meanwhile makes it store its values from what the database holds instead."""
+    dsn, schema = store
+    from plait._codec import freeze
+    from plait._frozen import FrozenList
+
+    async def go() -> None:
+        a = postgres.PostgresCheckpointer(dsn, schema=schema)
+        b = postgres.PostgresCheckpointer(dsn, schema=schema)
+        await a.setup()
+        written = await append_chat(a, "t", 4, size=100)
+        await b.delete_thread("t")
+        msgs = FrozenList([*written[-1].values["messages"], freeze({"id": "late"}, "m")])
+        child = make("t", written[-1], {"messages": msgs})
+        await a.commit(checkpoints=[child])
+        grandchild = make("t", child.checkpoint, {"turn": 99})
+        await a.commit(checkpoints=[grandchild])
+        for cp in (a, b):
+            same(await cp.get("t"), grandchild.checkpoint)
+            same(await cp.get("t", child.checkpoint.id), child.checkpoint)
+        await a.aclose()
+        await b.aclose()
+
+    run(go())
+
+
+def test_a_lease_leaves_the_pooled_connection_as_it_was(store: tuple[str, str]) -> None:
+    """Leases commit with synchronous_commit off (SET LOCAL): the setting ends with the lease's
+    transaction, so a commit on the same connection is flushed as usual."""
+    dsn, schema = store
+    from psycopg_pool import ConnectionPool
+
+    pool = ConnectionPool(dsn, min_size=1, max_size=1, open=True, kwargs={"autocommit": True})
+    try:
+
+        async def go() -> None:
+            cp = postgres.PostgresCheckpointer(pool, schema=schema)
+            await cp.setup()
+            await cp.acquire_lease("t", "me")
+            with pytest.raises(ThreadBusyError):
+                await cp.acquire_lease("t", "other")
+            await cp.release_lease("t", "me")
+            await cp.acquire_lease("t", "other")
+            await cp.aclose()
+
+        run(go())
+        with pool.connection() as conn:
+            assert conn.execute("SHOW synchronous_commit").fetchone() == ("on",)
+        assert sql(dsn, f'SELECT owner FROM "{schema}".plait_leases') == [("other",)]
+    finally:
+        pool.close()

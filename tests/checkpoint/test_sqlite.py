@@ -7,79 +7,20 @@ import asyncio
 import sqlite3
 import subprocess
 import sys
-import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _backend_helpers import append_chat, make, same
 
 from plait._codec import canonical, freeze
 from plait._frozen import FrozenDict, FrozenList
 from plait.checkpoint import delta
-from plait.checkpoint._sql import CommitRequest, SqlCore
-from plait.checkpoint.base import Checkpoint, CheckpointWrite, PendingWrite, Task, WritesBatch, new_checkpoint_id
-from plait.checkpoint.sqlite import _DIALECT, SqliteCheckpointer, _transaction
+from plait.checkpoint._sql import CommitRequest, Cursor, SqlCore
+from plait.checkpoint.base import Checkpoint, CheckpointWrite, PendingWrite, Task, WritesBatch
+from plait.checkpoint.sqlite import _DIALECT, SqliteCheckpointer, _lease_transaction, _transaction
 from plait.errors import CheckpointCorruptError, CheckpointError, StoreVersionError, ThreadBusyError
-
-
-def make(
-    thread: str,
-    parent: Checkpoint | None,
-    updates: Mapping[str, Any],
-    *,
-    namespace: str = "",
-    metadata: Mapping[str, Any] | None = None,
-    folds: bool = False,
-    next_tasks: Sequence[Task] = (),
-) -> CheckpointWrite:
-    """A checkpoint on ``parent`` (or a root) with ``updates`` applied; ``changed`` = updated keys."""
-    values = dict(parent.values) if parent else {}
-    values.update({k: freeze(v, k) for k, v in updates.items()})
-    step = parent.step + 1 if parent else 0
-    versions = dict(parent.versions) if parent else {}
-    for k in updates:
-        versions[k] = max(versions.values(), default=0) + 1
-    cp = Checkpoint(
-        thread_id=thread,
-        namespace=namespace,
-        id=new_checkpoint_id(parent.id if parent else None),
-        parent_id=parent.id if parent else None,
-        step=step,
-        values=FrozenDict(values),
-        versions=versions,
-        next_tasks=tuple(next_tasks),
-        barriers={"join:c": ("a",)} if step % 2 else {},
-        metadata=dict(metadata) if metadata is not None else {"source": "loop", "step": step},
-        created_at=time.time(),
-    )
-    return CheckpointWrite(
-        checkpoint=cp, changed=frozenset(updates) if parent else frozenset(values), folds_parent_writes=folds
-    )
-
-
-def same(a: Checkpoint | None, b: Checkpoint) -> None:
-    """Read-back equality, in JSON terms (1 and True differ), ignoring pending writes."""
-    assert a is not None
-    for name in ("thread_id", "namespace", "id", "parent_id", "step", "next_tasks", "created_at"):
-        assert getattr(a, name) == getattr(b, name), name
-    for name in ("values", "versions", "metadata"):
-        assert canonical(getattr(a, name)) == canonical(getattr(b, name)), name
-    assert {k: tuple(v) for k, v in a.barriers.items()} == {k: tuple(v) for k, v in b.barriers.items()}
-
-
-async def append_chat(cp: Any, thread: str, steps: int, *, size: int = 1000) -> list[Checkpoint]:
-    """A thread that appends one ~``size``-byte message per step, one commit per step."""
-    written: list[Checkpoint] = []
-    parent: Checkpoint | None = None
-    for i in range(steps):
-        msgs = list(parent.values["messages"]) if parent else []
-        msgs.append(freeze({"id": f"m{i}", "role": "user", "text": f"{i:06d}" + "lorem ipsum " * (size // 12)}, "m"))
-        cw = make(thread, parent, {"messages": FrozenList(msgs), "turn": i}, folds=True)
-        await cp.commit(checkpoints=[cw])
-        parent = cw.checkpoint
-        written.append(parent)
-    return written
 
 
 @pytest.fixture
@@ -513,3 +454,90 @@ def test_k_max_bounds_every_chain_on_disk(db: Path) -> None:
             n, cursor = n + 1, rows[cursor]
         longest = max(longest, n)
     assert longest == delta.K_MAX
+
+
+def test_a_parent_deleted_by_another_process_is_not_built_upon(db: Path) -> None:
+    """The writer caches the last checkpoint it wrote and stores the next one's deltas against
+    it without reading it back; a parent deleted meanwhile must not leave deltas on nothing."""
+
+    async def go() -> None:
+        a, b = SqliteCheckpointer(db), SqliteCheckpointer(db)
+        written = await append_chat(a, "t", 4, size=100)
+        await b.delete_thread("t")
+        msgs = FrozenList([*written[-1].values["messages"], freeze({"id": "late"}, "m")])
+        child = make("t", written[-1], {"messages": msgs})
+        await a.commit(checkpoints=[child])
+        grandchild = make("t", child.checkpoint, {"turn": 99})
+        await a.commit(checkpoints=[grandchild])  # and the cache holds the new head
+        for cp in (a, b):
+            same(await cp.get("t"), grandchild.checkpoint)
+            same(await cp.get("t", child.checkpoint.id), child.checkpoint)
+        await a.aclose()
+        await b.aclose()
+
+    run(go())
+
+
+def test_a_lease_commits_without_fsync_and_restores_the_connections_durability(db: Path) -> None:
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    core = SqlCore(_DIALECT, "test")
+    _transaction(conn, core.migrate)
+
+    def lease(cur: Cursor) -> tuple[int, int]:
+        core.acquire_lease(cur, "", "t", "me", 30.0)
+        return cur.execute("PRAGMA synchronous").fetchone()[0], cur.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+
+    seen = _lease_transaction(conn, lease)
+    assert seen == (0, 0)  # OFF, and no WAL checkpoint can run unsynced
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL again
+    assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+    assert not conn.in_transaction
+    assert conn.execute("SELECT owner FROM plait_leases").fetchall() == [("me",)]
+    conn.close()
+
+    async def go() -> None:
+        cp = SqliteCheckpointer(db)
+        await cp.acquire_lease("t", "me")  # the same owner renews
+        with pytest.raises(ThreadBusyError):
+            await cp.acquire_lease("t", "other")
+        await cp.release_lease("t", "me")
+        await cp.acquire_lease("t", "other")
+        level = await cp._submit(cp._writer, lambda c: c.execute("PRAGMA synchronous").fetchone()[0])
+        assert level == 2
+        await cp.aclose()
+
+    run(go())
+
+
+def test_history_reads_blobs_by_range_yet_skips_other_branches_and_finds_older_bases(db: Path) -> None:
+    """A history that is most of its thread reads blobs by id range: rows of a branch written
+    in between are left out, and bases older than the range (kept by prune) are fetched."""
+
+    async def go() -> None:
+        cp, other = SqliteCheckpointer(db), SqliteCheckpointer(db)  # each line stored as deltas
+        main = await append_chat(cp, "t", 6, size=50)
+        side = [main[2]]
+        for i in range(10):  # interleaved, the main line last: it holds the thread's head
+            for line, tag, by in ((side, "side", other), (main, "main", cp)):
+                msgs = FrozenList([*line[-1].values["messages"], freeze({"id": f"{tag}{i}"}, "m")])
+                cw = make("t", line[-1], {"messages": msgs, "turn": i})
+                await by.commit(checkpoints=[cw])
+                line.append(cw.checkpoint)
+        await other.aclose()
+        got = await cp.history("t")  # 16 of the thread's 26 checkpoints
+        assert [c.id for c in got] == [c.id for c in reversed(main)]
+        for a, b in zip(got, reversed(main), strict=True):
+            same(a, b)
+        for want in side[1:]:
+            same(await cp.get("t", want.id), want)
+        assert await cp.prune("t", keep_last=4) > 0
+        kept = await cp.history("t")  # every kept checkpoint: their bases are older
+        assert [c.id for c in kept][:4] == [c.id for c in reversed(main[-4:])]
+        for a, b in zip(kept, reversed(main[-4:]), strict=False):
+            assert canonical(a.values) == canonical(b.values)  # (the oldest kept is re-rooted)
+        assert canonical((await cp.get("t", side[-1].id) or side[0]).values) == canonical(side[-1].values)
+        await cp.aclose()
+
+    run(go())

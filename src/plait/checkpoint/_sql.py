@@ -6,20 +6,7 @@ few fragments that differ (column types, the parameter marker, the database cloc
 list of keys is passed, how a table's existence is checked). The dialect modules own
 connections, threads and transactions, and call into :class:`SqlCore` inside them.
 
-Layout (``P`` is the table prefix, which includes the Postgres schema when one is set)::
-
-    P_migrations  version, applied_at             the schema version this store is at
-    P_checkpoints ns, thread_id, id -> parent_id, step, created_at, source, metadata, body
-    P_blobs       ns, thread_id, channel, id -> base_id, data
-    P_writes      seq, (ns, thread_id, checkpoint_id, task_id, kind, wkey) unique -> value
-    P_leases      ns, thread_id -> owner, expires_at
-
-A checkpoint row holds metadata and a small body (versions, ``channel -> blob id``, next
-tasks, barriers). A blob is one channel's value as written by one checkpoint (its id is that
-checkpoint's id): JSON in full when ``base_id`` is NULL, else a delta against the blob
-``base_id`` of the same channel (see :mod:`plait.checkpoint.delta`). A checkpoint stores a
-blob only for the channels it changed and points at its parent's blobs for the rest, so
-branches inside a thread share blobs and storage grows with what was written.
+The tables and every statement are in :mod:`plait.checkpoint._sql_schema`.
 
 Every statement is idempotent (upserts), so a commit whose outcome is unknown (the
 connection dropped during COMMIT) can be retried safely.
@@ -32,109 +19,17 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from plait._frozen import FrozenDict
 from plait.checkpoint import delta
 from plait.checkpoint._common import check_filter, keep_set, matches
 from plait.checkpoint._records import Body, RecordError, decode_body, decode_json, encode_body, encode_json
+from plait.checkpoint._sql_schema import MIGRATIONS, SCHEMA_VERSION, STATEMENTS, joins
 from plait.checkpoint.base import Checkpoint, CheckpointWrite, PendingWrite, ThreadInfo, WritesBatch
 from plait.errors import CheckpointCorruptError, CheckpointError, StoreVersionError, ThreadBusyError
 
 __all__ = ["SCHEMA_VERSION", "CommitRequest", "Cursor", "Dialect", "SqlCore"]
-
-SCHEMA_VERSION = 1
-"""The schema version this code reads and writes."""
-
-_MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: (
-        """CREATE TABLE {P}checkpoints (
-            ns TEXT NOT NULL, thread_id TEXT NOT NULL, id TEXT NOT NULL, parent_id TEXT,
-            step BIGINT NOT NULL, created_at {real} NOT NULL, source TEXT NOT NULL,
-            metadata {blob} NOT NULL, body {blob} NOT NULL,
-            PRIMARY KEY (ns, thread_id, id)){small_table}""",
-        """CREATE TABLE {P}blobs (
-            ns TEXT NOT NULL, thread_id TEXT NOT NULL, channel TEXT NOT NULL, id TEXT NOT NULL,
-            base_id TEXT, data {blob} NOT NULL,
-            PRIMARY KEY (ns, thread_id, channel, id))""",
-        """CREATE TABLE {P}writes (
-            seq {serial_pk}, ns TEXT NOT NULL, thread_id TEXT NOT NULL, checkpoint_id TEXT NOT NULL,
-            task_id TEXT NOT NULL, kind TEXT NOT NULL, wkey TEXT NOT NULL, value {blob} NOT NULL,
-            UNIQUE (ns, thread_id, checkpoint_id, task_id, kind, wkey))""",
-        """CREATE TABLE {P}leases (
-            ns TEXT NOT NULL, thread_id TEXT NOT NULL, owner TEXT NOT NULL, expires_at {real} NOT NULL,
-            PRIMARY KEY (ns, thread_id)){small_table}""",
-    ),
-}
-
-_SQL = {
-    "version": "SELECT max(version) FROM {P}migrations",
-    "mig_table": "CREATE TABLE IF NOT EXISTS {P}migrations (version INTEGER PRIMARY KEY, applied_at {real} NOT NULL)",
-    "mig_done": "INSERT INTO {P}migrations (version, applied_at) VALUES (?, ?)",
-    "ins_cp": """INSERT INTO {P}checkpoints
-        (ns, thread_id, id, parent_id, step, created_at, source, metadata, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-        ON CONFLICT (ns, thread_id, id) DO UPDATE SET parent_id = excluded.parent_id, step = excluded.step,
-        created_at = excluded.created_at, source = excluded.source, metadata = excluded.metadata,
-        body = excluded.body""",
-    "ins_blob": """INSERT INTO {P}blobs (ns, thread_id, channel, id, base_id, data) VALUES (?, ?, ?, ?, ?, ?)
-        ON CONFLICT (ns, thread_id, channel, id) DO UPDATE SET base_id = excluded.base_id, data = excluded.data""",
-    "ins_write": """INSERT INTO {P}writes (ns, thread_id, checkpoint_id, task_id, kind, wkey, value)
-        VALUES (?, ?, ?, ?, ?, ?, ?)
-        ON CONFLICT (ns, thread_id, checkpoint_id, task_id, kind, wkey) DO UPDATE SET value = excluded.value""",
-    "del_writes_of": "DELETE FROM {P}writes WHERE ns = ? AND thread_id = ? AND checkpoint_id = ?",
-    "exists": "SELECT 1 FROM {P}checkpoints WHERE ns = ? AND thread_id = ? AND id = ?",
-    "body_of": "SELECT body FROM {P}checkpoints WHERE ns = ? AND thread_id = ? AND id = ?",
-    "head": """SELECT id, parent_id, step, created_at, metadata, body FROM {P}checkpoints
-        WHERE ns = ? AND thread_id = ? ORDER BY id DESC LIMIT 1""",
-    "one": """SELECT id, parent_id, step, created_at, metadata, body FROM {P}checkpoints
-        WHERE ns = ? AND thread_id = ? AND id = ?""",
-    "writes_of": """SELECT task_id, kind, wkey, value FROM {P}writes
-        WHERE ns = ? AND thread_id = ? AND checkpoint_id = ? ORDER BY seq""",
-    # The lineage walk: one recursive query. ``depth`` bounds it by the limit, and by the
-    # thread's size so that foreign data with a parent cycle cannot make it run forever.
-    "lineage": """WITH RECURSIVE lin (id, parent_id, step, created_at, metadata, body, depth) AS (
-            SELECT id, parent_id, step, created_at, metadata, body, 0 FROM {P}checkpoints
-            WHERE ns = ? AND thread_id = ? AND id = {start}
-          UNION ALL
-            SELECT c.id, c.parent_id, c.step, c.created_at, c.metadata, c.body, lin.depth + 1
-            FROM lin JOIN {P}checkpoints c ON c.ns = ? AND c.thread_id = ? AND c.id = lin.parent_id
-            WHERE lin.depth + 1 < ?
-              AND lin.depth < (SELECT count(*) FROM {P}checkpoints WHERE ns = ? AND thread_id = ?)
-        )
-        SELECT id, parent_id, step, created_at, metadata, body FROM lin ORDER BY depth""",
-    # The blob chains of a set of (channel, blob id) keys, bases included: one recursive
-    # query on keys only (UNION shares the chains of several checkpoints), then the data.
-    "blobs": """WITH RECURSIVE need (channel, id) AS (
-            {keys}
-          UNION
-            SELECT b.channel, b.base_id FROM need JOIN {P}blobs b
-              ON b.ns = ? AND b.thread_id = ? AND b.channel = need.channel AND b.id = need.id
-            WHERE b.base_id IS NOT NULL
-        )
-        SELECT need.channel, need.id, b.base_id, b.data FROM need LEFT JOIN {P}blobs b
-          ON b.ns = ? AND b.thread_id = ? AND b.channel = need.channel AND b.id = need.id""",
-    "threads": """SELECT c.ns, c.thread_id, c.id, c.step, c.created_at, c.source, g.n
-        FROM (SELECT ns, thread_id, max(id) AS head, count(*) AS n FROM {P}checkpoints {where}
-              GROUP BY ns, thread_id) g
-        JOIN {P}checkpoints c ON c.ns = g.ns AND c.thread_id = g.thread_id AND c.id = g.head
-        ORDER BY c.id DESC""",
-    "del_cps": "DELETE FROM {P}checkpoints WHERE ns = ? AND thread_id = ?",
-    "del_blobs": "DELETE FROM {P}blobs WHERE ns = ? AND thread_id = ?",
-    "del_writes": "DELETE FROM {P}writes WHERE ns = ? AND thread_id = ?",
-    "tree": "SELECT id, parent_id, body FROM {P}checkpoints WHERE ns = ? AND thread_id = ?",
-    "blob_keys": "SELECT channel, id, base_id FROM {P}blobs WHERE ns = ? AND thread_id = ?",
-    "del_cp": "DELETE FROM {P}checkpoints WHERE ns = ? AND thread_id = ? AND id = ?",
-    "del_blob": "DELETE FROM {P}blobs WHERE ns = ? AND thread_id = ? AND channel = ? AND id = ?",
-    "reroot": "UPDATE {P}checkpoints SET parent_id = NULL WHERE ns = ? AND thread_id = ? AND id = ?",
-    # A lease is taken in one statement: insert, or take over when the holder is the same
-    # owner or its lease has expired. No row back means another owner holds it.
-    "lease": """INSERT INTO {P}leases AS l (ns, thread_id, owner, expires_at) VALUES (?, ?, ?, {now} + ?)
-        ON CONFLICT (ns, thread_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
-        WHERE l.owner = excluded.owner OR l.expires_at <= {now}
-        RETURNING owner""",
-    "lease_holder": "SELECT owner, expires_at - {now} FROM {P}leases WHERE ns = ? AND thread_id = ?",
-    "release": "DELETE FROM {P}leases WHERE ns = ? AND thread_id = ? AND owner = ?",
-}
 
 _CACHE_THREADS = 4096
 _NO_LIMIT = 2**62
@@ -169,6 +64,9 @@ class Dialect:
     table_exists_param: Callable[[str], str]
     text_holds_nul: bool = True
     """False when text columns cannot store NUL (PostgreSQL): such ids are refused."""
+    lateral: bool = False
+    """Whether the recursive reads look rows up through LATERAL subqueries (see
+    :func:`~plait.checkpoint._sql_schema.joins`)."""
     small_table: str = ""
     """Appended to CREATE TABLE of tables with small rows (SQLite: `` WITHOUT ROWID``, which
     keeps such a table in one b-tree instead of a table and its primary-key index)."""
@@ -203,6 +101,14 @@ class _Head:
 _Key = tuple[str, str]
 
 
+class _StaleCache(Exception):
+    """Internal: the cached parent of a commit is gone from the database (see ``ins_cp_checked``)."""
+
+    def __init__(self, key: _Key) -> None:
+        super().__init__(key)
+        self.key = key
+
+
 class SqlCore:
     """Shared SQL logic over a cursor, plus the per-thread cache of the last checkpoint written."""
 
@@ -218,8 +124,9 @@ class SqlCore:
             "small_table": dialect.small_table,
         }
         fmt |= {"now": dialect.now, "keys": dialect.keys, "where": "{where}", "start": "{start}"}
-        self._sql = {k: self._q(v.format(**fmt)) for k, v in _SQL.items()}
-        self._migrations = {v: tuple(self._q(s.format(**fmt)) for s in stmts) for v, stmts in _MIGRATIONS.items()}
+        fmt |= {k: v.replace("{P}", dialect.prefix) for k, v in joins(lateral=dialect.lateral).items()}
+        self._sql = {k: self._q(v.format(**fmt)) for k, v in STATEMENTS.items()}
+        self._migrations = {v: tuple(self._q(s.format(**fmt)) for s in stmts) for v, stmts in MIGRATIONS.items()}
         self._cache: OrderedDict[_Key, _Head] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -282,17 +189,26 @@ class SqlCore:
             Per request: None when it is durable, else the exception that refused it.
         """
 
-        def run(batch: Sequence[CommitRequest]) -> Callable[[Cursor], dict[_Key, _Head]]:
+        def run(batch: Sequence[CommitRequest], use_cache: bool) -> Callable[[Cursor], dict[_Key, _Head]]:
             def apply_all(cur: Cursor) -> dict[_Key, _Head]:
                 staging: dict[_Key, _Head] = {}  # fresh on every attempt
                 for request in batch:
-                    self._apply(cur, request, staging)
+                    self._apply(cur, request, staging, use_cache)
                 return staging
 
             return apply_all
 
+        def store(batch: Sequence[CommitRequest]) -> None:
+            try:
+                self._publish(transaction(run(batch, True)))
+            except _StaleCache as stale:
+                # Another process deleted a parent this process had cached: forget it and
+                # store the batch again from what the database holds (rolled back, so safe).
+                self.forget(*stale.key)
+                self._publish(transaction(run(batch, False)))
+
         try:
-            self._publish(transaction(run(requests)))
+            store(requests)
             return [None] * len(requests)
         except Exception as exc:
             if len(requests) == 1:
@@ -300,7 +216,7 @@ class SqlCore:
         results: list[Exception | None] = []
         for request in requests:
             try:
-                self._publish(transaction(run([request])))
+                store([request])
             except Exception as exc:
                 results.append(exc)
             else:
@@ -360,83 +276,67 @@ class SqlCore:
             while len(self._cache) > _CACHE_THREADS:
                 self._cache.popitem(last=False)
 
-    def _apply(self, cur: Cursor, request: CommitRequest, staging: dict[_Key, _Head]) -> None:
+    def _apply(self, cur: Cursor, request: CommitRequest, staging: dict[_Key, _Head], use_cache: bool) -> None:
         sql = self._sql
         for batch in request.writes:
             if batch.writes:
-                cur.executemany(
-                    sql["ins_write"],
-                    [
-                        (
-                            batch.namespace,
-                            batch.thread_id,
-                            batch.checkpoint_id,
-                            w.task_id,
-                            w.kind,
-                            w.key,
-                            encode_json(w.value),
-                        )
-                        for w in batch.writes
-                    ],
-                )
+                ns, tid, cid = batch.namespace, batch.thread_id, batch.checkpoint_id
+                rows = [(ns, tid, cid, w.task_id, w.kind, w.key, encode_json(w.value)) for w in batch.writes]
+                cur.executemany(sql["ins_write"], rows)
         for cw in request.checkpoints:
             cp = cw.checkpoint
-            key = (cp.namespace, cp.thread_id)
-            base = self._base_of(cur, cp, staging.get(key) or self._cached(key))
-            head = _Head(cp.id)
-            rows = []
+            ns, tid, parent_id = cp.namespace, cp.thread_id, cp.parent_id
+            key = (ns, tid)
+            staged = staging.get(key)
+            cached = staged if staged is not None else self._cached(key) if use_cache else None
+            hit = parent_id is not None and cached is not None and cached.id == parent_id
+            # A head staged in this transaction was written by it; one from the cache may be stale.
+            check = hit and staged is None
+            base = cached.chans if hit and cached is not None else self._base_from_body(cur, cp)
+            chans: dict[str, _Chan] = {}
+            blobs: list[tuple[str, str, str, str, str | None, bytes]] = []
+            changed = cw.changed
             for ch, value in cp.values.items():
                 prev = base.get(ch)
-                if prev is not None and ch not in cw.changed:
-                    head.chans[ch] = _Chan(prev.blob, value, prev.chain)
+                if prev is not None and ch not in changed:
+                    chans[ch] = _Chan(prev.blob, value, prev.chain)
                     continue
                 if prev is not None and prev.chain is not None:
                     data, is_delta, chain = delta.encode(value, prev.value, prev.chain)
                 else:
                     data, is_delta, chain = delta.encode(value)
-                base_id = prev.blob if is_delta and prev is not None else None
-                rows.append((cp.namespace, cp.thread_id, ch, cp.id, base_id, data))
-                head.chans[ch] = _Chan(cp.id, value, chain)
-            body = encode_body(cp, blobs={ch: c.blob for ch, c in head.chans.items()})
-            source = str(cp.metadata.get("source", "")).replace("\x00", "\ufffd")  # text columns refuse NUL
-            cur.execute(
-                sql["ins_cp"],
-                (
-                    cp.namespace,
-                    cp.thread_id,
-                    cp.id,
-                    cp.parent_id,
-                    cp.step,
-                    cp.created_at,
-                    source if isinstance(source, str) else str(source),
-                    encode_json(cp.metadata),
-                    body,
-                ),
-            )
-            if rows:
-                cur.executemany(sql["ins_blob"], rows)
-            if cw.folds_parent_writes and cp.parent_id is not None:
-                cur.execute(sql["del_writes_of"], (cp.namespace, cp.thread_id, cp.parent_id))
-            staging[key] = head
+                blobs.append((ns, tid, ch, cp.id, prev.blob if is_delta and prev is not None else None, data))
+                chans[ch] = _Chan(cp.id, value, chain)
+            if blobs:
+                cur.executemany(sql["ins_blob"], blobs)
+            if cw.folds_parent_writes and parent_id is not None:
+                cur.execute(sql["del_writes_of"], (ns, tid, parent_id))
+            body = encode_body(cp, blobs={ch: c.blob for ch, c in chans.items()})
+            source = cp.metadata.get("source", "")
+            source = (source if type(source) is str else str(source)).replace("\x00", "\ufffd")  # text refuses NUL
+            params = (ns, tid, cp.id, parent_id, cp.step, cp.created_at, source, encode_json(cp.metadata), body)
+            # The checkpoint row goes last, so that in a Postgres pipeline the check's answer is
+            # the only result waited for before COMMIT.
+            if check:
+                found = cur.execute(sql["ins_cp_checked"], (*params, ns, tid, parent_id)).fetchall()
+                if not found or found[0][0] is None:
+                    raise _StaleCache(key)
+            else:
+                cur.execute(sql["ins_cp"], params)
+            staging[key] = _Head(cp.id, chans)
 
     def _cached(self, key: _Key) -> _Head | None:
         with self._lock:
             return self._cache.get(key)
 
-    def _base_of(self, cur: Cursor, cp: Checkpoint, cached: _Head | None) -> dict[str, _Chan]:
-        """The parent's channels: from the cache when it holds the parent, else from its body.
-
-        A root checkpoint (a new thread, a fork) has none, so its values are stored in full.
+    def _base_from_body(self, cur: Cursor, cp: Checkpoint) -> dict[str, _Chan]:
+        """The parent's channels as its stored body names them (values unknown, so changed
+        channels are stored in full). A root checkpoint (a new thread, a fork), a missing
+        parent or a damaged one has none: its values are stored in full.
         """
         if cp.parent_id is None:
             return {}
-        where = (cp.namespace, cp.thread_id, cp.parent_id)
-        if cached is not None and cached.id == cp.parent_id:
-            # The parent may have been pruned or deleted by another process since.
-            if cur.execute(self._sql["exists"], where).fetchone() is not None:
-                return cached.chans
-            return {}
-        row = cur.execute(self._sql["body_of"], where).fetchone()
+        row = cur.execute(self._sql["body_of"], (cp.namespace, cp.thread_id, cp.parent_id)).fetchone()
         if row is None:
             return {}
         try:
@@ -491,7 +391,8 @@ class SqlCore:
             start_params = (namespace, thread_id, before)
         sql = p.replace("{start}", self._q(start.replace("{P}", self.dialect.prefix)))
         cap = limit if limit is not None and not filter else _NO_LIMIT
-        params = (namespace, thread_id, *start_params, namespace, thread_id, cap, namespace, thread_id)
+        where = (namespace, thread_id)
+        params = (*where, *start_params, *where, cap, *where, *where)
         rows = cur.execute(sql, params).fetchall()
         chosen = []
         seen: set[str] = set()
@@ -504,7 +405,10 @@ class SqlCore:
             chosen.append(row)
             if limit is not None and len(chosen) >= limit:
                 break
-        return self._build(cur, namespace, thread_id, chosen)
+        # When the chosen checkpoints are at least half the thread, their blobs are read by
+        # id range (see _values): at most about as many rows again as needed are read.
+        by_range = bool(chosen) and 2 * len(chosen) >= int(rows[0][6])
+        return self._build(cur, namespace, thread_id, chosen, by_range=by_range)
 
     def list_threads(self, cur: Cursor, namespace: str | None) -> list[ThreadInfo]:
         """Every thread with its head and count, newest head first; never decodes data."""
@@ -535,7 +439,9 @@ class SqlCore:
             raise CheckpointCorruptError(thread_id, cid, "metadata is not a JSON object")
         return meta
 
-    def _build(self, cur: Cursor, namespace: str, thread_id: str, rows: Sequence[Any]) -> list[Checkpoint]:
+    def _build(
+        self, cur: Cursor, namespace: str, thread_id: str, rows: Sequence[Any], *, by_range: bool = False
+    ) -> list[Checkpoint]:
         """Checkpoints from their rows, fetching and replaying all their blobs at once."""
         bodies: list[Body] = []
         keys: set[tuple[str, str]] = set()
@@ -548,24 +454,25 @@ class SqlCore:
                 raise CheckpointCorruptError(thread_id, row[0], "checkpoint body has no blob map")
             bodies.append(body)
             keys.update(body.blobs.items())
-        values = self._values(cur, namespace, thread_id, keys, rows, bodies) if keys else {}
+        values = self._values(cur, namespace, thread_id, keys, rows, bodies, by_range) if keys else {}
         out = []
         for row, body in zip(rows, bodies, strict=True):
-            cid, parent_id, step, created_at, metadata, _ = row
-            assert body.blobs is not None
+            cid = row[0]
+            blobs = body.blobs
+            assert blobs is not None
             out.append(
                 Checkpoint(
                     thread_id=thread_id,
                     namespace=namespace,
                     id=cid,
-                    parent_id=parent_id,
-                    step=int(step),
-                    values=FrozenDict({ch: values[(ch, blob)] for ch, blob in body.blobs.items()}),
+                    parent_id=row[1],
+                    step=int(row[2]),
+                    values=FrozenDict({ch: values[(ch, blob)] for ch, blob in blobs.items()}),
                     versions=body.versions,
                     next_tasks=body.next_tasks,
                     barriers=body.barriers,
-                    metadata=self._metadata(thread_id, cid, metadata),
-                    created_at=float(created_at),
+                    metadata=self._metadata(thread_id, cid, row[4]),
+                    created_at=float(row[3]),
                 )
             )
         return out
@@ -578,16 +485,37 @@ class SqlCore:
         keys: set[tuple[str, str]],
         rows: Sequence[Any],
         bodies: Sequence[Body],
+        by_range: bool,
     ) -> dict[Hashable, Any]:
-        ordered = sorted(keys)
-        params = [*self.dialect.keys_params(ordered), namespace, thread_id, namespace, thread_id]
+        """The values of ``keys``: their blobs and bases fetched, then replayed together.
+
+        By default one recursive query walks the delta chains from the keys. ``by_range``
+        first reads, per channel, every blob between the oldest and newest key (an index
+        range scan, much cheaper per row than a recursive step); the recursive query then
+        fetches only what that missed (the bases older than the range).
+        """
         stored: dict[Hashable, tuple[Hashable | None, bytes]] = {}
+        seeds: Iterable[_Key] = keys
+        if by_range:
+            ranges: dict[str, tuple[str, str]] = {}
+            for ch, blob in keys:
+                lo, hi = ranges.get(ch, (blob, blob))
+                ranges[ch] = (min(lo, blob), max(hi, blob))
+            for ch, (lo, hi) in ranges.items():
+                for channel, blob, base_id, data in cur.execute(
+                    self._sql["blob_range"], (namespace, thread_id, ch, lo, hi)
+                ).fetchall():
+                    stored[(channel, blob)] = (None if base_id is None else (channel, base_id), bytes(data))
+            seeds = cast(set[_Key], delta.unresolved(stored, keys))  # keys of the rows above
         missing: tuple[str, str] | None = None
-        for channel, blob, base_id, data in cur.execute(self._sql["blobs"], params):
-            if data is None:
-                missing = missing or (channel, blob)
-                continue
-            stored[(channel, blob)] = (None if base_id is None else (channel, base_id), bytes(data))
+        if seeds:
+            ordered = sorted(seeds)
+            params = [*self.dialect.keys_params(ordered), namespace, thread_id, namespace, thread_id]
+            for channel, blob, base_id, data in cur.execute(self._sql["blobs"], params).fetchall():
+                if data is None:
+                    missing = missing or (channel, blob)
+                    continue
+                stored[(channel, blob)] = (None if base_id is None else (channel, base_id), bytes(data))
         try:
             return delta.replay(stored, keys)
         except delta.DeltaError as exc:

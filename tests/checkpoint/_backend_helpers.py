@@ -1,0 +1,77 @@
+"""Helpers shared by the SQL backend tests (test_sqlite.py, test_postgres.py).
+
+A plain module, imported as ``_backend_helpers``: this folder has no ``__init__.py``, so
+pytest's default import mode (prepend) puts the folder on ``sys.path`` before importing the
+test modules in it, and mypy resolves it the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from plait._codec import canonical, freeze
+from plait._frozen import FrozenDict, FrozenList
+from plait.checkpoint.base import Checkpoint, CheckpointWrite, Task, new_checkpoint_id
+
+__all__ = ["append_chat", "make", "same"]
+
+
+def make(
+    thread: str,
+    parent: Checkpoint | None,
+    updates: Mapping[str, Any],
+    *,
+    namespace: str = "",
+    metadata: Mapping[str, Any] | None = None,
+    folds: bool = False,
+    next_tasks: Sequence[Task] = (),
+) -> CheckpointWrite:
+    """A checkpoint on ``parent`` (or a root) with ``updates`` applied; ``changed`` = updated keys."""
+    values = dict(parent.values) if parent else {}
+    values.update({k: freeze(v, k) for k, v in updates.items()})
+    step = parent.step + 1 if parent else 0
+    versions = dict(parent.versions) if parent else {}
+    for k in updates:
+        versions[k] = max(versions.values(), default=0) + 1
+    cp = Checkpoint(
+        thread_id=thread,
+        namespace=namespace,
+        id=new_checkpoint_id(parent.id if parent else None),
+        parent_id=parent.id if parent else None,
+        step=step,
+        values=FrozenDict(values),
+        versions=versions,
+        next_tasks=tuple(next_tasks),
+        barriers={"join:c": ("a",)} if step % 2 else {},
+        metadata=dict(metadata) if metadata is not None else {"source": "loop", "step": step},
+        created_at=time.time(),
+    )
+    return CheckpointWrite(
+        checkpoint=cp, changed=frozenset(updates) if parent else frozenset(values), folds_parent_writes=folds
+    )
+
+
+def same(a: Checkpoint | None, b: Checkpoint) -> None:
+    """Read-back equality, in JSON terms (1 and True differ), ignoring pending writes."""
+    assert a is not None
+    for name in ("thread_id", "namespace", "id", "parent_id", "step", "next_tasks", "created_at"):
+        assert getattr(a, name) == getattr(b, name), name
+    for name in ("values", "versions", "metadata"):
+        assert canonical(getattr(a, name)) == canonical(getattr(b, name)), name
+    assert {k: tuple(v) for k, v in a.barriers.items()} == {k: tuple(v) for k, v in b.barriers.items()}
+
+
+async def append_chat(cp: Any, thread: str, steps: int, *, size: int = 1000) -> list[Checkpoint]:
+    """A thread that appends one ~``size``-byte message per step, one commit per step."""
+    written: list[Checkpoint] = []
+    parent: Checkpoint | None = None
+    for i in range(steps):
+        msgs = list(parent.values["messages"]) if parent else []
+        msgs.append(freeze({"id": f"m{i}", "role": "user", "text": f"{i:06d}" + "lorem ipsum " * (size // 12)}, "m"))
+        cw = make(thread, parent, {"messages": FrozenList(msgs), "turn": i}, folds=True)
+        await cp.commit(checkpoints=[cw])
+        parent = cw.checkpoint
+        written.append(parent)
+    return written
