@@ -355,7 +355,9 @@ class SqlCore:
             row = cur.execute(self._sql["one"], (namespace, thread_id, checkpoint_id)).fetchone()
         if row is None:
             return None
-        (cp,) = self._build(cur, namespace, thread_id, [row])
+        cp = self._from_cache(namespace, thread_id, row)
+        if cp is None:
+            (cp,) = self._build(cur, namespace, thread_id, [row])
         pending = []
         for task_id, kind, wkey, value in cur.execute(self._sql["writes_of"], (namespace, thread_id, cp.id)):
             try:
@@ -438,6 +440,34 @@ class SqlCore:
         if not isinstance(meta, dict):
             raise CheckpointCorruptError(thread_id, cid, "metadata is not a JSON object")
         return meta
+
+    def _from_cache(self, namespace: str, thread_id: str, row: Any) -> Checkpoint | None:
+        """The checkpoint of ``row`` without touching its blobs, when it is the one this
+        process last wrote on the thread: a checkpoint never changes once stored, so the
+        values kept for computing deltas are its values (the common read of a thread's head
+        right after a run needs no delta replay)."""
+        head = self._cached((namespace, thread_id))
+        if head is None or head.id != row[0]:
+            return None
+        try:
+            body = decode_body(row[5])
+        except RecordError as exc:
+            raise CheckpointCorruptError(thread_id, row[0], str(exc)) from None
+        if body.blobs is None or set(body.blobs) != set(head.chans):
+            return None
+        return Checkpoint(
+            thread_id=thread_id,
+            namespace=namespace,
+            id=row[0],
+            parent_id=row[1],
+            step=int(row[2]),
+            values=FrozenDict({ch: head.chans[ch].value for ch in body.blobs}),
+            versions=body.versions,
+            next_tasks=body.next_tasks,
+            barriers=body.barriers,
+            metadata=self._metadata(thread_id, row[0], row[4]),
+            created_at=float(row[3]),
+        )
 
     def _build(
         self, cur: Cursor, namespace: str, thread_id: str, rows: Sequence[Any], *, by_range: bool = False
