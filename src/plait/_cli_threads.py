@@ -11,9 +11,9 @@ from typing import Any
 
 from plait._cli_args import resolve_graph
 from plait._cli_output import Out, UsageError
-from plait._frozen import thaw
 from plait._sync import run_sync
-from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, ThreadInfo, WritesBatch, new_checkpoint_id
+from plait.checkpoint.base import Checkpoint, Checkpointer, ThreadInfo
+from plait.checkpoint.fork import fork_checkpoint
 from plait.errors import CheckpointNotFoundError
 from plait.state.diff import StateDiff, diff
 
@@ -211,30 +211,7 @@ def cmd_fork(
 def copy_checkpoint(store: Checkpointer, thread: str, checkpoint: str | None, to: str, namespace: str) -> str:
     """Copy a checkpoint as the root of a new thread, unchanged (no graph needed)."""
     src = _get(store, thread, checkpoint, namespace)
-    meta = {k: v for k, v in thaw(src.metadata).items() if k in ("graph", "reducers")}
-    meta |= {"source": "fork", "step": src.step, "forked_from": {"thread_id": thread, "checkpoint_id": src.id}}
-    cid = new_checkpoint_id()
-    cp = Checkpoint(
-        thread_id=to,
-        namespace=namespace,
-        id=cid,
-        parent_id=None,
-        step=src.step,
-        values=dict(src.values),
-        versions=dict(src.versions),
-        next_tasks=src.next_tasks,
-        barriers=dict(src.barriers),
-        metadata=meta,
-        created_at=time.time(),
-    )
-    writes = [WritesBatch(thread_id=to, namespace=namespace, checkpoint_id=cid, writes=src.pending_writes)]
-    run_sync(
-        store.commit(
-            checkpoints=[CheckpointWrite(checkpoint=cp, changed=frozenset(cp.values))],
-            writes=writes if src.pending_writes else [],
-        )
-    )
-    return cid
+    return run_sync(fork_checkpoint(store, src, to))
 
 
 def cmd_db_stats(store: Checkpointer, db: str, out: Out) -> None:

@@ -444,3 +444,22 @@ def test_resuming_on_a_graph_without_a_channel_that_holds_a_value_is_graph_chang
     g.add_edge(START, "pre").add_edge("pre", "ask").add_edge("ask", "post")
     with pytest.raises(GraphChangedError, match="'topic'"):
         g.compile(saver).invoke(Command(resume="x"), thread_id="t")
+
+
+def test_a_fork_keeps_interrupts_but_not_the_effects_ledger() -> None:
+    """The fork is a new lineage: its task re-runs the effect (new idempotency key); the
+    source, resumed, does not."""
+    charges: list[str] = []
+
+    def pay(state: Any, ctx: Any) -> Any:
+        receipt = ctx.once("charge", lambda: charges.append(ctx.thread_id) or f"r{len(charges)}")
+        answer = interrupt("confirm?")
+        return {"log": [f"{receipt}:{answer}"]}
+
+    app = Graph(schema()).add_node("pay", pay).add_edge(START, "pay").compile(MemoryCheckpointer())
+    app.invoke({}, thread_id="src")
+    app.fork("src", "copy")
+    assert [i.value for i in app.get_state("copy").interrupts] == ["confirm?"]
+    assert app.invoke(Command(resume="yes"), thread_id="src")["log"] == ["r1:yes"]
+    assert app.invoke(Command(resume="no"), thread_id="copy")["log"] == ["r2:no"]
+    assert charges == ["src", "copy"]

@@ -23,6 +23,7 @@ from plait.checkpoint.base import (
     WritesBatch,
     new_checkpoint_id,
 )
+from plait.checkpoint.fork import fork_checkpoint
 from plait.checkpoint.postgres import PostgresCheckpointer
 from plait.checkpoint.sqlite import SqliteCheckpointer
 from plait.engine.loop import Run, RunResult
@@ -460,40 +461,15 @@ class CompiledGraph:
             if changed:
                 state._apply(changed, "fork")
             edited = sorted(changed)
-        cid = new_checkpoint_id()
-        meta: dict[str, Any] = {
-            "source": "fork",
-            "step": src.step,
-            "forked_from": {"thread_id": source_thread, "checkpoint_id": src.id},
-            "graph": self.fingerprint,
-            "reducers": {c.key: c.reducer.spec() for c in self.spec.schema},
-        }
-        if edited:
-            meta["writes"] = {"fork": edited}
-        cp = Checkpoint(
-            thread_id=target_thread,
-            namespace=self.namespace,
-            id=cid,
-            parent_id=None,
-            step=src.step,
-            values=dict(state.values),
-            versions=dict(state.channel_versions),
-            next_tasks=src.next_tasks,
-            barriers=dict(src.barriers),
-            metadata=meta,
-            created_at=time.time(),
+        return await fork_checkpoint(
+            saver,
+            src,
+            target_thread,
+            values=state._values,
+            versions=state._versions,
+            metadata={"graph": self.fingerprint, "reducers": {c.key: c.reducer.spec() for c in self.spec.schema}},
+            edited=edited,
         )
-        # A fork is a new lineage: it keeps finished results, interrupts and resume values,
-        # but not the effects ledger (its tasks have new idempotency keys, so an effect
-        # recorded in the source is not this thread's to skip).
-        carried = tuple(w for w in src.pending_writes if w.kind != "effect")
-        await saver.commit(
-            checkpoints=[CheckpointWrite(checkpoint=cp, changed=frozenset(cp.values))],
-            writes=[WritesBatch(thread_id=target_thread, namespace=self.namespace, checkpoint_id=cid, writes=carried)]
-            if carried
-            else [],
-        )
-        return cid
 
     def fork(
         self, source_thread: str, target_thread: str, *, checkpoint_id: str | None = None, edits: Any = None

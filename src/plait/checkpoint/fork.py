@@ -1,0 +1,67 @@
+"""Forking: a checkpoint copied as the root of another thread.
+
+One implementation for every caller (``CompiledGraph.fork`` folds edits through the graph's
+reducers first; ``plait fork`` without edits needs no graph at all), so a fork means the
+same thing everywhere.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, WritesBatch, new_checkpoint_id
+
+__all__ = ["fork_checkpoint"]
+
+
+async def fork_checkpoint(
+    saver: Checkpointer,
+    src: Checkpoint,
+    target_thread: str,
+    *,
+    values: Mapping[str, Any] | None = None,
+    versions: Mapping[str, int] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    edited: Sequence[str] = (),
+) -> str:
+    """Store ``src`` (with ``values``/``versions`` in place of its own, when given) as a new
+    root checkpoint (no parent, source ``fork``) of ``target_thread``; return its id.
+
+    The source is never modified. The fork keeps the source's next tasks, join barriers,
+    finished results, interrupts and resume values, but not its effects ledger: the fork's
+    tasks get new idempotency keys, so an effect recorded for the source is not the fork's
+    to skip.
+    """
+    cid = new_checkpoint_id()
+    meta: dict[str, Any] = {
+        **{k: v for k, v in src.metadata.items() if k in ("graph", "reducers")},
+        **(metadata or {}),
+        "source": "fork",
+        "step": src.step,
+        "forked_from": {"thread_id": src.thread_id, "checkpoint_id": src.id},
+    }
+    if edited:
+        meta["writes"] = {"fork": list(edited)}
+    cp = Checkpoint(
+        thread_id=target_thread,
+        namespace=src.namespace,
+        id=cid,
+        parent_id=None,
+        step=src.step,
+        values=dict(src.values if values is None else values),
+        versions=dict(src.versions if versions is None else versions),
+        next_tasks=src.next_tasks,
+        barriers=dict(src.barriers),
+        metadata=meta,
+        created_at=time.time(),
+    )
+    carried = tuple(w for w in src.pending_writes if w.kind != "effect")
+    await saver.commit(
+        checkpoints=[CheckpointWrite(checkpoint=cp, changed=frozenset(cp.values))],
+        writes=[WritesBatch(thread_id=target_thread, namespace=src.namespace, checkpoint_id=cid, writes=carried)]
+        if carried
+        else [],
+    )
+    return cid
