@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
-__all__ = ["FILTER_KEY", "check_filter", "keep_set", "matches"]
+T = TypeVar("T")
+
+__all__ = ["FILTER_KEY", "check_filter", "keep_set", "matches", "walk_lineage"]
 
 FILTER_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
@@ -47,3 +49,33 @@ def keep_set(parents: Mapping[str, str | None], keep_last: int) -> set[str]:
             cursor = parents[cursor]
             n += 1
     return keep
+
+
+def walk_lineage(
+    items: Mapping[str, T],
+    *,
+    before: str | None,
+    limit: int | None,
+    filter: Mapping[str, Any] | None,
+    parent_of: Callable[[T], str | None],
+    metadata_of: Callable[[T], Mapping[str, Any]],
+) -> list[T]:
+    """The ``history`` walk over a thread held in memory, newest first: from the head (the
+    greatest id) or from the parent of ``before``, through parent ids, keeping the items
+    whose metadata matches ``filter``, at most ``limit``."""
+    if not items:
+        return []
+    if before is not None:
+        start = items.get(before)
+        cursor = parent_of(start) if start is not None else None
+    else:
+        cursor = max(items)
+    out: list[T] = []
+    while cursor is not None and (limit is None or len(out) < limit):
+        item = items.get(cursor)
+        if item is None:
+            break
+        if matches(metadata_of(item), filter):
+            out.append(item)
+        cursor = parent_of(item)
+    return out

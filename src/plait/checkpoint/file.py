@@ -56,7 +56,7 @@ from typing import Any
 import orjson
 
 from plait.checkpoint import delta
-from plait.checkpoint._common import check_filter, keep_set, matches
+from plait.checkpoint._common import check_filter, keep_set, walk_lineage
 from plait.checkpoint._file_format import FORMAT as FORMAT  # noqa: PLC0414 - re-exported, as before the split
 from plait.checkpoint._file_format import (
     Corrupt,
@@ -243,20 +243,14 @@ class FileCheckpointer(Checkpointer):
             state, path = self._read(key)
             if state is None or not state.records:
                 return []
-            records = state.records
-            if before is not None:
-                start = records.get(before)
-                cursor = start.parent_id if start else None
-            else:
-                cursor = max(records)
-            chosen: list[Rec] = []
-            while cursor is not None and (limit is None or len(chosen) < limit):
-                rec = records.get(cursor)
-                if rec is None:
-                    break
-                if matches(rec.metadata, flt):
-                    chosen.append(rec)
-                cursor = rec.parent_id
+            chosen = walk_lineage(
+                state.records,
+                before=before,
+                limit=limit,
+                filter=flt,
+                parent_of=lambda rec: rec.parent_id,
+                metadata_of=lambda rec: rec.metadata,
+            )
             try:
                 for rec in reversed(chosen):  # oldest first: each builds on its memoised parent
                     checkpoint_values(state, rec.id)

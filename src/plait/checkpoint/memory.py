@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from plait.checkpoint._common import check_filter, keep_set, matches
+from plait.checkpoint._common import check_filter, keep_set, walk_lineage
 from plait.checkpoint.base import (
     Checkpoint,
     Checkpointer,
@@ -73,23 +73,15 @@ class MemoryCheckpointer(Checkpointer):
         filter: Mapping[str, Any] | None = None,
     ) -> list[Checkpoint]:
         check_filter(filter)
-        thread = self._checkpoints.get((namespace, thread_id))
-        if not thread:
-            return []
-        if before is not None:
-            start = thread.get(before)
-            cursor = start.parent_id if start else None
-        else:
-            cursor = max(thread)
-        out: list[Checkpoint] = []
-        while cursor is not None and (limit is None or len(out) < limit):
-            cp = thread.get(cursor)
-            if cp is None:
-                break
-            if matches(cp.metadata, filter):
-                out.append(cp)
-            cursor = cp.parent_id
-        return out
+        thread = self._checkpoints.get((namespace, thread_id)) or {}
+        return walk_lineage(
+            thread,
+            before=before,
+            limit=limit,
+            filter=filter,
+            parent_of=lambda cp: cp.parent_id,
+            metadata_of=lambda cp: cp.metadata,
+        )
 
     async def list_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
         infos = []
