@@ -15,6 +15,7 @@ EXPECTED = sorted(
         "Checkpointer",
         "Command",
         "CompiledGraph",
+        "ConcurrentUpdateError",
         "ConcurrentWriteError",
         "CustomEvent",
         "Dag",

@@ -31,6 +31,7 @@ The tree::
         ├── CheckpointNotFoundError  a thread or checkpoint id that is not stored
         ├── CheckpointCorruptError   stored data that cannot be read back
         ├── ThreadBusyError          another run holds the thread's lease
+        ├── ConcurrentUpdateError    the thread moved on between reading it and committing
         └── StoreVersionError        a database schema this version of plait does not know
 
 The signal raised by :func:`plait.interrupt` is deliberately *not* here: it derives from
@@ -47,6 +48,7 @@ __all__ = [
     "CheckpointCorruptError",
     "CheckpointError",
     "CheckpointNotFoundError",
+    "ConcurrentUpdateError",
     "ConcurrentWriteError",
     "GraphChangedError",
     "GraphError",
@@ -345,6 +347,27 @@ class ThreadBusyError(CheckpointError):
         super().__init__(
             f"thread {thread_id!r} is being run by {owner} (lease expires in {expires_in:.1f}s "
             "unless renewed). Wait for that run to finish, or use another thread_id."
+        )
+
+
+class ConcurrentUpdateError(CheckpointError):
+    """A fenced commit expected the thread's head to be one checkpoint and found another.
+
+    Raised instead of storing a checkpoint built on a head that is no longer the newest
+    (another update or fork committed in between), which would leave the other write on a
+    side branch, out of the thread's lineage. Nothing was stored; read the thread again and
+    redo the update (``update_state`` does so itself a few times before raising this).
+    """
+
+    def __init__(self, thread_id: str, expected: str | None, found: str | None) -> None:
+        self.thread_id = thread_id
+        self.expected = expected
+        self.found = found
+        want = f"head {expected!r}" if expected is not None else "no checkpoint yet (a new thread)"
+        got = f"head {found!r}" if found is not None else "no checkpoint"
+        super().__init__(
+            f"thread {thread_id!r} changed while this write was prepared: it expected {want} and found {got}, "
+            "so nothing was stored. Read the thread again and retry, or write to a new thread id."
         )
 
 

@@ -13,6 +13,7 @@ import pytest
 from _backend_helpers import append_chat, make, same
 
 from plait._codec import canonical
+from plait.checkpoint._sql_schema import SCHEMA_VERSION
 from plait.checkpoint.base import Checkpoint, PendingWrite, WritesBatch
 from plait.errors import CheckpointCorruptError, CheckpointError, StoreVersionError, ThreadBusyError
 
@@ -68,7 +69,7 @@ def test_setup_sync_creates_the_schema_and_tables(postgres_dsn: str, postgres_sc
     cp = postgres.PostgresCheckpointer(postgres_dsn, schema=schema)
     try:
         assert cp.setup_sync() == 0
-        assert cp.setup_sync() == 1
+        assert cp.setup_sync() == SCHEMA_VERSION
         tables = {r[0] for r in sql(postgres_dsn, "SELECT tablename FROM pg_tables WHERE schemaname = %s", schema)}
         assert {"plait_checkpoints", "plait_blobs", "plait_writes", "plait_leases", "plait_migrations"} <= tables
     finally:
@@ -335,3 +336,38 @@ def test_a_lease_leaves_the_pooled_connection_as_it_was(store: tuple[str, str]) 
         assert sql(dsn, f'SELECT owner FROM "{schema}".plait_leases') == [("other",)]
     finally:
         pool.close()
+
+
+def test_a_version_1_store_is_upgraded_to_fenced_commits(store: tuple[str, str]) -> None:
+    """Version 2 adds the fence() function; a store set up by the previous plait is refused
+    until migrated, then fences work on it (refusals map to plait's errors)."""
+    dsn, schema = store
+    from plait.checkpoint.base import Fence
+    from plait.errors import ConcurrentUpdateError
+
+    first = postgres.PostgresCheckpointer(dsn, schema=schema)
+    first.setup_sync()
+    first.close()
+    sql(dsn, f'DROP FUNCTION "{schema}".plait_fence')  # what version 1 had: no function
+    sql(dsn, f'DELETE FROM "{schema}".plait_migrations WHERE version = 2')
+
+    async def go() -> None:
+        cp = postgres.PostgresCheckpointer(dsn, schema=schema)
+        with pytest.raises(StoreVersionError) as info:
+            await cp.get("t")
+        assert (info.value.found, info.value.known) == (1, SCHEMA_VERSION)
+        assert cp.setup_sync() == 1
+        root = make("t", None, {"a": 1})
+        await cp.commit(checkpoints=[root], fence=Fence(owner="u", expect_head=None))
+        with pytest.raises(ConcurrentUpdateError) as refused:
+            await cp.commit(checkpoints=[make("t", None, {"a": 2})], fence=Fence(owner="u", expect_head=None))
+        assert (refused.value.expected, refused.value.found) == (None, root.checkpoint.id)
+        await cp.acquire_lease("t", "run", ttl=600)
+        with pytest.raises(ThreadBusyError) as busy:
+            await cp.commit(checkpoints=[make("t", root.checkpoint, {"a": 3})], fence=Fence(owner="u"))
+        assert busy.value.owner == "run" and 0 < busy.value.expires_in <= 600
+        head = await cp.get("t")
+        assert head is not None and head.id == root.checkpoint.id
+        await cp.aclose()
+
+    run(go())

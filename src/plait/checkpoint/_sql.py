@@ -26,8 +26,22 @@ from plait.checkpoint import delta
 from plait.checkpoint._common import check_filter, keep_set, matches
 from plait.checkpoint._records import Body, RecordError, decode_body, decode_json, encode_body, encode_json
 from plait.checkpoint._sql_schema import MIGRATIONS, SCHEMA_VERSION, STATEMENTS, joins
-from plait.checkpoint.base import Checkpoint, CheckpointWrite, PendingWrite, ThreadInfo, WritesBatch
-from plait.errors import CheckpointCorruptError, CheckpointError, StoreVersionError, ThreadBusyError
+from plait.checkpoint.base import (
+    Checkpoint,
+    CheckpointWrite,
+    Fence,
+    PendingWrite,
+    ThreadInfo,
+    WritesBatch,
+    fence_targets,
+)
+from plait.errors import (
+    CheckpointCorruptError,
+    CheckpointError,
+    ConcurrentUpdateError,
+    StoreVersionError,
+    ThreadBusyError,
+)
 
 __all__ = ["SCHEMA_VERSION", "CommitRequest", "Cursor", "Dialect", "SqlCore"]
 
@@ -70,6 +84,15 @@ class Dialect:
     small_table: str = ""
     """Appended to CREATE TABLE of tables with small rows (SQLite: `` WITHOUT ROWID``, which
     keeps such a table in one b-tree instead of a table and its primary-key index)."""
+    migrations: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    """Statements only this engine runs, after the shared ones of the same version."""
+    server_fence: bool = False
+    """Whether a fence is checked by the ``{P}fence()`` function, which raises server-side
+    (PostgreSQL: no result to wait for in a pipeline), instead of by SELECTs read here."""
+    thread_lock: str = ""
+    """A statement locking one thread (``ns``, ``thread_id``) until the transaction ends,
+    run before a lease is taken (see ``PG_THREAD_LOCK``); empty when write transactions
+    are serialized anyway (SQLite)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,6 +101,7 @@ class CommitRequest:
 
     checkpoints: Sequence[CheckpointWrite]
     writes: Sequence[WritesBatch]
+    fence: Fence | None = None
 
 
 @dataclass(slots=True)
@@ -126,7 +150,11 @@ class SqlCore:
         fmt |= {"now": dialect.now, "keys": dialect.keys, "where": "{where}", "start": "{start}"}
         fmt |= {k: v.replace("{P}", dialect.prefix) for k, v in joins(lateral=dialect.lateral).items()}
         self._sql = {k: self._q(v.format(**fmt)) for k, v in STATEMENTS.items()}
-        self._migrations = {v: tuple(self._q(s.format(**fmt)) for s in stmts) for v, stmts in MIGRATIONS.items()}
+        self._migrations = {
+            v: tuple(self._q(s.format(**fmt)) for s in (*MIGRATIONS.get(v, ()), *dialect.migrations.get(v, ())))
+            for v in {*MIGRATIONS, *dialect.migrations}
+        }
+        self._thread_lock = self._q(dialect.thread_lock)
         self._cache: OrderedDict[_Key, _Head] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -185,42 +213,51 @@ class SqlCore:
         the group fails, each commit is retried alone, so one bad commit does not sink the
         others; each stays all-or-nothing.
 
+        A commit whose fence refuses it (checked by SELECTs, before it writes anything) is
+        skipped inside the group and fails alone, without sinking or redoing the others;
+        a fence checked server-side aborts the transaction, and the retry one by one then
+        refuses the same commit again (its check reads the same rows).
+
         Returns:
             Per request: None when it is durable, else the exception that refused it.
         """
 
-        def run(batch: Sequence[CommitRequest], use_cache: bool) -> Callable[[Cursor], dict[_Key, _Head]]:
-            def apply_all(cur: Cursor) -> dict[_Key, _Head]:
+        def run(
+            batch: Sequence[CommitRequest], use_cache: bool
+        ) -> Callable[[Cursor], tuple[dict[_Key, _Head], list[Exception | None]]]:
+            def apply_all(cur: Cursor) -> tuple[dict[_Key, _Head], list[Exception | None]]:
                 staging: dict[_Key, _Head] = {}  # fresh on every attempt
+                refused: list[Exception | None] = []
                 for request in batch:
-                    self._apply(cur, request, staging, use_cache)
-                return staging
+                    refused.append(self._apply(cur, request, staging, use_cache))
+                return staging, refused
 
             return apply_all
 
-        def store(batch: Sequence[CommitRequest]) -> None:
+        def store(batch: Sequence[CommitRequest]) -> list[Exception | None]:
             try:
-                self._publish(transaction(run(batch, True)))
+                staging, refused = transaction(run(batch, True))
             except _StaleCache as stale:
                 # Another process deleted a parent this process had cached: forget it and
                 # store the batch again from what the database holds (rolled back, so safe).
                 self.forget(*stale.key)
-                self._publish(transaction(run(batch, False)))
+                staging, refused = transaction(run(batch, False))
+            self._publish(staging)
+            return cast(list[Exception | None], refused)
 
         try:
-            store(requests)
-            return [None] * len(requests)
+            return store(requests)
         except Exception as exc:
             if len(requests) == 1:
                 return [exc]
         results: list[Exception | None] = []
         for request in requests:
             try:
-                store([request])
+                (refused,) = store([request])
             except Exception as exc:
                 results.append(exc)
             else:
-                results.append(None)
+                results.append(refused)
         return results
 
     def check_request(self, request: CommitRequest) -> None:
@@ -232,7 +269,10 @@ class SqlCore:
 
         Raises:
             CheckpointError: naming the offending text.
+            ValueError: a fence expects a head but the commit stores no checkpoint.
         """
+        if request.fence is not None:
+            fence_targets(request.checkpoints, request.writes, request.fence)  # a misuse fails alone, early
         texts: list[tuple[str, str | None]] = []
         for cw in request.checkpoints:
             cp = cw.checkpoint
@@ -276,8 +316,49 @@ class SqlCore:
             while len(self._cache) > _CACHE_THREADS:
                 self._cache.popitem(last=False)
 
-    def _apply(self, cur: Cursor, request: CommitRequest, staging: dict[_Key, _Head], use_cache: bool) -> None:
+    def _check_fence(self, cur: Cursor, request: CommitRequest, fence: Fence) -> None:
+        """Check ``fence`` in the commit's transaction, before it writes anything.
+
+        With a server-side fence (PostgreSQL) each thread's check is one statement whose
+        answer is never read: a refusal raises in the database, aborts the transaction and
+        comes back as the commit's error (mapped to plait's errors by the dialect module).
+        Otherwise the lease and head are read here, on the database clock as leases are
+        taken, inside the write transaction that holds the lock (SQLite: BEGIN IMMEDIATE).
+
+        Raises:
+            ThreadBusyError: another owner holds an unexpired lease on a thread it touches.
+            ConcurrentUpdateError: the head is not the one the fence expects.
+        """
         sql = self._sql
+        threads, head = fence_targets(request.checkpoints, request.writes, fence)
+        if self.dialect.server_fence:
+            for ns, tid in threads:
+                if head is not None and (ns, tid) == (head.namespace, head.thread_id):
+                    cur.execute(sql["fence"], (ns, tid, fence.owner, True, head.expected, head.own))
+                else:
+                    cur.execute(sql["fence"], (ns, tid, fence.owner, False, None, None))
+            return
+        for ns, tid in threads:
+            held = cur.execute(sql["lease_holder"], (ns, tid)).fetchone()
+            if held is not None and held[0] != fence.owner and float(held[1]) > 0:
+                raise ThreadBusyError(tid, held[0], float(held[1]))
+        if head is not None:
+            found = cur.execute(sql["head_id"], (head.namespace, head.thread_id)).fetchone()
+            found_id = None if found is None else found[0]
+            if not head.holds(found_id):
+                raise ConcurrentUpdateError(head.thread_id, head.expected, found_id)
+
+    def _apply(
+        self, cur: Cursor, request: CommitRequest, staging: dict[_Key, _Head], use_cache: bool
+    ) -> Exception | None:
+        """Write one commit in the caller's transaction; return the error of a fence that
+        refused it (nothing of it written), None when it is written."""
+        sql = self._sql
+        if request.fence is not None:
+            try:
+                self._check_fence(cur, request, request.fence)
+            except (ThreadBusyError, ConcurrentUpdateError) as refused:
+                return refused
         for batch in request.writes:
             if batch.writes:
                 ns, tid, cid = batch.namespace, batch.thread_id, batch.checkpoint_id
@@ -324,6 +405,7 @@ class SqlCore:
             else:
                 cur.execute(sql["ins_cp"], params)
             staging[key] = _Head(cp.id, chans)
+        return None
 
     def _cached(self, key: _Key) -> _Head | None:
         with self._lock:
@@ -613,6 +695,8 @@ class SqlCore:
         Raises:
             ThreadBusyError: another owner holds an unexpired lease.
         """
+        if self._thread_lock:
+            cur.execute(self._thread_lock, (namespace, thread_id))  # see Dialect.thread_lock
         for _ in range(3):
             if cur.execute(self._sql["lease"], (namespace, thread_id, owner, float(ttl))).fetchall():
                 return

@@ -27,9 +27,9 @@ upgrade any older store in place and refuse a newer one.
 
 from __future__ import annotations
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "STATEMENTS", "joins"]
+__all__ = ["MIGRATIONS", "PG_MIGRATIONS", "PG_THREAD_LOCK", "SCHEMA_VERSION", "STATEMENTS", "joins"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The schema version this code reads and writes."""
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -51,7 +51,61 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
             ns TEXT NOT NULL, thread_id TEXT NOT NULL, owner TEXT NOT NULL, expires_at {real} NOT NULL,
             PRIMARY KEY (ns, thread_id)){small_table}""",
     ),
+    # 2: fenced commits. Nothing shared changes: PostgreSQL adds a function (PG_MIGRATIONS),
+    # SQLite checks fences with plain SELECTs and only records the version.
+    2: (),
 }
+
+_PG_LOCK_KEY = 0x706C6169
+"""The first key of the per-thread advisory locks ("plai"); two-key locks live apart from
+the one-key lock that ``setup()`` takes."""
+
+PG_THREAD_LOCK = f"SELECT pg_advisory_xact_lock({_PG_LOCK_KEY}, hashtext(?::text || '/' || ?::text))"
+"""Lock one thread (``ns``, ``thread_id``) until the transaction ends: taken by a lease
+acquisition and by every fence check, so that a fence's reads and the commit it guards are
+one atomic step with respect to leases taken and to other fenced commits of the thread (at
+READ COMMITTED a plain SELECT would let a lease or a head change between the check and the
+COMMIT). A hash collision between two threads only makes them wait for each other."""
+
+PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    # The fence of a commit as one statement that raises server-side, so a pipelined commit
+    # sends it with its other statements and waits for no answer: a refusal aborts the
+    # transaction and surfaces as the commit's error. SQLSTATE PLT01 (leased by another
+    # owner) and PLT02 (another head) carry their facts as JSON in DETAIL. Each query in a
+    # volatile function takes a fresh snapshot, so the reads after the lock see everything
+    # committed before the lock was granted. A head equal to ``f_own`` (the commit's own
+    # newest checkpoint) passes: the commit already landed and is being retried after a
+    # lost connection (see HeadCondition).
+    2: (
+        f"""CREATE OR REPLACE FUNCTION {{P}}fence(
+            f_ns text, f_tid text, f_owner text, f_check_head boolean, f_expect text, f_own text) RETURNS integer
+        LANGUAGE plpgsql VOLATILE AS $fence$
+        DECLARE
+            held_owner text;
+            held_left double precision;
+            found_head text;
+        BEGIN
+            PERFORM pg_advisory_xact_lock({_PG_LOCK_KEY}, hashtext(f_ns || '/' || f_tid));
+            SELECT l.owner, l.expires_at - {{now}} INTO held_owner, held_left
+                FROM {{P}}leases l WHERE l.ns = f_ns AND l.thread_id = f_tid;
+            IF held_owner IS NOT NULL AND held_owner <> f_owner AND held_left > 0 THEN
+                RAISE EXCEPTION USING ERRCODE = 'PLT01', MESSAGE = 'plait fence: the thread is leased by another owner',
+                    DETAIL = json_build_object('thread_id', f_tid, 'owner', held_owner, 'expires_in', held_left)::text;
+            END IF;
+            IF f_check_head THEN
+                SELECT c.id INTO found_head FROM {{P}}checkpoints c WHERE c.ns = f_ns AND c.thread_id = f_tid
+                    ORDER BY c.id DESC LIMIT 1;
+                IF found_head IS DISTINCT FROM f_expect AND found_head IS DISTINCT FROM f_own THEN
+                    RAISE EXCEPTION USING ERRCODE = 'PLT02', MESSAGE = 'plait fence: the thread has another head',
+                        DETAIL = json_build_object('thread_id', f_tid, 'expected', f_expect, 'found', found_head)::text;
+                END IF;
+            END IF;
+            RETURN 1;
+        END
+        $fence$""",
+    ),
+}
+"""Migrations only PostgreSQL runs, appended to the shared ones of the same version."""
 
 STATEMENTS: dict[str, str] = {
     "version": "SELECT max(version) FROM {P}migrations",
@@ -132,6 +186,11 @@ STATEMENTS: dict[str, str] = {
         WHERE l.owner = excluded.owner OR l.expires_at <= {now}
         RETURNING owner""",
     "lease_holder": "SELECT owner, expires_at - {now} FROM {P}leases WHERE ns = ? AND thread_id = ?",
+    # Fences (see Fence): the head a fence compares with, and PostgreSQL's one-statement check.
+    # ORDER BY ... LIMIT 1, not max(): PostgreSQL plans max() over a table without statistics
+    # as a scan of the whole thread; this is one index lookup everywhere.
+    "head_id": "SELECT id FROM {P}checkpoints WHERE ns = ? AND thread_id = ? ORDER BY id DESC LIMIT 1",
+    "fence": "SELECT {P}fence(?::text, ?::text, ?::text, ?::boolean, ?::text, ?::text)",
     "release": "DELETE FROM {P}leases WHERE ns = ? AND thread_id = ? AND owner = ?",
 }
 

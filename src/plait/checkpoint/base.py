@@ -15,29 +15,40 @@ transaction, because they are now folded into the new checkpoint.
 
 The protocol is deliberately small: one ``commit`` for every write (so a backend has one
 transaction path to get right), reads, thread housekeeping, and the lease that keeps one run
-per thread. :func:`plait.testing.check_checkpointer` is its full contract.
+per thread. A lease alone cannot stop a run that lost it (a stalled worker whose lease
+expired and was taken over) from writing, so a commit can carry a :class:`Fence`, checked
+inside the commit's own transaction: the fencing that makes one run per thread hold.
+:func:`plait.testing.check_checkpointer` is its full contract.
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
+import inspect
 import os
 import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal, NamedTuple
 
 __all__ = [
+    "ANY_HEAD",
+    "AnyHead",
     "Checkpoint",
     "CheckpointWrite",
     "Checkpointer",
+    "Fence",
+    "HeadCondition",
     "PendingWrite",
     "Task",
     "ThreadInfo",
     "WriteKind",
     "WritesBatch",
+    "accepts_fence",
+    "fence_targets",
     "new_checkpoint_id",
 ]
 
@@ -148,6 +159,49 @@ class WritesBatch:
     writes: tuple[PendingWrite, ...]
 
 
+class AnyHead(enum.Enum):
+    """The type of :data:`ANY_HEAD`."""
+
+    ANY_HEAD = "any head"
+
+
+ANY_HEAD: Final = AnyHead.ANY_HEAD
+"""``Fence.expect_head`` when the head is not checked (``None`` would mean "no head yet")."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fence:
+    """Conditions a commit must meet, checked atomically with it inside its transaction.
+
+    Why: checking a lease (or a head) in one call and committing in the next leaves a gap
+    in which another worker can take the thread over; a stalled run whose lease expired
+    would then write on top of the new owner's work. Checked inside the commit itself, the
+    conditions and the write are one atomic step, so a run that lost its lease cannot
+    commit, and a one-off write (``update_state``, a fork) needs no lease round trips of
+    its own: it states the head it built on instead, and retries when another write got
+    there first.
+
+    A commit with a fence is refused as a whole, writing nothing:
+
+    * with :class:`~plait.errors.ThreadBusyError` when any thread it touches (through its
+      checkpoints or its writes) has an unexpired lease held by another owner than
+      ``owner``; a lease held by ``owner``, an expired one, or none at all lets it through;
+    * with :class:`~plait.errors.ConcurrentUpdateError` when ``expect_head`` is given and
+      the thread of the commit's first checkpoint does not have that head (its newest
+      checkpoint id; ``None``: the thread must have no checkpoint yet).
+    """
+
+    owner: str
+    """The lease owner the commit acts for: a run's owner, or for a one-off write a fresh
+    name that no lease holds, so that any unexpired lease refuses it."""
+    expect_head: str | AnyHead | None = ANY_HEAD
+    """The head the commit was built on (None: an empty thread); not checked by default."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.owner, str):
+            raise TypeError(f"Fence.owner must be a str, not {type(self.owner).__name__}")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ThreadInfo:
     """A thread as listed by :meth:`Checkpointer.list_threads`."""
@@ -181,11 +235,22 @@ class Checkpointer(ABC):
         """Create or migrate storage. Safe to call more than once."""
 
     @abstractmethod
-    async def commit(self, *, checkpoints: Sequence[CheckpointWrite] = (), writes: Sequence[WritesBatch] = ()) -> None:
+    async def commit(
+        self,
+        *,
+        checkpoints: Sequence[CheckpointWrite] = (),
+        writes: Sequence[WritesBatch] = (),
+        fence: Fence | None = None,
+    ) -> None:
         """Store new checkpoints and pending writes in one atomic transaction.
 
         Checkpoints are applied in order (a later one may have an earlier one as parent);
-        pending writes replace any saved with the same ``(task_id, kind, key)``.
+        pending writes replace any saved with the same ``(task_id, kind, key)``. With a
+        ``fence``, its conditions are checked in the same transaction (see :class:`Fence`).
+
+        Raises:
+            ThreadBusyError: the fence found another owner's unexpired lease.
+            ConcurrentUpdateError: the fence found another head than it expected.
         """
 
     @abstractmethod
@@ -234,6 +299,83 @@ class Checkpointer(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections and files."""
+
+
+_ACCEPTS_FENCE: dict[type[Checkpointer], bool] = {}
+
+
+def accepts_fence(saver: Checkpointer) -> bool:
+    """Whether ``saver.commit`` takes a ``fence``.
+
+    Every plait backend does. A backend written before fencing existed (or a subclass whose
+    ``commit`` override keeps the old signature) does not; the engine then falls back to
+    what it did before (the lease renewer's check before each commit, and a lease taken
+    around a one-off write) instead of failing with a TypeError. Decided once per class.
+    """
+    kind = type(saver)
+    known = _ACCEPTS_FENCE.get(kind)
+    if known is None:
+        try:
+            params = list(inspect.signature(kind.commit).parameters.values())
+        except (TypeError, ValueError):
+            params = []
+        known = any(p.name == "fence" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+        _ACCEPTS_FENCE[kind] = known
+    return known
+
+
+def fence_targets(
+    checkpoints: Sequence[CheckpointWrite], writes: Sequence[WritesBatch], fence: Fence
+) -> tuple[list[tuple[str, str]], HeadCondition | None]:
+    """What a backend checks for ``fence``: every ``(namespace, thread_id)`` the commit
+    touches, sorted (one lock order for every caller, so two fenced commits cannot wait on
+    each other), and the head condition, or None when the head is not checked.
+
+    Raises:
+        ValueError: ``expect_head`` is given but the commit stores no checkpoint.
+    """
+    expected = fence.expect_head
+    if len(checkpoints) == 1 and all(
+        (b.namespace, b.thread_id) == (checkpoints[0].checkpoint.namespace, checkpoints[0].checkpoint.thread_id)
+        for b in writes
+    ):  # the common case (a step, an update, a fork): one thread, one checkpoint
+        cp = checkpoints[0].checkpoint
+        threads = [(cp.namespace, cp.thread_id)]
+        if expected is ANY_HEAD:
+            return threads, None
+        return threads, HeadCondition(cp.namespace, cp.thread_id, expected, cp.id)
+    keys = {(cw.checkpoint.namespace, cw.checkpoint.thread_id) for cw in checkpoints}
+    keys.update((b.namespace, b.thread_id) for b in writes)
+    if expected is ANY_HEAD:
+        return sorted(keys), None
+    if not checkpoints:
+        raise ValueError("Fence.expect_head needs a commit with a checkpoint: it names the head that one builds on")
+    first = checkpoints[0].checkpoint
+    own = max(
+        cw.checkpoint.id
+        for cw in checkpoints
+        if cw.checkpoint.thread_id == first.thread_id and cw.checkpoint.namespace == first.namespace
+    )
+    return sorted(keys), HeadCondition(first.namespace, first.thread_id, expected, own)
+
+
+class HeadCondition(NamedTuple):
+    """The head a fenced commit requires of its first checkpoint's thread.
+
+    ``own`` (the commit's newest checkpoint id on that thread) is accepted as a head too:
+    finding it means this very commit already landed, and a backend retrying a commit whose
+    outcome it could not know (the connection dropped during COMMIT) must not refuse it
+    then, or the caller would redo a write that is already stored.
+    """
+
+    namespace: str
+    thread_id: str
+    expected: str | None
+    own: str
+
+    def holds(self, found: str | None) -> bool:
+        """Whether ``found`` (the thread's current head) satisfies the condition."""
+        return found in (self.expected, self.own)
 
 
 _id_lock = threading.Lock()

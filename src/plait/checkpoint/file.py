@@ -73,8 +73,16 @@ from plait.checkpoint._file_format import (
     writes_record,
 )
 from plait.checkpoint._file_format import file_stem as file_stem  # noqa: PLC0414 - re-exported, tests use it
-from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, ThreadInfo, WritesBatch
-from plait.errors import CheckpointCorruptError, StoreVersionError, ThreadBusyError
+from plait.checkpoint.base import (
+    Checkpoint,
+    Checkpointer,
+    CheckpointWrite,
+    Fence,
+    ThreadInfo,
+    WritesBatch,
+    fence_targets,
+)
+from plait.errors import CheckpointCorruptError, ConcurrentUpdateError, StoreVersionError, ThreadBusyError
 
 __all__ = ["FileCheckpointer"]
 
@@ -101,9 +109,17 @@ class FileCheckpointer(Checkpointer):
     async def setup(self) -> None:
         await asyncio.to_thread(self.folder.mkdir, parents=True, exist_ok=True)
 
-    async def commit(self, *, checkpoints: Sequence[CheckpointWrite] = (), writes: Sequence[WritesBatch] = ()) -> None:
+    async def commit(
+        self,
+        *,
+        checkpoints: Sequence[CheckpointWrite] = (),
+        writes: Sequence[WritesBatch] = (),
+        fence: Fence | None = None,
+    ) -> None:
         if checkpoints or writes:
-            await asyncio.to_thread(self._commit, checkpoints, writes)
+            if fence is not None:
+                fence_targets(checkpoints, writes, fence)  # a misuse fails before any file is touched
+            await asyncio.to_thread(self._commit, checkpoints, writes, fence)
 
     async def get(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
         return await asyncio.to_thread(self._get, (namespace, thread_id), checkpoint_id)
@@ -339,7 +355,9 @@ class FileCheckpointer(Checkpointer):
             finally:
                 os.close(fd)  # closing releases the flock
 
-    def _commit(self, checkpoints: Sequence[CheckpointWrite], writes: Sequence[WritesBatch]) -> None:
+    def _commit(
+        self, checkpoints: Sequence[CheckpointWrite], writes: Sequence[WritesBatch], fence: Fence | None
+    ) -> None:
         groups: dict[Key, tuple[list[WritesBatch], list[CheckpointWrite]]] = {}
         for batch in writes:
             groups.setdefault((batch.namespace, batch.thread_id), ([], []))[0].append(batch)
@@ -352,15 +370,18 @@ class FileCheckpointer(Checkpointer):
                 handle = stack.enter_context(self._locked(key, create=True))
                 assert handle is not None
                 opened[key] = handle
+            if fence is not None:
+                try:
+                    self._check_fence(stack, order, fence, checkpoints, opened)
+                except BaseException:
+                    self._forget_created(order, opened)
+                    raise
             lines: dict[Key, tuple[bytes, dict[Key, tuple[str, Mapping[str, Any], dict[str, delta.Chain]]]]] = {}
             try:
                 for key in order:
                     lines[key] = self._encode(key, opened[key][1], *groups[key])
             except BaseException:
-                for key in order:  # leave no empty file behind for a thread this commit created
-                    if opened[key][2]:
-                        self._path(key).unlink()
-                        self._states.pop(self._path(key), None)
+                self._forget_created(order, opened)
                 raise
             for key in order:
                 fd = opened[key][0]
@@ -369,6 +390,48 @@ class FileCheckpointer(Checkpointer):
                 self._written.update(lines[key][1])
             if len(self._written) > 1024:
                 self._written.clear()
+
+    def _forget_created(self, order: Sequence[Key], opened: Mapping[Key, tuple[int, State, bool]]) -> None:
+        """Leave no empty file behind for a thread a refused or failed commit created."""
+        for key in order:
+            if opened[key][2]:
+                self._path(key).unlink()
+                self._states.pop(self._path(key), None)
+
+    def _check_fence(
+        self,
+        stack: contextlib.ExitStack,
+        order: Sequence[Key],
+        fence: Fence,
+        checkpoints: Sequence[CheckpointWrite],
+        opened: Mapping[Key, tuple[int, State, bool]],
+    ) -> None:
+        """Check ``fence`` while every thread file of the commit is locked.
+
+        The lease files are locked too, and stay locked until the commit is written (the
+        ``stack`` releases them with the thread files), so a lease cannot be taken between
+        the check and the write; lease changes lock only the lease file, so waiting for it
+        while holding thread files cannot deadlock.
+
+        Raises:
+            ThreadBusyError: another owner holds an unexpired lease on a thread of the commit.
+            ConcurrentUpdateError: the head is not the one the fence expects.
+        """
+        threads, head = fence_targets(checkpoints, [], fence)
+        del threads  # the commit's threads are ``order``: writes included
+        now = time.time()
+        for key in order:
+            fd = os.open(self._path(key, ".lease"), os.O_RDWR | os.O_CREAT, 0o644)
+            stack.callback(os.close, fd)  # closing releases the flock
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            held = _read_lease(fd)
+            if held is not None and held[0] != fence.owner and held[1] > now:
+                raise ThreadBusyError(key[1], held[0], held[1] - now)
+        if head is not None:
+            records = opened[(head.namespace, head.thread_id)][1].records
+            found = max(records) if records else None
+            if not head.holds(found):
+                raise ConcurrentUpdateError(head.thread_id, head.expected, found)
 
     def _encode(
         self, key: Key, state: State, batches: list[WritesBatch], cws: list[CheckpointWrite]
@@ -466,12 +529,7 @@ class FileCheckpointer(Checkpointer):
         fd = os.open(self._path(key, ".lease"), os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            raw = os.pread(fd, 1 << 20, 0)
-            held: tuple[str, float] | None = None
-            with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-                data = orjson.loads(raw) if raw else None
-                if data is not None:
-                    held = (str(data["o"]), float(data["e"]))
+            held = _read_lease(fd)
             now = time.time()
             if ttl is None:
                 if held is not None and held[0] == owner:
@@ -484,6 +542,17 @@ class FileCheckpointer(Checkpointer):
             os.pwrite(fd, body, 0)
         finally:
             os.close(fd)
+
+
+def _read_lease(fd: int) -> tuple[str, float] | None:
+    """The ``(owner, expiry)`` stored in a lease file; None when it is empty or unreadable
+    (a lease is run coordination: a damaged one counts as no lease)."""
+    raw = os.pread(fd, 1 << 20, 0)
+    with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        data = orjson.loads(raw) if raw else None
+        if data is not None:
+            return (str(data["o"]), float(data["e"]))
+    return None
 
 
 def _write_all(fd: int, data: bytes) -> None:

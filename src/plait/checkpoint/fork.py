@@ -3,17 +3,37 @@
 One implementation for every caller (``CompiledGraph.fork`` folds edits through the graph's
 reducers first; ``plait fork`` without edits needs no graph at all), so a fork means the
 same thing everywhere.
+
+A fork creates a thread: the target must have no checkpoint yet. The commit is fenced
+(``expect_head=None``), so this holds atomically even against a concurrent fork or run into
+the same target; a thread that already exists is refused with
+:class:`~plait.errors.ConcurrentUpdateError` and nothing is stored. (Before fences, a fork
+into an existing thread added a second, unrelated root to it, whose newest checkpoint then
+silently became the thread's head.)
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, WritesBatch, new_checkpoint_id
+from plait.checkpoint.base import (
+    Checkpoint,
+    Checkpointer,
+    CheckpointWrite,
+    Fence,
+    WritesBatch,
+    accepts_fence,
+    new_checkpoint_id,
+)
 
 __all__ = ["fork_checkpoint"]
+
+_FORK_OWNER = f"fork:{uuid.uuid4().hex}"
+"""The fence owner of a fork: a name no lease is ever taken under (one per process), so any
+run's unexpired lease on the target refuses the fork."""
 
 
 async def fork_checkpoint(
@@ -33,6 +53,10 @@ async def fork_checkpoint(
     finished results, interrupts and resume values, but not its effects ledger: the fork's
     tasks get new idempotency keys, so an effect recorded for the source is not the fork's
     to skip.
+
+    Raises:
+        ConcurrentUpdateError: ``target_thread`` already has checkpoints.
+        ThreadBusyError: a run holds ``target_thread``.
     """
     cid = new_checkpoint_id()
     meta: dict[str, Any] = {
@@ -58,10 +82,15 @@ async def fork_checkpoint(
         created_at=time.time(),
     )
     carried = tuple(w for w in src.pending_writes if w.kind != "effect")
-    await saver.commit(
-        checkpoints=[CheckpointWrite(checkpoint=cp, changed=frozenset(cp.values))],
-        writes=[WritesBatch(thread_id=target_thread, namespace=src.namespace, checkpoint_id=cid, writes=carried)]
+    checkpoints = [CheckpointWrite(checkpoint=cp, changed=frozenset(cp.values))]
+    writes = (
+        [WritesBatch(thread_id=target_thread, namespace=src.namespace, checkpoint_id=cid, writes=carried)]
         if carried
-        else [],
+        else []
     )
+    if accepts_fence(saver):
+        fence = Fence(owner=_FORK_OWNER, expect_head=None)
+        await saver.commit(checkpoints=checkpoints, writes=writes, fence=fence)
+    else:  # a backend predating fences: no atomic check is possible
+        await saver.commit(checkpoints=checkpoints, writes=writes)
     return cid

@@ -17,11 +17,13 @@ from plait.checkpoint.base import (
     Checkpoint,
     Checkpointer,
     CheckpointWrite,
+    Fence,
     PendingWrite,
     ThreadInfo,
     WritesBatch,
+    fence_targets,
 )
-from plait.errors import ThreadBusyError
+from plait.errors import ConcurrentUpdateError, ThreadBusyError
 
 __all__ = ["MemoryCheckpointer"]
 
@@ -34,11 +36,41 @@ class MemoryCheckpointer(Checkpointer):
     def __init__(self) -> None:
         self._checkpoints: dict[_Thread, dict[str, Checkpoint]] = {}
         self._writes: dict[tuple[str, str, str], dict[tuple[str, str, str], PendingWrite]] = {}
+        self._heads: dict[_Thread, str] = {}
+        """Each thread's newest checkpoint id, kept on commit so that reading or checking a
+        head does not scan the thread (see :meth:`_head`)."""
         self._leases: dict[_Thread, tuple[str, float]] = {}
         self._lease_lock = threading.Lock()  # leases are also renewed from a plain thread
 
-    async def commit(self, *, checkpoints: Sequence[CheckpointWrite] = (), writes: Sequence[WritesBatch] = ()) -> None:
-        # Nothing here awaits, so the whole commit is atomic with respect to other tasks.
+    async def commit(
+        self,
+        *,
+        checkpoints: Sequence[CheckpointWrite] = (),
+        writes: Sequence[WritesBatch] = (),
+        fence: Fence | None = None,
+    ) -> None:
+        # Nothing here awaits, so the whole commit is atomic with respect to other tasks; the
+        # lease lock makes it atomic with lease changes from other threads (the renewer) and
+        # with commits from other event loops, so a fence's check and the write are one step.
+        with self._lease_lock:
+            if fence is not None:
+                self._check_fence(checkpoints, writes, fence)
+            self._store(checkpoints, writes)
+
+    def _check_fence(self, checkpoints: Sequence[CheckpointWrite], writes: Sequence[WritesBatch], fence: Fence) -> None:
+        """Raise when ``fence`` refuses the commit; the caller holds the lease lock."""
+        threads, head = fence_targets(checkpoints, writes, fence)
+        now = time.monotonic()
+        for key in threads:
+            held = self._leases.get(key)
+            if held is not None and held[0] != fence.owner and held[1] > now:
+                raise ThreadBusyError(key[1], held[0], held[1] - now)
+        if head is not None:
+            found = self._head((head.namespace, head.thread_id))
+            if not head.holds(found):
+                raise ConcurrentUpdateError(head.thread_id, head.expected, found)
+
+    def _store(self, checkpoints: Sequence[CheckpointWrite], writes: Sequence[WritesBatch]) -> None:
         for batch in writes:
             slot = self._writes.setdefault((batch.namespace, batch.thread_id, batch.checkpoint_id), {})
             for w in batch.writes:
@@ -48,6 +80,9 @@ class MemoryCheckpointer(Checkpointer):
             key = (cp.namespace, cp.thread_id)
             stored = replace(cp, pending_writes=()) if cp.pending_writes else cp
             self._checkpoints.setdefault(key, {})[cp.id] = stored
+            known = self._heads.get(key)
+            if known is None or cp.id > known:
+                self._heads[key] = cp.id
             if cw.folds_parent_writes and cp.parent_id is not None:
                 self._writes.pop((cp.namespace, cp.thread_id, cp.parent_id), None)
 
@@ -56,12 +91,24 @@ class MemoryCheckpointer(Checkpointer):
         if not thread:
             return None
         if checkpoint_id is None:
-            checkpoint_id = max(thread)
-        cp = thread.get(checkpoint_id)
+            checkpoint_id = self._head((namespace, thread_id))
+        cp = thread.get(checkpoint_id) if checkpoint_id is not None else None
         if cp is None:
             return None
-        pending = self._writes.get((namespace, thread_id, checkpoint_id))
+        pending = self._writes.get((namespace, thread_id, cp.id))
         return replace(cp, pending_writes=tuple(pending.values())) if pending else cp
+
+    def _head(self, key: _Thread) -> str | None:
+        """The thread's newest checkpoint id (None: no checkpoint), from :attr:`_heads` when
+        it is current, else (a prune or delete since, or a subclass that edits the thread
+        directly) by scanning the thread."""
+        thread = self._checkpoints.get(key)
+        if not thread:
+            return None
+        head = self._heads.get(key)
+        if head is None or head not in thread:
+            head = self._heads[key] = max(thread)
+        return head
 
     async def history(
         self,
@@ -105,6 +152,7 @@ class MemoryCheckpointer(Checkpointer):
 
     async def delete_thread(self, thread_id: str, *, namespace: str = "") -> None:
         self._checkpoints.pop((namespace, thread_id), None)
+        self._heads.pop((namespace, thread_id), None)
         for key in [k for k in self._writes if k[0] == namespace and k[1] == thread_id]:
             del self._writes[key]
 
@@ -114,6 +162,7 @@ class MemoryCheckpointer(Checkpointer):
             return 0
         keep = keep_set({cid: cp.parent_id for cid, cp in thread.items()}, keep_last)
         dropped = [cid for cid in thread if cid not in keep]
+        self._heads.pop((namespace, thread_id), None)  # recomputed on the next read
         for cid in dropped:
             del thread[cid]
             self._writes.pop((namespace, thread_id, cid), None)

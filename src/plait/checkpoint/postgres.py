@@ -31,9 +31,12 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import orjson
+
 from plait.checkpoint._sql import CommitRequest, Cursor, Dialect, SqlCore
-from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, ThreadInfo, WritesBatch
-from plait.errors import CheckpointError
+from plait.checkpoint._sql_schema import PG_MIGRATIONS, PG_THREAD_LOCK
+from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, Fence, ThreadInfo, WritesBatch
+from plait.errors import CheckpointError, ConcurrentUpdateError, ThreadBusyError
 
 if TYPE_CHECKING:
     import psycopg
@@ -67,7 +70,26 @@ def _dialect(schema: str | None) -> Dialect:
         table_exists_param=lambda name: name,
         text_holds_nul=False,
         lateral=True,
+        migrations=PG_MIGRATIONS,
+        server_fence=True,
+        thread_lock=PG_THREAD_LOCK,
     )
+
+
+def _fence_error(exc: Exception) -> CheckpointError | None:
+    """The plait error for a refusal raised by the ``fence()`` function (SQLSTATE PLT01 or
+    PLT02, facts as JSON in DETAIL); None for any other database error."""
+    diag = getattr(exc, "diag", None)
+    code = getattr(diag, "sqlstate", None)
+    if code not in ("PLT01", "PLT02"):
+        return None
+    try:
+        facts = orjson.loads(getattr(diag, "message_detail", None) or b"{}")
+        if code == "PLT01":
+            return ThreadBusyError(str(facts["thread_id"]), str(facts["owner"]), max(0.0, float(facts["expires_in"])))
+        return ConcurrentUpdateError(str(facts["thread_id"]), facts["expected"], facts["found"])
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
 
 
 def _pipelined(conn: psycopg.Connection[Any], fn: Callable[[Cursor], T]) -> T:
@@ -213,6 +235,9 @@ class PostgresCheckpointer(Checkpointer):
                 time.sleep(0.05 * (attempt + 1))
                 self._pool.check()  # drop the other idle connections that broke too (a server restart)
             except psycopg.Error as exc:
+                refused = _fence_error(exc)
+                if refused is not None:
+                    raise refused from None
                 raise CheckpointError(f"{self._store}: {type(exc).__name__}: {exc}") from exc
         raise AssertionError("unreachable")
 
@@ -263,10 +288,16 @@ class PostgresCheckpointer(Checkpointer):
 
     # -- the protocol ------------------------------------------------------------------------
 
-    async def commit(self, *, checkpoints: Sequence[CheckpointWrite] = (), writes: Sequence[WritesBatch] = ()) -> None:
+    async def commit(
+        self,
+        *,
+        checkpoints: Sequence[CheckpointWrite] = (),
+        writes: Sequence[WritesBatch] = (),
+        fence: Fence | None = None,
+    ) -> None:
         if not checkpoints and not writes:
             return
-        request = CommitRequest(checkpoints=checkpoints, writes=writes)
+        request = CommitRequest(checkpoints=checkpoints, writes=writes, fence=fence)
         self._core.check_request(request)
         self._check_open()
         loop = asyncio.get_running_loop()

@@ -36,7 +36,7 @@ from typing import Any, Literal, TypeVar
 import orjson
 
 from plait.checkpoint._sql import CommitRequest, Cursor, Dialect, SqlCore
-from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, ThreadInfo, WritesBatch
+from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, Fence, ThreadInfo, WritesBatch
 from plait.errors import CheckpointError
 
 __all__ = ["SqliteCheckpointer"]
@@ -305,10 +305,16 @@ class SqliteCheckpointer(Checkpointer):
         await self._submit(self._writer, lambda conn: None)
         await self._submit(self._reader, lambda conn: None)
 
-    async def commit(self, *, checkpoints: Sequence[CheckpointWrite] = (), writes: Sequence[WritesBatch] = ()) -> None:
+    async def commit(
+        self,
+        *,
+        checkpoints: Sequence[CheckpointWrite] = (),
+        writes: Sequence[WritesBatch] = (),
+        fence: Fence | None = None,
+    ) -> None:
         if not checkpoints and not writes:
             return
-        request = CommitRequest(checkpoints=checkpoints, writes=writes)
+        request = CommitRequest(checkpoints=checkpoints, writes=writes, fence=fence)
         self._core.check_request(request)
         await self._submit(self._writer, None, request)
 

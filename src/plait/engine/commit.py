@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
-from plait.checkpoint.base import Checkpointer, CheckpointWrite, WritesBatch
+from plait.checkpoint.base import Checkpointer, CheckpointWrite, Fence, WritesBatch, accepts_fence
 
 __all__ = ["Committer"]
 
@@ -23,6 +23,11 @@ class Committer:
     A failed commit is final for the run: the error is kept and re-raised by every later
     call, and nothing queued after it is ever committed, so a failure can never leave a
     later checkpoint stored on top of a missing one.
+
+    With a ``fence`` (a run on a thread: its lease owner), every commit carries it, so the
+    backend refuses the commit, atomically, once another worker holds the thread: the
+    guard only knows what the lease renewer found at its last renewal, which may be up to a
+    third of the lease's life ago, or never for a worker that stalled.
     """
 
     def __init__(
@@ -30,11 +35,14 @@ class Committer:
         saver: Checkpointer,
         on_commit: Callable[[Sequence[CheckpointWrite]], None] | None = None,
         guard: Callable[[], None] | None = None,
+        fence: Fence | None = None,
     ) -> None:
         self.saver = saver
         self.on_commit = on_commit
         self.guard = guard
         """Called before every commit; raises to refuse it (the run lost its lease)."""
+        self.fence = fence if fence is not None and accepts_fence(saver) else None
+        """Passed to every commit; None for a backend whose ``commit`` predates fences."""
         self._checkpoints: list[CheckpointWrite] = []
         self._writes: list[WritesBatch] = []
         self._inflight: asyncio.Task[None] | None = None
@@ -65,7 +73,10 @@ class Committer:
         try:
             if self.guard is not None:
                 self.guard()
-            await self.saver.commit(checkpoints=cps, writes=ws)
+            if self.fence is not None:
+                await self.saver.commit(checkpoints=cps, writes=ws, fence=self.fence)
+            else:
+                await self.saver.commit(checkpoints=cps, writes=ws)
         except BaseException as exc:
             self._error = exc
             self._checkpoints, self._writes = [], []

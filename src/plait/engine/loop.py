@@ -24,6 +24,7 @@ from plait.checkpoint.base import (
     Checkpoint,
     Checkpointer,
     CheckpointWrite,
+    Fence,
     PendingWrite,
     Task,
     WritesBatch,
@@ -113,7 +114,10 @@ class Run:
         self.sink = sink
         self.modes = modes
         self.run_id = uuid.uuid4().hex[:16]
-        self.committer = Committer(saver, self._committed) if saver is not None else None
+        self.owner = f"{_HOST}:{self.run_id}"
+        """The run's lease owner: taken in :meth:`execute`, and the fence of every commit."""
+        fence = Fence(owner=self.owner) if thread_id is not None else None
+        self.committer = Committer(saver, self._committed, fence=fence) if saver is not None else None
         self.durable = saver is not None
         self.loop = asyncio.get_running_loop()
         self.state = RunState(spec.schema)
@@ -161,7 +165,7 @@ class Run:
     # -- entry point ---------------------------------------------------------------------
 
     async def execute(self, input: Any, checkpoint_id: str | None) -> RunResult:
-        owner = f"{_HOST}:{self.run_id}"
+        owner = self.owner
         renewer: LeaseRenewer | None = None
         if self.saver is not None and self.thread_id is not None:
             await self.saver.acquire_lease(self.thread_id, owner, namespace=self.namespace)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -18,9 +19,11 @@ from plait.checkpoint.base import (
     Checkpoint,
     Checkpointer,
     CheckpointWrite,
+    Fence,
     Task,
     ThreadInfo,
     WritesBatch,
+    accepts_fence,
     new_checkpoint_id,
 )
 from plait.checkpoint.fork import fork_checkpoint
@@ -29,7 +32,13 @@ from plait.checkpoint.sqlite import SqliteCheckpointer
 from plait.engine.loop import Run, RunResult
 from plait.engine.plan import plan_next
 from plait.engine.tasks import compute_routes
-from plait.errors import CheckpointNotFoundError, GraphError, MissingNodeError, NoCheckpointerError
+from plait.errors import (
+    CheckpointNotFoundError,
+    ConcurrentUpdateError,
+    GraphError,
+    MissingNodeError,
+    NoCheckpointerError,
+)
 from plait.graph.records import ThreadDiff, ThreadState
 from plait.graph.spec import GraphSpec
 from plait.state.diff import diff
@@ -42,6 +51,15 @@ INTERRUPT_KEY = "__interrupt__"
 """Key under which ``invoke`` returns pending interrupts, when the run paused."""
 
 StreamMode = str
+
+_UPDATE_OWNER = f"update:{uuid.uuid4().hex}"
+"""The fence owner of ``update_state``: a name no lease is ever taken under, so any run's
+unexpired lease refuses the update. One per process (none is needed per call: updates never
+hold a lease, so they cannot be told apart by it, nor need to be)."""
+
+_UPDATE_RETRIES = 5
+"""How many times ``update_state`` folds its update again onto a head that moved under it
+(another update landed first) before raising ConcurrentUpdateError."""
 
 
 def coerce_checkpointer(checkpointer: Checkpointer | str | None) -> Checkpointer | None:
@@ -351,6 +369,11 @@ class CompiledGraph:
 
         With ``as_node`` the write counts as that node's: the next tasks become its
         successors. Without it, the next tasks (and any pending results) stay as they were.
+
+        Raises:
+            ThreadBusyError: a run holds the thread.
+            ConcurrentUpdateError: other writes kept moving the thread's head, more times
+                in a row than the update retries.
         """
         saver = await self._saver()
         if as_node is not None:
@@ -363,17 +386,33 @@ class CompiledGraph:
                     f"cannot update state as node {as_node!r}: it routes only by Command, so its successors are "
                     "unknown and the thread could not continue; update without as_node, or as a node with edges"
                 )
-        owner = f"update:{new_checkpoint_id()}"
-        await saver.acquire_lease(thread_id, owner, namespace=self.namespace)
-        try:
+        owner = _UPDATE_OWNER
+        if not accepts_fence(saver):  # a backend predating fences: hold the lease around the write
+            await saver.acquire_lease(thread_id, owner, namespace=self.namespace)
+            try:
+                head = await saver.get(thread_id, namespace=self.namespace)
+                if head is None:
+                    raise CheckpointNotFoundError(thread_id, None, self.namespace)
+                return await self._write_update(saver, head, update, as_node, None)
+            finally:
+                await saver.release_lease(thread_id, owner, namespace=self.namespace)
+        # No lease of its own: the commit's fence refuses it if a run holds the thread
+        # (ThreadBusyError) or if another write moved the head since it was read; the
+        # update is then folded again onto the new head, so concurrent updates all land.
+        for attempt in range(_UPDATE_RETRIES + 1):
             head = await saver.get(thread_id, namespace=self.namespace)
             if head is None:
                 raise CheckpointNotFoundError(thread_id, None, self.namespace)
-            return await self._write_update(saver, head, update, as_node)
-        finally:
-            await saver.release_lease(thread_id, owner, namespace=self.namespace)
+            try:
+                return await self._write_update(saver, head, update, as_node, Fence(owner=owner, expect_head=head.id))
+            except ConcurrentUpdateError:
+                if attempt == _UPDATE_RETRIES:
+                    raise
+        raise AssertionError("unreachable")
 
-    async def _write_update(self, saver: Checkpointer, head: Checkpoint, update: Any, as_node: str | None) -> str:
+    async def _write_update(
+        self, saver: Checkpointer, head: Checkpoint, update: Any, as_node: str | None, fence: Fence | None
+    ) -> str:
         state = RunState(self.spec.schema)
         state._values = {**self.spec.schema.initial_values(), **head.values}
         state._versions = dict(head.versions)
@@ -411,12 +450,16 @@ class CompiledGraph:
             created_at=time.time(),
         )
         carried = head.pending_writes if as_node is None else ()
-        await saver.commit(
-            checkpoints=[CheckpointWrite(checkpoint=cp, changed=frozenset(changed))],
-            writes=[WritesBatch(thread_id=cp.thread_id, namespace=self.namespace, checkpoint_id=cid, writes=carried)]
+        checkpoints = [CheckpointWrite(checkpoint=cp, changed=frozenset(changed))]
+        batches = (
+            [WritesBatch(thread_id=cp.thread_id, namespace=self.namespace, checkpoint_id=cid, writes=carried)]
             if carried
-            else [],
+            else []
         )
+        if fence is None:
+            await saver.commit(checkpoints=checkpoints, writes=batches)
+        else:
+            await saver.commit(checkpoints=checkpoints, writes=batches, fence=fence)
         return cid
 
     def update_state(self, thread_id: str, update: Any, as_node: str | None = None) -> str:
@@ -445,7 +488,12 @@ class CompiledGraph:
     ) -> str:
         """Copy a checkpoint (the latest by default) as the root of ``target_thread``, with
         ``edits`` folded through the reducers; the source is never modified. Returns the new
-        checkpoint's id."""
+        checkpoint's id.
+
+        Raises:
+            ConcurrentUpdateError: ``target_thread`` already has checkpoints (a fork creates
+                a thread; nothing is stored).
+        """
         saver = await self._saver()
         src = await saver.get(source_thread, checkpoint_id, namespace=self.namespace)
         if src is None:

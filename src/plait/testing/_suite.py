@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from plait.testing import (
     _data_checks,
+    _fence_checks,
     _history_checks,
     _lease_checks,
     _robustness_checks,
@@ -21,6 +22,7 @@ CHECKS: tuple[Check, ...] = (
     *_history_checks.check.all,
     *_thread_checks.check.all,
     *_lease_checks.check.all,
+    *_fence_checks.check.all,
     *_robustness_checks.check.all,
 )
 """Every check, in a stable order; each can be run on its own."""

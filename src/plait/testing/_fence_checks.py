@@ -1,0 +1,179 @@
+"""Checks of fenced commits: a commit refused by its fence writes nothing, and refuses only
+itself (a store that folds concurrent commits into one transaction must not sink the rest).
+
+A fence is what keeps a run that lost its lease from writing on top of the run that took the
+thread over, and what lets a one-off write (``update_state``) commit without taking a lease:
+both depend on the check being part of the commit, which these checks pin from outside.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from plait.checkpoint.base import Checkpointer, Fence, WritesBatch
+from plait.errors import ConcurrentUpdateError, ThreadBusyError
+from plait.testing._harness import (
+    Checks,
+    Env,
+    ThreadBuilder,
+    all_read_back,
+    busy,
+    expect,
+    fail,
+    make_writes,
+    same,
+    same_history,
+)
+
+check = Checks()
+
+
+async def _nothing_stored(what: str, cp: Checkpointer, thread_id: str) -> None:
+    expect(await cp.get(thread_id) is None, f"{what}: thread {thread_id!r} got a checkpoint")
+    expect(await cp.history(thread_id) == [], f"{what}: thread {thread_id!r} got history")
+
+
+@check("fence_refuses_another_owner")
+async def _refuses(env: Env) -> None:
+    """A fenced commit touching a thread another owner holds is ThreadBusyError and writes nothing."""
+    cp = await env.new()
+    await cp.acquire_lease("t", "A", ttl=30)
+    th = ThreadBuilder("t")
+    root = th.step({"a": 1}, root=True)
+    try:
+        await cp.commit(checkpoints=[root], fence=Fence(owner="B"))
+    except ThreadBusyError as exc:
+        busy(exc, "t", "A", 30)
+    else:
+        fail("a commit fenced by owner 'B' was stored while 'A' held the thread's lease")
+    await _nothing_stored("after a refused commit", cp, "t")
+
+    # The whole commit is refused when any thread it touches is held, here through writes only.
+    free, held = ThreadBuilder("free"), ThreadBuilder("t")
+    free_root, held_root = free.step({"v": 1}, root=True), held.step({"v": 2}, root=True)
+    await cp.commit(checkpoints=[held_root], fence=Fence(owner="A"))  # the holder may write
+    saved = make_writes(("t1", "result", "", {"writes": [["v", 3]], "routes": []}))
+    batch = WritesBatch(thread_id="t", checkpoint_id=held_root.checkpoint.id, writes=saved)
+    try:
+        await cp.commit(checkpoints=[free_root], writes=[batch], fence=Fence(owner="B"))
+    except ThreadBusyError as exc:
+        busy(exc, "t", "A", 30)
+    else:
+        fail("a commit whose pending writes touch a thread held by another owner was stored")
+    await _nothing_stored("after a refused commit of two threads", cp, "free")
+    got = await cp.get("t")
+    expect(got is not None and got.pending_writes == (), "a refused commit stored its pending writes")
+    await same_history("the held thread after the refused commit", cp, held)
+    await all_read_back("the held thread after the refused commit", cp, held)
+
+
+@check("fence_allows_own_expired_or_no_lease")
+async def _allows(env: Env) -> None:
+    """A fence lets a commit through when the lease is its owner's, expired, released or absent."""
+    cp = await env.new()
+    mine, expired, released, never = (ThreadBuilder(t) for t in ("mine", "expired", "released", "never"))
+    await cp.acquire_lease("mine", "A", ttl=30)
+    await cp.acquire_lease("expired", "X", ttl=0.2)
+    await cp.acquire_lease("released", "X", ttl=30)
+    await cp.release_lease("released", "X")
+    await asyncio.sleep(0.6)
+    for th in (mine, expired, released, never):
+        root = th.step({"n": th.thread_id}, root=True)
+        await cp.commit(checkpoints=[root], fence=Fence(owner="A"))
+        child = th.step({"n": [1, 2]})
+        saved = make_writes(("t1", "effect", "k", th.thread_id))
+        await cp.commit(
+            checkpoints=[child],
+            writes=[WritesBatch(thread_id=th.thread_id, checkpoint_id=child.checkpoint.id, writes=saved)],
+            fence=Fence(owner="A"),
+        )
+        await all_read_back(f"thread {th.thread_id!r}", cp, th)
+        await same_history(f"thread {th.thread_id!r}", cp, th)
+    try:
+        await cp.acquire_lease("mine", "B")
+    except ThreadBusyError:
+        pass
+    else:
+        fail("a fenced commit released or changed its owner's lease")
+
+
+@check("fence_expect_head")
+async def _expect_head(env: Env) -> None:
+    """expect_head: None fits an empty thread, a landed commit may retry; else ConcurrentUpdateError, nothing written.
+
+    A retry of a commit that landed finds its own checkpoint as the head, which must pass: a
+    backend retrying a commit whose outcome it lost must not turn it into a refusal."""
+    cp = await env.new()
+    th = ThreadBuilder("t")
+    root = th.step({"a": 1}, root=True)
+    await cp.commit(checkpoints=[root], fence=Fence(owner="U", expect_head=None))
+    first = th.step({"a": 2})
+    await cp.commit(checkpoints=[first], fence=Fence(owner="U", expect_head=root.checkpoint.id))
+    # The same commit again (a retry after a lost connection whose first attempt landed)
+    # finds its own checkpoint as the head: it is accepted and changes nothing.
+    await cp.commit(checkpoints=[first], fence=Fence(owner="U", expect_head=root.checkpoint.id))
+    stale = th.step({"a": 3}, parent=root.checkpoint)  # built on a head that is no longer one
+    del th.by_id[stale.checkpoint.id]
+    th.head = first.checkpoint
+    saved = make_writes(("t1", "result", "", {"writes": [["a", 9]], "routes": []}))
+    batch = WritesBatch(thread_id="t", checkpoint_id=stale.checkpoint.id, writes=saved)
+    for expected, cw, what in (
+        (root.checkpoint.id, stale, "a stale head"),
+        (None, ThreadBuilder("t").step({"a": 4}, root=True), "None (an empty thread)"),
+    ):
+        try:
+            await cp.commit(checkpoints=[cw], writes=[batch], fence=Fence(owner="U", expect_head=expected))
+        except ConcurrentUpdateError as exc:
+            expect(exc.thread_id == "t", f"ConcurrentUpdateError.thread_id is {exc.thread_id!r}, expected 't'")
+            same("ConcurrentUpdateError.expected", exc.expected, expected)
+            same("ConcurrentUpdateError.found", exc.found, first.checkpoint.id)
+        else:
+            fail(f"a commit expecting {what} was stored on a thread whose head is {first.checkpoint.id}")
+        expect(await cp.get("t", cw.checkpoint.id) is None, f"a commit expecting {what} stored its checkpoint")
+    await all_read_back("after refused commits", cp, th)
+    await same_history("after refused commits", cp, th)
+    got = await cp.get("t")
+    expect(got is not None and got.pending_writes == (), "a refused commit stored its pending writes")
+    await _nothing_stored("a never-written thread", cp, "u")
+
+
+@check("fence_refusals_stay_alone")
+async def _alone(env: Env) -> None:
+    """Concurrent commits: a fence refuses only its own commit; of two expecting one head, one lands."""
+    cp = await env.new()
+    await cp.acquire_lease("held", "A", ttl=30)
+    builders = [ThreadBuilder(f"t{i}") for i in range(6)]
+    roots = [b.step({"i": i}, root=True) for i, b in enumerate(builders)]
+    refused = ThreadBuilder("held").step({"i": -1}, root=True)
+    commits = [cp.commit(checkpoints=[r], fence=Fence(owner="B")) for r in roots[:3]]
+    commits.append(cp.commit(checkpoints=[refused], fence=Fence(owner="B")))
+    commits += [cp.commit(checkpoints=[r], fence=Fence(owner="B")) for r in roots[3:]]
+    results = await asyncio.gather(*commits, return_exceptions=True)
+    for i, result in enumerate(results):
+        if i == 3:
+            expect(isinstance(result, ThreadBusyError), f"the commit to the held thread gave {result!r}")
+        else:
+            expect(result is None, f"a commit next to a refused one failed: {result!r}")
+    for b in builders:
+        await all_read_back(f"thread {b.thread_id!r}", cp, b)
+    await _nothing_stored("the held thread", cp, "held")
+
+    th = ThreadBuilder("race")
+    root = th.step({"n": 0}, root=True)
+    await cp.commit(checkpoints=[root])
+    one, two = th.step({"n": 1}, parent=root.checkpoint), th.step({"n": 2}, parent=root.checkpoint)
+    fence = Fence(owner="U", expect_head=root.checkpoint.id)
+    outcome = await asyncio.gather(
+        cp.commit(checkpoints=[one], fence=fence), cp.commit(checkpoints=[two], fence=fence), return_exceptions=True
+    )
+    won = [cw for cw, r in zip((one, two), outcome, strict=True) if r is None]
+    lost = [r for r in outcome if r is not None]
+    expect(len(won) == 1, f"two commits expecting one head: {len(won)} landed ({outcome!r})")
+    expect(
+        len(lost) == 1 and isinstance(lost[0], ConcurrentUpdateError),
+        f"the second of two commits expecting one head gave {lost!r}",
+    )
+    head = await cp.get("race")
+    expect(head is not None and head.id == won[0].checkpoint.id, "the thread's head is not the commit that landed")
+    loser = two if won[0] is one else one
+    expect(await cp.get("race", loser.checkpoint.id) is None, "the refused commit's checkpoint was stored")

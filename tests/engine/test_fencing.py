@@ -1,0 +1,349 @@
+"""Fenced commits in the engine: a run that lost its thread cannot commit, and one-off writes
+(update_state, fork) need no lease of their own yet lose nothing to a concurrent write."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from plait import (
+    START,
+    AppendList,
+    CompiledGraph,
+    ConcurrentUpdateError,
+    FileCheckpointer,
+    Graph,
+    MemoryCheckpointer,
+    SqliteCheckpointer,
+    StateSchema,
+    ThreadBusyError,
+)
+from plait.checkpoint.base import Checkpoint, Checkpointer, Fence, WritesBatch, accepts_fence
+from plait.checkpoint.file import file_stem
+
+
+def schema() -> StateSchema:
+    return StateSchema.builder().add("log", AppendList()).build()
+
+
+Steal = Callable[[], None]
+"""Hands the thread "t" to another owner behind the run's back, as a worker that found the
+run's lease expired would; the run's renewer (every 10 s at the default ttl) has not noticed."""
+
+
+def _memory(tmp_path: Path) -> tuple[Checkpointer, Steal]:
+    saver = MemoryCheckpointer()
+
+    def steal() -> None:
+        saver._leases[("", "t")] = ("intruder", time.monotonic() + 60)
+
+    return saver, steal
+
+
+def _sqlite(tmp_path: Path) -> tuple[Checkpointer, Steal]:
+    path = tmp_path / "fence.db"
+    saver = SqliteCheckpointer(path)
+
+    def steal() -> None:
+        with sqlite3.connect(path, isolation_level=None) as conn:
+            conn.execute(
+                "UPDATE plait_leases SET owner = 'intruder', expires_at = expires_at + 60 WHERE thread_id = 't'"
+            )
+        conn.close()
+
+    return saver, steal
+
+
+def _file(tmp_path: Path) -> tuple[Checkpointer, Steal]:
+    saver = FileCheckpointer(tmp_path / "fence")
+
+    def steal() -> None:
+        lease = tmp_path / "fence" / (file_stem("", "t") + ".lease")
+        data = orjson.loads(lease.read_bytes())
+        lease.write_bytes(orjson.dumps({**data, "o": "intruder", "e": data["e"] + 60}))
+
+    return saver, steal
+
+
+def _postgres(request: pytest.FixtureRequest) -> tuple[Checkpointer, Steal]:
+    import psycopg
+
+    from plait import PostgresCheckpointer
+
+    dsn: str = request.getfixturevalue("postgres_dsn")
+    schema: str = request.getfixturevalue("postgres_schema")
+    saver = PostgresCheckpointer(dsn, schema=schema)
+    saver.setup_sync()
+
+    def steal() -> None:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'UPDATE "{schema}".plait_leases SET owner = %s, expires_at = expires_at + 60', ("intruder",))
+
+    return saver, steal
+
+
+BACKENDS = {"memory": _memory, "sqlite": _sqlite, "file": _file}
+
+
+@pytest.fixture(params=[*BACKENDS, pytest.param("postgres", marks=pytest.mark.postgres)])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Checkpointer, Steal]]:
+    saver, steal = _postgres(request) if request.param == "postgres" else BACKENDS[request.param](tmp_path)
+    try:
+        yield saver, steal
+    finally:
+        asyncio.run(saver.aclose())
+
+
+@pytest.mark.parametrize("durability", ["sync", "async"])
+def test_a_run_whose_lease_was_taken_over_cannot_commit_its_next_step(
+    backend: tuple[Checkpointer, Steal], durability: Any
+) -> None:
+    saver, steal = backend
+    calls = {"after": 0}
+    stolen_now = asyncio.Event()
+
+    async def stolen(state: Any) -> Any:
+        steal()  # and finish at once: the renewer has no chance to notice
+        stolen_now.set()
+        return {"log": ["stolen"]}
+
+    async def sibling(state: Any) -> Any:
+        await stolen_now.wait()  # finishes after the steal too: its result must not be saved
+        return {"log": ["sibling"]}
+
+    def after(state: Any) -> Any:
+        calls["after"] += 1
+        return {"log": ["after"]}
+
+    g = Graph(schema()).add_node("stolen", stolen).add_node("sibling", sibling).add_node("after", after)
+    g.add_edge(START, "stolen").add_edge(START, "sibling").add_edge("stolen", "after")
+    app = g.compile(saver)
+    with pytest.raises(ThreadBusyError) as info:
+        app.invoke({}, thread_id="t", durability=durability)
+    assert (info.value.thread_id, info.value.owner) == ("t", "intruder")
+    if durability == "sync":  # async lets the next step run before the refusal comes back
+        assert calls["after"] == 0
+    # In async durability the input checkpoint may still be queued at the steal, and share
+    # the refused commit; either way nothing from the stolen step on is stored.
+    steps = [h.step for h in app.get_state_history("t")]
+    assert steps == [0] or (durability == "async" and steps == []), "nothing after the stolen point is stored"
+    head = asyncio.run(saver.get("t"))
+    assert head is None or head.pending_writes == (), "no result of the stolen step is stored"
+    with pytest.raises(ThreadBusyError):  # the intruder still holds the thread
+        asyncio.run(saver.acquire_lease("t", "someone else"))
+
+
+def test_a_run_commits_with_its_lease_owner_as_fence() -> None:
+    seen: list[Fence | None] = []
+    holders: list[str] = []
+
+    class Spy(MemoryCheckpointer):
+        async def commit(
+            self,
+            *,
+            checkpoints: Any = (),
+            writes: Any = (),
+            fence: Fence | None = None,
+        ) -> None:
+            seen.append(fence)
+            await super().commit(checkpoints=checkpoints, writes=writes, fence=fence)
+
+    saver = Spy()
+
+    def a(state: Any) -> Any:
+        holders.append(saver._leases[("", "t")][0])
+        return {"log": ["a"]}
+
+    Graph(schema()).add_node("a", a).add_edge(START, "a").compile(saver).invoke({}, thread_id="t")
+    assert len(seen) >= 2 and all(f is not None and f.owner == holders[0] for f in seen)
+
+
+class _OldStyle(MemoryCheckpointer):
+    """A backend written before fences: its commit takes no ``fence``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.leases: list[str] = []
+
+    async def commit(  # type: ignore[override]
+        self, *, checkpoints: Any = (), writes: Any = ()
+    ) -> None:
+        await super().commit(checkpoints=checkpoints, writes=writes)
+
+    async def acquire_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
+        self.leases.append(owner)
+        await super().acquire_lease(thread_id, owner, namespace=namespace, ttl=ttl)
+
+
+def test_a_backend_without_fences_still_runs_updates_and_forks() -> None:
+    saver = _OldStyle()
+    assert not accepts_fence(saver) and accepts_fence(MemoryCheckpointer())
+    app = Graph(schema()).add_node("a", lambda s: {"log": ["a"]}).add_edge(START, "a").compile(saver)
+    app.invoke({}, thread_id="t")
+    app.update_state("t", {"log": ["u"]})
+    app.fork("t", "t2")
+    assert app.get_state("t2").values["log"] == ["a", "u"]
+    assert any(o.startswith("update:") for o in saver.leases), "the update fell back to a lease"
+
+
+# -- update_state and fork without leases ---------------------------------------------------
+
+
+class _BothReadFirst(MemoryCheckpointer):
+    """The first ``readers`` reads of a head wait for each other, so concurrent updates all
+    build on the same head and all but one must find it moved when they commit."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._readers = 0
+        self._arrived = 0
+        self._all_read = asyncio.Event()
+        self.refused = 0
+
+    def arm(self, readers: int) -> None:
+        """Make the next ``readers`` reads wait for each other."""
+        self._readers, self._arrived, self._all_read = readers, 0, asyncio.Event()
+
+    async def get(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
+        got = await super().get(thread_id, checkpoint_id, namespace=namespace)
+        if self._arrived < self._readers:
+            self._arrived += 1
+            if self._arrived == self._readers:
+                self._all_read.set()
+            await self._all_read.wait()
+        return got
+
+    async def commit(
+        self,
+        *,
+        checkpoints: Any = (),
+        writes: Any = (),
+        fence: Fence | None = None,
+    ) -> None:
+        try:
+            await super().commit(checkpoints=checkpoints, writes=writes, fence=fence)
+        except ConcurrentUpdateError:
+            self.refused += 1
+            raise
+
+
+def _counter(saver: Checkpointer) -> CompiledGraph:
+    return Graph(schema()).add_node("a", lambda s: {"log": ["a"]}).add_edge(START, "a").compile(saver)
+
+
+def _sources(app: CompiledGraph, thread: str) -> list[str]:
+    return [h.metadata["source"] for h in app.get_state_history(thread)]
+
+
+def test_concurrent_updates_on_one_thread_all_land_in_the_lineage() -> None:
+    saver = _BothReadFirst()
+    app = _counter(saver)
+
+    async def main() -> None:
+        await app.ainvoke({}, thread_id="t")
+        saver.arm(3)
+        await asyncio.gather(*(app.aupdate_state("t", {"log": [f"u{i}"]}) for i in range(3)))
+
+    asyncio.run(main())
+    assert saver.refused >= 2, "the updates did collide (the test exercises the retry)"
+    log = app.get_state("t").values["log"]
+    assert log[0] == "a" and sorted(log[1:]) == ["u0", "u1", "u2"]
+    assert _sources(app, "t")[:3] == ["update", "update", "update"]
+
+
+def test_concurrent_updates_from_many_os_threads_all_land(backend: tuple[Checkpointer, Steal]) -> None:
+    saver = backend[0]
+    app = _counter(saver)
+    app.invoke({}, thread_id="t")
+    errors: list[BaseException] = []
+
+    def update(i: int) -> None:
+        try:
+            for j in range(3):
+                app.update_state("t", {"log": [f"u{i}.{j}"]})
+        except BaseException as exc:
+            errors.append(exc)
+
+    workers = [threading.Thread(target=update, args=(i,)) for i in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert errors == []
+    log = app.get_state("t").values["log"]
+    assert log[0] == "a" and sorted(log[1:]) == sorted(f"u{i}.{j}" for i in range(2) for j in range(3))
+    assert _sources(app, "t")[:6] == ["update"] * 6
+
+
+def test_an_update_that_keeps_losing_the_race_gives_up_with_concurrent_update_error() -> None:
+    class AlwaysMoved(MemoryCheckpointer):
+        async def commit(
+            self,
+            *,
+            checkpoints: Any = (),
+            writes: Any = (),
+            fence: Fence | None = None,
+        ) -> None:
+            if fence is not None and fence.owner.startswith("update:"):
+                raise ConcurrentUpdateError(checkpoints[0].checkpoint.thread_id, "x", "y")
+            await super().commit(checkpoints=checkpoints, writes=writes, fence=fence)
+
+    app = _counter(AlwaysMoved())
+    app.invoke({}, thread_id="t")
+    with pytest.raises(ConcurrentUpdateError, match="changed while this write was prepared"):
+        app.update_state("t", {"log": ["never"]})
+    assert app.get_state("t").values["log"] == ["a"]
+
+
+def test_an_update_takes_no_lease() -> None:
+    saver = MemoryCheckpointer()
+    app = _counter(saver)
+    app.invoke({}, thread_id="t")
+    app.update_state("t", {"log": ["u"]})
+    assert saver._leases == {}
+
+
+def test_a_fork_into_an_existing_thread_is_refused_and_stores_nothing() -> None:
+    app = _counter(MemoryCheckpointer())
+    app.invoke({}, thread_id="src")
+    app.invoke({}, thread_id="taken")
+    before = [h.checkpoint_id for h in app.get_state_history("taken")]
+    with pytest.raises(ConcurrentUpdateError) as info:
+        app.fork("src", "taken")
+    assert info.value.thread_id == "taken" and info.value.expected is None and info.value.found == before[0]
+    assert [h.checkpoint_id for h in app.get_state_history("taken")] == before
+    app.fork("src", "fresh")
+    assert app.get_state("fresh").values["log"] == ["a"]
+
+
+def test_a_fork_into_a_thread_a_run_holds_is_thread_busy() -> None:
+    saver = MemoryCheckpointer()
+    app = _counter(saver)
+    app.invoke({}, thread_id="src")
+    asyncio.run(saver.acquire_lease("busy", "a run"))
+    with pytest.raises(ThreadBusyError):
+        app.fork("src", "busy")
+    assert app.get_state_history("busy") == []
+
+
+def test_a_fenced_commit_of_writes_only_is_refused_like_one_with_checkpoints() -> None:
+    saver = MemoryCheckpointer()
+    app = _counter(saver)
+    app.invoke({}, thread_id="t")
+    head = asyncio.run(saver.get("t"))
+    assert head is not None
+    asyncio.run(saver.acquire_lease("t", "A"))
+    batch = WritesBatch(thread_id="t", checkpoint_id=head.id, writes=())
+    with pytest.raises(ThreadBusyError):
+        asyncio.run(saver.commit(writes=[batch], fence=Fence(owner="B")))
+    with pytest.raises(ValueError, match="expect_head"):
+        asyncio.run(saver.commit(writes=[batch], fence=Fence(owner="A", expect_head=None)))
+    asyncio.run(saver.commit(writes=[batch], fence=Fence(owner="A")))
