@@ -230,7 +230,15 @@ class AppendMessages(Reducer):
 
 class MergeMap(Reducer):
     """Merges dicts: incoming keys replace current ones (recursively for nested dicts when
-    ``deep=True``)."""
+    ``deep=True``).
+
+    The shallow merge is associative. The deep merge is associative as long as a key path
+    does not switch between a dict and a non-dict value: a non-dict replaces the whole
+    subtree below it, so ``{"a": {"x": 1}}``, then ``{"a": None}``, then ``{"a": {}}`` gives
+    ``{"a": {}}`` folded left to right but ``{"a": {"x": 1}}`` if the last two are combined
+    first. plait always folds in one fixed order, so results stay deterministic either way;
+    keep a path's kind stable if you rely on grouping writes.
+    """
 
     name = "MergeMap"
     trusted = True
