@@ -1,0 +1,127 @@
+"""What every part of the SQL checkpoint store shares: the cursor and dialect it is written
+against, the commit request, and the per-thread cache of the last checkpoint written.
+
+The store itself is :class:`plait.checkpoint._sql.SqlCore`; its commit path is in
+:mod:`plait.checkpoint._sql_commit` and its reads in :mod:`plait.checkpoint._sql_read`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from plait.checkpoint import delta
+from plait.checkpoint.base import CheckpointWrite, Fence, WritesBatch
+
+__all__ = ["Chan", "CommitRequest", "Cursor", "Dialect", "Head", "HeadCache", "Key"]
+
+_CACHE_THREADS = 4096
+
+
+class Cursor(Protocol):
+    """The part of a DB-API cursor the core uses (sqlite3 and psycopg both fit)."""
+
+    def execute(self, sql: Any, params: Any = ..., /) -> Any: ...
+
+    def executemany(self, sql: Any, params: Any, /) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Dialect:
+    """What differs between SQL engines; everything else is shared."""
+
+    prefix: str
+    """Prepended to table names (``plait_``, or ``"schema".plait_``)."""
+    placeholder: str
+    """The parameter marker: ``?`` (sqlite3) or ``%s`` (psycopg)."""
+    blob: str
+    real: str
+    serial_pk: str
+    now: str
+    """A SQL expression: the database's wall clock in unix seconds."""
+    keys: str
+    """A SELECT yielding ``(channel, id)`` rows from the parameters :attr:`keys_params` makes."""
+    keys_params: Callable[[Sequence[tuple[str, str]]], list[Any]]
+    table_exists: str
+    """A query returning a non-NULL first column when the table named by its parameter exists."""
+    table_exists_param: Callable[[str], str]
+    text_holds_nul: bool = True
+    """False when text columns cannot store NUL (PostgreSQL): such ids are refused."""
+    lateral: bool = False
+    """Whether the recursive reads look rows up through LATERAL subqueries (see
+    :func:`~plait.checkpoint._sql_schema.joins`)."""
+    small_table: str = ""
+    """Appended to CREATE TABLE of tables with small rows (SQLite: `` WITHOUT ROWID``, which
+    keeps such a table in one b-tree instead of a table and its primary-key index)."""
+    migrations: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    """Statements only this engine runs, after the shared ones of the same version."""
+    server_fence: bool = False
+    """Whether a fence is checked by the ``{P}fence()`` function, which raises server-side
+    (PostgreSQL: no result to wait for in a pipeline), instead of by SELECTs read here."""
+    thread_lock: str = ""
+    """A statement locking one thread (``ns``, ``thread_id``) until the transaction ends,
+    run before a lease is taken (see ``PG_THREAD_LOCK``); empty when write transactions
+    are serialized anyway (SQLite)."""
+
+    def q(self, sql: str) -> str:
+        """``sql`` with its ``?`` markers replaced by this engine's parameter marker."""
+        return sql.replace("?", self.placeholder) if self.placeholder != "?" else sql
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommitRequest:
+    """One ``commit()`` call: all of it is stored, or none of it."""
+
+    checkpoints: Sequence[CheckpointWrite]
+    writes: Sequence[WritesBatch]
+    fence: Fence | None = None
+
+
+@dataclass(slots=True)
+class Chan:
+    """A channel of a cached checkpoint: where its value is stored, and the value."""
+
+    blob: str
+    value: Any
+    chain: delta.Chain | None
+    """None when unknown (inherited after a cache miss): its next change is stored in full."""
+
+
+@dataclass(slots=True)
+class Head:
+    """The last checkpoint this process wrote on a thread, to compute the next one's deltas."""
+
+    id: str
+    chans: dict[str, Chan] = field(default_factory=dict)
+
+
+Key = tuple[str, str]
+"""A thread: ``(namespace, thread_id)``."""
+
+
+class HeadCache:
+    """The last checkpoint written per thread, for the most recent threads; thread-safe."""
+
+    def __init__(self) -> None:
+        self._cache: OrderedDict[Key, Head] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Key) -> Head | None:
+        with self._lock:
+            return self._cache.get(key)
+
+    def publish(self, staging: Mapping[Key, Head]) -> None:
+        """Remember the heads a committed transaction wrote, evicting the oldest threads."""
+        with self._lock:
+            for key, head in staging.items():
+                self._cache[key] = head
+                self._cache.move_to_end(key)
+            while len(self._cache) > _CACHE_THREADS:
+                self._cache.popitem(last=False)
+
+    def forget(self, key: Key) -> None:
+        with self._lock:
+            self._cache.pop(key, None)

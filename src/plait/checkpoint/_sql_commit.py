@@ -1,0 +1,243 @@
+"""The commit path of the SQL checkpoint store: requests checked, fences checked, and
+checkpoints stored as deltas against the head this process last wrote on the thread.
+
+Part of :class:`plait.checkpoint._sql.SqlCore`, which owns the statements and the cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, cast
+
+from plait.checkpoint import delta
+from plait.checkpoint._records import RecordError, decode_body, encode_body, encode_json
+from plait.checkpoint._sql_base import Chan, CommitRequest, Cursor, Dialect, Head, HeadCache, Key
+from plait.checkpoint.base import Checkpoint, Fence, fence_targets
+from plait.errors import CheckpointError, ConcurrentUpdateError, ThreadBusyError
+
+__all__ = ["SqlCommit"]
+
+
+class _StaleCache(Exception):
+    """Internal: the cached parent of a commit is gone from the database (see ``ins_cp_checked``)."""
+
+    def __init__(self, key: Key) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+class SqlCommit:
+    """Stores commits over a cursor, reading and updating the shared head cache."""
+
+    def __init__(self, dialect: Dialect, store: str, sql: Mapping[str, str], cache: HeadCache) -> None:
+        self.dialect = dialect
+        self.store = store
+        self._sql = sql
+        self._cache = cache
+
+    def commit_all(
+        self, transaction: Callable[[Callable[[Cursor], Any]], Any], requests: Sequence[CommitRequest]
+    ) -> list[Exception | None]:
+        """Store several commits in one transaction (group commit).
+
+        ``transaction(fn)`` must run ``fn(cursor)`` in a transaction, commit it and return
+        what ``fn`` returned, or roll back and raise; it may call ``fn`` again to retry. When
+        the group fails, each commit is retried alone, so one bad commit does not sink the
+        others; each stays all-or-nothing.
+
+        A commit whose fence refuses it (checked by SELECTs, before it writes anything) is
+        skipped inside the group and fails alone, without sinking or redoing the others;
+        a fence checked server-side aborts the transaction, and the retry one by one then
+        refuses the same commit again (its check reads the same rows).
+
+        Returns:
+            Per request: None when it is durable, else the exception that refused it.
+        """
+
+        def run(
+            batch: Sequence[CommitRequest], use_cache: bool
+        ) -> Callable[[Cursor], tuple[dict[Key, Head], list[Exception | None]]]:
+            def apply_all(cur: Cursor) -> tuple[dict[Key, Head], list[Exception | None]]:
+                staging: dict[Key, Head] = {}  # fresh on every attempt
+                refused: list[Exception | None] = []
+                for request in batch:
+                    refused.append(self._apply(cur, request, staging, use_cache))
+                return staging, refused
+
+            return apply_all
+
+        def store(batch: Sequence[CommitRequest]) -> list[Exception | None]:
+            try:
+                staging, refused = transaction(run(batch, True))
+            except _StaleCache as stale:
+                # Another process deleted a parent this process had cached: forget it and
+                # store the batch again from what the database holds (rolled back, so safe).
+                self._cache.forget(stale.key)
+                staging, refused = transaction(run(batch, False))
+            self._cache.publish(staging)
+            return cast(list[Exception | None], refused)
+
+        try:
+            return store(requests)
+        except Exception as exc:
+            if len(requests) == 1:
+                return [exc]
+        results: list[Exception | None] = []
+        for request in requests:
+            try:
+                (refused,) = store([request])
+            except Exception as exc:
+                results.append(exc)
+            else:
+                results.append(refused)
+        return results
+
+    def check_request(self, request: CommitRequest) -> None:
+        """Refuse, before anything is written, text this store cannot hold.
+
+        Channel names are passed to the blob query as JSON, where SQLite truncates a string
+        at NUL, so a NUL in a channel name is refused everywhere; when text columns cannot
+        hold NUL at all (PostgreSQL), ids, namespaces and write keys with NUL are refused too.
+
+        Raises:
+            CheckpointError: naming the offending text.
+            ValueError: a fence expects a head but the commit stores no checkpoint.
+        """
+        if request.fence is not None:
+            fence_targets(request.checkpoints, request.writes, request.fence)  # a misuse fails alone, early
+        texts: list[tuple[str, str | None]] = []
+        for cw in request.checkpoints:
+            cp = cw.checkpoint
+            texts.extend(("channel name", ch) for ch in cp.values)
+            if not self.dialect.text_holds_nul:
+                texts += [
+                    ("thread id", cp.thread_id),
+                    ("namespace", cp.namespace),
+                    ("checkpoint id", cp.id),
+                    ("parent id", cp.parent_id),
+                ]
+        if not self.dialect.text_holds_nul:
+            for batch in request.writes:
+                texts += [
+                    ("thread id", batch.thread_id),
+                    ("namespace", batch.namespace),
+                    ("checkpoint id", batch.checkpoint_id),
+                ]
+                texts.extend(("pending write key", t) for w in batch.writes for t in (w.task_id, w.kind, w.key))
+        self.check_text(texts)
+
+    def check_text(self, texts: Iterable[tuple[str, str | None]]) -> None:
+        """Raise CheckpointError for the first text holding a NUL (see :meth:`check_request`)."""
+        for what, text in texts:
+            if text is not None and "\x00" in text:
+                raise CheckpointError(
+                    f"{self.store} cannot store a {what} containing a NUL character ({text[:60]!r}); "
+                    "use ids, names and keys without NUL"
+                )
+
+    def _check_fence(self, cur: Cursor, request: CommitRequest, fence: Fence) -> None:
+        """Check ``fence`` in the commit's transaction, before it writes anything.
+
+        With a server-side fence (PostgreSQL) each thread's check is one statement whose
+        answer is never read: a refusal raises in the database, aborts the transaction and
+        comes back as the commit's error (mapped to plait's errors by the dialect module).
+        Otherwise the lease and head are read here, on the database clock as leases are
+        taken, inside the write transaction that holds the lock (SQLite: BEGIN IMMEDIATE).
+
+        Raises:
+            ThreadBusyError: another owner holds an unexpired lease on a thread it touches.
+            ConcurrentUpdateError: the head is not the one the fence expects.
+        """
+        sql = self._sql
+        threads, head = fence_targets(request.checkpoints, request.writes, fence)
+        if self.dialect.server_fence:
+            for ns, tid in threads:
+                if head is not None and (ns, tid) == (head.namespace, head.thread_id):
+                    cur.execute(sql["fence"], (ns, tid, fence.owner, True, head.expected, head.own))
+                else:
+                    cur.execute(sql["fence"], (ns, tid, fence.owner, False, None, None))
+            return
+        for ns, tid in threads:
+            held = cur.execute(sql["lease_holder"], (ns, tid)).fetchone()
+            if held is not None and held[0] != fence.owner and float(held[1]) > 0:
+                raise ThreadBusyError(tid, held[0], float(held[1]))
+        if head is not None:
+            found = cur.execute(sql["head_id"], (head.namespace, head.thread_id)).fetchone()
+            found_id = None if found is None else found[0]
+            if not head.holds(found_id):
+                raise ConcurrentUpdateError(head.thread_id, head.expected, found_id)
+
+    def _apply(
+        self, cur: Cursor, request: CommitRequest, staging: dict[Key, Head], use_cache: bool
+    ) -> Exception | None:
+        """Write one commit in the caller's transaction; return the error of a fence that
+        refused it (nothing of it written), None when it is written."""
+        sql = self._sql
+        if request.fence is not None:
+            try:
+                self._check_fence(cur, request, request.fence)
+            except (ThreadBusyError, ConcurrentUpdateError) as refused:
+                return refused
+        for batch in request.writes:
+            if batch.writes:
+                ns, tid, cid = batch.namespace, batch.thread_id, batch.checkpoint_id
+                rows = [(ns, tid, cid, w.task_id, w.kind, w.key, encode_json(w.value)) for w in batch.writes]
+                cur.executemany(sql["ins_write"], rows)
+        for cw in request.checkpoints:
+            cp = cw.checkpoint
+            ns, tid, parent_id = cp.namespace, cp.thread_id, cp.parent_id
+            key = (ns, tid)
+            staged = staging.get(key)
+            cached = staged if staged is not None else self._cache.get(key) if use_cache else None
+            hit = parent_id is not None and cached is not None and cached.id == parent_id
+            # A head staged in this transaction was written by it; one from the cache may be stale.
+            check = hit and staged is None
+            base = cached.chans if hit and cached is not None else self._base_from_body(cur, cp)
+            chans: dict[str, Chan] = {}
+            blobs: list[tuple[str, str, str, str, str | None, bytes]] = []
+            changed = cw.changed
+            for ch, value in cp.values.items():
+                prev = base.get(ch)
+                if prev is not None and ch not in changed:
+                    chans[ch] = Chan(prev.blob, value, prev.chain)
+                    continue
+                if prev is not None and prev.chain is not None:
+                    data, is_delta, chain = delta.encode(value, prev.value, prev.chain)
+                else:
+                    data, is_delta, chain = delta.encode(value)
+                blobs.append((ns, tid, ch, cp.id, prev.blob if is_delta and prev is not None else None, data))
+                chans[ch] = Chan(cp.id, value, chain)
+            if blobs:
+                cur.executemany(sql["ins_blob"], blobs)
+            if cw.folds_parent_writes and parent_id is not None:
+                cur.execute(sql["del_writes_of"], (ns, tid, parent_id))
+            body = encode_body(cp, blobs={ch: c.blob for ch, c in chans.items()})
+            source = cp.metadata.get("source", "")
+            source = (source if type(source) is str else str(source)).replace("\x00", "\ufffd")  # text refuses NUL
+            params = (ns, tid, cp.id, parent_id, cp.step, cp.created_at, source, encode_json(cp.metadata), body)
+            # The checkpoint row goes last, so that in a Postgres pipeline the check's answer is
+            # the only result waited for before COMMIT.
+            if check:
+                found = cur.execute(sql["ins_cp_checked"], (*params, ns, tid, parent_id)).fetchall()
+                if not found or found[0][0] is None:
+                    raise _StaleCache(key)
+            else:
+                cur.execute(sql["ins_cp"], params)
+            staging[key] = Head(cp.id, chans)
+        return None
+
+    def _base_from_body(self, cur: Cursor, cp: Checkpoint) -> dict[str, Chan]:
+        """The parent's channels as its stored body names them (values unknown, so changed
+        channels are stored in full). A root checkpoint (a new thread, a fork), a missing
+        parent or a damaged one has none: its values are stored in full.
+        """
+        if cp.parent_id is None:
+            return {}
+        row = cur.execute(self._sql["body_of"], (cp.namespace, cp.thread_id, cp.parent_id)).fetchone()
+        if row is None:
+            return {}
+        try:
+            blobs = decode_body(row[0]).blobs or {}
+        except RecordError:
+            return {}  # a damaged parent: store this checkpoint's values in full
+        return {ch: Chan(blob, None, None) for ch, blob in blobs.items()}
