@@ -60,7 +60,7 @@ class ThreadState:
             values=cp.values,
             next=tuple(dict.fromkeys(t.node for t in cp.next_tasks)),
             tasks=cp.next_tasks,
-            interrupts=tuple(active_interrupts(cp.pending_writes)),
+            interrupts=tuple(active_interrupts(cp.pending_writes)) if cp.pending_writes else (),
             metadata=cp.metadata,
             created_at=cp.created_at,
         )
