@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import random
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from _intruder import try_to_take_lease
 
 from plait import (
     END,
@@ -602,30 +602,13 @@ def test_a_second_concurrent_run_on_one_thread_is_thread_busy() -> None:
     assert second.thread_id == "t"
 
 
-def _try_to_take_lease(saver: MemoryCheckpointer, thread_id: str) -> str:
-    """From another OS thread (and event loop), try to take the thread's lease as an intruder."""
-    out: list[str] = []
-
-    def run() -> None:
-        try:
-            asyncio.run(saver.acquire_lease(thread_id, "intruder"))
-            out.append("taken")
-        except ThreadBusyError:
-            out.append("busy")
-
-    worker = threading.Thread(target=run)
-    worker.start()
-    worker.join()
-    return out[0]
-
-
 def test_a_slow_sync_node_with_context_keeps_the_lease_renewed() -> None:
     saver = MemoryCheckpointer()
     saver.lease_ttl = 0.15
 
     def slow(state: Any, ctx: NodeContext) -> Any:
         time.sleep(0.4)  # longer than the lease; the run must renew it meanwhile
-        return {"log": [_try_to_take_lease(saver, "t")]}
+        return {"log": [try_to_take_lease(saver, "t")]}
 
     assert one_node(slow).compile(saver).invoke({}, thread_id="t")["log"] == ["busy"]
 
@@ -636,7 +619,7 @@ def test_a_slow_lone_sync_node_keeps_the_lease_renewed() -> None:
 
     def slow(state: Any) -> Any:
         time.sleep(0.4)  # longer than the lease; the run must renew it meanwhile
-        return {"log": [_try_to_take_lease(saver, "t")]}
+        return {"log": [try_to_take_lease(saver, "t")]}
 
     assert one_node(slow).compile(saver).invoke({}, thread_id="t")["log"] == ["busy"]
 
@@ -651,15 +634,7 @@ def test_a_slow_lone_sync_node_keeps_a_sqlite_lease_renewed(tmp_path: Any) -> No
 
     def slow(state: Any) -> Any:
         time.sleep(0.5)
-
-        async def intrude() -> str:
-            try:
-                await saver.acquire_lease("t", "intruder")
-            except ThreadBusyError:
-                return "busy"
-            return "taken"
-
-        seen.append(_in_thread(lambda: asyncio.run(intrude())))
+        seen.append(try_to_take_lease(saver, "t"))
         return {"log": ["slow"]}
 
     try:
@@ -667,14 +642,6 @@ def test_a_slow_lone_sync_node_keeps_a_sqlite_lease_renewed(tmp_path: Any) -> No
     finally:
         saver.close()
     assert seen == ["busy"]
-
-
-def _in_thread(fn: Any) -> Any:
-    out: list[Any] = []
-    worker = threading.Thread(target=lambda: out.append(fn()))
-    worker.start()
-    worker.join()
-    return out[0]
 
 
 def test_a_run_that_lost_its_lease_stops() -> None:

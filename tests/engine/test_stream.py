@@ -9,6 +9,7 @@ from collections.abc import AsyncGenerator, Generator, Sequence
 from typing import Any, cast
 
 import pytest
+from _intruder import try_to_take_lease
 
 from plait import (
     START,
@@ -28,7 +29,6 @@ from plait import (
     RunFinished,
     StateSchema,
     StateUpdated,
-    ThreadBusyError,
     event_json,
     interrupt,
 )
@@ -320,23 +320,6 @@ def test_a_slow_sync_stream_consumer_does_not_lose_the_thread_lease() -> None:
         items.append(item)
         if i == 0:
             time.sleep(0.4)  # a consumer slower than the lease
-            seen.append(_try_to_take_lease(saver, "t"))
+            seen.append(try_to_take_lease(saver, "t"))
     assert seen == ["busy"]
     assert items[-1]["log"] == ["a", "b"]
-
-
-def _try_to_take_lease(saver: MemoryCheckpointer, thread_id: str) -> str:
-    """From another OS thread (and event loop), try to take the thread's lease as an intruder."""
-    out: list[str] = []
-
-    def run() -> None:
-        try:
-            asyncio.run(saver.acquire_lease(thread_id, "intruder"))
-            out.append("taken")
-        except ThreadBusyError:
-            out.append("busy")
-
-    worker = threading.Thread(target=run)
-    worker.start()
-    worker.join()
-    return out[0]

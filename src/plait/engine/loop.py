@@ -321,7 +321,7 @@ class Run:
             cur, tasks = await self._step(cur, tasks, pending)
             pending = []
             steps += 1
-        await self._finish(cur)
+        await self._persist_current(cur)
         return self._result(cur, (), "done")
 
     async def _step(
@@ -399,10 +399,7 @@ class Run:
                 for i in interrupts
             ]
             if errors:
-                if self.committer is not None:
-                    await self._persist_current(cur)
-                    self.committer.submit(writes=self._batch(saved, cur.id))
-                    await self.committer.drain()
+                await self._save_pending(cur, saved)
                 raise errors[0]
             await self._pause(cur, saved, interrupts)
 
@@ -416,18 +413,11 @@ class Run:
             else:
                 changed = self._merge(tasks, results, base, step)
         except PlaitError:
-            if self.committer is not None and multi:
-                await self._persist_current(cur)
-                self.committer.submit(
-                    writes=self._batch(
-                        [
-                            result_write(t.id, TaskOutcome(writes=results[t.id][0], routes=results[t.id][1]))
-                            for t in to_run
-                        ],
-                        cur.id,
-                    )
+            if multi:
+                await self._save_pending(
+                    cur,
+                    [result_write(t.id, TaskOutcome(writes=results[t.id][0], routes=results[t.id][1])) for t in to_run],
                 )
-                await self.committer.drain()
             raise
         st = self.state
         if changed:
@@ -562,15 +552,19 @@ class Run:
         if self.committer is not None and self.durability == "sync":
             await self.committer.drain()
 
-    async def _finish(self, cur: Checkpoint) -> None:
+    async def _save_pending(self, cur: Checkpoint, writes: Sequence[PendingWrite]) -> None:
+        """Store what the step produced so far on the checkpoint it started from (stored
+        first, if exit durability skipped it), and wait until it is durable: the step stops
+        here, and a resume must find these results."""
+        if self.committer is None:
+            return
         await self._persist_current(cur)
+        if writes:
+            self.committer.submit(writes=self._batch(writes, cur.id))
+        await self.committer.drain()
 
     async def _pause(self, cur: Checkpoint, writes: list[PendingWrite], interrupts: tuple[Interrupt, ...]) -> None:
-        if self.committer is not None:
-            await self._persist_current(cur)
-            if writes:
-                self.committer.submit(writes=self._batch(writes, cur.id))
-            await self.committer.drain()
+        await self._save_pending(cur, writes)
         self._event(Interrupted(interrupts=interrupts, step=cur.step))
         raise _Stop(self._result(cur, interrupts, "interrupted"))
 
