@@ -349,7 +349,8 @@ def test_a_version_1_store_is_upgraded_to_fenced_commits(store: tuple[str, str])
     first.setup_sync()
     first.close()
     sql(dsn, f'DROP FUNCTION "{schema}".plait_fence')  # what version 1 had: no function
-    sql(dsn, f'DELETE FROM "{schema}".plait_migrations WHERE version = 2')
+    sql(dsn, f'DROP FUNCTION "{schema}".plait_require_parent')
+    sql(dsn, f'DELETE FROM "{schema}".plait_migrations WHERE version >= 2')
 
     async def go() -> None:
         cp = postgres.PostgresCheckpointer(dsn, schema=schema)
@@ -369,5 +370,37 @@ def test_a_version_1_store_is_upgraded_to_fenced_commits(store: tuple[str, str])
         head = await cp.get("t")
         assert head is not None and head.id == root.checkpoint.id
         await cp.aclose()
+
+    run(go())
+
+
+def test_a_version_2_store_is_upgraded_to_one_round_trip_commits(store: tuple[str, str]) -> None:
+    """Version 3 adds require_parent(); a version 2 store is refused until migrated, then a
+    commit on a parent that another process deleted is still caught (the function raises)."""
+    dsn, schema = store
+    from plait._codec import freeze
+    from plait._frozen import FrozenList
+
+    first = postgres.PostgresCheckpointer(dsn, schema=schema)
+    first.setup_sync()
+    first.close()
+    sql(dsn, f'DROP FUNCTION "{schema}".plait_require_parent')  # what version 2 had
+    sql(dsn, f'DELETE FROM "{schema}".plait_migrations WHERE version = 3')
+
+    async def go() -> None:
+        a = postgres.PostgresCheckpointer(dsn, schema=schema)
+        b = postgres.PostgresCheckpointer(dsn, schema=schema)
+        with pytest.raises(StoreVersionError) as info:
+            await a.get("t")
+        assert (info.value.found, info.value.known) == (2, SCHEMA_VERSION)
+        assert a.setup_sync() == 2
+        written = await append_chat(a, "t", 3, size=50)
+        await b.delete_thread("t")
+        msgs = FrozenList([*written[-1].values["messages"], freeze({"id": "late"}, "m")])
+        child = make("t", written[-1], {"messages": msgs})
+        await a.commit(checkpoints=[child])
+        same(await b.get("t"), child.checkpoint)
+        await a.aclose()
+        await b.aclose()
 
     run(go())

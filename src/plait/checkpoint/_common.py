@@ -1,14 +1,16 @@
-"""Logic every backend shares: metadata filters and what ``prune`` must keep."""
+"""Logic every backend shares: metadata filters, what ``prune`` must keep, and when a
+blocking call may run on the event loop's own thread."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["FILTER_KEY", "check_filter", "keep_set", "matches", "walk_lineage"]
+__all__ = ["FILTER_KEY", "check_filter", "keep_set", "loop_is_idle", "matches", "walk_lineage"]
 
 FILTER_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
@@ -79,3 +81,16 @@ def walk_lineage(
             out.append(item)
         cursor = parent_of(item)
     return out
+
+
+def loop_is_idle(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether nothing else on ``loop`` is ready to run, so a short blocking call may run
+    on its thread instead of being sent to a worker thread.
+
+    A lone run waiting for its commit (every ``invoke``, and ``ainvoke`` with sync
+    durability) has the loop to itself; while other tasks are ready, calls go through the
+    backend's threads, which also group their commits. Only asyncio's own loops show their
+    ready queue (``_ready``); on any other loop every call goes through the threads.
+    """
+    ready = getattr(loop, "_ready", None)
+    return ready is not None and not ready

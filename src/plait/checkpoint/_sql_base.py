@@ -61,6 +61,10 @@ class Dialect:
     server_fence: bool = False
     """Whether a fence is checked by the ``{P}fence()`` function, which raises server-side
     (PostgreSQL: no result to wait for in a pipeline), instead of by SELECTs read here."""
+    server_parent_check: bool = False
+    """Whether a commit on a cached head checks its parent with ``{P}require_parent()``,
+    which raises server-side (PostgreSQL: a commit then reads no result at all), instead of
+    reading the answer of ``ins_cp_checked``."""
     thread_lock: str = ""
     """A statement locking one thread (``ns``, ``thread_id``) until the transaction ends,
     run before a lease is taken (see ``PG_THREAD_LOCK``); empty when write transactions

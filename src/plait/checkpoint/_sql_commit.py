@@ -15,11 +15,12 @@ from plait.checkpoint._sql_base import Chan, CommitRequest, Cursor, Dialect, Hea
 from plait.checkpoint.base import Checkpoint, Fence, fence_targets
 from plait.errors import CheckpointError, ConcurrentUpdateError, ThreadBusyError
 
-__all__ = ["SqlCommit"]
+__all__ = ["SqlCommit", "StaleCache"]
 
 
-class _StaleCache(Exception):
-    """Internal: the cached parent of a commit is gone from the database (see ``ins_cp_checked``)."""
+class StaleCache(Exception):
+    """Internal: the cached parent of a commit is gone from the database (see
+    ``ins_cp_checked``); a dialect module raises it for a ``require_parent()`` refusal."""
 
     def __init__(self, key: Key) -> None:
         super().__init__(key)
@@ -69,7 +70,7 @@ class SqlCommit:
         def store(batch: Sequence[CommitRequest]) -> list[Exception | None]:
             try:
                 staging, refused = transaction(run(batch, True))
-            except _StaleCache as stale:
+            except StaleCache as stale:
                 # Another process deleted a parent this process had cached: forget it and
                 # store the batch again from what the database holds (rolled back, so safe).
                 self._cache.forget(stale.key)
@@ -217,10 +218,13 @@ class SqlCommit:
             params = (ns, tid, cp.id, parent_id, cp.step, cp.created_at, source, encode_json(cp.metadata), body)
             # The checkpoint row goes last, so that in a Postgres pipeline the check's answer is
             # the only result waited for before COMMIT.
-            if check:
+            if check and self.dialect.server_parent_check:
+                cur.execute(sql["require_parent"], (ns, tid, parent_id))
+                cur.execute(sql["ins_cp"], params)
+            elif check:
                 found = cur.execute(sql["ins_cp_checked"], (*params, ns, tid, parent_id)).fetchall()
                 if not found or found[0][0] is None:
-                    raise _StaleCache(key)
+                    raise StaleCache(key)
             else:
                 cur.execute(sql["ins_cp"], params)
             staging[key] = Head(cp.id, chans)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 __all__ = ["MIGRATIONS", "PG_MIGRATIONS", "PG_THREAD_LOCK", "SCHEMA_VERSION", "STATEMENTS", "joins"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The schema version this code reads and writes."""
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -54,6 +54,9 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     # 2: fenced commits. Nothing shared changes: PostgreSQL adds a function (PG_MIGRATIONS),
     # SQLite checks fences with plain SELECTs and only records the version.
     2: (),
+    # 3: one round trip per PostgreSQL commit: a function that checks a commit's parent
+    # server-side (PG_MIGRATIONS). SQLite reads its check and only records the version.
+    3: (),
 }
 
 _PG_LOCK_KEY = 0x706C6169
@@ -103,6 +106,24 @@ PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
             RETURN 1;
         END
         $fence$""",
+    ),
+    # A commit whose deltas were computed against this process's cached head checks, in the
+    # same transaction, that the parent still exists (another process may have deleted the
+    # thread meanwhile), by raising SQLSTATE PLT03 rather than returning an answer: so a
+    # commit is statements only, sent in one round trip with nothing to wait for before its
+    # end (see postgres.py).
+    3: (
+        """CREATE OR REPLACE FUNCTION {P}require_parent(f_ns text, f_tid text, f_parent text) RETURNS integer
+        LANGUAGE plpgsql VOLATILE AS $require$
+        BEGIN
+            PERFORM 1 FROM {P}checkpoints c WHERE c.ns = f_ns AND c.thread_id = f_tid AND c.id = f_parent;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION USING ERRCODE = 'PLT03', MESSAGE = 'plait: the parent checkpoint is gone',
+                    DETAIL = json_build_object('namespace', f_ns, 'thread_id', f_tid, 'parent', f_parent)::text;
+            END IF;
+            RETURN 1;
+        END
+        $require$""",
     ),
 }
 """Migrations only PostgreSQL runs, appended to the shared ones of the same version."""
@@ -191,6 +212,7 @@ STATEMENTS: dict[str, str] = {
     # as a scan of the whole thread; this is one index lookup everywhere.
     "head_id": "SELECT id FROM {P}checkpoints WHERE ns = ? AND thread_id = ? ORDER BY id DESC LIMIT 1",
     "fence": "SELECT {P}fence(?::text, ?::text, ?::text, ?::boolean, ?::text, ?::text)",
+    "require_parent": "SELECT {P}require_parent(?::text, ?::text, ?::text)",
     "release": "DELETE FROM {P}leases WHERE ns = ? AND thread_id = ? AND owner = ?",
 }
 

@@ -26,14 +26,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
+from plait.checkpoint._common import loop_is_idle
 from plait.checkpoint._sql import CommitRequest, Cursor, Dialect, SqlCore
+from plait.checkpoint._sql_commit import StaleCache
 from plait.checkpoint._sql_schema import PG_MIGRATIONS, PG_THREAD_LOCK
 from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, Fence, ThreadInfo, WritesBatch
 from plait.errors import CheckpointError, ConcurrentUpdateError, ThreadBusyError
@@ -72,19 +75,23 @@ def _dialect(schema: str | None) -> Dialect:
         lateral=True,
         migrations=PG_MIGRATIONS,
         server_fence=True,
+        server_parent_check=True,
         thread_lock=PG_THREAD_LOCK,
     )
 
 
-def _fence_error(exc: Exception) -> CheckpointError | None:
-    """The plait error for a refusal raised by the ``fence()`` function (SQLSTATE PLT01 or
-    PLT02, facts as JSON in DETAIL); None for any other database error."""
+def _refusal(exc: Exception) -> Exception | None:
+    """What a refusal raised by one of plait's functions means: ``fence()`` (SQLSTATE PLT01,
+    PLT02) a plait error, ``require_parent()`` (PLT03) a stale head cache; facts come as JSON
+    in DETAIL. None for any other database error."""
     diag = getattr(exc, "diag", None)
     code = getattr(diag, "sqlstate", None)
-    if code not in ("PLT01", "PLT02"):
+    if code not in ("PLT01", "PLT02", "PLT03"):
         return None
     try:
         facts = orjson.loads(getattr(diag, "message_detail", None) or b"{}")
+        if code == "PLT03":
+            return StaleCache((str(facts["namespace"]), str(facts["thread_id"])))
         if code == "PLT01":
             return ThreadBusyError(str(facts["thread_id"]), str(facts["owner"]), max(0.0, float(facts["expires_in"])))
         return ConcurrentUpdateError(str(facts["thread_id"]), facts["expected"], facts["found"])
@@ -119,6 +126,63 @@ def _pipelined(conn: psycopg.Connection[Any], fn: Callable[[Cursor], T]) -> T:
             with contextlib.suppress(Exception):
                 conn.rollback()
         raise
+
+
+class _NeedsAnswer(Exception):
+    """Internal: a transaction recorded by :class:`_Recorder` reads a result; it runs
+    statement by statement instead."""
+
+
+class _Recorder:
+    """A cursor that records statements instead of running them, so that a transaction
+    that reads nothing (a commit on a cached head) can be sent in one round trip."""
+
+    def __init__(self) -> None:
+        self.statements: list[tuple[str, Sequence[Any]]] = []
+
+    def execute(self, sql: str, params: Sequence[Any] = (), /) -> _Recorder:
+        self.statements.append((sql, params))
+        return self
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]], /) -> None:
+        self.statements.extend((sql, row) for row in rows)
+
+    def fetchone(self) -> Any:
+        raise _NeedsAnswer
+
+    def fetchall(self) -> Any:
+        raise _NeedsAnswer
+
+    def __iter__(self) -> Any:
+        raise _NeedsAnswer
+
+
+_ONE_QUERY_MAX = 64
+"""Statements sent as one query at most; a larger transaction (a group commit, a step of
+many tasks) goes through a pipeline of prepared statements, which parses each kind once."""
+
+
+def _send(conn: psycopg.Connection[Any], statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+    """Run recorded statements as one transaction.
+
+    Up to :data:`_ONE_QUERY_MAX` of them go as one simple query, parameters bound on the
+    client: PostgreSQL runs the statements of one query in one implicit transaction (all or
+    nothing) and answers once, so the commit costs one round trip, like a lone INSERT.
+    """
+    import psycopg
+
+    if conn.autocommit and len(statements) <= _ONE_QUERY_MAX:
+        query = ";\n".join(sql for sql, _ in statements)
+        params = [p for _, row in statements for p in row]
+        with psycopg.ClientCursor(conn) as cur:
+            cur.execute(query, params)
+        return
+
+    def replay(cur: Cursor) -> None:
+        for sql, row in statements:
+            cur.execute(sql, row)
+
+    _pipelined(conn, replay)
 
 
 def _lease_without_flush(cur: Cursor) -> None:
@@ -176,6 +240,9 @@ class PostgresCheckpointer(Checkpointer):
         self._opened = False
         self._checked = False
         self._closed = False
+        self._jobs = 0
+        """Jobs of this checkpointer running now, on any thread (see :meth:`_off_loop`)."""
+        self._jobs_lock = threading.Lock()
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -208,12 +275,17 @@ class PostgresCheckpointer(Checkpointer):
             ) from exc
         self._opened = True
 
-    def _transaction(self, fn: Callable[[Cursor], T], *, check: bool = True, pipeline: bool = False) -> T:
+    def _transaction(
+        self, fn: Callable[[Cursor], T], *, check: bool = True, pipeline: bool = False, batch: bool = False
+    ) -> T:
         """Run ``fn`` in one transaction, retrying on a fresh connection if the connection breaks.
 
         With ``pipeline`` (commits and leases), statements are sent without waiting for their
-        results (see :func:`_pipelined`). Results come in binary form, so ``bytea`` columns
-        arrive as bytes instead of hex text to decode (several times faster for values).
+        results (see :func:`_pipelined`). With ``batch`` (commits), ``fn`` first runs on a
+        :class:`_Recorder`, and if it reads nothing its statements go in one round trip
+        (:func:`_send`); ``fn`` must be safe to run again (it is, on a retry, anyway).
+        Results come in binary form, so ``bytea`` columns arrive as bytes instead of hex text
+        to decode (several times faster for values).
         """
         import psycopg
 
@@ -221,6 +293,16 @@ class PostgresCheckpointer(Checkpointer):
             self._open_pool()
         for attempt in range(_RETRIES + 1):
             try:
+                if batch:
+                    recorder = _Recorder()
+                    try:
+                        result = self._checked_run(recorder, fn, check)
+                    except _NeedsAnswer:
+                        pass  # reads: statement by statement, below
+                    else:
+                        with self._pool.connection() as conn:
+                            _send(conn, recorder.statements)
+                        return result
                 with self._pool.connection() as conn:
                     if pipeline:
                         return _pipelined(conn, lambda cur: self._checked_run(cur, fn, check))
@@ -235,7 +317,7 @@ class PostgresCheckpointer(Checkpointer):
                 time.sleep(0.05 * (attempt + 1))
                 self._pool.check()  # drop the other idle connections that broke too (a server restart)
             except psycopg.Error as exc:
-                refused = _fence_error(exc)
+                refused = _refusal(exc)
                 if refused is not None:
                     raise refused from None
                 raise CheckpointError(f"{self._store}: {type(exc).__name__}: {exc}") from exc
@@ -253,11 +335,32 @@ class PostgresCheckpointer(Checkpointer):
 
     async def _run(self, fn: Callable[[Cursor], T], *, pipeline: bool = False) -> T:
         self._check_open()
+        return await self._off_loop(lambda: self._transaction(fn, pipeline=pipeline))
+
+    async def _off_loop(self, job: Callable[[], T]) -> T:
+        """Run a blocking job on a query thread, or on the caller's thread when nothing else
+        is going on.
+
+        A hop to a query thread and back costs two thread wake-ups (80-250 µs on a small
+        virtual machine, about a round trip to the server), which a lone caller waiting for
+        the answer gains nothing from. So when the event loop has nothing else ready and no
+        other job of this checkpointer is running (a pooled connection is then free, so the
+        job never waits for one), the job runs right here; otherwise on the query threads.
+        """
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, lambda: self._transaction(fn, pipeline=pipeline))
+        with self._jobs_lock:
+            inline = self._jobs == 0 and loop_is_idle(loop)
+            self._jobs += 1
+        try:
+            if inline:
+                return job()
+            return await loop.run_in_executor(self._executor, job)
+        finally:
+            with self._jobs_lock:
+                self._jobs -= 1
 
     def _commit_sync(self, request: CommitRequest) -> None:
-        (error,) = self._core.commit_all(lambda fn: self._transaction(fn, pipeline=True), [request])
+        (error,) = self._core.commit_all(lambda fn: self._transaction(fn, pipeline=True, batch=True), [request])
         if error is not None:
             raise error
 
@@ -300,8 +403,7 @@ class PostgresCheckpointer(Checkpointer):
         request = CommitRequest(checkpoints=checkpoints, writes=writes, fence=fence)
         self._core.check_request(request)
         self._check_open()
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, self._commit_sync, request)
+        await self._off_loop(lambda: self._commit_sync(request))
 
     async def get(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
         if _has_nul(thread_id, namespace, checkpoint_id):

@@ -129,6 +129,10 @@ class Run:
         self._unpersisted: set[str] = set()
         """Channels changed since ``_persisted_id`` (exit durability)."""
         self._pending_folds = False
+        self._with_writes: set[str] = set()
+        """Checkpoints this run stored pending writes for and no child has folded yet: a
+        child folds its parent's writes (deletes them in its commit) only when there may be
+        some, so that a plain step's commit skips that statement."""
         self._current: Checkpoint | None = None
         self._lease_error: BaseException | None = None
         self._inline_ok = renews_off_loop(saver)
@@ -293,6 +297,7 @@ class Run:
         )
         self._store(cp, set(changed), folds=False)
         if pending and self.committer is not None:
+            self._with_writes.add(cid)
             moved = [PendingWrite(task_id=p.task_id, kind=p.kind, key=p.key, value=p.value) for p in pending]
             self.committer.submit(
                 writes=WritesBatch(
@@ -447,15 +452,18 @@ class Run:
                 barriers,
                 {"source": "loop", "step": cur.step + 1, "writes": writes_meta},
             )
+            parent = new.parent_id
+            folds = bool(pending) or parent in self._with_writes
+            self._with_writes.discard(parent)
             if self.durability == "sync":
                 assert self.committer is not None
                 self._current = new
                 self._persisted_id = new.id
                 await self.committer.commit_now(
-                    CheckpointWrite(checkpoint=new, changed=frozenset(changed), folds_parent_writes=True)
+                    CheckpointWrite(checkpoint=new, changed=frozenset(changed), folds_parent_writes=folds)
                 )
             else:
-                self._store(new, set(changed), folds=True)
+                self._store(new, set(changed), folds=folds)
         self._emit_values()
         if self.after and next_tasks and any(t.node in self.after for t in tasks):
             await self._pause(new, [], ())
@@ -570,6 +578,7 @@ class Run:
 
     def _batch(self, writes: Sequence[PendingWrite], checkpoint_id: str | None = None) -> WritesBatch:
         cid = checkpoint_id or self._persisted_id or ""
+        self._with_writes.add(cid)
         return WritesBatch(
             thread_id=self.thread_id or "", namespace=self.namespace, checkpoint_id=cid, writes=tuple(writes)
         )
