@@ -59,7 +59,6 @@ class SqlCore:
             v: tuple(self._q(s.format(**fmt)) for s in (*MIGRATIONS.get(v, ()), *dialect.migrations.get(v, ())))
             for v in {*MIGRATIONS, *dialect.migrations}
         }
-        self._thread_lock = self._q(dialect.thread_lock)
         self._cache = HeadCache()
         self._commit = SqlCommit(dialect, store, self._sql, self._cache)
         self._read = SqlRead(dialect, self._sql, self._cache)
@@ -223,11 +222,16 @@ class SqlCore:
     def acquire_lease(self, cur: Cursor, namespace: str, thread_id: str, owner: str, ttl: float) -> None:
         """Take or renew the lease in one statement, on the database's wall clock.
 
+        With server-side checks (PostgreSQL) this is one statement whose answer is never
+        read: a refusal raises in the database (mapped to ThreadBusyError by the dialect
+        module), so the lease goes in one round trip.
+
         Raises:
             ThreadBusyError: another owner holds an unexpired lease.
         """
-        if self._thread_lock:
-            cur.execute(self._thread_lock, (namespace, thread_id))  # see Dialect.thread_lock
+        if self.dialect.server_checks:
+            cur.execute(self._sql["acquire_lease"], (namespace, thread_id, owner, float(ttl)))
+            return
         for _ in range(3):
             if cur.execute(self._sql["lease"], (namespace, thread_id, owner, float(ttl))).fetchall():
                 return

@@ -58,17 +58,11 @@ class Dialect:
     keeps such a table in one b-tree instead of a table and its primary-key index)."""
     migrations: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
     """Statements only this engine runs, after the shared ones of the same version."""
-    server_fence: bool = False
-    """Whether a fence is checked by the ``{P}fence()`` function, which raises server-side
-    (PostgreSQL: no result to wait for in a pipeline), instead of by SELECTs read here."""
-    server_parent_check: bool = False
-    """Whether a commit on a cached head checks its parent with ``{P}require_parent()``,
-    which raises server-side (PostgreSQL: a commit then reads no result at all), instead of
-    reading the answer of ``ins_cp_checked``."""
-    thread_lock: str = ""
-    """A statement locking one thread (``ns``, ``thread_id``) until the transaction ends,
-    run before a lease is taken (see ``PG_THREAD_LOCK``); empty when write transactions
-    are serialized anyway (SQLite)."""
+    server_checks: bool = False
+    """Whether the store's own functions check fences (``{P}fence()``), a cached commit's
+    parent (``{P}require_parent()``) and lease acquisitions (``{P}acquire_lease()``),
+    raising server-side instead of returning answers to read here (PostgreSQL: a commit or
+    a lease then reads no result at all, and goes in one round trip)."""
 
     def q(self, sql: str) -> str:
         """``sql`` with its ``?`` markers replaced by this engine's parameter marker."""

@@ -151,7 +151,7 @@ class SqlCommit:
         """
         sql = self._sql
         threads, head = fence_targets(request.checkpoints, request.writes, fence)
-        if self.dialect.server_fence:
+        if self.dialect.server_checks:
             for ns, tid in threads:
                 if head is not None and (ns, tid) == (head.namespace, head.thread_id):
                     cur.execute(sql["fence"], (ns, tid, fence.owner, True, head.expected, head.own))
@@ -218,7 +218,7 @@ class SqlCommit:
             params = (ns, tid, cp.id, parent_id, cp.step, cp.created_at, source, encode_json(cp.metadata), body)
             # The checkpoint row goes last, so that in a Postgres pipeline the check's answer is
             # the only result waited for before COMMIT.
-            if check and self.dialect.server_parent_check:
+            if check and self.dialect.server_checks:
                 cur.execute(sql["require_parent"], (ns, tid, parent_id))
                 cur.execute(sql["ins_cp"], params)
             elif check:

@@ -27,7 +27,7 @@ upgrade any older store in place and refuse a newer one.
 
 from __future__ import annotations
 
-__all__ = ["MIGRATIONS", "PG_MIGRATIONS", "PG_THREAD_LOCK", "SCHEMA_VERSION", "STATEMENTS", "joins"]
+__all__ = ["MIGRATIONS", "PG_MIGRATIONS", "SCHEMA_VERSION", "STATEMENTS", "joins"]
 
 SCHEMA_VERSION = 3
 """The schema version this code reads and writes."""
@@ -61,13 +61,12 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
 
 _PG_LOCK_KEY = 0x706C6169
 """The first key of the per-thread advisory locks ("plai"); two-key locks live apart from
-the one-key lock that ``setup()`` takes."""
+the one-key lock that ``setup()`` takes.
 
-PG_THREAD_LOCK = f"SELECT pg_advisory_xact_lock({_PG_LOCK_KEY}, hashtext(?::text || '/' || ?::text))"
-"""Lock one thread (``ns``, ``thread_id``) until the transaction ends: taken by a lease
-acquisition and by every fence check, so that a fence's reads and the commit it guards are
-one atomic step with respect to leases taken and to other fenced commits of the thread (at
-READ COMMITTED a plain SELECT would let a lease or a head change between the check and the
+PostgreSQL's ``fence()`` and ``acquire_lease()`` lock one thread (``ns``, ``thread_id``)
+until the transaction ends, so that a fence's reads and the commit it guards are one atomic
+step with respect to leases taken and to other fenced commits of the thread (at READ
+COMMITTED a plain SELECT would let a lease or a head change between the check and the
 COMMIT). A hash collision between two threads only makes them wait for each other."""
 
 PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -107,11 +106,13 @@ PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
         END
         $fence$""",
     ),
-    # A commit whose deltas were computed against this process's cached head checks, in the
-    # same transaction, that the parent still exists (another process may have deleted the
-    # thread meanwhile), by raising SQLSTATE PLT03 rather than returning an answer: so a
-    # commit is statements only, sent in one round trip with nothing to wait for before its
-    # end (see postgres.py).
+    # One round trip per commit and per lease: checks that raise rather than answer, so a
+    # transaction is statements only, sent at once with nothing to wait for before its end
+    # (see postgres.py). require_parent: a commit whose deltas were computed against this
+    # process's cached head checks that the parent still exists (another process may have
+    # deleted the thread meanwhile), SQLSTATE PLT03. acquire_lease: the "lease" statement
+    # (insert, renew, or take over an expired lease) that raises PLT01, as fence() does,
+    # when another owner holds the lease; a holder that released meanwhile is retried.
     3: (
         """CREATE OR REPLACE FUNCTION {P}require_parent(f_ns text, f_tid text, f_parent text) RETURNS integer
         LANGUAGE plpgsql VOLATILE AS $require$
@@ -124,6 +125,37 @@ PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
             RETURN 1;
         END
         $require$""",
+        f"""CREATE OR REPLACE FUNCTION {{P}}acquire_lease(
+            f_ns text, f_tid text, f_owner text, f_ttl double precision) RETURNS integer
+        LANGUAGE plpgsql VOLATILE AS $lease$
+        DECLARE
+            got text;
+            held_owner text;
+            held_left double precision;
+        BEGIN
+            PERFORM pg_advisory_xact_lock({_PG_LOCK_KEY}, hashtext(f_ns || '/' || f_tid));
+            FOR attempt IN 1..3 LOOP
+                INSERT INTO {{P}}leases AS l (ns, thread_id, owner, expires_at)
+                    VALUES (f_ns, f_tid, f_owner, {{now}} + f_ttl)
+                    ON CONFLICT (ns, thread_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
+                    WHERE l.owner = excluded.owner OR l.expires_at <= {{now}}
+                    RETURNING l.owner INTO got;
+                IF got IS NOT NULL THEN
+                    RETURN 1;
+                END IF;
+                SELECT l.owner, l.expires_at - {{now}} INTO held_owner, held_left
+                    FROM {{P}}leases l WHERE l.ns = f_ns AND l.thread_id = f_tid;
+                IF held_owner IS NOT NULL THEN
+                    RAISE EXCEPTION USING ERRCODE = 'PLT01',
+                        MESSAGE = 'plait lease: the thread is leased by another owner',
+                        DETAIL = json_build_object('thread_id', f_tid, 'owner', held_owner,
+                                                   'expires_in', greatest(held_left, 0))::text;
+                END IF;
+            END LOOP;
+            RAISE EXCEPTION USING ERRCODE = 'PLT01', MESSAGE = 'plait lease: the thread is leased by another owner',
+                DETAIL = json_build_object('thread_id', f_tid, 'owner', 'another run', 'expires_in', 0)::text;
+        END
+        $lease$""",
     ),
 }
 """Migrations only PostgreSQL runs, appended to the shared ones of the same version."""
@@ -213,6 +245,7 @@ STATEMENTS: dict[str, str] = {
     "head_id": "SELECT id FROM {P}checkpoints WHERE ns = ? AND thread_id = ? ORDER BY id DESC LIMIT 1",
     "fence": "SELECT {P}fence(?::text, ?::text, ?::text, ?::boolean, ?::text, ?::text)",
     "require_parent": "SELECT {P}require_parent(?::text, ?::text, ?::text)",
+    "acquire_lease": "SELECT {P}acquire_lease(?::text, ?::text, ?::text, ?::float8)",
     "release": "DELETE FROM {P}leases WHERE ns = ? AND thread_id = ? AND owner = ?",
 }
 

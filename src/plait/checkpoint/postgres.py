@@ -37,7 +37,7 @@ import orjson
 from plait.checkpoint._common import loop_is_idle
 from plait.checkpoint._sql import CommitRequest, Cursor, Dialect, SqlCore
 from plait.checkpoint._sql_commit import StaleCache
-from plait.checkpoint._sql_schema import PG_MIGRATIONS, PG_THREAD_LOCK
+from plait.checkpoint._sql_schema import PG_MIGRATIONS
 from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, Fence, ThreadInfo, WritesBatch
 from plait.errors import CheckpointError, ConcurrentUpdateError, ThreadBusyError
 
@@ -74,9 +74,7 @@ def _dialect(schema: str | None) -> Dialect:
         text_holds_nul=False,
         lateral=True,
         migrations=PG_MIGRATIONS,
-        server_fence=True,
-        server_parent_check=True,
-        thread_lock=PG_THREAD_LOCK,
+        server_checks=True,
     )
 
 
@@ -276,16 +274,24 @@ class PostgresCheckpointer(Checkpointer):
         self._opened = True
 
     def _transaction(
-        self, fn: Callable[[Cursor], T], *, check: bool = True, pipeline: bool = False, batch: bool = False
+        self,
+        fn: Callable[[Cursor], T],
+        *,
+        check: bool = True,
+        pipeline: bool = False,
+        batch: bool = False,
+        read: bool = False,
     ) -> T:
         """Run ``fn`` in one transaction, retrying on a fresh connection if the connection breaks.
 
         With ``pipeline`` (commits and leases), statements are sent without waiting for their
-        results (see :func:`_pipelined`). With ``batch`` (commits), ``fn`` first runs on a
-        :class:`_Recorder`, and if it reads nothing its statements go in one round trip
-        (:func:`_send`); ``fn`` must be safe to run again (it is, on a retry, anyway).
-        Results come in binary form, so ``bytea`` columns arrive as bytes instead of hex text
-        to decode (several times faster for values).
+        results (see :func:`_pipelined`). With ``batch`` (commits and leases), ``fn`` first
+        runs on a :class:`_Recorder`, and if it reads nothing its statements go in one round
+        trip (:func:`_send`); ``fn`` must be safe to run again (it is, on a retry, anyway).
+        With ``read`` (reads only), no BEGIN and COMMIT are sent: at READ COMMITTED every
+        statement takes its own snapshot inside a transaction too, so they would only cost
+        two round trips. Results come in binary form, so ``bytea`` columns arrive as bytes
+        instead of hex text to decode (several times faster for values).
         """
         import psycopg
 
@@ -306,6 +312,9 @@ class PostgresCheckpointer(Checkpointer):
                 with self._pool.connection() as conn:
                     if pipeline:
                         return _pipelined(conn, lambda cur: self._checked_run(cur, fn, check))
+                    if read and conn.autocommit:
+                        with conn.cursor(binary=True) as cur:
+                            return self._checked_run(cur, fn, check)
                     with conn.transaction(), conn.cursor(binary=True) as cur:
                         return self._checked_run(cur, fn, check)
             except psycopg.OperationalError as exc:
@@ -333,9 +342,11 @@ class PostgresCheckpointer(Checkpointer):
         if self._closed:
             raise CheckpointError(f"{self._store}: the checkpointer is closed")
 
-    async def _run(self, fn: Callable[[Cursor], T], *, pipeline: bool = False) -> T:
+    async def _run(
+        self, fn: Callable[[Cursor], T], *, pipeline: bool = False, batch: bool = False, read: bool = False
+    ) -> T:
         self._check_open()
-        return await self._off_loop(lambda: self._transaction(fn, pipeline=pipeline))
+        return await self._off_loop(lambda: self._transaction(fn, pipeline=pipeline, batch=batch, read=read))
 
     async def _off_loop(self, job: Callable[[], T]) -> T:
         """Run a blocking job on a query thread, or on the caller's thread when nothing else
@@ -408,7 +419,7 @@ class PostgresCheckpointer(Checkpointer):
     async def get(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
         if _has_nul(thread_id, namespace, checkpoint_id):
             return None  # nothing with a NUL in its ids can have been stored
-        return await self._run(lambda cur: self._core.get(cur, namespace, thread_id, checkpoint_id))
+        return await self._run(lambda cur: self._core.get(cur, namespace, thread_id, checkpoint_id), read=True)
 
     async def history(
         self,
@@ -422,13 +433,14 @@ class PostgresCheckpointer(Checkpointer):
         if _has_nul(thread_id, namespace, before):
             return []
         return await self._run(
-            lambda cur: self._core.history(cur, namespace, thread_id, limit=limit, before=before, filter=filter)
+            lambda cur: self._core.history(cur, namespace, thread_id, limit=limit, before=before, filter=filter),
+            read=True,
         )
 
     async def list_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
         if _has_nul(namespace):
             return []
-        return await self._run(lambda cur: self._core.list_threads(cur, namespace))
+        return await self._run(lambda cur: self._core.list_threads(cur, namespace), read=True)
 
     async def delete_thread(self, thread_id: str, *, namespace: str = "") -> None:
         if _has_nul(thread_id, namespace):
@@ -450,7 +462,7 @@ class PostgresCheckpointer(Checkpointer):
             _lease_without_flush(cur)
             self._core.acquire_lease(cur, namespace, thread_id, owner, seconds)
 
-        await self._run(acquire, pipeline=True)
+        await self._run(acquire, pipeline=True, batch=True)
 
     async def release_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
         if _has_nul(thread_id, namespace, owner):
@@ -460,7 +472,7 @@ class PostgresCheckpointer(Checkpointer):
             _lease_without_flush(cur)
             self._core.release_lease(cur, namespace, thread_id, owner)
 
-        await self._run(release, pipeline=True)
+        await self._run(release, pipeline=True, batch=True)
 
     def close(self) -> None:
         """Stop the query threads and close the pool if this checkpointer created it."""

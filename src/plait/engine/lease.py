@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
+import os
 import threading
+import time
 from typing import TYPE_CHECKING
 
 from plait.checkpoint.base import Checkpointer
@@ -34,11 +38,12 @@ def renews_off_loop(saver: Checkpointer | None) -> bool:
 class LeaseRenewer:
     """Keeps the run's lease on its thread alive while the run goes on.
 
-    For plait's own backends a plain thread renews it (see :func:`renews_off_loop`), so a
-    node blocking the loop cannot starve the renewal; for other backends a task on the loop
-    does, and lone sync nodes then run in worker threads to keep the loop free. A renewal
-    that fails marks the run: its next step and its next commit raise instead of writing
-    to a thread another run may own by now.
+    For plait's own backends the process's renewal thread renews it (see
+    :func:`renews_off_loop` and :class:`_RenewalThread`), so a node blocking the loop cannot
+    starve the renewal; for other backends a task on the loop does, and lone sync nodes then
+    run in worker threads to keep the loop free. A renewal that fails marks the run: its
+    next step and its next commit raise instead of writing to a thread another run may own
+    by now.
     """
 
     def __init__(self, run: Run, owner: str) -> None:
@@ -48,11 +53,9 @@ class LeaseRenewer:
         self.owner = owner
         self.period = max(saver.lease_ttl / 3, 0.02)
         self._task: asyncio.Task[None] | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.stopped = False
         if renews_off_loop(saver):
-            self._thread = threading.Thread(target=self._renew_in_thread, args=(saver,), daemon=True)
-            self._thread.start()
+            _RenewalThread.get().add(self)
         else:
             self._task = run.loop.create_task(self._renew())
 
@@ -68,26 +71,73 @@ class LeaseRenewer:
         except Exception as exc:
             run._lease_error = exc
 
-    def _renew_in_thread(self, saver: Checkpointer) -> None:
+    def renew_blocking(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Renew once from the renewal thread (``loop`` is that thread's own); False when
+        the renewal failed, which ends this renewer."""
         run = self.run
-        assert run.thread_id is not None
-        loop: asyncio.AbstractEventLoop | None = None
+        saver = run.saver
+        assert saver is not None and run.thread_id is not None
         try:
-            while not self._stop.wait(self.period):
-                try:
-                    if isinstance(saver, MemoryCheckpointer):
-                        saver.take_lease(run.thread_id, self.owner, namespace=run.namespace)
-                    else:
-                        loop = loop or asyncio.new_event_loop()
-                        loop.run_until_complete(saver.acquire_lease(run.thread_id, self.owner, namespace=run.namespace))
-                except Exception as exc:
-                    run._lease_error = exc
-                    return
-        finally:
-            if loop is not None:
-                loop.close()
+            if isinstance(saver, MemoryCheckpointer):
+                saver.take_lease(run.thread_id, self.owner, namespace=run.namespace)
+            else:
+                loop.run_until_complete(saver.acquire_lease(run.thread_id, self.owner, namespace=run.namespace))
+        except Exception as exc:
+            run._lease_error = exc
+            return False
+        return True
 
     def stop(self) -> None:
+        self.stopped = True
         if self._task is not None:
             self._task.cancel()
-        self._stop.set()
+
+
+class _RenewalThread:
+    """One daemon thread renewing the leases of every run in the process.
+
+    A thread per run would cost a thread start per ``invoke`` (``Thread.start`` waits for
+    the new thread to run: 0.1-0.4 ms on a small virtual machine, a third of a short resume)
+    and a thread per concurrent run. Renewals are due every third of a lease's life, so one
+    thread keeps up with thousands of runs; a stopped renewer is dropped when it comes due.
+    After ``fork`` the child starts its own thread (threads do not survive a fork).
+    """
+
+    _instance: _RenewalThread | None = None
+    _instance_lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self._pid = os.getpid()
+        self._cond = threading.Condition()
+        self._due: list[tuple[float, int, LeaseRenewer]] = []
+        self._order = itertools.count()
+        self._thread = threading.Thread(target=self._run, name="plait-lease-renewal", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def get(cls) -> _RenewalThread:
+        with cls._instance_lock:
+            found = cls._instance
+            if found is None or found._pid != os.getpid():
+                found = cls._instance = cls()
+            return found
+
+    def add(self, renewer: LeaseRenewer) -> None:
+        with self._cond:
+            heapq.heappush(self._due, (time.monotonic() + renewer.period, next(self._order), renewer))
+            self._cond.notify()
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            while True:
+                with self._cond:
+                    while not self._due or self._due[0][0] > time.monotonic():
+                        self._cond.wait(None if not self._due else self._due[0][0] - time.monotonic())
+                    _, _, renewer = heapq.heappop(self._due)
+                if renewer.stopped:
+                    continue
+                if renewer.renew_blocking(loop) and not renewer.stopped:
+                    self.add(renewer)
+        finally:
+            loop.close()
