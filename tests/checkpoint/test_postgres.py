@@ -284,12 +284,17 @@ def test_import_plait_does_not_import_psycopg() -> None:
     assert out.stdout.strip() == "False"
 
 
-def test_a_parent_deleted_by_another_process_is_not_built_upon(store: tuple[str, str]) -> None:
-    """A commit on a cached parent checks, in its pipeline, that the parent still exists; one
-    deleted meanwhile makes it store its values from what the database holds instead."""
+@pytest.mark.parametrize("fenced", [False, True], ids=["require_parent", "fence"])
+def test_a_parent_deleted_by_another_process_is_not_built_upon(store: tuple[str, str], fenced: bool) -> None:
+    """A commit on a cached parent checks, in its transaction, that the parent still exists
+    (require_parent(), or the fence when the commit has one); one deleted meanwhile makes it
+    store its values from what the database holds instead."""
     dsn, schema = store
     from plait._codec import freeze
     from plait._frozen import FrozenList
+    from plait.checkpoint.base import Fence
+
+    fence = Fence(owner="run") if fenced else None
 
     async def go() -> None:
         a = postgres.PostgresCheckpointer(dsn, schema=schema)
@@ -299,9 +304,9 @@ def test_a_parent_deleted_by_another_process_is_not_built_upon(store: tuple[str,
         await b.delete_thread("t")
         msgs = FrozenList([*written[-1].values["messages"], freeze({"id": "late"}, "m")])
         child = make("t", written[-1], {"messages": msgs})
-        await a.commit(checkpoints=[child])
+        await a.commit(checkpoints=[child], fence=fence)
         grandchild = make("t", child.checkpoint, {"turn": 99})
-        await a.commit(checkpoints=[grandchild])
+        await a.commit(checkpoints=[grandchild], fence=fence)
         for cp in (a, b):
             same(await cp.get("t"), grandchild.checkpoint)
             same(await cp.get("t", child.checkpoint.id), child.checkpoint)

@@ -136,14 +136,16 @@ class SqlCommit:
                     "use ids, names and keys without NUL"
                 )
 
-    def _check_fence(self, cur: Cursor, request: CommitRequest, fence: Fence) -> None:
+    def _check_fence(self, cur: Cursor, request: CommitRequest, fence: Fence, parents: dict[Key, str]) -> None:
         """Check ``fence`` in the commit's transaction, before it writes anything.
 
         With a server-side fence (PostgreSQL) each thread's check is one statement whose
         answer is never read: a refusal raises in the database, aborts the transaction and
         comes back as the commit's error (mapped to plait's errors by the dialect module).
-        Otherwise the lease and head are read here, on the database clock as leases are
-        taken, inside the write transaction that holds the lock (SQLite: BEGIN IMMEDIATE).
+        It also checks the parent a cached commit builds on (``parents``, taken out of the
+        dict: those need no ``require_parent`` of their own). Otherwise the lease and head
+        are read here, on the database clock as leases are taken, inside the write
+        transaction that holds the lock (SQLite: BEGIN IMMEDIATE).
 
         Raises:
             ThreadBusyError: another owner holds an unexpired lease on a thread it touches.
@@ -153,10 +155,11 @@ class SqlCommit:
         threads, head = fence_targets(request.checkpoints, request.writes, fence)
         if self.dialect.server_checks:
             for ns, tid in threads:
+                parent = parents.pop((ns, tid), None)
                 if head is not None and (ns, tid) == (head.namespace, head.thread_id):
-                    cur.execute(sql["fence"], (ns, tid, fence.owner, True, head.expected, head.own))
+                    cur.execute(sql["fence"], (ns, tid, fence.owner, True, head.expected, head.own, parent))
                 else:
-                    cur.execute(sql["fence"], (ns, tid, fence.owner, False, None, None))
+                    cur.execute(sql["fence"], (ns, tid, fence.owner, False, None, None, parent))
             return
         for ns, tid in threads:
             held = cur.execute(sql["lease_holder"], (ns, tid)).fetchone()
@@ -174,9 +177,23 @@ class SqlCommit:
         """Write one commit in the caller's transaction; return the error of a fence that
         refused it (nothing of it written), None when it is written."""
         sql = self._sql
+        # The cached heads, read once: what the commit builds on and what it checks agree.
+        heads = {key: self._cache.get(key) for key in _threads(request)} if use_cache else {}
+        # Server-side checks: which threads' first checkpoint builds on a cached parent
+        # (only a thread's first checkpoint in a transaction can: the next ones build on it).
+        parents: dict[Key, str] = {}
+        if self.dialect.server_checks:
+            for cw in request.checkpoints:
+                cp = cw.checkpoint
+                key = (cp.namespace, cp.thread_id)
+                if key in staging or key in parents or cp.parent_id is None:
+                    continue
+                cached = heads.get(key)
+                if cached is not None and cached.id == cp.parent_id:
+                    parents[key] = cp.parent_id
         if request.fence is not None:
             try:
-                self._check_fence(cur, request, request.fence)
+                self._check_fence(cur, request, request.fence, parents)
             except (ThreadBusyError, ConcurrentUpdateError) as refused:
                 return refused
         for batch in request.writes:
@@ -189,7 +206,7 @@ class SqlCommit:
             ns, tid, parent_id = cp.namespace, cp.thread_id, cp.parent_id
             key = (ns, tid)
             staged = staging.get(key)
-            cached = staged if staged is not None else self._cache.get(key) if use_cache else None
+            cached = staged if staged is not None else heads.get(key)
             hit = parent_id is not None and cached is not None and cached.id == parent_id
             # A head staged in this transaction was written by it; one from the cache may be stale.
             check = hit and staged is None
@@ -219,7 +236,8 @@ class SqlCommit:
             # The checkpoint row goes last, so that in a Postgres pipeline the check's answer is
             # the only result waited for before COMMIT.
             if check and self.dialect.server_checks:
-                cur.execute(sql["require_parent"], (ns, tid, parent_id))
+                if parents.pop(key, None) is not None:  # not checked by a fence
+                    cur.execute(sql["require_parent"], (ns, tid, parent_id))
                 cur.execute(sql["ins_cp"], params)
             elif check:
                 found = cur.execute(sql["ins_cp_checked"], (*params, ns, tid, parent_id)).fetchall()
@@ -245,3 +263,8 @@ class SqlCommit:
         except RecordError:
             return {}  # a damaged parent: store this checkpoint's values in full
         return {ch: Chan(blob, None, None) for ch, blob in blobs.items()}
+
+
+def _threads(request: CommitRequest) -> set[Key]:
+    """The threads a commit stores checkpoints on."""
+    return {(cw.checkpoint.namespace, cw.checkpoint.thread_id) for cw in request.checkpoints}
