@@ -27,6 +27,7 @@ __all__ = [
     "encode",
     "fingerprint",
     "freeze",
+    "freeze_decoded",
     "freeze_trusted",
 ]
 
@@ -131,6 +132,27 @@ def freeze_trusted(value: Any) -> Any:
         return FrozenList([freeze_trusted(v) for v in value])
     if t is dict:
         return FrozenDict({k: freeze_trusted(v) for k, v in value.items()})
+    return value
+
+
+def freeze_decoded(value: Any) -> Any:
+    """:func:`freeze_trusted` for a value this caller just decoded and owns: its containers
+    are reused as the work space (a nested container is replaced by its frozen copy in
+    place) instead of being copied into new ones first, which makes freezing small records
+    (checkpoint metadata) about a third cheaper. ``value`` must not be used afterwards."""
+    t = type(value)
+    if t is dict:
+        for k, v in value.items():
+            tv = type(v)
+            if tv is dict or tv is list:
+                value[k] = freeze_decoded(v)  # replacing a key's value keeps the dict's size
+        return FrozenDict(value)
+    if t is list:
+        for i, v in enumerate(value):
+            tv = type(v)
+            if tv is dict or tv is list:
+                value[i] = freeze_decoded(v)
+        return FrozenList(value)
     return value
 
 

@@ -7,6 +7,7 @@ import asyncio
 import sqlite3
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -541,3 +542,29 @@ def test_history_reads_blobs_by_range_yet_skips_other_branches_and_finds_older_b
         await cp.aclose()
 
     run(go())
+
+
+def test_several_stores_opening_one_new_file_at_once_all_open(tmp_path: Path) -> None:
+    """Setting WAL mode can fail at once (no busy wait) while another connection opens or
+    migrates the file; each store waits and retries instead of failing."""
+    failures: list[BaseException] = []
+    for i in range(20):
+        path = tmp_path / f"race{i}.db"
+        opened: list[SqliteCheckpointer] = []
+
+        def open_one(path: Path = path, opened: list[SqliteCheckpointer] = opened) -> None:
+            try:
+                store = SqliteCheckpointer(path)
+                run(store.setup())
+                opened.append(store)
+            except BaseException as exc:
+                failures.append(exc)
+
+        threads = [threading.Thread(target=open_one) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for store in opened:
+            store.close()
+    assert failures == []

@@ -53,6 +53,9 @@ class Dialect:
     lateral: bool = False
     """Whether the recursive reads look rows up through LATERAL subqueries (see
     :func:`~plait.checkpoint._sql_schema.joins`)."""
+    lazy_rows: bool = False
+    """Whether a cursor steps through a query's rows as they are read (sqlite3), so that a
+    read can stop a scan early, on a cursor of its own (``cursor.connection.cursor()``)."""
     small_table: str = ""
     """Appended to CREATE TABLE of tables with small rows (SQLite: `` WITHOUT ROWID``, which
     keeps such a table in one b-tree instead of a table and its primary-key index)."""

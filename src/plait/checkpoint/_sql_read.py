@@ -2,18 +2,29 @@
 delta-encoded channel values they need (skipped for the head this process last wrote).
 
 Part of :class:`plait.checkpoint._sql.SqlCore`, which owns the statements and the cache.
+
+A lineage is read by scanning the thread's checkpoints newest first, in pages, and following
+the parent links through the rows the scan returns: an index range scan costs a fraction of
+the recursive query's index lookup per row, and in the usual thread (one line, or a few
+branches) nearly every row scanned is in the lineage. When the scan turns out a poor guess
+(many rows of other branches, a parent it cannot find) the recursive query takes over, so
+the scan only ever decides speed, never the result.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from itertools import repeat
 from typing import Any, cast
 
+import orjson
+
+from plait._codec import freeze_decoded
 from plait._frozen import FrozenDict
 from plait.checkpoint import delta
 from plait.checkpoint._common import check_filter, matches
-from plait.checkpoint._records import Body, RecordError, decode_body, decode_json
+from plait.checkpoint._records import BodyFields, RecordError, decode_body_fields, decode_json
 from plait.checkpoint._sql_base import Cursor, Dialect, HeadCache, Key
 from plait.checkpoint.base import Checkpoint, PendingWrite
 from plait.errors import CheckpointCorruptError
@@ -21,21 +32,78 @@ from plait.errors import CheckpointCorruptError
 __all__ = ["SqlRead", "decode_metadata"]
 
 _NO_LIMIT = 2**62
+_FIRST_PAGE = 256
+"""Rows of the first page of a lineage scan without a limit (each next page is 4x larger)."""
+_MAX_PAGE = 16384
+_SLACK = 64
+"""Rows of other branches a lineage scan may pass over beyond one per lineage row taken,
+before the recursive query takes over."""
+
+_COLUMNS = "id, parent_id, step, created_at, metadata, body"
+_SCANS = {
+    # The newest checkpoints of a thread from its head, from an id, or below an id (the next
+    # page): one backward range scan of the primary key each.
+    "scan_head": f"SELECT {_COLUMNS} FROM {{P}}checkpoints WHERE ns = ? AND thread_id = ? ORDER BY id DESC LIMIT ?",
+    "scan_from": f"""SELECT {_COLUMNS} FROM {{P}}checkpoints WHERE ns = ? AND thread_id = ? AND id <= ?
+        ORDER BY id DESC LIMIT ?""",
+    "scan_below": f"""SELECT {_COLUMNS} FROM {{P}}checkpoints WHERE ns = ? AND thread_id = ? AND id < ?
+        ORDER BY id DESC LIMIT ?""",
+    "parent_of": "SELECT parent_id FROM {P}checkpoints WHERE ns = ? AND thread_id = ? AND id = ?",
+    # One channel's blobs from an id down, read lazily by SQLite (see SqlRead._scan_chains).
+    "chain": """SELECT id, base_id, data FROM {P}blobs WHERE ns = ? AND thread_id = ? AND channel = ? AND id <= ?
+        ORDER BY id DESC""",
+}
 
 
-def decode_metadata(thread_id: str, cid: str, data: bytes) -> Any:
-    """A checkpoint's stored metadata, which must be a JSON object.
+def decode_metadata(thread_id: str, cid: str, data: bytes, shared: dict[bytes, Any] | None = None) -> Any:
+    """A checkpoint's stored metadata, which must be a JSON object (returned frozen).
+
+    Args:
+        shared: frozen parts of metadata decoded before, by their JSON text: a part with the
+            same text as one seen before (``writes``, ``reducers``: the same in most
+            checkpoints of a run) is that frozen part, not a new copy of it.
 
     Raises:
         CheckpointCorruptError: it does not decode to one.
     """
     try:
-        meta = decode_json(data)
-    except RecordError as exc:
-        raise CheckpointCorruptError(thread_id, cid, f"metadata: {exc}") from None
-    if not isinstance(meta, dict):
+        meta = orjson.loads(data)
+    except (orjson.JSONDecodeError, TypeError) as exc:
+        raise CheckpointCorruptError(thread_id, cid, f"metadata: not JSON ({exc})") from None
+    if type(meta) is not dict:
         raise CheckpointCorruptError(thread_id, cid, "metadata is not a JSON object")
-    return meta
+    if shared is not None:
+        for key, value in meta.items():
+            t = type(value)
+            if t is dict or t is list:
+                # Equal JSON text is the same JSON value (1, 1.0 and true differ in it), so
+                # the frozen part found is exactly what freezing this one would give.
+                try:
+                    text = orjson.dumps(value)
+                except orjson.JSONEncodeError:  # nested deeper than orjson writes
+                    meta[key] = freeze_decoded(value)
+                    continue
+                part = shared.get(text)
+                if part is None:
+                    part = shared[text] = freeze_decoded(value)
+                meta[key] = part
+        return FrozenDict(meta)
+    return freeze_decoded(meta)
+
+
+class _Lineage:
+    """The rows of a lineage as a scan found them (see :meth:`SqlRead._scan`)."""
+
+    __slots__ = ("floor", "metas", "rows", "scanned")
+
+    def __init__(self) -> None:
+        self.rows: list[Any] = []
+        self.metas: list[Any] = []
+        """The decoded metadata of each row (None when no filter needed it decoded)."""
+        self.scanned = 0
+        """Rows the scan returned, lineage or not."""
+        self.floor: str | None = None
+        """The last id scanned when rows below it were not (None: the scan reached the end)."""
 
 
 class SqlRead:
@@ -44,6 +112,7 @@ class SqlRead:
     def __init__(self, dialect: Dialect, sql: Mapping[str, str], cache: HeadCache) -> None:
         self.dialect = dialect
         self._sql = sql
+        self._scans = {k: dialect.q(v.replace("{P}", dialect.prefix)) for k, v in _SCANS.items()}
         self._cache = cache
 
     def get(self, cur: Cursor, namespace: str, thread_id: str, checkpoint_id: str | None) -> Checkpoint | None:
@@ -75,7 +144,7 @@ class SqlRead:
         before: str | None,
         filter: Mapping[str, Any] | None,
     ) -> list[Checkpoint]:
-        """The lineage newest first: one recursive query for the rows, one for their blobs.
+        """The lineage newest first: a scan (or a recursive query) for the rows, then their blobs.
 
         A filter is applied here, on decoded metadata, so it means exactly what it means in
         every other backend; with a filter the whole lineage is walked.
@@ -83,33 +152,117 @@ class SqlRead:
         check_filter(filter)
         if limit is not None and limit <= 0:
             return []
-        p = self._sql["lineage"]
-        if before is None:
-            start = "(SELECT max(id) FROM {P}checkpoints WHERE ns = ? AND thread_id = ?)"
-            start_params: tuple[Any, ...] = (namespace, thread_id)
+        start: str | None = None
+        if before is not None:
+            found = cur.execute(self._scans["parent_of"], (namespace, thread_id, before)).fetchone()
+            if found is None or found[0] is None:
+                return []
+            start = found[0]
+        lin = self._scan(cur, namespace, thread_id, start, limit, filter)
+        if lin is None:
+            lin = self._recursive(cur, namespace, thread_id, start, limit, filter)
+        return self._build(cur, namespace, thread_id, lin.rows, lin.metas, lineage=lin)
+
+    def _scan(
+        self,
+        cur: Cursor,
+        namespace: str,
+        thread_id: str,
+        start: str | None,
+        limit: int | None,
+        filter: Mapping[str, Any] | None,
+    ) -> _Lineage | None:
+        """The lineage from ``start`` (the head when None) by a backward scan of the thread,
+        or None when the recursive query should read it instead.
+
+        Rows are taken by following parent ids through the rows scanned so far, so the
+        result does not depend on how ids sort. It gives up (None) when a parent is not
+        among the rows scanned once the scan has reached the thread's first row, or when
+        more rows of other branches were passed over than it can afford.
+        """
+        lin = _Lineage()
+        want = limit if limit is not None else _NO_LIMIT
+        page = min(want + 16, _FIRST_PAGE) if not filter else _FIRST_PAGE
+        where = (namespace, thread_id)
+        if start is None:
+            batch = cur.execute(self._scans["scan_head"], (*where, page)).fetchall()
+            if batch:
+                start = batch[0][0]
         else:
-            start = "(SELECT parent_id FROM {P}checkpoints WHERE ns = ? AND thread_id = ? AND id = ?)"
-            start_params = (namespace, thread_id, before)
-        sql = p.replace("{start}", self.dialect.q(start.replace("{P}", self.dialect.prefix)))
+            batch = cur.execute(self._scans["scan_from"], (*where, start, page)).fetchall()
+        pending: dict[str, Any] = {}
+        expected: str | None = start
+        taken: set[str] = set()
+        while True:
+            lin.scanned += len(batch)
+            for row in batch:
+                pending[row[0]] = row
+            while expected is not None and expected in pending:
+                row = pending.pop(expected)
+                taken.add(expected)
+                if filter:
+                    meta = decode_metadata(thread_id, row[0], row[4])
+                    if matches(meta, filter):
+                        lin.rows.append(row)
+                        lin.metas.append(meta)
+                else:
+                    lin.rows.append(row)
+                    lin.metas.append(None)
+                if len(lin.rows) >= want:
+                    expected = None
+                    break
+                expected = row[1]
+                if expected in taken:
+                    expected = None  # foreign data with a parent cycle: the lineage ends
+            if expected is None or not batch:
+                break
+            if len(batch) < page:  # the scan reached the thread's end, and not the parent
+                return None  # (foreign data): the recursive query decides
+            if len(pending) > len(taken) + _SLACK:
+                return None  # mostly other branches: the recursive query reads only the lineage
+            page = min(page * 4, _MAX_PAGE)
+            batch = cur.execute(self._scans["scan_below"], (*where, batch[-1][0], page)).fetchall()
+        if expected is not None:
+            return None  # the scan found nothing (a head that vanished, or no such start)
+        lin.floor = batch[-1][0] if batch and len(batch) >= page else None
+        return lin
+
+    def _recursive(
+        self,
+        cur: Cursor,
+        namespace: str,
+        thread_id: str,
+        start: str | None,
+        limit: int | None,
+        filter: Mapping[str, Any] | None,
+    ) -> _Lineage:
+        """The lineage from ``start`` (the head when None) by one recursive query."""
+        if start is None:
+            first = "(SELECT max(id) FROM {P}checkpoints WHERE ns = ? AND thread_id = ?)"
+            first_params: tuple[Any, ...] = (namespace, thread_id)
+        else:
+            first, first_params = "?", (start,)
+        sql = self._sql["lineage"].replace("{start}", self.dialect.q(first.replace("{P}", self.dialect.prefix)))
         cap = limit if limit is not None and not filter else _NO_LIMIT
         where = (namespace, thread_id)
-        params = (*where, *start_params, *where, cap, *where, *where)
-        rows = cur.execute(sql, params).fetchall()
-        chosen = []
+        rows = cur.execute(sql, (*where, *first_params, *where, cap, *where, *where)).fetchall()
+        lin = _Lineage()
+        lin.scanned = int(rows[0][6]) if rows else 0  # the thread's size bounds any range read
         seen: set[str] = set()
         for row in rows:
             if row[0] in seen:
                 break  # foreign data with a parent cycle
             seen.add(row[0])
-            if filter and not matches(decode_metadata(thread_id, row[0], row[4]), filter):
-                continue
-            chosen.append(row)
-            if limit is not None and len(chosen) >= limit:
+            meta = None
+            if filter:
+                meta = decode_metadata(thread_id, row[0], row[4])
+                if not matches(meta, filter):
+                    continue
+            lin.rows.append(row)
+            lin.metas.append(meta)
+            if limit is not None and len(lin.rows) >= limit:
                 break
-        # When the chosen checkpoints are at least half the thread, their blobs are read by
-        # id range (see _values): at most about as many rows again as needed are read.
-        by_range = bool(chosen) and 2 * len(chosen) >= int(rows[0][6])
-        return self._build(cur, namespace, thread_id, chosen, by_range=by_range)
+        return lin
 
     def _from_cache(self, namespace: str, thread_id: str, row: Any) -> Checkpoint | None:
         """The checkpoint of ``row`` without touching its blobs, when it is the one this
@@ -119,11 +272,8 @@ class SqlRead:
         head = self._cache.get((namespace, thread_id))
         if head is None or head.id != row[0]:
             return None
-        try:
-            body = decode_body(row[5])
-        except RecordError as exc:
-            raise CheckpointCorruptError(thread_id, row[0], str(exc)) from None
-        if body.blobs is None or set(body.blobs) != set(head.chans):
+        versions, next_tasks, barriers, blobs = _body_of(thread_id, row)
+        if blobs is None or set(blobs) != set(head.chans):
             return None
         return Checkpoint(
             thread_id=thread_id,
@@ -131,47 +281,68 @@ class SqlRead:
             id=row[0],
             parent_id=row[1],
             step=int(row[2]),
-            values=FrozenDict({ch: head.chans[ch].value for ch in body.blobs}),
-            versions=body.versions,
-            next_tasks=body.next_tasks,
-            barriers=body.barriers,
+            values=FrozenDict({ch: head.chans[ch].value for ch in blobs}),
+            versions=versions,
+            next_tasks=next_tasks,
+            barriers=barriers,
             metadata=decode_metadata(thread_id, row[0], row[4]),
             created_at=float(row[3]),
         )
 
     def _build(
-        self, cur: Cursor, namespace: str, thread_id: str, rows: Sequence[Any], *, by_range: bool = False
+        self,
+        cur: Cursor,
+        namespace: str,
+        thread_id: str,
+        rows: Sequence[Any],
+        metas: Sequence[Any] = (),
+        *,
+        lineage: _Lineage | None = None,
     ) -> list[Checkpoint]:
-        """Checkpoints from their rows, fetching and replaying all their blobs at once."""
-        bodies: list[Body] = []
+        """Checkpoints from their rows, fetching and replaying all their blobs at once.
+
+        ``metas`` holds each row's metadata already decoded (None where it is not); with
+        ``lineage`` (a history) the blobs may be read by id range (see :meth:`_values`).
+        """
+        bodies: list[BodyFields] = []
         keys: set[tuple[str, str]] = set()
+        last: Mapping[str, str] | None = None
         for row in rows:
             try:
-                body = decode_body(row[5])
+                body = decode_body_fields(row[5])
             except RecordError as exc:
                 raise CheckpointCorruptError(thread_id, row[0], str(exc)) from None
-            if body.blobs is None:
+            blobs = body[3]
+            if blobs is None:
                 raise CheckpointCorruptError(thread_id, row[0], "checkpoint body has no blob map")
+            if blobs != last:  # consecutive checkpoints often point at the same blobs
+                keys.update(blobs.items())
+                last = blobs
             bodies.append(body)
-            keys.update(body.blobs.items())
-        values = self._values(cur, namespace, thread_id, keys, rows, bodies, by_range) if keys else {}
+        values = self._values(cur, namespace, thread_id, keys, rows, bodies, lineage) if keys else {}
         out = []
-        for row, body in zip(rows, bodies, strict=True):
-            cid = row[0]
-            blobs = body.blobs
-            assert blobs is not None
+        shared: dict[bytes, Any] = {}
+        last = None
+        chans: Mapping[str, Any] = FrozenDict()
+        for row, (versions, next_tasks, barriers, blobs), meta in zip(
+            rows, bodies, metas or repeat(None, len(rows)), strict=True
+        ):
+            if blobs != last:  # (the same blobs: the same frozen values, shared)
+                assert blobs is not None
+                chans = FrozenDict(zip(blobs, map(values.__getitem__, blobs.items()), strict=True))
+                last = blobs
             out.append(
                 Checkpoint(
                     thread_id=thread_id,
                     namespace=namespace,
-                    id=cid,
+                    id=row[0],
                     parent_id=row[1],
                     step=int(row[2]),
-                    values=FrozenDict({ch: values[(ch, blob)] for ch, blob in blobs.items()}),
-                    versions=body.versions,
-                    next_tasks=body.next_tasks,
-                    barriers=body.barriers,
-                    metadata=decode_metadata(thread_id, cid, row[4]),
+                    values=chans,
+                    versions=versions,
+                    next_tasks=next_tasks,
+                    barriers=barriers,
+                    metadata=decode_metadata(thread_id, row[0], row[4], shared) if meta is None else meta,
                     created_at=float(row[3]),
                 )
             )
@@ -184,29 +355,37 @@ class SqlRead:
         thread_id: str,
         keys: set[tuple[str, str]],
         rows: Sequence[Any],
-        bodies: Sequence[Body],
-        by_range: bool,
+        bodies: Sequence[BodyFields],
+        lineage: _Lineage | None,
     ) -> dict[Hashable, Any]:
         """The values of ``keys``: their blobs and bases fetched, then replayed together.
 
-        By default one recursive query walks the delta chains from the keys. ``by_range``
-        first reads, per channel, every blob between the oldest and newest key (an index
-        range scan, much cheaper per row than a recursive step); the recursive query then
-        fetches only what that missed (the bases older than the range).
+        By default one recursive query walks the delta chains from the keys. For a lineage
+        that is at least half of the checkpoints its scan went through, each channel whose
+        keys all lie in the scanned id range first has every blob between its oldest and
+        newest key read (an index range scan, much cheaper per row than a recursive step;
+        at most about as many rows again as needed, since every blob in the range was
+        written by a scanned checkpoint); the recursive query then fetches only what that
+        missed (the bases older than the range).
         """
         stored: dict[Hashable, tuple[Hashable | None, bytes]] = {}
         seeds: Iterable[Key] = keys
-        if by_range:
+        if self.dialect.lazy_rows:
+            seeds = self._scan_chains(cur, namespace, thread_id, keys, stored)
+        elif lineage is not None and rows and 2 * len(rows) >= lineage.scanned:
             ranges: dict[str, tuple[str, str]] = {}
             for ch, blob in keys:
                 lo, hi = ranges.get(ch, (blob, blob))
                 ranges[ch] = (min(lo, blob), max(hi, blob))
             for ch, (lo, hi) in ranges.items():
+                if lineage.floor is not None and lo < lineage.floor:
+                    continue  # the range reaches below the scan: its size is unknown
                 for channel, blob, base_id, data in cur.execute(
                     self._sql["blob_range"], (namespace, thread_id, ch, lo, hi)
                 ).fetchall():
                     stored[(channel, blob)] = (None if base_id is None else (channel, base_id), bytes(data))
-            seeds = cast(set[Key], delta.unresolved(stored, keys))  # keys of the rows above
+            if stored:
+                seeds = cast(set[Key], delta.unresolved(stored, keys))  # keys of the rows above
         missing: tuple[str, str] | None = None
         if seeds:
             ordered = sorted(seeds)
@@ -225,7 +404,67 @@ class SqlRead:
             reason += f" (blob {missing!r} is missing)"
         culprit = rows[0][0]
         for row, body in zip(rows, bodies, strict=True):
-            if body.blobs and any((ch, b) == bad for ch, b in body.blobs.items()):
+            blobs = body[3]
+            if blobs and any((ch, b) == bad for ch, b in blobs.items()):
                 culprit = row[0]
                 break
         raise CheckpointCorruptError(thread_id, culprit, reason)
+
+    def _scan_chains(
+        self,
+        cur: Cursor,
+        namespace: str,
+        thread_id: str,
+        keys: set[tuple[str, str]],
+        stored: dict[Hashable, tuple[Hashable | None, bytes]],
+    ) -> set[Key]:
+        """Read the delta chains of ``keys`` into ``stored`` by one backward scan per channel,
+        from its newest key down to the full values its chains start from; return the keys
+        (or bases) still missing, for the recursive query.
+
+        Only for SQLite, whose cursor steps through rows as they are read, so that a scan
+        stops where the chains end and reads nothing past them. In one line of checkpoints
+        every blob of a channel is in the chain of the next one, so nearly every row read
+        is needed; a scan that passes over more rows of other branches than it can afford
+        stops and leaves the rest to the recursive query. The scans run on a cursor of their
+        own, closed at the end: a statement left part-read would hold its snapshot of the
+        database (and keep the WAL from being checkpointed) until it is reset.
+        """
+        wanted: dict[str, set[str]] = {}
+        for ch, blob in keys:
+            wanted.setdefault(ch, set()).add(blob)
+        exact = True
+        scan = cur.connection.cursor()  # type: ignore[attr-defined]  # (lazy_rows: sqlite3)
+        try:
+            for ch, need in wanted.items():
+                taken = skipped = 0
+                for blob, base_id, data in scan.execute(self._scans["chain"], (namespace, thread_id, ch, max(need))):
+                    base = None if base_id is None else (ch, base_id)
+                    stored[(ch, blob)] = (base, bytes(data))
+                    if blob not in need:
+                        skipped += 1
+                        if skipped > taken + _SLACK:
+                            break
+                        continue
+                    taken += 1
+                    need.discard(blob)
+                    if base is not None:
+                        if base in stored:
+                            exact = False  # a base read before the value (foreign order): see below
+                        else:
+                            need.add(base_id)
+                    if not need:
+                        break
+                exact = exact and not need
+        finally:
+            scan.close()
+        # Every chain is complete when each base was still ahead of the scan when its value
+        # was read, and found; otherwise the chains are checked one by one.
+        return set() if exact else cast(set[Key], delta.unresolved(stored, keys))
+
+
+def _body_of(thread_id: str, row: Any) -> BodyFields:
+    try:
+        return decode_body_fields(row[5])
+    except RecordError as exc:
+        raise CheckpointCorruptError(thread_id, row[0], str(exc)) from None

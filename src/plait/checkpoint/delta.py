@@ -31,7 +31,7 @@ from typing import Any, Final
 
 import orjson
 
-from plait._codec import freeze_trusted
+from plait._codec import freeze_decoded
 from plait._frozen import FrozenDict, FrozenList
 
 __all__ = ["K_MAX", "Chain", "DeltaError", "apply", "diff", "encode", "replay", "unresolved"]
@@ -42,6 +42,7 @@ K_MAX: Final = 256
 _MISSING: Final = object()
 _LISTS = (list, FrozenList)
 _DICTS = (dict, FrozenDict)
+_CONTAINERS: Final = frozenset((dict, list))
 
 
 class DeltaError(ValueError):
@@ -156,8 +157,24 @@ def replay(
     # (the values themselves) and no more.
     live: dict[Hashable, tuple[Any, int]] = {}
     targets = set(wanted)
-    for key in sorted(targets, key=_sort_key):
+    for key in _in_order(targets):
         if key in memo:
+            continue
+        row = rows.get(key)
+        if row is not None and row[0] in live:
+            # The next value of a chain just replayed (every value of a history but the
+            # first): the common delta, an append to a list, is applied here in one go.
+            work, fresh = live.pop(row[0])
+            if fresh < 0 and type(work) is list:
+                change = _decode(key, row[1])
+                if type(change) is dict and "n" in change:
+                    n, items = change["n"], change.get("a")
+                    if type(n) is int and n == len(work) and type(items) is list:
+                        work += _freeze_items(items)
+                        memo[key] = FrozenList(work)
+                        live[key] = work, -1
+                        continue
+            live[key] = _replay_path(rows, [key], work, fresh, targets, memo)
             continue
         path: list[Hashable] = []  # deltas, newest first
         cursor: Hashable | None = key
@@ -231,18 +248,27 @@ def _replay_path(
     """
     for step in reversed(path):
         delta = _decode(step, rows[step][1])
-        shape = type(delta) is dict and ("n" if "n" in delta else "s" if "s" in delta else None)
         t = type(work)
-        if shape == "n" and t in _LISTS:
+        if t is list and fresh >= 0 and type(delta) is dict and "n" in delta:
+            n, items = delta["n"], delta.get("a")
+            if type(n) is int and n == len(work) and type(items) is list:  # the usual append
+                work += items
+                if step in targets:
+                    work[fresh:] = _freeze_items(itertools.islice(work, fresh, None))
+                    fresh = -1
+                    memo[step] = FrozenList(work)
+                continue
+        if type(delta) is dict and "n" in delta and (t is list or t is FrozenList):
             if t is not list:
                 work = work[:]  # a slice copies at C speed; list(FrozenList) would iterate
             if fresh < 0:
                 fresh = len(work)
             n, items = _list_delta(delta, len(work), step)
-            del work[n:]
-            fresh = min(fresh, n)
-            work.extend(items)
-        elif shape == "s" and t in _DICTS:
+            if n < len(work):
+                del work[n:]
+                fresh = min(fresh, n)
+            work += items
+        elif type(delta) is dict and "n" not in delta and "s" in delta and (t is dict or t is FrozenDict):
             if t is not dict:
                 work = dict(work)
             elif fresh >= 0:  # the decoded base's own values: freeze them once
@@ -254,12 +280,26 @@ def _replay_path(
             raise _mismatch(work, delta, step)
         if step in targets:
             if type(work) is list:
-                work[fresh:] = map(_freeze_value, itertools.islice(work, fresh, None))
+                if fresh < len(work):
+                    work[fresh:] = _freeze_items(itertools.islice(work, fresh, None))
                 fresh = -1
                 memo[step] = FrozenList(work)
             else:
                 memo[step] = FrozenDict(work)
     return work, fresh
+
+
+def _in_order(keys: set[Hashable]) -> list[Hashable]:
+    """``keys`` oldest first: by blob id, then channel, for the ``(channel, blob id)`` keys of
+    the SQL backends (checkpoint ids sort by time); any other keys by their text."""
+    try:
+        return sorted(keys, key=_swap)
+    except TypeError:  # keys that do not compare with each other
+        return sorted(keys, key=_sort_key)
+
+
+def _swap(key: Hashable) -> tuple[Any, ...]:
+    return key[::-1] if type(key) is tuple else ("", repr(key))
 
 
 def _sort_key(key: Hashable) -> str:
@@ -273,14 +313,19 @@ def _decode(key: Hashable, data: bytes) -> Any:
         raise DeltaError(key, f"stored value is not JSON ({exc})") from None
 
 
+def _freeze_items(items: Iterable[Any]) -> list[Any]:
+    """:func:`_freeze_value` of each item, the usual flat object (a chat message) inline."""
+    flat = _CONTAINERS.isdisjoint
+    return [FrozenDict(v) if type(v) is dict and flat(map(type, v.values())) else _freeze_value(v) for v in items]
+
+
 def _freeze_value(value: Any) -> Any:
     """Freeze decoded JSON; a flat object (the usual chat message) takes a fast path."""
     t = type(value)
     if t is dict:
-        for v in value.values():
-            if type(v) is dict or type(v) is list:
-                return freeze_trusted(value)
-        return FrozenDict(value)
+        if _CONTAINERS.isdisjoint(map(type, value.values())):
+            return FrozenDict(value)
+        return freeze_decoded(value)
     if t is list:
         return FrozenList([_freeze_value(v) for v in value])
     return value
@@ -335,7 +380,7 @@ def _apply_into(work: Any, delta: Any, key: Hashable | None) -> None:
     if type(work) is list:
         n, items = _list_delta(delta, len(work), key)
         del work[n:]
-        work.extend(map(_freeze_value, items))
+        work += _freeze_items(items)
     else:
         _dict_into(work, delta, key, frozen=True)
 

@@ -29,6 +29,7 @@ import os
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -57,6 +58,7 @@ _DIALECT = Dialect(
     table_exists="SELECT (SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?)",
     table_exists_param=lambda name: name,
     small_table=" WITHOUT ROWID",
+    lazy_rows=True,
 )
 _MAX_GROUP = 256
 _STOP: Any = object()
@@ -310,13 +312,32 @@ class SqliteCheckpointer(Checkpointer):
     def _open_writer(self) -> sqlite3.Connection:
         conn = self._connect()
         try:
-            conn.execute("PRAGMA journal_mode = WAL")
+            self._wal(conn)
             conn.execute("PRAGMA synchronous = " + ("FULL" if self.synchronous == "full" else "NORMAL"))
             _transaction(conn, self._core.migrate)
         except BaseException:
             conn.close()
             raise
         return conn
+
+    def _wal(self, conn: sqlite3.Connection) -> None:
+        """Put the file in WAL mode, waiting for other connections as a write would.
+
+        Setting the journal mode can fail with SQLITE_BUSY at once, without the busy
+        handler, while another process opens or migrates the same file (several processes
+        starting together); it is retried until the busy timeout, like any other wait.
+        """
+        deadline = time.monotonic() + self.busy_timeout
+        pause = 0.001
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
     def _open_reader(self) -> sqlite3.Connection:
         self._writer.ready.wait()  # the writer creates or migrates the file first

@@ -1,0 +1,93 @@
+"""Checkpoint records (plait.checkpoint._records): the fast body decoder agrees with the full
+one on every shape, and decoded JSON is frozen all the way down."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from plait._codec import freeze_decoded, freeze_trusted
+from plait._frozen import FrozenDict, FrozenList
+from plait.checkpoint._records import RecordError, decode_body, decode_body_fields, decode_json, encode_body
+from plait.checkpoint.base import Checkpoint, Task
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def _fields(data: bytes) -> Any:
+    try:
+        return decode_body_fields(data)
+    except RecordError as exc:
+        return str(exc)
+
+
+def _full(data: bytes) -> Any:
+    try:
+        body = decode_body(data)
+    except RecordError as exc:
+        return str(exc)
+    return body.versions, body.next_tasks, body.barriers, body.blobs
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"v":{"m":3},"n":[["t1","say"]],"b":{"m":"c1"}}',
+        b'{"v":{},"b":{"m":"c1"},"n":[["t1","say",true,{"x":1}]]}',
+        b'{"v":{},"b":{"m":"c1"},"j":{"join:x":["a","b"]}}',
+        b'{"v":{},"b":{}}',
+        b'{"v":{},"x":{"m":[1]}}',
+        b'{"v":{},"b":{"m":"c1"},"n":null}',
+        b'{"v":{},"b":{"m":"c1"},"n":5}',
+        b'{"v":{},"b":{"m":"c1"},"n":[["t1"]]}',
+        b'{"v":{},"b":{"m":"c1"},"n":["t1"]}',
+        b'{"v":{},"b":{"m":1}}',
+        b'{"v":[],"b":{"m":"c1"}}',
+        b'{"b":{"m":"c1"}}',
+        b'{"v":{},"b":{"m":"c1"},"x":{}}',
+        b"[1]",
+        b"{",
+    ],
+)
+def test_body_fields_are_what_decode_body_gives(body: bytes) -> None:
+    assert _fields(body) == _full(body)
+
+
+@given(st.dictionaries(st.sampled_from(["v", "b", "n", "j", "x", "z"]), json_values, max_size=5))
+def test_body_fields_agree_with_decode_body_on_any_json_object(raw: dict[str, Any]) -> None:
+    data = orjson.dumps(raw)
+    assert _fields(data) == _full(data)
+
+
+def test_a_body_with_an_empty_blob_map_reads_back() -> None:
+    cp = Checkpoint(thread_id="t", id="a", parent_id=None, step=0, values={}, next_tasks=(Task(id="x", node="n"),))
+    data = encode_body(cp, blobs={})
+    assert decode_body_fields(data) == ({}, (Task(id="x", node="n"),), {}, {})
+    assert decode_body(data).blobs == {}
+
+
+@given(json_values)
+def test_decoded_json_is_frozen_all_the_way_down_and_equal(value: Any) -> None:
+    data = orjson.dumps(value)
+    for got in (decode_json(data), freeze_decoded(orjson.loads(data))):
+        assert orjson.dumps(got) == data and got == freeze_trusted(orjson.loads(data))
+        stack = [got]
+        while stack:
+            item = stack.pop()
+            assert type(item) not in (list, dict)
+            if isinstance(item, FrozenDict):
+                stack.extend(item.values())
+            elif isinstance(item, FrozenList):
+                stack.extend(item)
