@@ -38,7 +38,7 @@ def _full(data: bytes) -> Any:
         body = decode_body(data)
     except RecordError as exc:
         return str(exc)
-    return body.versions, body.next_tasks, body.barriers, body.blobs
+    return body.versions, body.next_tasks, body.barriers, body.blobs, body.inline
 
 
 @pytest.mark.parametrize(
@@ -74,7 +74,7 @@ def test_body_fields_agree_with_decode_body_on_any_json_object(raw: dict[str, An
 def test_a_body_with_an_empty_blob_map_reads_back() -> None:
     cp = Checkpoint(thread_id="t", id="a", parent_id=None, step=0, values={}, next_tasks=(Task(id="x", node="n"),))
     data = encode_body(cp, blobs={})
-    assert decode_body_fields(data) == ({}, (Task(id="x", node="n"),), {}, {})
+    assert decode_body_fields(data) == ({}, (Task(id="x", node="n"),), {}, {}, None)
     assert decode_body(data).blobs == {}
 
 

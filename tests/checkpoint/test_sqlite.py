@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from _backend_helpers import append_chat, make, same
 
@@ -114,8 +115,11 @@ def test_a_time_travel_branch_shares_blobs_and_reads_back(db: Path) -> None:
         ]
         await cp.aclose()
         with sqlite3.connect(db) as conn:
-            (n,) = conn.execute("SELECT count(*) FROM plait_blobs WHERE id = ?", (branch.checkpoint.id,)).fetchone()
-        assert n == 1  # only "turn" was stored for the branch checkpoint
+            bid = (branch.checkpoint.id,)
+            (n,) = conn.execute("SELECT count(*) FROM plait_blobs WHERE id = ?", bid).fetchone()
+            (body,) = conn.execute("SELECT body FROM plait_checkpoints WHERE id = ?", bid).fetchone()
+        # only "turn" was stored for the branch checkpoint, small enough to stay in its body
+        assert n == 0 and orjson.loads(body)["i"] == {"turn": [None, 99]}
 
     run(go())
 
@@ -448,6 +452,10 @@ def test_k_max_bounds_every_chain_on_disk(db: Path) -> None:
     run(go())
     with sqlite3.connect(db) as conn:
         rows = {r[0]: r[1] for r in conn.execute("SELECT id, base_id FROM plait_blobs WHERE channel = 'items'")}
+        for cid, body in conn.execute("SELECT id, body FROM plait_checkpoints"):  # small deltas: in bodies
+            kept = orjson.loads(body).get("i", {})
+            if "items" in kept:
+                rows[cid] = kept["items"][0]
     longest = 0
     for base in rows.values():
         n, cursor = 0, base

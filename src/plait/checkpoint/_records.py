@@ -10,7 +10,8 @@ The API:
 
 * :func:`encode_body` / :func:`decode_body`: a checkpoint's versions, next tasks and join
   barriers, plus either its values inline (file backend) or a ``channel -> blob id`` map
-  (SQL backends, which store values apart so unchanged ones are shared);
+  (SQL backends, which store values apart so unchanged ones are shared) and the small blobs
+  it wrote itself, kept in the body rather than as rows of their own;
   :func:`decode_body_fields` is the SQL read path's faster decoder of the same bytes.
 * :func:`encode_json` / :func:`decode_json`: any JSON value (metadata, a pending write's
   value); decoded values are frozen.
@@ -33,6 +34,7 @@ from plait.checkpoint.base import Checkpoint, Task
 __all__ = [
     "Body",
     "BodyFields",
+    "Inline",
     "RecordError",
     "decode_body",
     "decode_body_fields",
@@ -59,6 +61,9 @@ class Body:
     """``channel -> blob id`` when the values are stored apart."""
     values: Mapping[str, Any] | None = None
     """The values (frozen) when they are stored inline."""
+    inline: Mapping[str, Inline] | None = None
+    """Blobs this checkpoint wrote in its body (SQL backends): ``channel -> (base blob id
+    or None for a full value, the stored JSON bytes)``, as a blob row would hold them."""
 
 
 def encode_json(value: Any) -> bytes:
@@ -78,8 +83,11 @@ def decode_json(data: bytes | str) -> Any:
         raise RecordError(f"not JSON ({exc})") from None
 
 
-def encode_body(cp: Checkpoint, *, blobs: Mapping[str, str] | None = None) -> bytes:
-    """The body of ``cp``: with ``blobs`` the value map, else the values inline."""
+def encode_body(
+    cp: Checkpoint, *, blobs: Mapping[str, str] | None = None, inline: Mapping[str, Inline] | None = None
+) -> bytes:
+    """The body of ``cp``: with ``blobs`` the value map (and ``inline``, the blobs this
+    checkpoint keeps in its body), else the values inline."""
     body: dict[str, Any] = {"v": cp.versions}
     if cp.next_tasks:
         body["n"] = [t.to_json() for t in cp.next_tasks]
@@ -87,6 +95,8 @@ def encode_body(cp: Checkpoint, *, blobs: Mapping[str, str] | None = None) -> by
         body["j"] = {k: list(v) for k, v in cp.barriers.items()}
     if blobs is not None:
         body["b"] = blobs
+        if inline:
+            body["i"] = {ch: [base, orjson.Fragment(data)] for ch, (base, data) in inline.items()}
     else:
         body["x"] = cp.values
     return orjson.dumps(body)
@@ -105,8 +115,18 @@ def decode_body(data: bytes | str) -> Body:
     return _body(raw)
 
 
-BodyFields = tuple[Mapping[str, int], tuple[Task, ...], Mapping[str, tuple[str, ...]], Mapping[str, str] | None]
-"""``(versions, next tasks, barriers, blob map)`` of a body, as :func:`decode_body_fields` gives them."""
+Inline = tuple[str | None, bytes]
+"""A blob kept in a checkpoint's body: ``(base blob id or None, JSON bytes)``."""
+
+BodyFields = tuple[
+    Mapping[str, int],
+    tuple[Task, ...],
+    Mapping[str, tuple[str, ...]],
+    Mapping[str, str] | None,
+    Mapping[str, Inline] | None,
+]
+"""``(versions, next tasks, barriers, blob map, inline blobs)`` of a body, as
+:func:`decode_body_fields` gives them."""
 
 
 def decode_body_fields(data: bytes | str) -> BodyFields:
@@ -133,6 +153,7 @@ def decode_body_fields(data: bytes | str) -> BodyFields:
             and blobs
             and "x" not in raw
             and "j" not in raw
+            and "i" not in raw
             and _STR.issuperset(map(type, blobs.values()))
         ):
             planned = raw.get("n", _NONE)
@@ -143,9 +164,21 @@ def decode_body_fields(data: bytes | str) -> BodyFields:
                         break
                     tasks.append(Task(id=t[0], node=t[1]))
                 else:
-                    return versions, tuple(tasks), {}, blobs
+                    return versions, tuple(tasks), {}, blobs, None
     body = _body(raw)
-    return body.versions, body.next_tasks, body.barriers, body.blobs
+    return body.versions, body.next_tasks, body.barriers, body.blobs, body.inline
+
+
+def _inline(raw: Any) -> dict[str, Inline]:
+    """The inline blobs of a body, each as the bytes a blob row would hold."""
+    if type(raw) is not dict:
+        raise TypeError("inline blobs must be an object")
+    out: dict[str, Inline] = {}
+    for ch, entry in raw.items():
+        if type(entry) is not list or len(entry) != 2 or not (entry[0] is None or type(entry[0]) is str):
+            raise TypeError(f"inline blob {ch!r} is not [base id, value]")
+        out[ch] = (entry[0], orjson.dumps(entry[1]))
+    return out
 
 
 _STR = frozenset((str,))
@@ -162,7 +195,11 @@ def _body(raw: Any) -> Body:
             raise TypeError("a body holds either a blob map or values")
         if blobs is not None and not all(type(v) is str for v in blobs.values()):
             raise TypeError("blob ids must be strings")
+        inline = _inline(raw["i"]) if "i" in raw else None
+        if inline is not None and (blobs is None or not inline.keys() <= blobs.keys()):
+            raise TypeError("inline blobs belong to channels of the blob map")
         return Body(
+            inline=inline,
             versions=raw["v"],
             next_tasks=tuple(Task.from_json(t) for t in raw.get("n", ())),
             barriers={k: tuple(v) for k, v in raw.get("j", {}).items()},

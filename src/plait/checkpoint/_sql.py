@@ -183,8 +183,10 @@ class SqlCore:
     def prune(self, cur: Cursor, namespace: str, thread_id: str, keep_last: int) -> int:
         """Drop what ``keep_last`` does not keep, and every blob no kept checkpoint needs.
 
-        Kept checkpoints whose parent is dropped become roots. Runs inside the caller's write
-        transaction; a damaged kept checkpoint aborts it (nothing is dropped).
+        Kept checkpoints whose parent is dropped become roots. A blob kept in the body of a
+        dropped checkpoint (see ``INLINE_MAX``) that a kept one still needs moves to the
+        blobs table first. Runs inside the caller's write transaction; a damaged kept
+        checkpoint aborts it (nothing is dropped).
         """
         where = (namespace, thread_id)
         tree = {cid: (parent, body) for cid, parent, body in cur.execute(self._sql["tree"], where)}
@@ -193,13 +195,20 @@ class SqlCore:
         keep = keep_set({cid: parent for cid, (parent, _) in tree.items()}, keep_last)
         dropped = [cid for cid in tree if cid not in keep]
         need: set[tuple[str, str]] = set()
-        for cid in keep:
+        inline: dict[tuple[str, str], tuple[str | None, bytes]] = {}
+        for cid, (_, raw) in tree.items():
             try:
-                blobs = decode_body(tree[cid][1]).blobs or {}
+                body = decode_body(raw)
             except RecordError as exc:
-                raise CheckpointCorruptError(thread_id, cid, str(exc)) from None
-            need.update(blobs.items())
+                if cid in keep:
+                    raise CheckpointCorruptError(thread_id, cid, str(exc)) from None
+                continue  # a damaged checkpoint that goes anyway
+            if cid in keep:
+                need.update((body.blobs or {}).items())
+            for ch, entry in (body.inline or {}).items():
+                inline[(ch, cid)] = entry
         bases = {(ch, bid): base for ch, bid, base in cur.execute(self._sql["blob_keys"], where)}
+        bases.update((key, base) for key, (base, _) in inline.items())
         stack = list(need)
         while stack:
             ch, bid = stack.pop()
@@ -207,10 +216,18 @@ class SqlCore:
             if base is not None and (ch, base) not in need:
                 need.add((ch, base))
                 stack.append((ch, base))
+        gone_ids = set(dropped)
+        moved = [
+            (*where, ch, cid, base, data)
+            for (ch, cid), (base, data) in inline.items()
+            if cid in gone_ids and (ch, cid) in need
+        ]
+        if moved:
+            cur.executemany(self._sql["ins_blob"], moved)
         if dropped:
             cur.executemany(self._sql["del_cp"], [(*where, cid) for cid in dropped])
             cur.executemany(self._sql["del_writes_of"], [(*where, cid) for cid in dropped])
-        gone = [(*where, ch, bid) for ch, bid in bases if (ch, bid) not in need]
+        gone = [(*where, ch, bid) for ch, bid in bases if (ch, bid) not in need and (ch, bid) not in inline]
         if gone:
             cur.executemany(self._sql["del_blob"], gone)
         reroot = [(*where, cid) for cid in keep if tree[cid][0] is not None and tree[cid][0] not in keep]

@@ -10,12 +10,19 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from plait.checkpoint import delta
-from plait.checkpoint._records import RecordError, decode_body, encode_body, encode_json
+from plait.checkpoint._records import Inline, RecordError, decode_body, encode_body, encode_json
 from plait.checkpoint._sql_base import Chan, CommitRequest, Cursor, Dialect, Head, HeadCache, Key
 from plait.checkpoint.base import Checkpoint, Fence, fence_targets
 from plait.errors import CheckpointError, ConcurrentUpdateError, ThreadBusyError
 
-__all__ = ["SqlCommit", "StaleCache"]
+__all__ = ["INLINE_MAX", "SqlCommit", "StaleCache"]
+
+INLINE_MAX = 256
+"""A changed channel whose stored bytes (a full value or a delta) are at most this many is
+kept in the checkpoint's body instead of a blob row: a step that changes a counter or a flag
+then writes one row, one b-tree, not two or three (a sync commit's cost is mostly the pages
+it writes), and a history reads those values with the bodies it reads anyway. A blob is
+found by ``(channel, id)`` either way: in the blobs table, or in the body of checkpoint ``id``."""
 
 
 class StaleCache(Exception):
@@ -213,6 +220,7 @@ class SqlCommit:
             base = cached.chans if hit and cached is not None else self._base_from_body(cur, cp)
             chans: dict[str, Chan] = {}
             blobs: list[tuple[str, str, str, str, str | None, bytes]] = []
+            inline: dict[str, Inline] = {}
             changed = cw.changed
             for ch, value in cp.values.items():
                 prev = base.get(ch)
@@ -223,13 +231,17 @@ class SqlCommit:
                     data, is_delta, chain = delta.encode(value, prev.value, prev.chain)
                 else:
                     data, is_delta, chain = delta.encode(value)
-                blobs.append((ns, tid, ch, cp.id, prev.blob if is_delta and prev is not None else None, data))
+                base_id = prev.blob if is_delta and prev is not None else None
+                if len(data) <= INLINE_MAX:
+                    inline[ch] = (base_id, data)
+                else:
+                    blobs.append((ns, tid, ch, cp.id, base_id, data))
                 chans[ch] = Chan(cp.id, value, chain)
             if blobs:
                 cur.executemany(sql["ins_blob"], blobs)
             if cw.folds_parent_writes and parent_id is not None:
                 cur.execute(sql["del_writes_of"], (ns, tid, parent_id))
-            body = encode_body(cp, blobs={ch: c.blob for ch, c in chans.items()})
+            body = encode_body(cp, blobs={ch: c.blob for ch, c in chans.items()}, inline=inline)
             source = cp.metadata.get("source", "")
             source = (source if type(source) is str else str(source)).replace("\x00", "\ufffd")  # text refuses NUL
             params = (ns, tid, cp.id, parent_id, cp.step, cp.created_at, source, encode_json(cp.metadata), body)

@@ -272,7 +272,7 @@ class SqlRead:
         head = self._cache.get((namespace, thread_id))
         if head is None or head.id != row[0]:
             return None
-        versions, next_tasks, barriers, blobs = _body_of(thread_id, row)
+        versions, next_tasks, barriers, blobs, _ = _body_of(thread_id, row)
         if blobs is None or set(blobs) != set(head.chans):
             return None
         return Checkpoint(
@@ -306,6 +306,7 @@ class SqlRead:
         """
         bodies: list[BodyFields] = []
         keys: set[tuple[str, str]] = set()
+        stored: dict[Hashable, tuple[Hashable | None, bytes]] = {}  # the blobs read so far
         last: Mapping[str, str] | None = None
         for row in rows:
             try:
@@ -318,13 +319,15 @@ class SqlRead:
             if blobs != last:  # consecutive checkpoints often point at the same blobs
                 keys.update(blobs.items())
                 last = blobs
+            if body[4]:
+                _take_inline(stored, row[0], body[4])
             bodies.append(body)
-        values = self._values(cur, namespace, thread_id, keys, rows, bodies, lineage) if keys else {}
+        values = self._values(cur, namespace, thread_id, keys, rows, bodies, lineage, stored) if keys else {}
         out = []
         shared: dict[bytes, Any] = {}
         last = None
         chans: Mapping[str, Any] = FrozenDict()
-        for row, (versions, next_tasks, barriers, blobs), meta in zip(
+        for row, (versions, next_tasks, barriers, blobs, _), meta in zip(
             rows, bodies, metas or repeat(None, len(rows)), strict=True
         ):
             if blobs != last:  # (the same blobs: the same frozen values, shared)
@@ -357,8 +360,14 @@ class SqlRead:
         rows: Sequence[Any],
         bodies: Sequence[BodyFields],
         lineage: _Lineage | None,
+        stored: dict[Hashable, tuple[Hashable | None, bytes]],
     ) -> dict[Hashable, Any]:
         """The values of ``keys``: their blobs and bases fetched, then replayed together.
+
+        ``stored`` holds the blobs read so far: those kept in the bodies of ``rows``. A blob
+        is a row of the blobs table or, when small, part of the body of the checkpoint that
+        wrote it (see ``INLINE_MAX``); what neither the rows' bodies nor the blobs table
+        hold is looked up in the bodies of the checkpoints that wrote it.
 
         By default one recursive query walks the delta chains from the keys. For a lineage
         that is at least half of the checkpoints its scan went through, each channel whose
@@ -368,13 +377,15 @@ class SqlRead:
         written by a scanned checkpoint); the recursive query then fetches only what that
         missed (the bases older than the range).
         """
-        stored: dict[Hashable, tuple[Hashable | None, bytes]] = {}
-        seeds: Iterable[Key] = keys
-        if self.dialect.lazy_rows:
-            seeds = self._scan_chains(cur, namespace, thread_id, keys, stored)
+        todo = cast(set[Key], delta.unresolved(stored, keys)) if stored else keys
+        seeds: Iterable[Key] = todo
+        if not todo:
+            pass
+        elif self.dialect.lazy_rows:
+            seeds = self._scan_chains(cur, namespace, thread_id, todo, stored)
         elif lineage is not None and rows and 2 * len(rows) >= lineage.scanned:
             ranges: dict[str, tuple[str, str]] = {}
-            for ch, blob in keys:
+            for ch, blob in todo:
                 lo, hi = ranges.get(ch, (blob, blob))
                 ranges[ch] = (min(lo, blob), max(hi, blob))
             for ch, (lo, hi) in ranges.items():
@@ -385,16 +396,17 @@ class SqlRead:
                 ).fetchall():
                     stored[(channel, blob)] = (None if base_id is None else (channel, base_id), bytes(data))
             if stored:
-                seeds = cast(set[Key], delta.unresolved(stored, keys))  # keys of the rows above
-        missing: tuple[str, str] | None = None
-        if seeds:
-            ordered = sorted(seeds)
-            params = [*self.dialect.keys_params(ordered), namespace, thread_id, namespace, thread_id]
-            for channel, blob, base_id, data in cur.execute(self._sql["blobs"], params).fetchall():
-                if data is None:
-                    missing = missing or (channel, blob)
-                    continue
-                stored[(channel, blob)] = (None if base_id is None else (channel, base_id), bytes(data))
+                seeds = cast(set[Key], delta.unresolved(stored, todo))  # keys of the rows above
+        missing = self._fetch_chains(cur, namespace, thread_id, seeds, stored) if seeds else None
+        # Blobs kept in the bodies of checkpoints outside ``rows`` (an older value of a small
+        # channel), and then the chains below them; each round finds something or stops.
+        for _ in range(delta.K_MAX + 2):
+            left = cast(set[Key], delta.unresolved(stored, keys))
+            if not left or not self._fetch_inline(cur, namespace, thread_id, left, stored):
+                break
+            left = cast(set[Key], delta.unresolved(stored, keys))
+            if left:
+                missing = self._fetch_chains(cur, namespace, thread_id, left, stored) or missing
         try:
             return delta.replay(stored, keys)
         except delta.DeltaError as exc:
@@ -409,6 +421,33 @@ class SqlRead:
                 culprit = row[0]
                 break
         raise CheckpointCorruptError(thread_id, culprit, reason)
+
+    def _fetch_chains(
+        self, cur: Cursor, namespace: str, thread_id: str, seeds: Iterable[Key], stored: dict[Hashable, Any]
+    ) -> Key | None:
+        """Read the blob rows of ``seeds`` and their chains (one recursive query) into
+        ``stored``; return a key the blobs table does not hold, if any."""
+        missing: Key | None = None
+        params = [*self.dialect.keys_params(sorted(seeds)), namespace, thread_id, namespace, thread_id]
+        for channel, blob, base_id, data in cur.execute(self._sql["blobs"], params).fetchall():
+            if data is None:
+                missing = missing or (channel, blob)
+                continue
+            stored[(channel, blob)] = (None if base_id is None else (channel, base_id), bytes(data))
+        return missing
+
+    def _fetch_inline(
+        self, cur: Cursor, namespace: str, thread_id: str, keys: set[Key], stored: dict[Hashable, Any]
+    ) -> bool:
+        """Read the blobs ``keys`` name from the bodies of the checkpoints that wrote them
+        into ``stored``; False when none of them was found there."""
+        params = [*self.dialect.keys_params(sorted(keys)), namespace, thread_id]
+        before = len(stored)
+        for cid, body in cur.execute(self._sql["bodies_of"], params).fetchall():
+            inline = _body_of(thread_id, (cid, None, None, None, None, body))[4]
+            if inline:
+                _take_inline(stored, cid, inline)
+        return len(stored) > before
 
     def _scan_chains(
         self,
@@ -468,3 +507,9 @@ def _body_of(thread_id: str, row: Any) -> BodyFields:
         return decode_body_fields(row[5])
     except RecordError as exc:
         raise CheckpointCorruptError(thread_id, row[0], str(exc)) from None
+
+
+def _take_inline(stored: dict[Hashable, Any], cid: str, inline: Mapping[str, tuple[str | None, bytes]]) -> None:
+    """Add the blobs checkpoint ``cid`` keeps in its body to ``stored``, keyed as blob rows are."""
+    for ch, (base, data) in inline.items():
+        stored[(ch, cid)] = (None if base is None else (ch, base), data)

@@ -18,7 +18,10 @@ tasks, barriers). A blob is one channel's value as written by one checkpoint (it
 checkpoint's id): JSON in full when ``base_id`` is NULL, else a delta against the blob
 ``base_id`` of the same channel (see :mod:`plait.checkpoint.delta`). A checkpoint stores a
 blob only for the channels it changed and points at its parent's blobs for the rest, so
-branches inside a thread share blobs and storage grows with what was written.
+branches inside a thread share blobs and storage grows with what was written. A blob of at
+most ``INLINE_MAX`` bytes is kept in the body of the checkpoint that wrote it instead of a
+row of ``P_blobs`` (schema 3): blob ``(channel, id)`` is the row, or entry ``channel`` of
+the body of checkpoint ``id``.
 
 A migration is never edited once released: a schema change is a new version whose
 statements bring a store from the previous version to it, so :meth:`SqlCore.migrate` can
@@ -54,8 +57,8 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     # 2: fenced commits. Nothing shared changes: PostgreSQL adds a function (PG_MIGRATIONS),
     # SQLite checks fences with plain SELECTs and only records the version.
     2: (),
-    # 3: one round trip per PostgreSQL commit: a function that checks a commit's parent
-    # server-side (PG_MIGRATIONS). SQLite reads its check and only records the version.
+    # 3: small blobs in checkpoint bodies (an older plait would not find them), and one
+    # round trip per PostgreSQL commit: functions that check server-side (PG_MIGRATIONS).
     3: (),
 }
 
@@ -254,6 +257,10 @@ STATEMENTS: dict[str, str] = {
         SELECT need.channel, need.id, b.base_id, b.data FROM need {data_join}""",
     # The blobs of one channel in an id range: one index range scan. history() uses it when
     # its lineage is most of the thread, so that few of the rows it reads are not needed.
+    # The bodies of the checkpoints a set of (channel, blob id) keys names: blobs small enough
+    # to be kept in the body of the checkpoint that wrote them (see INLINE_MAX).
+    "bodies_of": """WITH k (channel, id) AS ({keys})
+        SELECT DISTINCT c.id, c.body FROM k JOIN {P}checkpoints c ON c.ns = ? AND c.thread_id = ? AND c.id = k.id""",
     "blob_range": """SELECT channel, id, base_id, data FROM {P}blobs
         WHERE ns = ? AND thread_id = ? AND channel = ? AND id >= ? AND id <= ?""",
     "threads": """SELECT c.ns, c.thread_id, c.id, c.step, c.created_at, c.source, g.n
