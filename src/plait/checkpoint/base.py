@@ -23,7 +23,6 @@ inside the commit's own transaction: the fencing that makes one run per thread h
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import inspect
 import os
@@ -380,7 +379,15 @@ class HeadCondition(NamedTuple):
 
 _id_lock = threading.Lock()
 _last_id = [0]
-_process_tag = [os.urandom(3).hex(), os.getpid()]
+_process_tag = [os.urandom(3).hex()]
+
+
+def _new_process_tag() -> None:
+    """A forked child draws its own tag, so that its ids cannot collide with the parent's."""
+    _process_tag[0] = os.urandom(3).hex()
+
+
+os.register_at_fork(after_in_child=_new_process_tag)
 
 
 def new_checkpoint_id(after: str | None = None) -> str:
@@ -391,15 +398,14 @@ def new_checkpoint_id(after: str | None = None) -> str:
     then 6 random hex digits drawn once per process, so ids from different processes do not
     collide (the hot path makes no system call for randomness).
     """
+    now = int(time.time() * 1_000_000) << 12
+    if after is not None:
+        try:
+            parent = int(after[:16], 16) + 1
+        except ValueError:  # a foreign id: order by our own clock
+            parent = 0
+        now = max(now, parent)
     with _id_lock:
-        now = int(time.time() * 1_000_000) << 12
-        floor = _last_id[0] + 1
-        if after is not None:
-            with contextlib.suppress(ValueError):  # a foreign id: order by our own clock
-                floor = max(floor, int(after[:16], 16) + 1)
-        value = max(now, floor)
+        value = max(now, _last_id[0] + 1)
         _last_id[0] = value
-        if _process_tag[1] != os.getpid():  # forked: a new process needs its own tag
-            _process_tag[:] = [os.urandom(3).hex(), os.getpid()]
-        tag = _process_tag[0]
-    return f"{value:016x}{tag}"
+    return f"{value:016x}{_process_tag[0]}"
