@@ -12,7 +12,7 @@ from typing import Any, cast
 from plait.checkpoint import delta
 from plait.checkpoint._records import Inline, RecordError, decode_body, encode_body, encode_json
 from plait.checkpoint._sql_base import Chan, CommitRequest, Cursor, Dialect, Head, HeadCache, Key
-from plait.checkpoint.base import Checkpoint, Fence, fence_targets
+from plait.checkpoint.base import ANY_HEAD, Checkpoint, Fence, fence_targets
 from plait.errors import CheckpointError, ConcurrentUpdateError, ThreadBusyError
 
 __all__ = ["INLINE_MAX", "SqlCommit", "StaleCache"]
@@ -111,12 +111,13 @@ class SqlCommit:
             CheckpointError: naming the offending text.
             ValueError: a fence expects a head but the commit stores no checkpoint.
         """
-        if request.fence is not None:
+        if request.fence is not None and request.fence.expect_head is not ANY_HEAD:
             fence_targets(request.checkpoints, request.writes, request.fence)  # a misuse fails alone, early
         texts: list[tuple[str, str | None]] = []
         for cw in request.checkpoints:
             cp = cw.checkpoint
-            texts.extend(("channel name", ch) for ch in cp.values)
+            if "\x00" in "".join(cp.values):  # (the common case: one test for all names)
+                texts.extend(("channel name", ch) for ch in cp.values)
             if not self.dialect.text_holds_nul:
                 texts += [
                     ("thread id", cp.thread_id),

@@ -116,18 +116,22 @@ class SqlRead:
         self._cache = cache
 
     def get(self, cur: Cursor, namespace: str, thread_id: str, checkpoint_id: str | None) -> Checkpoint | None:
-        """One checkpoint (the head when ``checkpoint_id`` is None) with its pending writes."""
+        """One checkpoint (the head when ``checkpoint_id`` is None) with its pending writes,
+        read by one statement."""
         if checkpoint_id is None:
-            row = cur.execute(self._sql["head"], (namespace, thread_id)).fetchone()
+            rows = cur.execute(self._sql["head_writes"], (namespace, thread_id, namespace, thread_id)).fetchall()
         else:
-            row = cur.execute(self._sql["one"], (namespace, thread_id, checkpoint_id)).fetchone()
-        if row is None:
+            rows = cur.execute(self._sql["one_writes"], (namespace, thread_id, checkpoint_id)).fetchall()
+        if not rows:
             return None
+        row = rows[0][:6]
         cp = self._from_cache(namespace, thread_id, row)
         if cp is None:
             (cp,) = self._build(cur, namespace, thread_id, [row])
         pending = []
-        for task_id, kind, wkey, value in cur.execute(self._sql["writes_of"], (namespace, thread_id, cp.id)):
+        for task_id, kind, wkey, value in (r[6:] for r in rows):
+            if task_id is None:
+                continue  # no pending writes: the one row of the outer join
             try:
                 pending.append(PendingWrite(task_id=task_id, kind=kind, key=wkey, value=decode_json(value)))
             except RecordError as exc:
@@ -398,15 +402,18 @@ class SqlRead:
             if stored:
                 seeds = cast(set[Key], delta.unresolved(stored, todo))  # keys of the rows above
         missing = self._fetch_chains(cur, namespace, thread_id, seeds, stored) if seeds else None
-        # Blobs kept in the bodies of checkpoints outside ``rows`` (an older value of a small
-        # channel), and then the chains below them; each round finds something or stops.
-        for _ in range(delta.K_MAX + 2):
+        # Blobs the blobs table lacks may be kept in the bodies of checkpoints outside
+        # ``rows`` (an older value of a small channel); then the chains below them. Each
+        # round finds something or stops.
+        absent, rounds = missing, 0
+        while absent is not None and rounds <= delta.K_MAX:
+            rounds += 1
             left = cast(set[Key], delta.unresolved(stored, keys))
             if not left or not self._fetch_inline(cur, namespace, thread_id, left, stored):
                 break
             left = cast(set[Key], delta.unresolved(stored, keys))
-            if left:
-                missing = self._fetch_chains(cur, namespace, thread_id, left, stored) or missing
+            absent = self._fetch_chains(cur, namespace, thread_id, left, stored) if left else None
+            missing = missing if absent is None else absent
         try:
             return delta.replay(stored, keys)
         except delta.DeltaError as exc:

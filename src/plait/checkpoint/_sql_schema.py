@@ -226,12 +226,20 @@ STATEMENTS: dict[str, str] = {
         ON CONFLICT (ns, thread_id, checkpoint_id, task_id, kind, wkey) DO UPDATE SET value = excluded.value""",
     "del_writes_of": "DELETE FROM {P}writes WHERE ns = ? AND thread_id = ? AND checkpoint_id = ?",
     "body_of": "SELECT body FROM {P}checkpoints WHERE ns = ? AND thread_id = ? AND id = ?",
-    "head": """SELECT id, parent_id, step, created_at, metadata, body FROM {P}checkpoints
-        WHERE ns = ? AND thread_id = ? ORDER BY id DESC LIMIT 1""",
-    "one": """SELECT id, parent_id, step, created_at, metadata, body FROM {P}checkpoints
-        WHERE ns = ? AND thread_id = ? AND id = ?""",
-    "writes_of": """SELECT task_id, kind, wkey, value FROM {P}writes
-        WHERE ns = ? AND thread_id = ? AND checkpoint_id = ? ORDER BY seq""",
+    # One checkpoint (the head, or by id) with its pending writes, a row per write (or one row
+    # of NULLs for none): one statement, one snapshot, one round trip.
+    "head_writes": """SELECT c.id, c.parent_id, c.step, c.created_at, c.metadata, c.body,
+            w.task_id, w.kind, w.wkey, w.value
+        FROM (SELECT id, parent_id, step, created_at, metadata, body FROM {P}checkpoints
+              WHERE ns = ? AND thread_id = ? ORDER BY id DESC LIMIT 1) c
+        LEFT JOIN {P}writes w ON w.ns = ? AND w.thread_id = ? AND w.checkpoint_id = c.id
+        ORDER BY w.seq""",
+    "one_writes": """SELECT c.id, c.parent_id, c.step, c.created_at, c.metadata, c.body,
+            w.task_id, w.kind, w.wkey, w.value
+        FROM {P}checkpoints c
+        LEFT JOIN {P}writes w ON w.ns = c.ns AND w.thread_id = c.thread_id AND w.checkpoint_id = c.id
+        WHERE c.ns = ? AND c.thread_id = ? AND c.id = ?
+        ORDER BY w.seq""",
     # The lineage walk: one recursive query. ``depth`` bounds it by the limit, and by the
     # thread's size so that foreign data with a parent cycle cannot make it run forever.
     "lineage": """WITH RECURSIVE lin (id, parent_id, step, created_at, metadata, body, depth) AS (

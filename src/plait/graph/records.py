@@ -58,7 +58,7 @@ class ThreadState:
             parent_id=cp.parent_id,
             step=cp.step,
             values=cp.values,
-            next=tuple(dict.fromkeys(t.node for t in cp.next_tasks)),
+            next=_nodes(cp.next_tasks),
             tasks=cp.next_tasks,
             interrupts=tuple(active_interrupts(cp.pending_writes)) if cp.pending_writes else (),
             metadata=cp.metadata,
@@ -96,3 +96,11 @@ class ThreadDiff:
 
     def __bool__(self) -> bool:
         return self.first_step is not None or bool(self.heads)
+
+
+def _nodes(tasks: tuple[Task, ...]) -> tuple[str, ...]:
+    """The nodes of ``tasks``, each once, in order (a history builds one per checkpoint, and
+    most checkpoints plan zero or one task)."""
+    if len(tasks) < 2:
+        return (tasks[0].node,) if tasks else ()
+    return tuple(dict.fromkeys(t.node for t in tasks))
