@@ -44,7 +44,7 @@ from plait.engine.events import (
 from plait.engine.lease import LeaseRenewer, renews_off_loop
 from plait.engine.pending import incompatibilities, result_write, resume_values, resume_writes
 from plait.engine.plan import Route, plan_next, routes_from_json
-from plait.engine.tasks import TaskOutcome, compute_routes, run_task
+from plait.engine.tasks import StateView, TaskOutcome, compute_routes, run_task
 from plait.errors import (
     CheckpointNotFoundError,
     ConcurrentWriteError,
@@ -629,8 +629,6 @@ class Run:
 
 
 def _view(values: Mapping[str, Any], spec: GraphSpec) -> Any:
-    from plait.engine.tasks import StateView
-
     return StateView(values, spec.writers)
 
 

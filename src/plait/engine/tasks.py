@@ -152,7 +152,7 @@ def normalise(spec: NodeSpec, result: Any, schema_has: Callable[[str], Any]) -> 
         raw = [(spec.output_key, result)]
     else:
         raw = result
-    if isinstance(raw, Mapping):
+    if type(raw) is dict or isinstance(raw, Mapping):
         pairs = list(raw.items())
     elif isinstance(raw, list | tuple) and all(isinstance(p, list | tuple) and len(p) == 2 for p in raw):
         pairs = [(p[0], p[1]) for p in raw]
@@ -192,7 +192,7 @@ def goto_routes(goto: Any, nodes: Mapping[str, NodeSpec], source: str) -> list[R
 
 async def router_routes(r: RouterSpec, state: Mapping[str, Any], nodes: Mapping[str, NodeSpec]) -> list[Route]:
     choice = r.fn(state)
-    if inspect.isawaitable(choice):
+    if type(choice) is not str and inspect.isawaitable(choice):  # (a node name: the usual answer)
         choice = await choice
     if r.path_map is not None and not isinstance(choice, list | tuple | Send):
         if choice not in r.path_map:
