@@ -10,6 +10,12 @@ Every other call first checks the stored schema version and refuses, with
 :class:`~plait.errors.StoreVersionError`, a database that is not set up or was written by a
 newer plait.
 
+Round trips: a commit or a lease reads no result (plait's functions raise server-side
+instead of answering), so its statements go as one query, one round trip, in one implicit
+transaction (see ``_send``); reads send no BEGIN and COMMIT. Blocking calls run on query
+threads, or on the caller's thread when its event loop has nothing else ready and no other
+call of this checkpointer is running (see ``_off_loop``).
+
 Connection loss: every operation is one transaction whose statements are idempotent
 (upserts keyed by ids the caller chose), so it is retried on a fresh connection when the
 connection breaks, whether or not its COMMIT was reached; a transaction that did not commit
@@ -98,12 +104,14 @@ def _refusal(exc: Exception) -> Exception | None:
 
 
 def _pipelined(conn: psycopg.Connection[Any], fn: Callable[[Cursor], T]) -> T:
-    """Run ``fn`` in one transaction in pipeline mode: two round trips for a commit.
+    """Run ``fn`` in one transaction in pipeline mode: the commits and leases that read
+    something (a cache miss reads the parent's body; the first call checks the schema
+    version) or have too many statements for one query.
 
     BEGIN, the statements and COMMIT are sent without waiting for each other's results; the
-    connection waits only where ``fn`` reads a result (a commit reads one, just before
-    COMMIT) and at the final sync. psycopg's ``conn.transaction()`` is not used here: inside
-    a pipeline it syncs on entry and on exit, which would cost two more round trips.
+    connection waits only where ``fn`` reads a result and at the final sync. psycopg's
+    ``conn.transaction()`` is not used here: inside a pipeline it syncs on entry and on
+    exit, which would cost two more round trips.
 
     Only commits and leases run this way: their statements are known, and none raises a
     NOTICE (psycopg 3.3 was seen to mismatch results in a pipeline when a fresh connection

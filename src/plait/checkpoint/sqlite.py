@@ -2,11 +2,14 @@
 
 All SQL lives in :mod:`plait.checkpoint._sql`; this module owns the connections and threads.
 
-Threads: every write runs on one dedicated writer thread with its own connection, and reads
-run on a reader thread with another (WAL lets readers proceed while the writer commits). An
-async call queues a job and awaits a future that the worker resolves with
-``loop.call_soon_threadsafe``; the loop is taken at call time, so one checkpointer serves
-any number of event loops over its life (the sync facade runs each ``invoke`` in its own).
+Threads: writes use one connection, owned by a writer thread, and reads another, owned by a
+reader thread (WAL lets readers proceed while the writer commits). An async call queues a
+job and awaits a future that the worker resolves with ``loop.call_soon_threadsafe``; the
+loop is taken at call time, so one checkpointer serves any number of event loops over its
+life (the sync facade runs each ``invoke`` in its own). When the calling loop has nothing
+else ready and the worker is idle, the job runs on the caller's thread instead, on the
+worker's connection under its lock (see ``_Worker.inline``): the round trip to the worker
+would cost two thread wake-ups for a caller that only waits.
 
 Group commit: when several ``commit()`` calls are queued (many concurrent runs, or the
 engine's async durability), the writer folds them into one transaction and pays one fsync
