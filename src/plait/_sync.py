@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import contextvars
 import queue
 import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-__all__ = ["iterate_sync", "run_sync"]
+__all__ = ["in_sync_call", "iterate_sync", "run_sync"]
 
 T = TypeVar("T")
 _local = threading.local()
@@ -49,7 +50,18 @@ class _Box:
         return "<result>"
 
 
+_in_sync_call: contextvars.ContextVar[bool] = contextvars.ContextVar("plait_in_sync_call", default=False)
+
+
+def in_sync_call() -> bool:
+    """Whether the running code was started by the sync facade, on a loop of its own: then
+    nothing else runs on that loop but this call, which a caller blocks on anyway, so a
+    backend may do blocking I/O right there (see ``PostgresCheckpointer._off_loop``)."""
+    return _in_sync_call.get()
+
+
 async def _boxed(coro: Coroutine[Any, Any, T]) -> _Box:
+    _in_sync_call.set(True)  # this task's context only
     return _Box(await coro)
 
 
@@ -61,7 +73,7 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         box = _runner().run(_boxed(coro))
         return box.value  # type: ignore[no-any-return]
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="plait-sync") as pool:
-        return pool.submit(asyncio.run, coro).result()
+        return pool.submit(asyncio.run, _boxed(coro)).result().value  # type: ignore[no-any-return]
 
 
 def iterate_sync(agen: AsyncIterator[T]) -> Iterator[T]:
@@ -75,6 +87,7 @@ def iterate_sync(agen: AsyncIterator[T]) -> Iterator[T]:
     loop = asyncio.new_event_loop()
 
     async def pump() -> None:
+        _in_sync_call.set(True)
         try:
             async for item in agen:
                 items.put((0, item))

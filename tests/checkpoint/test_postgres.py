@@ -409,3 +409,37 @@ def test_a_version_2_store_is_upgraded_to_one_round_trip_commits(store: tuple[st
         await b.aclose()
 
     run(go())
+
+
+def test_only_sync_facade_calls_run_on_the_callers_thread(store: tuple[str, str]) -> None:
+    """An async caller's loop may have other work a network stall would hold up, so its
+    queries go to the query threads; a sync facade call (which blocks anyway) runs them on
+    its own thread when nothing else of the checkpointer is running."""
+    import threading
+
+    from plait._sync import run_sync
+
+    dsn, schema = store
+    cp = postgres.PostgresCheckpointer(dsn, schema=schema)
+    cp.setup_sync()
+    ran_on: list[int] = []
+    original = cp._transaction
+
+    def spy(fn: Any, **kw: Any) -> Any:
+        ran_on.append(threading.get_ident())
+        return original(fn, **kw)
+
+    cp._transaction = spy  # type: ignore[method-assign]
+
+    async def lone() -> int:
+        await cp.get("t")
+        return threading.get_ident()
+
+    try:
+        caller = asyncio.run(lone())
+        assert ran_on == [ran_on[0]] and ran_on[0] != caller, "async caller: a query thread"
+        ran_on.clear()
+        caller = run_sync(lone())
+        assert ran_on == [caller], "sync facade: the caller's own thread"
+    finally:
+        cp.close()

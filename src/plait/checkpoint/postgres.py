@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
+from plait._sync import in_sync_call
 from plait.checkpoint._common import loop_is_idle
 from plait.checkpoint._sql import CommitRequest, Cursor, Dialect, SqlCore
 from plait.checkpoint._sql_commit import StaleCache
@@ -358,17 +359,19 @@ class PostgresCheckpointer(Checkpointer):
 
     async def _off_loop(self, job: Callable[[], T]) -> T:
         """Run a blocking job on a query thread, or on the caller's thread when nothing else
-        is going on.
+        can be kept waiting by it.
 
         A hop to a query thread and back costs two thread wake-ups (80-250 µs on a small
         virtual machine, about a round trip to the server), which a lone caller waiting for
-        the answer gains nothing from. So when the event loop has nothing else ready and no
-        other job of this checkpointer is running (a pooled connection is then free, so the
-        job never waits for one), the job runs right here; otherwise on the query threads.
+        the answer gains nothing from. So a call of the sync facade (a loop of its own, with
+        nothing else ready on it) runs the job right here when no other job of this
+        checkpointer is running (a pooled connection is then free). An async caller's loop
+        may have other work that a network stall would hold up, so its jobs always go to
+        the query threads.
         """
         loop = asyncio.get_running_loop()
         with self._jobs_lock:
-            inline = self._jobs == 0 and loop_is_idle(loop)
+            inline = self._jobs == 0 and in_sync_call() and loop_is_idle(loop)
             self._jobs += 1
         try:
             if inline:
