@@ -49,11 +49,17 @@ class LeaseRenewer:
     def __init__(self, run: Run, owner: str) -> None:
         saver = run.saver
         assert saver is not None and run.thread_id is not None
-        self.run = run
+        self.run: Run | None = run
+        """None once stopped: a renewer waiting in the renewal thread's queue does not keep
+        a finished run (and its state) alive."""
         self.owner = owner
         self.period = max(saver.lease_ttl / 3, 0.02)
         self._task: asyncio.Task[None] | None = None
         self.stopped = False
+        self._renewing = threading.Lock()
+        """Held through a renewal from the renewal thread, and by :meth:`stop`: a renewal in
+        flight when the run ends finishes before the run releases its lease, so it cannot
+        land after the release and leave a finished run's lease behind."""
         if renews_off_loop(saver):
             _RenewalThread.get().add(self)
         else:
@@ -61,7 +67,7 @@ class LeaseRenewer:
 
     async def _renew(self) -> None:
         run = self.run
-        assert run.saver is not None and run.thread_id is not None
+        assert run is not None and run.saver is not None and run.thread_id is not None
         try:
             while True:
                 await asyncio.sleep(self.period)
@@ -73,22 +79,28 @@ class LeaseRenewer:
 
     def renew_blocking(self, loop: asyncio.AbstractEventLoop) -> bool:
         """Renew once from the renewal thread (``loop`` is that thread's own); False when
-        the renewal failed, which ends this renewer."""
-        run = self.run
-        saver = run.saver
-        assert saver is not None and run.thread_id is not None
-        try:
-            if isinstance(saver, MemoryCheckpointer):
-                saver.take_lease(run.thread_id, self.owner, namespace=run.namespace)
-            else:
-                loop.run_until_complete(saver.acquire_lease(run.thread_id, self.owner, namespace=run.namespace))
-        except Exception as exc:
-            run._lease_error = exc
-            return False
-        return True
+        the renewal failed or the run is over, which ends this renewer."""
+        with self._renewing:
+            run = self.run
+            if run is None:
+                return False
+            saver = run.saver
+            assert saver is not None and run.thread_id is not None
+            try:
+                if isinstance(saver, MemoryCheckpointer):
+                    saver.take_lease(run.thread_id, self.owner, namespace=run.namespace)
+                else:
+                    loop.run_until_complete(saver.acquire_lease(run.thread_id, self.owner, namespace=run.namespace))
+            except Exception as exc:
+                run._lease_error = exc
+                return False
+            return True
 
     def stop(self) -> None:
-        self.stopped = True
+        """End the renewals; returns once no renewal of this run is in flight."""
+        with self._renewing:
+            self.stopped = True
+            self.run = None
         if self._task is not None:
             self._task.cancel()
 
