@@ -108,10 +108,7 @@ def decode_body(data: bytes | str) -> Body:
     Raises:
         RecordError: not JSON, or not the shape of a body.
     """
-    try:
-        raw = orjson.loads(data)
-    except (orjson.JSONDecodeError, TypeError) as exc:
-        raise RecordError(f"checkpoint body is not JSON ({exc})") from None
+    raw = _load_body(data)
     return _body(raw)
 
 
@@ -140,10 +137,7 @@ def decode_body_fields(data: bytes | str) -> BodyFields:
     Raises:
         RecordError: not JSON, or not the shape of a body.
     """
-    try:
-        raw = orjson.loads(data)
-    except (orjson.JSONDecodeError, TypeError) as exc:
-        raise RecordError(f"checkpoint body is not JSON ({exc})") from None
+    raw = _load_body(data)
     if type(raw) is dict:
         versions = raw.get("v")
         blobs = raw.get("b")
@@ -179,6 +173,13 @@ def _inline(raw: Any) -> dict[str, Inline]:
             raise TypeError(f"inline blob {ch!r} is not [base id, value]")
         out[ch] = (entry[0], orjson.dumps(entry[1]))
     return out
+
+
+def _load_body(data: bytes | str) -> Any:
+    try:
+        return orjson.loads(data)
+    except (orjson.JSONDecodeError, TypeError) as exc:
+        raise RecordError(f"checkpoint body is not JSON ({exc})") from None
 
 
 _STR = frozenset((str,))
