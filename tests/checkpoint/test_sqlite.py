@@ -576,3 +576,28 @@ def test_several_stores_opening_one_new_file_at_once_all_open(tmp_path: Path) ->
         for store in opened:
             store.close()
     assert failures == []
+
+
+def test_a_run_whose_store_is_locked_by_another_connection_waits_for_it(db: Path) -> None:
+    """A commit tried on the caller's thread never waits for another connection's lock (the
+    busy timeout is 0 there): it goes to the writer thread, which waits, and lands once the
+    lock is released."""
+    from plait import END, START, Graph, StateSchema
+
+    graph = Graph(StateSchema.builder().add_lww("n").build())
+    graph.add_node("inc", lambda s: {"n": s["n"] + 1})
+    graph.add_edge(START, "inc").add_conditional_edges("inc", lambda s: "inc" if s["n"] < 5 else END)
+    store = SqliteCheckpointer(db)
+    app = graph.compile(checkpointer=store)
+    app.invoke({"n": 0}, thread_id="warm")  # the caller's thread has used the connections
+    other = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(0.3, lambda: other.execute("COMMIT"))
+    release.start()
+    try:
+        assert app.invoke({"n": 0}, thread_id="t") == {"n": 5}
+        assert [h.step for h in app.get_state_history("t")] == [5, 4, 3, 2, 1, 0]  # every step stored
+    finally:
+        release.join()
+        other.close()
+        store.close()
