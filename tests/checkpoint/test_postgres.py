@@ -353,7 +353,8 @@ def test_a_version_1_store_is_upgraded_to_fenced_commits(store: tuple[str, str])
     first = postgres.PostgresCheckpointer(dsn, schema=schema)
     first.setup_sync()
     first.close()
-    sql(dsn, f'DROP FUNCTION "{schema}".plait_fence')  # what version 1 had: no function
+    sql(dsn, f'DROP FUNCTION "{schema}".plait_fence(text, text, text, boolean, text, text, text)')
+    sql(dsn, f'DROP FUNCTION "{schema}".plait_fence(text, text, text, boolean, text, text)')  # version 1: none
     sql(dsn, f'DROP FUNCTION "{schema}".plait_require_parent')
     sql(dsn, f'DELETE FROM "{schema}".plait_migrations WHERE version >= 2')
 
@@ -389,6 +390,7 @@ def test_a_version_2_store_is_upgraded_to_one_round_trip_commits(store: tuple[st
     first = postgres.PostgresCheckpointer(dsn, schema=schema)
     first.setup_sync()
     first.close()
+    sql(dsn, f'DROP FUNCTION "{schema}".plait_fence(text, text, text, boolean, text, text, text)')
     sql(dsn, f'DROP FUNCTION "{schema}".plait_require_parent')  # what version 2 had
     sql(dsn, f'DELETE FROM "{schema}".plait_migrations WHERE version = 3')
 

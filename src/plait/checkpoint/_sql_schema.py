@@ -113,47 +113,12 @@ PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
     # transaction is statements only, sent at once with nothing to wait for before its end
     # (see postgres.py). require_parent: a commit whose deltas were computed against this
     # process's cached head checks that the parent still exists (another process may have
-    # deleted the thread meanwhile), SQLSTATE PLT03. fence() takes that check too (one
-    # statement for a fenced commit, the common case), as a seventh argument (NULL: none).
+    # deleted the thread meanwhile), SQLSTATE PLT03. A seven-argument fence() is version 2's
+    # fence plus that check (one statement for a fenced commit, the common case; NULL: none).
     # acquire_lease: the "lease" statement (insert, renew, or take over an expired lease)
     # that raises PLT01, as fence() does, when another owner holds the lease; a holder that
     # released meanwhile is retried.
     3: (
-        "DROP FUNCTION IF EXISTS {P}fence(text, text, text, boolean, text, text)",
-        f"""CREATE OR REPLACE FUNCTION {{P}}fence(
-            f_ns text, f_tid text, f_owner text, f_check_head boolean, f_expect text, f_own text, f_parent text)
-            RETURNS integer
-        LANGUAGE plpgsql VOLATILE AS $fence$
-        DECLARE
-            held_owner text;
-            held_left double precision;
-            found_head text;
-        BEGIN
-            PERFORM pg_advisory_xact_lock({_PG_LOCK_KEY}, hashtext(f_ns || '/' || f_tid));
-            SELECT l.owner, l.expires_at - {{now}} INTO held_owner, held_left
-                FROM {{P}}leases l WHERE l.ns = f_ns AND l.thread_id = f_tid;
-            IF held_owner IS NOT NULL AND held_owner <> f_owner AND held_left > 0 THEN
-                RAISE EXCEPTION USING ERRCODE = 'PLT01', MESSAGE = 'plait fence: the thread is leased by another owner',
-                    DETAIL = json_build_object('thread_id', f_tid, 'owner', held_owner, 'expires_in', held_left)::text;
-            END IF;
-            IF f_check_head THEN
-                SELECT c.id INTO found_head FROM {{P}}checkpoints c WHERE c.ns = f_ns AND c.thread_id = f_tid
-                    ORDER BY c.id DESC LIMIT 1;
-                IF found_head IS DISTINCT FROM f_expect AND found_head IS DISTINCT FROM f_own THEN
-                    RAISE EXCEPTION USING ERRCODE = 'PLT02', MESSAGE = 'plait fence: the thread has another head',
-                        DETAIL = json_build_object('thread_id', f_tid, 'expected', f_expect, 'found', found_head)::text;
-                END IF;
-            END IF;
-            IF f_parent IS NOT NULL THEN
-                PERFORM 1 FROM {{P}}checkpoints c WHERE c.ns = f_ns AND c.thread_id = f_tid AND c.id = f_parent;
-                IF NOT FOUND THEN
-                    RAISE EXCEPTION USING ERRCODE = 'PLT03', MESSAGE = 'plait: the parent checkpoint is gone',
-                        DETAIL = json_build_object('namespace', f_ns, 'thread_id', f_tid, 'parent', f_parent)::text;
-                END IF;
-            END IF;
-            RETURN 1;
-        END
-        $fence$""",
         """CREATE OR REPLACE FUNCTION {P}require_parent(f_ns text, f_tid text, f_parent text) RETURNS integer
         LANGUAGE plpgsql VOLATILE AS $require$
         BEGIN
@@ -165,6 +130,18 @@ PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
             RETURN 1;
         END
         $require$""",
+        """CREATE OR REPLACE FUNCTION {P}fence(
+            f_ns text, f_tid text, f_owner text, f_check_head boolean, f_expect text, f_own text, f_parent text)
+            RETURNS integer
+        LANGUAGE plpgsql VOLATILE AS $fence$
+        BEGIN
+            PERFORM {P}fence(f_ns, f_tid, f_owner, f_check_head, f_expect, f_own);
+            IF f_parent IS NOT NULL THEN
+                PERFORM {P}require_parent(f_ns, f_tid, f_parent);
+            END IF;
+            RETURN 1;
+        END
+        $fence$""",
         f"""CREATE OR REPLACE FUNCTION {{P}}acquire_lease(
             f_ns text, f_tid text, f_owner text, f_ttl double precision) RETURNS integer
         LANGUAGE plpgsql VOLATILE AS $lease$
