@@ -356,6 +356,7 @@ def test_a_version_1_store_is_upgraded_to_fenced_commits(store: tuple[str, str])
     sql(dsn, f'DROP FUNCTION "{schema}".plait_fence(text, text, text, boolean, text, text, text)')
     sql(dsn, f'DROP FUNCTION "{schema}".plait_fence(text, text, text, boolean, text, text)')  # version 1: none
     sql(dsn, f'DROP FUNCTION "{schema}".plait_require_parent')
+    sql(dsn, f'DROP FUNCTION "{schema}".plait_put_checkpoint')
     sql(dsn, f'DELETE FROM "{schema}".plait_migrations WHERE version >= 2')
 
     async def go() -> None:
@@ -392,7 +393,8 @@ def test_a_version_2_store_is_upgraded_to_one_round_trip_commits(store: tuple[st
     first.close()
     sql(dsn, f'DROP FUNCTION "{schema}".plait_fence(text, text, text, boolean, text, text, text)')
     sql(dsn, f'DROP FUNCTION "{schema}".plait_require_parent')  # what version 2 had
-    sql(dsn, f'DELETE FROM "{schema}".plait_migrations WHERE version = 3')
+    sql(dsn, f'DROP FUNCTION "{schema}".plait_put_checkpoint')
+    sql(dsn, f'DELETE FROM "{schema}".plait_migrations WHERE version >= 3')
 
     async def go() -> None:
         a = postgres.PostgresCheckpointer(dsn, schema=schema)
@@ -411,6 +413,57 @@ def test_a_version_2_store_is_upgraded_to_one_round_trip_commits(store: tuple[st
         await b.aclose()
 
     run(go())
+
+
+def test_a_version_3_store_is_upgraded_to_one_call_commits(store: tuple[str, str]) -> None:
+    """Version 4 adds put_checkpoint(), the usual fenced commit as one call; a version 3
+    store is refused until migrated, then a run's steps commit through it: psycopg prepares
+    it on the connection, and the fence's refusals still map to plait's errors."""
+    dsn, schema = store
+    from psycopg_pool import ConnectionPool
+
+    from plait.checkpoint.base import Fence
+    from plait.errors import ConcurrentUpdateError
+
+    first = postgres.PostgresCheckpointer(dsn, schema=schema)
+    first.setup_sync()
+    first.close()
+    sql(dsn, f'DROP FUNCTION "{schema}".plait_put_checkpoint')  # what version 3 had
+    sql(dsn, f'DELETE FROM "{schema}".plait_migrations WHERE version >= 4')
+    pool = ConnectionPool(dsn, min_size=1, max_size=1, open=True, kwargs={"autocommit": True})
+
+    async def go() -> None:
+        cp = postgres.PostgresCheckpointer(pool, schema=schema)
+        with pytest.raises(StoreVersionError) as info:
+            await cp.get("t")
+        assert (info.value.found, info.value.known) == (3, SCHEMA_VERSION)
+        assert cp.setup_sync() == 3
+        await cp.acquire_lease("t", "run")
+        cps = [make("t", None, {"n": 0})]
+        await cp.commit(checkpoints=cps[-1:], fence=Fence(owner="run", expect_head=None))
+        for n in range(1, 8):
+            cps.append(make("t", cps[-1].checkpoint, {"n": n}))
+            await cp.commit(checkpoints=cps[-1:], fence=Fence(owner="run"))
+        with pool.connection() as conn:
+            prepared = conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()
+        assert any("plait_put_checkpoint" in text for (text,) in prepared), prepared
+        with pytest.raises(ThreadBusyError) as busy:
+            await cp.commit(checkpoints=[make("t", cps[-1].checkpoint, {"n": -1})], fence=Fence(owner="other"))
+        assert busy.value.owner == "run"
+        with pytest.raises(ConcurrentUpdateError) as moved:
+            await cp.commit(
+                checkpoints=[make("t", cps[2].checkpoint, {"n": -2})],
+                fence=Fence(owner="run", expect_head=cps[2].checkpoint.id),
+            )
+        assert moved.value.found == cps[-1].checkpoint.id
+        same(await cp.get("t"), cps[-1].checkpoint)
+        assert [c.id for c in await cp.history("t")] == [c.checkpoint.id for c in reversed(cps)]
+        await cp.aclose()
+
+    try:
+        run(go())
+    finally:
+        pool.close()
 
 
 def test_only_sync_facade_calls_run_on_the_callers_thread(store: tuple[str, str]) -> None:

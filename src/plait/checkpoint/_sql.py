@@ -63,6 +63,11 @@ class SqlCore:
         self._commit = SqlCommit(dialect, store, self._sql, self._cache)
         self._read = SqlRead(dialect, self._sql, self._cache)
 
+    def statement(self, name: str) -> str:
+        """The text of statement ``name`` of :data:`~plait.checkpoint._sql_schema.STATEMENTS`,
+        as this store runs it (the same object every time)."""
+        return self._sql[name]
+
     def _q(self, sql: str) -> str:
         return self.dialect.q(sql)
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 __all__ = ["MIGRATIONS", "PG_MIGRATIONS", "SCHEMA_VERSION", "STATEMENTS", "joins"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The schema version this code reads and writes."""
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -60,6 +60,8 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     # 3: small blobs in checkpoint bodies (an older plait would not find them), and one
     # round trip per PostgreSQL commit: functions that check server-side (PG_MIGRATIONS).
     3: (),
+    # 4: PostgreSQL only: a fenced commit of one checkpoint row as one prepared call.
+    4: (),
 }
 
 _PG_LOCK_KEY = 0x706C6169
@@ -174,6 +176,26 @@ PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
         END
         $lease$""",
     ),
+    # The usual commit (a run's step: its fence and its checkpoint row, nothing else) as one
+    # call: one statement, which psycopg prepares after a few uses, where the two statements
+    # sent as one query were parsed and planned at every step (~80 µs of server time here).
+    4: (
+        """CREATE OR REPLACE FUNCTION {P}put_checkpoint(
+            f_ns text, f_tid text, f_owner text, f_check_head boolean, f_expect text, f_own text, f_parent text,
+            c_id text, c_parent text, c_step bigint, c_created double precision, c_source text,
+            c_metadata bytea, c_body bytea) RETURNS integer
+        LANGUAGE plpgsql VOLATILE AS $put$
+        BEGIN
+            PERFORM {P}fence(f_ns, f_tid, f_owner, f_check_head, f_expect, f_own, f_parent);
+            INSERT INTO {P}checkpoints AS c (ns, thread_id, id, parent_id, step, created_at, source, metadata, body)
+                VALUES (f_ns, f_tid, c_id, c_parent, c_step, c_created, c_source, c_metadata, c_body)
+                ON CONFLICT (ns, thread_id, id) DO UPDATE SET parent_id = excluded.parent_id, step = excluded.step,
+                created_at = excluded.created_at, source = excluded.source, metadata = excluded.metadata,
+                body = excluded.body;
+            RETURN 1;
+        END
+        $put$""",
+    ),
 }
 """Migrations only PostgreSQL runs, appended to the shared ones of the same version."""
 
@@ -275,6 +297,8 @@ STATEMENTS: dict[str, str] = {
     "fence": "SELECT {P}fence(?::text, ?::text, ?::text, ?::boolean, ?::text, ?::text, ?::text)",
     "require_parent": "SELECT {P}require_parent(?::text, ?::text, ?::text)",
     "acquire_lease": "SELECT {P}acquire_lease(?::text, ?::text, ?::text, ?::float8)",
+    "put_checkpoint": """SELECT {P}put_checkpoint(?::text, ?::text, ?::text, ?::boolean, ?::text, ?::text, ?::text,
+        ?::text, ?::text, ?::bigint, ?::float8, ?::text, ?::bytea, ?::bytea)""",
     "release": "DELETE FROM {P}leases WHERE ns = ? AND thread_id = ? AND owner = ?",
 }
 

@@ -12,7 +12,8 @@ newer plait.
 
 Round trips: a commit or a lease reads no result (plait's functions raise server-side
 instead of answering), so its statements go as one query, one round trip, in one implicit
-transaction (see ``_send``); reads send no BEGIN and COMMIT. Blocking calls run on query
+transaction (see ``_send``); the usual commit (a fence and one checkpoint row) is one call of
+``put_checkpoint()``, which psycopg prepares; reads send no BEGIN and COMMIT. Blocking calls run on query
 threads, or on the caller's thread when its event loop has nothing else ready and no other
 call of this checkpointer is running (see ``_off_loop``).
 
@@ -36,6 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
@@ -169,21 +171,78 @@ _ONE_QUERY_MAX = 64
 many tasks) goes through a pipeline of prepared statements, which parses each kind once."""
 
 
-def _send(conn: psycopg.Connection[Any], statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
-    """Run recorded statements as one transaction.
+@dataclass(frozen=True, slots=True)
+class _Fusion:
+    """The statements of the usual commit (a fence, then one checkpoint row) and the one
+    call that does both (``put_checkpoint()``)."""
 
-    Up to :data:`_ONE_QUERY_MAX` of them go as one simple query, parameters bound on the
-    client: PostgreSQL runs the statements of one query in one implicit transaction (all or
-    nothing) and answers once, so the commit costs one round trip, like a lone INSERT.
+    fence: str
+    insert: str
+    put: str
+
+    def fuse(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> tuple[str, Sequence[Any]] | None:
+        """The call doing ``statements``, or None when they are not one fence and its row."""
+        if len(statements) != 2:
+            return None
+        (first, fence), (second, row) = statements
+        if first != self.fence or second != self.insert or tuple(row[:2]) != tuple(fence[:2]):
+            return None
+        return self.put, (*fence, *row[2:])
+
+
+class _Cursors:
+    """One reusable cursor per pooled connection, for the one-statement commit.
+
+    ``conn.execute()`` builds a cursor (and its adapters map) per call, about 15 µs of CPU
+    and 20 µs of wall time per commit here, as much as the fence's checks on the server. A
+    connection is used by one thread at a time (the pool lends it), so its cursor is too.
+    Entries of closed connections are dropped when a new one is added.
+    """
+
+    def __init__(self) -> None:
+        self._by_conn: dict[psycopg.Connection[Any], psycopg.Cursor[Any]] = {}
+        self._lock = threading.Lock()
+
+    def of(self, conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
+        cur = self._by_conn.get(conn)
+        if cur is not None and not cur.closed:
+            return cur
+        cur = conn.cursor()
+        with self._lock:
+            for old in [c for c in self._by_conn if c.closed]:
+                del self._by_conn[old]
+            self._by_conn[conn] = cur
+        return cur
+
+
+def _send(
+    conn: psycopg.Connection[Any],
+    statements: Sequence[tuple[str, Sequence[Any]]],
+    fusion: _Fusion,
+    cursors: _Cursors,
+) -> None:
+    """Run recorded statements as one transaction, in one round trip.
+
+    A lone statement (the usual commit is one, fused by ``fusion``) is bound server-side,
+    so that psycopg prepares it after a few uses and the server neither parses nor plans it
+    again. Up to :data:`_ONE_QUERY_MAX` statements go as one simple query, parameters bound
+    on the client: PostgreSQL runs the statements of one query in one implicit transaction
+    (all or nothing) and answers once.
     """
     import psycopg
 
-    if conn.autocommit and len(statements) <= _ONE_QUERY_MAX:
-        query = ";\n".join(sql for sql, _ in statements)
-        params = [p for _, row in statements for p in row]
-        with psycopg.ClientCursor(conn) as cur:
-            cur.execute(query, params)
-        return
+    if conn.autocommit:
+        fused = fusion.fuse(statements)
+        if fused is not None or len(statements) == 1:
+            sql, params = fused if fused is not None else statements[0]
+            cursors.of(conn).execute(sql, params)
+            return
+        if len(statements) <= _ONE_QUERY_MAX:
+            query = ";\n".join(sql for sql, _ in statements)
+            flat = [p for _, row in statements for p in row]
+            with psycopg.ClientCursor(conn) as cur:
+                cur.execute(query, flat)
+            return
 
     def replay(cur: Cursor) -> None:
         for sql, row in statements:
@@ -236,6 +295,8 @@ class PostgresCheckpointer(Checkpointer):
         self._connect_timeout = connect_timeout
         self._store = f"PostgreSQL schema {schema!r}" if schema else "PostgreSQL database"
         self._core = SqlCore(_dialect(schema), self._store)
+        self._cursors = _Cursors()
+        self._fusion = _Fusion(*(self._core.statement(k) for k in ("fence", "ins_cp", "put_checkpoint")))
         if isinstance(conninfo, str):
             self._pool = self._new_pool()
             self._owns_pool = True
@@ -316,7 +377,7 @@ class PostgresCheckpointer(Checkpointer):
                         pass  # reads: statement by statement, below
                     else:
                         with self._pool.connection() as conn:
-                            _send(conn, recorder.statements)
+                            _send(conn, recorder.statements, self._fusion, self._cursors)
                         return result
                 with self._pool.connection() as conn:
                     if pipeline:
