@@ -27,7 +27,7 @@ found by ``(channel, id)`` either way: in the blobs table, or in the body of che
 
 class StaleCache(Exception):
     """Internal: the cached parent of a commit is gone from the database (see
-    ``ins_cp_checked``); a dialect module raises it for a ``require_parent()`` refusal."""
+    ``has_cp``); a dialect module raises it for a ``require_parent()`` refusal."""
 
     def __init__(self, key: Key) -> None:
         super().__init__(key)
@@ -218,6 +218,12 @@ class SqlCommit:
             hit = parent_id is not None and cached is not None and cached.id == parent_id
             # A head staged in this transaction was written by it; one from the cache may be stale.
             check = hit and staged is None
+            if (
+                check
+                and not self.dialect.server_checks
+                and cur.execute(sql["has_cp"], (ns, tid, parent_id)).fetchone() is None
+            ):
+                raise StaleCache(key)
             base = cached.chans if hit and cached is not None else self._base_from_body(cur, cp)
             chans: dict[str, Chan] = {}
             blobs: list[tuple[str, str, str, str, str | None, bytes]] = []
@@ -246,18 +252,11 @@ class SqlCommit:
             source = cp.metadata.get("source", "")
             source = (source if type(source) is str else str(source)).replace("\x00", "\ufffd")  # text refuses NUL
             params = (ns, tid, cp.id, parent_id, cp.step, cp.created_at, source, encode_json(cp.metadata), body)
-            # The checkpoint row goes last, so that in a Postgres pipeline the check's answer is
-            # the only result waited for before COMMIT.
-            if check and self.dialect.server_checks:
-                if parents.pop(key, None) is not None:  # not checked by a fence
-                    cur.execute(sql["require_parent"], (ns, tid, parent_id))
-                cur.execute(sql["ins_cp"], params)
-            elif check:
-                found = cur.execute(sql["ins_cp_checked"], (*params, ns, tid, parent_id)).fetchall()
-                if not found or found[0][0] is None:
-                    raise StaleCache(key)
-            else:
-                cur.execute(sql["ins_cp"], params)
+            if check and self.dialect.server_checks and parents.pop(key, None) is not None:
+                cur.execute(sql["require_parent"], (ns, tid, parent_id))  # not checked by a fence
+            # The checkpoint row goes last: a fence followed by it is the usual commit, which a
+            # dialect module may send as one call (PostgreSQL's put_checkpoint()).
+            cur.execute(sql["ins_cp"], params)
             staging[key] = Head(cp.id, chans)
         return None
 
