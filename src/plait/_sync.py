@@ -1,9 +1,9 @@
 """The sync facade's one trick: run a coroutine to completion from plain code.
 
-Each thread keeps one event loop (an ``asyncio.Runner``) for its sync calls, so repeated
-``invoke()`` calls do not pay for a new loop each time. Called from inside a running loop
-(a notebook, an async framework), the coroutine runs on a helper thread instead, because a
-loop cannot block on itself.
+Each thread keeps one event loop for its sync calls, so repeated ``invoke()`` calls do not
+pay for a new loop each time. Called from inside a running loop (a notebook, an async
+framework), the coroutine runs on a helper thread instead, because a loop cannot block on
+itself.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import atexit
 import contextlib
 import contextvars
 import queue
+import signal
 import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -22,32 +23,72 @@ __all__ = ["in_sync_call", "iterate_sync", "run_sync"]
 
 T = TypeVar("T")
 _local = threading.local()
-_runners: list[asyncio.Runner] = []
+_loops: list[asyncio.AbstractEventLoop] = []
 _lock = threading.Lock()
+_signal: Any = getattr(signal, "_signal", signal)
+"""The C module behind :mod:`signal`: its functions take and return handlers as they are,
+where the wrappers first try to turn each into an enum, which fails (an exception) for a
+function: about 3 µs a call, and a sync call makes four."""
 
 
-def _runner() -> asyncio.Runner:
-    runner: asyncio.Runner | None = getattr(_local, "runner", None)
-    if runner is None:
-        runner = asyncio.Runner()
-        _local.runner = runner
+def _loop() -> asyncio.AbstractEventLoop:
+    loop: asyncio.AbstractEventLoop | None = getattr(_local, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = asyncio.new_event_loop()
+        _local.loop = loop
         with _lock:
-            _runners.append(runner)
-    return runner
+            _loops.append(loop)
+    return loop
 
 
-class _Box:
-    """Carries a result out of ``Runner.run``. Python 3.11's Runner formats the finished task
-    (result included) while restoring its signal handler; a constant repr keeps that from
-    costing time proportional to the result (a whole state history)."""
+class _Interrupt:
+    """The SIGINT handler while a sync call runs on the main thread, as in
+    ``asyncio.Runner``: the first Ctrl-C cancels the call's task (so that its cleanup runs
+    and a run releases its lease), a second one raises KeyboardInterrupt where the code is.
 
-    __slots__ = ("value",)
+    Not ``asyncio.Runner`` itself: Python 3.11's formats its task (``repr``, coroutine and
+    frame included) whenever it puts the default handler back, about 20 µs per call; this
+    handler's ``repr`` is a constant.
+    """
 
-    def __init__(self, value: Any) -> None:
-        self.value = value
+    __slots__ = ("count", "loop", "task")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> None:
+        self.loop = loop
+        self.task = task
+        self.count = 0
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.count += 1
+        if self.count == 1 and not self.task.done():
+            self.task.cancel()
+            self.loop.call_soon_threadsafe(lambda: None)  # wake the loop if it waits in select()
+            return
+        raise KeyboardInterrupt
 
     def __repr__(self) -> str:
-        return "<result>"
+        return "<plait SIGINT handler>"
+
+
+def _run(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion on ``loop`` (this thread's), with Ctrl-C handled."""
+    task = loop.create_task(coro)
+    handler: _Interrupt | None = None
+    if (
+        threading.current_thread() is threading.main_thread()
+        and _signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    ):
+        handler = _Interrupt(loop, task)
+        _signal.signal(signal.SIGINT, handler)
+    try:
+        return loop.run_until_complete(task)
+    except asyncio.CancelledError:
+        if handler is not None and handler.count > 0 and task.uncancel() == 0:
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        if handler is not None and _signal.getsignal(signal.SIGINT) is handler:
+            _signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 _in_sync_call: contextvars.ContextVar[bool] = contextvars.ContextVar("plait_in_sync_call", default=False)
@@ -60,9 +101,9 @@ def in_sync_call() -> bool:
     return _in_sync_call.get()
 
 
-async def _boxed(coro: Coroutine[Any, Any, T]) -> _Box:
+async def _flagged(coro: Coroutine[Any, Any, T]) -> T:
     _in_sync_call.set(True)  # this task's context only
-    return _Box(await coro)
+    return await coro
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
@@ -70,10 +111,9 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        box = _runner().run(_boxed(coro))
-        return box.value  # type: ignore[no-any-return]
+        return _run(_loop(), _flagged(coro))
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="plait-sync") as pool:
-        return pool.submit(asyncio.run, _boxed(coro)).result().value  # type: ignore[no-any-return]
+        return pool.submit(asyncio.run, _flagged(coro)).result()
 
 
 def iterate_sync(agen: AsyncIterator[T]) -> Iterator[T]:
@@ -126,9 +166,27 @@ def iterate_sync(agen: AsyncIterator[T]) -> Iterator[T]:
 
 
 @atexit.register
-def _close_runners() -> None:
+def _close_loops() -> None:
     with _lock:
-        for r in _runners:
-            with contextlib.suppress(Exception):
-                r.close()
-        _runners.clear()
+        loops = list(_loops)
+        _loops.clear()
+    for loop in loops:
+        with contextlib.suppress(Exception):
+            _close(loop)
+
+
+def _close(loop: asyncio.AbstractEventLoop) -> None:
+    """Close a thread's loop as ``asyncio.Runner.close`` would: cancel the tasks left, then
+    finish async generators and the default executor."""
+    if loop.is_closed() or loop.is_running():
+        return
+    try:
+        left = asyncio.all_tasks(loop)
+        for task in left:
+            task.cancel()
+        if left:
+            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.run_until_complete(loop.shutdown_default_executor())
+    finally:
+        loop.close()
