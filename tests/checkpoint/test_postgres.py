@@ -317,8 +317,9 @@ def test_a_parent_deleted_by_another_process_is_not_built_upon(store: tuple[str,
 
 
 def test_a_lease_leaves_the_pooled_connection_as_it_was(store: tuple[str, str]) -> None:
-    """Leases commit with synchronous_commit off (SET LOCAL): the setting ends with the lease's
-    transaction, so a commit on the same connection is flushed as usual."""
+    """Leases commit with synchronous_commit off (set_config(..., true) in take_lease() and
+    give_lease()): the setting ends with the lease's transaction, so a commit on the same
+    connection is flushed as usual."""
     dsn, schema = store
     from psycopg_pool import ConnectionPool
 
@@ -356,7 +357,8 @@ def test_a_version_1_store_is_upgraded_to_fenced_commits(store: tuple[str, str])
     sql(dsn, f'DROP FUNCTION "{schema}".plait_fence(text, text, text, boolean, text, text, text)')
     sql(dsn, f'DROP FUNCTION "{schema}".plait_fence(text, text, text, boolean, text, text)')  # version 1: none
     sql(dsn, f'DROP FUNCTION "{schema}".plait_require_parent')
-    sql(dsn, f'DROP FUNCTION "{schema}".plait_put_checkpoint')
+    for function in ("put_checkpoint", "take_lease", "give_lease"):
+        sql(dsn, f'DROP FUNCTION "{schema}".plait_{function}')
     sql(dsn, f'DELETE FROM "{schema}".plait_migrations WHERE version >= 2')
 
     async def go() -> None:
@@ -393,7 +395,8 @@ def test_a_version_2_store_is_upgraded_to_one_round_trip_commits(store: tuple[st
     first.close()
     sql(dsn, f'DROP FUNCTION "{schema}".plait_fence(text, text, text, boolean, text, text, text)')
     sql(dsn, f'DROP FUNCTION "{schema}".plait_require_parent')  # what version 2 had
-    sql(dsn, f'DROP FUNCTION "{schema}".plait_put_checkpoint')
+    for function in ("put_checkpoint", "take_lease", "give_lease"):
+        sql(dsn, f'DROP FUNCTION "{schema}".plait_{function}')
     sql(dsn, f'DELETE FROM "{schema}".plait_migrations WHERE version >= 3')
 
     async def go() -> None:
@@ -416,9 +419,10 @@ def test_a_version_2_store_is_upgraded_to_one_round_trip_commits(store: tuple[st
 
 
 def test_a_version_3_store_is_upgraded_to_one_call_commits(store: tuple[str, str]) -> None:
-    """Version 4 adds put_checkpoint(), the usual fenced commit as one call; a version 3
-    store is refused until migrated, then a run's steps commit through it: psycopg prepares
-    it on the connection, and the fence's refusals still map to plait's errors."""
+    """Version 4 adds put_checkpoint(), the usual fenced commit as one call, and take_lease()
+    and give_lease(), a lease as one call; a version 3 store is refused until migrated, then
+    leases and a run's steps go through them (psycopg prepares them on the connection), and
+    the fence's refusals still map to plait's errors."""
     dsn, schema = store
     from psycopg_pool import ConnectionPool
 
@@ -428,7 +432,8 @@ def test_a_version_3_store_is_upgraded_to_one_call_commits(store: tuple[str, str
     first = postgres.PostgresCheckpointer(dsn, schema=schema)
     first.setup_sync()
     first.close()
-    sql(dsn, f'DROP FUNCTION "{schema}".plait_put_checkpoint')  # what version 3 had
+    for function in ("put_checkpoint", "take_lease", "give_lease"):  # what version 3 had
+        sql(dsn, f'DROP FUNCTION "{schema}".plait_{function}')
     sql(dsn, f'DELETE FROM "{schema}".plait_migrations WHERE version >= 4')
     pool = ConnectionPool(dsn, min_size=1, max_size=1, open=True, kwargs={"autocommit": True})
 
@@ -438,6 +443,9 @@ def test_a_version_3_store_is_upgraded_to_one_call_commits(store: tuple[str, str
             await cp.get("t")
         assert (info.value.found, info.value.known) == (3, SCHEMA_VERSION)
         assert cp.setup_sync() == 3
+        for _ in range(6):  # psycopg prepares a statement on its fifth use
+            await cp.acquire_lease("t", "run")
+            await cp.release_lease("t", "run")
         await cp.acquire_lease("t", "run")
         cps = [make("t", None, {"n": 0})]
         await cp.commit(checkpoints=cps[-1:], fence=Fence(owner="run", expect_head=None))
@@ -446,7 +454,8 @@ def test_a_version_3_store_is_upgraded_to_one_call_commits(store: tuple[str, str
             await cp.commit(checkpoints=cps[-1:], fence=Fence(owner="run"))
         with pool.connection() as conn:
             prepared = conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()
-        assert any("plait_put_checkpoint" in text for (text,) in prepared), prepared
+        for function in ("put_checkpoint", "take_lease", "give_lease"):
+            assert any(f"plait_{function}" in text for (text,) in prepared), (function, prepared)
         with pytest.raises(ThreadBusyError) as busy:
             await cp.commit(checkpoints=[make("t", cps[-1].checkpoint, {"n": -1})], fence=Fence(owner="other"))
         assert busy.value.owner == "run"

@@ -246,13 +246,14 @@ class SqlCore:
 
         With server-side checks (PostgreSQL) this is one statement whose answer is never
         read: a refusal raises in the database (mapped to ThreadBusyError by the dialect
-        module), so the lease goes in one round trip.
+        module), so the lease goes in one round trip, and it is not flushed to disk (see
+        ``take_lease()``; SQLite's module does the same its own way).
 
         Raises:
             ThreadBusyError: another owner holds an unexpired lease.
         """
         if self.dialect.server_checks:
-            cur.execute(self._sql["acquire_lease"], (namespace, thread_id, owner, float(ttl)))
+            cur.execute(self._sql["take_lease"], (namespace, thread_id, owner, float(ttl)))
             return
         for _ in range(3):
             if cur.execute(self._sql["lease"], (namespace, thread_id, owner, float(ttl))).fetchall():
@@ -263,5 +264,5 @@ class SqlCore:
         raise ThreadBusyError(thread_id, "another run", 0.0)  # released and retaken, repeatedly
 
     def release_lease(self, cur: Cursor, namespace: str, thread_id: str, owner: str) -> None:
-        """Give the lease back if ``owner`` holds it."""
-        cur.execute(self._sql["release"], (namespace, thread_id, owner))
+        """Give the lease back if ``owner`` holds it (unflushed with server-side checks, as above)."""
+        cur.execute(self._sql["give_lease" if self.dialect.server_checks else "release"], (namespace, thread_id, owner))

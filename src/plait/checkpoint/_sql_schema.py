@@ -195,6 +195,27 @@ PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
             RETURN 1;
         END
         $put$""",
+        # A lease taken or given back in one statement, so that psycopg prepares it, without
+        # waiting for its WAL flush (what SET LOCAL synchronous_commit = off did, sent as a
+        # second statement): a lease lost in a crash is harmless (a lost acquire expires, a
+        # lost release makes the next run wait for the expiry), and flushing would cost every
+        # run two more disk syncs. The setting ends with the statement's transaction.
+        """CREATE OR REPLACE FUNCTION {P}take_lease(f_ns text, f_tid text, f_owner text, f_ttl double precision)
+            RETURNS integer
+        LANGUAGE plpgsql VOLATILE AS $take$
+        BEGIN
+            PERFORM set_config('synchronous_commit', 'off', true);
+            RETURN {P}acquire_lease(f_ns, f_tid, f_owner, f_ttl);
+        END
+        $take$""",
+        """CREATE OR REPLACE FUNCTION {P}give_lease(f_ns text, f_tid text, f_owner text) RETURNS integer
+        LANGUAGE plpgsql VOLATILE AS $give$
+        BEGIN
+            PERFORM set_config('synchronous_commit', 'off', true);
+            DELETE FROM {P}leases WHERE ns = f_ns AND thread_id = f_tid AND owner = f_owner;
+            RETURN 1;
+        END
+        $give$""",
     ),
 }
 """Migrations only PostgreSQL runs, appended to the shared ones of the same version."""
@@ -292,7 +313,8 @@ STATEMENTS: dict[str, str] = {
     "head_id": "SELECT id FROM {P}checkpoints WHERE ns = ? AND thread_id = ? ORDER BY id DESC LIMIT 1",
     "fence": "SELECT {P}fence(?::text, ?::text, ?::text, ?::boolean, ?::text, ?::text, ?::text)",
     "require_parent": "SELECT {P}require_parent(?::text, ?::text, ?::text)",
-    "acquire_lease": "SELECT {P}acquire_lease(?::text, ?::text, ?::text, ?::float8)",
+    "take_lease": "SELECT {P}take_lease(?::text, ?::text, ?::text, ?::float8)",
+    "give_lease": "SELECT {P}give_lease(?::text, ?::text, ?::text)",
     "put_checkpoint": """SELECT {P}put_checkpoint(?::text, ?::text, ?::text, ?::boolean, ?::text, ?::text, ?::text,
         ?::text, ?::text, ?::bigint, ?::float8, ?::text, ?::bytea, ?::bytea)""",
     "release": "DELETE FROM {P}leases WHERE ns = ? AND thread_id = ? AND owner = ?",

@@ -251,18 +251,6 @@ def _send(
     _pipelined(conn, replay)
 
 
-def _lease_without_flush(cur: Cursor) -> None:
-    """Commit this (lease) transaction without waiting for its WAL flush.
-
-    A lease lost in a crash or power failure is harmless: a lost acquire expires by itself,
-    and a lost release only makes the next run wait for the expiry. Waiting for the flush
-    would make every run pay two fsyncs for nothing. The statement is still atomic and
-    isolated (synchronous_commit changes durability only), and ``LOCAL`` ends with the
-    transaction, so the connection goes back to the pool as it was.
-    """
-    cur.execute("SET LOCAL synchronous_commit = off")
-
-
 def _has_nul(*texts: str | None) -> bool:
     return any(t is not None and "\x00" in t for t in texts)
 
@@ -531,7 +519,6 @@ class PostgresCheckpointer(Checkpointer):
         seconds = self.lease_ttl if ttl is None else ttl
 
         def acquire(cur: Cursor) -> None:
-            _lease_without_flush(cur)
             self._core.acquire_lease(cur, namespace, thread_id, owner, seconds)
 
         await self._run(acquire, pipeline=True, batch=True)
@@ -541,7 +528,6 @@ class PostgresCheckpointer(Checkpointer):
             return
 
         def release(cur: Cursor) -> None:
-            _lease_without_flush(cur)
             self._core.release_lease(cur, namespace, thread_id, owner)
 
         await self._run(release, pipeline=True, batch=True)
