@@ -1,15 +1,20 @@
-"""Lease renewal: one thread renews the leases of every run in the process."""
+"""Leases of runs: one thread renews the leases of every run in the process; a run takes its
+lease with its first read and gives it back with its last commit where the backend can."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from plait import START, AppendList, Graph, MemoryCheckpointer, SqliteCheckpointer, StateSchema
-from plait.errors import ThreadBusyError
+import pytest
+
+from plait import END, START, AppendList, Graph, MemoryCheckpointer, NodeError, SqliteCheckpointer, StateSchema
+from plait._sync import run_sync
+from plait.errors import CheckpointCorruptError, CheckpointNotFoundError, ThreadBusyError
 
 
 def renewal_threads() -> list[threading.Thread]:
@@ -83,3 +88,93 @@ def test_a_renewal_in_flight_when_the_run_ends_does_not_outlive_the_release() ->
     assert app.invoke({}, thread_id="t")["log"] == ["done"]
     assert saver.renewal_done.wait(5)
     saver.take_lease("t", "next run")  # the finished run's lease is gone: no ThreadBusyError
+
+
+class _Counting(SqliteCheckpointer):
+    """A real SQLite store that counts the lease calls a run makes."""
+
+    def __init__(self, path: Path, *, releases_with_commit: bool = True, broken_read: bool = False) -> None:
+        super().__init__(path)
+        self.releases_with_commit = releases_with_commit
+        self.broken_read = broken_read
+        self.calls: Counter[str] = Counter()
+
+    async def acquire_lease_and_get(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls["acquire_lease_and_get"] += 1
+        return await super().acquire_lease_and_get(*args, **kwargs)
+
+    async def get(self, *args: Any, **kwargs: Any) -> Any:
+        if self.broken_read:
+            raise CheckpointCorruptError("t", "?", "damaged on purpose")
+        return await super().get(*args, **kwargs)
+
+    async def release_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
+        self.calls["release_lease"] += 1
+        await super().release_lease(thread_id, owner, namespace=namespace)
+
+
+def _counter_app(saver: SqliteCheckpointer, fail_at: int | None = None) -> Any:
+    schema = StateSchema.builder().add_lww("n").build()
+
+    def inc(state: Any) -> Any:
+        if state["n"] == fail_at:
+            raise RuntimeError("failing on purpose")
+        return {"n": state["n"] + 1}
+
+    graph = Graph(schema).add_node("inc", inc).add_edge(START, "inc")
+    graph.add_conditional_edges("inc", lambda s: "inc" if s["n"] < 3 else END)
+    return graph.compile(saver)
+
+
+def _lease_is_free(saver: SqliteCheckpointer, thread_id: str) -> bool:
+    try:
+        run_sync(saver.acquire_lease(thread_id, "the next run", ttl=60))
+    except ThreadBusyError:
+        return False
+    run_sync(saver.release_lease(thread_id, "the next run"))
+    return True
+
+
+def test_a_sync_run_reads_with_its_lease_and_gives_it_back_with_its_last_commit(tmp_path: Path) -> None:
+    saver = _Counting(tmp_path / "plait.db")
+    try:
+        app = _counter_app(saver)
+        assert app.invoke({"n": 0}, thread_id="t", durability="sync") == {"n": 3}
+        assert saver.calls == {"acquire_lease_and_get": 1}, "one call to start, none to end"
+        assert _lease_is_free(saver, "t")
+        assert app.invoke(None, thread_id="t", durability="sync") == {"n": 3}  # resumable: nothing to do
+        assert _lease_is_free(saver, "t")
+    finally:
+        saver.close()
+
+
+def test_runs_that_cannot_release_with_their_last_commit_release_after_it(tmp_path: Path) -> None:
+    for durability, releases in (("async", True), ("exit", True), ("sync", False)):
+        saver = _Counting(tmp_path / f"{durability}-{releases}.db", releases_with_commit=releases)
+        try:
+            assert _counter_app(saver).invoke({"n": 0}, thread_id="t", durability=durability) == {"n": 3}
+            assert saver.calls["release_lease"] == 1, (durability, releases)
+            assert _lease_is_free(saver, "t")
+        finally:
+            saver.close()
+
+
+def test_a_run_that_fails_or_cannot_start_gives_its_lease_back(tmp_path: Path) -> None:
+    saver = _Counting(tmp_path / "plait.db")
+    try:
+        with pytest.raises(NodeError):
+            _counter_app(saver, fail_at=2).invoke({"n": 0}, thread_id="t", durability="sync")
+        assert _lease_is_free(saver, "t")
+        with pytest.raises(CheckpointNotFoundError):
+            _counter_app(saver).invoke(None, thread_id="t", checkpoint_id="no-such-id")
+        assert _lease_is_free(saver, "t")
+    finally:
+        saver.close()
+    broken = _Counting(tmp_path / "broken.db", broken_read=True)
+    try:
+        with pytest.raises(CheckpointCorruptError):
+            _counter_app(broken).invoke({"n": 0}, thread_id="t")
+        assert broken.calls["release_lease"] == 1
+        assert _lease_is_free(broken, "t"), "a read that failed after the lease was taken gave it back"
+    finally:
+        broken.close()

@@ -263,6 +263,21 @@ class SqlCore:
                 raise ThreadBusyError(thread_id, held[0], max(0.0, float(held[1])))
         raise ThreadBusyError(thread_id, "another run", 0.0)  # released and retaken, repeatedly
 
+    def acquire_lease_and_get(
+        self, cur: Cursor, namespace: str, thread_id: str, owner: str, ttl: float, checkpoint_id: str | None
+    ) -> Checkpoint | None:
+        """Take the lease, then read the checkpoint a run starts from, by one statement (a
+        function that raises, as :meth:`acquire_lease` does); server-side checks only.
+
+        Raises:
+            ThreadBusyError: another owner holds an unexpired lease (raised by the dialect module).
+        """
+        assert self.dialect.server_checks
+        rows = cur.execute(
+            self._sql["take_lease_and_get"], (namespace, thread_id, owner, float(ttl), checkpoint_id)
+        ).fetchall()
+        return self._read.from_rows(cur, namespace, thread_id, rows)
+
     def release_lease(self, cur: Cursor, namespace: str, thread_id: str, owner: str) -> None:
         """Give the lease back if ``owner`` holds it (unflushed with server-side checks, as above)."""
         cur.execute(self._sql["give_lease" if self.dialect.server_checks else "release"], (namespace, thread_id, owner))

@@ -258,6 +258,12 @@ class SqlCommit:
             # dialect module may send as one call (PostgreSQL's put_checkpoint()).
             cur.execute(sql["ins_cp"], params)
             staging[key] = Head(cp.id, chans)
+        fence = request.fence
+        if fence is not None and fence.release:
+            # Last, after the checkpoint row: the usual last commit of a run (a fence, its row
+            # and this) is still one call for a dialect module that fuses them.
+            for ns, tid in fence_targets(request.checkpoints, request.writes, fence)[0]:
+                cur.execute(sql["release"], (ns, tid, fence.owner))
         return None
 
     def _base_from_body(self, cur: Cursor, cp: Checkpoint) -> dict[str, Chan]:

@@ -122,6 +122,11 @@ class SqlRead:
             rows = cur.execute(self._sql["head_writes"], (namespace, thread_id, namespace, thread_id)).fetchall()
         else:
             rows = cur.execute(self._sql["one_writes"], (namespace, thread_id, checkpoint_id)).fetchall()
+        return self.from_rows(cur, namespace, thread_id, rows)
+
+    def from_rows(self, cur: Cursor, namespace: str, thread_id: str, rows: Sequence[Any]) -> Checkpoint | None:
+        """The checkpoint of rows shaped as ``head_writes`` returns them (the checkpoint's
+        columns, then a pending write's, one row per write), or None for no rows."""
         if not rows:
             return None
         row = rows[0][:6]

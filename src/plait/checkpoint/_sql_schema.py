@@ -176,14 +176,15 @@ PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
         END
         $lease$""",
     ),
-    # The usual commit (a run's step: its fence and its checkpoint row, nothing else) as one
-    # call: one statement, which psycopg prepares after a few uses, where the two statements
-    # sent as one query were parsed and planned at every step (~80 µs of server time here).
+    # The usual commit (a run's step: its fence and its checkpoint row, nothing else; a
+    # run's last step also gives its lease back) as one call: one statement, which psycopg
+    # prepares after a few uses, where the two statements sent as one query were parsed and
+    # planned at every step (~80 µs of server time here).
     4: (
         """CREATE OR REPLACE FUNCTION {P}put_checkpoint(
             f_ns text, f_tid text, f_owner text, f_check_head boolean, f_expect text, f_own text, f_parent text,
             c_id text, c_parent text, c_step bigint, c_created double precision, c_source text,
-            c_metadata bytea, c_body bytea) RETURNS integer
+            c_metadata bytea, c_body bytea, f_release boolean) RETURNS integer
         LANGUAGE plpgsql VOLATILE AS $put$
         BEGIN
             PERFORM {P}fence(f_ns, f_tid, f_owner, f_check_head, f_expect, f_own, f_parent);
@@ -192,6 +193,9 @@ PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
                 ON CONFLICT (ns, thread_id, id) DO UPDATE SET parent_id = excluded.parent_id, step = excluded.step,
                 created_at = excluded.created_at, source = excluded.source, metadata = excluded.metadata,
                 body = excluded.body;
+            IF f_release THEN
+                DELETE FROM {P}leases l WHERE l.ns = f_ns AND l.thread_id = f_tid AND l.owner = f_owner;
+            END IF;
             RETURN 1;
         END
         $put$""",
@@ -216,6 +220,35 @@ PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
             RETURN 1;
         END
         $give$""",
+        # What a run does first, in one round trip: take the lease, then read the checkpoint
+        # it starts from (the head, or f_id) with its pending writes, as head_writes and
+        # one_writes do. The read is a statement of its own after the lease is taken, so its
+        # snapshot sees every commit made before (the previous owner's last one included).
+        """CREATE OR REPLACE FUNCTION {P}take_lease_and_get(
+            f_ns text, f_tid text, f_owner text, f_ttl double precision, f_id text)
+            RETURNS TABLE (id text, parent_id text, step bigint, created_at double precision, metadata bytea,
+                           body bytea, task_id text, kind text, wkey text, value bytea)
+        LANGUAGE plpgsql VOLATILE AS $start$
+        #variable_conflict use_column
+        BEGIN
+            PERFORM {P}take_lease(f_ns, f_tid, f_owner, f_ttl);
+            IF f_id IS NULL THEN
+                RETURN QUERY SELECT c.id, c.parent_id, c.step, c.created_at, c.metadata, c.body,
+                        w.task_id, w.kind, w.wkey, w.value
+                    FROM (SELECT x.id, x.parent_id, x.step, x.created_at, x.metadata, x.body FROM {P}checkpoints x
+                          WHERE x.ns = f_ns AND x.thread_id = f_tid ORDER BY x.id DESC LIMIT 1) c
+                    LEFT JOIN {P}writes w ON w.ns = f_ns AND w.thread_id = f_tid AND w.checkpoint_id = c.id
+                    ORDER BY w.seq;
+            ELSE
+                RETURN QUERY SELECT c.id, c.parent_id, c.step, c.created_at, c.metadata, c.body,
+                        w.task_id, w.kind, w.wkey, w.value
+                    FROM {P}checkpoints c
+                    LEFT JOIN {P}writes w ON w.ns = c.ns AND w.thread_id = c.thread_id AND w.checkpoint_id = c.id
+                    WHERE c.ns = f_ns AND c.thread_id = f_tid AND c.id = f_id
+                    ORDER BY w.seq;
+            END IF;
+        END
+        $start$""",
     ),
 }
 """Migrations only PostgreSQL runs, appended to the shared ones of the same version."""
@@ -315,8 +348,9 @@ STATEMENTS: dict[str, str] = {
     "require_parent": "SELECT {P}require_parent(?::text, ?::text, ?::text)",
     "take_lease": "SELECT {P}take_lease(?::text, ?::text, ?::text, ?::float8)",
     "give_lease": "SELECT {P}give_lease(?::text, ?::text, ?::text)",
+    "take_lease_and_get": "SELECT * FROM {P}take_lease_and_get(?::text, ?::text, ?::text, ?::float8, ?::text)",
     "put_checkpoint": """SELECT {P}put_checkpoint(?::text, ?::text, ?::text, ?::boolean, ?::text, ?::text, ?::text,
-        ?::text, ?::text, ?::bigint, ?::float8, ?::text, ?::bytea, ?::bytea)""",
+        ?::text, ?::text, ?::bigint, ?::float8, ?::text, ?::bytea, ?::bytea, ?::boolean)""",
     "release": "DELETE FROM {P}leases WHERE ns = ? AND thread_id = ? AND owner = ?",
 }
 

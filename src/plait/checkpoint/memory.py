@@ -33,6 +33,8 @@ _Thread = tuple[str, str]  # (namespace, thread_id)
 class MemoryCheckpointer(Checkpointer):
     """Keeps every thread in dictionaries; fast, and gone when the process exits."""
 
+    releases_with_commit = True
+
     def __init__(self) -> None:
         self._checkpoints: dict[_Thread, dict[str, Checkpoint]] = {}
         self._writes: dict[tuple[str, str, str], dict[tuple[str, str, str], PendingWrite]] = {}
@@ -56,6 +58,11 @@ class MemoryCheckpointer(Checkpointer):
             if fence is not None:
                 self._check_fence(checkpoints, writes, fence)
             self._store(checkpoints, writes)
+            if fence is not None and fence.release:
+                for key in fence_targets(checkpoints, writes, fence)[0]:
+                    held = self._leases.get(key)
+                    if held is not None and held[0] == fence.owner:
+                        del self._leases[key]
 
     def _check_fence(self, checkpoints: Sequence[CheckpointWrite], writes: Sequence[WritesBatch], fence: Fence) -> None:
         """Raise when ``fence`` refuses the commit; the caller holds the lease lock."""

@@ -173,21 +173,27 @@ many tasks) goes through a pipeline of prepared statements, which parses each ki
 
 @dataclass(frozen=True, slots=True)
 class _Fusion:
-    """The statements of the usual commit (a fence, then one checkpoint row) and the one
-    call that does both (``put_checkpoint()``)."""
+    """The statements of the usual commit (a fence, then one checkpoint row, then maybe the
+    lease given back) and the one call that does them all (``put_checkpoint()``)."""
 
     fence: str
     insert: str
+    release: str
     put: str
 
     def fuse(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> tuple[str, Sequence[Any]] | None:
-        """The call doing ``statements``, or None when they are not one fence and its row."""
-        if len(statements) != 2:
+        """The call doing ``statements``, or None when they are not a fence and its row."""
+        if not 2 <= len(statements) <= 3:
             return None
-        (first, fence), (second, row) = statements
+        (first, fence), (second, row) = statements[:2]
         if first != self.fence or second != self.insert or tuple(row[:2]) != tuple(fence[:2]):
             return None
-        return self.put, (*fence, *row[2:])
+        if len(statements) == 2:
+            return self.put, (*fence, *row[2:], False)
+        third, lease = statements[2]
+        if third != self.release or tuple(lease) != (*fence[:3],):
+            return None
+        return self.put, (*fence, *row[2:], True)
 
 
 class _Cursors:
@@ -269,6 +275,8 @@ class PostgresCheckpointer(Checkpointer):
             :class:`~plait.errors.CheckpointError`.
     """
 
+    releases_with_commit = True
+
     def __init__(
         self,
         conninfo: str | ConnectionPool,
@@ -284,7 +292,7 @@ class PostgresCheckpointer(Checkpointer):
         self._store = f"PostgreSQL schema {schema!r}" if schema else "PostgreSQL database"
         self._core = SqlCore(_dialect(schema), self._store)
         self._cursors = _Cursors()
-        self._fusion = _Fusion(*(self._core.statement(k) for k in ("fence", "ins_cp", "put_checkpoint")))
+        self._fusion = _Fusion(*(self._core.statement(k) for k in ("fence", "ins_cp", "release", "put_checkpoint")))
         if isinstance(conninfo, str):
             self._pool = self._new_pool()
             self._owns_pool = True
@@ -522,6 +530,27 @@ class PostgresCheckpointer(Checkpointer):
             self._core.acquire_lease(cur, namespace, thread_id, owner, seconds)
 
         await self._run(acquire, pipeline=True, batch=True)
+
+    async def acquire_lease_and_get(
+        self,
+        thread_id: str,
+        owner: str,
+        checkpoint_id: str | None = None,
+        *,
+        namespace: str = "",
+        ttl: float | None = None,
+    ) -> Checkpoint | None:
+        """Take the lease and read the checkpoint a run starts from in one round trip
+        (``take_lease_and_get()``); see :meth:`Checkpointer.acquire_lease_and_get`."""
+        if _has_nul(checkpoint_id):
+            return await super().acquire_lease_and_get(thread_id, owner, checkpoint_id, namespace=namespace, ttl=ttl)
+        self._core.check_text([("thread id", thread_id), ("namespace", namespace), ("lease owner", owner)])
+        seconds = self.lease_ttl if ttl is None else ttl
+        result: Checkpoint | None = await self._run(
+            lambda cur: self._core.acquire_lease_and_get(cur, namespace, thread_id, owner, seconds, checkpoint_id),
+            read=True,
+        )
+        return result
 
     async def release_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
         if _has_nul(thread_id, namespace, owner):

@@ -279,6 +279,8 @@ class SqliteCheckpointer(Checkpointer):
         busy_timeout: seconds a write waits for another process holding the file's lock.
     """
 
+    releases_with_commit = True
+
     def __init__(
         self,
         path: str | os.PathLike[str],

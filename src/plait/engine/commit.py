@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from plait.checkpoint.base import Checkpointer, CheckpointWrite, Fence, WritesBatch, accepts_fence
 
@@ -48,6 +49,9 @@ class Committer:
         self._inflight: asyncio.Task[None] | None = None
         self._error: BaseException | None = None
         self.commits = 0
+        self._last_fence: Fence | None = None
+        """The fence of the commit that stores the run's last checkpoint (it also releases
+        the lease); set by :meth:`commit_now`."""
 
     def _queue(self, checkpoint: CheckpointWrite | None, writes: WritesBatch | None) -> None:
         if self._error is not None:
@@ -70,11 +74,12 @@ class Committer:
     async def _commit_queued(self) -> None:
         cps, ws = self._checkpoints, self._writes
         self._checkpoints, self._writes = [], []
+        fence = self._last_fence if self._last_fence is not None and cps else self.fence
         try:
             if self.guard is not None:
                 self.guard()
-            if self.fence is not None:
-                await self.saver.commit(checkpoints=cps, writes=ws, fence=self.fence)
+            if fence is not None:
+                await self.saver.commit(checkpoints=cps, writes=ws, fence=fence)
             else:
                 await self.saver.commit(checkpoints=cps, writes=ws)
         except BaseException as exc:
@@ -94,12 +99,16 @@ class Committer:
         finally:
             self._inflight = None
 
-    async def commit_now(self, checkpoint: CheckpointWrite) -> None:
+    async def commit_now(self, checkpoint: CheckpointWrite, *, release: bool = False) -> None:
         """Commit ``checkpoint`` (with anything queued) and wait for it: sync durability.
 
         When nothing is in flight this calls the checkpointer directly, without a task
-        hop, because a super-step that waits for its commit gains nothing from one.
+        hop, because a super-step that waits for its commit gains nothing from one. With
+        ``release`` (a run's last checkpoint, on a backend that can), the commit that stores
+        it also gives the fence owner's lease back (see :attr:`Fence.release`).
         """
+        if release and self.fence is not None:
+            self._last_fence = replace(self.fence, release=True)
         if self._inflight is not None:
             self.submit(checkpoint=checkpoint)
             await self.drain()

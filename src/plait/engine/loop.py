@@ -52,6 +52,7 @@ from plait.errors import (
     InvalidResumeError,
     PlaitError,
     RecursionLimitError,
+    ThreadBusyError,
 )
 from plait.graph.spec import GraphSpec
 from plait.state.reducers import LastWriteWins
@@ -118,6 +119,15 @@ class Run:
         """The run's lease owner: taken in :meth:`execute`, and the fence of every commit."""
         fence = Fence(owner=self.owner) if thread_id is not None else None
         self.committer = Committer(saver, self._committed, fence=fence) if saver is not None else None
+        self._releases_with_commit = (
+            saver is not None
+            and saver.releases_with_commit
+            and self.committer is not None
+            and self.committer.fence is not None
+        )
+        """Whether the last commit of a sync run gives its lease back (see :attr:`Fence.release`)."""
+        self._renewer: LeaseRenewer | None = None
+        self._lease_released = False
         self.durable = saver is not None
         self.loop = asyncio.get_running_loop()
         self.state = RunState(spec.schema)
@@ -170,13 +180,13 @@ class Run:
 
     async def execute(self, input: Any, checkpoint_id: str | None) -> RunResult:
         owner = self.owner
-        renewer: LeaseRenewer | None = None
+        head: Checkpoint | None = None
         if self.saver is not None and self.thread_id is not None:
-            await self.saver.acquire_lease(self.thread_id, owner, namespace=self.namespace)
-            renewer = LeaseRenewer(self, owner)
+            head = await self._lease_and_read(self.saver, self.thread_id, checkpoint_id)
+            self._renewer = LeaseRenewer(self, owner)
         try:
             try:
-                result = await self._execute(input, checkpoint_id)
+                result = await self._execute(input, checkpoint_id, head)
             except _Stop as stop:
                 result = stop.result
             if self.committer is not None:
@@ -190,22 +200,38 @@ class Run:
             self._event(RunFinished(thread_id=self.thread_id, step=self.state.super_step, status="failed"))
             raise
         finally:
-            if renewer is not None:
-                renewer.stop()
-            if self.saver is not None and self.thread_id is not None and self._lease_error is None:
+            if self._renewer is not None:
+                self._renewer.stop()
+            if (
+                self.saver is not None
+                and self.thread_id is not None
+                and self._lease_error is None
+                and not self._lease_released
+            ):
                 await self.saver.release_lease(self.thread_id, owner, namespace=self.namespace)
+
+    async def _lease_and_read(
+        self, saver: Checkpointer, thread_id: str, checkpoint_id: str | None
+    ) -> Checkpoint | None:
+        """Take the thread's lease and read the checkpoint the run starts from (one round trip
+        on a backend that can). A read that fails after the lease was taken gives it back."""
+        try:
+            return await saver.acquire_lease_and_get(thread_id, self.owner, checkpoint_id, namespace=self.namespace)
+        except ThreadBusyError:
+            raise
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await saver.release_lease(thread_id, self.owner, namespace=self.namespace)
+            raise
 
     def _check_lease(self) -> None:
         """Refuse to go on once the lease is lost: another run may own the thread now."""
         if self._lease_error is not None:
             raise self._lease_error
 
-    async def _execute(self, input: Any, checkpoint_id: str | None) -> RunResult:
-        head = None
-        if self.saver is not None and self.thread_id is not None:
-            head = await self.saver.get(self.thread_id, checkpoint_id, namespace=self.namespace)
-            if head is None and checkpoint_id is not None:
-                raise CheckpointNotFoundError(self.thread_id, checkpoint_id, self.namespace)
+    async def _execute(self, input: Any, checkpoint_id: str | None, head: Checkpoint | None) -> RunResult:
+        if head is None and checkpoint_id is not None and self.thread_id is not None:
+            raise CheckpointNotFoundError(self.thread_id, checkpoint_id, self.namespace)
         if head is not None:
             await self._check_compatible(head)
             self._restore(head)
@@ -459,9 +485,16 @@ class Run:
                 assert self.committer is not None
                 self._current = new
                 self._persisted_id = new.id
+                # The run's last commit gives the lease back too (a round trip fewer per
+                # run); renewals stop first, so that none can take the lease again after it.
+                last = not next_tasks and self._releases_with_commit
+                if last and self._renewer is not None:
+                    self._renewer.stop()
                 await self.committer.commit_now(
-                    CheckpointWrite(checkpoint=new, changed=frozenset(changed), folds_parent_writes=folds)
+                    CheckpointWrite(checkpoint=new, changed=frozenset(changed), folds_parent_writes=folds),
+                    release=last,
                 )
+                self._lease_released = last
             else:
                 self._store(new, set(changed), folds=folds)
         self._emit_values()

@@ -1,11 +1,22 @@
-"""Checks of leases: one owner per thread, renewal, release and expiry."""
+"""Checks of leases: one owner per thread, renewal, release and expiry, a lease taken with the
+first read of a run, and given back by a run's last commit."""
 
 from __future__ import annotations
 
 import asyncio
 
+from plait.checkpoint.base import Fence, WritesBatch
 from plait.errors import ThreadBusyError
-from plait.testing._harness import Checks, Env, busy, fail
+from plait.testing._harness import (
+    Checks,
+    Env,
+    ThreadBuilder,
+    busy,
+    fail,
+    make_writes,
+    same_checkpoint,
+    same_writes,
+)
 
 check = Checks()
 
@@ -62,3 +73,76 @@ async def _lease_expiry(env: Env) -> None:
         busy(exc, "short", "B", 30)
     else:
         fail("the previous holder took back a lease another owner had taken over")
+
+
+@check("lease_and_get")
+async def _lease_and_get(env: Env) -> None:
+    """acquire_lease_and_get takes the lease, then reads the head (or a checkpoint by id)."""
+    cp = await env.new()
+    if await cp.acquire_lease_and_get("empty", "A", ttl=30) is not None:
+        fail("acquire_lease_and_get on a thread without checkpoints read one")
+    try:
+        await cp.acquire_lease("empty", "B")
+    except ThreadBusyError as exc:
+        busy(exc, "empty", "A", 30)
+    else:
+        fail("acquire_lease_and_get did not take the lease")
+    th = ThreadBuilder("t")
+    first = th.step({"n": 1, "log": ["a"]}, root=True)
+    second = th.step({"log": ["a", "b"]})
+    saved = make_writes(("task", "result", "k", {"w": 1}))
+    await cp.commit(
+        checkpoints=[first, second],
+        writes=[WritesBatch(thread_id="t", checkpoint_id=second.checkpoint.id, writes=saved)],
+    )
+    head = await cp.acquire_lease_and_get("t", "A", ttl=30)
+    same_checkpoint("the head read with the lease", head, second.checkpoint)
+    assert head is not None
+    same_writes("the head's pending writes read with the lease", head.pending_writes, saved)
+    same_checkpoint(
+        "a checkpoint read by id with the lease",
+        await cp.acquire_lease_and_get("t", "A", first.checkpoint.id, ttl=30),
+        first.checkpoint,
+    )
+    if await cp.acquire_lease_and_get("t", "A", "no-such-checkpoint") is not None:
+        fail("acquire_lease_and_get read a checkpoint id the thread does not have")
+    try:
+        await cp.acquire_lease_and_get("t", "B", ttl=30)
+    except ThreadBusyError as exc:
+        busy(exc, "t", "A", cp.lease_ttl)
+    else:
+        fail("acquire_lease_and_get took a lease another owner holds")
+
+
+@check("lease_released_with_commit")
+async def _released_with_commit(env: Env) -> None:
+    """A commit fenced with release=True gives its owner's lease back once stored, and a
+    refused one gives nothing back (backends with releases_with_commit only)."""
+    cp = await env.new()
+    if not cp.releases_with_commit:
+        return
+    th = ThreadBuilder("t")
+    await cp.acquire_lease("t", "A", ttl=30)
+    root = th.step({"n": 1}, root=True)
+    await cp.commit(checkpoints=[root], fence=Fence(owner="A"))
+    last = th.step({"n": 2})
+    await cp.commit(checkpoints=[last], fence=Fence(owner="A", release=True))
+    same_checkpoint("the last checkpoint of a run", await cp.get("t"), last.checkpoint)
+    await cp.acquire_lease("t", "B", ttl=30)  # free at once: released by the commit
+    refused = th.step({"n": 3})
+    try:
+        await cp.commit(checkpoints=[refused], fence=Fence(owner="A", release=True))
+    except ThreadBusyError as exc:
+        busy(exc, "t", "B", 30)
+    else:
+        fail("a commit fenced by owner 'A' was stored while 'B' held the thread's lease")
+    same_checkpoint("the head after a refused release", await cp.get("t"), last.checkpoint)
+    try:
+        await cp.acquire_lease("t", "A")
+    except ThreadBusyError:
+        pass
+    else:
+        fail("a refused commit with release=True released another owner's lease")
+    alone = ThreadBuilder("u").step({"n": 1}, root=True)
+    await cp.commit(checkpoints=[alone], fence=Fence(owner="A", release=True))
+    same_checkpoint("a released commit on a thread without a lease", await cp.get("u"), alone.checkpoint)
