@@ -74,7 +74,9 @@ class Committer:
     async def _commit_queued(self) -> None:
         cps, ws = self._checkpoints, self._writes
         self._checkpoints, self._writes = [], []
-        fence = self._last_fence if self._last_fence is not None and cps else self.fence
+        fence = self.fence
+        if self._last_fence is not None and cps:
+            fence, self._last_fence = self._last_fence, None
         try:
             if self.guard is not None:
                 self.guard()

@@ -230,7 +230,7 @@ class Run:
             raise self._lease_error
 
     async def _execute(self, input: Any, checkpoint_id: str | None, head: Checkpoint | None) -> RunResult:
-        if head is None and checkpoint_id is not None and self.thread_id is not None:
+        if head is None and checkpoint_id is not None and self.saver is not None and self.thread_id is not None:
             raise CheckpointNotFoundError(self.thread_id, checkpoint_id, self.namespace)
         if head is not None:
             await self._check_compatible(head)
