@@ -1,8 +1,9 @@
 """PostgresCheckpointer: checkpoints in PostgreSQL, shared by many processes and machines.
 
-All SQL lives in :mod:`plait.checkpoint._sql`; this module owns the pool, the threads the
-blocking psycopg calls run on, migrations' locking and the retry policy. psycopg is
-imported here only, so ``import plait`` never needs it.
+All SQL lives in :mod:`plait.checkpoint._sql`, and how statements travel to the server in
+:mod:`plait.checkpoint._pg_send`; this module owns the pool, the threads the blocking
+psycopg calls run on, migrations' locking and the retry policy. psycopg is imported inside
+functions only, so ``import plait`` never needs it.
 
 Migrations are explicit: ``await setup()`` (or ``setup_sync()``, which ``plait db migrate``
 calls) creates or upgrades the tables under an advisory lock, so concurrent setups are safe.
@@ -11,11 +12,12 @@ Every other call first checks the stored schema version and refuses, with
 newer plait.
 
 Round trips: a commit or a lease reads no result (plait's functions raise server-side
-instead of answering), so its statements go as one query, one round trip, in one implicit
-transaction (see ``_send``); the usual commit (a fence and one checkpoint row) is one call of
-``put_checkpoint()``, which psycopg prepares; reads send no BEGIN and COMMIT. Blocking calls run on query
-threads, or on the caller's thread when its event loop has nothing else ready and no other
-call of this checkpointer is running (see ``_off_loop``).
+instead of answering), so its statements go in one round trip, in one implicit transaction:
+the usual commit (a fence and one checkpoint row) as one prepared call of
+``put_checkpoint()``, others as one query (see ``send``); a run's lease and first read are
+one call too (``take_lease_and_get()``), and reads send no BEGIN and COMMIT. Blocking calls
+run on query threads, or on the caller's thread when its event loop has nothing else ready
+and no other call of this checkpointer is running (see ``_off_loop``).
 
 Connection loss: every operation is one transaction whose statements are idempotent
 (upserts keyed by ids the caller chose), so it is retried on a fresh connection when the
@@ -32,18 +34,17 @@ nothing. Values and metadata are stored as JSON bytes and may contain anything.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
 from plait._sync import in_sync_call
 from plait.checkpoint._common import loop_is_idle
+from plait.checkpoint._pg_send import Cursors, Fusion, NeedsAnswer, Recorder, pipelined, send
 from plait.checkpoint._sql import CommitRequest, Cursor, Dialect, SqlCore
 from plait.checkpoint._sql_commit import StaleCache
 from plait.checkpoint._sql_schema import PG_MIGRATIONS
@@ -51,7 +52,6 @@ from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, Fen
 from plait.errors import CheckpointError, ConcurrentUpdateError, ThreadBusyError
 
 if TYPE_CHECKING:
-    import psycopg
     from psycopg_pool import ConnectionPool
 
 __all__ = ["PostgresCheckpointer"]
@@ -106,157 +106,6 @@ def _refusal(exc: Exception) -> Exception | None:
         return None
 
 
-def _pipelined(conn: psycopg.Connection[Any], fn: Callable[[Cursor], T]) -> T:
-    """Run ``fn`` in one transaction in pipeline mode: the commits and leases that read
-    something (a cache miss reads the parent's body; the first call checks the schema
-    version) or have too many statements for one query.
-
-    BEGIN, the statements and COMMIT are sent without waiting for each other's results; the
-    connection waits only where ``fn`` reads a result and at the final sync. psycopg's
-    ``conn.transaction()`` is not used here: inside a pipeline it syncs on entry and on
-    exit, which would cost two more round trips.
-
-    Only commits and leases run this way: their statements are known, and none raises a
-    NOTICE (psycopg 3.3 was seen to mismatch results in a pipeline when a fresh connection
-    received a NOTICE, which migrations' ``IF NOT EXISTS`` statements do).
-    """
-    import psycopg.pq
-
-    try:
-        with conn.pipeline(), conn.cursor(binary=True) as cur:
-            cur.execute("BEGIN")
-            result = fn(cur)
-            cur.execute("COMMIT")
-        return result
-    except BaseException:
-        # An error (or fn's own exception) leaves the transaction open or aborted: end it
-        # here, so that the connection goes back to the pool idle.
-        if not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-            with contextlib.suppress(Exception):
-                conn.rollback()
-        raise
-
-
-class _NeedsAnswer(Exception):
-    """Internal: a transaction recorded by :class:`_Recorder` reads a result; it runs
-    statement by statement instead."""
-
-
-class _Recorder:
-    """A cursor that records statements instead of running them, so that a transaction
-    that reads nothing (a commit on a cached head) can be sent in one round trip."""
-
-    def __init__(self) -> None:
-        self.statements: list[tuple[str, Sequence[Any]]] = []
-
-    def execute(self, sql: str, params: Sequence[Any] = (), /) -> _Recorder:
-        self.statements.append((sql, params))
-        return self
-
-    def executemany(self, sql: str, rows: Iterable[Sequence[Any]], /) -> None:
-        self.statements.extend((sql, row) for row in rows)
-
-    def fetchone(self) -> Any:
-        raise _NeedsAnswer
-
-    def fetchall(self) -> Any:
-        raise _NeedsAnswer
-
-    def __iter__(self) -> Any:
-        raise _NeedsAnswer
-
-
-_ONE_QUERY_MAX = 64
-"""Statements sent as one query at most; a larger transaction (a group commit, a step of
-many tasks) goes through a pipeline of prepared statements, which parses each kind once."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Fusion:
-    """The statements of the usual commit (a fence, then one checkpoint row, then maybe the
-    lease given back) and the one call that does them all (``put_checkpoint()``)."""
-
-    fence: str
-    insert: str
-    release: str
-    put: str
-
-    def fuse(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> tuple[str, Sequence[Any]] | None:
-        """The call doing ``statements``, or None when they are not a fence and its row."""
-        if not 2 <= len(statements) <= 3:
-            return None
-        (first, fence), (second, row) = statements[:2]
-        if first != self.fence or second != self.insert or tuple(row[:2]) != tuple(fence[:2]):
-            return None
-        if len(statements) == 2:
-            return self.put, (*fence, *row[2:], False)
-        third, lease = statements[2]
-        if third != self.release or tuple(lease) != (*fence[:3],):
-            return None
-        return self.put, (*fence, *row[2:], True)
-
-
-class _Cursors:
-    """One reusable cursor per pooled connection, for the one-statement commit.
-
-    ``conn.execute()`` builds a cursor (and its adapters map) per call, about 15 µs of CPU
-    and 20 µs of wall time per commit here, as much as the fence's checks on the server. A
-    connection is used by one thread at a time (the pool lends it), so its cursor is too.
-    Entries of closed connections are dropped when a new one is added.
-    """
-
-    def __init__(self) -> None:
-        self._by_conn: dict[psycopg.Connection[Any], psycopg.Cursor[Any]] = {}
-        self._lock = threading.Lock()
-
-    def of(self, conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
-        cur = self._by_conn.get(conn)
-        if cur is not None and not cur.closed:
-            return cur
-        cur = conn.cursor()
-        with self._lock:
-            for old in [c for c in self._by_conn if c.closed]:
-                del self._by_conn[old]
-            self._by_conn[conn] = cur
-        return cur
-
-
-def _send(
-    conn: psycopg.Connection[Any],
-    statements: Sequence[tuple[str, Sequence[Any]]],
-    fusion: _Fusion,
-    cursors: _Cursors,
-) -> None:
-    """Run recorded statements as one transaction, in one round trip.
-
-    A lone statement (the usual commit is one, fused by ``fusion``) is bound server-side,
-    so that psycopg prepares it after a few uses and the server neither parses nor plans it
-    again. Up to :data:`_ONE_QUERY_MAX` statements go as one simple query, parameters bound
-    on the client: PostgreSQL runs the statements of one query in one implicit transaction
-    (all or nothing) and answers once.
-    """
-    import psycopg
-
-    if conn.autocommit:
-        fused = fusion.fuse(statements)
-        if fused is not None or len(statements) == 1:
-            sql, params = fused if fused is not None else statements[0]
-            cursors.of(conn).execute(sql, params)
-            return
-        if len(statements) <= _ONE_QUERY_MAX:
-            query = ";\n".join(sql for sql, _ in statements)
-            flat = [p for _, row in statements for p in row]
-            with psycopg.ClientCursor(conn) as cur:
-                cur.execute(query, flat)
-            return
-
-    def replay(cur: Cursor) -> None:
-        for sql, row in statements:
-            cur.execute(sql, row)
-
-    _pipelined(conn, replay)
-
-
 def _has_nul(*texts: str | None) -> bool:
     return any(t is not None and "\x00" in t for t in texts)
 
@@ -291,8 +140,8 @@ class PostgresCheckpointer(Checkpointer):
         self._connect_timeout = connect_timeout
         self._store = f"PostgreSQL schema {schema!r}" if schema else "PostgreSQL database"
         self._core = SqlCore(_dialect(schema), self._store)
-        self._cursors = _Cursors()
-        self._fusion = _Fusion(*(self._core.statement(k) for k in ("fence", "ins_cp", "release", "put_checkpoint")))
+        self._cursors = Cursors()
+        self._fusion = Fusion(*(self._core.statement(k) for k in ("fence", "ins_cp", "release", "put_checkpoint")))
         if isinstance(conninfo, str):
             self._pool = self._new_pool()
             self._owns_pool = True
@@ -351,9 +200,9 @@ class PostgresCheckpointer(Checkpointer):
         """Run ``fn`` in one transaction, retrying on a fresh connection if the connection breaks.
 
         With ``pipeline`` (commits and leases), statements are sent without waiting for their
-        results (see :func:`_pipelined`). With ``batch`` (commits and leases), ``fn`` first
-        runs on a :class:`_Recorder`, and if it reads nothing its statements go in one round
-        trip (:func:`_send`); ``fn`` must be safe to run again (it is, on a retry, anyway).
+        results (see :func:`pipelined`). With ``batch`` (commits and leases), ``fn`` first
+        runs on a :class:`Recorder`, and if it reads nothing its statements go in one round
+        trip (:func:`send`); ``fn`` must be safe to run again (it is, on a retry, anyway).
         With ``read`` (reads only), no BEGIN and COMMIT are sent: at READ COMMITTED every
         statement takes its own snapshot inside a transaction too, so they would only cost
         two round trips. Results come in binary form, so ``bytea`` columns arrive as bytes
@@ -366,18 +215,18 @@ class PostgresCheckpointer(Checkpointer):
         for attempt in range(_RETRIES + 1):
             try:
                 if batch:
-                    recorder = _Recorder()
+                    recorder = Recorder()
                     try:
                         result = self._checked_run(recorder, fn, check)
-                    except _NeedsAnswer:
+                    except NeedsAnswer:
                         pass  # reads: statement by statement, below
                     else:
                         with self._pool.connection() as conn:
-                            _send(conn, recorder.statements, self._fusion, self._cursors)
+                            send(conn, recorder.statements, self._fusion, self._cursors)
                         return result
                 with self._pool.connection() as conn:
                     if pipeline:
-                        return _pipelined(conn, lambda cur: self._checked_run(cur, fn, check))
+                        return pipelined(conn, lambda cur: self._checked_run(cur, fn, check))
                     if read and conn.autocommit:
                         with conn.cursor(binary=True) as cur:
                             return self._checked_run(cur, fn, check)
