@@ -1,0 +1,61 @@
+"""How a Postgres transaction's statements are shipped: which recorded statements become the
+one prepared call, and the recorder that collects them (no database needed here; the
+round trips themselves are exercised against a real server in test_postgres.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from plait.checkpoint._pg_send import Fusion, NeedsAnswer, Recorder
+
+FUSION = Fusion(fence="FENCE", insert="INSERT", release="RELEASE", put="PUT")
+FENCE = ("", "t", "owner", False, None, None, "parent")
+ROW = ("", "t", "id", "parent", 3, 1.5, "loop", b"{}", b"{}")
+
+
+def test_a_fence_and_its_row_become_one_call() -> None:
+    assert FUSION.fuse([("FENCE", FENCE), ("INSERT", ROW)]) == ("PUT", (*FENCE, *ROW[2:], False))
+
+
+def test_a_fence_its_row_and_the_owners_release_become_one_call() -> None:
+    statements = [("FENCE", FENCE), ("INSERT", ROW), ("RELEASE", ("", "t", "owner"))]
+    assert FUSION.fuse(statements) == ("PUT", (*FENCE, *ROW[2:], True))
+
+
+@pytest.mark.parametrize(
+    "statements",
+    [
+        [("INSERT", ROW)],
+        [("FENCE", FENCE)],
+        [("INSERT", ROW), ("FENCE", FENCE)],
+        [("FENCE", FENCE), ("INSERT", ("", "other thread", *ROW[2:]))],
+        [("FENCE", FENCE), ("OTHER", ROW)],
+        [("FENCE", FENCE), ("INSERT", ROW), ("RELEASE", ("", "t", "another owner"))],
+        [("FENCE", FENCE), ("INSERT", ROW), ("RELEASE", ("", "other thread", "owner"))],
+        [("FENCE", FENCE), ("INSERT", ROW), ("INSERT", ROW)],
+        [("FENCE", FENCE), ("INSERT", ROW), ("RELEASE", ("", "t", "owner")), ("INSERT", ROW)],
+    ],
+    ids=[
+        "row-alone",
+        "fence-alone",
+        "out-of-order",
+        "row-of-another-thread",
+        "another-statement",
+        "release-of-another-owner",
+        "release-of-another-thread",
+        "two-rows",
+        "four-statements",
+    ],
+)
+def test_anything_else_is_sent_as_it_is(statements: list[tuple[str, tuple[object, ...]]]) -> None:
+    assert FUSION.fuse(statements) is None
+
+
+def test_the_recorder_keeps_statements_in_order_and_refuses_to_answer() -> None:
+    rec = Recorder()
+    rec.execute("A", (1,)).execute("B")
+    rec.executemany("C", [(2,), (3,)])
+    assert rec.statements == [("A", (1,)), ("B", ()), ("C", (2,)), ("C", (3,))]
+    for read in (rec.fetchone, rec.fetchall, lambda: iter(rec)):
+        with pytest.raises(NeedsAnswer):
+            read()
