@@ -60,9 +60,7 @@ class MemoryCheckpointer(Checkpointer):
             self._store(checkpoints, writes)
             if fence is not None and fence.release:
                 for key in fence_targets(checkpoints, writes, fence)[0]:
-                    held = self._leases.get(key)
-                    if held is not None and held[0] == fence.owner:
-                        del self._leases[key]
+                    self._drop_lease(key, fence.owner)
 
     def _check_fence(self, checkpoints: Sequence[CheckpointWrite], writes: Sequence[WritesBatch], fence: Fence) -> None:
         """Raise when ``fence`` refuses the commit; the caller holds the lease lock."""
@@ -193,8 +191,11 @@ class MemoryCheckpointer(Checkpointer):
             self._leases[key] = (owner, now + (self.lease_ttl if ttl is None else ttl))
 
     async def release_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
-        key = (namespace, thread_id)
         with self._lease_lock:
-            held = self._leases.get(key)
-            if held is not None and held[0] == owner:
-                del self._leases[key]
+            self._drop_lease((namespace, thread_id), owner)
+
+    def _drop_lease(self, key: _Thread, owner: str) -> None:
+        """Remove the lease on ``key`` if ``owner`` holds it; the caller holds the lease lock."""
+        held = self._leases.get(key)
+        if held is not None and held[0] == owner:
+            del self._leases[key]
