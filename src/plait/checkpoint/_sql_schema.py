@@ -60,7 +60,8 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     # 3: small blobs in checkpoint bodies (an older plait would not find them), and one
     # round trip per PostgreSQL commit: functions that check server-side (PG_MIGRATIONS).
     3: (),
-    # 4: PostgreSQL only: a fenced commit of one checkpoint row as one prepared call.
+    # 4: PostgreSQL only: a fenced commit of one checkpoint row, a lease, and a lease with a
+    # run's first read, each as one call that psycopg prepares (PG_MIGRATIONS).
     4: (),
 }
 
@@ -193,7 +194,7 @@ PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
                 ON CONFLICT (ns, thread_id, id) DO UPDATE SET parent_id = excluded.parent_id, step = excluded.step,
                 created_at = excluded.created_at, source = excluded.source, metadata = excluded.metadata,
                 body = excluded.body;
-            IF f_release THEN
+            IF f_release THEN  -- not give_lease(): that would make this commit skip its flush
                 DELETE FROM {P}leases l WHERE l.ns = f_ns AND l.thread_id = f_tid AND l.owner = f_owner;
             END IF;
             RETURN 1;
