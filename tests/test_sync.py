@@ -129,3 +129,36 @@ def test_ctrl_c_during_invoke_releases_the_threads_lease(tmp_path: Path) -> None
     run_sync(cp.acquire_lease("t", "someone else", ttl=60))
     run_sync(cp.release_lease("t", "someone else"))
     cp.close()
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="SIGINT goes to the main thread")
+def test_a_second_ctrl_c_still_finishes_the_call_before_raising() -> None:
+    """A call that holds out against the first Ctrl-C's cancellation is interrupted by the
+    second one, and is cancelled again and finished there: nothing of it is left to resume
+    inside the thread's next sync call."""
+    seen: list[str] = []
+
+    async def stubborn() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            seen.append("first cancel ignored")
+            timer = _interrupt_soon(0.05)  # the second Ctrl-C
+            try:
+                await asyncio.sleep(30)
+            finally:
+                timer.cancel()
+                seen.append("finished")
+
+    async def leftovers() -> int:
+        return len(asyncio.all_tasks()) - 1  # this call's own task aside
+
+    timer = _interrupt_soon(0.05)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_sync(stubborn())
+    finally:
+        timer.cancel()
+    assert seen == ["first cancel ignored", "finished"]
+    assert run_sync(leftovers()) == 0
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

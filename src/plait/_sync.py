@@ -86,6 +86,14 @@ def _run(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
         if handler is not None and handler.count > 0 and task.uncancel() == 0:
             raise KeyboardInterrupt from None
         raise
+    except BaseException:
+        # A second Ctrl-C (or an error raised by the loop itself) left the task unfinished:
+        # cancel it and let its cleanup run now, or it would resume inside the next call.
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(task)
+        raise
     finally:
         if handler is not None and _signal.getsignal(signal.SIGINT) is handler:
             _signal.signal(signal.SIGINT, signal.default_int_handler)
