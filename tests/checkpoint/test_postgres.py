@@ -276,6 +276,30 @@ def test_a_borrowed_pool_stays_open(store: tuple[str, str]) -> None:
         pool.close()
 
 
+def test_a_pool_that_prepares_nothing_runs_graphs_without_prepared_statements(store: tuple[str, str]) -> None:
+    """Behind a pooler that cannot keep prepared statements (PgBouncer in transaction mode),
+    a pool with prepare_threshold=None serves every call unprepared (howto.md)."""
+    dsn, schema = store
+    from psycopg_pool import ConnectionPool
+
+    from plait import END, START, Graph, StateSchema
+
+    graph = Graph(StateSchema.builder().add_lww("n").build())
+    graph.add_node("inc", lambda s: {"n": s["n"] + 1}).add_edge(START, "inc")
+    graph.add_conditional_edges("inc", lambda s: "inc" if s["n"] < 12 else END)
+    kwargs = {"autocommit": True, "prepare_threshold": None}
+    with ConnectionPool(dsn, min_size=1, max_size=1, open=True, kwargs=kwargs) as pool:
+        cp = postgres.PostgresCheckpointer(pool, schema=schema)
+        cp.setup_sync()
+        app = graph.compile(checkpointer=cp)
+        for thread in ("a", "b"):
+            assert app.invoke({"n": 0}, thread_id=thread) == {"n": 12}
+            assert app.get_state(thread).values == {"n": 12}
+        with pool.connection() as conn:
+            assert conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone() == (0,)
+        cp.close()
+
+
 def test_import_plait_does_not_import_psycopg() -> None:
     import subprocess
 
