@@ -51,7 +51,9 @@ class Committer:
         self.commits = 0
         self._last_fence: Fence | None = None
         """The fence of the commit that stores the run's last checkpoint (it also releases
-        the lease); set by :meth:`commit_now`."""
+        the lease); see :meth:`release_with_next_checkpoint`."""
+        self.released = False
+        """Whether a commit gave the fence owner's lease back (the run needs no release)."""
 
     def _queue(self, checkpoint: CheckpointWrite | None, writes: WritesBatch | None) -> None:
         if self._error is not None:
@@ -89,6 +91,8 @@ class Committer:
             self._checkpoints, self._writes = [], []
             raise
         self.commits += 1
+        if fence is not None and fence.release:
+            self.released = True
         if self.on_commit is not None and cps:
             self.on_commit(cps)
 
@@ -101,16 +105,19 @@ class Committer:
         finally:
             self._inflight = None
 
-    async def commit_now(self, checkpoint: CheckpointWrite, *, release: bool = False) -> None:
+    def release_with_next_checkpoint(self) -> None:
+        """Make the next commit that stores a checkpoint (the run's last) give the fence
+        owner's lease back in its transaction (see :attr:`Fence.release`); :attr:`released`
+        says whether it did. Commits of pending writes alone are not it."""
+        if self.fence is not None:
+            self._last_fence = replace(self.fence, release=True)
+
+    async def commit_now(self, checkpoint: CheckpointWrite) -> None:
         """Commit ``checkpoint`` (with anything queued) and wait for it: sync durability.
 
         When nothing is in flight this calls the checkpointer directly, without a task
-        hop, because a super-step that waits for its commit gains nothing from one. With
-        ``release`` (a run's last checkpoint, on a backend that can), the commit that stores
-        it also gives the fence owner's lease back (see :attr:`Fence.release`).
+        hop, because a super-step that waits for its commit gains nothing from one.
         """
-        if release and self.fence is not None:
-            self._last_fence = replace(self.fence, release=True)
         if self._inflight is not None:
             self.submit(checkpoint=checkpoint)
             await self.drain()

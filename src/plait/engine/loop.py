@@ -125,9 +125,8 @@ class Run:
             and self.committer is not None
             and self.committer.fence is not None
         )
-        """Whether the last commit of a sync run gives its lease back (see :attr:`Fence.release`)."""
+        """Whether the commit of a run's last checkpoint gives its lease back (see :attr:`Fence.release`)."""
         self._renewer: LeaseRenewer | None = None
-        self._lease_released = False
         self.durable = saver is not None
         self.loop = asyncio.get_running_loop()
         self.state = RunState(spec.schema)
@@ -206,7 +205,7 @@ class Run:
                 self.saver is not None
                 and self.thread_id is not None
                 and self._lease_error is None
-                and not self._lease_released
+                and not (self.committer is not None and self.committer.released)
             ):
                 await self.saver.release_lease(self.thread_id, owner, namespace=self.namespace)
 
@@ -481,20 +480,21 @@ class Run:
             parent = new.parent_id
             folds = bool(pending) or parent in self._with_writes
             self._with_writes.discard(parent)
+            if not next_tasks and self._releases_with_commit:
+                # The run's last checkpoint gives the lease back in its own commit (a round
+                # trip fewer per run, in every durability mode); renewals stop first, so that
+                # none can take the lease again after it.
+                if self._renewer is not None:
+                    self._renewer.stop()
+                assert self.committer is not None
+                self.committer.release_with_next_checkpoint()
             if self.durability == "sync":
                 assert self.committer is not None
                 self._current = new
                 self._persisted_id = new.id
-                # The run's last commit gives the lease back too (a round trip fewer per
-                # run); renewals stop first, so that none can take the lease again after it.
-                last = not next_tasks and self._releases_with_commit
-                if last and self._renewer is not None:
-                    self._renewer.stop()
                 await self.committer.commit_now(
-                    CheckpointWrite(checkpoint=new, changed=frozenset(changed), folds_parent_writes=folds),
-                    release=last,
+                    CheckpointWrite(checkpoint=new, changed=frozenset(changed), folds_parent_writes=folds)
                 )
-                self._lease_released = last
             else:
                 self._store(new, set(changed), folds=folds)
         self._emit_values()
