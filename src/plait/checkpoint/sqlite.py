@@ -18,7 +18,9 @@ are retried one by one, so one bad commit does not sink the others.
 
 Durability: ``synchronous="full"`` (the default) fsyncs every commit. ``"normal"`` is an
 explicit opt-in: in WAL mode a commit then survives a crash of the process but not a power
-loss or an OS crash (the last commits may be lost, the file stays consistent).
+loss or an OS crash (the last commits may be lost, the file stays consistent). With
+``"full"``, the writer keeps zeroed room after the end of SQLite's log, so that an fsync'd
+commit does not grow the file (:mod:`plait.checkpoint._sqlite_wal` says why and how).
 
 Several processes may share one file: writes take the lock up front and wait for it (see
 ``_transaction``), and leases use the wall clock, which all processes on a machine share.
@@ -42,6 +44,7 @@ import orjson
 
 from plait.checkpoint._common import loop_is_idle
 from plait.checkpoint._sql import CommitRequest, Cursor, Dialect, SqlCore
+from plait.checkpoint._sqlite_wal import WalReserve
 from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, Fence, ThreadInfo, WritesBatch
 from plait.errors import CheckpointError
 
@@ -84,9 +87,20 @@ class _Worker:
     """
 
     def __init__(
-        self, name: str, opener: Callable[[], sqlite3.Connection], core: SqlCore, store: str, busy_ms: int
+        self,
+        name: str,
+        opener: Callable[[], sqlite3.Connection],
+        core: SqlCore,
+        store: str,
+        busy_ms: int,
+        *,
+        prepare: Callable[[], None] | None = None,
+        closer: Callable[[], None] | None = None,
     ) -> None:
         self._opener = opener
+        self.prepare = prepare
+        """Run at the start of each write transaction, under the write lock (see _transaction)."""
+        self._closer = closer
         self._busy_ms = busy_ms
         self._waits = True
         """Whether the connection's busy timeout is ``busy_ms`` (the worker's) or 0 (inline)."""
@@ -174,6 +188,8 @@ class _Worker:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+            if self._closer is not None:
+                self._closer()
 
     def _restore_busy_timeout(self) -> None:
         """Give the connection back its busy timeout after an inline job set it to 0."""
@@ -200,7 +216,7 @@ class _Worker:
             return
         conn = self._conn
         requests = [job.request for job in group if job.request is not None]
-        results = self._core.commit_all(lambda fn: _transaction(conn, fn), requests)
+        results = self._core.commit_all(lambda fn: _transaction(conn, fn, self.prepare), requests)
         for job, error in zip(group, results, strict=True):
             job.done(None, None if error is None else self._translate(error))
 
@@ -212,16 +228,19 @@ class _Worker:
         return exc
 
 
-def _transaction(conn: sqlite3.Connection, fn: Callable[[Cursor], T]) -> T:
+def _transaction(conn: sqlite3.Connection, fn: Callable[[Cursor], T], prepare: Callable[[], None] | None = None) -> T:
     """Run ``fn`` in a write transaction and commit.
 
     BEGIN IMMEDIATE takes the write lock before the first statement, waiting up to the busy
     timeout for another process to finish. A deferred BEGIN would start as a reader and
     fail to upgrade to a writer (SQLITE_BUSY, with no waiting, to avoid a deadlock) when
     another process wrote in between, which would fail commits under contention.
+    ``prepare`` runs once the lock is held (the writer's :class:`WalReserve`).
     """
     conn.execute("BEGIN IMMEDIATE")
     try:
+        if prepare is not None:
+            prepare()
         result = fn(conn.cursor())
         conn.execute("COMMIT")
     except BaseException:
@@ -298,7 +317,18 @@ class SqliteCheckpointer(Checkpointer):
         self._closed = False
         self._close_lock = threading.Lock()
         busy_ms = int(busy_timeout * 1000)
-        self._writer = _Worker("plait-sqlite-writer", self._open_writer, self._core, self._store, busy_ms)
+        # Room ahead of the log only pays where commits are fsync'd (see _sqlite_wal).
+        reserve = WalReserve(self.path) if synchronous == "full" and _has_file(self.path) else None
+        self._reserve = reserve
+        self._writer = _Worker(
+            "plait-sqlite-writer",
+            self._open_writer,
+            self._core,
+            self._store,
+            busy_ms,
+            prepare=reserve.ahead if reserve is not None else None,
+            closer=reserve.close if reserve is not None else None,
+        )
         if self.path == ":memory:":
             self._reader = self._writer  # a second connection would see another database
         else:
@@ -319,6 +349,10 @@ class SqliteCheckpointer(Checkpointer):
         try:
             self._wal(conn)
             conn.execute("PRAGMA synchronous = " + ("FULL" if self.synchronous == "full" else "NORMAL"))
+            if self._reserve is not None:
+                ((pages,),) = conn.execute("PRAGMA wal_autocheckpoint").fetchall()
+                ((page_size,),) = conn.execute("PRAGMA page_size").fetchall()
+                self._reserve.restart_at = 32 + int(pages) * (int(page_size) + 24) if pages > 0 else None
             _transaction(conn, self._core.migrate)
         except BaseException:
             conn.close()
@@ -382,12 +416,12 @@ class SqliteCheckpointer(Checkpointer):
     def _commit_one(self, request: CommitRequest | None, conn: sqlite3.Connection) -> None:
         """A commit run on the caller's thread (see :meth:`_Worker.inline`)."""
         assert request is not None
-        (error,) = self._core.commit_all(lambda fn: _transaction(conn, fn), [request])
+        (error,) = self._core.commit_all(lambda fn: _transaction(conn, fn, self._writer.prepare), [request])
         if error is not None:
             raise error
 
     def _write(self, fn: Callable[[Cursor], T]) -> Any:
-        return self._submit(self._writer, lambda conn: _transaction(conn, fn))
+        return self._submit(self._writer, lambda conn: _transaction(conn, fn, self._writer.prepare))
 
     def _lease(self, fn: Callable[[Cursor], T]) -> Any:
         if self.synchronous == "normal":
@@ -478,6 +512,12 @@ class SqliteCheckpointer(Checkpointer):
 
     def __repr__(self) -> str:
         return f"SqliteCheckpointer({self.path!r}, synchronous={self.synchronous!r})"
+
+
+def _has_file(path: str) -> bool:
+    """Whether ``path`` names a database file (not SQLite's in-memory or temporary database)
+    on a system with ``os.pwrite``."""
+    return path not in ("", ":memory:") and hasattr(os, "pwrite")
 
 
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
