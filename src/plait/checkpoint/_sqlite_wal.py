@@ -28,9 +28,10 @@ import os
 
 __all__ = ["WalReserve"]
 
-_START = 64 * 1024
-"""Below this log size nothing is reserved: a process that commits a few times would pay
-more to zero the room than it saves."""
+_START = 16 * 1024
+"""Below this log size nothing is reserved: a store that only takes a lease or two never
+pays for room. Past it room is cheap (as many zeros as the log holds, flushed with a commit
+that flushes anyway) and every commit it holds saves a flush."""
 _STEP_MAX = 4 * 1024 * 1024
 """The most zeroed at once; a log that keeps growing (a reader holding an old snapshot
 blocks its reset) gets this much more each time it reaches the end."""
