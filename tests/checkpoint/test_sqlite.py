@@ -20,9 +20,15 @@ from plait._codec import canonical, freeze
 from plait._frozen import FrozenDict, FrozenList
 from plait.checkpoint import delta
 from plait.checkpoint._sql import CommitRequest, Cursor, SqlCore
-from plait.checkpoint.base import Checkpoint, CheckpointWrite, PendingWrite, Task, WritesBatch
+from plait.checkpoint.base import Checkpoint, CheckpointWrite, Fence, PendingWrite, Task, WritesBatch
 from plait.checkpoint.sqlite import _DIALECT, SqliteCheckpointer, _lease_transaction, _transaction
-from plait.errors import CheckpointCorruptError, CheckpointError, StoreVersionError, ThreadBusyError
+from plait.errors import (
+    CheckpointCorruptError,
+    CheckpointError,
+    ConcurrentUpdateError,
+    StoreVersionError,
+    ThreadBusyError,
+)
 
 
 @pytest.fixture
@@ -485,6 +491,40 @@ def test_a_parent_deleted_by_another_process_is_not_built_upon(db: Path) -> None
         await b.aclose()
 
     run(go())
+
+
+def test_a_fence_that_checks_the_head_spares_the_parent_lookup_and_still_refuses_a_gone_one(tmp_path: Path) -> None:
+    """A cached commit looks its parent up (another process may have deleted it), unless its
+    fence checks that the parent is the thread's head: a head found equal to it exists."""
+    conn = sqlite3.connect(tmp_path / "f.db", isolation_level=None)
+    core = SqlCore(_DIALECT, "test store")
+    _transaction(conn, core.migrate)
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+
+    def commit(cw: CheckpointWrite, fence: Fence) -> Exception | None:
+        seen.clear()
+        (result,) = core.commit_all(
+            lambda fn: _transaction(conn, fn), [CommitRequest(checkpoints=[cw], writes=(), fence=fence)]
+        )
+        return result
+
+    def parent_lookups() -> int:
+        return sum(1 for sql in seen if sql.startswith("SELECT 1 FROM plait_checkpoints"))
+
+    root = make("t", None, {"n": 0})
+    assert commit(root, Fence(owner="a")) is None
+    child = make("t", root.checkpoint, {"n": 1})
+    assert commit(child, Fence(owner="a")) is None and parent_lookups() == 1
+    grandchild = make("t", child.checkpoint, {"n": 2})
+    assert commit(grandchild, Fence(owner="a", expect_head=child.checkpoint.id)) is None
+    assert parent_lookups() == 0
+    conn.execute("DELETE FROM plait_checkpoints")  # another process deletes the thread
+    late = make("t", grandchild.checkpoint, {"n": 3})
+    refused = commit(late, Fence(owner="a", expect_head=grandchild.checkpoint.id))
+    assert isinstance(refused, ConcurrentUpdateError)
+    assert conn.execute("SELECT count(*) FROM plait_checkpoints").fetchone() == (0,)
+    conn.close()
 
 
 def test_a_lease_commits_without_fsync_and_restores_the_connections_durability(db: Path) -> None:

@@ -165,6 +165,8 @@ class SqlCommit:
             for ns, tid in threads:
                 parent = parents.pop((ns, tid), None)
                 if head is not None and (ns, tid) == (head.namespace, head.thread_id):
+                    if parent == head.expected:
+                        parent = None  # a head found equal to it exists: no lookup of its own
                     cur.execute(sql["fence"], (ns, tid, fence.owner, True, head.expected, head.own, parent))
                 else:
                     cur.execute(sql["fence"], (ns, tid, fence.owner, False, None, None, parent))
@@ -216,8 +218,9 @@ class SqlCommit:
             staged = staging.get(key)
             cached = staged if staged is not None else heads.get(key)
             hit = parent_id is not None and cached is not None and cached.id == parent_id
-            # A head staged in this transaction was written by it; one from the cache may be stale.
-            check = hit and staged is None
+            # A head staged in this transaction was written by it; one from the cache may be
+            # stale, unless the fence found it as the thread's head (then it exists).
+            check = hit and staged is None and not _head_checked(request, cp)
             if (
                 check
                 and not self.dialect.server_checks
@@ -281,6 +284,16 @@ class SqlCommit:
         except RecordError:
             return {}  # a damaged parent: store this checkpoint's values in full
         return {ch: Chan(blob, None, None) for ch, blob in blobs.items()}
+
+
+def _head_checked(request: CommitRequest, cp: Checkpoint) -> bool:
+    """Whether the commit's fence checks that ``cp``'s parent is the head of ``cp``'s thread
+    (then the parent exists once the fence has passed)."""
+    fence = request.fence
+    if fence is None or fence.expect_head is ANY_HEAD or fence.expect_head != cp.parent_id:
+        return False
+    head = fence_targets(request.checkpoints, request.writes, fence)[1]
+    return head is not None and (head.namespace, head.thread_id) == (cp.namespace, cp.thread_id)
 
 
 def _threads(request: CommitRequest) -> set[Key]:
