@@ -189,6 +189,28 @@ def test_a_replaced_file_is_reopened_and_a_log_that_starts_over_is_not_padded_fa
     reserve.close()
 
 
+def test_a_failed_plan_costs_nothing_until_the_log_changes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "full.db"
+    wal = Path(str(db) + "-wal")
+    wal.write_bytes(_fake_log(40))
+    tries: list[int] = []
+
+    def disk_full(fd: int, data: bytes, offset: int) -> int:
+        tries.append(offset)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", disk_full)
+    reserve = WalReserve(str(db))
+    for _ in range(3):
+        reserve.ahead()  # swallowed, and not tried again while the log stays as it is
+    assert len(tries) == 1 and wal.stat().st_size == 32 + 40 * _FRAME
+    with wal.open("ab") as f:
+        f.write(_fake_log(1)[32:])
+    reserve.ahead()
+    assert len(tries) == 2
+    reserve.close()
+
+
 def sqlite_wal_start() -> int:
     return _sqlite_wal._START + _FRAME
 

@@ -65,7 +65,8 @@ class WalReserve:
         """Plan room if the log's size changed since the last plan.
 
         Call only while holding SQLite's write lock on the database. Errors are swallowed:
-        the room is an optimisation, and a commit must not fail for want of it.
+        the room is an optimisation, and a commit must not fail for want of it (nor retry it
+        at every commit: a plan that failed is tried again when the log's size changes).
         """
         fd = self._fd
         if fd is not None:
@@ -75,10 +76,8 @@ class WalReserve:
                     return
             except OSError:
                 pass
-        try:
+        with contextlib.suppress(OSError):  # a full disk, say: tried again once the log changes
             self._plan()
-        except OSError:
-            self._end = -1
 
     def _plan(self) -> None:
         fd = self._current_fd()
