@@ -171,15 +171,16 @@ def test_room_another_process_added_is_not_added_again(tmp_path: Path) -> None:
     b.close()
 
 
-def test_a_replaced_file_is_reopened_and_a_log_that_starts_over_is_not_padded_far(tmp_path: Path) -> None:
+def test_a_new_log_after_close_is_planned_and_one_that_starts_over_is_not_padded_far(tmp_path: Path) -> None:
     db = tmp_path / "r.db"
     wal = Path(str(db) + "-wal")
     reserve = WalReserve(str(db), restart_at=32 + 60 * _FRAME)
     wal.write_bytes(_fake_log(20))
     reserve.ahead()
     assert _room_after(wal, 20) == 21 * _FRAME
+    reserve.close()  # the connection closed, and SQLite deleted its log
     wal.unlink()
-    wal.write_bytes(_fake_log(50))  # another file at the path (same size plan or not)
+    wal.write_bytes(_fake_log(50))
     reserve.ahead()
     room = _room_after(wal, 50)
     assert 0 < room <= 10 * _FRAME + sqlite_wal_start(), "room stops near where the log starts over"
