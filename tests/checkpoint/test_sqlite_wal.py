@@ -272,6 +272,48 @@ def _ids_read_back(db: Path, thread: str, ids: list[str]) -> None:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
+_KILLED_IN_PLAN = r"""
+import os, signal, sys
+sys.path.insert(0, sys.argv[3])
+from plait.checkpoint import _sqlite_wal
+
+real_pwrite = os.pwrite
+half = sys.argv[5] == "half"
+rooms = [0]
+
+def pwrite_then_die(fd, data, offset):
+    # At its third room, the process dies while writing it (half of it written) or right
+    # after, before the commit that would have flushed it: SIGKILL, as a crash would.
+    rooms[0] += 1
+    if rooms[0] < 3:
+        return real_pwrite(fd, data, offset)
+    real_pwrite(fd, data[: len(data) // 2] if half else data, offset)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+os.pwrite = pwrite_then_die
+""" + _WRITER.split("\n", 1)[1]
+
+
+@pytest.mark.parametrize("moment", ["half", "whole"])
+def test_a_process_killed_while_writing_the_room_loses_no_acknowledged_commit(tmp_path: Path, moment: str) -> None:
+    db = tmp_path / "plan.db"
+    helpers = str(Path(__file__).parent)
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_IN_PLAN, str(db), "t", helpers, "1000", moment],
+        capture_output=True,
+        text=True,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    ids = child.stdout.split()
+    assert len(ids) > 5, "the child committed a while before it died"
+    _ids_read_back(db, "t", ids)
+    after = _writer(db, "t2", 50)  # the next process recovers the log and commits as usual
+    out, _ = after.communicate()
+    assert after.returncode == 0
+    _ids_read_back(db, "t2", out.split())
+    _ids_read_back(db, "t", ids)
+
+
 @pytest.mark.slow
 def test_sigkill_anywhere_loses_no_acknowledged_commit(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
