@@ -12,7 +12,7 @@ from typing import Any, cast
 from plait.checkpoint import delta
 from plait.checkpoint._records import Inline, RecordError, decode_body, encode_body, encode_json
 from plait.checkpoint._sql_base import Chan, CommitRequest, Cursor, Dialect, Head, HeadCache, Key
-from plait.checkpoint.base import ANY_HEAD, Checkpoint, Fence, fence_targets
+from plait.checkpoint.base import ANY_HEAD, Checkpoint, Fence, HeadCondition, fence_targets
 from plait.errors import CheckpointError, ConcurrentUpdateError, ThreadBusyError
 
 __all__ = ["INLINE_MAX", "SqlCommit", "StaleCache"]
@@ -144,7 +144,9 @@ class SqlCommit:
                     "use ids, names and keys without NUL"
                 )
 
-    def _check_fence(self, cur: Cursor, request: CommitRequest, fence: Fence, parents: dict[Key, str]) -> None:
+    def _check_fence(
+        self, cur: Cursor, request: CommitRequest, fence: Fence, parents: dict[Key, str]
+    ) -> HeadCondition | None:
         """Check ``fence`` in the commit's transaction, before it writes anything.
 
         With a server-side fence (PostgreSQL) each thread's check is one statement whose
@@ -154,6 +156,10 @@ class SqlCommit:
         dict: those need no ``require_parent`` of their own). Otherwise the lease and head
         are read here, on the database clock as leases are taken, inside the write
         transaction that holds the lock (SQLite: BEGIN IMMEDIATE).
+
+        Returns:
+            The head condition it checked (None: none), so that the commit knows which
+            parent the check found in place.
 
         Raises:
             ThreadBusyError: another owner holds an unexpired lease on a thread it touches.
@@ -170,7 +176,7 @@ class SqlCommit:
                     cur.execute(sql["fence"], (ns, tid, fence.owner, True, head.expected, head.own, parent))
                 else:
                     cur.execute(sql["fence"], (ns, tid, fence.owner, False, None, None, parent))
-            return
+            return head
         for ns, tid in threads:
             held = cur.execute(sql["lease_holder"], (ns, tid)).fetchone()
             if held is not None and held[0] != fence.owner and float(held[1]) > 0:
@@ -180,6 +186,7 @@ class SqlCommit:
             found_id = None if found is None else found[0]
             if not head.holds(found_id):
                 raise ConcurrentUpdateError(head.thread_id, head.expected, found_id)
+        return head
 
     def _apply(
         self, cur: Cursor, request: CommitRequest, staging: dict[Key, Head], use_cache: bool
@@ -201,9 +208,10 @@ class SqlCommit:
                 cached = heads.get(key)
                 if cached is not None and cached.id == cp.parent_id:
                     parents[key] = cp.parent_id
+        checked: HeadCondition | None = None
         if request.fence is not None:
             try:
-                self._check_fence(cur, request, request.fence, parents)
+                checked = self._check_fence(cur, request, request.fence, parents)
             except (ThreadBusyError, ConcurrentUpdateError) as refused:
                 return refused
         for batch in request.writes:
@@ -220,7 +228,7 @@ class SqlCommit:
             hit = parent_id is not None and cached is not None and cached.id == parent_id
             # A head staged in this transaction was written by it; one from the cache may be
             # stale, unless the fence found it as the thread's head (then it exists).
-            check = hit and staged is None and not _head_checked(request, cp)
+            check = hit and staged is None and not _found_as_head(checked, cp)
             if (
                 check
                 and not self.dialect.server_checks
@@ -286,14 +294,14 @@ class SqlCommit:
         return {ch: Chan(blob, None, None) for ch, blob in blobs.items()}
 
 
-def _head_checked(request: CommitRequest, cp: Checkpoint) -> bool:
-    """Whether the commit's fence checks that ``cp``'s parent is the head of ``cp``'s thread
-    (then the parent exists once the fence has passed)."""
-    fence = request.fence
-    if fence is None or fence.expect_head is ANY_HEAD or fence.expect_head != cp.parent_id:
-        return False
-    head = fence_targets(request.checkpoints, request.writes, fence)[1]
-    return head is not None and (head.namespace, head.thread_id) == (cp.namespace, cp.thread_id)
+def _found_as_head(checked: HeadCondition | None, cp: Checkpoint) -> bool:
+    """Whether the fence found ``cp``'s parent as the head of ``cp``'s thread (then the
+    parent exists)."""
+    return (
+        checked is not None
+        and checked.expected == cp.parent_id
+        and (checked.namespace, checked.thread_id) == (cp.namespace, cp.thread_id)
+    )
 
 
 def _threads(request: CommitRequest) -> set[Key]:
