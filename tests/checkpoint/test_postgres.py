@@ -499,6 +499,72 @@ def test_a_version_3_store_is_upgraded_to_one_call_commits(store: tuple[str, str
         pool.close()
 
 
+def test_a_version_4_store_is_upgraded_to_a_commit_that_checks_the_lease_itself(store: tuple[str, str]) -> None:
+    """Version 5's put_checkpoint() checks the lease and the parent without calling fence();
+    a commit that checks the head still goes through fence(). Shown by making fence() fail
+    when asked to check a head or a parent after the upgrade: a run's fenced commits on
+    their parents still land, a lease held by another owner and a parent another process
+    deleted are still caught, while a head-checked commit reaches the broken fence()."""
+    dsn, schema = store
+    from plait._codec import freeze
+    from plait._frozen import FrozenList
+    from plait.checkpoint._sql_schema import PG_MIGRATIONS
+    from plait.checkpoint.base import Fence
+
+    first = postgres.PostgresCheckpointer(dsn, schema=schema)
+    first.setup_sync()
+    first.close()
+    sql(dsn, PG_MIGRATIONS[4][0].replace("{P}", f'"{schema}".plait_'))  # version 4's put_checkpoint
+    sql(dsn, f'DELETE FROM "{schema}".plait_migrations WHERE version >= 5')
+
+    async def go() -> None:
+        cp = postgres.PostgresCheckpointer(dsn, schema=schema)
+        with pytest.raises(StoreVersionError) as info:
+            await cp.get("t")
+        assert (info.value.found, info.value.known) == (4, SCHEMA_VERSION)
+        assert cp.setup_sync() == 4
+        sql(
+            dsn,
+            f"""CREATE OR REPLACE FUNCTION "{schema}".plait_fence(
+                f_ns text, f_tid text, f_owner text, f_check_head boolean, f_expect text, f_own text, f_parent text)
+                RETURNS integer LANGUAGE plpgsql AS $f$
+            BEGIN
+                IF f_check_head OR f_parent IS NOT NULL THEN
+                    RAISE EXCEPTION 'fence() was called';
+                END IF;
+                RETURN "{schema}".plait_fence(f_ns, f_tid, f_owner, f_check_head, f_expect, f_own);
+            END $f$""",
+        )
+        await cp.acquire_lease("t", "run")
+        cps = [make("t", None, {"n": 0})]
+        await cp.commit(checkpoints=cps, fence=Fence(owner="run"))
+        for n in range(1, 4):
+            cps.append(make("t", cps[-1].checkpoint, {"n": n}))
+            await cp.commit(checkpoints=cps[-1:], fence=Fence(owner="run"))
+        with pytest.raises(ThreadBusyError) as busy:
+            await cp.commit(checkpoints=[make("t", cps[-1].checkpoint, {"n": -1})], fence=Fence(owner="other"))
+        assert busy.value.owner == "run" and busy.value.thread_id == "t"
+        with pytest.raises(CheckpointError, match=r"fence\(\) was called"):
+            await cp.commit(
+                checkpoints=[make("t", cps[-1].checkpoint, {"n": -2})],
+                fence=Fence(owner="run", expect_head=cps[-1].checkpoint.id),
+            )
+        same(await cp.get("t"), cps[-1].checkpoint)
+        # A delta computed against a parent another process deleted is caught (the commit
+        # is then written whole): were the parent not checked, the read would find no base.
+        written = await append_chat(cp, "c", 3, size=50)
+        other = postgres.PostgresCheckpointer(dsn, schema=schema)
+        await other.delete_thread("c")
+        msgs = FrozenList([*written[-1].values["messages"], freeze({"id": "late"}, "m")])
+        child = make("c", written[-1], {"messages": msgs})
+        await cp.commit(checkpoints=[child], fence=Fence(owner="run"))
+        same(await other.get("c"), child.checkpoint)
+        await other.aclose()
+        await cp.aclose()
+
+    run(go())
+
+
 def test_only_sync_facade_calls_run_on_the_callers_thread(store: tuple[str, str]) -> None:
     """An async caller's loop may have other work a network stall would hold up, so its
     queries go to the query threads; a sync facade call (which blocks anyway) runs them on

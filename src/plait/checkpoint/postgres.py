@@ -221,8 +221,15 @@ class PostgresCheckpointer(Checkpointer):
                     except NeedsAnswer:
                         pass  # reads: statement by statement, below
                     else:
-                        with self._pool.connection() as conn:
+                        # getconn/putconn, not pool.connection(): its context (a generator and
+                        # the connection's own commit-on-exit, a no-op in autocommit) costs
+                        # ~10 µs a commit; send() leaves no transaction open, and putconn()
+                        # rolls back and warns if one ever were.
+                        conn = self._pool.getconn()
+                        try:
                             send(conn, recorder.statements, self._fusion, self._cursors)
+                        finally:
+                            self._pool.putconn(conn)
                         return result
                 with self._pool.connection() as conn:
                     if pipeline:
