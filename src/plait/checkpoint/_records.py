@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 
 from plait._codec import freeze_decoded, freeze_trusted
+from plait._fast_init import positional_maker
 from plait._frozen import FrozenDict
 from plait.checkpoint.base import Checkpoint, Task
 
@@ -156,11 +157,15 @@ def decode_body_fields(data: bytes | str) -> BodyFields:
                 for t in planned:
                     if type(t) is not list or len(t) != 2:
                         break
-                    tasks.append(Task(id=t[0], node=t[1]))
+                    tasks.append(_task(t[0], t[1], False, None))
                 else:
                     return versions, tuple(tasks), {}, blobs, None
     body = _body(raw)
     return body.versions, body.next_tasks, body.barriers, body.blobs, body.inline
+
+
+_task = positional_maker(Task)
+"""``Task(...)`` with every field, in order: a history decodes one per checkpoint."""
 
 
 def _inline(raw: Any) -> dict[str, Inline]:

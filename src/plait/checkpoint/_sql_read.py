@@ -21,6 +21,7 @@ from typing import Any, cast
 import orjson
 
 from plait._codec import freeze_decoded
+from plait._fast_init import positional_maker
 from plait._frozen import FrozenDict
 from plait.checkpoint import delta
 from plait.checkpoint._common import check_filter, matches
@@ -344,18 +345,19 @@ class SqlRead:
                 chans = FrozenDict(zip(blobs, map(values.__getitem__, blobs.items()), strict=True))
                 last = blobs
             out.append(
-                Checkpoint(
-                    thread_id=thread_id,
-                    namespace=namespace,
-                    id=row[0],
-                    parent_id=row[1],
-                    step=int(row[2]),
-                    values=chans,
-                    versions=versions,
-                    next_tasks=next_tasks,
-                    barriers=barriers,
-                    metadata=decode_metadata(thread_id, row[0], row[4], shared) if meta is None else meta,
-                    created_at=float(row[3]),
+                _checkpoint(
+                    thread_id,
+                    namespace,
+                    row[0],
+                    row[1],
+                    int(row[2]),
+                    chans,
+                    versions,
+                    next_tasks,
+                    barriers,
+                    decode_metadata(thread_id, row[0], row[4], shared) if meta is None else meta,
+                    float(row[3]),
+                    (),
                 )
             )
         return out
@@ -512,6 +514,10 @@ class SqlRead:
         # Every chain is complete when each base was still ahead of the scan when its value
         # was read, and found; otherwise the chains are checked one by one.
         return set() if exact else cast(set[Key], delta.unresolved(stored, keys))
+
+
+_checkpoint = positional_maker(Checkpoint)
+"""``Checkpoint(...)`` with every field, in order: a history builds one per row."""
 
 
 def _body_of(thread_id: str, row: Any) -> BodyFields:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from plait._codec import fingerprint
+from plait._fast_init import positional_maker
 from plait.checkpoint.base import Checkpoint, Task
 from plait.engine.pending import active_interrupts
 from plait.state.diff import StateDiff
@@ -51,18 +52,18 @@ class ThreadState:
 
     @classmethod
     def of(cls, cp: Checkpoint) -> ThreadState:
-        return cls(
-            thread_id=cp.thread_id,
-            namespace=cp.namespace,
-            checkpoint_id=cp.id,
-            parent_id=cp.parent_id,
-            step=cp.step,
-            values=cp.values,
-            next=_nodes(cp.next_tasks),
-            tasks=cp.next_tasks,
-            interrupts=tuple(active_interrupts(cp.pending_writes)) if cp.pending_writes else (),
-            metadata=cp.metadata,
-            created_at=cp.created_at,
+        return _thread_state(
+            cp.thread_id,
+            cp.namespace,
+            cp.id,
+            cp.parent_id,
+            cp.step,
+            cp.values,
+            _nodes(cp.next_tasks),
+            cp.next_tasks,
+            tuple(active_interrupts(cp.pending_writes)) if cp.pending_writes else (),
+            cp.metadata,
+            cp.created_at,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -96,6 +97,10 @@ class ThreadDiff:
 
     def __bool__(self) -> bool:
         return self.first_step is not None or bool(self.heads)
+
+
+_thread_state = positional_maker(ThreadState)
+"""``ThreadState(...)`` with every field, in order: a history builds one per checkpoint."""
 
 
 def _nodes(tasks: tuple[Task, ...]) -> tuple[str, ...]:
