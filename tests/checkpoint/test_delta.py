@@ -148,13 +148,16 @@ def test_replay_refuses_damaged_chains(rows: dict[Any, tuple[Any, bytes]], reaso
 
 
 def _tree_of_values(
-    draw: Callable[[st.SearchStrategy[Any]], Any],
+    draw: Callable[[st.SearchStrategy[Any]], Any], linked: bool = False
 ) -> tuple[dict[Any, tuple[Any, bytes]], dict[Any, Any]]:
     """Rows of a random tree of list or dict values (branches included), stored as a backend
-    does (each value encoded against its parent's), and the value each key must replay to."""
+    does (each value encoded against its parent's; ``linked``: by encode_linked, keyed as the
+    SQL backends key blobs), and the value each key must replay to."""
     as_dict = draw(st.booleans())
     first = freeze({"k0": 0} if as_dict else [0], "c")
     chains: dict[Any, delta.Chain] = {}
+    if linked:
+        return _linked_tree(draw, first, as_dict)
     data, _, chains[0] = delta.encode(first)
     rows: dict[Any, tuple[Any, bytes]] = {0: (None, data)}
     values: dict[Any, Any] = {0: first}
@@ -177,9 +180,36 @@ def _tree_of_values(
     return rows, values
 
 
-@given(st.data())
-def test_replay_of_any_subset_of_a_tree_equals_the_values_written(data: st.DataObject) -> None:
-    rows, values = _tree_of_values(data.draw)
+def _linked_tree(
+    draw: Callable[[st.SearchStrategy[Any]], Any], first: Any, as_dict: bool
+) -> tuple[dict[Any, tuple[Any, bytes]], dict[Any, Any]]:
+    """A tree as :func:`_tree_of_values` draws it, written by encode_linked: long runs of
+    appends (so that anchors are written), some branches, some cuts."""
+    chains: dict[str, delta.Chain] = {}
+    data, _, chains["000"] = delta.encode_linked(first, "000")
+    rows: dict[Any, tuple[Any, bytes]] = {"000": (None, data)}
+    values: dict[Any, Any] = {"000": first}
+    for i in range(1, draw(st.integers(1, 90))):
+        key = f"{i:03d}"
+        parent = f"{i - 1:03d}" if draw(st.integers(0, 7)) else f"{draw(st.integers(0, i - 1)):03d}"
+        prev = values[parent]
+        item = freeze(draw(json_values), "c")
+        new: Any
+        if as_dict:
+            new = FrozenDict({**prev, f"k{i}": item})
+        else:
+            cut = draw(st.integers(0, len(prev))) if draw(st.integers(0, 30)) == 0 else len(prev)
+            new = FrozenList([*prev[:cut], item, *([item] * draw(st.integers(0, 2)))])
+        data, base, chains[key] = delta.encode_linked(new, key, prev, parent, chains[parent])
+        rows[key] = (base, data)
+        values[key] = new
+    return rows, values
+
+
+@pytest.mark.parametrize("linked", [False, True], ids=["plain", "linked"])
+@given(data=st.data())
+def test_replay_of_any_subset_of_a_tree_equals_the_values_written(data: st.DataObject, linked: bool) -> None:
+    rows, values = _tree_of_values(data.draw, linked)
     wanted = data.draw(st.sets(st.sampled_from(sorted(values)), min_size=1))
     got = delta.replay(rows, wanted)
     for key in wanted:
@@ -214,3 +244,73 @@ def test_unresolved_names_the_first_missing_link_of_each_chain() -> None:
     assert delta.unresolved(rows, ["a", "full"]) == set()
     assert delta.unresolved(rows, ["a", "b", "c"]) == {"gone", "c"}
     assert delta.unresolved(rows, ["loop1"]) == set()  # a loop is replay's to report
+
+
+def _path(rows: dict[str, tuple[str | None, bytes]], key: str) -> int:
+    """Rows read to replay ``key``: it, its bases, down to a full value."""
+    n, cursor = 0, key
+    while cursor is not None:
+        n, cursor = n + 1, rows[cursor][0]
+    return n
+
+
+def _linked_appends(first: Any, items: list[Any]) -> tuple[dict[str, tuple[str | None, bytes]], list[Any]]:
+    """``first``, then one item appended per write, stored by encode_linked."""
+    data, base, chain = delta.encode_linked(first, "0000")
+    rows: dict[str, tuple[str | None, bytes]] = {"0000": (base, data)}
+    values, prev, prev_key = [first], first, "0000"
+    for i, item in enumerate(items, 1):
+        key = f"{i:04d}"
+        new = FrozenList([*prev, item])
+        data, base, chain = delta.encode_linked(new, key, prev, prev_key, chain)
+        rows[key] = (base, data)
+        values.append(new)
+        prev, prev_key = new, key
+    return rows, values
+
+
+def test_a_linked_chat_is_read_in_few_rows_and_stored_in_about_twice_its_bytes() -> None:
+    """500 appends of ~1 KB: every value is at most K_STEP appends plus its anchors from a
+    full value (the plain chain's middle value is ~125 rows), each item is stored about
+    twice (its delta, one anchor), and every value replays exactly."""
+    msgs = [freeze({"id": str(i), "text": f"{i:04d}" + "m" * 1000}, "m") for i in range(500)]
+    rows, values = _linked_appends(FrozenList([msgs[0]]), msgs[1:])
+    paths = [_path(rows, key) for key in rows]
+    assert max(paths) <= delta.K_STEP + 500 // delta.K_STEP + 2
+    assert paths[250] < 30
+    anchors = [key for key, (base, _) in rows.items() if base is not None and int(base) != int(key) - 1]
+    assert len(anchors) > 20
+    written = sum(len(orjson.dumps(m)) for m in msgs)
+    stored = sum(len(data) for _, data in rows.values())
+    assert stored < 2.2 * written
+    got = delta.replay(rows, list(rows))
+    assert [orjson.dumps(got[key]) for key in rows] == [orjson.dumps(v) for v in values]
+
+
+def test_a_linked_chain_never_puts_more_than_k_max_rows_on_a_path() -> None:
+    """Small appends to a large value: anchors until K_MAX rows would be on the path, then
+    a full value, and the chain goes on from it."""
+    steps = delta.K_MAX * delta.K_STEP + 100
+    rows, values = _linked_appends(FrozenList(["x" * 100_000]), list(range(steps)))
+    paths = [_path(rows, key) for key in rows]
+    assert max(paths) <= delta.K_MAX
+    fulls = [key for key, (base, _) in rows.items() if base is None]
+    assert len(fulls) == 2, "the first value, and one when the path would have grown past K_MAX"
+    assert paths[-1] <= (len(rows) - 1 - int(fulls[1])) // delta.K_STEP + delta.K_STEP + 1  # short again
+    last = list(rows)[-1]
+    assert orjson.dumps(delta.replay(rows, [last])[last]) == orjson.dumps(values[-1])
+
+
+def test_a_change_that_is_not_an_append_restarts_a_linked_chain_and_dicts_link_as_before() -> None:
+    prev = freeze([f"m{i}" for i in range(40)], "m")
+    _, _, chain = delta.encode_linked(prev, "a")
+    data, base, after = delta.encode_linked(FrozenList(prev[:-1]), "b", prev, "a", chain)
+    assert base is None and after.anchor == "b" and after.depth == 0
+    d0 = freeze({f"k{i}": "v" * 50 for i in range(20)}, "m")
+    _, _, dchain = delta.encode_linked(d0, "a")
+    assert dchain.anchor is None
+    d1 = FrozenDict({**d0, "new": 1})
+    data, base, dchain = delta.encode_linked(d1, "b", d0, "a", dchain)
+    assert base == "a" and orjson.loads(data) == {"s": {"new": 1}, "d": []} and dchain.depth == 1
+    data, base, _ = delta.encode_linked(d1, "c")  # no chain known: in full
+    assert base is None and orjson.loads(data) == orjson.loads(orjson.dumps(d1))

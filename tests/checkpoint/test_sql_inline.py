@@ -76,12 +76,12 @@ def blob_rows(backend: Backend, cid: str) -> set[str]:
 
 def grow(backend: Backend, store: Checkpointer, steps: int) -> list[Checkpoint]:
     """A thread whose ``log`` list grows by one short item per step (small deltas, stored in
-    bodies, on bases that are full values: in a body while small, a blob row once large) and
-    whose ``turn`` counter changes every step (always in a body)."""
+    bodies, on bases that are full values or anchors: in a body while small, a blob row once
+    large) and whose ``turn`` counter changes every step (always in a body)."""
     written: list[Checkpoint] = []
     parent: Checkpoint | None = None
     for i in range(steps):
-        log = [*(parent.values["log"] if parent else []), f"entry {i:03d}"]
+        log = [*(parent.values["log"] if parent else []), f"entry {i:03d} of the log"]
         cw = make("t", parent, {"log": log, "turn": i})
         run(store.commit(checkpoints=[cw]))
         parent = cw.checkpoint

@@ -246,10 +246,9 @@ class SqlCommit:
                     chans[ch] = Chan(prev.blob, value, prev.chain)
                     continue
                 if prev is not None and prev.chain is not None:
-                    data, is_delta, chain = delta.encode(value, prev.value, prev.chain)
+                    data, base_id, chain = delta.encode_linked(value, cp.id, prev.value, prev.blob, prev.chain)
                 else:
-                    data, is_delta, chain = delta.encode(value)
-                base_id = prev.blob if is_delta and prev is not None else None
+                    data, base_id, chain = delta.encode_linked(value, cp.id)
                 if len(data) <= INLINE_MAX:
                     inline[ch] = (base_id, data)
                 else:

@@ -380,19 +380,23 @@ class SqlRead:
         wrote it (see ``INLINE_MAX``); what neither the rows' bodies nor the blobs table
         hold is looked up in the bodies of the checkpoints that wrote it.
 
-        By default one recursive query walks the delta chains from the keys. For a lineage
-        that is at least half of the checkpoints its scan went through, each channel whose
-        keys all lie in the scanned id range first has every blob between its oldest and
-        newest key read (an index range scan, much cheaper per row than a recursive step;
-        at most about as many rows again as needed, since every blob in the range was
-        written by a scanned checkpoint); the recursive query then fetches only what that
-        missed (the bases older than the range).
+        By default one recursive query walks the delta chains from the keys: a list chain
+        links its anchors past the appends between them (see :func:`delta.encode_linked`),
+        so one value's chain is a few rows spread over many, which lookups reach directly.
+        A history needs nearly every row of its channels instead. SQLite then scans each
+        channel's rows (:meth:`_scan_chains`). Elsewhere, for a lineage that is at least
+        half of the checkpoints its scan went through, each channel whose keys all lie in
+        the scanned id range first has every blob between its oldest and newest key read
+        (an index range scan, much cheaper per row than a recursive step; at most about as
+        many rows again as needed, since every blob in the range was written by a scanned
+        checkpoint); the recursive query then fetches only what that missed (the bases
+        older than the range).
         """
         todo = cast(set[Key], delta.unresolved(stored, keys)) if stored else keys
         seeds: Iterable[Key] = todo
         if not todo:
             pass
-        elif self.dialect.lazy_rows:
+        elif self.dialect.lazy_rows and lineage is not None:
             seeds = self._scan_chains(cur, namespace, thread_id, todo, stored)
         elif lineage is not None and rows and 2 * len(rows) >= lineage.scanned:
             ranges: dict[str, tuple[str, str]] = {}
@@ -476,10 +480,11 @@ class SqlRead:
         (or bases) still missing, for the recursive query.
 
         Only for SQLite, whose cursor steps through rows as they are read, so that a scan
-        stops where the chains end and reads nothing past them. In one line of checkpoints
-        every blob of a channel is in the chain of the next one, so nearly every row read
-        is needed; a scan that passes over more rows of other branches than it can afford
-        stops and leaves the rest to the recursive query. The scans run on a cursor of their
+        stops where the chains end and reads nothing past them, and only for a history: in
+        one line of checkpoints every blob of a channel is then needed, so nearly every row
+        read is (one value's chain skips most rows: lookups reach it faster). A scan that
+        passes over more rows of other branches than it can afford stops and leaves the
+        rest to the recursive query. The scans run on a cursor of their
         own, closed at the end: a statement left part-read would hold its snapshot of the
         database (and keep the WAL from being checkpointed) until it is reset.
         """
