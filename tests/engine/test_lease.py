@@ -57,6 +57,43 @@ def test_concurrent_runs_all_keep_their_leases_with_one_renewal_thread(tmp_path:
     assert len(renewal_threads()) == 1, "one renewal thread for all runs, not one per run"
 
 
+def test_a_run_with_a_short_lease_is_renewed_while_a_long_lease_sleeps_in_the_queue() -> None:
+    """The renewal thread sleeps until its earliest renewal and is woken only for an
+    earlier one: a short lease added behind a long one must still be renewed in time."""
+    long_saver, short_saver = MemoryCheckpointer(), MemoryCheckpointer()
+    long_saver.lease_ttl = 30.0  # first renewal due in 10 s
+    short_saver.lease_ttl = 0.15  # renewals every 0.05 s
+    schema = StateSchema.builder().add("log", AppendList()).build()
+
+    async def slow(state: Any) -> Any:
+        await asyncio.sleep(0.45)
+        return {"log": ["slow"]}
+
+    graph = Graph(schema).add_node("slow", slow).add_edge(START, "slow")
+    long_app, short_app = graph.compile(long_saver), graph.compile(short_saver)
+    seen: list[str] = []
+
+    async def later_short_run() -> Any:
+        await asyncio.sleep(0.05)  # the long run's renewal is queued first
+        return await short_app.ainvoke({}, thread_id="short")
+
+    async def intruder() -> None:
+        await asyncio.sleep(0.35)  # past the short lease's first life: only renewals keep it
+        try:
+            await short_saver.acquire_lease("short", "intruder")
+        except ThreadBusyError as busy:
+            seen.append(busy.owner)
+        else:
+            seen.append("intruder")
+
+    async def main() -> list[Any]:
+        return list(await asyncio.gather(long_app.ainvoke({}, thread_id="long"), later_short_run(), intruder()))
+
+    results = asyncio.run(main())
+    assert [r["log"] for r in results[:2]] == [["slow"], ["slow"]]
+    assert len(seen) == 1 and seen[0] != "intruder", "the short lease was renewed"
+
+
 class _SlowRenewals(MemoryCheckpointer):
     """Renewals from the renewal thread take long: one is in flight when the run ends."""
 

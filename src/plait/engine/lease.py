@@ -136,8 +136,13 @@ class _RenewalThread:
 
     def add(self, renewer: LeaseRenewer) -> None:
         with self._cond:
-            heapq.heappush(self._due, (time.monotonic() + renewer.period, next(self._order), renewer))
-            self._cond.notify()
+            due = time.monotonic() + renewer.period
+            # Wake the thread only when this renewal is due before every other (it sleeps
+            # until the earliest): each wake-up costs the run that adds a GIL hand-off, and
+            # the renewers of runs that ended wait in the queue until they come due.
+            if not self._due or due < self._due[0][0]:
+                self._cond.notify()
+            heapq.heappush(self._due, (due, next(self._order), renewer))
 
     def _run(self) -> None:
         loop = asyncio.new_event_loop()
