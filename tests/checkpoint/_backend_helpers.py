@@ -1,4 +1,4 @@
-"""Helpers shared by the SQL backend tests (test_sqlite.py, test_postgres.py).
+"""Helpers shared by the SQL backend tests (test_sqlite.py, test_postgres.py, ...).
 
 A plain module, imported as ``_backend_helpers``: this folder has no ``__init__.py``, so
 pytest's default import mode (prepend) puts the folder on ``sys.path`` before importing the
@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from plait._codec import canonical, freeze
 from plait._frozen import FrozenDict, FrozenList
-from plait.checkpoint.base import Checkpoint, CheckpointWrite, Task, new_checkpoint_id
+from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, Task, new_checkpoint_id
+from plait.checkpoint.sqlite import SqliteCheckpointer
 
-__all__ = ["append_chat", "make", "same"]
+__all__ = ["Backend", "append_chat", "make", "read_back_all", "same"]
 
 
 def make(
@@ -75,3 +79,53 @@ async def append_chat(cp: Any, thread: str, steps: int, *, size: int = 1000) -> 
         parent = cw.checkpoint
         written.append(parent)
     return written
+
+
+class Backend:
+    """Opens stores on one database and runs raw SQL against it."""
+
+    def __init__(self, kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+        self.kind = kind
+        if kind == "sqlite":
+            self.path = tmp_path / "store.db"
+        else:
+            self.dsn = request.getfixturevalue("postgres_dsn")
+            self.schema = request.getfixturevalue("postgres_schema")
+
+    def open(self) -> Checkpointer:
+        if self.kind == "sqlite":
+            return SqliteCheckpointer(self.path)
+        from plait.checkpoint.postgres import PostgresCheckpointer
+
+        store = PostgresCheckpointer(self.dsn, schema=self.schema)
+        store.setup_sync()
+        return store
+
+    def sql(self, statement: str, *params: Any) -> list[Any]:
+        if self.kind == "sqlite":
+            import sqlite3
+
+            with sqlite3.connect(self.path) as conn:
+                return conn.execute(statement.replace("%s", "?").replace("{P}", "plait_"), params).fetchall()
+        import psycopg
+
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            cur = conn.execute(statement.replace("{P}", f'"{self.schema}".plait_'), params or None)
+            return cur.fetchall() if cur.description else []
+
+
+def read_back_all(backend: Backend, thread: str, written: Sequence[Checkpoint]) -> None:
+    """A store opened afresh (no head cache: every value comes from storage) reads each of
+    ``written`` (one line of checkpoints, oldest first) back by id, and as the history."""
+    import asyncio
+
+    fresh = backend.open()
+    try:
+        for cp in written:
+            same(asyncio.run(fresh.get(thread, cp.id)), cp)
+        history = asyncio.run(fresh.history(thread))
+        assert [c.id for c in history] == [c.id for c in reversed(written)]
+        for got, want in zip(history, reversed(written), strict=True):
+            same(got, want)
+    finally:
+        asyncio.run(fresh.aclose())

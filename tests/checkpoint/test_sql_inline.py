@@ -15,45 +15,11 @@ from typing import Any
 
 import orjson
 import pytest
-from _backend_helpers import make, same
+from _backend_helpers import Backend, make, read_back_all, same
 
 from plait.checkpoint._sql_commit import INLINE_MAX
 from plait.checkpoint.base import Checkpoint, Checkpointer
-from plait.checkpoint.sqlite import SqliteCheckpointer
 from plait.errors import CheckpointCorruptError
-
-
-class Backend:
-    """Opens stores on one database and runs raw SQL against it."""
-
-    def __init__(self, kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-        self.kind = kind
-        if kind == "sqlite":
-            self.path = tmp_path / "inline.db"
-        else:
-            self.dsn = request.getfixturevalue("postgres_dsn")
-            self.schema = request.getfixturevalue("postgres_schema")
-
-    def open(self) -> Checkpointer:
-        if self.kind == "sqlite":
-            return SqliteCheckpointer(self.path)
-        from plait.checkpoint.postgres import PostgresCheckpointer
-
-        store = PostgresCheckpointer(self.dsn, schema=self.schema)
-        store.setup_sync()
-        return store
-
-    def sql(self, statement: str, *params: Any) -> list[Any]:
-        if self.kind == "sqlite":
-            import sqlite3
-
-            with sqlite3.connect(self.path) as conn:
-                return conn.execute(statement.replace("%s", "?").replace("{P}", "plait_"), params).fetchall()
-        import psycopg
-
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            cur = conn.execute(statement.replace("{P}", f'"{self.schema}".plait_'), params or None)
-            return cur.fetchall() if cur.description else []
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -100,14 +66,7 @@ def test_small_values_and_deltas_live_in_bodies_and_read_back_everywhere(backend
     assert any("log" in inline_of(backend, c.id) and inline_of(backend, c.id)["log"][0] for c in written), (
         "some deltas are kept in bodies, on bases elsewhere"
     )
-    fresh = backend.open()  # no head cache: every value comes from storage
-    for cp in written:
-        same(run(fresh.get("t", cp.id)), cp)
-    history = run(fresh.history("t"))
-    assert [c.id for c in history] == [c.id for c in reversed(written)]
-    for got, want in zip(history, reversed(written), strict=True):
-        same(got, want)
-    run(fresh.aclose())
+    read_back_all(backend, "t", written)
 
 
 def test_an_unchanged_small_value_is_read_from_the_body_of_the_checkpoint_that_wrote_it(backend: Backend) -> None:

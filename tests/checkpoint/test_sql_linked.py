@@ -1,0 +1,119 @@
+"""List chains linked through anchors (``delta.encode_linked``), on both SQL backends.
+
+A list that grows by appends is stored as one delta per step, and every ``K_STEP``-th
+append also as everything since the previous anchor, based on that anchor. These tests read
+such threads back every way (a fresh process, by id, as a history), after prune, and on a
+branch taken from the middle, and check on disk that a value's chain is short.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _backend_helpers import Backend, append_chat, make, read_back_all, same
+
+from plait._codec import canonical, freeze
+from plait._frozen import FrozenList
+from plait.checkpoint import delta
+from plait.checkpoint.base import Checkpoint
+
+STEPS = 100
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    yield Backend(request.param, tmp_path, request)
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def chains(backend: Backend) -> dict[str, str | None]:
+    """``blob id -> base id`` of the ``messages`` blobs (rows and those kept in bodies)."""
+    import orjson
+
+    links: dict[str, str | None] = dict(backend.sql("SELECT id, base_id FROM {P}blobs WHERE channel = 'messages'"))
+    for cid, body in backend.sql("SELECT id, body FROM {P}checkpoints"):
+        kept = orjson.loads(bytes(body)).get("i", {})
+        if "messages" in kept:
+            links[cid] = kept["messages"][0]
+    return links
+
+
+def path_length(links: dict[str, str | None], cid: str) -> int:
+    n, cursor = 0, cid
+    while cursor is not None:
+        n, cursor = n + 1, links[cursor]
+    return n
+
+
+def chat(backend: Backend, steps: int = STEPS) -> list[Checkpoint]:
+    store = backend.open()
+    try:
+        written: list[Checkpoint] = run(append_chat(store, "t", steps, size=300))
+    finally:
+        run(store.aclose())
+    return written
+
+
+def test_every_value_of_a_linked_chat_is_a_short_chain_and_reads_back_every_way(backend: Backend) -> None:
+    written = chat(backend)
+    links = chains(backend)
+    ids = sorted(links)
+    anchors = [cid for cid, base in links.items() if base is not None and ids.index(base) < ids.index(cid) - 1]
+    assert len(anchors) >= STEPS // delta.K_STEP - 3
+    assert max(path_length(links, cp.id) for cp in written) <= delta.K_STEP + STEPS // delta.K_STEP + 2
+    read_back_all(backend, "t", written)
+
+
+def test_prune_keeps_the_anchors_the_kept_checkpoints_need(backend: Backend) -> None:
+    written = chat(backend)
+    before = len(chains(backend))
+    store = backend.open()
+    try:
+        dropped = run(store.prune("t", keep_last=3))
+        assert dropped == STEPS - 3
+    finally:
+        run(store.aclose())
+    links = chains(backend)
+    assert len(links) < before / 3, "blobs only the dropped checkpoints needed are gone"
+    fresh = backend.open()
+    try:
+        oldest = run(fresh.get("t", written[-3].id))
+        assert oldest is not None and oldest.parent_id is None  # prune makes it the root
+        assert canonical(oldest.values) == canonical(written[-3].values)
+        for cp in written[-2:]:
+            same(run(fresh.get("t", cp.id)), cp)
+    finally:
+        run(fresh.aclose())
+
+
+def test_a_branch_from_the_middle_starts_its_own_chain_and_both_read_back(backend: Backend) -> None:
+    written = chat(backend)
+    store = backend.open()
+    branch: list[Checkpoint] = []
+    try:
+        parent = written[STEPS // 2]
+        for i in range(delta.K_STEP * 2 + 3):  # long enough to write anchors of its own
+            msgs = FrozenList([*parent.values["messages"], freeze({"id": f"b{i}", "text": "x" * 300}, "m")])
+            cw = make("t", parent, {"messages": msgs})
+            run(store.commit(checkpoints=[cw]))
+            parent = cw.checkpoint
+            branch.append(parent)
+    finally:
+        run(store.aclose())
+    links = chains(backend)
+    assert links[branch[0].id] is None, "the first write off the cached head is a full value"
+    fresh = backend.open()
+    try:
+        for cp in [*written, *branch]:
+            same(run(fresh.get("t", cp.id)), cp)
+        history = run(fresh.history("t"))  # the head's lineage: the branch, then the trunk below it
+        assert [c.id for c in history] == [c.id for c in reversed([*written[: STEPS // 2 + 1], *branch])]
+    finally:
+        run(fresh.aclose())
