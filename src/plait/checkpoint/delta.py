@@ -20,7 +20,7 @@ Stores that look blobs up by key (the SQL backends) link list chains further, wi
 :func:`encode_linked`: every :data:`K_STEP`-th append is stored as the items appended since
 the chain's last *anchor* (its full value, or the previous such write), with that anchor as
 its base. Reading a value then walks at most ``K_STEP`` appends back to an anchor, then
-anchor to anchor: a 500-step chat's middle value is ~45 rows instead of ~125, so a read
+anchor to anchor: a 500-step chat's middle value is ~25 rows instead of ~125, so a read
 costs about what reading the value whole does. Each item is stored twice (in its step's
 delta and in one anchor), which is what the full values of a plain chain cost, so a linked
 list chain needs no full value but its first until :data:`K_MAX` rows would be on the path.
