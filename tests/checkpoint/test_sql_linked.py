@@ -117,3 +117,40 @@ def test_a_branch_from_the_middle_starts_its_own_chain_and_both_read_back(backen
         assert [c.id for c in history] == [c.id for c in reversed([*written[: STEPS // 2 + 1], *branch])]
     finally:
         run(fresh.aclose())
+
+
+def test_a_value_built_of_small_appends_is_read_in_a_few_round_trips(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Appends small enough to be kept in checkpoint bodies chain through ancestors' bodies;
+    one query reads the bodies of a whole run of them (and the rows below), instead of one
+    round trip per append."""
+    from plait.checkpoint import _sql_read
+
+    store = backend.open()
+    try:
+        written: list[Checkpoint] = run(append_chat(store, "t", STEPS, size=40))
+    finally:
+        run(store.aclose())
+    rows = {cid for (cid,) in backend.sql("SELECT id FROM {P}blobs WHERE channel = 'messages'")}
+    in_bodies = [base for cid, base in chains(backend).items() if cid not in rows and base is not None]
+    assert len(in_bodies) > STEPS // 2, "most appends are kept in bodies, based on their parents'"
+    reads: list[str] = []
+    for name in ("_fetch_inline", "_fetch_chains"):
+        original = getattr(_sql_read.SqlRead, name)
+
+        def counted(self: Any, *args: Any, _original: Any = original, _name: str = name) -> Any:
+            reads.append(_name)
+            return _original(self, *args)
+
+        monkeypatch.setattr(_sql_read.SqlRead, name, counted)
+    fresh = backend.open()
+    try:
+        most = 0
+        for cp in written:
+            reads.clear()
+            same(run(fresh.get("t", cp.id)), cp)
+            most = max(most, len(reads))
+    finally:
+        run(fresh.aclose())
+    assert most <= 4, f"{most} reads of bodies or rows for one checkpoint"

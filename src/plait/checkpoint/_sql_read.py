@@ -40,6 +40,10 @@ _SLACK = 64
 """Rows of other branches a lineage scan may pass over beyond one per lineage row taken,
 before the recursive query takes over."""
 
+_BODIES_UP = delta.K_STEP + 1
+"""Levels of bodies one round of :meth:`SqlRead._fetch_inline` reads: the checkpoints asked
+for and their ancestors, as far back as one run of appends and the anchor it starts from."""
+
 _COLUMNS = "id, parent_id, step, created_at, metadata, body"
 _SCANS = {
     # The newest checkpoints of a thread from its head, from an id, or below an id (the next
@@ -414,16 +418,24 @@ class SqlRead:
                 seeds = cast(set[Key], delta.unresolved(stored, todo))  # keys of the rows above
         missing = self._fetch_chains(cur, namespace, thread_id, seeds, stored) if seeds else None
         # Blobs the blobs table lacks may be kept in the bodies of checkpoints outside
-        # ``rows`` (an older value of a small channel); then the chains below them. Each
-        # round finds something or stops.
+        # ``rows`` (an older value of a small channel, the small appends of a list); then
+        # the rows below them, and so on: a chain may pass from bodies to rows and back. A
+        # round reads bodies, then rows, for what is still missing; each finds something
+        # or the reading stops (replay then names what is missing).
         absent, rounds = missing, 0
         while absent is not None and rounds <= delta.K_MAX:
             rounds += 1
             left = cast(set[Key], delta.unresolved(stored, keys))
-            if not left or not self._fetch_inline(cur, namespace, thread_id, left, stored):
+            if not left:
                 break
+            found = self._fetch_inline(cur, namespace, thread_id, left, stored)
             left = cast(set[Key], delta.unresolved(stored, keys))
-            absent = self._fetch_chains(cur, namespace, thread_id, left, stored) if left else None
+            if not left:
+                break
+            before = len(stored)
+            absent = self._fetch_chains(cur, namespace, thread_id, left, stored)
+            if not found and len(stored) == before:
+                break
             missing = missing if absent is None else absent
         try:
             return delta.replay(stored, keys)
@@ -457,11 +469,21 @@ class SqlRead:
     def _fetch_inline(
         self, cur: Cursor, namespace: str, thread_id: str, keys: set[Key], stored: dict[Hashable, Any]
     ) -> bool:
-        """Read the blobs ``keys`` name from the bodies of the checkpoints that wrote them
-        into ``stored``; False when none of them was found there."""
-        params = [*self.dialect.keys_params(sorted(keys)), namespace, thread_id]
+        """Read the blobs ``keys`` name from the bodies of the checkpoints that wrote them,
+        and those their ancestors up to :data:`_BODIES_UP` levels keep, into ``stored``;
+        False when nothing new was found there.
+
+        Small deltas are kept in bodies (``INLINE_MAX``) and based on blobs of ancestors, so
+        reading the bodies of one level per round trip would make a value's chain of small
+        appends cost one round trip per append (up to ``K_STEP`` between two anchors).
+        """
+        params = [*self.dialect.keys_params(sorted(keys)), namespace, thread_id, namespace, thread_id, _BODIES_UP]
         before = len(stored)
-        for cid, body in cur.execute(self._sql["bodies_of"], params).fetchall():
+        seen: set[str] = set()
+        for cid, body in cur.execute(self._sql["bodies_up"], params).fetchall():
+            if cid in seen:
+                continue
+            seen.add(cid)
             inline = _body_of(thread_id, (cid, None, None, None, None, body))[4]
             if inline:
                 _take_inline(stored, cid, inline)

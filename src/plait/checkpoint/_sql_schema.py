@@ -362,12 +362,21 @@ STATEMENTS: dict[str, str] = {
             WHERE b.base_id IS NOT NULL
         )
         SELECT need.channel, need.id, b.base_id, b.data FROM need {data_join}""",
+    # The bodies of the checkpoints a set of (channel, blob id) keys names, and of their
+    # ancestors up to a depth: blobs small enough to be kept in the body of the checkpoint
+    # that wrote them (see INLINE_MAX) are based on blobs of its ancestors (the parent, for
+    # the appends between two anchors of a list chain), so one query finds a whole run.
+    "bodies_up": """WITH RECURSIVE k (channel, id) AS ({keys}),
+        lin (id, parent_id, body, depth) AS (
+            SELECT c.id, c.parent_id, c.body, 0 FROM {P}checkpoints c
+            WHERE c.ns = ? AND c.thread_id = ? AND c.id IN (SELECT k.id FROM k)
+          UNION ALL
+            SELECT c.id, c.parent_id, c.body, lin.depth + 1 FROM lin {parent_join}
+            WHERE lin.depth + 1 < ?
+        )
+        SELECT id, body FROM lin""",
     # The blobs of one channel in an id range: one index range scan. history() uses it when
     # its lineage is most of the thread, so that few of the rows it reads are not needed.
-    # The bodies of the checkpoints a set of (channel, blob id) keys names: blobs small enough
-    # to be kept in the body of the checkpoint that wrote them (see INLINE_MAX).
-    "bodies_of": """WITH k (channel, id) AS ({keys})
-        SELECT DISTINCT c.id, c.body FROM k JOIN {P}checkpoints c ON c.ns = ? AND c.thread_id = ? AND c.id = k.id""",
     "blob_range": """SELECT channel, id, base_id, data FROM {P}blobs
         WHERE ns = ? AND thread_id = ? AND channel = ? AND id >= ? AND id <= ?""",
     "threads": """SELECT c.ns, c.thread_id, c.id, c.step, c.created_at, c.source, g.n
