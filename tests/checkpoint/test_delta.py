@@ -314,3 +314,55 @@ def test_a_change_that_is_not_an_append_restarts_a_linked_chain_and_dicts_link_a
     assert base == "a" and orjson.loads(data) == {"s": {"new": 1}, "d": []} and dchain.depth == 1
     data, base, _ = delta.encode_linked(d1, "c")  # no chain known: in full
     assert base is None and orjson.loads(data) == orjson.loads(orjson.dumps(d1))
+
+
+def _restore_and_continue(rows: dict[str, tuple[str | None, bytes]], values: list[Any], at: int, more: int) -> None:
+    """Restore the chain of write ``at`` from the rows alone (as a new process would), go on
+    with ``more`` appends from it, and check that every value replays and paths stay short."""
+    key = f"{at:04d}"
+    chain = delta.chain_of(rows, key, values[at], str)
+    assert chain is not None
+    prev, prev_key = values[at], key
+    for i in range(at + 1, at + 1 + more):
+        k = f"r{i:04d}"
+        new = FrozenList([*prev, freeze({"id": k, "text": "y" * 300}, "m")])
+        data, base, chain = delta.encode_linked(new, k, prev, prev_key, chain)
+        rows[k] = (base, data)
+        values.append(new)
+        got = delta.replay(rows, [k])[k]
+        assert orjson.dumps(got) == orjson.dumps(new)
+        assert _path(rows, k) <= delta.K_STEP + i // delta.K_STEP + 2
+        prev, prev_key = new, k
+
+
+def test_a_restored_list_chain_goes_on_linked_from_its_last_anchor() -> None:
+    """A process that only read the head finds the chain's last anchor from the rows: its
+    next appends link to that anchor as the writer's would have, wherever the head was."""
+    msgs = [freeze({"id": str(i), "text": "x" * 300}, "m") for i in range(80)]
+    rows, values = _linked_appends(FrozenList([msgs[0]]), msgs[1:])
+    for at in (5, 17, 33, 40, 79):
+        chain = delta.chain_of(rows, f"{at:04d}", values[at], str)
+        assert chain is not None and chain.anchor is not None
+        base = rows[chain.anchor][0]
+        assert base is None or rows[chain.anchor][1].startswith(b'{"k":1,'), (
+            "the anchor found is a full value or an anchor"
+        )
+        assert chain.since_anchor == _path(rows, f"{at:04d}") - _path(rows, chain.anchor)
+        _restore_and_continue(dict(rows), list(values[: at + 1]), at, 40)
+
+
+def test_a_chain_that_is_not_appends_all_the_way_restores_unlinked() -> None:
+    """A delta above the anchor that is not an append of the very items below it (foreign
+    data, or a truncation) leaves the restored chain unlinked: it goes on as encode() would,
+    never with an anchor whose value might not be a prefix."""
+    rows: dict[str, tuple[str | None, bytes]] = {
+        "a": (None, orjson.dumps(["x" * 50] * 10)),
+        "b": ("a", orjson.dumps({"n": 8, "a": ["y"]})),  # drops two items: not an append
+    }
+    value = FrozenList(["x" * 50] * 8 + ["y"])
+    chain = delta.chain_of(rows, "b", value, str)
+    assert chain is not None and chain.anchor is None and chain.depth == 1
+    d = freeze({"k": "v" * 80}, "m")
+    plain = delta.chain_of({"a": (None, orjson.dumps(d))}, "a", d, str)
+    assert plain is not None and plain.anchor is None
+    assert delta.chain_of({"b": ("gone", b'{"n":0,"a":[]}')}, "b", FrozenList(), str) is None

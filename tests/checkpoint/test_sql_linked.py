@@ -154,3 +154,40 @@ def test_a_value_built_of_small_appends_is_read_in_a_few_round_trips(
     finally:
         run(fresh.aclose())
     assert most <= 4, f"{most} reads of bodies or rows for one checkpoint"
+
+
+def test_a_thread_resumed_by_new_processes_keeps_one_linked_chain(backend: Backend) -> None:
+    """Ten stores opened one after another (as ten processes would), each starting a run
+    (lease and head read) and appending ten messages: each first append is a delta on the
+    head it read, not the whole list again, and the chain stays linked through anchors
+    across them. A plain read of the head does not make a store build on it."""
+    written: list[Checkpoint] = []
+    parent: Checkpoint | None = None
+    for segment in range(10):
+        store = backend.open()
+        try:
+            if parent is not None:
+                if segment == 5:  # a plain read first: it leaves the head cache alone
+                    assert run(store.get("t")) is not None
+                    assert not store._core._cache.get(("", "t"))  # type: ignore[attr-defined]
+                head = run(store.acquire_lease_and_get("t", "writer"))  # what a resuming run reads
+                assert head is not None and head.id == parent.id
+                parent = head
+            for i in range(segment * 10, segment * 10 + 10):
+                msgs = list(parent.values["messages"]) if parent else []
+                msgs.append(freeze({"id": f"m{i}", "text": f"{i:04d}" + "lorem ipsum " * 25}, "m"))
+                cw = make("t", parent, {"messages": FrozenList(msgs)})
+                run(store.commit(checkpoints=[cw]))
+                parent = cw.checkpoint
+                written.append(parent)
+            run(store.release_lease("t", "writer"))
+        finally:
+            run(store.aclose())
+    links = chains(backend)
+    fulls = [cid for cid, base in links.items() if base is None]
+    assert len(fulls) <= 3, f"{len(fulls)} full values: the resumes rewrote the list"
+    ids = sorted(links)
+    anchors = [cid for cid, base in links.items() if base is not None and ids.index(base) < ids.index(cid) - 1]
+    assert len(anchors) >= 4
+    assert max(path_length(links, cp.id) for cp in written) <= delta.K_STEP + len(written) // delta.K_STEP + 2
+    read_back_all(backend, "t", written)

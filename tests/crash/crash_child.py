@@ -14,6 +14,10 @@ delay counts from there.
 
 Every node start and every ``once`` effect appends one line to the *ledger* file (opened
 with ``O_APPEND``, one ``write`` per line, fsync'd), so the test can see what ran when.
+
+With ``"mode": "chat"`` in its arguments a child runs the chat graph instead: one node that
+appends one message per step for ``CHAT_STEPS`` steps, a list long enough for the SQL stores
+to link its chain through several anchors (see ``plait.checkpoint.delta.encode_linked``).
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ from plait.errors import ThreadBusyError
 
 ROUNDS = 12
 """The loop runs plan -> 3 workers -> reduce this many times."""
+CHAT_STEPS = 60
+"""The chat graph appends this many messages, one per step (~3.7 anchors' worth)."""
+CHAT_INPUT: dict[str, Any] = {"messages": []}
 WORKERS = ("w0", "w1", "w2")
 INPUT: dict[str, Any] = {"topic": "crash"}
 LEASE_TTL = 0.1
@@ -118,6 +125,26 @@ def build_graph() -> Graph:
     return g
 
 
+def chat_message(i: int) -> dict[str, Any]:
+    """The ``i``-th message of the chat graph (~300 bytes: its deltas are rows, not kept in bodies)."""
+    return {"id": f"m{i}", "text": f"{i:04d} " + "lorem ipsum " * 25}
+
+
+def _say(state: Mapping[str, Any], ctx: NodeContext) -> dict[str, Any]:
+    log(f"start {ctx.task_id}")
+    time.sleep(0.002)
+    return {"messages": [chat_message(len(state["messages"]))]}
+
+
+def build_chat_graph() -> Graph:
+    """``say`` appends one message and loops to itself until there are CHAT_STEPS."""
+    g = Graph(StateSchema.builder().add("messages", AppendList()).build())
+    g.add_node("say", _say)
+    g.add_edge(START, "say")
+    g.add_conditional_edges("say", lambda s: "say" if len(s["messages"]) < CHAT_STEPS else END)
+    return g
+
+
 def expected_items(rounds: int) -> list[str]:
     return [f"{w}:{r}" for r in range(rounds) for w in WORKERS]
 
@@ -165,13 +192,13 @@ def run_child(args: Mapping[str, Any]) -> int:
     _ledger_fd = os.open(args["ledger"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     saver = open_checkpointer(args["backend"], args["store"], args.get("pg_schema"))
     saver.lease_ttl = LEASE_TTL
-    graph = build_graph().compile(checkpointer=saver)
+    chat = args.get("mode") == "chat"
+    graph = (build_chat_graph() if chat else build_graph()).compile(checkpointer=saver)
+    start = (CHAT_INPUT if chat else INPUT) if args["fresh"] else None
     give_up = time.monotonic() + 20.0
     while True:
         try:
-            out = graph.invoke(
-                INPUT if args["fresh"] else None, thread_id=args["thread"], durability=args["durability"]
-            )
+            out = graph.invoke(start, thread_id=args["thread"], durability=args["durability"])
             break
         except ThreadBusyError:
             # the lease of a killed run on this thread has not lapsed yet
@@ -233,6 +260,7 @@ def _preload() -> None:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
     build_graph()
+    build_chat_graph()
 
 
 def zygote() -> None:

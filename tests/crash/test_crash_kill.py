@@ -398,3 +398,97 @@ def test_kill_and_resume_loses_nothing(
     )
     assert stats.kills >= KILLS_PER_BACKEND
     assert stats.mid_run_kills > 0, f"seed {seed}: no kill landed while a run was in progress"
+
+
+CHAT_KILLS = 30
+"""Kills per backend for the list-chain test (each lands somewhere in a 60-step chain)."""
+
+SQL_ANCHORS = """SELECT count(*) FROM {P}blobs b JOIN {P}checkpoints c
+    ON c.ns = b.ns AND c.thread_id = b.thread_id AND c.id = b.id
+    WHERE b.thread_id = %s AND b.channel = 'messages' AND b.base_id IS NOT NULL AND b.base_id <> c.parent_id"""
+
+
+def _anchors(store: Store, thread: str) -> int:
+    """Blobs of the chat's ``messages`` based on one other than their parent's (anchors);
+    -1 for a store that does not link its chains (the file backend)."""
+    if store.backend == "sqlite":
+        import sqlite3
+
+        with sqlite3.connect(store.location) as conn:
+            rows = conn.execute(SQL_ANCHORS.replace("{P}", "plait_").replace("%s", "?"), (thread,)).fetchall()
+    elif store.backend == "postgres":
+        import psycopg
+
+        with psycopg.connect(store.reader_location) as conn:
+            rows = conn.execute(SQL_ANCHORS.replace("{P}", f'"{store.pg_schema}".plait_'), (thread,)).fetchall()
+    else:
+        return -1
+    return int(rows[0][0])
+
+
+def _check_chat(reader: Checkpointer, thread: str, expected: list[Any], committed: set[str]) -> int:
+    """Every checkpoint of ``thread`` reads back (history, and by id) with exactly the
+    messages of its step, and none seen before is gone; returns the head's step (-1: no
+    checkpoint yet)."""
+    history = run_sync(reader.history(thread))
+    ids = {cp.id for cp in history}
+    assert committed <= ids, f"committed checkpoints disappeared: {sorted(committed - ids)}"
+    for cp in history:
+        messages = thaw(cp.values.get("messages", []))
+        assert messages == expected[: cp.step], f"checkpoint {cp.id} (step {cp.step}): wrong messages"
+        by_id = run_sync(reader.get(thread, cp.id))
+        assert by_id is not None and thaw(by_id.values) == thaw(cp.values), f"checkpoint {cp.id} by id"
+    committed |= ids
+    return history[0].step if history else -1
+
+
+def test_kill_and_resume_a_long_list_chain_loses_nothing(
+    crash_child: ModuleType, store: Store, launcher: Launcher, tmp_path: Path
+) -> None:
+    """The chat graph appends one message per step for 60 steps (in the SQL stores: a chain
+    of deltas linked through anchors, which a resumed run continues) and is SIGKILLed at
+    random moments, then resumed: after every kill each stored checkpoint reads back, by id
+    and as history, with exactly the messages of its step, and the thread finishes with all
+    of them."""
+    seed = _seed()
+    rng = random.Random(seed)
+    reader = store.open(crash_child, reader=True)
+    run_sync(reader.setup())
+    expected = [crash_child.chat_message(i) for i in range(crash_child.CHAT_STEPS)]
+    kills = threads = 0
+    killed_at: list[int] = []
+    """The head's step after each kill."""
+    try:
+        while kills < CHAT_KILLS:
+            threads += 1
+            thread, committed, exists = f"chat-{threads}", set[str](), False
+            result = tmp_path / f"{thread}.json"
+            while True:
+                delay = rng.uniform(0.0, MAX_DELAY[store.backend]) if kills < CHAT_KILLS else None
+                args = {
+                    **store.child_args(),
+                    "mode": "chat",
+                    "thread": thread,
+                    "ledger": str(tmp_path / f"{thread}.ledger"),
+                    "result": str(result),
+                    "fresh": not exists,
+                    "durability": DURABILITIES[threads % len(DURABILITIES)],
+                }
+                outcome = launcher.run(args, delay)
+                store.settle()
+                step = _check_chat(reader, thread, expected, committed)
+                exists = step >= 0
+                if outcome.killed:
+                    kills += 1
+                    killed_at.append(step)
+                    continue
+                assert outcome.exit_code == 0, f"child {outcome.describe()}"
+                assert json.loads(result.read_text())["messages"] == expected
+                assert _anchors(store, thread) != 0, "the chain was linked through anchors"
+                break
+    except AssertionError as exc:
+        raise AssertionError(f"[{store.backend}, PLAIT_CRASH_SEED={seed}] {exc}") from exc
+    finally:
+        run_sync(reader.aclose())
+    print(f"\n[{store.backend}] seed {seed}: {kills} kills over {threads} chat threads, heads at {killed_at}")
+    assert any(17 <= step < crash_child.CHAT_STEPS for step in killed_at), "no kill landed past the first anchor"

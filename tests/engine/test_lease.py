@@ -133,17 +133,17 @@ class _Counting(SqliteCheckpointer):
     def __init__(self, path: Path, *, releases_with_commit: bool = True, broken_read: bool = False) -> None:
         super().__init__(path)
         self.releases_with_commit = releases_with_commit
-        self.broken_read = broken_read
         self.calls: Counter[str] = Counter()
+        if broken_read:  # every read of a checkpoint fails, the one after taking the lease too
+
+            def damaged(*args: Any, **kwargs: Any) -> Any:
+                raise CheckpointCorruptError("t", "?", "damaged on purpose")
+
+            self._core.get = damaged  # type: ignore[method-assign]
 
     async def acquire_lease_and_get(self, *args: Any, **kwargs: Any) -> Any:
         self.calls["acquire_lease_and_get"] += 1
         return await super().acquire_lease_and_get(*args, **kwargs)
-
-    async def get(self, *args: Any, **kwargs: Any) -> Any:
-        if self.broken_read:
-            raise CheckpointCorruptError("t", "?", "damaged on purpose")
-        return await super().get(*args, **kwargs)
 
     async def release_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
         self.calls["release_lease"] += 1

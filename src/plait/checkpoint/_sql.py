@@ -140,9 +140,13 @@ class SqlCore:
 
     # -- reads (see plait.checkpoint._sql_read) ----------------------------------------------
 
-    def get(self, cur: Cursor, namespace: str, thread_id: str, checkpoint_id: str | None) -> Checkpoint | None:
-        """One checkpoint (the head when ``checkpoint_id`` is None) with its pending writes."""
-        return self._read.get(cur, namespace, thread_id, checkpoint_id)
+    def get(
+        self, cur: Cursor, namespace: str, thread_id: str, checkpoint_id: str | None, *, resume: bool = False
+    ) -> Checkpoint | None:
+        """One checkpoint (the head when ``checkpoint_id`` is None) with its pending writes.
+
+        ``resume``: a run starts from it here (see :meth:`SqlRead.from_rows`)."""
+        return self._read.get(cur, namespace, thread_id, checkpoint_id, resume=resume)
 
     def history(
         self,
@@ -276,7 +280,7 @@ class SqlCore:
         rows = cur.execute(
             self._sql["take_lease_and_get"], (namespace, thread_id, owner, float(ttl), checkpoint_id)
         ).fetchall()
-        return self._read.from_rows(cur, namespace, thread_id, rows)
+        return self._read.from_rows(cur, namespace, thread_id, rows, resume=checkpoint_id is None)
 
     def release_lease(self, cur: Cursor, namespace: str, thread_id: str, owner: str) -> None:
         """Give the lease back if ``owner`` holds it (unflushed with server-side checks, as above)."""

@@ -26,7 +26,7 @@ from plait._frozen import FrozenDict
 from plait.checkpoint import delta
 from plait.checkpoint._common import check_filter, matches
 from plait.checkpoint._records import BodyFields, RecordError, decode_body_fields, decode_json
-from plait.checkpoint._sql_base import Cursor, Dialect, HeadCache, Key
+from plait.checkpoint._sql_base import Chan, Cursor, Dialect, Head, HeadCache, Key
 from plait.checkpoint.base import Checkpoint, PendingWrite
 from plait.errors import CheckpointCorruptError
 
@@ -120,24 +120,39 @@ class SqlRead:
         self._scans = {k: dialect.q(v.replace("{P}", dialect.prefix)) for k, v in _SCANS.items()}
         self._cache = cache
 
-    def get(self, cur: Cursor, namespace: str, thread_id: str, checkpoint_id: str | None) -> Checkpoint | None:
+    def get(
+        self, cur: Cursor, namespace: str, thread_id: str, checkpoint_id: str | None, *, resume: bool = False
+    ) -> Checkpoint | None:
         """One checkpoint (the head when ``checkpoint_id`` is None) with its pending writes,
-        read by one statement."""
+        read by one statement; ``resume``: see :meth:`from_rows`."""
         if checkpoint_id is None:
             rows = cur.execute(self._sql["head_writes"], (namespace, thread_id, namespace, thread_id)).fetchall()
         else:
             rows = cur.execute(self._sql["one_writes"], (namespace, thread_id, checkpoint_id)).fetchall()
-        return self.from_rows(cur, namespace, thread_id, rows)
+        return self.from_rows(cur, namespace, thread_id, rows, resume=resume and checkpoint_id is None)
 
-    def from_rows(self, cur: Cursor, namespace: str, thread_id: str, rows: Sequence[Any]) -> Checkpoint | None:
+    def from_rows(
+        self, cur: Cursor, namespace: str, thread_id: str, rows: Sequence[Any], *, resume: bool = False
+    ) -> Checkpoint | None:
         """The checkpoint of rows shaped as ``head_writes`` returns them (the checkpoint's
-        columns, then a pending write's, one row per write), or None for no rows."""
+        columns, then a pending write's, one row per write), or None for no rows.
+
+        ``resume``: the rows are the thread's head, read by a run that starts from it under
+        its lease. Its values and where they sit in their chains then go to the head cache,
+        as if this process had written it, so that the run stores its next values as deltas
+        on them rather than in full (a commit on a cached head checks that it still exists,
+        as always). Plain reads leave the cache alone: a process that only inspects many
+        threads would otherwise fill it with their values.
+        """
         if not rows:
             return None
         row = rows[0][:6]
         cp = self._from_cache(namespace, thread_id, row)
         if cp is None:
-            (cp,) = self._build(cur, namespace, thread_id, [row])
+            chains: dict[Key, delta.Chain] | None = {} if resume else None
+            (cp,) = self._build(cur, namespace, thread_id, [row], chains=chains)
+            if chains is not None:
+                self._remember(namespace, thread_id, row, cp, chains)
         pending = []
         for task_id, kind, wkey, value in (r[6:] for r in rows):
             if task_id is None:
@@ -303,6 +318,17 @@ class SqlRead:
             created_at=float(row[3]),
         )
 
+    def _remember(
+        self, namespace: str, thread_id: str, row: Any, cp: Checkpoint, chains: Mapping[Key, delta.Chain]
+    ) -> None:
+        """Put the head ``cp`` (built from ``row``) in the head cache, with the chain
+        position of each channel's value that its read found (see :func:`delta.chain_of`)."""
+        blobs = _body_of(thread_id, row)[3]
+        if not blobs or set(blobs) != set(cp.values):
+            return
+        chans = {ch: Chan(blob, cp.values[ch], chains.get((ch, blob))) for ch, blob in blobs.items()}
+        self._cache.publish({(namespace, thread_id): Head(cp.id, chans)})
+
     def _build(
         self,
         cur: Cursor,
@@ -312,11 +338,13 @@ class SqlRead:
         metas: Sequence[Any] = (),
         *,
         lineage: _Lineage | None = None,
+        chains: dict[Key, delta.Chain] | None = None,
     ) -> list[Checkpoint]:
         """Checkpoints from their rows, fetching and replaying all their blobs at once.
 
         ``metas`` holds each row's metadata already decoded (None where it is not); with
         ``lineage`` (a history) the blobs may be read by id range (see :meth:`_values`).
+        ``chains``, when given, receives the chain position of every value read.
         """
         bodies: list[BodyFields] = []
         keys: set[tuple[str, str]] = set()
@@ -337,6 +365,11 @@ class SqlRead:
                 _take_inline(stored, row[0], body[4])
             bodies.append(body)
         values = self._values(cur, namespace, thread_id, keys, rows, bodies, lineage, stored) if keys else {}
+        if chains is not None:
+            for key in keys:
+                chain = delta.chain_of(stored, key, values[key], _blob_id)
+                if chain is not None:
+                    chains[key] = chain
         out = []
         shared: dict[bytes, Any] = {}
         last = None
@@ -545,6 +578,11 @@ class SqlRead:
 
 _checkpoint = positional_maker(Checkpoint)
 """``Checkpoint(...)`` with every field, in order: a history builds one per row."""
+
+
+def _blob_id(key: Hashable) -> str:
+    """The blob id of a ``(channel, blob id)`` key."""
+    return cast(tuple[str, str], key)[1]
 
 
 def _body_of(thread_id: str, row: Any) -> BodyFields:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -43,7 +43,19 @@ import orjson
 from plait._codec import freeze_decoded
 from plait._frozen import FrozenDict, FrozenList
 
-__all__ = ["K_MAX", "K_STEP", "Chain", "DeltaError", "apply", "diff", "encode", "encode_linked", "replay", "unresolved"]
+__all__ = [
+    "K_MAX",
+    "K_STEP",
+    "Chain",
+    "DeltaError",
+    "apply",
+    "chain_of",
+    "diff",
+    "encode",
+    "encode_linked",
+    "replay",
+    "unresolved",
+]
 
 K_MAX: Final = 256
 """The most deltas between two full values of a channel; in a linked chain, the most rows
@@ -174,12 +186,91 @@ def encode_linked(
             return data, prev_key, after
     elif anchors + 1 + K_STEP <= K_MAX:
         a = chain.anchor_len
-        data = orjson.dumps({"n": a, "a": new[a:]})
+        data = orjson.dumps({"k": 1, "n": a, "a": new[a:]})  # "k": an anchor (see chain_of)
         size = chain.anchor_size + len(data)
         if 2 * len(data) < size:
             after = Chain(anchors + 1, 0, chain.full_bytes, size, key, len(new), size, 0)
             return data, chain.anchor, after
     return _full(new, key)
+
+
+def chain_of(
+    rows: Mapping[Hashable, tuple[Hashable | None, bytes]],
+    key: Hashable,
+    value: Any,
+    blob_id: Callable[[Hashable], str],
+) -> Chain | None:
+    """Where the stored value ``value`` (row ``key``) sits in its chain, from the rows a read
+    replayed it from; None when they do not hold its whole chain.
+
+    A process that reads a thread's head without having written it (a run resuming in a
+    new process, or on another machine) can then store the next value as a delta on it
+    instead of in full: every resume would otherwise rewrite every list whole, O(N²) bytes
+    for a thread resumed at every step. A list goes on as the linked chain it is in when
+    its last anchor is found within reach (:func:`_linked_position`); anything else, and a
+    list whose anchor is not found, as :func:`encode` continues a chain.
+
+    Args:
+        blob_id: the blob id of a row key (what :attr:`Chain.anchor` holds).
+    """
+    path: list[Hashable] = []
+    sizes: list[int] = []
+    cursor: Hashable | None = key
+    while cursor is not None:
+        row = rows.get(cursor)
+        if row is None or len(path) > K_MAX:
+            return None
+        path.append(cursor)
+        sizes.append(len(row[1]))
+        cursor = row[0]
+    full, total = sizes[-1], sum(sizes)
+    if type(value) in _LISTS:
+        linked = _linked_position(rows, path, sizes, len(value))
+        if linked is not None:
+            j, anchor_len = linked
+            return Chain(len(path) - 1, total - full, full, total, blob_id(path[j]), anchor_len, sum(sizes[j:]), j)
+    return Chain(len(path) - 1, total - full, full, total)
+
+
+_ANCHOR_MARK: Final = b'{"k":1,'
+"""How an anchor's stored delta starts (``encode_linked`` writes ``"k"`` first)."""
+
+
+def _linked_position(
+    rows: Mapping[Hashable, tuple[Hashable | None, bytes]], path: list[Hashable], sizes: list[int], length: int
+) -> tuple[int, int] | None:
+    """``(index on path, item count)`` of the last anchor of a list's chain, when it lies
+    within ``2 * K_STEP`` rows of the top and every row above it is an append of the very
+    items below it (checked from the stored deltas, so the anchor's value is a prefix of the
+    value): then a writer may link new appends to it. None otherwise."""
+    for j, key in enumerate(path[: 2 * K_STEP]):
+        base, data = rows[key]
+        if base is not None and not data.startswith(_ANCHOR_MARK):
+            continue
+        try:
+            decoded = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return None
+        if base is None:
+            if type(decoded) is not list:
+                return None
+            anchor_len = len(decoded)
+        else:
+            n, items = decoded.get("n"), decoded.get("a")
+            if type(n) is not int or type(items) is not list:
+                return None
+            anchor_len = n + len(items)
+        expect = anchor_len
+        for above in reversed(path[:j]):
+            try:
+                step = orjson.loads(rows[above][1])
+            except orjson.JSONDecodeError:
+                return None
+            if type(step) is not dict or step.get("n") != expect or type(step.get("a")) is not list:
+                return None  # not an append of the very items below it
+            expect += len(step["a"])
+        return (j, anchor_len) if expect == length else None
+    return None
 
 
 def _full(new: Any, key: str) -> tuple[bytes, None, Chain]:

@@ -488,6 +488,27 @@ class SqliteCheckpointer(Checkpointer):
         seconds = self.lease_ttl if ttl is None else ttl
         await self._lease(lambda cur: self._core.acquire_lease(cur, namespace, thread_id, owner, seconds))
 
+    async def acquire_lease_and_get(
+        self,
+        thread_id: str,
+        owner: str,
+        checkpoint_id: str | None = None,
+        *,
+        namespace: str = "",
+        ttl: float | None = None,
+    ) -> Checkpoint | None:
+        """Take the thread's lease, then read the checkpoint a run starts from (as :meth:`get`).
+
+        Reading the head here also tells this store where each of its values sits in its
+        delta chain, so that the run's commits store what they append rather than whole
+        values, even when another process wrote the head.
+        """
+        await self.acquire_lease(thread_id, owner, namespace=namespace, ttl=ttl)
+        result: Checkpoint | None = await self._read(
+            lambda cur: self._core.get(cur, namespace, thread_id, checkpoint_id, resume=True)
+        )
+        return result
+
     async def release_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
         await self._lease(lambda cur: self._core.release_lease(cur, namespace, thread_id, owner))
 
