@@ -191,3 +191,27 @@ def test_a_thread_resumed_by_new_processes_keeps_one_linked_chain(backend: Backe
     assert len(anchors) >= 4
     assert max(path_length(links, cp.id) for cp in written) <= delta.K_STEP + len(written) // delta.K_STEP + 2
     read_back_all(backend, "t", written)
+
+
+def test_a_run_branching_from_a_middle_checkpoint_stores_deltas_on_it(backend: Backend) -> None:
+    """Time travel: a run that starts from an older checkpoint (read under its lease, in a
+    process that did not write it) stores its first value as a delta on that checkpoint's."""
+    written = chat(backend)
+    middle = written[STEPS // 2]
+    store = backend.open()
+    try:
+        start = run(store.acquire_lease_and_get("t", "traveller", middle.id))
+        assert start is not None and start.id == middle.id
+        msgs = FrozenList([*start.values["messages"], freeze({"id": "b0", "text": "x" * 300}, "m")])
+        child = make("t", start, {"messages": msgs})
+        run(store.commit(checkpoints=[child]))
+        run(store.release_lease("t", "traveller"))
+    finally:
+        run(store.aclose())
+    links = chains(backend)
+    assert links[child.checkpoint.id] == middle.id, "the branch's first value is a delta on the one it started from"
+    fresh = backend.open()
+    try:
+        same(run(fresh.get("t", child.checkpoint.id)), child.checkpoint)
+    finally:
+        run(fresh.aclose())

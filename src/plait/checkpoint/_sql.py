@@ -280,7 +280,7 @@ class SqlCore:
         rows = cur.execute(
             self._sql["take_lease_and_get"], (namespace, thread_id, owner, float(ttl), checkpoint_id)
         ).fetchall()
-        return self._read.from_rows(cur, namespace, thread_id, rows, resume=checkpoint_id is None)
+        return self._read.from_rows(cur, namespace, thread_id, rows, resume=True)
 
     def release_lease(self, cur: Cursor, namespace: str, thread_id: str, owner: str) -> None:
         """Give the lease back if ``owner`` holds it (unflushed with server-side checks, as above)."""

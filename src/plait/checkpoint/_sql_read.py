@@ -129,7 +129,7 @@ class SqlRead:
             rows = cur.execute(self._sql["head_writes"], (namespace, thread_id, namespace, thread_id)).fetchall()
         else:
             rows = cur.execute(self._sql["one_writes"], (namespace, thread_id, checkpoint_id)).fetchall()
-        return self.from_rows(cur, namespace, thread_id, rows, resume=resume and checkpoint_id is None)
+        return self.from_rows(cur, namespace, thread_id, rows, resume=resume)
 
     def from_rows(
         self, cur: Cursor, namespace: str, thread_id: str, rows: Sequence[Any], *, resume: bool = False
@@ -137,12 +137,13 @@ class SqlRead:
         """The checkpoint of rows shaped as ``head_writes`` returns them (the checkpoint's
         columns, then a pending write's, one row per write), or None for no rows.
 
-        ``resume``: the rows are the thread's head, read by a run that starts from it under
-        its lease. Its values and where they sit in their chains then go to the head cache,
-        as if this process had written it, so that the run stores its next values as deltas
-        on them rather than in full (a commit on a cached head checks that it still exists,
-        as always). Plain reads leave the cache alone: a process that only inspects many
-        threads would otherwise fill it with their values.
+        ``resume``: the rows are the checkpoint a run starts from under its lease (the head,
+        or the checkpoint a time-travelling run branches from). Its values and where they
+        sit in their chains then go to the head cache, as if this process had written it,
+        so that the run stores its next values as deltas on them rather than in full (a
+        commit on a cached checkpoint checks that it still exists, as always). Plain reads
+        leave the cache alone: a process that only inspects many threads would otherwise
+        fill it with their values.
         """
         if not rows:
             return None
