@@ -225,7 +225,7 @@ def chain_of(
         cursor = row[0]
     full, total = sizes[-1], sum(sizes)
     if type(value) in _LISTS:
-        linked = _linked_position(rows, path, sizes, len(value))
+        linked = _linked_position(rows, path, len(value))
         if linked is not None:
             j, anchor_len = linked
             return Chain(len(path) - 1, total - full, full, total, blob_id(path[j]), anchor_len, sum(sizes[j:]), j)
@@ -237,7 +237,7 @@ _ANCHOR_MARK: Final = b'{"k":1,'
 
 
 def _linked_position(
-    rows: Mapping[Hashable, tuple[Hashable | None, bytes]], path: list[Hashable], sizes: list[int], length: int
+    rows: Mapping[Hashable, tuple[Hashable | None, bytes]], path: list[Hashable], length: int
 ) -> tuple[int, int] | None:
     """``(index on path, item count)`` of the last anchor of a list's chain, when it lies
     within ``2 * K_STEP`` rows of the top and every row above it is an append of the very
