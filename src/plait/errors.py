@@ -359,12 +359,18 @@ class ConcurrentUpdateError(CheckpointError):
     redo the update (``update_state`` does so itself a few times before raising this).
     """
 
-    def __init__(self, thread_id: str, expected: str | None, found: str | None) -> None:
+    def __init__(
+        self, thread_id: str, expected: str | None, found: str | None, *, pending_writes: bool = False
+    ) -> None:
         self.thread_id = thread_id
         self.expected = expected
         self.found = found
+        self.pending_writes = pending_writes
+        """Whether the head was the expected one but had pending writes the write did not know of."""
         want = f"head {expected!r}" if expected is not None else "no checkpoint yet (a new thread)"
         got = f"head {found!r}" if found is not None else "no checkpoint"
+        if pending_writes:
+            want, got = f"head {expected!r} with no pending writes", "pending writes on it"
         super().__init__(
             f"thread {thread_id!r} changed while this write was prepared: it expected {want} and found {got}, "
             "so nothing was stored. Read the thread again and retry, or write to a new thread id."

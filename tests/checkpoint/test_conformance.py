@@ -15,7 +15,7 @@ import pytest
 
 from plait._codec import canonical
 from plait._frozen import thaw
-from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, ThreadInfo, WritesBatch
+from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, Fence, ThreadInfo, WritesBatch
 from plait.checkpoint.file import FileCheckpointer
 from plait.checkpoint.memory import MemoryCheckpointer
 from plait.testing import CHECKS, Check, Factory, Reopen, acheck_checkpointer, check_checkpointer
@@ -287,6 +287,21 @@ class _DeleteKeepsWrites(MemoryCheckpointer):
         self._checkpoints.pop((namespace, thread_id), None)
 
 
+class _IgnoresNoWrites(MemoryCheckpointer):
+    """Checks the expected head but not its pending writes."""
+
+    async def commit(
+        self,
+        *,
+        checkpoints: Sequence[CheckpointWrite] = (),
+        writes: Sequence[WritesBatch] = (),
+        fence: Fence | None = None,
+    ) -> None:
+        if fence is not None:
+            fence = replace(fence, expect_no_writes=False)
+        await super().commit(checkpoints=checkpoints, writes=writes, fence=fence)
+
+
 class _OldestThreadFirst(MemoryCheckpointer):
     async def list_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
         return list(reversed(await super().list_threads(namespace=namespace)))
@@ -306,6 +321,7 @@ class _OldestThreadFirst(MemoryCheckpointer):
         (_IntegralFloats, "root_round_trip"),
         (_DeleteKeepsWrites, "delete_thread"),
         (_OldestThreadFirst, "list_threads"),
+        (_IgnoresNoWrites, "fence_expect_no_writes"),
     ],
     ids=lambda x: x if isinstance(x, str) else x.__name__,
 )

@@ -37,6 +37,17 @@ def sql(dsn: str, statement: str, *params: Any) -> list[Any]:
         return cur.fetchall() if cur.description else []
 
 
+def drop_version_6(dsn: str, schema: str) -> None:
+    """Take a store back to version 5: drop the overloads version 6 added."""
+    sql(dsn, f'DROP FUNCTION "{schema}".plait_fence(text, text, text, boolean, text, text, text, boolean)')
+    sql(
+        dsn,
+        f'DROP FUNCTION "{schema}".plait_put_checkpoint(text, text, text, boolean, text, text, text, boolean, '
+        "text, text, bigint, double precision, text, bytea, bytea, boolean)",
+    )
+    sql(dsn, f'DELETE FROM "{schema}".plait_migrations WHERE version >= 6')
+
+
 def test_a_store_that_is_not_set_up_is_refused_until_setup(store: tuple[str, str]) -> None:
     dsn, schema = store
 
@@ -378,6 +389,7 @@ def test_a_version_1_store_is_upgraded_to_fenced_commits(store: tuple[str, str])
     first = postgres.PostgresCheckpointer(dsn, schema=schema)
     first.setup_sync()
     first.close()
+    drop_version_6(dsn, schema)
     sql(dsn, f'DROP FUNCTION "{schema}".plait_fence(text, text, text, boolean, text, text, text)')
     sql(dsn, f'DROP FUNCTION "{schema}".plait_fence(text, text, text, boolean, text, text)')  # version 1: none
     sql(dsn, f'DROP FUNCTION "{schema}".plait_require_parent')
@@ -417,6 +429,7 @@ def test_a_version_2_store_is_upgraded_to_one_round_trip_commits(store: tuple[st
     first = postgres.PostgresCheckpointer(dsn, schema=schema)
     first.setup_sync()
     first.close()
+    drop_version_6(dsn, schema)
     sql(dsn, f'DROP FUNCTION "{schema}".plait_fence(text, text, text, boolean, text, text, text)')
     sql(dsn, f'DROP FUNCTION "{schema}".plait_require_parent')  # what version 2 had
     for function in ("put_checkpoint", "take_lease", "give_lease"):
@@ -456,6 +469,7 @@ def test_a_version_3_store_is_upgraded_to_one_call_commits(store: tuple[str, str
     first = postgres.PostgresCheckpointer(dsn, schema=schema)
     first.setup_sync()
     first.close()
+    drop_version_6(dsn, schema)
     for function in ("put_checkpoint", "take_lease", "give_lease"):  # what version 3 had
         sql(dsn, f'DROP FUNCTION "{schema}".plait_{function}')
     sql(dsn, f'DELETE FROM "{schema}".plait_migrations WHERE version >= 4')
@@ -500,7 +514,7 @@ def test_a_version_3_store_is_upgraded_to_one_call_commits(store: tuple[str, str
 
 
 def test_a_version_4_store_is_upgraded_to_a_commit_that_checks_the_lease_itself(store: tuple[str, str]) -> None:
-    """Version 5's put_checkpoint() checks the lease and the parent without calling fence();
+    """Version 5's put_checkpoint() (and version 6's) checks the lease and the parent without calling fence();
     a commit that checks the head still goes through fence(). Shown by making fence() fail
     when asked to check a head or a parent after the upgrade: a run's fenced commits on
     their parents still land, a lease held by another owner and a parent another process
@@ -514,6 +528,7 @@ def test_a_version_4_store_is_upgraded_to_a_commit_that_checks_the_lease_itself(
     first = postgres.PostgresCheckpointer(dsn, schema=schema)
     first.setup_sync()
     first.close()
+    drop_version_6(dsn, schema)
     sql(dsn, PG_MIGRATIONS[4][0].replace("{P}", f'"{schema}".plait_'))  # version 4's put_checkpoint
     sql(dsn, f'DELETE FROM "{schema}".plait_migrations WHERE version >= 5')
 
@@ -526,8 +541,8 @@ def test_a_version_4_store_is_upgraded_to_a_commit_that_checks_the_lease_itself(
         sql(
             dsn,
             f"""CREATE OR REPLACE FUNCTION "{schema}".plait_fence(
-                f_ns text, f_tid text, f_owner text, f_check_head boolean, f_expect text, f_own text, f_parent text)
-                RETURNS integer LANGUAGE plpgsql AS $f$
+                f_ns text, f_tid text, f_owner text, f_check_head boolean, f_expect text, f_own text, f_parent text,
+                f_quiet boolean) RETURNS integer LANGUAGE plpgsql AS $f$
             BEGIN
                 IF f_check_head OR f_parent IS NOT NULL THEN
                     RAISE EXCEPTION 'fence() was called';
@@ -560,6 +575,42 @@ def test_a_version_4_store_is_upgraded_to_a_commit_that_checks_the_lease_itself(
         await cp.commit(checkpoints=[child], fence=Fence(owner="run"))
         same(await other.get("c"), child.checkpoint)
         await other.aclose()
+        await cp.aclose()
+
+    run(go())
+
+
+def test_a_version_5_store_is_upgraded_to_fences_that_see_pending_writes(store: tuple[str, str]) -> None:
+    """Version 6's fence() and put_checkpoint() take expect_no_writes; a version 5 store is
+    refused until migrated, then a commit fenced on a head that gained pending writes is
+    refused (and lands once the caller has read them), in one call as before."""
+    dsn, schema = store
+    from plait.checkpoint.base import Fence
+    from plait.errors import ConcurrentUpdateError
+
+    first = postgres.PostgresCheckpointer(dsn, schema=schema)
+    first.setup_sync()
+    first.close()
+    drop_version_6(dsn, schema)
+
+    async def go() -> None:
+        cp = postgres.PostgresCheckpointer(dsn, schema=schema)
+        with pytest.raises(StoreVersionError) as info:
+            await cp.get("t")
+        assert (info.value.found, info.value.known) == (5, SCHEMA_VERSION)
+        assert cp.setup_sync() == 5
+        root = make("t", None, {"n": 0})
+        await cp.commit(checkpoints=[root])
+        saved = (PendingWrite(task_id="x", kind="effect", key="k", value=1),)
+        await cp.commit(writes=[WritesBatch(thread_id="t", checkpoint_id=root.checkpoint.id, writes=saved)])
+        child = make("t", root.checkpoint, {"n": 1})
+        quiet = Fence(owner="u", expect_head=root.checkpoint.id, expect_no_writes=True)
+        with pytest.raises(ConcurrentUpdateError) as moved:
+            await cp.commit(checkpoints=[child], fence=quiet)
+        assert moved.value.pending_writes and moved.value.found == root.checkpoint.id
+        assert "pending writes" in str(moved.value)
+        await cp.commit(checkpoints=[child], fence=Fence(owner="u", expect_head=root.checkpoint.id))
+        same(await cp.get("t"), child.checkpoint)
         await cp.aclose()
 
     run(go())

@@ -15,8 +15,10 @@ import orjson
 import pytest
 
 from plait import (
+    END,
     START,
     AppendList,
+    CheckpointNotFoundError,
     CompiledGraph,
     ConcurrentUpdateError,
     FileCheckpointer,
@@ -26,7 +28,7 @@ from plait import (
     StateSchema,
     ThreadBusyError,
 )
-from plait.checkpoint.base import Checkpoint, Checkpointer, Fence, WritesBatch, accepts_fence
+from plait.checkpoint.base import Checkpoint, Checkpointer, Fence, PendingWrite, WritesBatch, accepts_fence
 from plait.checkpoint.file import file_stem
 
 
@@ -347,3 +349,131 @@ def test_a_fenced_commit_of_writes_only_is_refused_like_one_with_checkpoints() -
     with pytest.raises(ValueError, match="expect_head"):
         asyncio.run(saver.commit(writes=[batch], fence=Fence(owner="A", expect_head=None)))
     asyncio.run(saver.commit(writes=[batch], fence=Fence(owner="A")))
+
+
+# -- updates on the head this process remembers (Checkpointer.known_head) --------------------
+
+
+def _twin(saver: Checkpointer, request: pytest.FixtureRequest, tmp_path: Path) -> Checkpointer | None:
+    """A second checkpointer on the same store, as another process would open it."""
+    from plait import PostgresCheckpointer
+
+    if isinstance(saver, SqliteCheckpointer):
+        return SqliteCheckpointer(tmp_path / "fence.db")
+    if isinstance(saver, FileCheckpointer):
+        return FileCheckpointer(tmp_path / "fence")
+    if isinstance(saver, PostgresCheckpointer):
+        return PostgresCheckpointer(request.getfixturevalue("postgres_dsn"), schema=saver.schema)
+    return None  # memory: one process only
+
+
+class _Reads:
+    """Counts a checkpointer's ``get`` calls (the reads an update makes)."""
+
+    def __init__(self, saver: Checkpointer) -> None:
+        self.count = 0
+        original = saver.get
+
+        async def get(*args: Any, **kwargs: Any) -> Checkpoint | None:
+            self.count += 1
+            return await original(*args, **kwargs)
+
+        saver.get = get  # type: ignore[method-assign]
+
+
+def _ends(saver: Checkpointer) -> CompiledGraph:
+    """``a`` then the end: an update may count as ``a``'s (its successors are known)."""
+    return (
+        Graph(schema()).add_node("a", lambda s: {"log": ["a"]}).add_edge(START, "a").add_edge("a", END).compile(saver)
+    )
+
+
+def _remembers(saver: Checkpointer) -> bool:
+    return isinstance(saver, SqliteCheckpointer) or type(saver).__name__ == "PostgresCheckpointer"
+
+
+def test_updates_on_the_head_this_process_wrote_read_nothing(backend: tuple[Checkpointer, Steal]) -> None:
+    saver = backend[0]
+    app = _ends(saver)
+    app.invoke({}, thread_id="t")
+    reads = _Reads(saver)
+    app.bulk_update_state("t", [{"log": ["u1"]}, {"log": ["u2"]}])
+    app.update_state("t", {"log": ["u3"]}, as_node="a")
+    assert reads.count == (0 if _remembers(saver) else 3)
+    state = app.get_state("t")
+    assert state.values["log"] == ["a", "u1", "u2", "u3"]
+    assert _sources(app, "t")[:3] == ["update"] * 3
+    known = saver.known_head("t")
+    if _remembers(saver):
+        head = asyncio.run(saver.get("t"))
+        assert known is not None and head is not None
+        assert (known.id, known.step, known.next_tasks, dict(known.values)) == (
+            head.id,
+            head.step,
+            head.next_tasks,
+            dict(head.values),
+        )
+    else:
+        assert known is None
+
+
+def test_an_update_on_a_remembered_head_keeps_writes_another_process_saved_on_it(
+    backend: tuple[Checkpointer, Steal], request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """A run in another process saved a task result on the head (and died): the head this
+    process remembers does not have it, so the update must not land on it blind."""
+    saver = backend[0]
+    other = _twin(saver, request, tmp_path)
+    if other is None:
+        pytest.skip("the memory backend is one process")
+    app = _counter(saver)
+    app.invoke({}, thread_id="t")
+    head = app.get_state("t")
+    assert (saver.known_head("t") is not None) == _remembers(saver)
+    saved = (PendingWrite(task_id="x", kind="effect", key="k", value=1),)
+    asyncio.run(other.commit(writes=[WritesBatch(thread_id="t", checkpoint_id=head.checkpoint_id, writes=saved)]))
+    reads = _Reads(saver)
+    cid = app.update_state("t", {"log": ["u"]})
+    assert reads.count == 1, "the remembered head is refused (it has writes now), then the head is read"
+    stored = asyncio.run(saver.get("t"))
+    assert stored is not None and stored.id == cid and stored.parent_id == head.checkpoint_id
+    assert [(w.task_id, w.kind, w.key, w.value) for w in stored.pending_writes] == [("x", "effect", "k", 1)]
+    assert stored.values["log"] == ["a", "u"]
+    assert saver.known_head("t") is None, "a head with pending writes is not offered"
+    asyncio.run(other.aclose())
+
+
+def test_an_update_on_a_remembered_head_lands_after_another_process_moved_it(
+    backend: tuple[Checkpointer, Steal], request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    saver = backend[0]
+    other = _twin(saver, request, tmp_path)
+    if other is None:
+        pytest.skip("the memory backend is one process")
+    app, elsewhere = _counter(saver), _counter(other)
+    app.invoke({}, thread_id="t")
+    elsewhere.update_state("t", {"log": ["there"]})
+    app.update_state("t", {"log": ["here"]})
+    assert app.get_state("t").values["log"] == ["a", "there", "here"]
+    elsewhere.delete_thread("t")
+    with pytest.raises(CheckpointNotFoundError):
+        app.update_state("t", {"log": ["gone"]})
+    asyncio.run(other.aclose())
+
+
+def test_a_process_forgets_the_head_it_wrote_once_writes_are_saved_on_it(tmp_path: Path) -> None:
+    saver = SqliteCheckpointer(tmp_path / "k.db")
+    app = _ends(saver)
+    app.invoke({}, thread_id="t")
+    head = asyncio.run(saver.get("t"))
+    assert head is not None and saver.known_head("t") is not None
+    saved = (PendingWrite(task_id="x", kind="effect", key="k", value=1),)
+    asyncio.run(saver.commit(writes=[WritesBatch(thread_id="t", checkpoint_id=head.id, writes=saved)]))
+    assert saver.known_head("t") is None
+    app.update_state("t", {"log": ["u"]})  # carries the write: its checkpoint is not offered either
+    assert saver.known_head("t") is None
+    app.update_state("t", {"log": ["v"]}, as_node="a")  # as a node: the writes are not carried
+    known = saver.known_head("t")
+    assert known is not None and known.values["log"] == ["a", "u", "v"]
+    assert saver.known_head("other") is None
+    asyncio.run(saver.aclose())

@@ -138,6 +138,11 @@ class SqlCore:
         """Drop the cached head of a thread (after delete or prune)."""
         self._cache.forget((namespace, thread_id))
 
+    def known_head(self, namespace: str, thread_id: str) -> Checkpoint | None:
+        """The head this process last committed on the thread, if it had no pending writes
+        (see :meth:`Checkpointer.known_head`)."""
+        return self._cache.known((namespace, thread_id))
+
     # -- reads (see plait.checkpoint._sql_read) ----------------------------------------------
 
     def get(

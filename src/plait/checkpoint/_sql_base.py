@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from plait.checkpoint import delta
-from plait.checkpoint.base import CheckpointWrite, Fence, WritesBatch
+from plait.checkpoint.base import Checkpoint, CheckpointWrite, Fence, WritesBatch
 
 __all__ = ["Chan", "CommitRequest", "Cursor", "Dialect", "Head", "HeadCache", "Key"]
 
@@ -97,6 +97,9 @@ class Head:
 
     id: str
     chans: dict[str, Chan] = field(default_factory=dict)
+    record: Checkpoint | None = None
+    """The checkpoint itself, as committed, when it had no pending writes as far as this
+    process knows (see :meth:`Checkpointer.known_head`); None otherwise."""
 
 
 Key = tuple[str, str]
@@ -126,3 +129,18 @@ class HeadCache:
     def forget(self, key: Key) -> None:
         with self._lock:
             self._cache.pop(key, None)
+
+    def known(self, key: Key) -> Checkpoint | None:
+        """The cached head's checkpoint record, if it has one (see :attr:`Head.record`)."""
+        with self._lock:
+            head = self._cache.get(key)
+            return None if head is None else head.record
+
+    def unknow(self, keys: Iterable[Key]) -> None:
+        """Drop the records of ``keys``' heads (pending writes are being added to them),
+        keeping what their deltas need."""
+        with self._lock:
+            for key in keys:
+                head = self._cache.get(key)
+                if head is not None and head.record is not None:
+                    self._cache[key] = Head(head.id, head.chans)

@@ -85,6 +85,11 @@ class SqlCommit:
             self._cache.publish(staging)
             return cast(list[Exception | None], refused)
 
+        # Pending writes added to a cached head make its record wrong: dropped first, so that
+        # no caller builds on it meanwhile (the commit may still fail; dropping is only safe).
+        noisy = {(b.namespace, b.thread_id) for request in requests for b in request.writes if b.writes}
+        if noisy:
+            self._cache.unknow(noisy)
         try:
             return store(requests)
         except Exception as exc:
@@ -173,9 +178,11 @@ class SqlCommit:
                 if head is not None and (ns, tid) == (head.namespace, head.thread_id):
                     if parent == head.expected:
                         parent = None  # a head found equal to it exists: no lookup of its own
-                    cur.execute(sql["fence"], (ns, tid, fence.owner, True, head.expected, head.own, parent))
+                    cur.execute(
+                        sql["fence"], (ns, tid, fence.owner, True, head.expected, head.own, parent, head.no_writes)
+                    )
                 else:
-                    cur.execute(sql["fence"], (ns, tid, fence.owner, False, None, None, parent))
+                    cur.execute(sql["fence"], (ns, tid, fence.owner, False, None, None, parent, False))
             return head
         for ns, tid in threads:
             held = cur.execute(sql["lease_holder"], (ns, tid)).fetchone()
@@ -186,6 +193,11 @@ class SqlCommit:
             found_id = None if found is None else found[0]
             if not head.holds(found_id):
                 raise ConcurrentUpdateError(head.thread_id, head.expected, found_id)
+            if (
+                head.needs_quiet(found_id)
+                and cur.execute(sql["has_writes"], (head.namespace, head.thread_id, found_id)).fetchone() is not None
+            ):
+                raise ConcurrentUpdateError(head.thread_id, head.expected, found_id, pending_writes=True)
         return head
 
     def _apply(
@@ -267,7 +279,10 @@ class SqlCommit:
             # The checkpoint row goes last: a fence followed by it is the usual commit, which a
             # dialect module may send as one call (PostgreSQL's put_checkpoint()).
             cur.execute(sql["ins_cp"], params)
-            staging[key] = Head(cp.id, chans)
+            quiet = not cp.pending_writes and not any(
+                b.writes and (b.namespace, b.thread_id) == key for b in request.writes
+            )
+            staging[key] = Head(cp.id, chans, cp if quiet else None)
         fence = request.fence
         if fence is not None and fence.release:
             # Last, after the checkpoint row: the usual last commit of a run (a fence, its row

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 __all__ = ["MIGRATIONS", "PG_MIGRATIONS", "SCHEMA_VERSION", "STATEMENTS", "joins"]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The schema version this code reads and writes."""
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -65,6 +65,10 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     4: (),
     # 5: PostgreSQL only: put_checkpoint() checks the lease and the parent itself (PG_MIGRATIONS).
     5: (),
+    # 6: fences that also require the expected head to have no pending writes
+    # (Fence.expect_no_writes): PostgreSQL's fence() and put_checkpoint() take one more
+    # argument (PG_MIGRATIONS); SQLite checks with a SELECT and only records the version.
+    6: (),
 }
 
 _PG_LOCK_KEY = 0x706C6169
@@ -76,6 +80,53 @@ until the transaction ends, so that a fence's reads and the commit it guards are
 step with respect to leases taken and to other fenced commits of the thread (at READ
 COMMITTED a plain SELECT would let a lease or a head change between the check and the
 COMMIT). A hash collision between two threads only makes them wait for each other."""
+
+_PUT_CHECKPOINT_5 = f"""CREATE OR REPLACE FUNCTION {{P}}put_checkpoint(
+            f_ns text, f_tid text, f_owner text, f_check_head boolean, f_expect text, f_own text, f_parent text,
+            c_id text, c_parent text, c_step bigint, c_created double precision, c_source text,
+            c_metadata bytea, c_body bytea, f_release boolean) RETURNS integer
+        LANGUAGE plpgsql VOLATILE AS $put$
+        DECLARE
+            held_owner text;
+            held_left double precision;
+        BEGIN
+            IF f_check_head THEN
+                PERFORM {{P}}fence(f_ns, f_tid, f_owner, f_check_head, f_expect, f_own, f_parent);
+            ELSE
+                PERFORM pg_advisory_xact_lock({_PG_LOCK_KEY}, hashtext(f_ns || '/' || f_tid));
+                SELECT l.owner, l.expires_at - {{now}} INTO held_owner, held_left
+                    FROM {{P}}leases l WHERE l.ns = f_ns AND l.thread_id = f_tid;
+                IF held_owner IS NOT NULL AND held_owner <> f_owner AND held_left > 0 THEN
+                    RAISE EXCEPTION USING ERRCODE = 'PLT01',
+                        MESSAGE = 'plait fence: the thread is leased by another owner',
+                        DETAIL = json_build_object('thread_id', f_tid, 'owner', held_owner,
+                                                   'expires_in', held_left)::text;
+                END IF;
+                IF f_parent IS NOT NULL THEN
+                    PERFORM 1 FROM {{P}}checkpoints c WHERE c.ns = f_ns AND c.thread_id = f_tid AND c.id = f_parent;
+                    IF NOT FOUND THEN
+                        RAISE EXCEPTION USING ERRCODE = 'PLT03', MESSAGE = 'plait: the parent checkpoint is gone',
+                            DETAIL = json_build_object('namespace', f_ns, 'thread_id', f_tid, 'parent', f_parent)::text;
+                    END IF;
+                END IF;
+            END IF;
+            INSERT INTO {{P}}checkpoints AS c (ns, thread_id, id, parent_id, step, created_at, source, metadata, body)
+                VALUES (f_ns, f_tid, c_id, c_parent, c_step, c_created, c_source, c_metadata, c_body)
+                ON CONFLICT (ns, thread_id, id) DO UPDATE SET parent_id = excluded.parent_id, step = excluded.step,
+                created_at = excluded.created_at, source = excluded.source, metadata = excluded.metadata,
+                body = excluded.body;
+            IF f_release THEN  -- not give_lease(): that would make this commit skip its flush
+                DELETE FROM {{P}}leases l WHERE l.ns = f_ns AND l.thread_id = f_tid AND l.owner = f_owner;
+            END IF;
+            RETURN 1;
+        END
+        $put$"""
+"""Schema 5's ``put_checkpoint()``: the usual commit, its lease and parent checks inline."""
+
+_PUT_CHECKPOINT_6 = _PUT_CHECKPOINT_5.replace(
+    "f_parent text,\n            c_id text,", "f_parent text,\n            f_quiet boolean, c_id text,"
+).replace("f_expect, f_own, f_parent);", "f_expect, f_own, f_parent, f_quiet);")
+"""Schema 6's: the same with ``f_quiet`` (Fence.expect_no_writes) passed on to ``fence()``."""
 
 PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
     # The fence of a commit as one statement that raises server-side, so a pipelined commit
@@ -258,47 +309,58 @@ PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
     # (put_checkpoint() -> fence() -> the six-argument fence() and require_parent()), 20-25
     # µs of server time per commit here, 5-6 % of a commit. A commit that checks the head
     # (update_state) still calls fence(), which has that check.
-    5: (
-        f"""CREATE OR REPLACE FUNCTION {{P}}put_checkpoint(
+    5: (_PUT_CHECKPOINT_5,),
+    # A fence that can also require the expected head to have no pending writes (f_quiet:
+    # Fence.expect_no_writes, for a commit built on a head this process remembers), written
+    # out in full rather than calling the older fence() and require_parent() (each nested
+    # call is a query of its own); put_checkpoint() takes that argument too and calls it for
+    # a head-checked commit. PLT02 then carries "pending_writes" in its DETAIL.
+    6: (
+        f"""CREATE OR REPLACE FUNCTION {{P}}fence(
             f_ns text, f_tid text, f_owner text, f_check_head boolean, f_expect text, f_own text, f_parent text,
-            c_id text, c_parent text, c_step bigint, c_created double precision, c_source text,
-            c_metadata bytea, c_body bytea, f_release boolean) RETURNS integer
-        LANGUAGE plpgsql VOLATILE AS $put$
+            f_quiet boolean) RETURNS integer
+        LANGUAGE plpgsql VOLATILE AS $fence$
         DECLARE
             held_owner text;
             held_left double precision;
+            found_head text;
         BEGIN
+            PERFORM pg_advisory_xact_lock({_PG_LOCK_KEY}, hashtext(f_ns || '/' || f_tid));
+            SELECT l.owner, l.expires_at - {{now}} INTO held_owner, held_left
+                FROM {{P}}leases l WHERE l.ns = f_ns AND l.thread_id = f_tid;
+            IF held_owner IS NOT NULL AND held_owner <> f_owner AND held_left > 0 THEN
+                RAISE EXCEPTION USING ERRCODE = 'PLT01', MESSAGE = 'plait fence: the thread is leased by another owner',
+                    DETAIL = json_build_object('thread_id', f_tid, 'owner', held_owner, 'expires_in', held_left)::text;
+            END IF;
             IF f_check_head THEN
-                PERFORM {{P}}fence(f_ns, f_tid, f_owner, f_check_head, f_expect, f_own, f_parent);
-            ELSE
-                PERFORM pg_advisory_xact_lock({_PG_LOCK_KEY}, hashtext(f_ns || '/' || f_tid));
-                SELECT l.owner, l.expires_at - {{now}} INTO held_owner, held_left
-                    FROM {{P}}leases l WHERE l.ns = f_ns AND l.thread_id = f_tid;
-                IF held_owner IS NOT NULL AND held_owner <> f_owner AND held_left > 0 THEN
-                    RAISE EXCEPTION USING ERRCODE = 'PLT01',
-                        MESSAGE = 'plait fence: the thread is leased by another owner',
-                        DETAIL = json_build_object('thread_id', f_tid, 'owner', held_owner,
-                                                   'expires_in', held_left)::text;
+                SELECT c.id INTO found_head FROM {{P}}checkpoints c WHERE c.ns = f_ns AND c.thread_id = f_tid
+                    ORDER BY c.id DESC LIMIT 1;
+                IF found_head IS DISTINCT FROM f_expect AND found_head IS DISTINCT FROM f_own THEN
+                    RAISE EXCEPTION USING ERRCODE = 'PLT02', MESSAGE = 'plait fence: the thread has another head',
+                        DETAIL = json_build_object('thread_id', f_tid, 'expected', f_expect, 'found', found_head)::text;
                 END IF;
-                IF f_parent IS NOT NULL THEN
-                    PERFORM 1 FROM {{P}}checkpoints c WHERE c.ns = f_ns AND c.thread_id = f_tid AND c.id = f_parent;
-                    IF NOT FOUND THEN
-                        RAISE EXCEPTION USING ERRCODE = 'PLT03', MESSAGE = 'plait: the parent checkpoint is gone',
-                            DETAIL = json_build_object('namespace', f_ns, 'thread_id', f_tid, 'parent', f_parent)::text;
+                IF f_quiet AND found_head = f_expect AND found_head IS DISTINCT FROM f_own THEN
+                    PERFORM 1 FROM {{P}}writes w
+                        WHERE w.ns = f_ns AND w.thread_id = f_tid AND w.checkpoint_id = found_head LIMIT 1;
+                    IF FOUND THEN
+                        RAISE EXCEPTION USING ERRCODE = 'PLT02',
+                            MESSAGE = 'plait fence: the expected head has pending writes',
+                            DETAIL = json_build_object('thread_id', f_tid, 'expected', f_expect, 'found', found_head,
+                                                       'pending_writes', true)::text;
                     END IF;
                 END IF;
             END IF;
-            INSERT INTO {{P}}checkpoints AS c (ns, thread_id, id, parent_id, step, created_at, source, metadata, body)
-                VALUES (f_ns, f_tid, c_id, c_parent, c_step, c_created, c_source, c_metadata, c_body)
-                ON CONFLICT (ns, thread_id, id) DO UPDATE SET parent_id = excluded.parent_id, step = excluded.step,
-                created_at = excluded.created_at, source = excluded.source, metadata = excluded.metadata,
-                body = excluded.body;
-            IF f_release THEN  -- not give_lease(): that would make this commit skip its flush
-                DELETE FROM {{P}}leases l WHERE l.ns = f_ns AND l.thread_id = f_tid AND l.owner = f_owner;
+            IF f_parent IS NOT NULL THEN
+                PERFORM 1 FROM {{P}}checkpoints c WHERE c.ns = f_ns AND c.thread_id = f_tid AND c.id = f_parent;
+                IF NOT FOUND THEN
+                    RAISE EXCEPTION USING ERRCODE = 'PLT03', MESSAGE = 'plait: the parent checkpoint is gone',
+                        DETAIL = json_build_object('namespace', f_ns, 'thread_id', f_tid, 'parent', f_parent)::text;
+                END IF;
             END IF;
             RETURN 1;
         END
-        $put$""",
+        $fence$""",
+        _PUT_CHECKPOINT_6,
     ),
 }
 """Migrations only PostgreSQL runs, appended to the shared ones of the same version."""
@@ -403,13 +465,14 @@ STATEMENTS: dict[str, str] = {
     # ORDER BY ... LIMIT 1, not max(): PostgreSQL plans max() over a table without statistics
     # as a scan of the whole thread; this is one index lookup everywhere.
     "head_id": "SELECT id FROM {P}checkpoints WHERE ns = ? AND thread_id = ? ORDER BY id DESC LIMIT 1",
-    "fence": "SELECT {P}fence(?::text, ?::text, ?::text, ?::boolean, ?::text, ?::text, ?::text)",
+    "has_writes": "SELECT 1 FROM {P}writes WHERE ns = ? AND thread_id = ? AND checkpoint_id = ? LIMIT 1",
+    "fence": "SELECT {P}fence(?::text, ?::text, ?::text, ?::boolean, ?::text, ?::text, ?::text, ?::boolean)",
     "require_parent": "SELECT {P}require_parent(?::text, ?::text, ?::text)",
     "take_lease": "SELECT {P}take_lease(?::text, ?::text, ?::text, ?::float8)",
     "give_lease": "SELECT {P}give_lease(?::text, ?::text, ?::text)",
     "take_lease_and_get": "SELECT * FROM {P}take_lease_and_get(?::text, ?::text, ?::text, ?::float8, ?::text)",
     "put_checkpoint": """SELECT {P}put_checkpoint(?::text, ?::text, ?::text, ?::boolean, ?::text, ?::text, ?::text,
-        ?::text, ?::text, ?::bigint, ?::float8, ?::text, ?::bytea, ?::bytea, ?::boolean)""",
+        ?::boolean, ?::text, ?::text, ?::bigint, ?::float8, ?::text, ?::bytea, ?::bytea, ?::boolean)""",
     "release": "DELETE FROM {P}leases WHERE ns = ? AND thread_id = ? AND owner = ?",
 }
 

@@ -187,7 +187,8 @@ class Fence:
       ``owner``; a lease held by ``owner``, an expired one, or none at all lets it through;
     * with :class:`~plait.errors.ConcurrentUpdateError` when ``expect_head`` is given and
       the thread of the commit's first checkpoint does not have that head (its newest
-      checkpoint id; ``None``: the thread must have no checkpoint yet).
+      checkpoint id; ``None``: the thread must have no checkpoint yet), or when
+      ``expect_no_writes`` is set too and that head has pending writes.
     """
 
     owner: str
@@ -195,6 +196,11 @@ class Fence:
     name that no lease holds, so that any unexpired lease refuses it."""
     expect_head: str | AnyHead | None = ANY_HEAD
     """The head the commit was built on (None: an empty thread); not checked by default."""
+    expect_no_writes: bool = False
+    """With ``expect_head``: the head must also have no pending writes. For a commit built
+    on a head the caller remembers (:meth:`Checkpointer.known_head`) instead of one it just
+    read: another process may have committed pending writes on that head since (a run that
+    then crashed), which the commit would otherwise silently drop."""
     release: bool = False
     """Give ``owner``'s lease on the threads the commit touches back in the same transaction,
     once the commit is written: a run's last commit, which then needs no release of its own
@@ -240,6 +246,17 @@ class Checkpointer(ABC):
 
     async def setup(self) -> None:  # noqa: B027 - optional hook
         """Create or migrate storage. Safe to call more than once."""
+
+    def known_head(self, thread_id: str, *, namespace: str = "") -> Checkpoint | None:
+        """The thread's head as this checkpointer last committed it, if it remembers one that
+        has no pending writes; None otherwise (the default: remembers nothing).
+
+        A hint that saves a read, never the truth: another process may have moved the head
+        or added pending writes since. A commit built on it must say so with
+        ``Fence(expect_head=head.id, expect_no_writes=True)``, and read the thread when that
+        fence refuses it. Never blocks (no I/O).
+        """
+        return None
 
     @abstractmethod
     async def commit(
@@ -372,7 +389,7 @@ def fence_targets(
         threads = [(cp.namespace, cp.thread_id)]
         if expected is ANY_HEAD:
             return threads, None
-        return threads, HeadCondition(cp.namespace, cp.thread_id, expected, cp.id)
+        return threads, HeadCondition(cp.namespace, cp.thread_id, expected, cp.id, fence.expect_no_writes)
     keys = {(cw.checkpoint.namespace, cw.checkpoint.thread_id) for cw in checkpoints}
     keys.update((b.namespace, b.thread_id) for b in writes)
     if expected is ANY_HEAD:
@@ -385,7 +402,7 @@ def fence_targets(
         for cw in checkpoints
         if cw.checkpoint.thread_id == first.thread_id and cw.checkpoint.namespace == first.namespace
     )
-    return sorted(keys), HeadCondition(first.namespace, first.thread_id, expected, own)
+    return sorted(keys), HeadCondition(first.namespace, first.thread_id, expected, own, fence.expect_no_writes)
 
 
 class HeadCondition(NamedTuple):
@@ -401,10 +418,18 @@ class HeadCondition(NamedTuple):
     thread_id: str
     expected: str | None
     own: str
+    no_writes: bool = False
+    """:attr:`Fence.expect_no_writes`: ``expected``, when found, must have no pending writes."""
 
     def holds(self, found: str | None) -> bool:
-        """Whether ``found`` (the thread's current head) satisfies the condition."""
+        """Whether ``found`` (the thread's current head) satisfies the condition, pending
+        writes aside (see :meth:`needs_quiet`)."""
         return found in (self.expected, self.own)
+
+    def needs_quiet(self, found: str | None) -> bool:
+        """Whether the backend must also check that ``found`` has no pending writes: only
+        the expected head, when asked (finding ``own`` means this commit already landed)."""
+        return self.no_writes and found is not None and found == self.expected and found != self.own
 
 
 _id_lock = threading.Lock()

@@ -428,10 +428,12 @@ class FileCheckpointer(Checkpointer):
             if held is not None and held[0] != fence.owner and held[1] > now:
                 raise ThreadBusyError(key[1], held[0], held[1] - now)
         if head is not None:
-            records = opened[(head.namespace, head.thread_id)][1].records
-            found = max(records) if records else None
+            state = opened[(head.namespace, head.thread_id)][1]
+            found = max(state.records) if state.records else None
             if not head.holds(found):
                 raise ConcurrentUpdateError(head.thread_id, head.expected, found)
+            if head.needs_quiet(found) and state.writes.get(str(found)):
+                raise ConcurrentUpdateError(head.thread_id, head.expected, found, pending_writes=True)
 
     def _encode(
         self, key: Key, state: State, batches: list[WritesBatch], cws: list[CheckpointWrite]

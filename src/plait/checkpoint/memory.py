@@ -74,6 +74,8 @@ class MemoryCheckpointer(Checkpointer):
             found = self._head((head.namespace, head.thread_id))
             if not head.holds(found):
                 raise ConcurrentUpdateError(head.thread_id, head.expected, found)
+            if head.needs_quiet(found) and self._writes.get((head.namespace, head.thread_id, str(found))):
+                raise ConcurrentUpdateError(head.thread_id, head.expected, found, pending_writes=True)
 
     def _store(self, checkpoints: Sequence[CheckpointWrite], writes: Sequence[WritesBatch]) -> None:
         for batch in writes:

@@ -101,7 +101,9 @@ def _refusal(exc: Exception) -> Exception | None:
             return StaleCache((str(facts["namespace"]), str(facts["thread_id"])))
         if code == "PLT01":
             return ThreadBusyError(str(facts["thread_id"]), str(facts["owner"]), max(0.0, float(facts["expires_in"])))
-        return ConcurrentUpdateError(str(facts["thread_id"]), facts["expected"], facts["found"])
+        return ConcurrentUpdateError(
+            str(facts["thread_id"]), facts["expected"], facts["found"], pending_writes=bool(facts.get("pending_writes"))
+        )
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         return None
 
@@ -339,6 +341,9 @@ class PostgresCheckpointer(Checkpointer):
         self._core.check_request(request)
         self._check_open()
         await self._off_loop(lambda: self._commit_sync(request))
+
+    def known_head(self, thread_id: str, *, namespace: str = "") -> Checkpoint | None:
+        return self._core.known_head(namespace, thread_id)
 
     async def get(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
         if _has_nul(thread_id, namespace, checkpoint_id):

@@ -451,6 +451,9 @@ class SqliteCheckpointer(Checkpointer):
         self._core.check_request(request)
         await self._submit(self._writer, None, request)
 
+    def known_head(self, thread_id: str, *, namespace: str = "") -> Checkpoint | None:
+        return self._core.known_head(namespace, thread_id)
+
     async def get(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
         result: Checkpoint | None = await self._read(
             lambda cur: self._core.get(cur, namespace, thread_id, checkpoint_id)

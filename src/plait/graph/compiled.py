@@ -399,12 +399,19 @@ class CompiledGraph:
         # No lease of its own: the commit's fence refuses it if a run holds the thread
         # (ThreadBusyError) or if another write moved the head since it was read; the
         # update is then folded again onto the new head, so concurrent updates all land.
+        # The first attempt builds on the head this process last committed, when the
+        # checkpointer remembers it (a read saved: a run's last checkpoint, the previous
+        # update), fenced to still be the head and to have no pending writes meanwhile.
+        known = saver.known_head(thread_id, namespace=self.namespace)
         for attempt in range(_UPDATE_RETRIES + 1):
-            head = await saver.get(thread_id, namespace=self.namespace)
+            head = known if attempt == 0 else None
+            if head is None:
+                head = await saver.get(thread_id, namespace=self.namespace)
             if head is None:
                 raise CheckpointNotFoundError(thread_id, None, self.namespace)
+            fence = Fence(owner=owner, expect_head=head.id, expect_no_writes=head is known)
             try:
-                return await self._write_update(saver, head, update, as_node, Fence(owner=owner, expect_head=head.id))
+                return await self._write_update(saver, head, update, as_node, fence)
             except ConcurrentUpdateError:
                 if attempt == _UPDATE_RETRIES:
                     raise

@@ -137,6 +137,47 @@ async def _expect_head(env: Env) -> None:
     await _nothing_stored("a never-written thread", cp, "u")
 
 
+@check("fence_expect_no_writes")
+async def _expect_no_writes(env: Env) -> None:
+    """expect_no_writes: a head with pending writes is ConcurrentUpdateError (pending_writes), nothing written.
+
+    What a commit built on a remembered head (``known_head``) relies on: a run in another
+    process may have saved task results on that head since, and a commit that did not carry
+    them must not land on top of them. A head without writes, and a retry that finds its
+    own checkpoint, pass; ``known_head`` itself, when the backend has one, never offers a
+    head with pending writes."""
+    cp = await env.new()
+    th = ThreadBuilder("t")
+    root = th.step({"a": 1}, root=True)
+    await cp.commit(checkpoints=[root])
+    first = th.step({"a": 2})
+    quiet = Fence(owner="U", expect_head=root.checkpoint.id, expect_no_writes=True)
+    await cp.commit(checkpoints=[first], fence=quiet)  # no writes on root: it lands
+    await cp.commit(checkpoints=[first], fence=quiet)  # a retry finding itself lands too
+    saved = make_writes(("t1", "result", "", {"writes": [["a", 9]], "routes": []}))
+    await cp.commit(writes=[WritesBatch(thread_id="t", checkpoint_id=first.checkpoint.id, writes=saved)])
+    known = cp.known_head("t")
+    expect(known is None or known.id != first.checkpoint.id, "known_head() offered a head with pending writes")
+    blind = th.step({"a": 3})
+    try:
+        await cp.commit(
+            checkpoints=[blind], fence=Fence(owner="U", expect_head=first.checkpoint.id, expect_no_writes=True)
+        )
+    except ConcurrentUpdateError as exc:
+        expect(exc.pending_writes, "ConcurrentUpdateError.pending_writes is False for a head with pending writes")
+        same("ConcurrentUpdateError.found", exc.found, first.checkpoint.id)
+    else:
+        fail("a commit expecting a head without pending writes was stored on a head that has some")
+    expect(await cp.get("t", blind.checkpoint.id) is None, "a refused commit stored its checkpoint")
+    got = await cp.get("t")
+    expect(got is not None and got.id == first.checkpoint.id, "the head moved after a refused commit")
+    expect(got is not None and len(got.pending_writes) == 1, "the head's pending writes changed")
+    # Without expect_no_writes the same commit lands (the caller read the writes and chose).
+    await cp.commit(checkpoints=[blind], fence=Fence(owner="U", expect_head=first.checkpoint.id))
+    got = await cp.get("t")
+    expect(got is not None and got.id == blind.checkpoint.id, "a commit fenced on its head did not land")
+
+
 @check("fence_refusals_stay_alone")
 async def _alone(env: Env) -> None:
     """Concurrent commits: a fence refuses only its own commit; of two expecting one head, one lands."""
