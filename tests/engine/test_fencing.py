@@ -354,17 +354,24 @@ def test_a_fenced_commit_of_writes_only_is_refused_like_one_with_checkpoints() -
 # -- updates on the head this process remembers (Checkpointer.known_head) --------------------
 
 
-def _twin(saver: Checkpointer, request: pytest.FixtureRequest, tmp_path: Path) -> Checkpointer | None:
-    """A second checkpointer on the same store, as another process would open it."""
+@pytest.fixture(params=["sqlite", "file", pytest.param("postgres", marks=pytest.mark.postgres)])
+def twins(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Checkpointer, Checkpointer]]:
+    """Two checkpointers on one store, as two processes would open it (memory has no such)."""
     from plait import PostgresCheckpointer
 
+    saver = _postgres(request)[0] if request.param == "postgres" else BACKENDS[request.param](tmp_path)[0]
     if isinstance(saver, SqliteCheckpointer):
-        return SqliteCheckpointer(tmp_path / "fence.db")
-    if isinstance(saver, FileCheckpointer):
-        return FileCheckpointer(tmp_path / "fence")
-    if isinstance(saver, PostgresCheckpointer):
-        return PostgresCheckpointer(request.getfixturevalue("postgres_dsn"), schema=saver.schema)
-    return None  # memory: one process only
+        other: Checkpointer = SqliteCheckpointer(tmp_path / "fence.db")
+    elif isinstance(saver, FileCheckpointer):
+        other = FileCheckpointer(tmp_path / "fence")
+    else:
+        assert isinstance(saver, PostgresCheckpointer)
+        other = PostgresCheckpointer(request.getfixturevalue("postgres_dsn"), schema=saver.schema)
+    try:
+        yield saver, other
+    finally:
+        asyncio.run(saver.aclose())
+        asyncio.run(other.aclose())
 
 
 class _Reads:
@@ -418,14 +425,11 @@ def test_updates_on_the_head_this_process_wrote_read_nothing(backend: tuple[Chec
 
 
 def test_an_update_on_a_remembered_head_keeps_writes_another_process_saved_on_it(
-    backend: tuple[Checkpointer, Steal], request: pytest.FixtureRequest, tmp_path: Path
+    twins: tuple[Checkpointer, Checkpointer],
 ) -> None:
     """A run in another process saved a task result on the head (and died): the head this
     process remembers does not have it, so the update must not land on it blind."""
-    saver = backend[0]
-    other = _twin(saver, request, tmp_path)
-    if other is None:
-        pytest.skip("the memory backend is one process")
+    saver, other = twins
     app = _counter(saver)
     app.invoke({}, thread_id="t")
     head = app.get_state("t")
@@ -440,16 +444,12 @@ def test_an_update_on_a_remembered_head_keeps_writes_another_process_saved_on_it
     assert [(w.task_id, w.kind, w.key, w.value) for w in stored.pending_writes] == [("x", "effect", "k", 1)]
     assert stored.values["log"] == ["a", "u"]
     assert saver.known_head("t") is None, "a head with pending writes is not offered"
-    asyncio.run(other.aclose())
 
 
 def test_an_update_on_a_remembered_head_lands_after_another_process_moved_it(
-    backend: tuple[Checkpointer, Steal], request: pytest.FixtureRequest, tmp_path: Path
+    twins: tuple[Checkpointer, Checkpointer],
 ) -> None:
-    saver = backend[0]
-    other = _twin(saver, request, tmp_path)
-    if other is None:
-        pytest.skip("the memory backend is one process")
+    saver, other = twins
     app, elsewhere = _counter(saver), _counter(other)
     app.invoke({}, thread_id="t")
     elsewhere.update_state("t", {"log": ["there"]})
@@ -458,7 +458,6 @@ def test_an_update_on_a_remembered_head_lands_after_another_process_moved_it(
     elsewhere.delete_thread("t")
     with pytest.raises(CheckpointNotFoundError):
         app.update_state("t", {"log": ["gone"]})
-    asyncio.run(other.aclose())
 
 
 def test_a_process_forgets_the_head_it_wrote_once_writes_are_saved_on_it(tmp_path: Path) -> None:
