@@ -319,6 +319,25 @@ def test_a_bad_commit_in_a_group_does_not_sink_the_others(tmp_path: Path) -> Non
     conn.close()
 
 
+def test_a_group_that_stores_a_checkpoint_then_writes_on_it_does_not_remember_it(tmp_path: Path) -> None:
+    """known_head() offers only a head without pending writes, also when a group commit
+    stores the head in one request and writes on it in a later one."""
+    conn = sqlite3.connect(tmp_path / "k.db", isolation_level=None)
+    core = SqlCore(_DIALECT, "test store")
+    _transaction(conn, core.migrate)
+    root = make("t", None, {"v": 0})
+    saved = (PendingWrite(task_id="x", kind="effect", key="k", value=1),)
+    on_root = WritesBatch(thread_id="t", checkpoint_id=root.checkpoint.id, writes=saved)
+    requests = [CommitRequest(checkpoints=[root], writes=()), CommitRequest(checkpoints=(), writes=[on_root])]
+    assert core.commit_all(lambda fn: _transaction(conn, fn), requests) == [None, None]
+    assert core.known_head("", "t") is None
+    child = make("t", root.checkpoint, {"v": 1})
+    assert core.commit_all(lambda fn: _transaction(conn, fn), [CommitRequest(checkpoints=[child], writes=())]) == [None]
+    known = core.known_head("", "t")
+    assert known is not None and known.id == child.checkpoint.id and known.values == child.checkpoint.values
+    conn.close()
+
+
 def _fields(cp: Checkpoint) -> dict[str, Any]:
     return {name: getattr(cp, name) for name in Checkpoint.__slots__}
 

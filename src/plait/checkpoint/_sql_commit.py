@@ -74,6 +74,15 @@ class SqlCommit:
 
             return apply_all
 
+        # Threads that get pending writes: the record of their cached head (see
+        # Head.record) would be wrong. Dropped before the transaction, so that no caller
+        # builds on it meanwhile (the commit may still fail: dropping is only ever safe),
+        # and not published for the heads this group writes either (a later request of a
+        # group may add writes to a checkpoint an earlier one stored).
+        noisy = {(b.namespace, b.thread_id) for request in requests for b in request.writes if b.writes}
+        if noisy:
+            self._cache.unknow(noisy)
+
         def store(batch: Sequence[CommitRequest]) -> list[Exception | None]:
             try:
                 staging, refused = transaction(run(batch, True))
@@ -82,14 +91,11 @@ class SqlCommit:
                 # store the batch again from what the database holds (rolled back, so safe).
                 self._cache.forget(stale.key)
                 staging, refused = transaction(run(batch, False))
+            for key in noisy.intersection(staging):
+                staging[key] = Head(staging[key].id, staging[key].chans)
             self._cache.publish(staging)
             return cast(list[Exception | None], refused)
 
-        # Pending writes added to a cached head make its record wrong: dropped first, so that
-        # no caller builds on it meanwhile (the commit may still fail; dropping is only safe).
-        noisy = {(b.namespace, b.thread_id) for request in requests for b in request.writes if b.writes}
-        if noisy:
-            self._cache.unknow(noisy)
         try:
             return store(requests)
         except Exception as exc:
@@ -279,10 +285,7 @@ class SqlCommit:
             # The checkpoint row goes last: a fence followed by it is the usual commit, which a
             # dialect module may send as one call (PostgreSQL's put_checkpoint()).
             cur.execute(sql["ins_cp"], params)
-            quiet = not cp.pending_writes and not any(
-                b.writes and (b.namespace, b.thread_id) == key for b in request.writes
-            )
-            staging[key] = Head(cp.id, chans, cp if quiet else None)
+            staging[key] = Head(cp.id, chans, None if cp.pending_writes else cp)
         fence = request.fence
         if fence is not None and fence.release:
             # Last, after the checkpoint row: the usual last commit of a run (a fence, its row
