@@ -95,7 +95,8 @@ def render() -> str:
         "# API reference",
         "",
         "Generated from the docstrings by `python docs/gen_api.py`; everything here is importable",
-        "from `plait` (and nothing else is public).",
+        "from `plait` (and nothing else is public), except the last section: `plait.testing`, the",
+        "contract suite for checkpointers.",
         "",
     ]
     grouped: dict[str, list[str]] = {title: [] for title, _ in GROUPS}
@@ -128,7 +129,22 @@ def render() -> str:
                             first = f"the sync form of `a{mname}`"
                         lines += [f"- `{mname}{_signature(member, mname)}`" + (f": {first}" if first else "")]
                 lines.append("")
+    lines += _testing()
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _testing() -> list[str]:
+    """The section of :mod:`plait.testing`: its functions and classes, and the checks by name."""
+    from plait import testing
+
+    lines = ["## Testing a backend (`plait.testing`)", "", _doc(testing).split("\n\n")[0].replace("\n", " "), ""]
+    for name in sorted(testing.__all__, key=str.lower):
+        obj = getattr(testing, name)
+        if inspect.isfunction(obj) or isinstance(obj, type):
+            lines += [f"### `plait.testing.{name}{_signature(obj, name)}`", "", _doc(obj), ""]
+    lines += ["The checks (`plait.testing.CHECKS`), by name:", ""]
+    lines += [f"- `{c.name}`: {c.doc}" for c in testing.CHECKS]
+    return lines
 
 
 def main() -> int:

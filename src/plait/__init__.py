@@ -5,13 +5,19 @@ Everything public is importable from here; every other module is private.
 
 from plait._frozen import thaw
 from plait.checkpoint import (
+    ANY_HEAD,
     Checkpoint,
     Checkpointer,
+    CheckpointWrite,
+    Fence,
     FileCheckpointer,
     MemoryCheckpointer,
+    PendingWrite,
     PostgresCheckpointer,
     SqliteCheckpointer,
+    Task,
     ThreadInfo,
+    WritesBatch,
 )
 from plait.engine.context import NodeContext, interrupt
 from plait.engine.events import (
@@ -77,6 +83,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AppendList",
+    "ANY_HEAD",
     "AppendMessages",
     "Channel",
     "Checkpoint",
@@ -84,6 +91,7 @@ __all__ = [
     "CheckpointError",
     "CheckpointNotFoundError",
     "CheckpointSaved",
+    "CheckpointWrite",
     "Checkpointer",
     "Command",
     "CompiledGraph",
@@ -93,6 +101,7 @@ __all__ = [
     "Dag",
     "Durability",
     "END",
+    "Fence",
     "FileCheckpointer",
     "Graph",
     "GraphChangedError",
@@ -116,6 +125,7 @@ __all__ = [
     "NodeStarted",
     "NodeTimeoutError",
     "NotSerializableError",
+    "PendingWrite",
     "PlaitError",
     "PostgresCheckpointer",
     "ReadOnlyStateError",
@@ -137,11 +147,13 @@ __all__ = [
     "StateUpdated",
     "StoreVersionError",
     "Sum",
+    "Task",
     "ThreadBusyError",
     "ThreadDiff",
     "ThreadInfo",
     "ThreadState",
     "UnknownChannelError",
+    "WritesBatch",
     "__version__",
     "diff",
     "event_json",

@@ -1,6 +1,7 @@
 """Checkpoints and the backends that store them."""
 
 from plait.checkpoint.base import (
+    ANY_HEAD,
     Checkpoint,
     Checkpointer,
     CheckpointWrite,
@@ -17,6 +18,7 @@ from plait.checkpoint.postgres import PostgresCheckpointer
 from plait.checkpoint.sqlite import SqliteCheckpointer
 
 __all__ = [
+    "ANY_HEAD",
     "Checkpoint",
     "CheckpointWrite",
     "Checkpointer",

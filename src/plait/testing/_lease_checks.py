@@ -116,8 +116,10 @@ async def _lease_and_get(env: Env) -> None:
 
 @check("lease_released_with_commit")
 async def _released_with_commit(env: Env) -> None:
-    """A commit fenced with release=True gives its owner's lease back once stored, and a
-    refused one gives nothing back (backends with releases_with_commit only)."""
+    """A commit fenced with release=True gives its owner's lease back; a refused one does not.
+
+    Only for backends whose releases_with_commit is True; the lease goes back once the
+    commit is stored."""
     cp = await env.new()
     if not cp.releases_with_commit:
         return
