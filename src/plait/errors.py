@@ -351,12 +351,14 @@ class ThreadBusyError(CheckpointError):
 
 
 class ConcurrentUpdateError(CheckpointError):
-    """A fenced commit expected the thread's head to be one checkpoint and found another.
+    """A fenced commit expected the thread's head to be one checkpoint and found another
+    (or found it with pending writes it was built without: :attr:`pending_writes`).
 
     Raised instead of storing a checkpoint built on a head that is no longer the newest
     (another update or fork committed in between), which would leave the other write on a
-    side branch, out of the thread's lineage. Nothing was stored; read the thread again and
-    redo the update (``update_state`` does so itself a few times before raising this).
+    side branch, out of the thread's lineage, or on top of task results it would drop.
+    Nothing was stored; read the thread again and redo the update (``update_state`` does so
+    itself a few times before raising this).
     """
 
     def __init__(
