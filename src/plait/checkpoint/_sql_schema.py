@@ -81,6 +81,62 @@ step with respect to leases taken and to other fenced commits of the thread (at 
 COMMITTED a plain SELECT would let a lease or a head change between the check and the
 COMMIT). A hash collision between two threads only makes them wait for each other."""
 
+_FENCE_2 = f"""CREATE OR REPLACE FUNCTION {{P}}fence(
+            f_ns text, f_tid text, f_owner text, f_check_head boolean, f_expect text, f_own text) RETURNS integer
+        LANGUAGE plpgsql VOLATILE AS $fence$
+        DECLARE
+            held_owner text;
+            held_left double precision;
+            found_head text;
+        BEGIN
+            PERFORM pg_advisory_xact_lock({_PG_LOCK_KEY}, hashtext(f_ns || '/' || f_tid));
+            SELECT l.owner, l.expires_at - {{now}} INTO held_owner, held_left
+                FROM {{P}}leases l WHERE l.ns = f_ns AND l.thread_id = f_tid;
+            IF held_owner IS NOT NULL AND held_owner <> f_owner AND held_left > 0 THEN
+                RAISE EXCEPTION USING ERRCODE = 'PLT01', MESSAGE = 'plait fence: the thread is leased by another owner',
+                    DETAIL = json_build_object('thread_id', f_tid, 'owner', held_owner, 'expires_in', held_left)::text;
+            END IF;
+            IF f_check_head THEN
+                SELECT c.id INTO found_head FROM {{P}}checkpoints c WHERE c.ns = f_ns AND c.thread_id = f_tid
+                    ORDER BY c.id DESC LIMIT 1;
+                IF found_head IS DISTINCT FROM f_expect AND found_head IS DISTINCT FROM f_own THEN
+                    RAISE EXCEPTION USING ERRCODE = 'PLT02', MESSAGE = 'plait fence: the thread has another head',
+                        DETAIL = json_build_object('thread_id', f_tid, 'expected', f_expect, 'found', found_head)::text;
+                END IF;
+            END IF;
+            RETURN 1;
+        END
+        $fence$"""
+"""Schema 2's ``fence()``: the lease check, and the head check when asked."""
+
+_FENCE_6 = _FENCE_2.replace(
+    "f_own text) RETURNS integer", "f_own text, f_parent text,\n            f_quiet boolean) RETURNS integer"
+).replace(
+    "                END IF;\n            END IF;\n            RETURN 1;",
+    """                END IF;
+                IF f_quiet AND found_head = f_expect AND found_head IS DISTINCT FROM f_own THEN
+                    PERFORM 1 FROM {P}writes w
+                        WHERE w.ns = f_ns AND w.thread_id = f_tid AND w.checkpoint_id = found_head LIMIT 1;
+                    IF FOUND THEN
+                        RAISE EXCEPTION USING ERRCODE = 'PLT02',
+                            MESSAGE = 'plait fence: the expected head has pending writes',
+                            DETAIL = json_build_object('thread_id', f_tid, 'expected', f_expect, 'found', found_head,
+                                                       'pending_writes', true)::text;
+                    END IF;
+                END IF;
+            END IF;
+            IF f_parent IS NOT NULL THEN
+                PERFORM 1 FROM {P}checkpoints c WHERE c.ns = f_ns AND c.thread_id = f_tid AND c.id = f_parent;
+                IF NOT FOUND THEN
+                    RAISE EXCEPTION USING ERRCODE = 'PLT03', MESSAGE = 'plait: the parent checkpoint is gone',
+                        DETAIL = json_build_object('namespace', f_ns, 'thread_id', f_tid, 'parent', f_parent)::text;
+                END IF;
+            END IF;
+            RETURN 1;""",
+)
+"""Schema 6's: schema 2's with, for a head-checked commit, the check that the expected head
+has no pending writes (``f_quiet``), and the cached parent's check of ``require_parent()``."""
+
 _PUT_CHECKPOINT_5 = f"""CREATE OR REPLACE FUNCTION {{P}}put_checkpoint(
             f_ns text, f_tid text, f_owner text, f_check_head boolean, f_expect text, f_own text, f_parent text,
             c_id text, c_parent text, c_step bigint, c_created double precision, c_source text,
@@ -137,34 +193,7 @@ PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
     # committed before the lock was granted. A head equal to ``f_own`` (the commit's own
     # newest checkpoint) passes: the commit already landed and is being retried after a
     # lost connection (see HeadCondition).
-    2: (
-        f"""CREATE OR REPLACE FUNCTION {{P}}fence(
-            f_ns text, f_tid text, f_owner text, f_check_head boolean, f_expect text, f_own text) RETURNS integer
-        LANGUAGE plpgsql VOLATILE AS $fence$
-        DECLARE
-            held_owner text;
-            held_left double precision;
-            found_head text;
-        BEGIN
-            PERFORM pg_advisory_xact_lock({_PG_LOCK_KEY}, hashtext(f_ns || '/' || f_tid));
-            SELECT l.owner, l.expires_at - {{now}} INTO held_owner, held_left
-                FROM {{P}}leases l WHERE l.ns = f_ns AND l.thread_id = f_tid;
-            IF held_owner IS NOT NULL AND held_owner <> f_owner AND held_left > 0 THEN
-                RAISE EXCEPTION USING ERRCODE = 'PLT01', MESSAGE = 'plait fence: the thread is leased by another owner',
-                    DETAIL = json_build_object('thread_id', f_tid, 'owner', held_owner, 'expires_in', held_left)::text;
-            END IF;
-            IF f_check_head THEN
-                SELECT c.id INTO found_head FROM {{P}}checkpoints c WHERE c.ns = f_ns AND c.thread_id = f_tid
-                    ORDER BY c.id DESC LIMIT 1;
-                IF found_head IS DISTINCT FROM f_expect AND found_head IS DISTINCT FROM f_own THEN
-                    RAISE EXCEPTION USING ERRCODE = 'PLT02', MESSAGE = 'plait fence: the thread has another head',
-                        DETAIL = json_build_object('thread_id', f_tid, 'expected', f_expect, 'found', found_head)::text;
-                END IF;
-            END IF;
-            RETURN 1;
-        END
-        $fence$""",
-    ),
+    2: (_FENCE_2,),
     # One round trip per commit and per lease: checks that raise rather than answer, so a
     # transaction is statements only, sent at once with nothing to wait for before its end
     # (see postgres.py). require_parent: a commit whose deltas were computed against this
@@ -316,50 +345,7 @@ PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
     # call is a query of its own); put_checkpoint() takes that argument too and calls it for
     # a head-checked commit. PLT02 then carries "pending_writes" in its DETAIL.
     6: (
-        f"""CREATE OR REPLACE FUNCTION {{P}}fence(
-            f_ns text, f_tid text, f_owner text, f_check_head boolean, f_expect text, f_own text, f_parent text,
-            f_quiet boolean) RETURNS integer
-        LANGUAGE plpgsql VOLATILE AS $fence$
-        DECLARE
-            held_owner text;
-            held_left double precision;
-            found_head text;
-        BEGIN
-            PERFORM pg_advisory_xact_lock({_PG_LOCK_KEY}, hashtext(f_ns || '/' || f_tid));
-            SELECT l.owner, l.expires_at - {{now}} INTO held_owner, held_left
-                FROM {{P}}leases l WHERE l.ns = f_ns AND l.thread_id = f_tid;
-            IF held_owner IS NOT NULL AND held_owner <> f_owner AND held_left > 0 THEN
-                RAISE EXCEPTION USING ERRCODE = 'PLT01', MESSAGE = 'plait fence: the thread is leased by another owner',
-                    DETAIL = json_build_object('thread_id', f_tid, 'owner', held_owner, 'expires_in', held_left)::text;
-            END IF;
-            IF f_check_head THEN
-                SELECT c.id INTO found_head FROM {{P}}checkpoints c WHERE c.ns = f_ns AND c.thread_id = f_tid
-                    ORDER BY c.id DESC LIMIT 1;
-                IF found_head IS DISTINCT FROM f_expect AND found_head IS DISTINCT FROM f_own THEN
-                    RAISE EXCEPTION USING ERRCODE = 'PLT02', MESSAGE = 'plait fence: the thread has another head',
-                        DETAIL = json_build_object('thread_id', f_tid, 'expected', f_expect, 'found', found_head)::text;
-                END IF;
-                IF f_quiet AND found_head = f_expect AND found_head IS DISTINCT FROM f_own THEN
-                    PERFORM 1 FROM {{P}}writes w
-                        WHERE w.ns = f_ns AND w.thread_id = f_tid AND w.checkpoint_id = found_head LIMIT 1;
-                    IF FOUND THEN
-                        RAISE EXCEPTION USING ERRCODE = 'PLT02',
-                            MESSAGE = 'plait fence: the expected head has pending writes',
-                            DETAIL = json_build_object('thread_id', f_tid, 'expected', f_expect, 'found', found_head,
-                                                       'pending_writes', true)::text;
-                    END IF;
-                END IF;
-            END IF;
-            IF f_parent IS NOT NULL THEN
-                PERFORM 1 FROM {{P}}checkpoints c WHERE c.ns = f_ns AND c.thread_id = f_tid AND c.id = f_parent;
-                IF NOT FOUND THEN
-                    RAISE EXCEPTION USING ERRCODE = 'PLT03', MESSAGE = 'plait: the parent checkpoint is gone',
-                        DETAIL = json_build_object('namespace', f_ns, 'thread_id', f_tid, 'parent', f_parent)::text;
-                END IF;
-            END IF;
-            RETURN 1;
-        END
-        $fence$""",
+        _FENCE_6,
         _PUT_CHECKPOINT_6,
     ),
 }
