@@ -85,6 +85,10 @@ def _freeze(value: Any, depth: int = 0) -> Any:
     if t is list or t is tuple:
         out: list[Any] = []
         for i, item in enumerate(value):
+            ti = type(item)  # the common leaves (str, int) inline, without a call of their own
+            if (ti is str and item.isascii()) or (ti is int and INT_MIN <= item <= INT_MAX):
+                out.append(item)
+                continue
             try:
                 out.append(_freeze(item, depth + 1))
             except _Reject as bad:
@@ -96,8 +100,12 @@ def _freeze(value: Any, depth: int = 0) -> Any:
         for k, item in value.items():
             if type(k) is not str:
                 raise _Reject(type(k).__name__, "used as a dict key (keys must be str)")
-            if not _utf8(k):
+            if not (k.isascii() or _utf8(k)):
                 raise _Reject("str", f"dict key {k!r} contains {_SURROGATE}")
+            ti = type(item)
+            if (ti is str and item.isascii()) or (ti is int and INT_MIN <= item <= INT_MAX):
+                frozen[k] = item
+                continue
             try:
                 frozen[k] = _freeze(item, depth + 1)
             except _Reject as bad:

@@ -98,3 +98,23 @@ def test_task_ids_are_deterministic_for_the_same_inputs() -> None:
     assert [t.id for t in one] == [task_id("cp1", "c", 0), task_id("cp1", "w", 1), task_id("cp1", "w", 2)]
     other, _ = plan_next(s, "cp2", finished(("a", routes)), {})
     assert {t.id for t in other}.isdisjoint({t.id for t in one}), "another checkpoint gives other ids"
+
+
+def test_sends_to_several_nodes_get_the_ids_task_id_gives() -> None:
+    routes: list[Route] = [("w", 1), ("c", 2), ("w", 3), "a", ("c", 4)]
+    tasks, _ = plan_next(spec(), "cp9", finished(("a", routes)), {})
+    sends = [t for t in tasks if t.send]
+    assert [(t.node, t.id) for t in sends] == [
+        ("w", task_id("cp9", "w", 1)),
+        ("c", task_id("cp9", "c", 2)),
+        ("w", task_id("cp9", "w", 3)),
+        ("c", task_id("cp9", "c", 4)),
+    ]
+
+
+def test_task_ids_do_not_change_between_versions() -> None:
+    """Ids are stored (pending writes are keyed by them): the same inputs must give the same
+    ids in every plait release."""
+    assert task_id("cp1", "c", 0) == "1516f3a65a8cb8f8"
+    tasks, _ = plan_next(spec(), "cp1", finished(("a", [("w", 1)])), {})
+    assert tasks[0].id == "1c75b55683d8ad49"

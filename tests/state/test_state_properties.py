@@ -248,6 +248,30 @@ def test_merge_writes_equals_the_sequence_of_single_writes(ws: list[tuple[str, A
 
 
 @SETTINGS
+@given(st.lists(st.tuples(st.sampled_from(["n1", "n2", "n3"]), write_lists), max_size=6))
+def test_fold_many_equals_folding_each_node_s_writes_in_turn(batches: list[tuple[str, list[Any]]]) -> None:
+    """What a super-step's merge does: writes grouped by channel, appends extended at once."""
+    state = _run([("log", ["start"]), ("total", 1)])
+    base = state.values
+    grouped = state.fold_many(base, [(ws, node) for node, ws in batches])
+    folded: dict[str, Any] = {}
+    for node, ws in batches:
+        folded.update(state.fold({**base, **folded}, ws, node))
+    assert grouped == folded
+    assert list(grouped) == list(dict.fromkeys(k for _, ws in batches for k, _ in ws))
+
+
+@LAW
+@given(st.lists(json_values, max_size=4), st.lists(st.lists(json_values, max_size=3) | json_values, max_size=5))
+def test_append_list_extend_all_equals_reduce_in_turn(current: list[Any], incoming: list[Any]) -> None:
+    reducer = AppendList()
+    start = freeze(current, "ch")
+    frozen = [freeze(v, "ch") for v in incoming]
+    assert reducer.extend_all(start, frozen) == _fold(reducer, start, *incoming)
+    assert start == current, "the current value is copied, never changed"
+
+
+@SETTINGS
 @given(st.data())
 def test_merge_writes_with_removals_equals_single_writes(data: st.DataObject) -> None:
     start, ops = data.draw(message_histories())

@@ -14,7 +14,6 @@ import os
 import socket
 import time
 import uuid
-from collections import ChainMap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -509,21 +508,17 @@ class Run:
         base: Mapping[str, Any],
         step: int,
     ) -> dict[str, Any]:
-        changed: dict[str, Any] = {}
-        view = ChainMap(changed, base)  # type: ignore[arg-type]
-        lww_writer: dict[str, Task] = {}
-        for t in tasks:
-            w = results[t.id][0]
-            if not w:
-                continue
-            for k, _ in w:
-                if k in self._lww:
-                    prev = lww_writer.get(k)
-                    if prev is not None and prev.id != t.id:
-                        raise ConcurrentWriteError(k, (prev.node, t.node), step)
-                    lww_writer[k] = t
-            changed.update(self.state.fold(view, w, t.node))
-        return changed
+        batches = [(results[t.id][0], t.node) for t in tasks]
+        if self._lww:
+            lww_writer: dict[str, Task] = {}
+            for t, (w, _node) in zip(tasks, batches, strict=True):
+                for k, _ in w:
+                    if k in self._lww:
+                        prev = lww_writer.get(k)
+                        if prev is not None and prev.id != t.id:
+                            raise ConcurrentWriteError(k, (prev.node, t.node), step)
+                        lww_writer[k] = t
+        return self.state.fold_many(base, batches)
 
     # -- persistence ---------------------------------------------------------------------
 

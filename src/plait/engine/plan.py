@@ -69,9 +69,23 @@ def plan_next(
                     nodes[j.target] = None
                     del arrived[j.id]
     tasks = [Task(id=task_id(checkpoint_id, n, 0), node=n) for n in nodes]
-    tasks.extend(
-        Task(id=task_id(checkpoint_id, n, i), node=n, send=True, arg=arg) for i, (n, arg) in enumerate(sends, 1)
-    )
+    if sends:
+        tasks.extend(_send_tasks(checkpoint_id, sends))
     if arrived is None:
         return tuple(tasks), dict(barriers)
     return tuple(tasks), {k: tuple(sorted(v)) for k, v in arrived.items() if v}
+
+
+def _send_tasks(checkpoint_id: str, sends: Sequence[tuple[str, Any]]) -> list[Task]:
+    """The Send tasks, ids as :func:`task_id` gives them; a fan-out of a hundred Sends to one
+    node hashes the common prefix once and copies the hash state per task."""
+    prefixes: dict[str, Any] = {}
+    out = []
+    for i, (node, arg) in enumerate(sends, 1):
+        prefix = prefixes.get(node)
+        if prefix is None:
+            prefix = prefixes[node] = hashlib.blake2b(f"{checkpoint_id}|{node}|".encode(), digest_size=8)
+        h = prefix.copy()
+        h.update(str(i).encode())
+        out.append(Task(id=h.hexdigest(), node=node, send=True, arg=arg))
+    return out

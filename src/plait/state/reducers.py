@@ -132,11 +132,17 @@ class AppendList(Reducer):
     incremental = True
 
     def reduce(self, current: Any, incoming: Any, channel: str) -> Any:
+        return self.extend_all(current, (incoming,))
+
+    def extend_all(self, current: Any, incoming: Iterable[Any]) -> Any:
+        """:meth:`reduce` of each write in turn, copying ``current`` once instead of once per
+        write (the engine folds a wide super-step's appends with this)."""
         out = FrozenList(current)
-        if isinstance(incoming, list):
-            list.extend(out, incoming)
-        else:
-            list.append(out, incoming)
+        for item in incoming:
+            if isinstance(item, list):
+                list.extend(out, item)
+            else:
+                list.append(out, item)
         return out
 
     def default(self) -> Any:
