@@ -28,6 +28,7 @@ __all__ = [
     "fingerprint",
     "freeze",
     "freeze_decoded",
+    "freeze_send_arg",
     "freeze_trusted",
 ]
 
@@ -128,9 +129,23 @@ def freeze(value: Any, channel: str, node: str | None = None) -> Any:
     try:
         return _freeze(value)
     except _Reject as bad:
-        path = channel + "".join(reversed(bad.parts))
-        name = bad.type_name + (f" ({bad.reason})" if bad.reason else "")
-        raise NotSerializableError(channel, path, name, node) from None
+        raise _refused(bad, channel, node) from None
+
+
+def freeze_send_arg(value: Any, target: str, node: str | None) -> Any:
+    """:func:`freeze` for the argument of a ``Send`` to ``target``; the label an error gives
+    it (``Send('target').arg``) is built only when the value is refused (a fan-out freezes
+    hundreds of these)."""
+    try:
+        return _freeze(value)
+    except _Reject as bad:
+        raise _refused(bad, f"Send({target!r}).arg", node) from None
+
+
+def _refused(bad: _Reject, channel: str, node: str | None) -> NotSerializableError:
+    path = channel + "".join(reversed(bad.parts))
+    name = bad.type_name + (f" ({bad.reason})" if bad.reason else "")
+    return NotSerializableError(channel, path, name, node)
 
 
 def freeze_trusted(value: Any) -> Any:

@@ -1,13 +1,14 @@
-"""Checkpoint ids (plait.checkpoint.base.new_checkpoint_id)."""
+"""Checkpoint ids (plait.checkpoint.base.new_checkpoint_id) and building a Task."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 
 import pytest
 
-from plait.checkpoint.base import new_checkpoint_id
+from plait.checkpoint.base import Task, make_task, new_checkpoint_id
 
 
 def test_ids_grow_and_follow_their_parent_even_one_from_the_future() -> None:
@@ -33,3 +34,16 @@ def test_a_forked_child_tags_its_ids_apart_from_the_parent() -> None:
     os.waitpid(pid, 0)
     assert len(theirs) == len(mine) == 22
     assert theirs[16:] != mine[16:], "the child drew its own process tag"
+
+
+def test_make_task_sets_every_field_as_the_constructor_does() -> None:
+    fields = [f.name for f in dataclasses.fields(Task)]
+    assert fields == ["id", "node", "send", "arg"], "a new field must be set by make_task too"
+    made = make_task("t1", "worker", True, {"i": 1})
+    built = Task(id="t1", node="worker", send=True, arg={"i": 1})
+    assert [getattr(made, f) for f in fields] == [getattr(built, f) for f in fields]
+    assert made == built
+    assert Task.from_json(built.to_json()) == built
+    assert Task.from_json(["t2", "a"]) == Task(id="t2", node="a")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.node = "other"  # type: ignore[misc]

@@ -335,6 +335,17 @@ def test_map_reduce_with_a_thousand_sends() -> None:
     assert out["total"] == sum(i * 2 for i in range(1000))
 
 
+def test_a_send_whose_arg_is_not_json_names_the_target_the_path_and_the_router_s_node() -> None:
+    g = Graph(schema())
+    g.add_node("split", lambda s: {"log": ["split"]}).add_node("work", lambda a: None)
+    g.add_edge(START, "split")
+    g.add_conditional_edges("split", lambda s: [Send("work", {"i": 1}), Send("work", {"i": 2, "at": {object()}})])
+    with pytest.raises(NotSerializableError) as info:
+        g.compile().invoke({})
+    assert (info.value.channel, info.value.node) == ("Send('work').arg", "split")
+    assert "Send('work').arg.at: set" in str(info.value)
+
+
 def test_command_goto_send_from_a_node() -> None:
     got: list[Any] = []
 

@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from plait.checkpoint.base import Task
+from plait.checkpoint.base import Task, make_task
 from plait.graph.spec import GraphSpec
 from plait.types import END
 
@@ -87,5 +87,5 @@ def _send_tasks(checkpoint_id: str, sends: Sequence[tuple[str, Any]]) -> list[Ta
             prefix = prefixes[node] = hashlib.blake2b(f"{checkpoint_id}|{node}|".encode(), digest_size=8)
         h = prefix.copy()
         h.update(str(i).encode())
-        out.append(Task(id=h.hexdigest(), node=node, send=True, arg=arg))
+        out.append(make_task(h.hexdigest(), node, True, arg))
     return out

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from plait._codec import freeze
+from plait._codec import freeze, freeze_send_arg
 from plait.engine.context import GraphInterrupt, NodeContext, _current
 from plait.engine.plan import Route
 from plait.errors import (
@@ -178,7 +178,7 @@ def goto_routes(goto: Any, nodes: Mapping[str, NodeSpec], source: str) -> list[R
         if isinstance(g, Send):
             if g.node not in nodes:
                 raise MissingNodeError(g.node, tuple(nodes))
-            out.append((g.node, freeze(g.arg, f"Send({g.node!r}).arg", source)))
+            out.append((g.node, freeze_send_arg(g.arg, g.node, source)))
         elif g == END:
             out.append(END)
         elif isinstance(g, str):
