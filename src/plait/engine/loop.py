@@ -43,7 +43,7 @@ from plait.engine.events import (
 from plait.engine.lease import LeaseRenewer, renews_off_loop
 from plait.engine.pending import incompatibilities, result_write, resume_values, resume_writes
 from plait.engine.plan import Route, plan_next, routes_from_json
-from plait.engine.tasks import StateView, TaskOutcome, compute_routes, run_task
+from plait.engine.tasks import StateView, TaskOutcome, compute_routes, run_all, run_task
 from plait.errors import (
     CheckpointNotFoundError,
     ConcurrentWriteError,
@@ -413,7 +413,7 @@ class Run:
         if not multi:
             outcomes = [await one(to_run[0])] if to_run else []
         else:
-            outcomes = list(await asyncio.gather(*(one(t) for t in to_run)))
+            outcomes = await run_all(one(t) for t in to_run)
 
         errors = [o.error for o in outcomes if o.error is not None]
         interrupts = tuple(o.interrupt for o in outcomes if o.interrupt is not None)

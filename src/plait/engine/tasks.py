@@ -8,10 +8,10 @@ import contextvars
 import inspect
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from plait._codec import freeze, freeze_send_arg
 from plait.engine.context import GraphInterrupt, NodeContext, _current
@@ -31,9 +31,50 @@ from plait.state.run_state import RunState
 from plait.types import END, Command, Send
 from plait.types import Interrupt as InterruptRecord
 
-__all__ = ["StateView", "TaskOutcome", "executor", "run_task"]
+__all__ = ["StateView", "TaskOutcome", "executor", "run_all", "run_task"]
 
 _executor: ThreadPoolExecutor | None = None
+
+
+_T = TypeVar("_T")
+
+
+async def run_all(coros: Iterable[Coroutine[Any, Any, _T]]) -> list[_T]:
+    """Run a super-step's tasks concurrently; their results in the order given.
+
+    ``asyncio.gather`` does this with a third more overhead per task (its gathering future
+    and per-child bookkeeping), and a fan-out of a hundred Sends spends most of its engine
+    time starting tasks. As with gather, cancelling the caller cancels every task and waits
+    for them to end before the CancelledError reaches it. Unlike gather, a task that raises
+    (tasks report node failures in their outcome; only a BaseException such as a
+    cancellation gets here) does not return control while its siblings still run.
+    """
+    loop = asyncio.get_running_loop()
+    tasks = [loop.create_task(c) for c in coros]
+    if not tasks:
+        return []
+    waiter: asyncio.Future[None] = loop.create_future()
+    left = len(tasks)
+
+    def finished(_task: asyncio.Task[_T]) -> None:
+        nonlocal left
+        left -= 1
+        if not left and not waiter.done():
+            waiter.set_result(None)
+
+    for task in tasks:
+        task.add_done_callback(finished)
+    try:
+        await waiter
+    except asyncio.CancelledError:
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+        raise
+    for task in tasks:  # mark every failure retrieved; the first one is raised below
+        if not task.cancelled():
+            task.exception()
+    return [task.result() for task in tasks]
 
 
 def executor() -> ThreadPoolExecutor:
