@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +106,7 @@ class Backend:
         if self.kind == "sqlite":
             import sqlite3
 
-            with sqlite3.connect(self.path) as conn:
+            with closing(sqlite3.connect(self.path)) as conn, conn:  # commits, then closes
                 return conn.execute(statement.replace("%s", "?").replace("{P}", "plait_"), params).fetchall()
         import psycopg
 

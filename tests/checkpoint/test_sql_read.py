@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sqlite3
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 from unittest import mock
@@ -37,7 +38,9 @@ class Store:
     """A SQLite store in memory with rows written by hand."""
 
     def __init__(self) -> None:
-        self.conn = sqlite3.connect(":memory:", isolation_level=None)
+        # A store per hypothesis example, closed when dropped (by whichever thread collects it).
+        self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        weakref.finalize(self, self.conn.close)
         self.core = SqlCore(_DIALECT, "test")
         _transaction(self.conn, self.core.migrate)
         self.cur: Any = self.conn.cursor()
@@ -218,6 +221,8 @@ def test_history_leaves_no_statement_running(tmp_path: Any) -> None:
     assert got.values == {"c": [1]}
     writer.execute("INSERT INTO plait_blobs VALUES ('', 't', 'c', 'z', NULL, x'5b5d')")
     busy, _, _ = writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    reader.close()
+    writer.close()
     assert busy == 0
 
 

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +98,7 @@ def test_500_appends_of_1kb_cost_about_1mb_on_disk_and_read_back(db: Path) -> No
     raw = len(canonical(written[-1].values["messages"]))
     size = db.stat().st_size
     assert size < 1_500_000, f"{size} bytes on disk for {raw} bytes of messages"
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:  # commits, then closes
         fulls, deltas = conn.execute(
             "SELECT sum(base_id IS NULL), sum(base_id IS NOT NULL) FROM plait_blobs WHERE channel = 'messages'"
         ).fetchone()
@@ -120,7 +121,7 @@ def test_a_time_travel_branch_shares_blobs_and_reads_back(db: Path) -> None:
             c.id for c in reversed(written[:6])
         ]
         await cp.aclose()
-        with sqlite3.connect(db) as conn:
+        with closing(sqlite3.connect(db)) as conn, conn:  # commits, then closes
             bid = (branch.checkpoint.id,)
             (n,) = conn.execute("SELECT count(*) FROM plait_blobs WHERE id = ?", bid).fetchone()
             (body,) = conn.execute("SELECT body FROM plait_checkpoints WHERE id = ?", bid).fetchone()
@@ -188,7 +189,7 @@ def test_prune_keeps_every_branch_and_what_its_deltas_need(db: Path) -> None:
         await cp.commit(checkpoints=[nxt])
         same(await cp.get("t"), nxt.checkpoint)
         await cp.aclose()
-        with sqlite3.connect(db) as conn:
+        with closing(sqlite3.connect(db)) as conn, conn:  # commits, then closes
             (blobs,) = conn.execute("SELECT count(*) FROM plait_blobs").fetchone()
         assert blobs < 2 * 41  # unneeded blobs were dropped
 
@@ -206,7 +207,7 @@ def test_corrupt_data_names_the_checkpoint_and_spares_other_threads(db: Path) ->
         return ids
 
     ids = run(go())
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:  # commits, then closes
         conn.execute("UPDATE plait_checkpoints SET body = x'7b6e6f' WHERE thread_id = 'body'")
         conn.execute("UPDATE plait_blobs SET data = x'ff00' WHERE thread_id = 'blob' AND id = ?", (ids["blob"],))
         conn.execute(
@@ -441,7 +442,7 @@ def test_awkward_ids_and_metadata_are_plain_data(db: Path) -> None:
 
 def test_a_database_from_a_newer_plait_is_refused(db: Path) -> None:
     SqliteCheckpointer(db).close()
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:  # commits, then closes
         conn.execute("INSERT INTO plait_migrations VALUES (99, 0)")
     cp = SqliteCheckpointer(db)
     with pytest.raises(StoreVersionError, match="version 99") as info:
@@ -456,7 +457,7 @@ def test_synchronous_is_full_unless_normal_is_asked_for(db: Path) -> None:
     cp = SqliteCheckpointer(db, synchronous="normal")
     run(cp.commit(checkpoints=[make("t", None, {"n": 1})]))
     cp.close()
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:  # commits, then closes
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
@@ -479,7 +480,7 @@ def test_chains_on_disk_are_linked_through_anchors(db: Path) -> None:
         await cp.aclose()
 
     run(go())
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:  # commits, then closes
         rows = {r[0]: r[1] for r in conn.execute("SELECT id, base_id FROM plait_blobs WHERE channel = 'items'")}
         for cid, body in conn.execute("SELECT id, body FROM plait_checkpoints"):  # small deltas: in bodies
             kept = orjson.loads(body).get("i", {})
@@ -519,10 +520,13 @@ def test_a_parent_deleted_by_another_process_is_not_built_upon(db: Path) -> None
     run(go())
 
 
-def test_a_fence_that_checks_the_head_spares_the_parent_lookup_and_still_refuses_a_gone_one(tmp_path: Path) -> None:
+def test_a_fence_that_checks_the_head_spares_the_parent_lookup_and_still_refuses_a_gone_one(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     """A cached commit looks its parent up (another process may have deleted it), unless its
     fence checks that the parent is the thread's head: a head found equal to it exists."""
     conn = sqlite3.connect(tmp_path / "f.db", isolation_level=None)
+    request.addfinalizer(conn.close)
     core = SqlCore(_DIALECT, "test store")
     _transaction(conn, core.migrate)
     seen: list[str] = []

@@ -14,6 +14,7 @@ import struct
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,7 @@ def test_room_appears_once_the_log_passes_the_start_and_reads_stay_whole(tmp_pat
         await cp.aclose()
 
     asyncio.run(go())
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:  # commits, then closes
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
@@ -268,7 +269,7 @@ def _ids_read_back(db: Path, thread: str, ids: list[str]) -> None:
         await cp.aclose()
 
     asyncio.run(go())
-    with sqlite3.connect(db) as conn:
+    with closing(sqlite3.connect(db)) as conn, conn:  # commits, then closes
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 

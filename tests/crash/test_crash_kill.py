@@ -27,6 +27,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -414,7 +415,7 @@ def _anchors(store: Store, thread: str) -> int:
     if store.backend == "sqlite":
         import sqlite3
 
-        with sqlite3.connect(store.location) as conn:
+        with closing(sqlite3.connect(store.location)) as conn, conn:  # commits, then closes
             rows = conn.execute(SQL_ANCHORS.replace("{P}", "plait_").replace("%s", "?"), (thread,)).fetchall()
     elif store.backend == "postgres":
         import psycopg

@@ -8,6 +8,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,7 @@ def _sqlite(tmp_path: Path) -> tuple[Checkpointer, Steal]:
     saver = SqliteCheckpointer(path)
 
     def steal() -> None:
-        with sqlite3.connect(path, isolation_level=None) as conn:
+        with closing(sqlite3.connect(path, isolation_level=None)) as conn, conn:  # commits, then closes
             conn.execute(
                 "UPDATE plait_leases SET owner = 'intruder', expires_at = expires_at + 60 WHERE thread_id = 't'"
             )

@@ -358,7 +358,7 @@ def test_command_goto_send_from_a_node() -> None:
 
     g = Graph(schema()).add_node("a", a, destinations=["w"]).add_node("w", w).add_edge(START, "a")
     out = g.compile().invoke({})
-    assert got == [{"n": 5}, {"n": 6}]
+    assert sorted(a["n"] for a in got) == [5, 6], "both ran (in worker threads: in either order)"
     assert out["total"] == 11
 
 
