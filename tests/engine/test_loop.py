@@ -346,6 +346,30 @@ def test_a_send_whose_arg_is_not_json_names_the_target_the_path_and_the_router_s
     assert "Send('work').arg.at: set" in str(info.value)
 
 
+def test_async_nodes_of_one_step_can_time_themselves_out_with_asyncio_timeout() -> None:
+    """Each node is a task of its own (eagerly started on Python 3.12 and later): a timeout
+    inside one cancels that node's wait, never the run or a sibling."""
+
+    async def waits(arg: Any) -> Any:
+        try:
+            async with asyncio.timeout(0.01):
+                await asyncio.sleep(5)
+        except TimeoutError:
+            return {"items": [f"timed out {arg['i']}"]}
+        return {"items": ["slept"]}
+
+    async def quick(arg: Any) -> Any:
+        return {"items": [f"quick {arg['i']}"]}
+
+    g = Graph(schema()).add_node("split", lambda s: {"log": ["split"]})
+    g.add_node("waits", waits).add_node("quick", quick).add_edge(START, "split")
+    g.add_conditional_edges(
+        "split", lambda s: [Send("waits", {"i": 0}), Send("quick", {"i": 1}), Send("waits", {"i": 2})]
+    )
+    out = asyncio.run(asyncio.wait_for(g.compile().ainvoke({}), timeout=10))
+    assert out["items"] == ["timed out 0", "quick 1", "timed out 2"], "merged in Send order"
+
+
 def test_command_goto_send_from_a_node() -> None:
     got: list[Any] = []
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+from typing import Any
 
 import pytest
 
@@ -99,3 +100,37 @@ def test_a_task_that_raises_is_reported_after_its_siblings_end() -> None:
     asyncio.run(main())
     assert order == ["fails", "slow ended", "caller"]
     assert unhandled == [], "the second failure was retrieved too, not left to be logged"
+
+
+def test_each_coroutine_runs_as_its_own_task_so_asyncio_timeout_works_inside() -> None:
+    """From Python 3.12 the tasks start eagerly; they must still be tasks of their own, or
+    ``asyncio.timeout()`` in a node would cancel the engine instead of the node."""
+
+    async def node(i: int) -> tuple[int, asyncio.Task[Any] | None]:
+        me = asyncio.current_task()
+        try:
+            async with asyncio.timeout(0.01):
+                await asyncio.sleep(5)
+        except TimeoutError:
+            return i, me
+        raise AssertionError("the timeout did not fire")
+
+    async def main() -> None:
+        caller = asyncio.current_task()
+        got = await asyncio.wait_for(run_all([node(0), node(1)]), timeout=5)
+        assert [i for i, _ in got] == [0, 1]
+        own = {task for _, task in got}
+        assert len(own) == 2 and caller not in own and None not in own
+        assert asyncio.current_task() is caller and not caller.cancelling()
+
+    asyncio.run(main())
+
+
+def test_coroutines_that_never_wait_finish_within_the_call() -> None:
+    async def quick(i: int) -> int:
+        return i * 2
+
+    async def main() -> list[int]:
+        return await run_all(quick(i) for i in range(100))
+
+    assert asyncio.run(main()) == [i * 2 for i in range(100)]

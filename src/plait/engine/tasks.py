@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
+import sys
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
@@ -50,31 +51,41 @@ async def run_all(coros: Iterable[Coroutine[Any, Any, _T]]) -> list[_T]:
     cancellation gets here) does not return control while its siblings still run.
     """
     loop = asyncio.get_running_loop()
-    tasks = [loop.create_task(c) for c in coros]
-    if not tasks:
-        return []
-    waiter: asyncio.Future[None] = loop.create_future()
-    left = len(tasks)
+    tasks = _start(loop, coros)
+    running = [task for task in tasks if not task.done()]
+    if running:
+        waiter: asyncio.Future[None] = loop.create_future()
+        left = len(running)
 
-    def finished(_task: asyncio.Task[_T]) -> None:
-        nonlocal left
-        left -= 1
-        if not left and not waiter.done():
-            waiter.set_result(None)
+        def finished(_task: asyncio.Task[_T]) -> None:
+            nonlocal left
+            left -= 1
+            if not left and not waiter.done():
+                waiter.set_result(None)
 
-    for task in tasks:
-        task.add_done_callback(finished)
-    try:
-        await waiter
-    except asyncio.CancelledError:
-        for task in tasks:
-            task.cancel()
-        await asyncio.wait(tasks)
-        raise
+        for task in running:
+            task.add_done_callback(finished)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            for task in running:
+                task.cancel()
+            await asyncio.wait(running)
+            raise
     for task in tasks:  # mark every failure retrieved; the first one is raised below
         if not task.cancelled():
             task.exception()
     return [task.result() for task in tasks]
+
+
+def _start(loop: asyncio.AbstractEventLoop, coros: Iterable[Coroutine[Any, Any, _T]]) -> list[asyncio.Task[_T]]:
+    """Tasks for ``coros``. From Python 3.12 each starts eagerly: it runs at once, as its own
+    task (``current_task()``, and so ``asyncio.timeout()``, see it), up to its first real
+    wait; a node that never waits finishes without a trip through the event loop. Python
+    3.11 has no eager start that keeps ``current_task()`` right, so there they are scheduled."""
+    if sys.version_info >= (3, 12):
+        return [asyncio.Task(c, loop=loop, eager_start=True) for c in coros]
+    return [loop.create_task(c) for c in coros]
 
 
 def executor() -> ThreadPoolExecutor:
