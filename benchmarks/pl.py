@@ -184,7 +184,7 @@ def saver(env: Env | None, backend: str, *, dsn: str | None = None, path: Any = 
     cp = _make(env, backend, dsn, path)
     try:
         if cp is not None:
-            run_sync(cp.setup())
+            run_sync(cp.asetup())
         yield cp
     finally:
         if cp is not None and hasattr(cp, "close"):
@@ -199,7 +199,7 @@ async def asaver(env: Env | None, backend: str, *, path: Any = None) -> AsyncIte
     cp = _make(env, backend, None, path)
     try:
         if cp is not None:
-            await cp.setup()
+            await cp.asetup()
         yield cp
     finally:
         if cp is not None:

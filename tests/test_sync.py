@@ -126,8 +126,8 @@ def test_ctrl_c_during_invoke_releases_the_threads_lease(tmp_path: Path) -> None
     finally:
         timer.cancel()
     # The run was cancelled, not killed: its lease is gone, so the thread can be taken at once.
-    run_sync(cp.acquire_lease("t", "someone else", ttl=60))
-    run_sync(cp.release_lease("t", "someone else"))
+    run_sync(cp.atake_lease("t", "someone else", ttl=60))
+    run_sync(cp.arelease_lease("t", "someone else"))
     cp.close()
 
 

@@ -73,7 +73,7 @@ def open_store(db: str, *, create: bool = False) -> Checkpointer:
     saver = coerce_checkpointer(db)
     assert saver is not None
     _OPEN.append(saver)
-    run_sync(saver.setup())
+    run_sync(saver.asetup())
     return saver
 
 

@@ -33,7 +33,7 @@ __all__ = [
 
 
 def cmd_threads(store: Checkpointer, namespace: str | None, out: Out) -> None:
-    threads = run_sync(store.list_threads(namespace=namespace))
+    threads = run_sync(store.alist_threads(namespace=namespace))
     if out.json:
         out.emit([thread_json(t) for t in threads])
         return
@@ -73,14 +73,14 @@ def checkpoint_json(cp: Checkpoint, *, values: bool = True) -> dict[str, Any]:
 
 
 def _get(store: Checkpointer, thread: str, checkpoint: str | None, namespace: str) -> Checkpoint:
-    cp = run_sync(store.get(thread, checkpoint, namespace=namespace))
+    cp = run_sync(store.aget(thread, checkpoint, namespace=namespace))
     if cp is None:
         raise CheckpointNotFoundError(thread, checkpoint, namespace)
     return cp
 
 
 def cmd_history(store: Checkpointer, thread: str, limit: int | None, namespace: str, out: Out) -> None:
-    cps = run_sync(store.history(thread, namespace=namespace, limit=limit))
+    cps = run_sync(store.ahistory(thread, namespace=namespace, limit=limit))
     if not cps:
         raise CheckpointNotFoundError(thread, None, namespace)
     if out.json:
@@ -132,8 +132,8 @@ class _ThreadDiff:
 
 def thread_diff(store: Checkpointer, a: str, b: str, namespace: str) -> _ThreadDiff:
     """Where two threads part ways: compared step by step along their newest lineage."""
-    ha = list(reversed(run_sync(store.history(a, namespace=namespace))))
-    hb = list(reversed(run_sync(store.history(b, namespace=namespace))))
+    ha = list(reversed(run_sync(store.ahistory(a, namespace=namespace))))
+    hb = list(reversed(run_sync(store.ahistory(b, namespace=namespace))))
     if not ha:
         raise CheckpointNotFoundError(a, None, namespace)
     if not hb:
@@ -191,7 +191,7 @@ def cmd_fork(
     namespace: str,
     out: Out,
 ) -> None:
-    if run_sync(store.get(to, namespace=namespace)) is not None:
+    if run_sync(store.aget(to, namespace=namespace)) is not None:
         raise UsageError(f"thread {to!r} already exists; fork into a new thread id")
     source = _get(store, thread, checkpoint, namespace).id
     if sets:
@@ -215,7 +215,7 @@ def copy_checkpoint(store: Checkpointer, thread: str, checkpoint: str | None, to
 
 
 def cmd_db_stats(store: Checkpointer, db: str, out: Out) -> None:
-    threads = run_sync(store.list_threads(namespace=None))
+    threads = run_sync(store.alist_threads(namespace=None))
     stats: dict[str, Any] = {
         "store": db,
         "threads": len(threads),
@@ -237,9 +237,9 @@ def cmd_db_prune(store: Checkpointer, thread: str | None, keep_last: int, namesp
     if thread is not None:
         targets = [(namespace or "", thread)]
     else:
-        targets = [(t.namespace, t.thread_id) for t in run_sync(store.list_threads(namespace=namespace))]
+        targets = [(t.namespace, t.thread_id) for t in run_sync(store.alist_threads(namespace=namespace))]
     dropped = {
-        f"{ns}/{t}" if ns else t: run_sync(store.prune(t, keep_last=keep_last, namespace=ns)) for ns, t in targets
+        f"{ns}/{t}" if ns else t: run_sync(store.aprune(t, keep_last=keep_last, namespace=ns)) for ns, t in targets
     }
     if out.json:
         out.emit({"dropped": dropped, "total": sum(dropped.values())})

@@ -210,7 +210,7 @@ async def _wait_for_siblings(ctx: NodeContext, count: int, timeout: float = 20.0
     assert _SAVER is not None and ctx.thread_id is not None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        cp = await _SAVER.get(ctx.thread_id, ctx.checkpoint_id, namespace=ctx.namespace)
+        cp = await _SAVER.aget(ctx.thread_id, ctx.checkpoint_id, namespace=ctx.namespace)
         done = {w.task_id for w in (cp.pending_writes if cp else ()) if w.kind == "result"}
         if len(done - {ctx.task_id}) >= count:
             return
@@ -267,7 +267,7 @@ async def _store(app: CompiledGraph) -> Checkpointer:
     """The demo graph's store, ready for use (``setup()`` is safe to repeat)."""
     saver = app.checkpointer
     assert saver is not None  # open_graph always compiles with one
-    await saver.setup()
+    await saver.asetup()
     return saver
 
 
@@ -459,10 +459,10 @@ def _wait_for_lease(app: CompiledGraph, thread: str, out: Reporter) -> None:
     async def probe() -> float:
         saver = await _store(app)
         try:
-            await saver.acquire_lease(thread, owner, namespace=app.namespace, ttl=0.01)
+            await saver.atake_lease(thread, owner, namespace=app.namespace, ttl=0.01)
         except ThreadBusyError as exc:
             return max(exc.expires_in, 0.05)
-        await saver.release_lease(thread, owner, namespace=app.namespace)
+        await saver.arelease_lease(thread, owner, namespace=app.namespace)
         return 0.0
 
     told = False
@@ -476,7 +476,7 @@ def _wait_for_lease(app: CompiledGraph, thread: str, out: Reporter) -> None:
 def _finished_task_ids(app: CompiledGraph, thread: str) -> set[str]:
     async def read() -> set[str]:
         saver = await _store(app)
-        cp = await saver.get(thread, namespace=app.namespace)
+        cp = await saver.aget(thread, namespace=app.namespace)
         return {w.task_id for w in (cp.pending_writes if cp else ()) if w.kind == "result"}
 
     return asyncio.run(read())

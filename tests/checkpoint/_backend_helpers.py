@@ -76,7 +76,7 @@ async def append_chat(cp: Any, thread: str, steps: int, *, size: int = 1000) -> 
         msgs = list(parent.values["messages"]) if parent else []
         msgs.append(freeze({"id": f"m{i}", "role": "user", "text": f"{i:06d}" + "lorem ipsum " * (size // 12)}, "m"))
         cw = make(thread, parent, {"messages": FrozenList(msgs), "turn": i}, folds=True)
-        await cp.commit(checkpoints=[cw])
+        await cp.acommit(checkpoints=[cw])
         parent = cw.checkpoint
         written.append(parent)
     return written
@@ -99,7 +99,7 @@ class Backend:
         from plait.checkpoint.postgres import PostgresCheckpointer
 
         store = PostgresCheckpointer(self.dsn, schema=self.schema)
-        store.setup_sync()
+        store.migrate()
         return store
 
     def sql(self, statement: str, *params: Any) -> list[Any]:
@@ -123,8 +123,8 @@ def read_back_all(backend: Backend, thread: str, written: Sequence[Checkpoint]) 
     fresh = backend.open()
     try:
         for cp in written:
-            same(asyncio.run(fresh.get(thread, cp.id)), cp)
-        history = asyncio.run(fresh.history(thread))
+            same(asyncio.run(fresh.aget(thread, cp.id)), cp)
+        history = asyncio.run(fresh.ahistory(thread))
         assert [c.id for c in history] == [c.id for c in reversed(written)]
         for got, want in zip(history, reversed(written), strict=True):
             same(got, want)

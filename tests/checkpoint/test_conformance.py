@@ -39,14 +39,14 @@ def _file(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
 
     async def factory() -> Checkpointer:
         cp = FileCheckpointer(tmp_path / f"store{next(counter)}")
-        await cp.setup()
+        await cp.asetup()
         return cp
 
     async def reopen(cp: Checkpointer) -> Checkpointer:
         assert isinstance(cp, FileCheckpointer)
         await cp.aclose()
         fresh = FileCheckpointer(cp.folder)
-        await fresh.setup()
+        await fresh.asetup()
         return fresh
 
     yield Backend(factory, reopen)
@@ -59,7 +59,7 @@ def _sqlite(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
 
     async def open_at(path: str) -> Checkpointer:
         cp: Checkpointer = sqlite.SqliteCheckpointer(path)
-        await cp.setup()
+        await cp.asetup()
         paths[id(cp)] = path
         return cp
 
@@ -83,7 +83,7 @@ def _postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backen
 
     async def open_in(schema: str) -> Checkpointer:
         cp: Checkpointer = postgres.PostgresCheckpointer(dsn, schema=schema)
-        await cp.setup()
+        await cp.asetup()
         where[id(cp)] = schema
         return cp
 
@@ -193,62 +193,62 @@ class _Tracked(MemoryCheckpointer):
 class _ForgetsUnchanged(MemoryCheckpointer):
     """Stores only the changed channels and forgets to inherit the rest."""
 
-    async def commit(self, *, checkpoints: Sequence[CheckpointWrite] = (), writes: Sequence[WritesBatch] = ()) -> None:
+    async def acommit(self, *, checkpoints: Sequence[CheckpointWrite] = (), writes: Sequence[WritesBatch] = ()) -> None:
         slim = []
         for cw in checkpoints:
             cp = cw.checkpoint
             if cp.parent_id is not None:
                 cp = replace(cp, values={k: v for k, v in cp.values.items() if k in cw.changed})
             slim.append(replace(cw, checkpoint=cp))
-        await super().commit(checkpoints=slim, writes=writes)
+        await super().acommit(checkpoints=slim, writes=writes)
 
 
 class _IgnoresFold(MemoryCheckpointer):
-    async def commit(self, *, checkpoints: Sequence[CheckpointWrite] = (), writes: Sequence[WritesBatch] = ()) -> None:
-        await super().commit(checkpoints=[replace(cw, folds_parent_writes=False) for cw in checkpoints], writes=writes)
+    async def acommit(self, *, checkpoints: Sequence[CheckpointWrite] = (), writes: Sequence[WritesBatch] = ()) -> None:
+        await super().acommit(checkpoints=[replace(cw, folds_parent_writes=False) for cw in checkpoints], writes=writes)
 
 
 class _AnyoneGetsTheLease(MemoryCheckpointer):
-    async def acquire_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
+    async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
         return None
 
 
 class _NotAtomic(MemoryCheckpointer):
     """Encodes and stores checkpoint by checkpoint: a failure leaves the first ones behind."""
 
-    async def commit(self, *, checkpoints: Sequence[CheckpointWrite] = (), writes: Sequence[WritesBatch] = ()) -> None:
+    async def acommit(self, *, checkpoints: Sequence[CheckpointWrite] = (), writes: Sequence[WritesBatch] = ()) -> None:
         for cw in checkpoints:
             canonical(dict(cw.checkpoint.values))
-            await super().commit(checkpoints=[cw])
+            await super().acommit(checkpoints=[cw])
         for batch in writes:
             canonical([w.to_json() for w in batch.writes])
-            await super().commit(writes=[batch])
+            await super().acommit(writes=[batch])
 
 
 class _MutableValues(MemoryCheckpointer):
-    async def get(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
-        cp = await super().get(thread_id, checkpoint_id, namespace=namespace)
+    async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
+        cp = await super().aget(thread_id, checkpoint_id, namespace=namespace)
         return None if cp is None else replace(cp, values=thaw(cp.values))
 
 
 class _HistoryByIdOrder(MemoryCheckpointer):
     """Lists every checkpoint by id instead of walking the parents."""
 
-    async def history(self, thread_id: str, **kwargs: Any) -> list[Checkpoint]:
+    async def ahistory(self, thread_id: str, **kwargs: Any) -> list[Checkpoint]:
         thread = self._checkpoints.get((kwargs.get("namespace", ""), thread_id), {})
         return [thread[cid] for cid in sorted(thread, reverse=True)][: kwargs.get("limit")]
 
 
 class _PrunesOneTooFew(MemoryCheckpointer):
-    async def prune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
-        return await super().prune(thread_id, keep_last=keep_last + 1, namespace=namespace)
+    async def aprune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
+        return await super().aprune(thread_id, keep_last=keep_last + 1, namespace=namespace)
 
 
 class _FoldsCase(MemoryCheckpointer):
     """Thread ids compared case-insensitively, like files on a case-insensitive disk."""
 
-    async def commit(self, *, checkpoints: Sequence[CheckpointWrite] = (), writes: Sequence[WritesBatch] = ()) -> None:
-        await super().commit(
+    async def acommit(self, *, checkpoints: Sequence[CheckpointWrite] = (), writes: Sequence[WritesBatch] = ()) -> None:
+        await super().acommit(
             checkpoints=[
                 replace(cw, checkpoint=replace(cw.checkpoint, thread_id=cw.checkpoint.thread_id.lower()))
                 for cw in checkpoints
@@ -256,16 +256,16 @@ class _FoldsCase(MemoryCheckpointer):
             writes=[replace(b, thread_id=b.thread_id.lower()) for b in writes],
         )
 
-    async def get(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
-        cp = await super().get(thread_id.lower(), checkpoint_id, namespace=namespace)
+    async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
+        cp = await super().aget(thread_id.lower(), checkpoint_id, namespace=namespace)
         return None if cp is None else replace(cp, thread_id=thread_id)
 
 
 class _IntegralFloats(MemoryCheckpointer):
     """Round-trips values through a lossy store that writes 1.0 as 1."""
 
-    async def get(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
-        cp = await super().get(thread_id, checkpoint_id, namespace=namespace)
+    async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
+        cp = await super().aget(thread_id, checkpoint_id, namespace=namespace)
         if cp is None:
             return None
         from plait._codec import freeze
@@ -283,14 +283,14 @@ class _IntegralFloats(MemoryCheckpointer):
 
 
 class _DeleteKeepsWrites(MemoryCheckpointer):
-    async def delete_thread(self, thread_id: str, *, namespace: str = "") -> None:
+    async def adelete_thread(self, thread_id: str, *, namespace: str = "") -> None:
         self._checkpoints.pop((namespace, thread_id), None)
 
 
 class _IgnoresNoWrites(MemoryCheckpointer):
     """Checks the expected head but not its pending writes."""
 
-    async def commit(
+    async def acommit(
         self,
         *,
         checkpoints: Sequence[CheckpointWrite] = (),
@@ -299,12 +299,12 @@ class _IgnoresNoWrites(MemoryCheckpointer):
     ) -> None:
         if fence is not None:
             fence = replace(fence, expect_no_writes=False)
-        await super().commit(checkpoints=checkpoints, writes=writes, fence=fence)
+        await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence)
 
 
 class _OldestThreadFirst(MemoryCheckpointer):
-    async def list_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
-        return list(reversed(await super().list_threads(namespace=namespace)))
+    async def alist_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
+        return list(reversed(await super().alist_threads(namespace=namespace)))
 
 
 @pytest.mark.parametrize(

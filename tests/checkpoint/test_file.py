@@ -33,7 +33,7 @@ def run(coro: Any) -> Any:
 
 def make(folder: Path) -> FileCheckpointer:
     cp = FileCheckpointer(folder)
-    run(cp.setup())
+    run(cp.asetup())
     return cp
 
 
@@ -59,7 +59,7 @@ def chain(cp: FileCheckpointer, thread_id: str, n: int, namespace: str = "") -> 
     parent = None
     for i in range(n):
         cw = step(thread_id, parent, {"i": i, "log": [*(parent.values["log"] if parent else []), i]}, namespace)
-        run(cp.commit(checkpoints=[cw]))
+        run(cp.acommit(checkpoints=[cw]))
         parent = cw.checkpoint
         out.append(parent)
     return out
@@ -82,14 +82,14 @@ def test_torn_last_line_is_ignored_and_cut_off_by_the_next_commit(tmp_path: Path
         f.write(last_line[: len(last_line) // 2])  # a crash in the middle of a write
 
     reader = make(tmp_path)
-    head = run(reader.get("t"))
+    head = run(reader.aget("t"))
     assert head is not None and head.id == cps[-1].id
-    assert [c.id for c in run(reader.history("t"))] == [c.id for c in reversed(cps)]
+    assert [c.id for c in run(reader.ahistory("t"))] == [c.id for c in reversed(cps)]
 
     nxt = step("t", cps[-1], {"i": 99})
-    run(reader.commit(checkpoints=[nxt]))
+    run(reader.acommit(checkpoints=[nxt]))
     fresh = make(tmp_path)
-    assert [c.id for c in run(fresh.history("t"))] == [nxt.checkpoint.id] + [c.id for c in reversed(cps)]
+    assert [c.id for c in run(fresh.ahistory("t"))] == [nxt.checkpoint.id] + [c.id for c in reversed(cps)]
     for line in path.read_bytes().splitlines():
         orjson.loads(line)  # the torn bytes are gone: every line is whole JSON
 
@@ -97,10 +97,10 @@ def test_torn_last_line_is_ignored_and_cut_off_by_the_next_commit(tmp_path: Path
 def test_torn_header_of_a_new_file_is_recovered(tmp_path: Path) -> None:
     cp = make(tmp_path)
     thread_file(tmp_path, "t").write_bytes(b'{"plait": "file-chec')
-    assert run(cp.list_threads()) == []
-    assert run(cp.get("t")) is None
+    assert run(cp.alist_threads()) == []
+    assert run(cp.aget("t")) is None
     cps = chain(cp, "t", 2)
-    assert [c.id for c in run(make(tmp_path).history("t"))] == [c.id for c in reversed(cps)]
+    assert [c.id for c in run(make(tmp_path).ahistory("t"))] == [c.id for c in reversed(cps)]
 
 
 def test_garbage_in_the_middle_is_reported_and_other_threads_stay_listed(tmp_path: Path) -> None:
@@ -113,15 +113,15 @@ def test_garbage_in_the_middle_is_reported_and_other_threads_stay_listed(tmp_pat
 
     reader = make(tmp_path)
     with pytest.raises(CheckpointCorruptError) as info:
-        run(reader.get("bad"))
+        run(reader.aget("bad"))
     assert info.value.thread_id == "bad"
     assert bad[0].id in str(info.value)  # names the last good checkpoint before the damage
     with pytest.raises(CheckpointCorruptError):
-        run(reader.history("bad"))
+        run(reader.ahistory("bad"))
     with pytest.raises(CheckpointCorruptError):
-        run(reader.commit(checkpoints=[step("bad", bad[-1], {"i": 5})]))
-    assert [t.thread_id for t in run(reader.list_threads())] == ["good"]
-    head = run(reader.get("good"))
+        run(reader.acommit(checkpoints=[step("bad", bad[-1], {"i": 5})]))
+    assert [t.thread_id for t in run(reader.alist_threads())] == ["good"]
+    head = run(reader.aget("good"))
     assert head is not None and head.id == good[-1].id
 
 
@@ -132,7 +132,7 @@ def test_a_record_of_unknown_kind_names_its_checkpoint(tmp_path: Path) -> None:
     with open(path, "ab") as f:
         f.write(b'[{"k": "zz", "id": "abc123"}]\n')
     with pytest.raises(CheckpointCorruptError) as info:
-        run(make(tmp_path).get("t"))
+        run(make(tmp_path).aget("t"))
     assert info.value.checkpoint_id == "abc123"
     assert "unknown kind" in info.value.reason
 
@@ -143,7 +143,7 @@ def test_a_complete_garbage_last_line_is_damage_not_a_torn_write(tmp_path: Path)
     with open(thread_file(tmp_path, "t"), "ab") as f:
         f.write(b"not json\n")
     with pytest.raises(CheckpointCorruptError):
-        run(make(tmp_path).get("t"))
+        run(make(tmp_path).aget("t"))
 
 
 def test_a_damaged_thread_can_still_be_deleted(tmp_path: Path) -> None:
@@ -152,9 +152,9 @@ def test_a_damaged_thread_can_still_be_deleted(tmp_path: Path) -> None:
     with open(thread_file(tmp_path, "t"), "ab") as f:
         f.write(b'[{"k": "w", "cp": "x", "w": [["task", "no-such-kind", "", 1]]}]\n')
     with pytest.raises(CheckpointCorruptError, match="no-such-kind"):
-        run(cp.get("t"))
-    run(cp.delete_thread("t"))
-    assert run(cp.get("t")) is None
+        run(cp.aget("t"))
+    run(cp.adelete_thread("t"))
+    assert run(cp.aget("t")) is None
     assert list(tmp_path.iterdir()) == []
 
 
@@ -167,9 +167,9 @@ def test_a_file_from_a_newer_plait_is_refused_and_skipped_in_listings(tmp_path: 
     path.write_bytes(header.replace(b'"v":1', b'"v":99') + b"\n" + rest)
     reader = make(tmp_path)
     with pytest.raises(StoreVersionError) as info:
-        run(reader.get("new"))
+        run(reader.aget("new"))
     assert info.value.found == 99
-    assert [t.thread_id for t in run(reader.list_threads())] == ["old"]
+    assert [t.thread_id for t in run(reader.alist_threads())] == ["old"]
 
 
 def test_a_file_holding_another_thread_is_refused(tmp_path: Path) -> None:
@@ -177,7 +177,7 @@ def test_a_file_holding_another_thread_is_refused(tmp_path: Path) -> None:
     chain(cp, "a", 1)
     thread_file(tmp_path, "a").rename(thread_file(tmp_path, "b"))
     with pytest.raises(CheckpointCorruptError, match="holds another thread"):
-        run(make(tmp_path).get("b"))
+        run(make(tmp_path).aget("b"))
 
 
 def test_a_failed_commit_leaves_no_file_behind(tmp_path: Path) -> None:
@@ -189,7 +189,7 @@ def test_a_failed_commit_leaves_no_file_behind(tmp_path: Path) -> None:
         changed=frozenset({"a"}),
     )
     with pytest.raises(NotSerializableError) as info:
-        run(cp.commit(checkpoints=[good, poisoned]))
+        run(cp.acommit(checkpoints=[good, poisoned]))
     assert info.value.channel == "a"
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
@@ -210,14 +210,14 @@ def test_thread_ids_cannot_name_a_path_outside_the_folder(tmp_path: Path) -> Non
     for i, tid in enumerate(ESCAPES):
         for ns in ("", tid):
             chain(cp, tid, 2, namespace=ns)
-            run(cp.acquire_lease(tid, f"owner{i}", namespace=ns))
+            run(cp.atake_lease(tid, f"owner{i}", namespace=ns))
     assert [p.name for p in tmp_path.iterdir()] == ["store"]
     names = [p.name for p in folder.iterdir()]
     assert len(names) == 2 * 2 * len(set(ESCAPES)) - 2  # ("", "") is one thread, not two
     for name in names:
         assert NAME.match(name), name
         assert len(name) <= 200
-    listed = {(t.namespace, t.thread_id) for t in run(make(folder).list_threads())}
+    listed = {(t.namespace, t.thread_id) for t in run(make(folder).alist_threads())}
     assert listed == {(ns, tid) for tid in ESCAPES for ns in ("", tid)}
 
 
@@ -245,15 +245,15 @@ CHILD = textwrap.dedent(
 
     async def main(folder, owner):
         cp = FileCheckpointer(folder)
-        await cp.setup()
+        await cp.asetup()
         try:
-            await cp.acquire_lease("t", owner, ttl=60)
+            await cp.atake_lease("t", owner, ttl=60)
         except ThreadBusyError as exc:
             print("busy", exc.owner, flush=True)
             return
         print("held", flush=True)
         sys.stdin.readline()
-        await cp.release_lease("t", owner)
+        await cp.arelease_lease("t", owner)
         print("released", flush=True)
 
     asyncio.run(main(sys.argv[1], sys.argv[2]))
@@ -276,13 +276,13 @@ def test_two_processes_contend_for_a_lease(tmp_path: Path) -> None:
         assert child.stdout is not None and child.stdin is not None
         assert child.stdout.readline().strip() == "held"
         with pytest.raises(ThreadBusyError) as info:
-            run(cp.acquire_lease("t", "proc-1"))
+            run(cp.atake_lease("t", "proc-1"))
         assert info.value.owner == "proc-2" and 0 < info.value.expires_in <= 60
         child.stdin.write("\n")
         child.stdin.flush()
         assert child.stdout.readline().strip() == "released"
         assert child.wait(timeout=60) == 0
-    run(cp.acquire_lease("t", "proc-1"))
+    run(cp.atake_lease("t", "proc-1"))
     with _child(tmp_path, "proc-3") as other:
         out, _ = other.communicate(timeout=60)
     assert out.strip() == "busy proc-1"
@@ -297,12 +297,12 @@ WRITER = textwrap.dedent(
 
     async def main(folder, tag):
         cp = FileCheckpointer(folder)
-        await cp.setup()
+        await cp.asetup()
         for i in range(25):
             c = Checkpoint(thread_id="shared", id=new_checkpoint_id(), parent_id=None, step=0,
                            values={"who": tag, "i": i, "pad": freeze(["x" * 100] * 20, "pad")},
                            metadata={"source": "input", "step": 0})
-            await cp.commit(checkpoints=[CheckpointWrite(checkpoint=c, changed=frozenset(c.values))])
+            await cp.acommit(checkpoints=[CheckpointWrite(checkpoint=c, changed=frozenset(c.values))])
 
     asyncio.run(main(sys.argv[1], sys.argv[2]))
     """
@@ -314,12 +314,12 @@ def test_processes_appending_to_one_thread_never_interleave(tmp_path: Path) -> N
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), f"w{i}"]) for i in range(3)]
     assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
     cp = make(tmp_path)
-    (info,) = run(cp.list_threads())
+    (info,) = run(cp.alist_threads())
     assert info.checkpoints == 75
     seen = set()
     for line in thread_file(tmp_path, "shared").read_bytes().splitlines()[1:]:
         for record in orjson.loads(line):
-            got = run(cp.get("shared", record["id"]))
+            got = run(cp.aget("shared", record["id"]))
             assert got is not None
             seen.add((got.values["who"], got.values["i"]))
     assert seen == {(f"w{p}", i) for p in range(3) for i in range(25)}
@@ -328,29 +328,29 @@ def test_processes_appending_to_one_thread_never_interleave(tmp_path: Path) -> N
 def test_another_instance_sees_appends_and_deletes(tmp_path: Path) -> None:
     a, b = make(tmp_path), make(tmp_path)
     cps = chain(a, "t", 2)
-    assert run(b.get("t")) is not None  # b has it cached now
+    assert run(b.aget("t")) is not None  # b has it cached now
     nxt = step("t", cps[-1], {"i": 7})
-    run(a.commit(checkpoints=[nxt]))
-    head = run(b.get("t"))
+    run(a.acommit(checkpoints=[nxt]))
+    head = run(b.aget("t"))
     assert head is not None and head.id == nxt.checkpoint.id and head.values["i"] == 7
-    run(a.delete_thread("t"))
-    assert run(b.get("t")) is None
+    run(a.adelete_thread("t"))
+    assert run(b.aget("t")) is None
     again = chain(a, "t", 1)
-    head = run(b.get("t"))
+    head = run(b.aget("t"))
     assert head is not None and head.id == again[0].id
 
 
 def test_a_new_process_reads_everything_back(tmp_path: Path) -> None:
     cp = make(tmp_path)
     cps = chain(cp, "t", 5)
-    run(cp.commit(writes=[WritesBatch(thread_id="t", checkpoint_id=cps[-1].id, writes=())]))
+    run(cp.acommit(writes=[WritesBatch(thread_id="t", checkpoint_id=cps[-1].id, writes=())]))
     script = textwrap.dedent(
         """
         import asyncio, json, sys
         from plait.checkpoint.file import FileCheckpointer
         async def main():
             cp = FileCheckpointer(sys.argv[1])
-            print(json.dumps([[c.id, c.values["log"]] for c in await cp.history("t")]))
+            print(json.dumps([[c.id, c.values["log"]] for c in await cp.ahistory("t")]))
         asyncio.run(main())
         """
     )
@@ -367,9 +367,9 @@ def _chat_file_size(folder: Path, turns: int) -> int:
     for i in range(turns):
         messages = [*(parent.values["messages"] if parent else []), freeze({"id": i, "text": "hello " * 10}, "m")]
         cw = step("chat", parent, {"messages": messages, "turn": i})
-        run(cp.commit(checkpoints=[cw]))
+        run(cp.acommit(checkpoints=[cw]))
         parent = cw.checkpoint
-    middle = run(make(folder).history("chat"))[turns // 2]
+    middle = run(make(folder).ahistory("chat"))[turns // 2]
     assert len(middle.values["messages"]) == turns - turns // 2
     return thread_file(folder, "chat").stat().st_size
 
@@ -385,15 +385,15 @@ def test_prune_rewrites_the_file_and_leaves_no_temporary_files(tmp_path: Path) -
     cps = chain(cp, "t", 20)
     path = thread_file(tmp_path, "t")
     before = path.stat().st_size
-    assert run(cp.prune("t", keep_last=3)) == 17
+    assert run(cp.aprune("t", keep_last=3)) == 17
     assert path.stat().st_size < before
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
     reader = make(tmp_path)
-    got = run(reader.history("t"))
+    got = run(reader.ahistory("t"))
     assert [c.id for c in got] == [c.id for c in reversed(cps[-3:])]
     assert [list(c.values["log"]) for c in got] == [list(c.values["log"]) for c in reversed(cps[-3:])]
     assert got[-1].parent_id is None
     nxt = step("t", cps[-1], {"i": 100})
-    run(reader.commit(checkpoints=[nxt]))
-    head = run(make(tmp_path).get("t"))
+    run(reader.acommit(checkpoints=[nxt]))
+    head = run(make(tmp_path).aget("t"))
     assert head is not None and head.values["log"] == list(range(20)) and head.values["i"] == 100

@@ -54,11 +54,13 @@ def test_a_store_that_is_not_set_up_is_refused_until_setup(store: tuple[str, str
     async def go() -> None:
         cp = postgres.PostgresCheckpointer(dsn, schema=schema)
         with pytest.raises(StoreVersionError, match="plait db migrate") as info:
-            await cp.get("t")
+            await cp.aget("t")
         assert info.value.found == 0
-        await asyncio.gather(cp.setup(), postgres.PostgresCheckpointer(dsn, schema=schema).setup())  # concurrent: safe
-        await cp.setup()  # and repeatable
-        assert await cp.get("t") is None
+        await asyncio.gather(
+            cp.asetup(), postgres.PostgresCheckpointer(dsn, schema=schema).asetup()
+        )  # concurrent: safe
+        await cp.asetup()  # and repeatable
+        assert await cp.aget("t") is None
         await cp.aclose()
 
     run(go())
@@ -67,20 +69,20 @@ def test_a_store_that_is_not_set_up_is_refused_until_setup(store: tuple[str, str
     async def newer() -> None:
         cp = postgres.PostgresCheckpointer(dsn, schema=schema)
         with pytest.raises(StoreVersionError, match="upgrade plait"):
-            await cp.list_threads()
+            await cp.alist_threads()
         with pytest.raises(StoreVersionError):
-            await cp.setup()
+            await cp.asetup()
         await cp.aclose()
 
     run(newer())
 
 
-def test_setup_sync_creates_the_schema_and_tables(postgres_dsn: str, postgres_schema: str) -> None:
+def test_migrate_creates_the_schema_and_tables(postgres_dsn: str, postgres_schema: str) -> None:
     schema = postgres_schema + "_new"
     cp = postgres.PostgresCheckpointer(postgres_dsn, schema=schema)
     try:
-        assert cp.setup_sync() == 0
-        assert cp.setup_sync() == SCHEMA_VERSION
+        assert cp.migrate() == 0
+        assert cp.migrate() == SCHEMA_VERSION
         tables = {r[0] for r in sql(postgres_dsn, "SELECT tablename FROM pg_tables WHERE schemaname = %s", schema)}
         assert {"plait_checkpoints", "plait_blobs", "plait_writes", "plait_leases", "plait_migrations"} <= tables
     finally:
@@ -93,14 +95,14 @@ def test_round_trip_deltas_and_storage_size(store: tuple[str, str]) -> None:
 
     async def go() -> list[Checkpoint]:
         cp = postgres.PostgresCheckpointer(dsn, schema=schema)
-        await cp.setup()
+        await cp.asetup()
         written = await append_chat(cp, "chat", 300)
-        history = await cp.history("chat")
+        history = await cp.ahistory("chat")
         assert [c.id for c in history] == [c.id for c in reversed(written)]
         for got, want in zip(history[:5] + history[-5:], list(reversed(written))[:5] + list(reversed(written))[-5:]):
             same(got, want)
-        same(await cp.get("chat"), written[-1])
-        same(await cp.get("chat", written[100].id), written[100])
+        same(await cp.aget("chat"), written[-1])
+        same(await cp.aget("chat", written[100].id), written[100])
         await cp.aclose()
         return written
 
@@ -117,17 +119,17 @@ def test_pending_writes_and_folding(store: tuple[str, str]) -> None:
 
     async def go() -> None:
         cp = postgres.PostgresCheckpointer(dsn, schema=schema)
-        await cp.setup()
+        await cp.asetup()
         root = make("t", None, {"n": 1})
-        await cp.commit(checkpoints=[root])
+        await cp.acommit(checkpoints=[root])
         w = PendingWrite(task_id="a", kind="result", value={"writes": [["n", 2]]})
         w2 = PendingWrite(task_id="a", kind="result", value={"writes": [["n", 3]]})
         for batch in (w, w2):
-            await cp.commit(writes=[WritesBatch(thread_id="t", checkpoint_id=root.checkpoint.id, writes=(batch,))])
-        got = await cp.get("t")
+            await cp.acommit(writes=[WritesBatch(thread_id="t", checkpoint_id=root.checkpoint.id, writes=(batch,))])
+        got = await cp.aget("t")
         assert got is not None and got.pending_writes == (w2,)
-        await cp.commit(checkpoints=[make("t", root.checkpoint, {"n": 3}, folds=True)])
-        assert (await cp.get("t", root.checkpoint.id)).pending_writes == ()
+        await cp.acommit(checkpoints=[make("t", root.checkpoint, {"n": 3}, folds=True)])
+        assert (await cp.aget("t", root.checkpoint.id)).pending_writes == ()
         await cp.aclose()
 
     run(go())
@@ -138,23 +140,23 @@ def test_branches_prune_and_history(store: tuple[str, str]) -> None:
 
     async def go() -> None:
         cp = postgres.PostgresCheckpointer(dsn, schema=schema)
-        await cp.setup()
+        await cp.asetup()
         written = await append_chat(cp, "t", 30, size=200)
         branch = make("t", written[8], {"turn": -1})
-        await cp.commit(checkpoints=[branch])
-        assert [c.id for c in await cp.history("t", limit=3)] == [branch.checkpoint.id, written[8].id, written[7].id]
-        assert [c.id for c in await cp.history("t", filter={"step": 3})] == [written[3].id]
-        keep = {c.id: c for c in await cp.history("t", before=written[-1].id, limit=3)}
+        await cp.acommit(checkpoints=[branch])
+        assert [c.id for c in await cp.ahistory("t", limit=3)] == [branch.checkpoint.id, written[8].id, written[7].id]
+        assert [c.id for c in await cp.ahistory("t", filter={"step": 3})] == [written[3].id]
+        keep = {c.id: c for c in await cp.ahistory("t", before=written[-1].id, limit=3)}
         keep[written[-1].id] = written[-1]
-        assert await cp.prune("t", keep_last=4) == 31 - 8
+        assert await cp.aprune("t", keep_last=4) == 31 - 8
         for cid, want in keep.items():
-            got = await cp.get("t", cid)
+            got = await cp.aget("t", cid)
             assert got is not None and canonical(got.values) == canonical(want.values)
-        same(await cp.get("t"), branch.checkpoint)
-        (info,) = await cp.list_threads()
+        same(await cp.aget("t"), branch.checkpoint)
+        (info,) = await cp.alist_threads()
         assert info.checkpoints == 8 and info.head_id == branch.checkpoint.id
-        await cp.delete_thread("t")
-        assert await cp.list_threads() == [] and await cp.get("t") is None
+        await cp.adelete_thread("t")
+        assert await cp.alist_threads() == [] and await cp.aget("t") is None
         await cp.aclose()
 
     run(go())
@@ -165,7 +167,7 @@ def test_corruption_is_named_and_contained(store: tuple[str, str]) -> None:
 
     async def fill() -> None:
         cp = postgres.PostgresCheckpointer(dsn, schema=schema)
-        await cp.setup()
+        await cp.asetup()
         for name in ("bad", "good"):
             await append_chat(cp, name, 5, size=100)
         await cp.aclose()
@@ -176,10 +178,10 @@ def test_corruption_is_named_and_contained(store: tuple[str, str]) -> None:
     async def check() -> None:
         cp = postgres.PostgresCheckpointer(dsn, schema=schema)
         with pytest.raises(CheckpointCorruptError) as info:
-            await cp.get("bad")
+            await cp.aget("bad")
         assert info.value.thread_id == "bad" and info.value.checkpoint_id
-        assert len(await cp.list_threads()) == 2
-        assert await cp.get("good") is not None
+        assert len(await cp.alist_threads()) == 2
+        assert await cp.aget("good") is not None
         await cp.aclose()
 
     run(check())
@@ -191,18 +193,18 @@ def test_leases_use_the_database_clock_across_instances(store: tuple[str, str]) 
     async def go() -> None:
         a = postgres.PostgresCheckpointer(dsn, schema=schema)
         b = postgres.PostgresCheckpointer(dsn, schema=schema)
-        await a.setup()
-        await a.acquire_lease("t", "a", ttl=600)
+        await a.asetup()
+        await a.atake_lease("t", "a", ttl=600)
         with pytest.raises(ThreadBusyError) as info:
-            await b.acquire_lease("t", "b")
+            await b.atake_lease("t", "b")
         assert info.value.owner == "a" and 0 < info.value.expires_in <= 600
-        await a.acquire_lease("t", "a", ttl=0)  # renewed, already expired
-        await b.acquire_lease("t", "b", ttl=600)  # taken over
-        await a.release_lease("t", "a")  # not the holder: nothing happens
+        await a.atake_lease("t", "a", ttl=0)  # renewed, already expired
+        await b.atake_lease("t", "b", ttl=600)  # taken over
+        await a.arelease_lease("t", "a")  # not the holder: nothing happens
         with pytest.raises(ThreadBusyError):
-            await a.acquire_lease("t", "a")
-        await b.release_lease("t", "b")
-        await a.acquire_lease("t", "a")
+            await a.atake_lease("t", "a")
+        await b.arelease_lease("t", "b")
+        await a.atake_lease("t", "a")
         await a.aclose()
         await b.aclose()
 
@@ -217,18 +219,18 @@ def test_a_dropped_connection_is_retried_and_nothing_half_written_is_read(store:
 
     async def go() -> None:
         cp = postgres.PostgresCheckpointer(conninfo, schema=schema, max_connections=2)
-        await cp.setup()
+        await cp.asetup()
         written = await append_chat(cp, "t", 5, size=100)
         for _ in range(3):
             cut = sql(dsn, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", app)
             assert cut
-            head = await cp.get("t")
+            head = await cp.aget("t")
             same(head, written[-1])
             nxt = make("t", written[-1], {"turn": 100 + len(written)})
-            await cp.commit(checkpoints=[nxt])
+            await cp.acommit(checkpoints=[nxt])
             written.append(nxt.checkpoint)
-        same(await cp.get("t"), written[-1])
-        assert len(await cp.history("t")) == len(written)
+        same(await cp.aget("t"), written[-1])
+        assert len(await cp.ahistory("t")) == len(written)
         await cp.aclose()
 
     run(go())
@@ -238,7 +240,7 @@ def test_an_unreachable_database_is_a_checkpoint_error() -> None:
     async def go() -> None:
         cp = postgres.PostgresCheckpointer("postgresql://postgres@127.0.0.1:1/none", connect_timeout=1)
         with pytest.raises(CheckpointError, match="connection failed"):
-            await cp.get("t")
+            await cp.aget("t")
         await cp.aclose()
 
     run(go())
@@ -249,15 +251,15 @@ def test_nul_in_ids_is_refused_cleanly_and_values_keep_it(store: tuple[str, str]
 
     async def go() -> None:
         cp = postgres.PostgresCheckpointer(dsn, schema=schema)
-        await cp.setup()
+        await cp.asetup()
         with pytest.raises(CheckpointError, match="NUL"):
-            await cp.commit(checkpoints=[make("a\x00b", None, {"v": 1})])
-        assert await cp.get("a\x00b") is None
+            await cp.acommit(checkpoints=[make("a\x00b", None, {"v": 1})])
+        assert await cp.aget("a\x00b") is None
         with pytest.raises(CheckpointError, match="NUL"):
-            await cp.acquire_lease("t", "own\x00er")
+            await cp.atake_lease("t", "own\x00er")
         cw = make("t", None, {"v": "x\x00y"}, metadata={"label": "\x00"})
-        await cp.commit(checkpoints=[cw])
-        same(await cp.get("t"), cw.checkpoint)
+        await cp.acommit(checkpoints=[cw])
+        same(await cp.aget("t"), cw.checkpoint)
         await cp.aclose()
 
     run(go())
@@ -272,13 +274,13 @@ def test_a_borrowed_pool_stays_open(store: tuple[str, str]) -> None:
 
         async def go() -> None:
             cp = postgres.PostgresCheckpointer(pool, schema=schema)
-            await cp.setup()
+            await cp.asetup()
             cw = make("t", None, {"v": [1, 2]})
-            await cp.commit(checkpoints=[cw])
-            same(await cp.get("t"), cw.checkpoint)
+            await cp.acommit(checkpoints=[cw])
+            same(await cp.aget("t"), cw.checkpoint)
             await cp.aclose()
             with pytest.raises(CheckpointError, match="closed"):
-                await cp.get("t")
+                await cp.aget("t")
 
         run(go())
         with pool.connection() as conn:
@@ -301,7 +303,7 @@ def test_a_pool_that_prepares_nothing_runs_graphs_without_prepared_statements(st
     kwargs = {"autocommit": True, "prepare_threshold": None}
     with ConnectionPool(dsn, min_size=1, max_size=1, open=True, kwargs=kwargs) as pool:
         cp = postgres.PostgresCheckpointer(pool, schema=schema)
-        cp.setup_sync()
+        cp.migrate()
         app = graph.compile(checkpointer=cp)
         for thread in ("a", "b"):
             assert app.invoke({"n": 0}, thread_id=thread) == {"n": 12}
@@ -334,17 +336,17 @@ def test_a_parent_deleted_by_another_process_is_not_built_upon(store: tuple[str,
     async def go() -> None:
         a = postgres.PostgresCheckpointer(dsn, schema=schema)
         b = postgres.PostgresCheckpointer(dsn, schema=schema)
-        await a.setup()
+        await a.asetup()
         written = await append_chat(a, "t", 4, size=100)
-        await b.delete_thread("t")
+        await b.adelete_thread("t")
         msgs = FrozenList([*written[-1].values["messages"], freeze({"id": "late"}, "m")])
         child = make("t", written[-1], {"messages": msgs})
-        await a.commit(checkpoints=[child], fence=fence)
+        await a.acommit(checkpoints=[child], fence=fence)
         grandchild = make("t", child.checkpoint, {"turn": 99})
-        await a.commit(checkpoints=[grandchild], fence=fence)
+        await a.acommit(checkpoints=[grandchild], fence=fence)
         for cp in (a, b):
-            same(await cp.get("t"), grandchild.checkpoint)
-            same(await cp.get("t", child.checkpoint.id), child.checkpoint)
+            same(await cp.aget("t"), grandchild.checkpoint)
+            same(await cp.aget("t", child.checkpoint.id), child.checkpoint)
         await a.aclose()
         await b.aclose()
 
@@ -363,12 +365,12 @@ def test_a_lease_leaves_the_pooled_connection_as_it_was(store: tuple[str, str]) 
 
         async def go() -> None:
             cp = postgres.PostgresCheckpointer(pool, schema=schema)
-            await cp.setup()
-            await cp.acquire_lease("t", "me")
+            await cp.asetup()
+            await cp.atake_lease("t", "me")
             with pytest.raises(ThreadBusyError):
-                await cp.acquire_lease("t", "other")
-            await cp.release_lease("t", "me")
-            await cp.acquire_lease("t", "other")
+                await cp.atake_lease("t", "other")
+            await cp.arelease_lease("t", "me")
+            await cp.atake_lease("t", "other")
             await cp.aclose()
 
         run(go())
@@ -387,7 +389,7 @@ def test_a_version_1_store_is_upgraded_to_fenced_commits(store: tuple[str, str])
     from plait.errors import ConcurrentUpdateError
 
     first = postgres.PostgresCheckpointer(dsn, schema=schema)
-    first.setup_sync()
+    first.migrate()
     first.close()
     drop_version_6(dsn, schema)
     sql(dsn, f'DROP FUNCTION "{schema}".plait_fence(text, text, text, boolean, text, text, text)')
@@ -400,19 +402,19 @@ def test_a_version_1_store_is_upgraded_to_fenced_commits(store: tuple[str, str])
     async def go() -> None:
         cp = postgres.PostgresCheckpointer(dsn, schema=schema)
         with pytest.raises(StoreVersionError) as info:
-            await cp.get("t")
+            await cp.aget("t")
         assert (info.value.found, info.value.known) == (1, SCHEMA_VERSION)
-        assert cp.setup_sync() == 1
+        assert cp.migrate() == 1
         root = make("t", None, {"a": 1})
-        await cp.commit(checkpoints=[root], fence=Fence(owner="u", expect_head=None))
+        await cp.acommit(checkpoints=[root], fence=Fence(owner="u", expect_head=None))
         with pytest.raises(ConcurrentUpdateError) as refused:
-            await cp.commit(checkpoints=[make("t", None, {"a": 2})], fence=Fence(owner="u", expect_head=None))
+            await cp.acommit(checkpoints=[make("t", None, {"a": 2})], fence=Fence(owner="u", expect_head=None))
         assert (refused.value.expected, refused.value.found) == (None, root.checkpoint.id)
-        await cp.acquire_lease("t", "run", ttl=600)
+        await cp.atake_lease("t", "run", ttl=600)
         with pytest.raises(ThreadBusyError) as busy:
-            await cp.commit(checkpoints=[make("t", root.checkpoint, {"a": 3})], fence=Fence(owner="u"))
+            await cp.acommit(checkpoints=[make("t", root.checkpoint, {"a": 3})], fence=Fence(owner="u"))
         assert busy.value.owner == "run" and 0 < busy.value.expires_in <= 600
-        head = await cp.get("t")
+        head = await cp.aget("t")
         assert head is not None and head.id == root.checkpoint.id
         await cp.aclose()
 
@@ -427,7 +429,7 @@ def test_a_version_2_store_is_upgraded_to_one_round_trip_commits(store: tuple[st
     from plait._frozen import FrozenList
 
     first = postgres.PostgresCheckpointer(dsn, schema=schema)
-    first.setup_sync()
+    first.migrate()
     first.close()
     drop_version_6(dsn, schema)
     sql(dsn, f'DROP FUNCTION "{schema}".plait_fence(text, text, text, boolean, text, text, text)')
@@ -440,15 +442,15 @@ def test_a_version_2_store_is_upgraded_to_one_round_trip_commits(store: tuple[st
         a = postgres.PostgresCheckpointer(dsn, schema=schema)
         b = postgres.PostgresCheckpointer(dsn, schema=schema)
         with pytest.raises(StoreVersionError) as info:
-            await a.get("t")
+            await a.aget("t")
         assert (info.value.found, info.value.known) == (2, SCHEMA_VERSION)
-        assert a.setup_sync() == 2
+        assert a.migrate() == 2
         written = await append_chat(a, "t", 3, size=50)
-        await b.delete_thread("t")
+        await b.adelete_thread("t")
         msgs = FrozenList([*written[-1].values["messages"], freeze({"id": "late"}, "m")])
         child = make("t", written[-1], {"messages": msgs})
-        await a.commit(checkpoints=[child])
-        same(await b.get("t"), child.checkpoint)
+        await a.acommit(checkpoints=[child])
+        same(await b.aget("t"), child.checkpoint)
         await a.aclose()
         await b.aclose()
 
@@ -467,7 +469,7 @@ def test_a_version_3_store_is_upgraded_to_one_call_commits(store: tuple[str, str
     from plait.errors import ConcurrentUpdateError
 
     first = postgres.PostgresCheckpointer(dsn, schema=schema)
-    first.setup_sync()
+    first.migrate()
     first.close()
     drop_version_6(dsn, schema)
     for function in ("put_checkpoint", "take_lease", "give_lease"):  # what version 3 had
@@ -478,33 +480,33 @@ def test_a_version_3_store_is_upgraded_to_one_call_commits(store: tuple[str, str
     async def go() -> None:
         cp = postgres.PostgresCheckpointer(pool, schema=schema)
         with pytest.raises(StoreVersionError) as info:
-            await cp.get("t")
+            await cp.aget("t")
         assert (info.value.found, info.value.known) == (3, SCHEMA_VERSION)
-        assert cp.setup_sync() == 3
+        assert cp.migrate() == 3
         for _ in range(6):  # psycopg prepares a statement on its fifth use
-            await cp.acquire_lease("t", "run")
-            await cp.release_lease("t", "run")
-        await cp.acquire_lease("t", "run")
+            await cp.atake_lease("t", "run")
+            await cp.arelease_lease("t", "run")
+        await cp.atake_lease("t", "run")
         cps = [make("t", None, {"n": 0})]
-        await cp.commit(checkpoints=cps[-1:], fence=Fence(owner="run", expect_head=None))
+        await cp.acommit(checkpoints=cps[-1:], fence=Fence(owner="run", expect_head=None))
         for n in range(1, 8):
             cps.append(make("t", cps[-1].checkpoint, {"n": n}))
-            await cp.commit(checkpoints=cps[-1:], fence=Fence(owner="run"))
+            await cp.acommit(checkpoints=cps[-1:], fence=Fence(owner="run"))
         with pool.connection() as conn:
             prepared = conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()
         for function in ("put_checkpoint", "take_lease", "give_lease"):
             assert any(f"plait_{function}" in text for (text,) in prepared), (function, prepared)
         with pytest.raises(ThreadBusyError) as busy:
-            await cp.commit(checkpoints=[make("t", cps[-1].checkpoint, {"n": -1})], fence=Fence(owner="other"))
+            await cp.acommit(checkpoints=[make("t", cps[-1].checkpoint, {"n": -1})], fence=Fence(owner="other"))
         assert busy.value.owner == "run"
         with pytest.raises(ConcurrentUpdateError) as moved:
-            await cp.commit(
+            await cp.acommit(
                 checkpoints=[make("t", cps[2].checkpoint, {"n": -2})],
                 fence=Fence(owner="run", expect_head=cps[2].checkpoint.id),
             )
         assert moved.value.found == cps[-1].checkpoint.id
-        same(await cp.get("t"), cps[-1].checkpoint)
-        assert [c.id for c in await cp.history("t")] == [c.checkpoint.id for c in reversed(cps)]
+        same(await cp.aget("t"), cps[-1].checkpoint)
+        assert [c.id for c in await cp.ahistory("t")] == [c.checkpoint.id for c in reversed(cps)]
         await cp.aclose()
 
     try:
@@ -526,7 +528,7 @@ def test_a_version_4_store_is_upgraded_to_a_commit_that_checks_the_lease_itself(
     from plait.checkpoint.base import Fence
 
     first = postgres.PostgresCheckpointer(dsn, schema=schema)
-    first.setup_sync()
+    first.migrate()
     first.close()
     drop_version_6(dsn, schema)
     sql(dsn, PG_MIGRATIONS[4][0].replace("{P}", f'"{schema}".plait_'))  # version 4's put_checkpoint
@@ -535,9 +537,9 @@ def test_a_version_4_store_is_upgraded_to_a_commit_that_checks_the_lease_itself(
     async def go() -> None:
         cp = postgres.PostgresCheckpointer(dsn, schema=schema)
         with pytest.raises(StoreVersionError) as info:
-            await cp.get("t")
+            await cp.aget("t")
         assert (info.value.found, info.value.known) == (4, SCHEMA_VERSION)
-        assert cp.setup_sync() == 4
+        assert cp.migrate() == 4
         sql(
             dsn,
             f"""CREATE OR REPLACE FUNCTION "{schema}".plait_fence(
@@ -550,30 +552,30 @@ def test_a_version_4_store_is_upgraded_to_a_commit_that_checks_the_lease_itself(
                 RETURN "{schema}".plait_fence(f_ns, f_tid, f_owner, f_check_head, f_expect, f_own);
             END $f$""",
         )
-        await cp.acquire_lease("t", "run")
+        await cp.atake_lease("t", "run")
         cps = [make("t", None, {"n": 0})]
-        await cp.commit(checkpoints=cps, fence=Fence(owner="run"))
+        await cp.acommit(checkpoints=cps, fence=Fence(owner="run"))
         for n in range(1, 4):
             cps.append(make("t", cps[-1].checkpoint, {"n": n}))
-            await cp.commit(checkpoints=cps[-1:], fence=Fence(owner="run"))
+            await cp.acommit(checkpoints=cps[-1:], fence=Fence(owner="run"))
         with pytest.raises(ThreadBusyError) as busy:
-            await cp.commit(checkpoints=[make("t", cps[-1].checkpoint, {"n": -1})], fence=Fence(owner="other"))
+            await cp.acommit(checkpoints=[make("t", cps[-1].checkpoint, {"n": -1})], fence=Fence(owner="other"))
         assert busy.value.owner == "run" and busy.value.thread_id == "t"
         with pytest.raises(CheckpointError, match=r"fence\(\) was called"):
-            await cp.commit(
+            await cp.acommit(
                 checkpoints=[make("t", cps[-1].checkpoint, {"n": -2})],
                 fence=Fence(owner="run", expect_head=cps[-1].checkpoint.id),
             )
-        same(await cp.get("t"), cps[-1].checkpoint)
+        same(await cp.aget("t"), cps[-1].checkpoint)
         # A delta computed against a parent another process deleted is caught (the commit
         # is then written whole): were the parent not checked, the read would find no base.
         written = await append_chat(cp, "c", 3, size=50)
         other = postgres.PostgresCheckpointer(dsn, schema=schema)
-        await other.delete_thread("c")
+        await other.adelete_thread("c")
         msgs = FrozenList([*written[-1].values["messages"], freeze({"id": "late"}, "m")])
         child = make("c", written[-1], {"messages": msgs})
-        await cp.commit(checkpoints=[child], fence=Fence(owner="run"))
-        same(await other.get("c"), child.checkpoint)
+        await cp.acommit(checkpoints=[child], fence=Fence(owner="run"))
+        same(await other.aget("c"), child.checkpoint)
         await other.aclose()
         await cp.aclose()
 
@@ -589,28 +591,28 @@ def test_a_version_5_store_is_upgraded_to_fences_that_see_pending_writes(store: 
     from plait.errors import ConcurrentUpdateError
 
     first = postgres.PostgresCheckpointer(dsn, schema=schema)
-    first.setup_sync()
+    first.migrate()
     first.close()
     drop_version_6(dsn, schema)
 
     async def go() -> None:
         cp = postgres.PostgresCheckpointer(dsn, schema=schema)
         with pytest.raises(StoreVersionError) as info:
-            await cp.get("t")
+            await cp.aget("t")
         assert (info.value.found, info.value.known) == (5, SCHEMA_VERSION)
-        assert cp.setup_sync() == 5
+        assert cp.migrate() == 5
         root = make("t", None, {"n": 0})
-        await cp.commit(checkpoints=[root])
+        await cp.acommit(checkpoints=[root])
         saved = (PendingWrite(task_id="x", kind="effect", key="k", value=1),)
-        await cp.commit(writes=[WritesBatch(thread_id="t", checkpoint_id=root.checkpoint.id, writes=saved)])
+        await cp.acommit(writes=[WritesBatch(thread_id="t", checkpoint_id=root.checkpoint.id, writes=saved)])
         child = make("t", root.checkpoint, {"n": 1})
         quiet = Fence(owner="u", expect_head=root.checkpoint.id, expect_no_writes=True)
         with pytest.raises(ConcurrentUpdateError) as moved:
-            await cp.commit(checkpoints=[child], fence=quiet)
+            await cp.acommit(checkpoints=[child], fence=quiet)
         assert moved.value.pending_writes and moved.value.found == root.checkpoint.id
         assert "pending writes" in str(moved.value)
-        await cp.commit(checkpoints=[child], fence=Fence(owner="u", expect_head=root.checkpoint.id))
-        same(await cp.get("t"), child.checkpoint)
+        await cp.acommit(checkpoints=[child], fence=Fence(owner="u", expect_head=root.checkpoint.id))
+        same(await cp.aget("t"), child.checkpoint)
         await cp.aclose()
 
     run(go())
@@ -626,7 +628,7 @@ def test_only_sync_facade_calls_run_on_the_callers_thread(store: tuple[str, str]
 
     dsn, schema = store
     cp = postgres.PostgresCheckpointer(dsn, schema=schema)
-    cp.setup_sync()
+    cp.migrate()
     ran_on: list[int] = []
     original = cp._transaction
 
@@ -637,7 +639,7 @@ def test_only_sync_facade_calls_run_on_the_callers_thread(store: tuple[str, str]
     cp._transaction = spy  # type: ignore[method-assign]
 
     async def lone() -> int:
-        await cp.get("t")
+        await cp.aget("t")
         return threading.get_ident()
 
     try:

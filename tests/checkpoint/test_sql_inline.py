@@ -49,7 +49,7 @@ def grow(backend: Backend, store: Checkpointer, steps: int) -> list[Checkpoint]:
     for i in range(steps):
         log = [*(parent.values["log"] if parent else []), f"entry {i:03d} of the log"]
         cw = make("t", parent, {"log": log, "turn": i})
-        run(store.commit(checkpoints=[cw]))
+        run(store.acommit(checkpoints=[cw]))
         parent = cw.checkpoint
         written.append(parent)
     return written
@@ -72,16 +72,16 @@ def test_small_values_and_deltas_live_in_bodies_and_read_back_everywhere(backend
 def test_an_unchanged_small_value_is_read_from_the_body_of_the_checkpoint_that_wrote_it(backend: Backend) -> None:
     store = backend.open()
     root = make("t", None, {"flag": True, "big": "x" * (INLINE_MAX * 4)})
-    run(store.commit(checkpoints=[root]))
+    run(store.acommit(checkpoints=[root]))
     parent = root.checkpoint
     for i in range(5):
         cw = make("t", parent, {"big": f"{i}" * (INLINE_MAX * 4)})
-        run(store.commit(checkpoints=[cw]))
+        run(store.acommit(checkpoints=[cw]))
         parent = cw.checkpoint
     run(store.aclose())
     assert inline_of(backend, root.checkpoint.id) == {"flag": [None, True]}
     fresh = backend.open()
-    got = run(fresh.get("t"))  # one row read; "flag" is in the root's body
+    got = run(fresh.aget("t"))  # one row read; "flag" is in the root's body
     same(got, parent)
     run(fresh.aclose())
 
@@ -89,19 +89,19 @@ def test_an_unchanged_small_value_is_read_from_the_body_of_the_checkpoint_that_w
 def test_prune_moves_a_needed_value_out_of_a_dropped_body(backend: Backend) -> None:
     store = backend.open()
     root = make("t", None, {"flag": "kept in the root's body", "n": 0})
-    run(store.commit(checkpoints=[root]))
+    run(store.acommit(checkpoints=[root]))
     parent = root.checkpoint
     for i in range(1, 6):
         cw = make("t", parent, {"n": i})
-        run(store.commit(checkpoints=[cw]))
+        run(store.acommit(checkpoints=[cw]))
         parent = cw.checkpoint
-    assert run(store.prune("t", keep_last=2)) == 4
+    assert run(store.aprune("t", keep_last=2)) == 4
     run(store.aclose())
     assert backend.sql("SELECT count(*) FROM {P}checkpoints WHERE id = %s", root.checkpoint.id)[0][0] == 0
     assert blob_rows(backend, root.checkpoint.id) == {"flag"}, "moved to the blobs table"
     fresh = backend.open()
-    same(run(fresh.get("t")), parent)
-    assert [c.values["flag"] for c in run(fresh.history("t"))] == ["kept in the root's body"] * 2
+    same(run(fresh.aget("t")), parent)
+    assert [c.values["flag"] for c in run(fresh.ahistory("t"))] == ["kept in the root's body"] * 2
     run(fresh.aclose())
 
 
@@ -109,18 +109,18 @@ def test_a_damaged_inline_blob_is_reported_with_its_checkpoint(backend: Backend)
     store = backend.open()
     items = [f"item {i} " * 4 for i in range(5)]
     root = make("t", None, {"log": items})
-    run(store.commit(checkpoints=[root]))
+    run(store.acommit(checkpoints=[root]))
     child = make("t", root.checkpoint, {"log": [*items, "b"]})
-    run(store.commit(checkpoints=[child]))
+    run(store.acommit(checkpoints=[child]))
     run(store.aclose())
     assert inline_of(backend, child.checkpoint.id)["log"][0] == root.checkpoint.id, "a delta on the root's value"
     bad = orjson.dumps({"v": {"log": 1}, "b": {"log": root.checkpoint.id}, "i": {"log": "not an entry"}})
     backend.sql("UPDATE {P}checkpoints SET body = %s WHERE id = %s", bad, root.checkpoint.id)
     fresh = backend.open()
     with pytest.raises(CheckpointCorruptError) as info:
-        run(fresh.get("t", root.checkpoint.id))
+        run(fresh.aget("t", root.checkpoint.id))
     assert info.value.checkpoint_id == root.checkpoint.id
     with pytest.raises(CheckpointCorruptError) as info:
-        run(fresh.get("t"))  # the child's value needs the root's
+        run(fresh.aget("t"))  # the child's value needs the root's
     assert info.value.thread_id == "t"
     run(fresh.aclose())

@@ -76,7 +76,7 @@ def test_prune_keeps_the_anchors_the_kept_checkpoints_need(backend: Backend) -> 
     before = len(chains(backend))
     store = backend.open()
     try:
-        dropped = run(store.prune("t", keep_last=3))
+        dropped = run(store.aprune("t", keep_last=3))
         assert dropped == STEPS - 3
     finally:
         run(store.aclose())
@@ -84,11 +84,11 @@ def test_prune_keeps_the_anchors_the_kept_checkpoints_need(backend: Backend) -> 
     assert len(links) < before / 3, "blobs only the dropped checkpoints needed are gone"
     fresh = backend.open()
     try:
-        oldest = run(fresh.get("t", written[-3].id))
+        oldest = run(fresh.aget("t", written[-3].id))
         assert oldest is not None and oldest.parent_id is None  # prune makes it the root
         assert canonical(oldest.values) == canonical(written[-3].values)
         for cp in written[-2:]:
-            same(run(fresh.get("t", cp.id)), cp)
+            same(run(fresh.aget("t", cp.id)), cp)
     finally:
         run(fresh.aclose())
 
@@ -102,7 +102,7 @@ def test_a_branch_from_the_middle_starts_its_own_chain_and_both_read_back(backen
         for i in range(delta.K_STEP * 2 + 3):  # long enough to write anchors of its own
             msgs = FrozenList([*parent.values["messages"], freeze({"id": f"b{i}", "text": "x" * 300}, "m")])
             cw = make("t", parent, {"messages": msgs})
-            run(store.commit(checkpoints=[cw]))
+            run(store.acommit(checkpoints=[cw]))
             parent = cw.checkpoint
             branch.append(parent)
     finally:
@@ -112,8 +112,8 @@ def test_a_branch_from_the_middle_starts_its_own_chain_and_both_read_back(backen
     fresh = backend.open()
     try:
         for cp in [*written, *branch]:
-            same(run(fresh.get("t", cp.id)), cp)
-        history = run(fresh.history("t"))  # the head's lineage: the branch, then the trunk below it
+            same(run(fresh.aget("t", cp.id)), cp)
+        history = run(fresh.ahistory("t"))  # the head's lineage: the branch, then the trunk below it
         assert [c.id for c in history] == [c.id for c in reversed([*written[: STEPS // 2 + 1], *branch])]
     finally:
         run(fresh.aclose())
@@ -149,7 +149,7 @@ def test_a_value_built_of_small_appends_is_read_in_a_few_round_trips(
         most = 0
         for cp in written:
             reads.clear()
-            same(run(fresh.get("t", cp.id)), cp)
+            same(run(fresh.aget("t", cp.id)), cp)
             most = max(most, len(reads))
     finally:
         run(fresh.aclose())
@@ -168,19 +168,19 @@ def test_a_thread_resumed_by_new_processes_keeps_one_linked_chain(backend: Backe
         try:
             if parent is not None:
                 if segment == 5:  # a plain read first: it leaves the head cache alone
-                    assert run(store.get("t")) is not None
+                    assert run(store.aget("t")) is not None
                     assert not store._core._cache.get(("", "t"))  # type: ignore[attr-defined]
-                head = run(store.acquire_lease_and_get("t", "writer"))  # what a resuming run reads
+                head = run(store.atake_lease_and_get("t", "writer"))  # what a resuming run reads
                 assert head is not None and head.id == parent.id
                 parent = head
             for i in range(segment * 10, segment * 10 + 10):
                 msgs = list(parent.values["messages"]) if parent else []
                 msgs.append(freeze({"id": f"m{i}", "text": f"{i:04d}" + "lorem ipsum " * 25}, "m"))
                 cw = make("t", parent, {"messages": FrozenList(msgs)})
-                run(store.commit(checkpoints=[cw]))
+                run(store.acommit(checkpoints=[cw]))
                 parent = cw.checkpoint
                 written.append(parent)
-            run(store.release_lease("t", "writer"))
+            run(store.arelease_lease("t", "writer"))
         finally:
             run(store.aclose())
     links = chains(backend)
@@ -200,18 +200,18 @@ def test_a_run_branching_from_a_middle_checkpoint_stores_deltas_on_it(backend: B
     middle = written[STEPS // 2]
     store = backend.open()
     try:
-        start = run(store.acquire_lease_and_get("t", "traveller", middle.id))
+        start = run(store.atake_lease_and_get("t", "traveller", middle.id))
         assert start is not None and start.id == middle.id
         msgs = FrozenList([*start.values["messages"], freeze({"id": "b0", "text": "x" * 300}, "m")])
         child = make("t", start, {"messages": msgs})
-        run(store.commit(checkpoints=[child]))
-        run(store.release_lease("t", "traveller"))
+        run(store.acommit(checkpoints=[child]))
+        run(store.arelease_lease("t", "traveller"))
     finally:
         run(store.aclose())
     links = chains(backend)
     assert links[child.checkpoint.id] == middle.id, "the branch's first value is a delta on the one it started from"
     fresh = backend.open()
     try:
-        same(run(fresh.get("t", child.checkpoint.id)), child.checkpoint)
+        same(run(fresh.aget("t", child.checkpoint.id)), child.checkpoint)
     finally:
         run(fresh.aclose())

@@ -44,16 +44,16 @@ def run(coro: Any) -> Any:
 def test_a_checkpoint_reads_back_whole_with_frozen_values(db: Path) -> None:
     async def go() -> None:
         cp = SqliteCheckpointer(db)
-        await cp.setup()
+        await cp.asetup()
         root = make("t", None, {"messages": [{"id": "1", "text": "hi"}], "n": 1, "flag": True, "x": None})
         child = make("t", root.checkpoint, {"n": 2, "phase": "go"}, next_tasks=[Task(id="k", node="b")])
-        await cp.commit(checkpoints=[root, child])
-        head = await cp.get("t")
+        await cp.acommit(checkpoints=[root, child])
+        head = await cp.aget("t")
         same(head, child.checkpoint)
-        same(await cp.get("t", root.checkpoint.id), root.checkpoint)
+        same(await cp.aget("t", root.checkpoint.id), root.checkpoint)
         assert head is not None and isinstance(head.values["messages"], FrozenList)
         assert isinstance(head.values, FrozenDict) and head.values["flag"] is True
-        assert await cp.get("t", "nope") is None and await cp.get("other") is None
+        assert await cp.aget("t", "nope") is None and await cp.aget("other") is None
         await cp.aclose()
 
     run(go())
@@ -63,18 +63,18 @@ def test_pending_writes_upsert_and_fold_with_the_next_checkpoint(db: Path) -> No
     async def go() -> None:
         cp = SqliteCheckpointer(db)
         root = make("t", None, {"n": 1})
-        await cp.commit(checkpoints=[root])
+        await cp.acommit(checkpoints=[root])
         rid = root.checkpoint.id
         w1 = PendingWrite(task_id="a", kind="result", value={"writes": [["n", 1]]})
         w2 = PendingWrite(task_id="b", kind="effect", key="pay", value={"ok": 1})
-        await cp.commit(writes=[WritesBatch(thread_id="t", checkpoint_id=rid, writes=(w1, w2))])
+        await cp.acommit(writes=[WritesBatch(thread_id="t", checkpoint_id=rid, writes=(w1, w2))])
         again = PendingWrite(task_id="a", kind="result", value={"writes": [["n", 5]]})
-        await cp.commit(writes=[WritesBatch(thread_id="t", checkpoint_id=rid, writes=(again,))])
-        got = await cp.get("t")
+        await cp.acommit(writes=[WritesBatch(thread_id="t", checkpoint_id=rid, writes=(again,))])
+        got = await cp.aget("t")
         assert got is not None and got.pending_writes == (again, w2)  # replaced in place, order kept
         child = make("t", root.checkpoint, {"n": 5}, folds=True)
-        await cp.commit(checkpoints=[child])
-        assert (await cp.get("t", rid)).pending_writes == ()  # type: ignore[union-attr]
+        await cp.acommit(checkpoints=[child])
+        assert (await cp.aget("t", rid)).pending_writes == ()  # type: ignore[union-attr]
         await cp.aclose()
 
     run(go())
@@ -84,12 +84,12 @@ def test_500_appends_of_1kb_cost_about_1mb_on_disk_and_read_back(db: Path) -> No
     async def go() -> list[Checkpoint]:
         cp = SqliteCheckpointer(db)
         written = await append_chat(cp, "chat", 500)
-        history = await cp.history("chat")
+        history = await cp.ahistory("chat")
         assert [c.id for c in history] == [c.id for c in reversed(written)]
         for got, want in zip(history, reversed(written), strict=True):
             assert len(got.values["messages"]) == len(want.values["messages"])
         for i in (0, 1, 255, 256, 257, 499):
-            same(await cp.get("chat", written[i].id), written[i])
+            same(await cp.aget("chat", written[i].id), written[i])
         await cp.aclose()
         return written
 
@@ -111,12 +111,12 @@ def test_a_time_travel_branch_shares_blobs_and_reads_back(db: Path) -> None:
         written = await append_chat(cp, "t", 20, size=200)
         fork_point = written[5]
         branch = make("t", fork_point, {"turn": 99})  # messages unchanged: the parent's blob
-        await cp.commit(checkpoints=[branch])
+        await cp.acommit(checkpoints=[branch])
         more = make("t", branch.checkpoint, {"messages": [*fork_point.values["messages"], {"id": "b"}]})
-        await cp.commit(checkpoints=[more])
-        same(await cp.get("t"), more.checkpoint)
-        same(await cp.get("t", written[-1].id), written[-1])
-        history = await cp.history("t")
+        await cp.acommit(checkpoints=[more])
+        same(await cp.aget("t"), more.checkpoint)
+        same(await cp.aget("t", written[-1].id), written[-1])
+        history = await cp.ahistory("t")
         assert [c.id for c in history] == [more.checkpoint.id, branch.checkpoint.id] + [
             c.id for c in reversed(written[:6])
         ]
@@ -136,10 +136,10 @@ def test_a_fork_to_another_thread_stores_its_values_in_full(db: Path) -> None:
         cp = SqliteCheckpointer(db)
         written = await append_chat(cp, "src", 10, size=200)
         root = make("dst", None, dict(written[-1].values), metadata={"source": "fork"})
-        await cp.commit(checkpoints=[root])
-        await cp.delete_thread("src")
-        same(await cp.get("dst"), root.checkpoint)
-        assert await cp.get("src") is None
+        await cp.acommit(checkpoints=[root])
+        await cp.adelete_thread("src")
+        same(await cp.aget("dst"), root.checkpoint)
+        assert await cp.aget("src") is None
         await cp.aclose()
 
     run(go())
@@ -150,15 +150,15 @@ def test_history_limit_before_and_filter(db: Path) -> None:
         cp = SqliteCheckpointer(db)
         written = await append_chat(cp, "t", 12, size=100)
         ids = [c.id for c in reversed(written)]
-        assert [c.id for c in await cp.history("t", limit=3)] == ids[:3]
-        assert [c.id for c in await cp.history("t", before=ids[2], limit=2)] == ids[3:5]
-        got = await cp.history("t", filter={"step": 4})
+        assert [c.id for c in await cp.ahistory("t", limit=3)] == ids[:3]
+        assert [c.id for c in await cp.ahistory("t", before=ids[2], limit=2)] == ids[3:5]
+        got = await cp.ahistory("t", filter={"step": 4})
         assert [c.id for c in got] == [written[4].id]
-        got = await cp.history("t", filter={"source": "loop"}, limit=4, before=ids[0])
+        got = await cp.ahistory("t", filter={"source": "loop"}, limit=4, before=ids[0])
         assert [c.id for c in got] == ids[1:5]
-        assert await cp.history("t", before="missing") == []
+        assert await cp.ahistory("t", before="missing") == []
         with pytest.raises(ValueError, match="filter key"):
-            await cp.history("t", filter={"x') OR 1=1 --": 1})
+            await cp.ahistory("t", filter={"x') OR 1=1 --": 1})
         await cp.aclose()
 
     run(go())
@@ -169,25 +169,25 @@ def test_prune_keeps_every_branch_and_what_its_deltas_need(db: Path) -> None:
         cp = SqliteCheckpointer(db)
         written = await append_chat(cp, "t", 40, size=300)
         branch = make("t", written[10], {"turn": -1})
-        await cp.commit(checkpoints=[branch])
-        kept_before = {c.id: c for c in await cp.history("t", limit=5)}
-        kept_before |= {c.id: c for c in await cp.history("t", before=branch.checkpoint.id, limit=4)}
+        await cp.acommit(checkpoints=[branch])
+        kept_before = {c.id: c for c in await cp.ahistory("t", limit=5)}
+        kept_before |= {c.id: c for c in await cp.ahistory("t", before=branch.checkpoint.id, limit=4)}
         kept_before[branch.checkpoint.id] = branch.checkpoint
-        dropped = await cp.prune("t", keep_last=5)
+        dropped = await cp.aprune("t", keep_last=5)
         assert dropped == 41 - 10
         for cid, want in kept_before.items():
-            got = await cp.get("t", cid)
+            got = await cp.aget("t", cid)
             assert got is not None and canonical(got.values) == canonical(want.values)
-        infos = await cp.list_threads()
+        infos = await cp.alist_threads()
         assert infos[0].checkpoints == 10
-        roots = [c for c in await cp.history("t") if c.parent_id is None]
+        roots = [c for c in await cp.ahistory("t") if c.parent_id is None]
         assert len(roots) == 1  # the oldest kept on the main line was re-rooted
         # the store still works on after prune: a new step on the head
-        head = await cp.get("t")
+        head = await cp.aget("t")
         assert head is not None
         nxt = make("t", head, {"messages": [*head.values["messages"], {"id": "after"}]})
-        await cp.commit(checkpoints=[nxt])
-        same(await cp.get("t"), nxt.checkpoint)
+        await cp.acommit(checkpoints=[nxt])
+        same(await cp.aget("t"), nxt.checkpoint)
         await cp.aclose()
         with closing(sqlite3.connect(db)) as conn, conn:  # commits, then closes
             (blobs,) = conn.execute("SELECT count(*) FROM plait_blobs").fetchone()
@@ -221,12 +221,12 @@ def test_corrupt_data_names_the_checkpoint_and_spares_other_threads(db: Path) ->
         cp = SqliteCheckpointer(db)
         for name in ("body", "blob", "base", "meta"):
             with pytest.raises(CheckpointCorruptError) as info:
-                await cp.get(name)
+                await cp.aget(name)
             assert info.value.thread_id == name and info.value.checkpoint_id == ids[name]
             with pytest.raises(CheckpointCorruptError):
-                await cp.history(name)
-        assert len(await cp.list_threads()) == 5
-        assert (await cp.get("fine")) is not None
+                await cp.ahistory(name)
+        assert len(await cp.alist_threads()) == 5
+        assert (await cp.aget("fine")) is not None
         await cp.aclose()
 
     run(check())
@@ -239,7 +239,7 @@ from plait.errors import ThreadBusyError
 async def main():
     cp = SqliteCheckpointer(sys.argv[1])
     try:
-        await cp.acquire_lease("t", sys.argv[2], ttl=float(sys.argv[3]))
+        await cp.atake_lease("t", sys.argv[2], ttl=float(sys.argv[3]))
         print("ok")
     except ThreadBusyError as exc:
         print("busy", exc.owner)
@@ -259,7 +259,7 @@ def test_leases_hold_across_processes(db: Path) -> None:
     async def take(owner: str, ttl: float) -> None:
         cp = SqliteCheckpointer(db)
         try:
-            await cp.acquire_lease("t", owner, ttl=ttl)
+            await cp.atake_lease("t", owner, ttl=ttl)
         finally:
             await cp.aclose()
 
@@ -274,11 +274,11 @@ def test_leases_hold_across_processes(db: Path) -> None:
 
     async def release() -> None:
         cp = SqliteCheckpointer(db)
-        await cp.release_lease("t", "proc-a")  # not the holder: no effect
+        await cp.arelease_lease("t", "proc-a")  # not the holder: no effect
         with pytest.raises(ThreadBusyError):
-            await cp.acquire_lease("t", "main")
-        await cp.release_lease("t", "proc-b")
-        await cp.acquire_lease("t", "main")
+            await cp.atake_lease("t", "main")
+        await cp.arelease_lease("t", "proc-b")
+        await cp.atake_lease("t", "main")
         await cp.aclose()
 
     run(release())
@@ -289,9 +289,9 @@ def test_many_concurrent_commits_all_land(db: Path) -> None:
         cp = SqliteCheckpointer(db)
         results = await asyncio.gather(*(append_chat(cp, f"t{i}", 15, size=100) for i in range(40)))
         for i, written in enumerate(results):
-            same(await cp.get(f"t{i}"), written[-1])
-            assert len(await cp.history(f"t{i}")) == 15
-        assert len(await cp.list_threads()) == 40
+            same(await cp.aget(f"t{i}"), written[-1])
+            assert len(await cp.ahistory(f"t{i}")) == 15
+        assert len(await cp.alist_threads()) == 40
         await cp.aclose()
 
     run(go())
@@ -353,15 +353,15 @@ def test_a_concurrent_bad_commit_fails_alone(db: Path) -> None:
         )
         goods = [make(f"ok{i}", None, {"v": i}) for i in range(20)]
         outcomes = await asyncio.gather(
-            *(cp.commit(checkpoints=[g]) for g in goods[:10]),
-            cp.commit(checkpoints=[bad]),
-            *(cp.commit(checkpoints=[g]) for g in goods[10:]),
+            *(cp.acommit(checkpoints=[g]) for g in goods[:10]),
+            cp.acommit(checkpoints=[bad]),
+            *(cp.acommit(checkpoints=[g]) for g in goods[10:]),
             return_exceptions=True,
         )
         assert [type(o) for o in outcomes].count(TypeError) == 1 and outcomes.count(None) == 20
         for g in goods:
-            same(await cp.get(g.checkpoint.thread_id), g.checkpoint)
-        assert await cp.get("bad") is None
+            same(await cp.aget(g.checkpoint.thread_id), g.checkpoint)
+        assert await cp.aget("bad") is None
         await cp.aclose()
 
     run(go())
@@ -371,7 +371,7 @@ def test_reopening_reads_everything_back_and_deltas_continue(db: Path) -> None:
     async def first() -> list[Checkpoint]:
         cp = SqliteCheckpointer(db)
         written = await append_chat(cp, "t", 30, size=200)
-        await cp.commit(
+        await cp.acommit(
             writes=[
                 WritesBatch(
                     thread_id="t", checkpoint_id=written[-1].id, writes=(PendingWrite(task_id="a", kind="result"),)
@@ -386,14 +386,14 @@ def test_reopening_reads_everything_back_and_deltas_continue(db: Path) -> None:
 
     async def second() -> None:
         cp = SqliteCheckpointer(db)
-        history = await cp.history("t")
+        history = await cp.ahistory("t")
         for got, want in zip(history, reversed(written), strict=True):
             same(got, want)
-        head = await cp.get("t")
+        head = await cp.aget("t")
         assert head is not None and len(head.pending_writes) == 1
         nxt = make("t", head, {"messages": [*head.values["messages"], {"id": "new"}]})
-        await cp.commit(checkpoints=[nxt])  # a cache miss: stored in full, still right
-        same(await cp.get("t"), nxt.checkpoint)
+        await cp.acommit(checkpoints=[nxt])  # a cache miss: stored in full, still right
+        same(await cp.aget("t"), nxt.checkpoint)
         await cp.aclose()
 
     run(second())
@@ -402,13 +402,13 @@ def test_reopening_reads_everything_back_and_deltas_continue(db: Path) -> None:
 def test_one_checkpointer_serves_several_event_loops(db: Path) -> None:
     cp = SqliteCheckpointer(db)
     root = make("t", None, {"n": 1})
-    asyncio.run(cp.commit(checkpoints=[root]))
+    asyncio.run(cp.acommit(checkpoints=[root]))
     child = make("t", root.checkpoint, {"n": 2})
-    asyncio.run(cp.commit(checkpoints=[child]))
-    same(asyncio.run(cp.get("t")), child.checkpoint)
+    asyncio.run(cp.acommit(checkpoints=[child]))
+    same(asyncio.run(cp.aget("t")), child.checkpoint)
     cp.close()
     with pytest.raises(CheckpointError, match="closed"):
-        asyncio.run(cp.get("t"))
+        asyncio.run(cp.aget("t"))
 
 
 AWKWARD = [
@@ -427,14 +427,14 @@ def test_awkward_ids_and_metadata_are_plain_data(db: Path) -> None:
         cp = SqliteCheckpointer(db)
         for i, text in enumerate(AWKWARD):
             cw = make(text, None, {"v": text}, namespace=AWKWARD[-1 - i], metadata={"source": text, "label": text})
-            await cp.commit(checkpoints=[cw])
-            same(await cp.get(text, namespace=AWKWARD[-1 - i]), cw.checkpoint)
-            await cp.acquire_lease(text, text, namespace=AWKWARD[-1 - i])
-        infos = await cp.list_threads()
+            await cp.acommit(checkpoints=[cw])
+            same(await cp.aget(text, namespace=AWKWARD[-1 - i]), cw.checkpoint)
+            await cp.atake_lease(text, text, namespace=AWKWARD[-1 - i])
+        infos = await cp.alist_threads()
         assert sorted(t.thread_id for t in infos) == sorted(AWKWARD)
         with pytest.raises(CheckpointError, match="NUL"):
-            await cp.commit(checkpoints=[make("t", None, {"a\x00b": 1})])
-        assert await cp.get("t") is None
+            await cp.acommit(checkpoints=[make("t", None, {"a\x00b": 1})])
+        assert await cp.aget("t") is None
         await cp.aclose()
 
     run(go())
@@ -446,7 +446,7 @@ def test_a_database_from_a_newer_plait_is_refused(db: Path) -> None:
         conn.execute("INSERT INTO plait_migrations VALUES (99, 0)")
     cp = SqliteCheckpointer(db)
     with pytest.raises(StoreVersionError, match="version 99") as info:
-        run(cp.setup())
+        run(cp.asetup())
     assert info.value.found == 99
     cp.close()
 
@@ -455,7 +455,7 @@ def test_synchronous_is_full_unless_normal_is_asked_for(db: Path) -> None:
     with pytest.raises(ValueError, match="synchronous"):
         SqliteCheckpointer(db, synchronous="off")  # type: ignore[arg-type]
     cp = SqliteCheckpointer(db, synchronous="normal")
-    run(cp.commit(checkpoints=[make("t", None, {"n": 1})]))
+    run(cp.acommit(checkpoints=[make("t", None, {"n": 1})]))
     cp.close()
     with closing(sqlite3.connect(db)) as conn, conn:  # commits, then closes
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -474,9 +474,9 @@ def test_chains_on_disk_are_linked_through_anchors(db: Path) -> None:
             if parent is None:
                 big = ["x" * 100_000]
             cw = make("t", parent, {"items": [*big, i]})
-            await cp.commit(checkpoints=[cw])
+            await cp.acommit(checkpoints=[cw])
             parent = cw.checkpoint
-        same(await cp.get("t"), parent)  # type: ignore[arg-type]
+        same(await cp.aget("t"), parent)  # type: ignore[arg-type]
         await cp.aclose()
 
     run(go())
@@ -505,15 +505,15 @@ def test_a_parent_deleted_by_another_process_is_not_built_upon(db: Path) -> None
     async def go() -> None:
         a, b = SqliteCheckpointer(db), SqliteCheckpointer(db)
         written = await append_chat(a, "t", 4, size=100)
-        await b.delete_thread("t")
+        await b.adelete_thread("t")
         msgs = FrozenList([*written[-1].values["messages"], freeze({"id": "late"}, "m")])
         child = make("t", written[-1], {"messages": msgs})
-        await a.commit(checkpoints=[child])
+        await a.acommit(checkpoints=[child])
         grandchild = make("t", child.checkpoint, {"turn": 99})
-        await a.commit(checkpoints=[grandchild])  # and the cache holds the new head
+        await a.acommit(checkpoints=[grandchild])  # and the cache holds the new head
         for cp in (a, b):
-            same(await cp.get("t"), grandchild.checkpoint)
-            same(await cp.get("t", child.checkpoint.id), child.checkpoint)
+            same(await cp.aget("t"), grandchild.checkpoint)
+            same(await cp.aget("t", child.checkpoint.id), child.checkpoint)
         await a.aclose()
         await b.aclose()
 
@@ -578,11 +578,11 @@ def test_a_lease_commits_without_fsync_and_restores_the_connections_durability(d
 
     async def go() -> None:
         cp = SqliteCheckpointer(db)
-        await cp.acquire_lease("t", "me")  # the same owner renews
+        await cp.atake_lease("t", "me")  # the same owner renews
         with pytest.raises(ThreadBusyError):
-            await cp.acquire_lease("t", "other")
-        await cp.release_lease("t", "me")
-        await cp.acquire_lease("t", "other")
+            await cp.atake_lease("t", "other")
+        await cp.arelease_lease("t", "me")
+        await cp.atake_lease("t", "other")
         level = await cp._submit(cp._writer, lambda c: c.execute("PRAGMA synchronous").fetchone()[0])
         assert level == 2
         await cp.aclose()
@@ -602,21 +602,21 @@ def test_history_reads_blobs_by_range_yet_skips_other_branches_and_finds_older_b
             for line, tag, by in ((side, "side", other), (main, "main", cp)):
                 msgs = FrozenList([*line[-1].values["messages"], freeze({"id": f"{tag}{i}"}, "m")])
                 cw = make("t", line[-1], {"messages": msgs, "turn": i})
-                await by.commit(checkpoints=[cw])
+                await by.acommit(checkpoints=[cw])
                 line.append(cw.checkpoint)
         await other.aclose()
-        got = await cp.history("t")  # 16 of the thread's 26 checkpoints
+        got = await cp.ahistory("t")  # 16 of the thread's 26 checkpoints
         assert [c.id for c in got] == [c.id for c in reversed(main)]
         for a, b in zip(got, reversed(main), strict=True):
             same(a, b)
         for want in side[1:]:
-            same(await cp.get("t", want.id), want)
-        assert await cp.prune("t", keep_last=4) > 0
-        kept = await cp.history("t")  # every kept checkpoint: their bases are older
+            same(await cp.aget("t", want.id), want)
+        assert await cp.aprune("t", keep_last=4) > 0
+        kept = await cp.ahistory("t")  # every kept checkpoint: their bases are older
         assert [c.id for c in kept][:4] == [c.id for c in reversed(main[-4:])]
         for a, b in zip(kept, reversed(main[-4:]), strict=False):
             assert canonical(a.values) == canonical(b.values)  # (the oldest kept is re-rooted)
-        assert canonical((await cp.get("t", side[-1].id) or side[0]).values) == canonical(side[-1].values)
+        assert canonical((await cp.aget("t", side[-1].id) or side[0]).values) == canonical(side[-1].values)
         await cp.aclose()
 
     run(go())
@@ -633,7 +633,7 @@ def test_several_stores_opening_one_new_file_at_once_all_open(tmp_path: Path) ->
         def open_one(path: Path = path, opened: list[SqliteCheckpointer] = opened) -> None:
             try:
                 store = SqliteCheckpointer(path)
-                run(store.setup())
+                run(store.asetup())
                 opened.append(store)
             except BaseException as exc:
                 failures.append(exc)

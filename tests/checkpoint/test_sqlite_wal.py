@@ -45,7 +45,7 @@ async def _append(cp: SqliteCheckpointer, thread: str, steps: int, size: int) ->
     written = []
     for i in range(steps):
         w = make(thread, parent, {"blob": "x" * size, "i": i})
-        await cp.commit(checkpoints=[w])
+        await cp.acommit(checkpoints=[w])
         parent = w.checkpoint
         written.append(parent)
     return written
@@ -66,7 +66,7 @@ def test_room_appears_once_the_log_passes_the_start_and_reads_stay_whole(tmp_pat
             assert set(f.read()) == {0}, "the room is zeros"
         for cps in (few, many):
             for c in cps:
-                same(await cp.get(c.thread_id, c.id), c)
+                same(await cp.aget(c.thread_id, c.id), c)
         await cp.aclose()
 
     asyncio.run(go())
@@ -85,7 +85,7 @@ def test_commits_overwrite_the_room_instead_of_growing_the_log(tmp_path: Path) -
         parent: Checkpoint | None = None
         for i in range(20):
             w = make("t", parent, {"n": i})
-            await cp.commit(checkpoints=[w])
+            await cp.acommit(checkpoints=[w])
             parent = w.checkpoint
             sizes.add(wal.stat().st_size)
         assert len(sizes) == 1, "small commits land inside the room: the file keeps its size"
@@ -108,7 +108,7 @@ def test_a_log_truncated_by_another_connection_gets_room_again(tmp_path: Path) -
         second = await _append(cp, "b", 60, 3000)
         assert wal.stat().st_size > _frames_end(wal)
         for c in (*first, *second):
-            same(await cp.get(c.thread_id, c.id), c)
+            same(await cp.aget(c.thread_id, c.id), c)
         await cp.aclose()
 
     asyncio.run(go())
@@ -244,7 +244,7 @@ async def main() -> None:
     parent = None
     for i in range(int(sys.argv[4])):
         w = make(sys.argv[2], parent, {"blob": "y" * 2500, "i": i})
-        await cp.commit(checkpoints=[w])
+        await cp.acommit(checkpoints=[w])
         parent = w.checkpoint
         print(parent.id, flush=True)
     await cp.aclose()
@@ -264,7 +264,7 @@ def _ids_read_back(db: Path, thread: str, ids: list[str]) -> None:
     async def go() -> None:
         cp = SqliteCheckpointer(db)
         for cid in ids:
-            got = await cp.get(thread, cid)
+            got = await cp.aget(thread, cid)
             assert got is not None and got.id == cid, f"acknowledged checkpoint {cid} of {thread} is lost"
         await cp.aclose()
 

@@ -198,10 +198,10 @@ def _ledger_lines(path: Path) -> list[tuple[int, str, str]]:
 
 
 def _lineage(saver: Checkpointer, run: ThreadRun) -> tuple[Checkpoint | None, list[Checkpoint]]:
-    head = run_sync(saver.get(run.thread))
+    head = run_sync(saver.aget(run.thread))
     if head is None:
         return None, []
-    lineage = run_sync(saver.history(run.thread))
+    lineage = run_sync(saver.ahistory(run.thread))
     assert lineage, f"{run.thread}: a head {head.id} but no history"
     assert lineage[0].id == head.id, f"{run.thread}: history starts at {lineage[0].id}, head is {head.id}"
     for child, parent in zip(lineage, lineage[1:], strict=False):
@@ -324,7 +324,7 @@ def test_kill_and_resume_loses_nothing(
     rng = random.Random(seed)
     stats = Stats()
     reader = store.open(crash_child, reader=True)
-    run_sync(reader.setup())
+    run_sync(reader.asetup())
     errors = tmp_path / "children.err"
     made = 0
 
@@ -375,12 +375,12 @@ def test_kill_and_resume_loses_nothing(
             _check_completed(crash_child, store, run, reference, seed)
             _check_ledger(run, seed, stats)
             # resuming the finished thread once more runs nothing and stores nothing
-            size, before = run.ledger.stat().st_size, run_sync(reader.get(run.thread))
+            size, before = run.ledger.stat().st_size, run_sync(reader.aget(run.thread))
             again = launcher.run({**args, "fresh": False}, None)
             store.settle()
             assert again.exit_code == 0, f"seed {seed}, {run.thread}: {again.describe()} resuming a finished thread"
             assert run.ledger.stat().st_size == size, f"seed {seed}, {run.thread}: a finished thread ran nodes again"
-            after = run_sync(reader.get(run.thread))
+            after = run_sync(reader.aget(run.thread))
             assert before is not None and after is not None and after.id == before.id
             stats.completed += 1
             del heads[run.thread]
@@ -431,13 +431,13 @@ def _check_chat(reader: Checkpointer, thread: str, expected: list[Any], committe
     """Every checkpoint of ``thread`` reads back (history, and by id) with exactly the
     messages of its step, and none seen before is gone; returns the head's step (-1: no
     checkpoint yet)."""
-    history = run_sync(reader.history(thread))
+    history = run_sync(reader.ahistory(thread))
     ids = {cp.id for cp in history}
     assert committed <= ids, f"committed checkpoints disappeared: {sorted(committed - ids)}"
     for cp in history:
         messages = thaw(cp.values.get("messages", []))
         assert messages == expected[: cp.step], f"checkpoint {cp.id} (step {cp.step}): wrong messages"
-        by_id = run_sync(reader.get(thread, cp.id))
+        by_id = run_sync(reader.aget(thread, cp.id))
         assert by_id is not None and thaw(by_id.values) == thaw(cp.values), f"checkpoint {cp.id} by id"
     committed |= ids
     return history[0].step if history else -1
@@ -454,7 +454,7 @@ def test_kill_and_resume_a_long_list_chain_loses_nothing(
     seed = _seed()
     rng = random.Random(seed)
     reader = store.open(crash_child, reader=True)
-    run_sync(reader.setup())
+    run_sync(reader.asetup())
     expected = [crash_child.chat_message(i) for i in range(crash_child.CHAT_STEPS)]
     kills = threads = 0
     killed_at: list[int] = []

@@ -14,7 +14,7 @@ def try_to_take_lease(saver: Checkpointer, thread_id: str) -> str:
 
     def run() -> None:
         try:
-            asyncio.run(saver.acquire_lease(thread_id, "intruder"))
+            asyncio.run(saver.atake_lease(thread_id, "intruder"))
             out.append("taken")
         except ThreadBusyError:
             out.append("busy")

@@ -30,7 +30,7 @@ from plait import (
     ThreadBusyError,
 )
 from plait._codec import canonical
-from plait.checkpoint.base import Checkpoint, Checkpointer, Fence, PendingWrite, WritesBatch, accepts_fence
+from plait.checkpoint.base import Checkpoint, Checkpointer, Fence, PendingWrite, WritesBatch
 from plait.checkpoint.file import file_stem
 
 
@@ -85,7 +85,7 @@ def _postgres(request: pytest.FixtureRequest) -> tuple[Checkpointer, Steal]:
     dsn: str = request.getfixturevalue("postgres_dsn")
     schema: str = request.getfixturevalue("postgres_schema")
     saver = PostgresCheckpointer(dsn, schema=schema)
-    saver.setup_sync()
+    saver.migrate()
 
     def steal() -> None:
         with psycopg.connect(dsn, autocommit=True) as conn:
@@ -139,10 +139,10 @@ def test_a_run_whose_lease_was_taken_over_cannot_commit_its_next_step(
     # the refused commit; either way nothing from the stolen step on is stored.
     steps = [h.step for h in app.get_state_history("t")]
     assert steps == [0] or (durability == "async" and steps == []), "nothing after the stolen point is stored"
-    head = asyncio.run(saver.get("t"))
+    head = asyncio.run(saver.aget("t"))
     assert head is None or head.pending_writes == (), "no result of the stolen step is stored"
     with pytest.raises(ThreadBusyError):  # the intruder still holds the thread
-        asyncio.run(saver.acquire_lease("t", "someone else"))
+        asyncio.run(saver.atake_lease("t", "someone else"))
 
 
 def test_a_run_commits_with_its_lease_owner_as_fence() -> None:
@@ -150,7 +150,7 @@ def test_a_run_commits_with_its_lease_owner_as_fence() -> None:
     holders: list[str] = []
 
     class Spy(MemoryCheckpointer):
-        async def commit(
+        async def acommit(
             self,
             *,
             checkpoints: Any = (),
@@ -158,7 +158,7 @@ def test_a_run_commits_with_its_lease_owner_as_fence() -> None:
             fence: Fence | None = None,
         ) -> None:
             seen.append(fence)
-            await super().commit(checkpoints=checkpoints, writes=writes, fence=fence)
+            await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence)
 
     saver = Spy()
 
@@ -168,34 +168,6 @@ def test_a_run_commits_with_its_lease_owner_as_fence() -> None:
 
     Graph(schema()).add_node("a", a).add_edge(START, "a").compile(saver).invoke({}, thread_id="t")
     assert len(seen) >= 2 and all(f is not None and f.owner == holders[0] for f in seen)
-
-
-class _OldStyle(MemoryCheckpointer):
-    """A backend written before fences: its commit takes no ``fence``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.leases: list[str] = []
-
-    async def commit(  # type: ignore[override]
-        self, *, checkpoints: Any = (), writes: Any = ()
-    ) -> None:
-        await super().commit(checkpoints=checkpoints, writes=writes)
-
-    async def acquire_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
-        self.leases.append(owner)
-        await super().acquire_lease(thread_id, owner, namespace=namespace, ttl=ttl)
-
-
-def test_a_backend_without_fences_still_runs_updates_and_forks() -> None:
-    saver = _OldStyle()
-    assert not accepts_fence(saver) and accepts_fence(MemoryCheckpointer())
-    app = Graph(schema()).add_node("a", lambda s: {"log": ["a"]}).add_edge(START, "a").compile(saver)
-    app.invoke({}, thread_id="t")
-    app.update_state("t", {"log": ["u"]})
-    app.fork("t", "t2")
-    assert app.get_state("t2").values["log"] == ["a", "u"]
-    assert any(o.startswith("update:") for o in saver.leases), "the update fell back to a lease"
 
 
 # -- update_state and fork without leases ---------------------------------------------------
@@ -216,8 +188,8 @@ class _BothReadFirst(MemoryCheckpointer):
         """Make the next ``readers`` reads wait for each other."""
         self._readers, self._arrived, self._all_read = readers, 0, asyncio.Event()
 
-    async def get(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
-        got = await super().get(thread_id, checkpoint_id, namespace=namespace)
+    async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
+        got = await super().aget(thread_id, checkpoint_id, namespace=namespace)
         if self._arrived < self._readers:
             self._arrived += 1
             if self._arrived == self._readers:
@@ -225,7 +197,7 @@ class _BothReadFirst(MemoryCheckpointer):
             await self._all_read.wait()
         return got
 
-    async def commit(
+    async def acommit(
         self,
         *,
         checkpoints: Any = (),
@@ -233,7 +205,7 @@ class _BothReadFirst(MemoryCheckpointer):
         fence: Fence | None = None,
     ) -> None:
         try:
-            await super().commit(checkpoints=checkpoints, writes=writes, fence=fence)
+            await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence)
         except ConcurrentUpdateError:
             self.refused += 1
             raise
@@ -289,7 +261,7 @@ def test_concurrent_updates_from_many_os_threads_all_land(backend: tuple[Checkpo
 
 def test_an_update_that_keeps_losing_the_race_gives_up_with_concurrent_update_error() -> None:
     class AlwaysMoved(MemoryCheckpointer):
-        async def commit(
+        async def acommit(
             self,
             *,
             checkpoints: Any = (),
@@ -298,7 +270,7 @@ def test_an_update_that_keeps_losing_the_race_gives_up_with_concurrent_update_er
         ) -> None:
             if fence is not None and fence.owner.startswith("update:"):
                 raise ConcurrentUpdateError(checkpoints[0].checkpoint.thread_id, "x", "y")
-            await super().commit(checkpoints=checkpoints, writes=writes, fence=fence)
+            await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence)
 
     app = _counter(AlwaysMoved())
     app.invoke({}, thread_id="t")
@@ -332,7 +304,7 @@ def test_a_fork_into_a_thread_a_run_holds_is_thread_busy() -> None:
     saver = MemoryCheckpointer()
     app = _counter(saver)
     app.invoke({}, thread_id="src")
-    asyncio.run(saver.acquire_lease("busy", "a run"))
+    asyncio.run(saver.atake_lease("busy", "a run"))
     with pytest.raises(ThreadBusyError):
         app.fork("src", "busy")
     assert app.get_state_history("busy") == []
@@ -342,15 +314,15 @@ def test_a_fenced_commit_of_writes_only_is_refused_like_one_with_checkpoints() -
     saver = MemoryCheckpointer()
     app = _counter(saver)
     app.invoke({}, thread_id="t")
-    head = asyncio.run(saver.get("t"))
+    head = asyncio.run(saver.aget("t"))
     assert head is not None
-    asyncio.run(saver.acquire_lease("t", "A"))
+    asyncio.run(saver.atake_lease("t", "A"))
     batch = WritesBatch(thread_id="t", checkpoint_id=head.id, writes=())
     with pytest.raises(ThreadBusyError):
-        asyncio.run(saver.commit(writes=[batch], fence=Fence(owner="B")))
+        asyncio.run(saver.acommit(writes=[batch], fence=Fence(owner="B")))
     with pytest.raises(ValueError, match="expect_head"):
-        asyncio.run(saver.commit(writes=[batch], fence=Fence(owner="A", expect_head=None)))
-    asyncio.run(saver.commit(writes=[batch], fence=Fence(owner="A")))
+        asyncio.run(saver.acommit(writes=[batch], fence=Fence(owner="A", expect_head=None)))
+    asyncio.run(saver.acommit(writes=[batch], fence=Fence(owner="A")))
 
 
 # -- updates on the head this process remembers (Checkpointer.known_head) --------------------
@@ -381,13 +353,13 @@ class _Reads:
 
     def __init__(self, saver: Checkpointer) -> None:
         self.count = 0
-        original = saver.get
+        original = saver.aget
 
-        async def get(*args: Any, **kwargs: Any) -> Checkpoint | None:
+        async def aget(*args: Any, **kwargs: Any) -> Checkpoint | None:
             self.count += 1
             return await original(*args, **kwargs)
 
-        saver.get = get  # type: ignore[method-assign]
+        saver.aget = aget  # type: ignore[method-assign]
 
 
 def _ends(saver: Checkpointer) -> CompiledGraph:
@@ -414,7 +386,7 @@ def test_updates_on_the_head_this_process_wrote_read_nothing(backend: tuple[Chec
     assert _sources(app, "t")[:3] == ["update"] * 3
     known = saver.known_head("t")
     if _remembers(saver):
-        head = asyncio.run(saver.get("t"))
+        head = asyncio.run(saver.aget("t"))
         assert known is not None and head is not None
         for field in Checkpoint.__slots__:  # the record is what a read returns, field by field
             if field == "values":
@@ -436,11 +408,11 @@ def test_an_update_on_a_remembered_head_keeps_writes_another_process_saved_on_it
     head = app.get_state("t")
     assert (saver.known_head("t") is not None) == _remembers(saver)
     saved = (PendingWrite(task_id="x", kind="effect", key="k", value=1),)
-    asyncio.run(other.commit(writes=[WritesBatch(thread_id="t", checkpoint_id=head.checkpoint_id, writes=saved)]))
+    asyncio.run(other.acommit(writes=[WritesBatch(thread_id="t", checkpoint_id=head.checkpoint_id, writes=saved)]))
     reads = _Reads(saver)
     cid = app.update_state("t", {"log": ["u"]})
     assert reads.count == 1, "the remembered head is refused (it has writes now), then the head is read"
-    stored = asyncio.run(saver.get("t"))
+    stored = asyncio.run(saver.aget("t"))
     assert stored is not None and stored.id == cid and stored.parent_id == head.checkpoint_id
     assert [(w.task_id, w.kind, w.key, w.value) for w in stored.pending_writes] == [("x", "effect", "k", 1)]
     assert stored.values["log"] == ["a", "u"]
@@ -465,10 +437,10 @@ def test_a_process_forgets_the_head_it_wrote_once_writes_are_saved_on_it(tmp_pat
     saver = SqliteCheckpointer(tmp_path / "k.db")
     app = _ends(saver)
     app.invoke({}, thread_id="t")
-    head = asyncio.run(saver.get("t"))
+    head = asyncio.run(saver.aget("t"))
     assert head is not None and saver.known_head("t") is not None
     saved = (PendingWrite(task_id="x", kind="effect", key="k", value=1),)
-    asyncio.run(saver.commit(writes=[WritesBatch(thread_id="t", checkpoint_id=head.id, writes=saved)]))
+    asyncio.run(saver.acommit(writes=[WritesBatch(thread_id="t", checkpoint_id=head.id, writes=saved)]))
     assert saver.known_head("t") is None
     app.update_state("t", {"log": ["u"]})  # carries the write: its checkpoint is not offered either
     assert saver.known_head("t") is None

@@ -49,8 +49,8 @@ def stored_writes(saver: Checkpointer, thread: str) -> dict[str, tuple[PendingWr
 
     async def read() -> dict[str, tuple[PendingWrite, ...]]:
         out = {}
-        for cp in await saver.history(thread):
-            got = await saver.get(thread, cp.id)
+        for cp in await saver.ahistory(thread):
+            got = await saver.aget(thread, cp.id)
             assert got is not None
             out[cp.id] = got.pending_writes
         return out

@@ -36,7 +36,7 @@ def test_concurrent_runs_all_keep_their_leases_with_one_renewal_thread(tmp_path:
     async def intruder(thread: str) -> None:
         await asyncio.sleep(0.3)  # past the first lease's life: only a renewal keeps it
         try:
-            await saver.acquire_lease(thread, "intruder")
+            await saver.atake_lease(thread, "intruder")
         except ThreadBusyError as busy:
             seen[thread] = busy.owner
         else:
@@ -80,7 +80,7 @@ def test_a_run_with_a_short_lease_is_renewed_while_a_long_lease_sleeps_in_the_qu
     async def intruder() -> None:
         await asyncio.sleep(0.35)  # past the short lease's first life: only renewals keep it
         try:
-            await short_saver.acquire_lease("short", "intruder")
+            await short_saver.atake_lease("short", "intruder")
         except ThreadBusyError as busy:
             seen.append(busy.owner)
         else:
@@ -141,13 +141,13 @@ class _Counting(SqliteCheckpointer):
 
             self._core.get = damaged  # type: ignore[method-assign]
 
-    async def acquire_lease_and_get(self, *args: Any, **kwargs: Any) -> Any:
+    async def atake_lease_and_get(self, *args: Any, **kwargs: Any) -> Any:
         self.calls["acquire_lease_and_get"] += 1
-        return await super().acquire_lease_and_get(*args, **kwargs)
+        return await super().atake_lease_and_get(*args, **kwargs)
 
-    async def release_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
+    async def arelease_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
         self.calls["release_lease"] += 1
-        await super().release_lease(thread_id, owner, namespace=namespace)
+        await super().arelease_lease(thread_id, owner, namespace=namespace)
 
 
 def _counter_app(saver: SqliteCheckpointer, fail_at: int | None = None) -> Any:
@@ -165,10 +165,10 @@ def _counter_app(saver: SqliteCheckpointer, fail_at: int | None = None) -> Any:
 
 def _lease_is_free(saver: SqliteCheckpointer, thread_id: str) -> bool:
     try:
-        run_sync(saver.acquire_lease(thread_id, "the next run", ttl=60))
+        run_sync(saver.atake_lease(thread_id, "the next run", ttl=60))
     except ThreadBusyError:
         return False
-    run_sync(saver.release_lease(thread_id, "the next run"))
+    run_sync(saver.arelease_lease(thread_id, "the next run"))
     return True
 
 

@@ -32,7 +32,7 @@ from plait import (
     event_json,
     interrupt,
 )
-from plait.checkpoint.base import CheckpointWrite, WritesBatch
+from plait.checkpoint.base import CheckpointWrite, Fence, WritesBatch
 
 
 def schema() -> StateSchema:
@@ -269,10 +269,16 @@ def test_a_sync_node_custom_event_reaches_the_consumer_while_the_node_runs() -> 
 class _FailingStore(MemoryCheckpointer):
     """Refuses to commit the checkpoint of step 1 (a full disk, a lost connection)."""
 
-    async def commit(self, *, checkpoints: Sequence[CheckpointWrite] = (), writes: Sequence[WritesBatch] = ()) -> None:
+    async def acommit(
+        self,
+        *,
+        checkpoints: Sequence[CheckpointWrite] = (),
+        writes: Sequence[WritesBatch] = (),
+        fence: Fence | None = None,
+    ) -> None:
         if any(c.checkpoint.step == 1 for c in checkpoints):
             raise OSError("disk full")
-        await super().commit(checkpoints=checkpoints, writes=writes)
+        await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence)
 
 
 @pytest.mark.parametrize("durability", ["sync", "async"])

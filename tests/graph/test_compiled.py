@@ -28,7 +28,7 @@ from plait import (
     ThreadState,
     interrupt,
 )
-from plait.checkpoint.base import CheckpointWrite, WritesBatch
+from plait.checkpoint.base import CheckpointWrite, Fence, WritesBatch
 
 
 def schema(log_reducer: Any = None) -> StateSchema:
@@ -132,10 +132,16 @@ def test_sync_durability_stores_each_step_before_the_next_runs() -> None:
 class _RefusesStepOne(MemoryCheckpointer):
     """Refuses to commit the checkpoint of step 1 (a full disk, a lost connection)."""
 
-    async def commit(self, *, checkpoints: Sequence[CheckpointWrite] = (), writes: Sequence[WritesBatch] = ()) -> None:
+    async def acommit(
+        self,
+        *,
+        checkpoints: Sequence[CheckpointWrite] = (),
+        writes: Sequence[WritesBatch] = (),
+        fence: Fence | None = None,
+    ) -> None:
         if any(c.checkpoint.step == 1 for c in checkpoints):
             raise OSError("disk full")
-        await super().commit(checkpoints=checkpoints, writes=writes)
+        await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence)
 
 
 @pytest.mark.parametrize(

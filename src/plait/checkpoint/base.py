@@ -24,7 +24,6 @@ inside the commit's own transaction: the fencing that makes one run per thread h
 from __future__ import annotations
 
 import enum
-import inspect
 import os
 import threading
 import time
@@ -32,6 +31,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple
+
+from plait._sync import run_sync
 
 __all__ = [
     "ANY_HEAD",
@@ -46,7 +47,6 @@ __all__ = [
     "ThreadInfo",
     "WriteKind",
     "WritesBatch",
-    "accepts_fence",
     "fence_targets",
     "make_task",
     "new_checkpoint_id",
@@ -265,7 +265,7 @@ class Checkpointer(ABC):
     """Whether :meth:`commit` honours :attr:`Fence.release`. False by default, so that a
     backend written before it existed keeps its leases released by :meth:`release_lease`."""
 
-    async def setup(self) -> None:  # noqa: B027 - optional hook
+    async def asetup(self) -> None:  # noqa: B027 - optional hook
         """Create or migrate storage. Safe to call more than once."""
 
     def known_head(self, thread_id: str, *, namespace: str = "") -> Checkpoint | None:
@@ -280,7 +280,7 @@ class Checkpointer(ABC):
         return None
 
     @abstractmethod
-    async def commit(
+    async def acommit(
         self,
         *,
         checkpoints: Sequence[CheckpointWrite] = (),
@@ -299,12 +299,12 @@ class Checkpointer(ABC):
         """
 
     @abstractmethod
-    async def get(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
+    async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
         """The thread's head (newest) checkpoint, or the one with ``checkpoint_id``, with its
         pending writes; None when there is none."""
 
     @abstractmethod
-    async def history(
+    async def ahistory(
         self,
         thread_id: str,
         *,
@@ -318,20 +318,20 @@ class Checkpointer(ABC):
         value, at most ``limit``. Pending writes are not included."""
 
     @abstractmethod
-    async def list_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
+    async def alist_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
         """Every thread (of ``namespace``, or of all namespaces), newest head first."""
 
     @abstractmethod
-    async def delete_thread(self, thread_id: str, *, namespace: str = "") -> None:
+    async def adelete_thread(self, thread_id: str, *, namespace: str = "") -> None:
         """Remove a thread and everything stored for it (no error if it does not exist)."""
 
     @abstractmethod
-    async def prune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
+    async def aprune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
         """Drop old checkpoints of a thread, keeping the ``keep_last`` newest of every branch
         head's lineage and everything they need; returns how many were dropped."""
 
     @abstractmethod
-    async def acquire_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
+    async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
         """Take (or renew, for the same owner) the thread's run lease.
 
         Raises:
@@ -339,10 +339,10 @@ class Checkpointer(ABC):
         """
 
     @abstractmethod
-    async def release_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
+    async def arelease_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
         """Give the lease back if ``owner`` holds it."""
 
-    async def acquire_lease_and_get(
+    async def atake_lease_and_get(
         self,
         thread_id: str,
         owner: str,
@@ -361,34 +361,79 @@ class Checkpointer(ABC):
         Raises:
             ThreadBusyError: another owner holds an unexpired lease (nothing is read).
         """
-        await self.acquire_lease(thread_id, owner, namespace=namespace, ttl=ttl)
-        return await self.get(thread_id, checkpoint_id, namespace=namespace)
+        await self.atake_lease(thread_id, owner, namespace=namespace, ttl=ttl)
+        return await self.aget(thread_id, checkpoint_id, namespace=namespace)
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections and files."""
 
+    # -- the sync facade: one line each over the async methods (as CompiledGraph's) ------------
 
-_ACCEPTS_FENCE: dict[type[Checkpointer], bool] = {}
+    def setup(self) -> None:
+        """Sync :meth:`asetup`."""
+        run_sync(self.asetup())
 
+    def commit(
+        self,
+        *,
+        checkpoints: Sequence[CheckpointWrite] = (),
+        writes: Sequence[WritesBatch] = (),
+        fence: Fence | None = None,
+    ) -> None:
+        """Sync :meth:`acommit`."""
+        run_sync(self.acommit(checkpoints=checkpoints, writes=writes, fence=fence))
 
-def accepts_fence(saver: Checkpointer) -> bool:
-    """Whether ``saver.commit`` takes a ``fence``.
+    def get(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
+        """Sync :meth:`aget`."""
+        return run_sync(self.aget(thread_id, checkpoint_id, namespace=namespace))
 
-    Every plait backend does. A backend written before fencing existed (or a subclass whose
-    ``commit`` override keeps the old signature) does not; the engine then falls back to
-    what it did before (the lease renewer's check before each commit, and a lease taken
-    around a one-off write) instead of failing with a TypeError. Decided once per class.
-    """
-    kind = type(saver)
-    known = _ACCEPTS_FENCE.get(kind)
-    if known is None:
-        try:
-            params = list(inspect.signature(kind.commit).parameters.values())
-        except (TypeError, ValueError):
-            params = []
-        known = any(p.name == "fence" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
-        _ACCEPTS_FENCE[kind] = known
-    return known
+    def history(
+        self,
+        thread_id: str,
+        *,
+        namespace: str = "",
+        limit: int | None = None,
+        before: str | None = None,
+        filter: Mapping[str, Any] | None = None,
+    ) -> list[Checkpoint]:
+        """Sync :meth:`ahistory`."""
+        return run_sync(self.ahistory(thread_id, namespace=namespace, limit=limit, before=before, filter=filter))
+
+    def list_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
+        """Sync :meth:`alist_threads`."""
+        return run_sync(self.alist_threads(namespace=namespace))
+
+    def delete_thread(self, thread_id: str, *, namespace: str = "") -> None:
+        """Sync :meth:`adelete_thread`."""
+        run_sync(self.adelete_thread(thread_id, namespace=namespace))
+
+    def prune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
+        """Sync :meth:`aprune`."""
+        return run_sync(self.aprune(thread_id, keep_last=keep_last, namespace=namespace))
+
+    def take_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
+        """Sync :meth:`atake_lease`."""
+        run_sync(self.atake_lease(thread_id, owner, namespace=namespace, ttl=ttl))
+
+    def release_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
+        """Sync :meth:`arelease_lease`."""
+        run_sync(self.arelease_lease(thread_id, owner, namespace=namespace))
+
+    def take_lease_and_get(
+        self,
+        thread_id: str,
+        owner: str,
+        checkpoint_id: str | None = None,
+        *,
+        namespace: str = "",
+        ttl: float | None = None,
+    ) -> Checkpoint | None:
+        """Sync :meth:`atake_lease_and_get`."""
+        return run_sync(self.atake_lease_and_get(thread_id, owner, checkpoint_id, namespace=namespace, ttl=ttl))
+
+    def close(self) -> None:
+        """Sync :meth:`aclose`."""
+        run_sync(self.aclose())
 
 
 def fence_targets(

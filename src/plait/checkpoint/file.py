@@ -106,10 +106,10 @@ class FileCheckpointer(Checkpointer):
 
     # -- the protocol -----------------------------------------------------------------
 
-    async def setup(self) -> None:
+    async def asetup(self) -> None:
         await asyncio.to_thread(self.folder.mkdir, parents=True, exist_ok=True)
 
-    async def commit(
+    async def acommit(
         self,
         *,
         checkpoints: Sequence[CheckpointWrite] = (),
@@ -121,10 +121,10 @@ class FileCheckpointer(Checkpointer):
                 fence_targets(checkpoints, writes, fence)  # a misuse fails before any file is touched
             await asyncio.to_thread(self._commit, checkpoints, writes, fence)
 
-    async def get(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
+    async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
         return await asyncio.to_thread(self._get, (namespace, thread_id), checkpoint_id)
 
-    async def history(
+    async def ahistory(
         self,
         thread_id: str,
         *,
@@ -136,22 +136,22 @@ class FileCheckpointer(Checkpointer):
         check_filter(filter)
         return await asyncio.to_thread(self._history, (namespace, thread_id), limit, before, filter)
 
-    async def list_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
+    async def alist_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
         return await asyncio.to_thread(self._list_threads, namespace)
 
-    async def delete_thread(self, thread_id: str, *, namespace: str = "") -> None:
+    async def adelete_thread(self, thread_id: str, *, namespace: str = "") -> None:
         await asyncio.to_thread(self._delete, (namespace, thread_id))
 
-    async def prune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
+    async def aprune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
         if keep_last < 1:
             raise ValueError("prune(keep_last=...) must keep at least 1 checkpoint")
         return await asyncio.to_thread(self._prune, (namespace, thread_id), keep_last)
 
-    async def acquire_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
+    async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
         ttl = self.lease_ttl if ttl is None else ttl
         await asyncio.to_thread(self._lease, (namespace, thread_id), owner, ttl)
 
-    async def release_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
+    async def arelease_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
         await asyncio.to_thread(self._lease, (namespace, thread_id), owner, None)
 
     async def aclose(self) -> None:

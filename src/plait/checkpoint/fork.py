@@ -25,7 +25,6 @@ from plait.checkpoint.base import (
     CheckpointWrite,
     Fence,
     WritesBatch,
-    accepts_fence,
     new_checkpoint_id,
 )
 
@@ -88,9 +87,5 @@ async def fork_checkpoint(
         if carried
         else []
     )
-    if accepts_fence(saver):
-        fence = Fence(owner=_FORK_OWNER, expect_head=None)
-        await saver.commit(checkpoints=checkpoints, writes=writes, fence=fence)
-    else:  # a backend predating fences: no atomic check is possible
-        await saver.commit(checkpoints=checkpoints, writes=writes)
+    await saver.acommit(checkpoints=checkpoints, writes=writes, fence=Fence(owner=_FORK_OWNER, expect_head=None))
     return cid

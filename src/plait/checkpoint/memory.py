@@ -44,7 +44,7 @@ class MemoryCheckpointer(Checkpointer):
         self._leases: dict[_Thread, tuple[str, float]] = {}
         self._lease_lock = threading.Lock()  # leases are also renewed from a plain thread
 
-    async def commit(
+    async def acommit(
         self,
         *,
         checkpoints: Sequence[CheckpointWrite] = (),
@@ -93,7 +93,7 @@ class MemoryCheckpointer(Checkpointer):
             if cw.folds_parent_writes and cp.parent_id is not None:
                 self._writes.pop((cp.namespace, cp.thread_id, cp.parent_id), None)
 
-    async def get(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
+    async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
         thread = self._checkpoints.get((namespace, thread_id))
         if not thread:
             return None
@@ -117,7 +117,7 @@ class MemoryCheckpointer(Checkpointer):
             head = self._heads[key] = max(thread)
         return head
 
-    async def history(
+    async def ahistory(
         self,
         thread_id: str,
         *,
@@ -137,7 +137,7 @@ class MemoryCheckpointer(Checkpointer):
             metadata_of=lambda cp: cp.metadata,
         )
 
-    async def list_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
+    async def alist_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
         infos = []
         for (ns, tid), thread in self._checkpoints.items():
             if (namespace is not None and ns != namespace) or not thread:
@@ -157,13 +157,13 @@ class MemoryCheckpointer(Checkpointer):
         infos.sort(key=lambda t: t.head_id, reverse=True)
         return infos
 
-    async def delete_thread(self, thread_id: str, *, namespace: str = "") -> None:
+    async def adelete_thread(self, thread_id: str, *, namespace: str = "") -> None:
         self._checkpoints.pop((namespace, thread_id), None)
         self._heads.pop((namespace, thread_id), None)
         for key in [k for k in self._writes if k[0] == namespace and k[1] == thread_id]:
             del self._writes[key]
 
-    async def prune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
+    async def aprune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
         thread = self._checkpoints.get((namespace, thread_id))
         if not thread:
             return 0
@@ -179,7 +179,7 @@ class MemoryCheckpointer(Checkpointer):
                 thread[cid] = replace(cp, parent_id=None)
         return len(dropped)
 
-    async def acquire_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
+    async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
         self.take_lease(thread_id, owner, namespace=namespace, ttl=ttl)
 
     def take_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
@@ -192,7 +192,7 @@ class MemoryCheckpointer(Checkpointer):
                 raise ThreadBusyError(thread_id, held[0], held[1] - now)
             self._leases[key] = (owner, now + (self.lease_ttl if ttl is None else ttl))
 
-    async def release_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
+    async def arelease_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
         with self._lease_lock:
             self._drop_lease((namespace, thread_id), owner)
 

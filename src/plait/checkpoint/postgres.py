@@ -5,7 +5,7 @@ All SQL lives in :mod:`plait.checkpoint._sql`, and how statements travel to the 
 psycopg calls run on, migrations' locking and the retry policy. psycopg is imported inside
 functions only, so ``import plait`` never needs it.
 
-Migrations are explicit: ``await setup()`` (or ``setup_sync()``, which ``plait db migrate``
+Migrations are explicit: ``await asetup()`` (or ``setup()``, or ``migrate()``, which ``plait db migrate``
 calls) creates or upgrades the tables under an advisory lock, so concurrent setups are safe.
 Every other call first checks the stored schema version and refuses, with
 :class:`~plait.errors.StoreVersionError`, a database that is not set up or was written by a
@@ -303,7 +303,7 @@ class PostgresCheckpointer(Checkpointer):
 
     # -- setup -------------------------------------------------------------------------------
 
-    def setup_sync(self) -> int:
+    def migrate(self) -> int:
         """Create or upgrade plait's tables (blocking); returns the version found before.
 
         Raises:
@@ -320,15 +320,15 @@ class PostgresCheckpointer(Checkpointer):
         self._checked = True
         return found
 
-    async def setup(self) -> None:
+    async def asetup(self) -> None:
         """Create or upgrade plait's tables; safe to call more than once, from many processes."""
         self._check_open()
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._executor, self.setup_sync)
+        await loop.run_in_executor(self._executor, self.migrate)
 
     # -- the protocol ------------------------------------------------------------------------
 
-    async def commit(
+    async def acommit(
         self,
         *,
         checkpoints: Sequence[CheckpointWrite] = (),
@@ -345,12 +345,12 @@ class PostgresCheckpointer(Checkpointer):
     def known_head(self, thread_id: str, *, namespace: str = "") -> Checkpoint | None:
         return self._core.known_head(namespace, thread_id)
 
-    async def get(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
+    async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
         if _has_nul(thread_id, namespace, checkpoint_id):
             return None  # nothing with a NUL in its ids can have been stored
         return await self._run(lambda cur: self._core.get(cur, namespace, thread_id, checkpoint_id), read=True)
 
-    async def history(
+    async def ahistory(
         self,
         thread_id: str,
         *,
@@ -366,24 +366,24 @@ class PostgresCheckpointer(Checkpointer):
             read=True,
         )
 
-    async def list_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
+    async def alist_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
         if _has_nul(namespace):
             return []
         return await self._run(lambda cur: self._core.list_threads(cur, namespace), read=True)
 
-    async def delete_thread(self, thread_id: str, *, namespace: str = "") -> None:
+    async def adelete_thread(self, thread_id: str, *, namespace: str = "") -> None:
         if _has_nul(thread_id, namespace):
             return
         await self._run(lambda cur: self._core.delete_thread(cur, namespace, thread_id))
 
-    async def prune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
+    async def aprune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
         if keep_last < 1:
             raise ValueError("prune(keep_last=...) must keep at least 1 checkpoint")
         if _has_nul(thread_id, namespace):
             return 0
         return await self._run(lambda cur: self._core.prune(cur, namespace, thread_id, keep_last))
 
-    async def acquire_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
+    async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
         self._core.check_text([("thread id", thread_id), ("namespace", namespace), ("lease owner", owner)])
         seconds = self.lease_ttl if ttl is None else ttl
 
@@ -392,7 +392,7 @@ class PostgresCheckpointer(Checkpointer):
 
         await self._run(acquire, pipeline=True, batch=True)
 
-    async def acquire_lease_and_get(
+    async def atake_lease_and_get(
         self,
         thread_id: str,
         owner: str,
@@ -404,7 +404,7 @@ class PostgresCheckpointer(Checkpointer):
         """Take the lease and read the checkpoint a run starts from in one round trip
         (``take_lease_and_get()``); see :meth:`Checkpointer.acquire_lease_and_get`."""
         if _has_nul(checkpoint_id):
-            return await super().acquire_lease_and_get(thread_id, owner, checkpoint_id, namespace=namespace, ttl=ttl)
+            return await super().atake_lease_and_get(thread_id, owner, checkpoint_id, namespace=namespace, ttl=ttl)
         self._core.check_text([("thread id", thread_id), ("namespace", namespace), ("lease owner", owner)])
         seconds = self.lease_ttl if ttl is None else ttl
         result: Checkpoint | None = await self._run(
@@ -413,7 +413,7 @@ class PostgresCheckpointer(Checkpointer):
         )
         return result
 
-    async def release_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
+    async def arelease_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
         if _has_nul(thread_id, namespace, owner):
             return
 

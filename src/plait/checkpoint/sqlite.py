@@ -433,12 +433,12 @@ class SqliteCheckpointer(Checkpointer):
 
     # -- the protocol ------------------------------------------------------------------------
 
-    async def setup(self) -> None:
+    async def asetup(self) -> None:
         """Open (create or migrate) the file now rather than on first use; safe to repeat."""
         await self._submit(self._writer, lambda conn: None)
         await self._submit(self._reader, lambda conn: None)
 
-    async def commit(
+    async def acommit(
         self,
         *,
         checkpoints: Sequence[CheckpointWrite] = (),
@@ -454,13 +454,13 @@ class SqliteCheckpointer(Checkpointer):
     def known_head(self, thread_id: str, *, namespace: str = "") -> Checkpoint | None:
         return self._core.known_head(namespace, thread_id)
 
-    async def get(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
+    async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
         result: Checkpoint | None = await self._read(
             lambda cur: self._core.get(cur, namespace, thread_id, checkpoint_id)
         )
         return result
 
-    async def history(
+    async def ahistory(
         self,
         thread_id: str,
         *,
@@ -474,24 +474,24 @@ class SqliteCheckpointer(Checkpointer):
         )
         return result
 
-    async def list_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
+    async def alist_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
         result: list[ThreadInfo] = await self._read(lambda cur: self._core.list_threads(cur, namespace))
         return result
 
-    async def delete_thread(self, thread_id: str, *, namespace: str = "") -> None:
+    async def adelete_thread(self, thread_id: str, *, namespace: str = "") -> None:
         await self._write(lambda cur: self._core.delete_thread(cur, namespace, thread_id))
 
-    async def prune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
+    async def aprune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
         if keep_last < 1:
             raise ValueError("prune(keep_last=...) must keep at least 1 checkpoint")
         result: int = await self._write(lambda cur: self._core.prune(cur, namespace, thread_id, keep_last))
         return result
 
-    async def acquire_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
+    async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
         seconds = self.lease_ttl if ttl is None else ttl
         await self._lease(lambda cur: self._core.acquire_lease(cur, namespace, thread_id, owner, seconds))
 
-    async def acquire_lease_and_get(
+    async def atake_lease_and_get(
         self,
         thread_id: str,
         owner: str,
@@ -506,13 +506,13 @@ class SqliteCheckpointer(Checkpointer):
         delta chain, so that the run's commits store what they append rather than whole
         values, even when another process wrote the head.
         """
-        await self.acquire_lease(thread_id, owner, namespace=namespace, ttl=ttl)
+        await self.atake_lease(thread_id, owner, namespace=namespace, ttl=ttl)
         result: Checkpoint | None = await self._read(
             lambda cur: self._core.get(cur, namespace, thread_id, checkpoint_id, resume=True)
         )
         return result
 
-    async def release_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
+    async def arelease_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
         await self._lease(lambda cur: self._core.release_lease(cur, namespace, thread_id, owner))
 
     def close(self) -> None:

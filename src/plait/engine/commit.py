@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from plait.checkpoint.base import Checkpointer, CheckpointWrite, Fence, WritesBatch, accepts_fence
+from plait.checkpoint.base import Checkpointer, CheckpointWrite, Fence, WritesBatch
 
 __all__ = ["Committer"]
 
@@ -42,8 +42,8 @@ class Committer:
         self.on_commit = on_commit
         self.guard = guard
         """Called before every commit; raises to refuse it (the run lost its lease)."""
-        self.fence = fence if fence is not None and accepts_fence(saver) else None
-        """Passed to every commit; None for a backend whose ``commit`` predates fences."""
+        self.fence = fence
+        """Passed to every commit."""
         self._checkpoints: list[CheckpointWrite] = []
         self._writes: list[WritesBatch] = []
         self._inflight: asyncio.Task[None] | None = None
@@ -82,10 +82,7 @@ class Committer:
         try:
             if self.guard is not None:
                 self.guard()
-            if fence is not None:
-                await self.saver.commit(checkpoints=cps, writes=ws, fence=fence)
-            else:
-                await self.saver.commit(checkpoints=cps, writes=ws)
+            await self.saver.acommit(checkpoints=cps, writes=ws, fence=fence)
         except BaseException as exc:
             self._error = exc
             self._checkpoints, self._writes = [], []

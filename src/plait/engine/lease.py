@@ -71,7 +71,7 @@ class LeaseRenewer:
         try:
             while True:
                 await asyncio.sleep(self.period)
-                await run.saver.acquire_lease(run.thread_id, self.owner, namespace=run.namespace)
+                await run.saver.atake_lease(run.thread_id, self.owner, namespace=run.namespace)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -90,7 +90,7 @@ class LeaseRenewer:
                 if isinstance(saver, MemoryCheckpointer):
                     saver.take_lease(run.thread_id, self.owner, namespace=run.namespace)
                 else:
-                    loop.run_until_complete(saver.acquire_lease(run.thread_id, self.owner, namespace=run.namespace))
+                    loop.run_until_complete(saver.atake_lease(run.thread_id, self.owner, namespace=run.namespace))
             except Exception as exc:
                 run._lease_error = exc
                 return False

@@ -206,7 +206,7 @@ class Run:
                 and self._lease_error is None
                 and not (self.committer is not None and self.committer.released)
             ):
-                await self.saver.release_lease(self.thread_id, owner, namespace=self.namespace)
+                await self.saver.arelease_lease(self.thread_id, owner, namespace=self.namespace)
 
     async def _lease_and_read(
         self, saver: Checkpointer, thread_id: str, checkpoint_id: str | None
@@ -214,12 +214,12 @@ class Run:
         """Take the thread's lease and read the checkpoint the run starts from (one round trip
         on a backend that can). A read that fails after the lease was taken gives it back."""
         try:
-            return await saver.acquire_lease_and_get(thread_id, self.owner, checkpoint_id, namespace=self.namespace)
+            return await saver.atake_lease_and_get(thread_id, self.owner, checkpoint_id, namespace=self.namespace)
         except ThreadBusyError:
             raise
         except BaseException:
             with contextlib.suppress(Exception):
-                await saver.release_lease(thread_id, self.owner, namespace=self.namespace)
+                await saver.arelease_lease(thread_id, self.owner, namespace=self.namespace)
             raise
 
     def _check_lease(self) -> None:
@@ -264,7 +264,7 @@ class Run:
             return
         reducers = head.metadata.get("reducers")
         if reducers is None and self.saver is not None and self.thread_id is not None:
-            for cp in await self.saver.history(self.thread_id, namespace=self.namespace):
+            for cp in await self.saver.ahistory(self.thread_id, namespace=self.namespace):
                 if "reducers" in cp.metadata:
                     reducers = cp.metadata["reducers"]
                     break

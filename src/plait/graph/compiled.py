@@ -23,7 +23,6 @@ from plait.checkpoint.base import (
     Task,
     ThreadInfo,
     WritesBatch,
-    accepts_fence,
     new_checkpoint_id,
 )
 from plait.checkpoint.fork import fork_checkpoint
@@ -110,7 +109,7 @@ class CompiledGraph:
         if self.checkpointer is None:
             raise NoCheckpointerError("threads, history and state editing")
         if not self._setup_done:
-            await self.checkpointer.setup()
+            await self.checkpointer.asetup()
             self._setup_done = True
         return self.checkpointer
 
@@ -308,7 +307,7 @@ class CompiledGraph:
     async def aget_state(self, thread_id: str, checkpoint_id: str | None = None) -> ThreadState:
         """The thread's latest state (or the state at ``checkpoint_id``)."""
         saver = await self._saver()
-        cp = await saver.get(thread_id, checkpoint_id, namespace=self.namespace)
+        cp = await saver.aget(thread_id, checkpoint_id, namespace=self.namespace)
         if cp is None:
             raise CheckpointNotFoundError(thread_id, checkpoint_id, self.namespace)
         return ThreadState.of(cp)
@@ -328,7 +327,7 @@ class CompiledGraph:
         saver = await self._saver()
         return [
             ThreadState.of(cp)
-            for cp in await saver.history(
+            for cp in await saver.ahistory(
                 thread_id, namespace=self.namespace, limit=limit, before=before, filter=filter
             )
         ]
@@ -344,19 +343,19 @@ class CompiledGraph:
         return run_sync(self.aget_state_history(thread_id, limit=limit, before=before, filter=filter))
 
     async def alist_threads(self) -> list[ThreadInfo]:
-        return await (await self._saver()).list_threads(namespace=self.namespace)
+        return await (await self._saver()).alist_threads(namespace=self.namespace)
 
     def list_threads(self) -> list[ThreadInfo]:
         return run_sync(self.alist_threads())
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await (await self._saver()).delete_thread(thread_id, namespace=self.namespace)
+        await (await self._saver()).adelete_thread(thread_id, namespace=self.namespace)
 
     def delete_thread(self, thread_id: str) -> None:
         run_sync(self.adelete_thread(thread_id))
 
     async def aprune(self, thread_id: str, *, keep_last: int) -> int:
-        return await (await self._saver()).prune(thread_id, keep_last=keep_last, namespace=self.namespace)
+        return await (await self._saver()).aprune(thread_id, keep_last=keep_last, namespace=self.namespace)
 
     def prune(self, thread_id: str, *, keep_last: int) -> int:
         return run_sync(self.aprune(thread_id, keep_last=keep_last))
@@ -387,15 +386,6 @@ class CompiledGraph:
                     "unknown and the thread could not continue; update without as_node, or as a node with edges"
                 )
         owner = _UPDATE_OWNER
-        if not accepts_fence(saver):  # a backend predating fences: hold the lease around the write
-            await saver.acquire_lease(thread_id, owner, namespace=self.namespace)
-            try:
-                head = await saver.get(thread_id, namespace=self.namespace)
-                if head is None:
-                    raise CheckpointNotFoundError(thread_id, None, self.namespace)
-                return await self._write_update(saver, head, update, as_node, None)
-            finally:
-                await saver.release_lease(thread_id, owner, namespace=self.namespace)
         # No lease of its own: the commit's fence refuses it if a run holds the thread
         # (ThreadBusyError) or if another write moved the head since it was read; the
         # update is then folded again onto the new head, so concurrent updates all land.
@@ -406,7 +396,7 @@ class CompiledGraph:
         for attempt in range(_UPDATE_RETRIES + 1):
             head = known if attempt == 0 else None
             if head is None:
-                head = await saver.get(thread_id, namespace=self.namespace)
+                head = await saver.aget(thread_id, namespace=self.namespace)
             if head is None:
                 raise CheckpointNotFoundError(thread_id, None, self.namespace)
             fence = Fence(owner=owner, expect_head=head.id, expect_no_writes=head is known)
@@ -418,7 +408,7 @@ class CompiledGraph:
         raise AssertionError("unreachable")
 
     async def _write_update(
-        self, saver: Checkpointer, head: Checkpoint, update: Any, as_node: str | None, fence: Fence | None
+        self, saver: Checkpointer, head: Checkpoint, update: Any, as_node: str | None, fence: Fence
     ) -> str:
         state = RunState(self.spec.schema)
         state._values = {**self.spec.schema.initial_values(), **head.values}
@@ -463,10 +453,7 @@ class CompiledGraph:
             if carried
             else []
         )
-        if fence is None:
-            await saver.commit(checkpoints=checkpoints, writes=batches)
-        else:
-            await saver.commit(checkpoints=checkpoints, writes=batches, fence=fence)
+        await saver.acommit(checkpoints=checkpoints, writes=batches, fence=fence)
         return cid
 
     def update_state(self, thread_id: str, update: Any, as_node: str | None = None) -> str:
@@ -502,7 +489,7 @@ class CompiledGraph:
                 a thread; nothing is stored).
         """
         saver = await self._saver()
-        src = await saver.get(source_thread, checkpoint_id, namespace=self.namespace)
+        src = await saver.aget(source_thread, checkpoint_id, namespace=self.namespace)
         if src is None:
             raise CheckpointNotFoundError(source_thread, checkpoint_id, self.namespace)
         state = RunState(self.spec.schema)
@@ -542,8 +529,8 @@ class CompiledGraph:
         """The first step at which two threads' states differ, the keys that differ there,
         and the difference between their heads."""
         saver = await self._saver()
-        ha = list(reversed(await saver.history(a, namespace=self.namespace)))
-        hb = list(reversed(await saver.history(b, namespace=self.namespace)))
+        ha = list(reversed(await saver.ahistory(a, namespace=self.namespace)))
+        hb = list(reversed(await saver.ahistory(b, namespace=self.namespace)))
         if not ha:
             raise CheckpointNotFoundError(a, None, self.namespace)
         if not hb:

@@ -12,7 +12,7 @@ Usage::
 
     async def factory() -> Checkpointer:  # a fresh, empty, set-up store on every call
         cp = MyCheckpointer(tempfile.mkdtemp())
-        await cp.setup()
+        await cp.asetup()
         return cp
 
     async def reopen(cp: Checkpointer) -> Checkpointer:  # durable backends only

@@ -49,11 +49,11 @@ async def _root_round_trip(env: Env) -> None:
         barriers={"join:c": ["a", "b"], "join:d": []},
         created_at=1712345678.123456,
     )
-    await cp.commit(checkpoints=[cw])
+    await cp.acommit(checkpoints=[cw])
     want = cw.checkpoint
-    head = await cp.get("t")
+    head = await cp.aget("t")
     same_checkpoint("get('t')", head, want)
-    same_checkpoint("get('t', id)", await cp.get("t", want.id), want)
+    same_checkpoint("get('t', id)", await cp.aget("t", want.id), want)
     assert head is not None
     expect(head.pending_writes == (), f"a checkpoint with no pending writes came back with {head.pending_writes!r}")
     expect(head.version == want.version, f"version is {head.version}, expected {want.version}")
@@ -69,25 +69,25 @@ async def _root_without_changed(env: Env) -> None:
     cp = await env.new()
     th = ThreadBuilder("t")
     cw = th.step({"a": [1, 2], "b": {"x": "y"}}, root=True)
-    await cp.commit(checkpoints=[replace(cw, changed=frozenset())])
-    same_checkpoint("a root committed with changed=frozenset()", await cp.get("t"), cw.checkpoint)
+    await cp.acommit(checkpoints=[replace(cw, changed=frozenset())])
+    same_checkpoint("a root committed with changed=frozenset()", await cp.aget("t"), cw.checkpoint)
 
 
 @check("get_missing_returns_none")
 async def _get_missing(env: Env) -> None:
     """get() of an unknown thread, id, or namespace is None; reads of nothing are empty."""
     cp = await env.new()
-    expect(await cp.get("nope") is None, "get() of a thread never written is not None")
-    expect(await cp.history("nope") == [], "history() of a thread never written is not []")
-    expect(await cp.list_threads() == [], "list_threads() of an empty store is not []")
+    expect(await cp.aget("nope") is None, "get() of a thread never written is not None")
+    expect(await cp.ahistory("nope") == [], "history() of a thread never written is not []")
+    expect(await cp.alist_threads() == [], "list_threads() of an empty store is not []")
     th = ThreadBuilder("t")
     cw = th.step({"a": 1}, root=True)
-    await cp.commit(checkpoints=[cw])
-    expect(await cp.get("t", new_checkpoint_id()) is None, "get() of an unknown checkpoint id is not None")
-    expect(await cp.get("other", cw.checkpoint.id) is None, "get() found a checkpoint under another thread's id")
-    expect(await cp.get("t", namespace="ns") is None, "get() found a thread in a namespace it was not written to")
-    await cp.commit()  # an empty commit is a no-op
-    same_checkpoint("after an empty commit", await cp.get("t"), cw.checkpoint)
+    await cp.acommit(checkpoints=[cw])
+    expect(await cp.aget("t", new_checkpoint_id()) is None, "get() of an unknown checkpoint id is not None")
+    expect(await cp.aget("other", cw.checkpoint.id) is None, "get() found a checkpoint under another thread's id")
+    expect(await cp.aget("t", namespace="ns") is None, "get() found a thread in a namespace it was not written to")
+    await cp.acommit()  # an empty commit is a no-op
+    same_checkpoint("after an empty commit", await cp.aget("t"), cw.checkpoint)
 
 
 @check("unchanged_channels_inherit")
@@ -106,8 +106,8 @@ async def _unchanged_inherit(env: Env) -> None:
         {"a": 4},
     ]
     for i, updates in enumerate(plan):
-        await cp.commit(checkpoints=[th.step(updates, root=i == 0)])
-        same_checkpoint(f"head after step {i}", await cp.get("t"), th.head)  # type: ignore[arg-type]
+        await cp.acommit(checkpoints=[th.step(updates, root=i == 0)])
+        same_checkpoint(f"head after step {i}", await cp.aget("t"), th.head)  # type: ignore[arg-type]
     await all_read_back("chain with partial changes", cp, th)
     await same_history("chain with partial changes", cp, th)
 
@@ -117,7 +117,7 @@ async def _long_append(env: Env) -> None:
     """An append-only list over many steps reads back right at every checkpoint, by id too."""
     cp = await env.new()
     th = ThreadBuilder("chat")
-    await cp.commit(checkpoints=[th.step({"messages": [], "phase": "start", "turns": 0}, root=True)])
+    await cp.acommit(checkpoints=[th.step({"messages": [], "phase": "start", "turns": 0}, root=True)])
     for i in range(120):
         new = [
             {"id": f"m{i}-{j}", "role": "ai" if j else "user", "content": f"step {i} part {j} " * 3}
@@ -129,11 +129,11 @@ async def _long_append(env: Env) -> None:
         updates: dict[str, Any] = {"messages": [*head.values["messages"], *new], "turns": i + 1}
         if i % 17 == 0:
             updates["phase"] = f"phase-{i}"
-        await cp.commit(checkpoints=[th.step(updates)])
+        await cp.acommit(checkpoints=[th.step(updates)])
     await all_read_back("append-only list", cp, th)
     await same_history("append-only list", cp, th)
     middle = th.lineage()[60]
-    same_checkpoint("a middle checkpoint by id", await cp.get("chat", middle.id), middle)
+    same_checkpoint("a middle checkpoint by id", await cp.aget("chat", middle.id), middle)
 
 
 @check("value_shape_changes")
@@ -158,9 +158,9 @@ async def _shape_changes(env: Env) -> None:
         [None, None],
         {"": [1, {"": []}]},
     ]
-    await cp.commit(checkpoints=[th.step({"x": sequence[0], "steady": [1]}, root=True)])
+    await cp.acommit(checkpoints=[th.step({"x": sequence[0], "steady": [1]}, root=True)])
     for value in sequence[1:]:
-        await cp.commit(checkpoints=[th.step({"x": value})])
+        await cp.acommit(checkpoints=[th.step({"x": value})])
     await all_read_back("changing shapes", cp, th)
 
 
@@ -170,7 +170,7 @@ async def _dict_channel(env: Env) -> None:
     cp = await env.new()
     th = ThreadBuilder("t")
     current: dict[str, Any] = {"a": 1, "b": {"deep": [1, 2]}, "weird key/..": "v"}
-    await cp.commit(checkpoints=[th.step({"m": current}, root=True)])
+    await cp.acommit(checkpoints=[th.step({"m": current}, root=True)])
     edits: list[tuple[dict[str, Any], list[str]]] = [
         ({"c": 3}, []),
         ({"a": 10}, ["b"]),
@@ -183,6 +183,6 @@ async def _dict_channel(env: Env) -> None:
     ]
     for add, remove in edits:
         current = {k: v for k, v in current.items() if k not in remove} | add
-        await cp.commit(checkpoints=[th.step({"m": current})])
+        await cp.acommit(checkpoints=[th.step({"m": current})])
     await all_read_back("dict channel", cp, th)
     await same_history("dict channel", cp, th)

@@ -29,19 +29,19 @@ check = Checks()
 
 
 async def _nothing_stored(what: str, cp: Checkpointer, thread_id: str) -> None:
-    expect(await cp.get(thread_id) is None, f"{what}: thread {thread_id!r} got a checkpoint")
-    expect(await cp.history(thread_id) == [], f"{what}: thread {thread_id!r} got history")
+    expect(await cp.aget(thread_id) is None, f"{what}: thread {thread_id!r} got a checkpoint")
+    expect(await cp.ahistory(thread_id) == [], f"{what}: thread {thread_id!r} got history")
 
 
 @check("fence_refuses_another_owner")
 async def _refuses(env: Env) -> None:
     """A fenced commit touching a thread another owner holds is ThreadBusyError and writes nothing."""
     cp = await env.new()
-    await cp.acquire_lease("t", "A", ttl=30)
+    await cp.atake_lease("t", "A", ttl=30)
     th = ThreadBuilder("t")
     root = th.step({"a": 1}, root=True)
     try:
-        await cp.commit(checkpoints=[root], fence=Fence(owner="B"))
+        await cp.acommit(checkpoints=[root], fence=Fence(owner="B"))
     except ThreadBusyError as exc:
         busy(exc, "t", "A", 30)
     else:
@@ -51,17 +51,17 @@ async def _refuses(env: Env) -> None:
     # The whole commit is refused when any thread it touches is held, here through writes only.
     free, held = ThreadBuilder("free"), ThreadBuilder("t")
     free_root, held_root = free.step({"v": 1}, root=True), held.step({"v": 2}, root=True)
-    await cp.commit(checkpoints=[held_root], fence=Fence(owner="A"))  # the holder may write
+    await cp.acommit(checkpoints=[held_root], fence=Fence(owner="A"))  # the holder may write
     saved = make_writes(("t1", "result", "", {"writes": [["v", 3]], "routes": []}))
     batch = WritesBatch(thread_id="t", checkpoint_id=held_root.checkpoint.id, writes=saved)
     try:
-        await cp.commit(checkpoints=[free_root], writes=[batch], fence=Fence(owner="B"))
+        await cp.acommit(checkpoints=[free_root], writes=[batch], fence=Fence(owner="B"))
     except ThreadBusyError as exc:
         busy(exc, "t", "A", 30)
     else:
         fail("a commit whose pending writes touch a thread held by another owner was stored")
     await _nothing_stored("after a refused commit of two threads", cp, "free")
-    got = await cp.get("t")
+    got = await cp.aget("t")
     expect(got is not None and got.pending_writes == (), "a refused commit stored its pending writes")
     await same_history("the held thread after the refused commit", cp, held)
     await all_read_back("the held thread after the refused commit", cp, held)
@@ -72,17 +72,17 @@ async def _allows(env: Env) -> None:
     """A fence lets a commit through when the lease is its owner's, expired, released or absent."""
     cp = await env.new()
     mine, expired, released, never = (ThreadBuilder(t) for t in ("mine", "expired", "released", "never"))
-    await cp.acquire_lease("mine", "A", ttl=30)
-    await cp.acquire_lease("expired", "X", ttl=0.2)
-    await cp.acquire_lease("released", "X", ttl=30)
-    await cp.release_lease("released", "X")
+    await cp.atake_lease("mine", "A", ttl=30)
+    await cp.atake_lease("expired", "X", ttl=0.2)
+    await cp.atake_lease("released", "X", ttl=30)
+    await cp.arelease_lease("released", "X")
     await asyncio.sleep(0.6)
     for th in (mine, expired, released, never):
         root = th.step({"n": th.thread_id}, root=True)
-        await cp.commit(checkpoints=[root], fence=Fence(owner="A"))
+        await cp.acommit(checkpoints=[root], fence=Fence(owner="A"))
         child = th.step({"n": [1, 2]})
         saved = make_writes(("t1", "effect", "k", th.thread_id))
-        await cp.commit(
+        await cp.acommit(
             checkpoints=[child],
             writes=[WritesBatch(thread_id=th.thread_id, checkpoint_id=child.checkpoint.id, writes=saved)],
             fence=Fence(owner="A"),
@@ -90,7 +90,7 @@ async def _allows(env: Env) -> None:
         await all_read_back(f"thread {th.thread_id!r}", cp, th)
         await same_history(f"thread {th.thread_id!r}", cp, th)
     try:
-        await cp.acquire_lease("mine", "B")
+        await cp.atake_lease("mine", "B")
     except ThreadBusyError:
         pass
     else:
@@ -106,12 +106,12 @@ async def _expect_head(env: Env) -> None:
     cp = await env.new()
     th = ThreadBuilder("t")
     root = th.step({"a": 1}, root=True)
-    await cp.commit(checkpoints=[root], fence=Fence(owner="U", expect_head=None))
+    await cp.acommit(checkpoints=[root], fence=Fence(owner="U", expect_head=None))
     first = th.step({"a": 2})
-    await cp.commit(checkpoints=[first], fence=Fence(owner="U", expect_head=root.checkpoint.id))
+    await cp.acommit(checkpoints=[first], fence=Fence(owner="U", expect_head=root.checkpoint.id))
     # The same commit again (a retry after a lost connection whose first attempt landed)
     # finds its own checkpoint as the head: it is accepted and changes nothing.
-    await cp.commit(checkpoints=[first], fence=Fence(owner="U", expect_head=root.checkpoint.id))
+    await cp.acommit(checkpoints=[first], fence=Fence(owner="U", expect_head=root.checkpoint.id))
     stale = th.step({"a": 3}, parent=root.checkpoint)  # built on a head that is no longer one
     del th.by_id[stale.checkpoint.id]
     th.head = first.checkpoint
@@ -122,17 +122,17 @@ async def _expect_head(env: Env) -> None:
         (None, ThreadBuilder("t").step({"a": 4}, root=True), "None (an empty thread)"),
     ):
         try:
-            await cp.commit(checkpoints=[cw], writes=[batch], fence=Fence(owner="U", expect_head=expected))
+            await cp.acommit(checkpoints=[cw], writes=[batch], fence=Fence(owner="U", expect_head=expected))
         except ConcurrentUpdateError as exc:
             expect(exc.thread_id == "t", f"ConcurrentUpdateError.thread_id is {exc.thread_id!r}, expected 't'")
             same("ConcurrentUpdateError.expected", exc.expected, expected)
             same("ConcurrentUpdateError.found", exc.found, first.checkpoint.id)
         else:
             fail(f"a commit expecting {what} was stored on a thread whose head is {first.checkpoint.id}")
-        expect(await cp.get("t", cw.checkpoint.id) is None, f"a commit expecting {what} stored its checkpoint")
+        expect(await cp.aget("t", cw.checkpoint.id) is None, f"a commit expecting {what} stored its checkpoint")
     await all_read_back("after refused commits", cp, th)
     await same_history("after refused commits", cp, th)
-    got = await cp.get("t")
+    got = await cp.aget("t")
     expect(got is not None and got.pending_writes == (), "a refused commit stored its pending writes")
     await _nothing_stored("a never-written thread", cp, "u")
 
@@ -149,18 +149,18 @@ async def _expect_no_writes(env: Env) -> None:
     cp = await env.new()
     th = ThreadBuilder("t")
     root = th.step({"a": 1}, root=True)
-    await cp.commit(checkpoints=[root])
+    await cp.acommit(checkpoints=[root])
     first = th.step({"a": 2})
     quiet = Fence(owner="U", expect_head=root.checkpoint.id, expect_no_writes=True)
-    await cp.commit(checkpoints=[first], fence=quiet)  # no writes on root: it lands
-    await cp.commit(checkpoints=[first], fence=quiet)  # a retry finding itself lands too
+    await cp.acommit(checkpoints=[first], fence=quiet)  # no writes on root: it lands
+    await cp.acommit(checkpoints=[first], fence=quiet)  # a retry finding itself lands too
     saved = make_writes(("t1", "result", "", {"writes": [["a", 9]], "routes": []}))
-    await cp.commit(writes=[WritesBatch(thread_id="t", checkpoint_id=first.checkpoint.id, writes=saved)])
+    await cp.acommit(writes=[WritesBatch(thread_id="t", checkpoint_id=first.checkpoint.id, writes=saved)])
     known = cp.known_head("t")
     expect(known is None or known.id != first.checkpoint.id, "known_head() offered a head with pending writes")
     blind = th.step({"a": 3})
     try:
-        await cp.commit(
+        await cp.acommit(
             checkpoints=[blind], fence=Fence(owner="U", expect_head=first.checkpoint.id, expect_no_writes=True)
         )
     except ConcurrentUpdateError as exc:
@@ -168,13 +168,13 @@ async def _expect_no_writes(env: Env) -> None:
         same("ConcurrentUpdateError.found", exc.found, first.checkpoint.id)
     else:
         fail("a commit expecting a head without pending writes was stored on a head that has some")
-    expect(await cp.get("t", blind.checkpoint.id) is None, "a refused commit stored its checkpoint")
-    got = await cp.get("t")
+    expect(await cp.aget("t", blind.checkpoint.id) is None, "a refused commit stored its checkpoint")
+    got = await cp.aget("t")
     expect(got is not None and got.id == first.checkpoint.id, "the head moved after a refused commit")
     expect(got is not None and len(got.pending_writes) == 1, "the head's pending writes changed")
     # Without expect_no_writes the same commit lands (the caller read the writes and chose).
-    await cp.commit(checkpoints=[blind], fence=Fence(owner="U", expect_head=first.checkpoint.id))
-    got = await cp.get("t")
+    await cp.acommit(checkpoints=[blind], fence=Fence(owner="U", expect_head=first.checkpoint.id))
+    got = await cp.aget("t")
     expect(got is not None and got.id == blind.checkpoint.id, "a commit fenced on its head did not land")
 
 
@@ -182,13 +182,13 @@ async def _expect_no_writes(env: Env) -> None:
 async def _alone(env: Env) -> None:
     """Concurrent commits: a fence refuses only its own commit; of two expecting one head, one lands."""
     cp = await env.new()
-    await cp.acquire_lease("held", "A", ttl=30)
+    await cp.atake_lease("held", "A", ttl=30)
     builders = [ThreadBuilder(f"t{i}") for i in range(6)]
     roots = [b.step({"i": i}, root=True) for i, b in enumerate(builders)]
     refused = ThreadBuilder("held").step({"i": -1}, root=True)
-    commits = [cp.commit(checkpoints=[r], fence=Fence(owner="B")) for r in roots[:3]]
-    commits.append(cp.commit(checkpoints=[refused], fence=Fence(owner="B")))
-    commits += [cp.commit(checkpoints=[r], fence=Fence(owner="B")) for r in roots[3:]]
+    commits = [cp.acommit(checkpoints=[r], fence=Fence(owner="B")) for r in roots[:3]]
+    commits.append(cp.acommit(checkpoints=[refused], fence=Fence(owner="B")))
+    commits += [cp.acommit(checkpoints=[r], fence=Fence(owner="B")) for r in roots[3:]]
     results = await asyncio.gather(*commits, return_exceptions=True)
     for i, result in enumerate(results):
         if i == 3:
@@ -201,11 +201,11 @@ async def _alone(env: Env) -> None:
 
     th = ThreadBuilder("race")
     root = th.step({"n": 0}, root=True)
-    await cp.commit(checkpoints=[root])
+    await cp.acommit(checkpoints=[root])
     one, two = th.step({"n": 1}, parent=root.checkpoint), th.step({"n": 2}, parent=root.checkpoint)
     fence = Fence(owner="U", expect_head=root.checkpoint.id)
     outcome = await asyncio.gather(
-        cp.commit(checkpoints=[one], fence=fence), cp.commit(checkpoints=[two], fence=fence), return_exceptions=True
+        cp.acommit(checkpoints=[one], fence=fence), cp.acommit(checkpoints=[two], fence=fence), return_exceptions=True
     )
     won = [cw for cw, r in zip((one, two), outcome, strict=True) if r is None]
     lost = [r for r in outcome if r is not None]
@@ -214,7 +214,7 @@ async def _alone(env: Env) -> None:
         len(lost) == 1 and isinstance(lost[0], ConcurrentUpdateError),
         f"the second of two commits expecting one head gave {lost!r}",
     )
-    head = await cp.get("race")
+    head = await cp.aget("race")
     expect(head is not None and head.id == won[0].checkpoint.id, "the thread's head is not the commit that landed")
     loser = two if won[0] is one else one
-    expect(await cp.get("race", loser.checkpoint.id) is None, "the refused commit's checkpoint was stored")
+    expect(await cp.aget("race", loser.checkpoint.id) is None, "the refused commit's checkpoint was stored")

@@ -254,7 +254,7 @@ def same_writes(what: str, got: Sequence[PendingWrite], want: Iterable[PendingWr
 
 
 async def same_history(what: str, cp: Checkpointer, th: ThreadBuilder, **kwargs: Any) -> list[Checkpoint]:
-    got = await cp.history(th.thread_id, namespace=th.namespace, **kwargs)
+    got = await cp.ahistory(th.thread_id, namespace=th.namespace, **kwargs)
     want = th.lineage()
     same(f"{what}: history ids", [c.id for c in got], [c.id for c in want])
     for g, w in zip(got, want, strict=True):
@@ -265,9 +265,9 @@ async def same_history(what: str, cp: Checkpointer, th: ThreadBuilder, **kwargs:
 async def all_read_back(what: str, cp: Checkpointer, th: ThreadBuilder) -> None:
     """Every checkpoint of ``th`` by id, and its head, read back as committed."""
     for cid, want in th.by_id.items():
-        same_checkpoint(f"{what}: get({cid})", await cp.get(th.thread_id, cid, namespace=th.namespace), want)
+        same_checkpoint(f"{what}: get({cid})", await cp.aget(th.thread_id, cid, namespace=th.namespace), want)
     if th.head is not None:
-        head = await cp.get(th.thread_id, namespace=th.namespace)
+        head = await cp.aget(th.thread_id, namespace=th.namespace)
         same_checkpoint(f"{what}: get() of the head", head, th.head)
 
 

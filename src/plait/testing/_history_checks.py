@@ -22,11 +22,11 @@ check = Checks()
 
 
 async def _ten_steps(cp: Checkpointer, th: ThreadBuilder) -> None:
-    await cp.commit(checkpoints=[th.step({"n": 0, "log": []}, root=True, source="input")])
+    await cp.acommit(checkpoints=[th.step({"n": 0, "log": []}, root=True, source="input")])
     for i in range(1, 10):
         source = "update" if i in (3, 7) else "loop"
         meta = {"label": "mark"} if i % 4 == 0 else {}
-        await cp.commit(checkpoints=[th.step({"n": i, "log": [*range(i)]}, source=source, metadata=meta)])
+        await cp.acommit(checkpoints=[th.step({"n": i, "log": [*range(i)]}, source=source, metadata=meta)])
 
 
 @check("history_order_limit_before")
@@ -38,14 +38,14 @@ async def _history_walk(env: Env) -> None:
     chain = th.lineage()
     await same_history("history()", cp, th)
     ids = [c.id for c in chain]
-    same("history(limit=3)", [c.id for c in await cp.history("t", limit=3)], ids[:3])
-    same("history(limit=0)", [c.id for c in await cp.history("t", limit=0)], [])
-    same("history(limit=100)", [c.id for c in await cp.history("t", limit=100)], ids)
-    same("history(before=5th newest)", [c.id for c in await cp.history("t", before=ids[4])], ids[5:])
-    same("history(before=..., limit=2)", [c.id for c in await cp.history("t", before=ids[4], limit=2)], ids[5:7])
-    same("history(before=root)", [c.id for c in await cp.history("t", before=ids[-1])], [])
-    same("history(before=unknown id)", [c.id for c in await cp.history("t", before=new_checkpoint_id())], [])
-    same("history of another thread", await cp.history("other"), [])
+    same("history(limit=3)", [c.id for c in await cp.ahistory("t", limit=3)], ids[:3])
+    same("history(limit=0)", [c.id for c in await cp.ahistory("t", limit=0)], [])
+    same("history(limit=100)", [c.id for c in await cp.ahistory("t", limit=100)], ids)
+    same("history(before=5th newest)", [c.id for c in await cp.ahistory("t", before=ids[4])], ids[5:])
+    same("history(before=..., limit=2)", [c.id for c in await cp.ahistory("t", before=ids[4], limit=2)], ids[5:7])
+    same("history(before=root)", [c.id for c in await cp.ahistory("t", before=ids[-1])], [])
+    same("history(before=unknown id)", [c.id for c in await cp.ahistory("t", before=new_checkpoint_id())], [])
+    same("history of another thread", await cp.ahistory("other"), [])
 
 
 @check("history_filter")
@@ -70,16 +70,16 @@ async def _history_filter(env: Env) -> None:
         ({"missing_key": 1}, []),
     ]
     for flt, want in cases:
-        same(f"history(filter={flt!r})", [c.id for c in await cp.history("t", filter=flt)], want)
+        same(f"history(filter={flt!r})", [c.id for c in await cp.ahistory("t", filter=flt)], want)
     loops = ids(lambda c: c.metadata["source"] == "loop")
     same(
         "history(filter=loop, limit=2)",
-        [c.id for c in await cp.history("t", filter={"source": "loop"}, limit=2)],
+        [c.id for c in await cp.ahistory("t", filter={"source": "loop"}, limit=2)],
         loops[:2],
     )
     for bad in ("bad key", "a;drop table x", "", "x'y", "a.b", "k" * 65):
         try:
-            await cp.history("t", filter={bad: 1})
+            await cp.ahistory("t", filter={bad: 1})
         except ValueError:
             continue
         fail(f"history(filter={{{bad!r}: 1}}) did not raise ValueError")
@@ -94,27 +94,27 @@ async def _branches(env: Env) -> None:
     a = th.step({"v": [0, 1]})
     b = th.step({"v": [0, 1, 2]})
     c = th.step({"v": [0, 1, 2, 3], "s": "old branch"})
-    await cp.commit(checkpoints=[r, a, b, c])
+    await cp.acommit(checkpoints=[r, a, b, c])
     d = th.step({"v": [0, 1, 9]}, parent=a.checkpoint, source="fork")
-    await cp.commit(checkpoints=[d])
+    await cp.acommit(checkpoints=[d])
     e = th.step({"s": "new branch"})
-    await cp.commit(checkpoints=[e])
+    await cp.acommit(checkpoints=[e])
 
     def ids(cps: Iterable[Checkpoint]) -> list[str]:
         return [x.id for x in cps]
 
-    same_checkpoint("get() after time travel", await cp.get("t"), e.checkpoint)
+    same_checkpoint("get() after time travel", await cp.aget("t"), e.checkpoint)
     same(
         "history() after time travel",
-        ids(await cp.history("t")),
+        ids(await cp.ahistory("t")),
         ids([e.checkpoint, d.checkpoint, a.checkpoint, r.checkpoint]),
     )
     same(
         "history(before=old tip)",
-        ids(await cp.history("t", before=c.checkpoint.id)),
+        ids(await cp.ahistory("t", before=c.checkpoint.id)),
         ids([b.checkpoint, a.checkpoint, r.checkpoint]),
     )
     await all_read_back("both branches", cp, th)
-    infos = await cp.list_threads()
+    infos = await cp.alist_threads()
     expect(len(infos) == 1 and infos[0].checkpoints == 6, f"list_threads() after a branch: {infos!r}")
     expect(infos[0].head_id == e.checkpoint.id, f"list_threads() head is {infos[0].head_id}, expected the new tip")

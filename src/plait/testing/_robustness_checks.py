@@ -66,29 +66,29 @@ async def _awkward(env: Env) -> None:
         th = ThreadBuilder(tid, ns)
         threads.append(th)
         meta = {"label": tid, "quote": "'\";--", tid[:100] or "k": "v" * 10_000}
-        await cp.commit(checkpoints=[th.step({"id": tid, tid[:50] or "e": [i]}, root=True, metadata=meta)])
-        await cp.commit(checkpoints=[th.step({"id": tid + "!"}, metadata=meta)])
+        await cp.acommit(checkpoints=[th.step({"id": tid, tid[:50] or "e": [i]}, root=True, metadata=meta)])
+        await cp.acommit(checkpoints=[th.step({"id": tid + "!"}, metadata=meta)])
         batch = WritesBatch(
             thread_id=tid, namespace=ns, checkpoint_id=th.lineage()[0].id, writes=make_writes((tid, "effect", tid, tid))
         )
-        await cp.commit(writes=[batch])
+        await cp.acommit(writes=[batch])
     for th in threads:
         what = f"thread {th.thread_id[:40]!r} (namespace {th.namespace[:40]!r})"
         await all_read_back(what, cp, th)
         await same_history(what, cp, th)
-        got = await cp.get(th.thread_id, namespace=th.namespace)
+        got = await cp.aget(th.thread_id, namespace=th.namespace)
         assert got is not None
         same_writes(what, got.pending_writes, make_writes((th.thread_id, "effect", th.thread_id, th.thread_id)))
-    listed = sorted((t.namespace, t.thread_id, t.checkpoints) for t in await cp.list_threads())
+    listed = sorted((t.namespace, t.thread_id, t.checkpoints) for t in await cp.alist_threads())
     same("list_threads() of awkward ids", listed, sorted((t.namespace, t.thread_id, 2) for t in threads))
     victim = threads[3]  # "../../etc/passwd"
-    await cp.delete_thread(victim.thread_id, namespace=victim.namespace)
-    expect(len(await cp.list_threads()) == len(threads) - 1, "deleting one awkward thread removed others")
+    await cp.adelete_thread(victim.thread_id, namespace=victim.namespace)
+    expect(len(await cp.alist_threads()) == len(threads) - 1, "deleting one awkward thread removed others")
     for th in threads[4:]:
         await all_read_back(f"after deleting {victim.thread_id!r}", cp, th)
-    await cp.acquire_lease(AWKWARD[-3], "owner 'with' \"quotes\"")
+    await cp.atake_lease(AWKWARD[-3], "owner 'with' \"quotes\"")
     try:
-        await cp.acquire_lease(AWKWARD[-3], "other")
+        await cp.atake_lease(AWKWARD[-3], "other")
     except ThreadBusyError as exc:
         busy(exc, AWKWARD[-3], "owner 'with' \"quotes\"", cp.lease_ttl)
     else:
@@ -110,15 +110,15 @@ async def _nul(env: Env) -> None:
         th = ThreadBuilder(tid, ns)
         cw = th.step(values, root=True, metadata=meta)
         try:
-            await cp.commit(checkpoints=[cw])
+            await cp.acommit(checkpoints=[cw])
         except PlaitError:
-            expect(await cp.get(tid, namespace=ns) is None, f"a NUL in a {what} was refused but partly stored")
+            expect(await cp.aget(tid, namespace=ns) is None, f"a NUL in a {what} was refused but partly stored")
             continue
-        same_checkpoint(f"a NUL in a {what}", await cp.get(tid, namespace=ns), cw.checkpoint)
+        same_checkpoint(f"a NUL in a {what}", await cp.aget(tid, namespace=ns), cw.checkpoint)
     fine = ThreadBuilder("after-nul")
     cw = fine.step({"v": 1}, root=True)
-    await cp.commit(checkpoints=[cw])
-    same_checkpoint("a commit after the NUL cases", await cp.get("after-nul"), cw.checkpoint)
+    await cp.acommit(checkpoints=[cw])
+    same_checkpoint("a commit after the NUL cases", await cp.aget("after-nul"), cw.checkpoint)
 
 
 @check("concurrent_calls")
@@ -128,18 +128,18 @@ async def _concurrent(env: Env) -> None:
     threads = [ThreadBuilder(f"c{i}") for i in range(6)]
 
     async def run(th: ThreadBuilder) -> None:
-        await cp.commit(checkpoints=[th.step({"log": [], "who": th.thread_id}, root=True)])
+        await cp.acommit(checkpoints=[th.step({"log": [], "who": th.thread_id}, root=True)])
         for j in range(6):
             head = th.head
             assert head is not None
-            await cp.commit(checkpoints=[th.step({"log": [*head.values["log"], j]})])
-            await cp.get(th.thread_id)
-            await cp.list_threads()
+            await cp.acommit(checkpoints=[th.step({"log": [*head.values["log"], j]})])
+            await cp.aget(th.thread_id)
+            await cp.alist_threads()
 
     await asyncio.gather(*(run(th) for th in threads))
     for th in threads:
         await all_read_back(f"thread {th.thread_id} written concurrently", cp, th)
-    expect(len(await cp.list_threads()) == len(threads), "list_threads() lost a concurrently written thread")
+    expect(len(await cp.alist_threads()) == len(threads), "list_threads() lost a concurrently written thread")
 
 
 @check("setup_is_idempotent")
@@ -147,9 +147,9 @@ async def _setup_twice(env: Env) -> None:
     """setup() on a store that is set up and holds data is safe and keeps the data."""
     cp = await env.new()
     th = ThreadBuilder("t")
-    await cp.commit(checkpoints=[th.step({"a": [1]}, root=True), th.step({"a": [1, 2]})])
-    await cp.setup()
-    await cp.setup()
+    await cp.acommit(checkpoints=[th.step({"a": [1]}, root=True), th.step({"a": [1, 2]})])
+    await cp.asetup()
+    await cp.asetup()
     await all_read_back("after setup() again", cp, th)
 
 
@@ -158,42 +158,42 @@ async def _durable(env: Env) -> None:
     """Everything committed reads back from a new instance over the same storage."""
     cp = await env.new()
     main, other = ThreadBuilder("main"), ThreadBuilder("main", "ns")
-    await cp.commit(checkpoints=[main.step(SAMPLE, root=True, source="input")])
+    await cp.acommit(checkpoints=[main.step(SAMPLE, root=True, source="input")])
     for i in range(12):
         head = main.head
         assert head is not None
-        await cp.commit(checkpoints=[main.step({"messages": [*head.values["messages"], {"id": f"m{i}"}], "count": i})])
+        await cp.acommit(checkpoints=[main.step({"messages": [*head.values["messages"], {"id": f"m{i}"}], "count": i})])
     branch = main.step({"text": "branch"}, parent=main.lineage()[5], source="fork")
-    await cp.commit(checkpoints=[branch, other.step({"x": 1}, root=True)])
+    await cp.acommit(checkpoints=[branch, other.step({"x": 1}, root=True)])
     pending = make_writes(
         ("t", "result", "", {"writes": [["count", 1]], "routes": []}), ("t", "effect", "pay", {"ok": True})
     )
-    await cp.commit(writes=[WritesBatch(thread_id="main", checkpoint_id=branch.checkpoint.id, writes=pending)])
-    await cp.acquire_lease("main", "holder", ttl=60)
-    listed = await cp.list_threads()
+    await cp.acommit(writes=[WritesBatch(thread_id="main", checkpoint_id=branch.checkpoint.id, writes=pending)])
+    await cp.atake_lease("main", "holder", ttl=60)
+    listed = await cp.alist_threads()
 
     cp = await env.reopen(cp)
     await all_read_back("after reopen", cp, main)
     await all_read_back("after reopen (namespace 'ns')", cp, other)
     await same_history("after reopen", cp, main)
-    got = await cp.get("main")
+    got = await cp.aget("main")
     assert got is not None
     same_writes("after reopen", got.pending_writes, pending)
-    same("list_threads() after reopen", await cp.list_threads(), listed)
+    same("list_threads() after reopen", await cp.alist_threads(), listed)
     try:
-        await cp.acquire_lease("main", "intruder")
+        await cp.atake_lease("main", "intruder")
     except ThreadBusyError as exc:
         busy(exc, "main", "holder", 60)
     else:
         fail("a lease did not survive reopening the store")
     more = main.step({"count": 100}, fold=True)
-    await cp.commit(checkpoints=[more])
+    await cp.acommit(checkpoints=[more])
     cp = await env.reopen(cp)
     await all_read_back("after a second reopen", cp, main)
-    await cp.prune("main", keep_last=2)
+    await cp.aprune("main", keep_last=2)
     cp = await env.reopen(cp)
     for want in main.lineage()[:2]:
-        got = await cp.get("main", want.id)
+        got = await cp.aget("main", want.id)
         expect(got is not None, f"checkpoint {want.id} kept by prune is gone after reopen")
         assert got is not None
         same_checkpoint("after prune and reopen", replace(got, parent_id=want.parent_id), want)

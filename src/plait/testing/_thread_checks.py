@@ -31,11 +31,11 @@ async def _list_threads(env: Env) -> None:
     threads: dict[tuple[str, str], ThreadBuilder] = {}
     for ns, tid, n in layout:
         th = threads[(ns, tid)] = ThreadBuilder(tid, ns)
-        await cp.commit(checkpoints=[th.step({"i": 0}, root=True, source="input")])
+        await cp.acommit(checkpoints=[th.step({"i": 0}, root=True, source="input")])
         for i in range(1, n):
-            await cp.commit(checkpoints=[th.step({"i": i})])
+            await cp.acommit(checkpoints=[th.step({"i": i})])
     late = threads[("", "t1")]
-    await cp.commit(checkpoints=[late.step({"i": 99}, source="update")])  # now the newest head
+    await cp.acommit(checkpoints=[late.step({"i": 99}, source="update")])  # now the newest head
 
     def expected(ns: str | None) -> list[tuple[Any, ...]]:
         rows = []
@@ -51,9 +51,9 @@ async def _list_threads(env: Env) -> None:
             expect(isinstance(info, ThreadInfo), f"list_threads() returned a {type(info).__name__}")
         return [(i.head_id, i.thread_id, i.namespace, i.step, i.created_at, i.source, i.checkpoints) for i in infos]
 
-    same("list_threads()", as_rows(await cp.list_threads()), expected(None))
+    same("list_threads()", as_rows(await cp.alist_threads()), expected(None))
     for ns in ("", "ns1", "ns2", "unknown"):
-        same(f"list_threads(namespace={ns!r})", as_rows(await cp.list_threads(namespace=ns)), expected(ns))
+        same(f"list_threads(namespace={ns!r})", as_rows(await cp.alist_threads(namespace=ns)), expected(ns))
 
 
 @check("namespaces_isolate")
@@ -62,18 +62,18 @@ async def _namespaces(env: Env) -> None:
     cp = await env.new()
     x, y = ThreadBuilder("same", ""), ThreadBuilder("same", "other")
     for th, tag in ((x, "x"), (y, "y")):
-        await cp.commit(checkpoints=[th.step({"who": tag, "list": [tag]}, root=True)])
-        await cp.commit(checkpoints=[th.step({"list": [tag, tag]})])
+        await cp.acommit(checkpoints=[th.step({"who": tag, "list": [tag]}, root=True)])
+        await cp.acommit(checkpoints=[th.step({"list": [tag, tag]})])
     await all_read_back("namespace ''", cp, x)
     await all_read_back("namespace 'other'", cp, y)
-    expect(await cp.get("same", y.lineage()[0].id) is None, "a checkpoint was found in the wrong namespace")
-    await cp.acquire_lease("same", "owner-x")
-    await cp.acquire_lease("same", "owner-y", namespace="other")  # a lease per namespace
-    await cp.prune("same", keep_last=1)
+    expect(await cp.aget("same", y.lineage()[0].id) is None, "a checkpoint was found in the wrong namespace")
+    await cp.atake_lease("same", "owner-x")
+    await cp.atake_lease("same", "owner-y", namespace="other")  # a lease per namespace
+    await cp.aprune("same", keep_last=1)
     await same_history("namespace 'other' after pruning ''", cp, y)
-    await cp.delete_thread("same")
+    await cp.adelete_thread("same")
     await all_read_back("namespace 'other' after deleting ''", cp, y)
-    expect(await cp.get("same") is None, "the deleted thread in namespace '' is still readable")
+    expect(await cp.aget("same") is None, "the deleted thread in namespace '' is still readable")
 
 
 @check("delete_thread")
@@ -82,8 +82,8 @@ async def _delete(env: Env) -> None:
     cp = await env.new()
     gone, stays = ThreadBuilder("gone"), ThreadBuilder("stays")
     for th in (gone, stays):
-        await cp.commit(checkpoints=[th.step({"a": [1]}, root=True), th.step({"a": [1, 2]})])
-        await cp.commit(
+        await cp.acommit(checkpoints=[th.step({"a": [1]}, root=True), th.step({"a": [1, 2]})])
+        await cp.acommit(
             writes=[
                 WritesBatch(
                     thread_id=th.thread_id,
@@ -92,24 +92,24 @@ async def _delete(env: Env) -> None:
                 )
             ]
         )
-    await cp.delete_thread("gone")
-    expect(await cp.get("gone") is None, "get() finds a deleted thread")
-    expect(await cp.history("gone") == [], "history() of a deleted thread is not empty")
+    await cp.adelete_thread("gone")
+    expect(await cp.aget("gone") is None, "get() finds a deleted thread")
+    expect(await cp.ahistory("gone") == [], "history() of a deleted thread is not empty")
     for cid in gone.by_id:
-        expect(await cp.get("gone", cid) is None, f"checkpoint {cid} of a deleted thread is readable")
-    same("list_threads() after a delete", [t.thread_id for t in await cp.list_threads()], ["stays"])
+        expect(await cp.aget("gone", cid) is None, f"checkpoint {cid} of a deleted thread is readable")
+    same("list_threads() after a delete", [t.thread_id for t in await cp.alist_threads()], ["stays"])
     await all_read_back("the other thread", cp, stays)
-    await cp.delete_thread("gone")  # deleting what is not there is not an error
-    await cp.delete_thread("never-existed", namespace="nope")
+    await cp.adelete_thread("gone")  # deleting what is not there is not an error
+    await cp.adelete_thread("never-existed", namespace="nope")
     # Re-creating a checkpoint with an old id must not resurrect the old pending writes.
     old_root = gone.lineage()[-1]
     again = CheckpointWrite(checkpoint=old_root, changed=frozenset(old_root.values))
-    await cp.commit(checkpoints=[again])
-    got = await cp.get("gone")
+    await cp.acommit(checkpoints=[again])
+    got = await cp.aget("gone")
     same_checkpoint("a re-created thread", got, old_root)
     assert got is not None
     same_writes("a re-created checkpoint", got.pending_writes, ())
-    infos = [t for t in await cp.list_threads() if t.thread_id == "gone"]
+    infos = [t for t in await cp.alist_threads() if t.thread_id == "gone"]
     expect(len(infos) == 1 and infos[0].checkpoints == 1, f"a re-created thread is listed as {infos!r}")
 
 
@@ -119,49 +119,49 @@ async def _prune(env: Env) -> None:
     cp = await env.new()
     th = ThreadBuilder("t")
     r = th.step({"log": [0], "big": {"k0": "v" * 50}, "const": "root only"}, root=True)
-    await cp.commit(checkpoints=[r])
+    await cp.acommit(checkpoints=[r])
     for i in range(1, 8):
-        await cp.commit(
+        await cp.acommit(
             checkpoints=[th.step({"log": [*range(i + 1)], "big": {f"k{j}": "v" * 50 for j in range(i + 1)}})]
         )
     tip = th.head
     assert tip is not None
     fork_from = th.lineage()[4]  # step 3
     branch = th.step({"log": [*range(4), 99]}, parent=fork_from, source="fork")
-    await cp.commit(checkpoints=[branch])
+    await cp.acommit(checkpoints=[branch])
     branch2 = th.step({"const": "changed on the branch"})
-    await cp.commit(checkpoints=[branch2])
+    await cp.acommit(checkpoints=[branch2])
     pending = make_writes(("t", "result", "", {"writes": [["log", 5]], "routes": []}))
-    await cp.commit(writes=[WritesBatch(thread_id="t", checkpoint_id=tip.id, writes=pending)])
+    await cp.acommit(writes=[WritesBatch(thread_id="t", checkpoint_id=tip.id, writes=pending)])
     other = ThreadBuilder("other")
-    await cp.commit(checkpoints=[other.step({"a": 1}, root=True), other.step({"a": 2})])
+    await cp.acommit(checkpoints=[other.step({"a": 1}, root=True), other.step({"a": 2})])
 
     keep = {c.id for c in th.lineage(tip)[:3]} | {c.id for c in th.lineage(branch2.checkpoint)[:3]}
-    dropped = await cp.prune("t", keep_last=3)
+    dropped = await cp.aprune("t", keep_last=3)
     expect(dropped == len(th.by_id) - len(keep), f"prune returned {dropped}, expected {len(th.by_id) - len(keep)}")
     for cid, want in th.by_id.items():
-        got = await cp.get("t", cid)
+        got = await cp.aget("t", cid)
         if cid in keep:
             expect(got is not None, f"prune dropped {cid}, one of the keep_last newest of a branch")
             assert got is not None
             same_checkpoint(f"kept checkpoint {cid}", replace(got, parent_id=want.parent_id), want)
         else:
             expect(got is None, f"prune kept {cid}, which is not among the keep_last newest of any branch")
-    got_tip = await cp.get("t", tip.id)
+    got_tip = await cp.aget("t", tip.id)
     assert got_tip is not None
     same_writes("pending writes of a kept checkpoint", got_tip.pending_writes, pending)
-    same("history() after prune", [c.id for c in await cp.history("t")], [c.id for c in th.lineage()[:3]])
-    infos = {t.thread_id: t for t in await cp.list_threads()}
+    same("history() after prune", [c.id for c in await cp.ahistory("t")], [c.id for c in th.lineage()[:3]])
+    infos = {t.thread_id: t for t in await cp.alist_threads()}
     expect(infos["t"].checkpoints == len(keep), f"list_threads() counts {infos['t'].checkpoints} after prune")
     await all_read_back("another thread after prune", cp, other)
-    expect(await cp.prune("t", keep_last=3) == 0, "a second prune with the same keep_last dropped more")
-    expect(await cp.prune("never-existed", keep_last=1) == 0, "prune of an unknown thread did not return 0")
+    expect(await cp.aprune("t", keep_last=3) == 0, "a second prune with the same keep_last dropped more")
+    expect(await cp.aprune("never-existed", keep_last=1) == 0, "prune of an unknown thread did not return 0")
     try:
-        await cp.prune("t", keep_last=0)
+        await cp.aprune("t", keep_last=0)
     except ValueError:
         pass
     else:
         fail("prune(keep_last=0) did not raise ValueError")
     after = th.step({"log": [*range(4), 99, 100]})  # only 'log' changed; the rest comes from kept data
-    await cp.commit(checkpoints=[after])
-    same_checkpoint("a child committed after prune", await cp.get("t"), after.checkpoint)
+    await cp.acommit(checkpoints=[after])
+    same_checkpoint("a child committed after prune", await cp.aget("t"), after.checkpoint)
