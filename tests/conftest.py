@@ -8,13 +8,16 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
+# The suite runs on small machines that other work keeps busy: how fast examples are drawn
+# says nothing about the laws tested, so hypothesis does not fail a test for being slow.
+_BUSY_MACHINE = {"suppress_health_check": [HealthCheck.too_slow], "deadline": None}
+settings.register_profile("default", **_BUSY_MACHINE)  # type: ignore[arg-type]
 # CI must be reproducible: there, property tests draw the same examples on every run (a law
 # broken by a rare input is found locally and on purpose, then pinned as a plain test).
-settings.register_profile("ci", derandomize=True)
-if os.environ.get("CI"):
-    settings.load_profile("ci")
+settings.register_profile("ci", derandomize=True, **_BUSY_MACHINE)  # type: ignore[arg-type]
+settings.load_profile("ci" if os.environ.get("CI") else "default")
 
 
 def _postgres_unavailable(reason: str) -> None:

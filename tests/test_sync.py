@@ -126,8 +126,10 @@ def test_ctrl_c_during_invoke_releases_the_threads_lease(tmp_path: Path) -> None
     finally:
         timer.cancel()
     # The run was cancelled, not killed: its lease is gone, so the thread can be taken at once.
-    run_sync(cp.atake_lease("t", "someone else", ttl=60))
-    run_sync(cp.arelease_lease("t", "someone else"))
+    lease = run_sync(cp.atake_lease("t", "someone else", ttl=60))
+    run_sync(cp.arelease_lease(lease))
+    info = cp.get_thread("t")
+    assert info is not None and info.status == "stale", "the cancelled run's unfinished work waits for a resume"
     cp.close()
 
 

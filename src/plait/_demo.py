@@ -35,7 +35,6 @@ from plait._frozen import thaw
 from plait.checkpoint.base import Checkpointer
 from plait.engine.context import NodeContext, interrupt
 from plait.engine.events import CheckpointSaved, Interrupted, NodeFinished, NodeStarted
-from plait.errors import ThreadBusyError
 from plait.graph.builder import Graph
 from plait.graph.compiled import CompiledGraph
 from plait.state.reducers import AppendList, AppendMessages, MergeMap
@@ -48,8 +47,6 @@ DEFAULT_DB = "plait-demo.db"
 CRASH_EXIT_CODE = 137
 """What the child exits with when it "crashes" (the code a SIGKILLed process reports)."""
 
-CHILD_LEASE_TTL = 1.5
-"""Seconds the crashing child's lease outlives it."""
 
 QUESTION = "Should our team move the nightly ETL batch to an event-driven pipeline?"
 
@@ -396,7 +393,7 @@ def _story(app: CompiledGraph, db: str, out: Reporter, python: str) -> dict[str,
     out.section("4. Resume in this process: finished work is not redone")
     CALLS.clear()
     UPLOADS.clear()
-    _wait_for_lease(app, main, out)
+    out.line("the dead child's lease is taken over at once: this machine can tell it is gone")
     resumed = asyncio.run(_drive(app, None, main, out))
     calls_after_resume, uploads_after_resume = dict(CALLS), len(UPLOADS)
     values = resumed["values"]
@@ -451,28 +448,6 @@ def _story(app: CompiledGraph, db: str, out: Reporter, python: str) -> dict[str,
     }
 
 
-def _wait_for_lease(app: CompiledGraph, thread: str, out: Reporter) -> None:
-    """The dead child still holds the thread's lease until it expires (one run per thread at a
-    time: nobody can tell a dead run from a slow one before then)."""
-    owner = f"demo-probe:{os.getpid()}"
-
-    async def probe() -> float:
-        saver = await _store(app)
-        try:
-            await saver.atake_lease(thread, owner, namespace=app.namespace, ttl=0.01)
-        except ThreadBusyError as exc:
-            return max(exc.expires_in, 0.05)
-        await saver.arelease_lease(thread, owner, namespace=app.namespace)
-        return 0.0
-
-    told = False
-    while (wait := asyncio.run(probe())) > 0:
-        if not told:
-            out.line(f"the dead child's lease on the thread expires in {wait:.1f}s; waiting for it")
-            told = True
-        time.sleep(min(wait, 0.5))
-
-
 def _finished_task_ids(app: CompiledGraph, thread: str) -> set[str]:
     async def read() -> set[str]:
         saver = await _store(app)
@@ -510,7 +485,6 @@ def crash_child(db: str, thread: str, resume: Any) -> None:
     _CRASH_IN_DELIVERY = True
     app = open_graph(db)
     assert app.checkpointer is not None
-    app.checkpointer.lease_ttl = CHILD_LEASE_TTL  # a short lease, so the parent's wait is short
     out = Reporter()
     out.line(f"child {os.getpid()}: resuming {thread} with the approval")
     asyncio.run(_drive(app, Command(resume=resume), thread, out))

@@ -31,6 +31,7 @@ The tree::
         ├── CheckpointNotFoundError  a thread or checkpoint id that is not stored
         ├── CheckpointCorruptError   stored data that cannot be read back
         ├── ThreadBusyError          another run holds the thread's lease
+        ├── LeaseLostError           a run's lease was taken over: it may not write any more
         ├── ConcurrentUpdateError    the thread moved on between reading it and committing
         └── StoreVersionError        a database schema this version of plait does not know
 
@@ -54,6 +55,7 @@ __all__ = [
     "GraphError",
     "InvalidResumeError",
     "InvalidUpdateError",
+    "LeaseLostError",
     "MessageNotFoundError",
     "MissingNodeError",
     "MissingValueError",
@@ -340,13 +342,79 @@ class CheckpointCorruptError(CheckpointError):
 class ThreadBusyError(CheckpointError):
     """Another run holds the thread's lease: one run per thread at a time."""
 
-    def __init__(self, thread_id: str, owner: str, expires_in: float) -> None:
+    def __init__(
+        self,
+        thread_id: str,
+        owner: str,
+        expires_in: float,
+        *,
+        namespace: str = "",
+        holder: Any = None,
+        alive: bool | None = None,
+        token: int | None = None,
+    ) -> None:
         self.thread_id = thread_id
         self.owner = owner
+        self.token = token
+        """The generation of the live lease (when the store says)."""
         self.expires_in = expires_in
+        """Seconds until the lease ends unless its holder renews it."""
+        self.namespace = namespace
+        self.holder = holder
+        """The :class:`~plait.checkpoint.holder.Holder` that took the lease, when known."""
+        self.alive = alive
+        """Whether the holder is alive: True or False when it runs on this machine, None when
+        it runs elsewhere (or cannot be checked) and its lease must be waited out."""
+        where = ""
+        if holder is not None:
+            what = {True: "alive on this machine", False: "gone", None: "on another machine"}[alive]
+            where = f", {holder.describe()}, {what}"
+        ns = f" in namespace {namespace!r}" if namespace else ""
         super().__init__(
-            f"thread {thread_id!r} is being run by {owner} (lease expires in {expires_in:.1f}s "
-            "unless renewed). Wait for that run to finish, or use another thread_id."
+            f"thread {thread_id!r}{ns} is being run by {owner}{where}; its lease ends in {expires_in:.1f}s "
+            "unless renewed. Wait for that run to finish (invoke(..., wait=SECONDS), or "
+            "`plait resume --wait SECONDS`), or use another thread_id."
+        )
+
+
+class LeaseLostError(CheckpointError):
+    """A run's lease on its thread is no longer the thread's current one: it was taken over
+    (the run stalled past its lease and another run took the thread), given back, or revoked
+    (a one-off write or a delete found it expired). The run stops at once: the store refuses
+    every write made under the old lease, so nothing of it lands after the takeover."""
+
+    def __init__(
+        self,
+        thread_id: str,
+        token: int,
+        *,
+        namespace: str = "",
+        taken_by: str | None = None,
+        taken_at: float | None = None,
+        holder: Any = None,
+        reason: str | None = None,
+    ) -> None:
+        self.thread_id = thread_id
+        self.namespace = namespace
+        self.token = token
+        """The generation of the lease that was lost."""
+        self.taken_by = taken_by
+        """Who holds (or last held) the thread's current lease, when it was taken over."""
+        self.taken_at = taken_at
+        """When the thread was taken over (or the lease given back), in unix seconds."""
+        self.holder = holder
+        ns = f" in namespace {namespace!r}" if namespace else ""
+        if reason is None:
+            who = taken_by or "another run"
+            if holder is not None:
+                who += f" ({holder.describe()})"
+            reason = f"the thread was taken over by {who}"
+            if taken_at is not None:
+                reason += " at " + _utc(taken_at)
+        super().__init__(
+            f"this run lost its lease on thread {thread_id!r}{ns} (generation {token}): {reason}. It stopped "
+            "without writing anything more. The thread goes on from its stored checkpoints: look at it with "
+            "get_state() or `plait state`, and resume it there if it still needs to run."
         )
 
 
@@ -391,6 +459,12 @@ class StoreVersionError(CheckpointError):
         else:
             advice = "run `plait db migrate` (or call setup()) to upgrade it"
         super().__init__(f"{store} has schema version {found}, this plait knows version {known}: {advice}.")
+
+
+def _utc(seconds: float) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).isoformat(timespec="milliseconds")
 
 
 def describe(value: Any) -> str:

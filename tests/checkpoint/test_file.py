@@ -210,7 +210,7 @@ def test_thread_ids_cannot_name_a_path_outside_the_folder(tmp_path: Path) -> Non
     for i, tid in enumerate(ESCAPES):
         for ns in ("", tid):
             chain(cp, tid, 2, namespace=ns)
-            run(cp.atake_lease(tid, f"owner{i}", namespace=ns))
+            run(cp.arelease_lease(run(cp.atake_lease(tid, f"owner{i}", namespace=ns))))
     assert [p.name for p in tmp_path.iterdir()] == ["store"]
     names = [p.name for p in folder.iterdir()]
     assert len(names) == 2 * 2 * len(set(ESCAPES)) - 2  # ("", "") is one thread, not two
@@ -247,13 +247,13 @@ CHILD = textwrap.dedent(
         cp = FileCheckpointer(folder)
         await cp.asetup()
         try:
-            await cp.atake_lease("t", owner, ttl=60)
+            lease = await cp.atake_lease("t", owner, ttl=60)
         except ThreadBusyError as exc:
             print("busy", exc.owner, flush=True)
             return
         print("held", flush=True)
         sys.stdin.readline()
-        await cp.arelease_lease("t", owner)
+        await cp.arelease_lease(lease)
         print("released", flush=True)
 
     asyncio.run(main(sys.argv[1], sys.argv[2]))
@@ -387,7 +387,7 @@ def test_prune_rewrites_the_file_and_leaves_no_temporary_files(tmp_path: Path) -
     before = path.stat().st_size
     assert run(cp.aprune("t", keep_last=3)) == 17
     assert path.stat().st_size < before
-    assert [p.name for p in tmp_path.iterdir()] == [path.name]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, path.with_suffix(".lease").name])
     reader = make(tmp_path)
     got = run(reader.ahistory("t"))
     assert [c.id for c in got] == [c.id for c in reversed(cps[-3:])]

@@ -8,18 +8,25 @@ import pytest
 
 from plait.checkpoint._pg_send import Fusion, NeedsAnswer, Recorder
 
-FUSION = Fusion(fence="FENCE", insert="INSERT", release="RELEASE", put="PUT")
-FENCE = ("", "t", "owner", False, None, None, "parent")
+FUSION = Fusion(fence="FENCE", insert="INSERT", release="RELEASE", settle="SETTLE", put="PUT")
+FENCE = ("", "t", "owner", 7, False, None, None, "parent", False, None)
+"""(ns, thread, owner, token, check head, expected, own, parent, quiet, now)"""
 ROW = ("", "t", "id", "parent", 3, 1.5, "loop", b"{}", b"{}")
 
 
 def test_a_fence_and_its_row_become_one_call() -> None:
-    assert FUSION.fuse([("FENCE", FENCE), ("INSERT", ROW)]) == ("PUT", (*FENCE, *ROW[2:], False))
+    assert FUSION.fuse([("FENCE", FENCE), ("INSERT", ROW)]) == ("PUT", (*FENCE, *ROW[2:], False, False, None))
 
 
-def test_a_fence_its_row_and_the_owners_release_become_one_call() -> None:
-    statements = [("FENCE", FENCE), ("INSERT", ROW), ("RELEASE", ("", "t", "owner"))]
-    assert FUSION.fuse(statements) == ("PUT", (*FENCE, *ROW[2:], True))
+def test_a_fence_its_row_and_the_release_of_its_lease_become_one_call() -> None:
+    statements = [("FENCE", FENCE), ("INSERT", ROW), ("RELEASE", ("idle", None, "", "t", 7))]
+    assert FUSION.fuse(statements) == ("PUT", (*FENCE, *ROW[2:], True, False, "idle"))
+
+
+def test_a_one_off_fence_its_row_and_how_it_leaves_the_thread_become_one_call() -> None:
+    one_off = ("", "t", "update:x", None, True, "head", "id", None, True, None)
+    statements = [("FENCE", one_off), ("INSERT", ROW), ("SETTLE", ("", "t", "stale", None))]
+    assert FUSION.fuse(statements) == ("PUT", (*one_off, *ROW[2:], False, True, "stale"))
 
 
 @pytest.mark.parametrize(
@@ -30,10 +37,11 @@ def test_a_fence_its_row_and_the_owners_release_become_one_call() -> None:
         [("INSERT", ROW), ("FENCE", FENCE)],
         [("FENCE", FENCE), ("INSERT", ("", "other thread", *ROW[2:]))],
         [("FENCE", FENCE), ("OTHER", ROW)],
-        [("FENCE", FENCE), ("INSERT", ROW), ("RELEASE", ("", "t", "another owner"))],
-        [("FENCE", FENCE), ("INSERT", ROW), ("RELEASE", ("", "other thread", "owner"))],
+        [("FENCE", FENCE), ("INSERT", ROW), ("RELEASE", ("idle", None, "", "t", 8))],
+        [("FENCE", FENCE), ("INSERT", ROW), ("RELEASE", ("idle", None, "", "other thread", 7))],
+        [("FENCE", FENCE), ("INSERT", ROW), ("SETTLE", ("", "other thread", "idle", None))],
         [("FENCE", FENCE), ("INSERT", ROW), ("INSERT", ROW)],
-        [("FENCE", FENCE), ("INSERT", ROW), ("RELEASE", ("", "t", "owner")), ("INSERT", ROW)],
+        [("FENCE", FENCE), ("INSERT", ROW), ("RELEASE", ("idle", None, "", "t", 7)), ("INSERT", ROW)],
     ],
     ids=[
         "row-alone",
@@ -41,8 +49,9 @@ def test_a_fence_its_row_and_the_owners_release_become_one_call() -> None:
         "out-of-order",
         "row-of-another-thread",
         "another-statement",
-        "release-of-another-owner",
+        "release-of-another-lease",
         "release-of-another-thread",
+        "settle-of-another-thread",
         "two-rows",
         "four-statements",
     ],

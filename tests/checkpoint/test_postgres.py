@@ -15,7 +15,7 @@ from _backend_helpers import append_chat, make, same
 from plait._codec import canonical
 from plait.checkpoint._sql_schema import SCHEMA_VERSION
 from plait.checkpoint.base import Checkpoint, PendingWrite, WritesBatch
-from plait.errors import CheckpointCorruptError, CheckpointError, StoreVersionError, ThreadBusyError
+from plait.errors import CheckpointCorruptError, CheckpointError, LeaseLostError, StoreVersionError, ThreadBusyError
 
 pytestmark = pytest.mark.postgres
 psycopg = pytest.importorskip("psycopg")
@@ -35,17 +35,6 @@ def sql(dsn: str, statement: str, *params: Any) -> list[Any]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         cur = conn.execute(statement, params or None)
         return cur.fetchall() if cur.description else []
-
-
-def drop_version_6(dsn: str, schema: str) -> None:
-    """Take a store back to version 5: drop the overloads version 6 added."""
-    sql(dsn, f'DROP FUNCTION "{schema}".plait_fence(text, text, text, boolean, text, text, text, boolean)')
-    sql(
-        dsn,
-        f'DROP FUNCTION "{schema}".plait_put_checkpoint(text, text, text, boolean, text, text, text, boolean, '
-        "text, text, bigint, double precision, text, bytea, bytea, boolean)",
-    )
-    sql(dsn, f'DELETE FROM "{schema}".plait_migrations WHERE version >= 6')
 
 
 def test_a_store_that_is_not_set_up_is_refused_until_setup(store: tuple[str, str]) -> None:
@@ -84,7 +73,8 @@ def test_migrate_creates_the_schema_and_tables(postgres_dsn: str, postgres_schem
         assert cp.migrate() == 0
         assert cp.migrate() == SCHEMA_VERSION
         tables = {r[0] for r in sql(postgres_dsn, "SELECT tablename FROM pg_tables WHERE schemaname = %s", schema)}
-        assert {"plait_checkpoints", "plait_blobs", "plait_writes", "plait_leases", "plait_migrations"} <= tables
+        assert {"plait_checkpoints", "plait_blobs", "plait_writes", "plait_threads", "plait_migrations"} <= tables
+        assert "plait_leases" not in tables  # replaced by plait_threads in version 7
     finally:
         cp.close()
         sql(postgres_dsn, f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
@@ -194,16 +184,21 @@ def test_leases_use_the_database_clock_across_instances(store: tuple[str, str]) 
         a = postgres.PostgresCheckpointer(dsn, schema=schema)
         b = postgres.PostgresCheckpointer(dsn, schema=schema)
         await a.asetup()
-        await a.atake_lease("t", "a", ttl=600)
+        first = await a.atake_lease("t", "a", ttl=600)
         with pytest.raises(ThreadBusyError) as info:
             await b.atake_lease("t", "b")
         assert info.value.owner == "a" and 0 < info.value.expires_in <= 600
-        await a.atake_lease("t", "a", ttl=0)  # renewed, already expired
-        await b.atake_lease("t", "b", ttl=600)  # taken over
-        await a.arelease_lease("t", "a")  # not the holder: nothing happens
+        assert info.value.alive is True and info.value.token == first.token  # this process: alive
+        expired = await a.arenew_lease(first, ttl=0)  # renewed, already expired on the server's clock
+        taken = await b.atake_lease("t", "b", ttl=600)  # taken over
+        assert taken.token > expired.token
+        await a.arelease_lease(expired)  # not the current lease: nothing happens
         with pytest.raises(ThreadBusyError):
             await a.atake_lease("t", "a")
-        await b.arelease_lease("t", "b")
+        with pytest.raises(LeaseLostError) as lost:
+            await a.arenew_lease(expired)
+        assert lost.value.taken_by == "b"
+        await b.arelease_lease(taken)
         await a.atake_lease("t", "a")
         await a.aclose()
         await b.aclose()
@@ -366,256 +361,19 @@ def test_a_lease_leaves_the_pooled_connection_as_it_was(store: tuple[str, str]) 
         async def go() -> None:
             cp = postgres.PostgresCheckpointer(pool, schema=schema)
             await cp.asetup()
-            await cp.atake_lease("t", "me")
+            mine = await cp.atake_lease("t", "me")
             with pytest.raises(ThreadBusyError):
                 await cp.atake_lease("t", "other")
-            await cp.arelease_lease("t", "me")
+            await cp.arelease_lease(mine)
             await cp.atake_lease("t", "other")
             await cp.aclose()
 
         run(go())
         with pool.connection() as conn:
             assert conn.execute("SHOW synchronous_commit").fetchone() == ("on",)
-        assert sql(dsn, f'SELECT owner FROM "{schema}".plait_leases') == [("other",)]
+        assert sql(dsn, f'SELECT owner, held FROM "{schema}".plait_threads') == [("other", 1)]
     finally:
         pool.close()
-
-
-def test_a_version_1_store_is_upgraded_to_fenced_commits(store: tuple[str, str]) -> None:
-    """Version 2 adds the fence() function; a store set up by the previous plait is refused
-    until migrated, then fences work on it (refusals map to plait's errors)."""
-    dsn, schema = store
-    from plait.checkpoint.base import Fence
-    from plait.errors import ConcurrentUpdateError
-
-    first = postgres.PostgresCheckpointer(dsn, schema=schema)
-    first.migrate()
-    first.close()
-    drop_version_6(dsn, schema)
-    sql(dsn, f'DROP FUNCTION "{schema}".plait_fence(text, text, text, boolean, text, text, text)')
-    sql(dsn, f'DROP FUNCTION "{schema}".plait_fence(text, text, text, boolean, text, text)')  # version 1: none
-    sql(dsn, f'DROP FUNCTION "{schema}".plait_require_parent')
-    for function in ("put_checkpoint", "take_lease", "give_lease"):
-        sql(dsn, f'DROP FUNCTION "{schema}".plait_{function}')
-    sql(dsn, f'DELETE FROM "{schema}".plait_migrations WHERE version >= 2')
-
-    async def go() -> None:
-        cp = postgres.PostgresCheckpointer(dsn, schema=schema)
-        with pytest.raises(StoreVersionError) as info:
-            await cp.aget("t")
-        assert (info.value.found, info.value.known) == (1, SCHEMA_VERSION)
-        assert cp.migrate() == 1
-        root = make("t", None, {"a": 1})
-        await cp.acommit(checkpoints=[root], fence=Fence(owner="u", expect_head=None))
-        with pytest.raises(ConcurrentUpdateError) as refused:
-            await cp.acommit(checkpoints=[make("t", None, {"a": 2})], fence=Fence(owner="u", expect_head=None))
-        assert (refused.value.expected, refused.value.found) == (None, root.checkpoint.id)
-        await cp.atake_lease("t", "run", ttl=600)
-        with pytest.raises(ThreadBusyError) as busy:
-            await cp.acommit(checkpoints=[make("t", root.checkpoint, {"a": 3})], fence=Fence(owner="u"))
-        assert busy.value.owner == "run" and 0 < busy.value.expires_in <= 600
-        head = await cp.aget("t")
-        assert head is not None and head.id == root.checkpoint.id
-        await cp.aclose()
-
-    run(go())
-
-
-def test_a_version_2_store_is_upgraded_to_one_round_trip_commits(store: tuple[str, str]) -> None:
-    """Version 3 adds require_parent(); a version 2 store is refused until migrated, then a
-    commit on a parent that another process deleted is still caught (the function raises)."""
-    dsn, schema = store
-    from plait._codec import freeze
-    from plait._frozen import FrozenList
-
-    first = postgres.PostgresCheckpointer(dsn, schema=schema)
-    first.migrate()
-    first.close()
-    drop_version_6(dsn, schema)
-    sql(dsn, f'DROP FUNCTION "{schema}".plait_fence(text, text, text, boolean, text, text, text)')
-    sql(dsn, f'DROP FUNCTION "{schema}".plait_require_parent')  # what version 2 had
-    for function in ("put_checkpoint", "take_lease", "give_lease"):
-        sql(dsn, f'DROP FUNCTION "{schema}".plait_{function}')
-    sql(dsn, f'DELETE FROM "{schema}".plait_migrations WHERE version >= 3')
-
-    async def go() -> None:
-        a = postgres.PostgresCheckpointer(dsn, schema=schema)
-        b = postgres.PostgresCheckpointer(dsn, schema=schema)
-        with pytest.raises(StoreVersionError) as info:
-            await a.aget("t")
-        assert (info.value.found, info.value.known) == (2, SCHEMA_VERSION)
-        assert a.migrate() == 2
-        written = await append_chat(a, "t", 3, size=50)
-        await b.adelete_thread("t")
-        msgs = FrozenList([*written[-1].values["messages"], freeze({"id": "late"}, "m")])
-        child = make("t", written[-1], {"messages": msgs})
-        await a.acommit(checkpoints=[child])
-        same(await b.aget("t"), child.checkpoint)
-        await a.aclose()
-        await b.aclose()
-
-    run(go())
-
-
-def test_a_version_3_store_is_upgraded_to_one_call_commits(store: tuple[str, str]) -> None:
-    """Version 4 adds put_checkpoint(), the usual fenced commit as one call, and take_lease()
-    and give_lease(), a lease as one call; a version 3 store is refused until migrated, then
-    leases and a run's steps go through them (psycopg prepares them on the connection), and
-    the fence's refusals still map to plait's errors."""
-    dsn, schema = store
-    from psycopg_pool import ConnectionPool
-
-    from plait.checkpoint.base import Fence
-    from plait.errors import ConcurrentUpdateError
-
-    first = postgres.PostgresCheckpointer(dsn, schema=schema)
-    first.migrate()
-    first.close()
-    drop_version_6(dsn, schema)
-    for function in ("put_checkpoint", "take_lease", "give_lease"):  # what version 3 had
-        sql(dsn, f'DROP FUNCTION "{schema}".plait_{function}')
-    sql(dsn, f'DELETE FROM "{schema}".plait_migrations WHERE version >= 4')
-    pool = ConnectionPool(dsn, min_size=1, max_size=1, open=True, kwargs={"autocommit": True})
-
-    async def go() -> None:
-        cp = postgres.PostgresCheckpointer(pool, schema=schema)
-        with pytest.raises(StoreVersionError) as info:
-            await cp.aget("t")
-        assert (info.value.found, info.value.known) == (3, SCHEMA_VERSION)
-        assert cp.migrate() == 3
-        for _ in range(6):  # psycopg prepares a statement on its fifth use
-            await cp.atake_lease("t", "run")
-            await cp.arelease_lease("t", "run")
-        await cp.atake_lease("t", "run")
-        cps = [make("t", None, {"n": 0})]
-        await cp.acommit(checkpoints=cps[-1:], fence=Fence(owner="run", expect_head=None))
-        for n in range(1, 8):
-            cps.append(make("t", cps[-1].checkpoint, {"n": n}))
-            await cp.acommit(checkpoints=cps[-1:], fence=Fence(owner="run"))
-        with pool.connection() as conn:
-            prepared = conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()
-        for function in ("put_checkpoint", "take_lease", "give_lease"):
-            assert any(f"plait_{function}" in text for (text,) in prepared), (function, prepared)
-        with pytest.raises(ThreadBusyError) as busy:
-            await cp.acommit(checkpoints=[make("t", cps[-1].checkpoint, {"n": -1})], fence=Fence(owner="other"))
-        assert busy.value.owner == "run"
-        with pytest.raises(ConcurrentUpdateError) as moved:
-            await cp.acommit(
-                checkpoints=[make("t", cps[2].checkpoint, {"n": -2})],
-                fence=Fence(owner="run", expect_head=cps[2].checkpoint.id),
-            )
-        assert moved.value.found == cps[-1].checkpoint.id
-        same(await cp.aget("t"), cps[-1].checkpoint)
-        assert [c.id for c in await cp.ahistory("t")] == [c.checkpoint.id for c in reversed(cps)]
-        await cp.aclose()
-
-    try:
-        run(go())
-    finally:
-        pool.close()
-
-
-def test_a_version_4_store_is_upgraded_to_a_commit_that_checks_the_lease_itself(store: tuple[str, str]) -> None:
-    """Version 5's put_checkpoint() (and version 6's) checks the lease and the parent without calling fence();
-    a commit that checks the head still goes through fence(). Shown by making fence() fail
-    when asked to check a head or a parent after the upgrade: a run's fenced commits on
-    their parents still land, a lease held by another owner and a parent another process
-    deleted are still caught, while a head-checked commit reaches the broken fence()."""
-    dsn, schema = store
-    from plait._codec import freeze
-    from plait._frozen import FrozenList
-    from plait.checkpoint._sql_schema import PG_MIGRATIONS
-    from plait.checkpoint.base import Fence
-
-    first = postgres.PostgresCheckpointer(dsn, schema=schema)
-    first.migrate()
-    first.close()
-    drop_version_6(dsn, schema)
-    sql(dsn, PG_MIGRATIONS[4][0].replace("{P}", f'"{schema}".plait_'))  # version 4's put_checkpoint
-    sql(dsn, f'DELETE FROM "{schema}".plait_migrations WHERE version >= 5')
-
-    async def go() -> None:
-        cp = postgres.PostgresCheckpointer(dsn, schema=schema)
-        with pytest.raises(StoreVersionError) as info:
-            await cp.aget("t")
-        assert (info.value.found, info.value.known) == (4, SCHEMA_VERSION)
-        assert cp.migrate() == 4
-        sql(
-            dsn,
-            f"""CREATE OR REPLACE FUNCTION "{schema}".plait_fence(
-                f_ns text, f_tid text, f_owner text, f_check_head boolean, f_expect text, f_own text, f_parent text,
-                f_quiet boolean) RETURNS integer LANGUAGE plpgsql AS $f$
-            BEGIN
-                IF f_check_head OR f_parent IS NOT NULL THEN
-                    RAISE EXCEPTION 'fence() was called';
-                END IF;
-                RETURN "{schema}".plait_fence(f_ns, f_tid, f_owner, f_check_head, f_expect, f_own);
-            END $f$""",
-        )
-        await cp.atake_lease("t", "run")
-        cps = [make("t", None, {"n": 0})]
-        await cp.acommit(checkpoints=cps, fence=Fence(owner="run"))
-        for n in range(1, 4):
-            cps.append(make("t", cps[-1].checkpoint, {"n": n}))
-            await cp.acommit(checkpoints=cps[-1:], fence=Fence(owner="run"))
-        with pytest.raises(ThreadBusyError) as busy:
-            await cp.acommit(checkpoints=[make("t", cps[-1].checkpoint, {"n": -1})], fence=Fence(owner="other"))
-        assert busy.value.owner == "run" and busy.value.thread_id == "t"
-        with pytest.raises(CheckpointError, match=r"fence\(\) was called"):
-            await cp.acommit(
-                checkpoints=[make("t", cps[-1].checkpoint, {"n": -2})],
-                fence=Fence(owner="run", expect_head=cps[-1].checkpoint.id),
-            )
-        same(await cp.aget("t"), cps[-1].checkpoint)
-        # A delta computed against a parent another process deleted is caught (the commit
-        # is then written whole): were the parent not checked, the read would find no base.
-        written = await append_chat(cp, "c", 3, size=50)
-        other = postgres.PostgresCheckpointer(dsn, schema=schema)
-        await other.adelete_thread("c")
-        msgs = FrozenList([*written[-1].values["messages"], freeze({"id": "late"}, "m")])
-        child = make("c", written[-1], {"messages": msgs})
-        await cp.acommit(checkpoints=[child], fence=Fence(owner="run"))
-        same(await other.aget("c"), child.checkpoint)
-        await other.aclose()
-        await cp.aclose()
-
-    run(go())
-
-
-def test_a_version_5_store_is_upgraded_to_fences_that_see_pending_writes(store: tuple[str, str]) -> None:
-    """Version 6's fence() and put_checkpoint() take expect_no_writes; a version 5 store is
-    refused until migrated, then a commit fenced on a head that gained pending writes is
-    refused (and lands once the caller has read them), in one call as before."""
-    dsn, schema = store
-    from plait.checkpoint.base import Fence
-    from plait.errors import ConcurrentUpdateError
-
-    first = postgres.PostgresCheckpointer(dsn, schema=schema)
-    first.migrate()
-    first.close()
-    drop_version_6(dsn, schema)
-
-    async def go() -> None:
-        cp = postgres.PostgresCheckpointer(dsn, schema=schema)
-        with pytest.raises(StoreVersionError) as info:
-            await cp.aget("t")
-        assert (info.value.found, info.value.known) == (5, SCHEMA_VERSION)
-        assert cp.migrate() == 5
-        root = make("t", None, {"n": 0})
-        await cp.acommit(checkpoints=[root])
-        saved = (PendingWrite(task_id="x", kind="effect", key="k", value=1),)
-        await cp.acommit(writes=[WritesBatch(thread_id="t", checkpoint_id=root.checkpoint.id, writes=saved)])
-        child = make("t", root.checkpoint, {"n": 1})
-        quiet = Fence(owner="u", expect_head=root.checkpoint.id, expect_no_writes=True)
-        with pytest.raises(ConcurrentUpdateError) as moved:
-            await cp.acommit(checkpoints=[child], fence=quiet)
-        assert moved.value.pending_writes and moved.value.found == root.checkpoint.id
-        assert "pending writes" in str(moved.value)
-        await cp.acommit(checkpoints=[child], fence=Fence(owner="u", expect_head=root.checkpoint.id))
-        same(await cp.aget("t"), child.checkpoint)
-        await cp.aclose()
-
-    run(go())
 
 
 def test_only_sync_facade_calls_run_on_the_callers_thread(store: tuple[str, str]) -> None:

@@ -170,7 +170,7 @@ def test_a_thread_resumed_by_new_processes_keeps_one_linked_chain(backend: Backe
                 if segment == 5:  # a plain read first: it leaves the head cache alone
                     assert run(store.aget("t")) is not None
                     assert not store._core._cache.get(("", "t"))  # type: ignore[attr-defined]
-                head = run(store.atake_lease_and_get("t", "writer"))  # what a resuming run reads
+                lease, head = run(store.atake_lease_and_get("t", "writer"))  # what a resuming run reads
                 assert head is not None and head.id == parent.id
                 parent = head
             for i in range(segment * 10, segment * 10 + 10):
@@ -180,7 +180,8 @@ def test_a_thread_resumed_by_new_processes_keeps_one_linked_chain(backend: Backe
                 run(store.acommit(checkpoints=[cw]))
                 parent = cw.checkpoint
                 written.append(parent)
-            run(store.arelease_lease("t", "writer"))
+            if segment:
+                run(store.arelease_lease(lease))
         finally:
             run(store.aclose())
     links = chains(backend)
@@ -200,12 +201,12 @@ def test_a_run_branching_from_a_middle_checkpoint_stores_deltas_on_it(backend: B
     middle = written[STEPS // 2]
     store = backend.open()
     try:
-        start = run(store.atake_lease_and_get("t", "traveller", middle.id))
+        lease, start = run(store.atake_lease_and_get("t", "traveller", middle.id))
         assert start is not None and start.id == middle.id
         msgs = FrozenList([*start.values["messages"], freeze({"id": "b0", "text": "x" * 300}, "m")])
         child = make("t", start, {"messages": msgs})
         run(store.acommit(checkpoints=[child]))
-        run(store.arelease_lease("t", "traveller"))
+        run(store.arelease_lease(lease))
     finally:
         run(store.aclose())
     links = chains(backend)

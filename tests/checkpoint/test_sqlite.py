@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -21,7 +22,7 @@ from plait._codec import canonical, freeze
 from plait._frozen import FrozenDict, FrozenList
 from plait.checkpoint import delta
 from plait.checkpoint._sql import CommitRequest, Cursor, SqlCore
-from plait.checkpoint.base import Checkpoint, CheckpointWrite, Fence, PendingWrite, Task, WritesBatch
+from plait.checkpoint.base import Checkpoint, CheckpointWrite, Fence, Lease, PendingWrite, Task, WritesBatch
 from plait.checkpoint.sqlite import _DIALECT, SqliteCheckpointer, _lease_transaction, _transaction
 from plait.errors import (
     CheckpointCorruptError,
@@ -239,47 +240,63 @@ from plait.errors import ThreadBusyError
 async def main():
     cp = SqliteCheckpointer(sys.argv[1])
     try:
-        await cp.atake_lease("t", sys.argv[2], ttl=float(sys.argv[3]))
-        print("ok")
+        lease = await cp.atake_lease("t", sys.argv[2], ttl=float(sys.argv[3]))
+        print("ok", lease.token, flush=True)
     except ThreadBusyError as exc:
-        print("busy", exc.owner)
+        print("busy", exc.owner, exc.alive, flush=True)
+        return
+    if sys.argv[4] == "hold":  # hold it until told, then exit without giving it back
+        sys.stdin.readline()
     await cp.aclose()
 asyncio.run(main())
 """
 
 
-def _child(db: Path, owner: str, ttl: float) -> str:
-    out = subprocess.run(
-        [sys.executable, "-c", _LEASE_CHILD, str(db), owner, str(ttl)], capture_output=True, text=True, check=True
+def _child(db: Path, owner: str, ttl: float, hold: bool = False) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", _LEASE_CHILD, str(db), owner, str(ttl), "hold" if hold else "exit"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
-    return out.stdout.strip()
 
 
-def test_leases_hold_across_processes(db: Path) -> None:
-    async def take(owner: str, ttl: float) -> None:
-        cp = SqliteCheckpointer(db)
-        try:
-            await cp.atake_lease("t", owner, ttl=ttl)
-        finally:
-            await cp.aclose()
+def _line(child: subprocess.Popen[str]) -> str:
+    assert child.stdout is not None
+    return child.stdout.readline().strip()
 
-    assert _child(db, "proc-a", 600) == "ok"
-    with pytest.raises(ThreadBusyError) as info:
-        run(take("main", 600))
-    assert info.value.owner == "proc-a" and info.value.expires_in > 0
-    assert _child(db, "proc-a", 600) == "ok"  # the same owner renews
-    assert _child(db, "proc-b", 600) == "busy proc-a"
-    assert _child(db, "proc-a", 0) == "ok"  # renewed with no time left: expired at once
-    assert _child(db, "proc-b", 600) == "ok"  # an expired lease is taken over
+
+def test_leases_hold_across_processes_until_their_holder_is_gone(db: Path) -> None:
+    """A live holder in another process keeps the thread (waited out, said to be alive); a
+    holder that exited without giving its lease back is seen to be gone, and its lease is
+    taken over at once, long before it expires."""
+    with _child(db, "proc-a", 600, hold=True) as holder:
+        assert _line(holder).startswith("ok ")
+        with pytest.raises(ThreadBusyError) as info:
+            run(SqliteCheckpointer(db).atake_lease("t", "main", ttl=600))
+        assert info.value.owner == "proc-a" and 0 < info.value.expires_in <= 600
+        assert info.value.alive is True, "the holder runs on this machine: alive"
+        with _child(db, "proc-b", 600) as other:
+            assert _line(other) == "busy proc-a True"
+        assert holder.stdin is not None
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        assert holder.wait(timeout=60) == 0  # gone, its lease still unexpired for ten minutes
+    with _child(db, "proc-b", 600) as taker:
+        got = _line(taker)
+    assert got.startswith("ok "), got
 
     async def release() -> None:
         cp = SqliteCheckpointer(db)
-        await cp.arelease_lease("t", "proc-a")  # not the holder: no effect
-        with pytest.raises(ThreadBusyError):
-            await cp.atake_lease("t", "main")
-        await cp.arelease_lease("t", "proc-b")
-        await cp.atake_lease("t", "main")
-        await cp.aclose()
+        try:
+            lease = await cp.atake_lease("t", "main")  # proc-b is gone too
+            assert lease.token == int(got.split()[1]) + 1
+            with pytest.raises(ThreadBusyError):
+                await cp.atake_lease("t", "someone")
+            await cp.arelease_lease(lease)
+            await cp.atake_lease("t", "someone")
+        finally:
+            await cp.aclose()
 
     run(release())
 
@@ -312,7 +329,7 @@ def test_a_bad_commit_in_a_group_does_not_sink_the_others(tmp_path: Path) -> Non
         ],
         writes=(),
     )
-    results = core.commit_all(lambda fn: _transaction(conn, fn), [good[0], bad, good[1], good[2]])
+    results = core.commit_all(lambda fn: _transaction(conn, fn), [good[0], bad, good[1], good[2]], time.time)
     assert results[0] is None and results[2] is None and results[3] is None
     assert isinstance(results[1], TypeError)
     stored = {r[0] for r in conn.execute("SELECT thread_id FROM plait_checkpoints")}
@@ -330,10 +347,12 @@ def test_a_group_that_stores_a_checkpoint_then_writes_on_it_does_not_remember_it
     saved = (PendingWrite(task_id="x", kind="effect", key="k", value=1),)
     on_root = WritesBatch(thread_id="t", checkpoint_id=root.checkpoint.id, writes=saved)
     requests = [CommitRequest(checkpoints=[root], writes=()), CommitRequest(checkpoints=(), writes=[on_root])]
-    assert core.commit_all(lambda fn: _transaction(conn, fn), requests) == [None, None]
+    assert core.commit_all(lambda fn: _transaction(conn, fn), requests, time.time) == [None, None]
     assert core.known_head("", "t") is None
     child = make("t", root.checkpoint, {"v": 1})
-    assert core.commit_all(lambda fn: _transaction(conn, fn), [CommitRequest(checkpoints=[child], writes=())]) == [None]
+    assert core.commit_all(
+        lambda fn: _transaction(conn, fn), [CommitRequest(checkpoints=[child], writes=())], time.time
+    ) == [None]
     known = core.known_head("", "t")
     assert known is not None and known.id == child.checkpoint.id and known.values == child.checkpoint.values
     conn.close()
@@ -535,7 +554,7 @@ def test_a_fence_that_checks_the_head_spares_the_parent_lookup_and_still_refuses
     def commit(cw: CheckpointWrite, fence: Fence) -> Exception | None:
         seen.clear()
         (result,) = core.commit_all(
-            lambda fn: _transaction(conn, fn), [CommitRequest(checkpoints=[cw], writes=(), fence=fence)]
+            lambda fn: _transaction(conn, fn), [CommitRequest(checkpoints=[cw], writes=(), fence=fence)], time.time
         )
         return result
 
@@ -564,8 +583,10 @@ def test_a_lease_commits_without_fsync_and_restores_the_connections_durability(d
     core = SqlCore(_DIALECT, "test")
     _transaction(conn, core.migrate)
 
+    taken: list[Lease] = []
+
     def lease(cur: Cursor) -> tuple[int, int]:
-        core.acquire_lease(cur, "", "t", "me", 30.0)
+        taken.append(core.take_lease(cur, "", "t", "me", 30.0, time.time()))
         return cur.execute("PRAGMA synchronous").fetchone()[0], cur.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
 
     seen = _lease_transaction(conn, lease)
@@ -573,15 +594,15 @@ def test_a_lease_commits_without_fsync_and_restores_the_connections_durability(d
     assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL again
     assert conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
     assert not conn.in_transaction
-    assert conn.execute("SELECT owner FROM plait_leases").fetchall() == [("me",)]
+    assert conn.execute("SELECT owner, held FROM plait_threads").fetchall() == [("me", 1)]
     conn.close()
 
     async def go() -> None:
         cp = SqliteCheckpointer(db)
-        await cp.atake_lease("t", "me")  # the same owner renews
+        mine = await cp.arenew_lease(taken[0])  # the lease taken above, renewed
         with pytest.raises(ThreadBusyError):
             await cp.atake_lease("t", "other")
-        await cp.arelease_lease("t", "me")
+        await cp.arelease_lease(mine)
         await cp.atake_lease("t", "other")
         level = await cp._submit(cp._writer, lambda c: c.execute("PRAGMA synchronous").fetchone()[0])
         assert level == 2

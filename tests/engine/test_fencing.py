@@ -4,16 +4,13 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterator
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
+from _intruder import try_to_take_lease
 
 from plait import (
     END,
@@ -24,6 +21,7 @@ from plait import (
     ConcurrentUpdateError,
     FileCheckpointer,
     Graph,
+    LeaseLostError,
     MemoryCheckpointer,
     SqliteCheckpointer,
     StateSchema,
@@ -31,7 +29,7 @@ from plait import (
 )
 from plait._codec import canonical
 from plait.checkpoint.base import Checkpoint, Checkpointer, Fence, PendingWrite, WritesBatch
-from plait.checkpoint.file import file_stem
+from plait.testing import ManualClock
 
 
 def schema() -> StateSchema:
@@ -40,58 +38,46 @@ def schema() -> StateSchema:
 
 Steal = Callable[[], None]
 """Hands the thread "t" to another owner behind the run's back, as a worker that found the
-run's lease expired would; the run's renewer (every 10 s at the default ttl) has not noticed."""
+run's lease expired would: the lease clock jumps past the lease's life and an intruder takes
+the thread (a new generation). The run's renewer (every 10 s at the default ttl) has not
+noticed."""
+
+
+def _stealer(saver: Checkpointer, clock: ManualClock) -> Steal:
+    def steal() -> None:
+        clock.advance(saver.lease_ttl + 1)
+        assert try_to_take_lease(saver, "t") == "taken"
+
+    return steal
 
 
 def _memory(tmp_path: Path) -> tuple[Checkpointer, Steal]:
-    saver = MemoryCheckpointer()
-
-    def steal() -> None:
-        saver._leases[("", "t")] = ("intruder", time.monotonic() + 60)
-
-    return saver, steal
+    clock = ManualClock()
+    saver = MemoryCheckpointer(clock=clock)
+    return saver, _stealer(saver, clock)
 
 
 def _sqlite(tmp_path: Path) -> tuple[Checkpointer, Steal]:
-    path = tmp_path / "fence.db"
-    saver = SqliteCheckpointer(path)
-
-    def steal() -> None:
-        with closing(sqlite3.connect(path, isolation_level=None)) as conn, conn:  # commits, then closes
-            conn.execute(
-                "UPDATE plait_leases SET owner = 'intruder', expires_at = expires_at + 60 WHERE thread_id = 't'"
-            )
-        conn.close()
-
-    return saver, steal
+    clock = ManualClock()
+    saver = SqliteCheckpointer(tmp_path / "fence.db", clock=clock)
+    return saver, _stealer(saver, clock)
 
 
 def _file(tmp_path: Path) -> tuple[Checkpointer, Steal]:
-    saver = FileCheckpointer(tmp_path / "fence")
-
-    def steal() -> None:
-        lease = tmp_path / "fence" / (file_stem("", "t") + ".lease")
-        data = orjson.loads(lease.read_bytes())
-        lease.write_bytes(orjson.dumps({**data, "o": "intruder", "e": data["e"] + 60}))
-
-    return saver, steal
+    clock = ManualClock()
+    saver = FileCheckpointer(tmp_path / "fence", clock=clock)
+    return saver, _stealer(saver, clock)
 
 
 def _postgres(request: pytest.FixtureRequest) -> tuple[Checkpointer, Steal]:
-    import psycopg
-
     from plait import PostgresCheckpointer
 
     dsn: str = request.getfixturevalue("postgres_dsn")
     schema: str = request.getfixturevalue("postgres_schema")
-    saver = PostgresCheckpointer(dsn, schema=schema)
+    clock = ManualClock()
+    saver = PostgresCheckpointer(dsn, schema=schema, clock=clock)
     saver.migrate()
-
-    def steal() -> None:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(f'UPDATE "{schema}".plait_leases SET owner = %s, expires_at = expires_at + 60', ("intruder",))
-
-    return saver, steal
+    return saver, _stealer(saver, clock)
 
 
 BACKENDS = {"memory": _memory, "sqlite": _sqlite, "file": _file}
@@ -130,9 +116,9 @@ def test_a_run_whose_lease_was_taken_over_cannot_commit_its_next_step(
     g = Graph(schema()).add_node("stolen", stolen).add_node("sibling", sibling).add_node("after", after)
     g.add_edge(START, "stolen").add_edge(START, "sibling").add_edge("stolen", "after")
     app = g.compile(saver)
-    with pytest.raises(ThreadBusyError) as info:
+    with pytest.raises(LeaseLostError) as info:
         app.invoke({}, thread_id="t", durability=durability)
-    assert (info.value.thread_id, info.value.owner) == ("t", "intruder")
+    assert (info.value.thread_id, info.value.taken_by) == ("t", "intruder")
     if durability == "sync":  # async lets the next step run before the refusal comes back
         assert calls["after"] == 0
     # In async durability the input checkpoint may still be queued at the steal, and share
@@ -163,11 +149,13 @@ def test_a_run_commits_with_its_lease_owner_as_fence() -> None:
     saver = Spy()
 
     def a(state: Any) -> Any:
-        holders.append(saver._leases[("", "t")][0])
+        row = saver._rows[("", "t")]
+        holders.append((row.owner, row.gen))
         return {"log": ["a"]}
 
     Graph(schema()).add_node("a", a).add_edge(START, "a").compile(saver).invoke({}, thread_id="t")
-    assert len(seen) >= 2 and all(f is not None and f.owner == holders[0] for f in seen)
+    assert len(seen) >= 2 and all(f is not None and (f.owner, f.token) == holders[0] for f in seen)
+    assert seen[-1] is not None and seen[-1].release and seen[-1].status == "idle"
 
 
 # -- update_state and fork without leases ---------------------------------------------------
@@ -283,8 +271,9 @@ def test_an_update_takes_no_lease() -> None:
     saver = MemoryCheckpointer()
     app = _counter(saver)
     app.invoke({}, thread_id="t")
+    token = saver._rows[("", "t")].gen
     app.update_state("t", {"log": ["u"]})
-    assert saver._leases == {}
+    assert saver._rows[("", "t")].gen == token and not saver._rows[("", "t")].held
 
 
 def test_a_fork_into_an_existing_thread_is_refused_and_stores_nothing() -> None:
@@ -316,13 +305,15 @@ def test_a_fenced_commit_of_writes_only_is_refused_like_one_with_checkpoints() -
     app.invoke({}, thread_id="t")
     head = asyncio.run(saver.aget("t"))
     assert head is not None
-    asyncio.run(saver.atake_lease("t", "A"))
+    lease = asyncio.run(saver.atake_lease("t", "A"))
     batch = WritesBatch(thread_id="t", checkpoint_id=head.id, writes=())
     with pytest.raises(ThreadBusyError):
         asyncio.run(saver.acommit(writes=[batch], fence=Fence(owner="B")))
     with pytest.raises(ValueError, match="expect_head"):
-        asyncio.run(saver.acommit(writes=[batch], fence=Fence(owner="A", expect_head=None)))
-    asyncio.run(saver.acommit(writes=[batch], fence=Fence(owner="A")))
+        asyncio.run(saver.acommit(writes=[batch], fence=Fence(owner="A", token=lease.token, expect_head=None)))
+    asyncio.run(saver.acommit(writes=[batch], fence=Fence(owner="A", token=lease.token)))
+    with pytest.raises(LeaseLostError):
+        asyncio.run(saver.acommit(writes=[batch], fence=Fence(owner="A", token=lease.token - 1)))
 
 
 # -- updates on the head this process remembers (Checkpointer.known_head) --------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,7 @@ from plait import (
     Command,
     ConcurrentWriteError,
     Graph,
+    LeaseLostError,
     MemoryCheckpointer,
     NodeContext,
     NodeError,
@@ -33,6 +35,7 @@ from plait import (
     ThreadBusyError,
     UnknownChannelError,
 )
+from plait.testing import ManualClock
 
 
 def schema() -> StateSchema:
@@ -637,24 +640,49 @@ def test_a_second_concurrent_run_on_one_thread_is_thread_busy() -> None:
     assert second.thread_id == "t"
 
 
+class _Renewed(MemoryCheckpointer):
+    """Counts renewals; a node waits for them while blocking the loop, as a slow sync node
+    (an LLM call, a big computation) does."""
+
+    def __init__(self) -> None:
+        self.clock = ManualClock()
+        super().__init__(lease_ttl=0.15, clock=self.clock)
+        self.count = 0
+        self._cond = threading.Condition()
+
+    def renew_lease(self, lease: Any, *, ttl: float | None = None) -> Any:
+        renewed = super().renew_lease(lease, ttl=ttl)
+        with self._cond:
+            self.count += 1
+            self._cond.notify_all()
+        return renewed
+
+    def outlive_the_first_lease(self) -> str:
+        """Blocking: move the lease clock past the run's first lease life, in two steps each
+        followed by a renewal, then see whether an intruder can take the thread."""
+        for _ in range(2):
+            with self._cond:
+                seen = self.count
+            self.clock.advance(self.lease_ttl * 0.9)
+            with self._cond:
+                assert self._cond.wait_for(lambda: self.count > seen, 30), "no renewal came"
+        return try_to_take_lease(self, "t")
+
+
 def test_a_slow_sync_node_with_context_keeps_the_lease_renewed() -> None:
-    saver = MemoryCheckpointer()
-    saver.lease_ttl = 0.15
+    saver = _Renewed()
 
     def slow(state: Any, ctx: NodeContext) -> Any:
-        time.sleep(0.4)  # longer than the lease; the run must renew it meanwhile
-        return {"log": [try_to_take_lease(saver, "t")]}
+        return {"log": [saver.outlive_the_first_lease()]}
 
     assert one_node(slow).compile(saver).invoke({}, thread_id="t")["log"] == ["busy"]
 
 
 def test_a_slow_lone_sync_node_keeps_the_lease_renewed() -> None:
-    saver = MemoryCheckpointer()
-    saver.lease_ttl = 0.15
+    saver = _Renewed()
 
-    def slow(state: Any) -> Any:
-        time.sleep(0.4)  # longer than the lease; the run must renew it meanwhile
-        return {"log": [try_to_take_lease(saver, "t")]}
+    def slow(state: Any) -> Any:  # run inline: it blocks the loop, the lease is renewed off it
+        return {"log": [saver.outlive_the_first_lease()]}
 
     assert one_node(slow).compile(saver).invoke({}, thread_id="t")["log"] == ["busy"]
 
@@ -663,12 +691,23 @@ def test_a_slow_lone_sync_node_keeps_a_sqlite_lease_renewed(tmp_path: Any) -> No
     """On a durable store too: the node blocks the loop, the lease is renewed off it."""
     from plait import SqliteCheckpointer
 
-    saver = SqliteCheckpointer(str(tmp_path / "lease.db"))
-    saver.lease_ttl = 0.15
+    clock = ManualClock()
+    renewals = threading.Semaphore(0)
+
+    class Counting(SqliteCheckpointer):
+        async def arenew_lease(self, lease: Any, *, ttl: float | None = None) -> Any:
+            renewed = await super().arenew_lease(lease, ttl=ttl)
+            renewals.release()
+            return renewed
+
+    saver = Counting(str(tmp_path / "lease.db"), lease_ttl=0.15, clock=clock)
     seen: list[str] = []
 
     def slow(state: Any) -> Any:
-        time.sleep(0.5)
+        for _ in range(2):
+            assert renewals.acquire(timeout=30), "no renewal came"
+            clock.advance(0.135)
+            assert renewals.acquire(timeout=30), "no renewal came"
         seen.append(try_to_take_lease(saver, "t"))
         return {"log": ["slow"]}
 
@@ -680,14 +719,14 @@ def test_a_slow_lone_sync_node_keeps_a_sqlite_lease_renewed(tmp_path: Any) -> No
 
 
 def test_a_run_that_lost_its_lease_stops() -> None:
-    saver = MemoryCheckpointer()
-    saver.lease_ttl = 0.15
+    clock = ManualClock()
+    saver = MemoryCheckpointer(clock=clock)
     calls = {"b": 0}
 
     async def stall(state: Any) -> Any:
-        # Another owner takes the thread over, as if this run's lease had expired.
-        saver._leases[("", "t")] = ("intruder", time.monotonic() + 60)
-        await asyncio.sleep(0.3)  # the run's renewer now finds the lease taken
+        # This run stalls past its lease; another owner takes the thread over.
+        clock.advance(saver.lease_ttl + 1)
+        assert try_to_take_lease(saver, "t") == "taken"
         return {"log": ["stall"]}
 
     def b(state: Any) -> Any:
@@ -696,7 +735,8 @@ def test_a_run_that_lost_its_lease_stops() -> None:
 
     g = Graph(schema()).add_node("stall", stall).add_node("b", b).add_edge(START, "stall").add_edge("stall", "b")
     app = g.compile(saver)
-    with pytest.raises(ThreadBusyError):
+    with pytest.raises(LeaseLostError) as info:
         app.invoke({}, thread_id="t")
+    assert info.value.taken_by == "intruder"
     assert calls["b"] == 0, "no node runs for a thread whose lease another owner holds"
     assert [h.step for h in app.get_state_history("t")] == [0], "nothing is committed after the lease was lost"

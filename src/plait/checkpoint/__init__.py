@@ -2,32 +2,44 @@
 
 from plait.checkpoint.base import (
     ANY_HEAD,
+    STATUSES,
+    Capabilities,
     Checkpoint,
     Checkpointer,
     CheckpointWrite,
     Fence,
+    Lease,
     PendingWrite,
+    RestStatus,
+    Status,
     Task,
     ThreadInfo,
     WritesBatch,
     new_checkpoint_id,
 )
 from plait.checkpoint.file import FileCheckpointer
+from plait.checkpoint.holder import Holder
 from plait.checkpoint.memory import MemoryCheckpointer
 from plait.checkpoint.postgres import PostgresCheckpointer
 from plait.checkpoint.sqlite import SqliteCheckpointer
 
 __all__ = [
     "ANY_HEAD",
+    "STATUSES",
+    "Capabilities",
     "Checkpoint",
     "CheckpointWrite",
     "Checkpointer",
     "Fence",
     "FileCheckpointer",
+    "Holder",
+    "Lease",
     "MemoryCheckpointer",
     "PostgresCheckpointer",
     "SqliteCheckpointer",
     "PendingWrite",
+    "RestStatus",
+    "Status",
     "Task",
     "ThreadInfo",
     "WritesBatch",

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
+
+from plait.checkpoint.base import Status, ThreadInfo, check_listing, decode_cursor
 
 T = TypeVar("T")
 
-__all__ = ["FILTER_KEY", "check_filter", "keep_set", "loop_is_idle", "matches", "walk_lineage"]
+__all__ = ["FILTER_KEY", "check_filter", "keep_set", "loop_is_idle", "matches", "page_threads", "walk_lineage"]
 
 FILTER_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
@@ -94,3 +96,26 @@ def loop_is_idle(loop: asyncio.AbstractEventLoop) -> bool:
     """
     ready = getattr(loop, "_ready", None)
     return ready is not None and not ready
+
+
+def page_threads(
+    infos: Iterable[ThreadInfo], *, status: Status | None, limit: int | None, before: str | None
+) -> list[ThreadInfo]:
+    """A page of a listing held in memory (the memory and file backends): newest first, the
+    threads after the cursor ``before``, of ``status``, at most ``limit``; as SQL pages it.
+
+    Raises:
+        ValueError: an unknown status, a limit below 1, or a ``before`` that is not a cursor.
+    """
+    check_listing(status, limit)
+    after = decode_cursor(before) if before is not None else None
+    out: list[ThreadInfo] = []
+    for info in sorted(infos, key=lambda t: (t.updated_at, t.namespace, t.thread_id), reverse=True):
+        if after is not None and (info.updated_at, info.namespace, info.thread_id) >= after:
+            continue
+        if status is not None and info.status != status:
+            continue
+        out.append(info)
+        if limit is not None and len(out) >= limit:
+            break
+    return out

@@ -94,11 +94,13 @@ many tasks) goes through a pipeline of prepared statements, which parses each ki
 @dataclass(frozen=True, slots=True)
 class Fusion:
     """The statements of the usual commit (a fence, then one checkpoint row, then maybe the
-    lease given back) and the one call that does them all (``put_checkpoint()``)."""
+    lease given back or how a one-off write leaves the thread) and the one call that does
+    them all (``put_checkpoint()``)."""
 
     fence: str
     insert: str
     release: str
+    settle: str
     put: str
 
     def fuse(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> tuple[str, Sequence[Any]] | None:
@@ -109,11 +111,13 @@ class Fusion:
         if first != self.fence or second != self.insert or tuple(row[:2]) != tuple(fence[:2]):
             return None
         if len(statements) == 2:
-            return self.put, (*fence, *row[2:], False)
-        third, lease = statements[2]
-        if third != self.release or tuple(lease) != (*fence[:3],):
-            return None
-        return self.put, (*fence, *row[2:], True)
+            return self.put, (*fence, *row[2:], False, False, None)
+        third, args = statements[2]
+        if third == self.release and tuple(args[2:]) == (*fence[:2], fence[3]):  # (status, now, ns, tid, token)
+            return self.put, (*fence, *row[2:], True, False, args[0])
+        if third == self.settle and tuple(args[:2]) == tuple(fence[:2]):  # (ns, tid, status, now)
+            return self.put, (*fence, *row[2:], False, True, args[2])
+        return None
 
 
 class Cursors:

@@ -12,7 +12,9 @@ listing and housekeeping (delete, prune, leases), and composes the rest:
 
 - :mod:`plait.checkpoint._sql_base`: the cursor, dialect, commit request and head cache;
 - :mod:`plait.checkpoint._sql_commit`: the commit path (fences, deltas against the cached head);
-- :mod:`plait.checkpoint._sql_read`: reads (one checkpoint, a lineage, blob replay).
+- :mod:`plait.checkpoint._sql_read`: reads (one checkpoint, a lineage, blob replay);
+- :mod:`plait.checkpoint._sql_threads`: thread rows (leases fenced by generation, statuses,
+  listings).
 
 The tables and every statement are in :mod:`plait.checkpoint._sql_schema`.
 
@@ -32,8 +34,10 @@ from plait.checkpoint._sql_base import CommitRequest, Cursor, Dialect, HeadCache
 from plait.checkpoint._sql_commit import SqlCommit
 from plait.checkpoint._sql_read import SqlRead
 from plait.checkpoint._sql_schema import MIGRATIONS, SCHEMA_VERSION, STATEMENTS, joins
-from plait.checkpoint.base import Checkpoint, ThreadInfo
-from plait.errors import CheckpointCorruptError, StoreVersionError, ThreadBusyError
+from plait.checkpoint._sql_threads import SqlThreads, holder_json
+from plait.checkpoint.base import Checkpoint, Lease, RestStatus, Status, ThreadInfo
+from plait.checkpoint.holder import Holder
+from plait.errors import CheckpointCorruptError, StoreVersionError
 
 __all__ = ["SCHEMA_VERSION", "CommitRequest", "Cursor", "Dialect", "SqlCore"]
 
@@ -47,12 +51,19 @@ class SqlCore:
         """A name for messages: ``SQLite database 'x.db'``."""
         fmt = {
             "P": dialect.prefix,
+            "I": dialect.prefix.rsplit(".", 1)[-1],
             "blob": dialect.blob,
             "real": dialect.real,
             "serial_pk": dialect.serial_pk,
             "small_table": dialect.small_table,
         }
-        fmt |= {"now": dialect.now, "keys": dialect.keys, "where": "{where}", "start": "{start}"}
+        fmt |= {
+            "now": dialect.now,
+            "clock": dialect.clock,
+            "keys": dialect.keys,
+            "where": "{where}",
+            "start": "{start}",
+        }
         fmt |= {k: v.replace("{P}", dialect.prefix) for k, v in joins(lateral=dialect.lateral).items()}
         self._sql = {k: self._q(v.format(**fmt)) for k, v in STATEMENTS.items()}
         self._migrations = {
@@ -60,7 +71,8 @@ class SqlCore:
             for v in {*MIGRATIONS, *dialect.migrations}
         }
         self._cache = HeadCache()
-        self._commit = SqlCommit(dialect, store, self._sql, self._cache)
+        self.threads = SqlThreads(dialect, self._sql, store)
+        self._commit = SqlCommit(dialect, store, self._sql, self._cache, self.threads)
         self._read = SqlRead(dialect, self._sql, self._cache)
 
     def statement(self, name: str) -> str:
@@ -91,8 +103,9 @@ class SqlCore:
         if found != SCHEMA_VERSION:
             raise StoreVersionError(self.store, found, SCHEMA_VERSION)
 
-    def migrate(self, cur: Cursor) -> int:
-        """Bring the store to :data:`SCHEMA_VERSION` inside the caller's transaction.
+    def migrate(self, cur: Cursor, *, target: int = SCHEMA_VERSION) -> int:
+        """Bring the store to :data:`SCHEMA_VERSION` inside the caller's transaction
+        (``target``: an older version, as an older plait left it; for upgrade tests).
 
         Returns:
             The version found before migrating.
@@ -105,16 +118,21 @@ class SqlCore:
         if found > SCHEMA_VERSION:
             raise StoreVersionError(self.store, found, SCHEMA_VERSION)
         for version in sorted(self._migrations):
-            if version > found:
+            if found < version <= target:
                 for statement in self._migrations[version]:
                     cur.execute(statement)
+                if version == 7 and found > 0:
+                    self.threads.fill_statuses(cur)
                 cur.execute(self._sql["mig_done"], (version, time.time()))
         return found
 
     # -- commit (see plait.checkpoint._sql_commit) -------------------------------------------
 
     def commit_all(
-        self, transaction: Callable[[Callable[[Cursor], Any]], Any], requests: Sequence[CommitRequest]
+        self,
+        transaction: Callable[[Callable[[Cursor], Any]], Any],
+        requests: Sequence[CommitRequest],
+        now: Callable[[], float | None],
     ) -> list[Exception | None]:
         """Store several commits in one transaction (group commit).
 
@@ -123,7 +141,7 @@ class SqlCore:
         Returns:
             Per request: None when it is durable, else the exception that refused it.
         """
-        return self._commit.commit_all(transaction, requests)
+        return self._commit.commit_all(transaction, requests, now)
 
     def check_request(self, request: CommitRequest) -> None:
         """Refuse, before anything is written, text this store cannot hold; see
@@ -166,32 +184,31 @@ class SqlCore:
         """The lineage newest first; see :meth:`~plait.checkpoint._sql_read.SqlRead.history`."""
         return self._read.history(cur, namespace, thread_id, limit=limit, before=before, filter=filter)
 
-    def list_threads(self, cur: Cursor, namespace: str | None) -> list[ThreadInfo]:
-        """Every thread with its head and count, newest head first; never decodes data."""
-        sql = self._sql["threads"]
-        if namespace is None:
-            rows = cur.execute(sql.replace("{where}", ""), ()).fetchall()
-        else:
-            rows = cur.execute(sql.replace("{where}", self._q("WHERE ns = ?")), (namespace,)).fetchall()
-        return [
-            ThreadInfo(
-                thread_id=tid,
-                namespace=ns,
-                head_id=head,
-                step=int(step),
-                created_at=float(created),
-                source=source,
-                checkpoints=int(n),
-            )
-            for ns, tid, head, step, created, source, n in rows
-        ]
+    def list_threads(
+        self,
+        cur: Cursor,
+        *,
+        namespace: str | None,
+        status: Status | None,
+        limit: int | None,
+        before: str | None,
+        now: float | None,
+    ) -> list[ThreadInfo]:
+        """A page of threads, newest first (see :meth:`SqlThreads.page`); never decodes data."""
+        return self.threads.page(cur, namespace=namespace, status=status, limit=limit, before=before, now=now)
+
+    def thread(self, cur: Cursor, namespace: str, thread_id: str, now: float | None) -> ThreadInfo | None:
+        """One thread's status, head and lease; None when it has no checkpoint."""
+        return self.threads.one(cur, (namespace, thread_id), now)
 
     # -- housekeeping ------------------------------------------------------------------------
 
-    def delete_thread(self, cur: Cursor, namespace: str, thread_id: str) -> None:
-        """Remove a thread's checkpoints, blobs and pending writes (inside a transaction)."""
+    def delete_thread(self, cur: Cursor, namespace: str, thread_id: str, now: float | None) -> None:
+        """Remove a thread's checkpoints, blobs and pending writes, and revoke its lease
+        (inside a transaction)."""
         for name in ("del_cps", "del_blobs", "del_writes"):
             cur.execute(self._sql[name], (namespace, thread_id))
+        self.threads.tombstone(cur, (namespace, thread_id), now)
         self.forget(namespace, thread_id)
 
     def prune(self, cur: Cursor, namespace: str, thread_id: str, keep_last: int) -> int:
@@ -250,43 +267,97 @@ class SqlCore:
         self.forget(namespace, thread_id)
         return len(dropped)
 
-    def acquire_lease(self, cur: Cursor, namespace: str, thread_id: str, owner: str, ttl: float) -> None:
-        """Take or renew the lease in one statement, on the database's wall clock.
+    # -- leases (see plait.checkpoint.lease) -------------------------------------------------
 
-        With server-side checks (PostgreSQL) this is one statement whose answer is never
-        read: a refusal raises in the database (mapped to ThreadBusyError by the dialect
-        module), so the lease goes in one round trip, and it is not flushed to disk (see
-        ``take_lease()``; SQLite's module does the same its own way).
+    def take_lease(self, cur: Cursor, namespace: str, thread_id: str, owner: str, ttl: float, now: float) -> Lease:
+        """Take the lease in the caller's write transaction (the rules applied in Python).
 
         Raises:
-            ThreadBusyError: another owner holds an unexpired lease.
+            ThreadBusyError: a live lease is held.
         """
-        if self.dialect.server_checks:
-            cur.execute(self._sql["take_lease"], (namespace, thread_id, owner, float(ttl)))
-            return
-        for _ in range(3):
-            if cur.execute(self._sql["lease"], (namespace, thread_id, owner, float(ttl))).fetchall():
-                return
-            held = cur.execute(self._sql["lease_holder"], (namespace, thread_id)).fetchone()
-            if held is not None:
-                raise ThreadBusyError(thread_id, held[0], max(0.0, float(held[1])))
-        raise ThreadBusyError(thread_id, "another run", 0.0)  # released and retaken, repeatedly
+        return self.threads.take(cur, (namespace, thread_id), owner, ttl, now)
 
-    def acquire_lease_and_get(
-        self, cur: Cursor, namespace: str, thread_id: str, owner: str, ttl: float, checkpoint_id: str | None
-    ) -> Checkpoint | None:
-        """Take the lease, then read the checkpoint a run starts from, by one statement (a
-        function that raises, as :meth:`acquire_lease` does); server-side checks only.
+    def renew_lease(self, cur: Cursor, lease: Lease, ttl: float, now: float) -> Lease:
+        """Renew ``lease`` in the caller's write transaction (the rules applied in Python).
 
         Raises:
-            ThreadBusyError: another owner holds an unexpired lease (raised by the dialect module).
+            LeaseLostError: it is no longer the thread's current lease.
+        """
+        return self.threads.renew(cur, lease, ttl, now)
+
+    def release_lease(self, cur: Cursor, lease: Lease, status: RestStatus | None, now: float | None) -> None:
+        """Give ``lease`` back (unflushed with server-side checks: see ``give_lease()``)."""
+        if self.dialect.server_checks:
+            cur.execute(self._sql["give_lease"], (lease.namespace, lease.thread_id, lease.token, status, now))
+        else:
+            self.threads.release(cur, (lease.namespace, lease.thread_id), lease.token, status, now)
+
+    def take_lease_server(
+        self, cur: Cursor, namespace: str, thread_id: str, owner: str, ttl: float, over: int | None, now: float | None
+    ) -> Lease:
+        """Take the lease by the server's function (``over``: a generation whose holder the
+        caller found dead on this machine); server-side checks only.
+
+        Raises:
+            ThreadBusyError: a live lease is held (raised by the dialect module).
+        """
+        holder = Holder.current()
+        gen, taken, expires = cur.execute(
+            self._sql["take_lease"], (namespace, thread_id, owner, float(ttl), holder_json(holder), over, now)
+        ).fetchone()
+        return Lease(
+            thread_id=thread_id,
+            namespace=namespace,
+            owner=owner,
+            token=int(gen),
+            taken_at=float(taken),
+            expires_at=float(expires),
+            holder=holder,
+        )
+
+    def renew_lease_server(self, cur: Cursor, lease: Lease, ttl: float, now: float | None) -> float:
+        """Renew by the server's function; returns the new expiry.
+
+        Raises:
+            LeaseLostError: it is no longer the thread's current lease (raised by the dialect module).
+        """
+        (expires,) = cur.execute(
+            self._sql["renew_lease"], (lease.namespace, lease.thread_id, lease.token, float(ttl), now)
+        ).fetchone()
+        return float(expires)
+
+    def take_lease_and_get(
+        self,
+        cur: Cursor,
+        namespace: str,
+        thread_id: str,
+        owner: str,
+        ttl: float,
+        checkpoint_id: str | None,
+        over: int | None,
+        now: float | None,
+    ) -> tuple[Lease, Checkpoint | None]:
+        """Take the lease, then read the checkpoint a run starts from, by one statement;
+        server-side checks only.
+
+        Raises:
+            ThreadBusyError: a live lease is held (raised by the dialect module).
         """
         assert self.dialect.server_checks
+        holder = Holder.current()
         rows = cur.execute(
-            self._sql["take_lease_and_get"], (namespace, thread_id, owner, float(ttl), checkpoint_id)
+            self._sql["take_lease_and_get"],
+            (namespace, thread_id, owner, float(ttl), holder_json(holder), over, now, checkpoint_id),
         ).fetchall()
-        return self._read.from_rows(cur, namespace, thread_id, rows, resume=True)
-
-    def release_lease(self, cur: Cursor, namespace: str, thread_id: str, owner: str) -> None:
-        """Give the lease back if ``owner`` holds it (unflushed with server-side checks, as above)."""
-        cur.execute(self._sql["give_lease" if self.dialect.server_checks else "release"], (namespace, thread_id, owner))
+        gen, taken, expires = rows[0][:3]
+        lease = Lease(
+            thread_id=thread_id,
+            namespace=namespace,
+            owner=owner,
+            token=int(gen),
+            taken_at=float(taken),
+            expires_at=float(expires),
+            holder=holder,
+        )
+        found = [r[3:] for r in rows if r[3] is not None]
+        return lease, self._read.from_rows(cur, namespace, thread_id, found, resume=True)

@@ -41,7 +41,13 @@ class Dialect:
     real: str
     serial_pk: str
     now: str
-    """A SQL expression: the database's wall clock in unix seconds."""
+    """A SQL expression: the database's wall clock in unix seconds (older migrations)."""
+    clock: str
+    """A SQL expression of one parameter: the lease clock, unix seconds. SQLite: the
+    parameter (the caller's clock); PostgreSQL: the parameter, or the server's clock when
+    it is NULL (what machines sharing one database agree on)."""
+    no_limit: Any
+    """The ``LIMIT`` parameter that means no limit (SQLite: -1; PostgreSQL: NULL)."""
     keys: str
     """A SELECT yielding ``(channel, id)`` rows from the parameters :attr:`keys_params` makes."""
     keys_params: Callable[[Sequence[tuple[str, str]]], list[Any]]

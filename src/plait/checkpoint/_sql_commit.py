@@ -12,8 +12,10 @@ from typing import Any, cast
 from plait.checkpoint import delta
 from plait.checkpoint._records import Inline, RecordError, decode_body, encode_body, encode_json
 from plait.checkpoint._sql_base import Chan, CommitRequest, Cursor, Dialect, Head, HeadCache, Key
+from plait.checkpoint._sql_threads import SqlThreads
 from plait.checkpoint.base import ANY_HEAD, Checkpoint, Fence, HeadCondition, fence_targets
-from plait.errors import CheckpointError, ConcurrentUpdateError, ThreadBusyError
+from plait.checkpoint.lease import settled
+from plait.errors import CheckpointError, ConcurrentUpdateError, LeaseLostError, ThreadBusyError
 
 __all__ = ["INLINE_MAX", "SqlCommit", "StaleCache"]
 
@@ -37,14 +39,20 @@ class StaleCache(Exception):
 class SqlCommit:
     """Stores commits over a cursor, reading and updating the shared head cache."""
 
-    def __init__(self, dialect: Dialect, store: str, sql: Mapping[str, str], cache: HeadCache) -> None:
+    def __init__(
+        self, dialect: Dialect, store: str, sql: Mapping[str, str], cache: HeadCache, threads: SqlThreads
+    ) -> None:
         self.dialect = dialect
         self.store = store
         self._sql = sql
         self._cache = cache
+        self._threads = threads
 
     def commit_all(
-        self, transaction: Callable[[Callable[[Cursor], Any]], Any], requests: Sequence[CommitRequest]
+        self,
+        transaction: Callable[[Callable[[Cursor], Any]], Any],
+        requests: Sequence[CommitRequest],
+        now: Callable[[], float | None],
     ) -> list[Exception | None]:
         """Store several commits in one transaction (group commit).
 
@@ -52,6 +60,9 @@ class SqlCommit:
         what ``fn`` returned, or roll back and raise; it may call ``fn`` again to retry. When
         the group fails, each commit is retried alone, so one bad commit does not sink the
         others; each stays all-or-nothing.
+
+        ``now()`` is the lease clock, read once per attempt, inside the transaction (None:
+        the database's own clock, read server-side).
 
         A commit whose fence refuses it (checked by SELECTs, before it writes anything) is
         skipped inside the group and fails alone, without sinking or redoing the others;
@@ -68,8 +79,9 @@ class SqlCommit:
             def apply_all(cur: Cursor) -> tuple[dict[Key, Head], list[Exception | None]]:
                 staging: dict[Key, Head] = {}  # fresh on every attempt
                 refused: list[Exception | None] = []
+                clock = now()
                 for request in batch:
-                    refused.append(self._apply(cur, request, staging, use_cache))
+                    refused.append(self._apply(cur, request, staging, use_cache, clock))
                 return staging, refused
 
             return apply_all
@@ -156,7 +168,7 @@ class SqlCommit:
                 )
 
     def _check_fence(
-        self, cur: Cursor, request: CommitRequest, fence: Fence, parents: dict[Key, str]
+        self, cur: Cursor, request: CommitRequest, fence: Fence, parents: dict[Key, str], now: float | None
     ) -> HeadCondition | None:
         """Check ``fence`` in the commit's transaction, before it writes anything.
 
@@ -164,16 +176,18 @@ class SqlCommit:
         answer is never read: a refusal raises in the database, aborts the transaction and
         comes back as the commit's error (mapped to plait's errors by the dialect module).
         It also checks the parent a cached commit builds on (``parents``, taken out of the
-        dict: those need no ``require_parent`` of their own). Otherwise the lease and head
-        are read here, on the database clock as leases are taken, inside the write
-        transaction that holds the lock (SQLite: BEGIN IMMEDIATE).
+        dict: those need no ``require_parent`` of their own). Otherwise the thread rows and
+        the head are read here, inside the write transaction that holds the lock (SQLite:
+        BEGIN IMMEDIATE), and the lease rules applied to them
+        (:func:`plait.checkpoint.lease.check_fence`).
 
         Returns:
             The head condition it checked (None: none), so that the commit knows which
             parent the check found in place.
 
         Raises:
-            ThreadBusyError: another owner holds an unexpired lease on a thread it touches.
+            LeaseLostError: the run's lease is no longer the thread's current one.
+            ThreadBusyError: a one-off write found a live lease on a thread it touches.
             ConcurrentUpdateError: the head is not the one the fence expects.
         """
         sql = self._sql
@@ -185,15 +199,17 @@ class SqlCommit:
                     if parent == head.expected:
                         parent = None  # a head found equal to it exists: no lookup of its own
                     cur.execute(
-                        sql["fence"], (ns, tid, fence.owner, True, head.expected, head.own, parent, head.no_writes)
+                        sql["fence"],
+                        (ns, tid, fence.owner, fence.token, True, head.expected, head.own, parent, head.no_writes, now),
                     )
                 else:
-                    cur.execute(sql["fence"], (ns, tid, fence.owner, False, None, None, parent, False))
+                    cur.execute(
+                        sql["fence"], (ns, tid, fence.owner, fence.token, False, None, None, parent, False, now)
+                    )
             return head
-        for ns, tid in threads:
-            held = cur.execute(sql["lease_holder"], (ns, tid)).fetchone()
-            if held is not None and held[0] != fence.owner and float(held[1]) > 0:
-                raise ThreadBusyError(tid, held[0], float(held[1]))
+        assert now is not None
+        for key in threads:
+            self._threads.check_fence(cur, key, fence, now)
         if head is not None:
             found = cur.execute(sql["head_id"], (head.namespace, head.thread_id)).fetchone()
             found_id = None if found is None else found[0]
@@ -207,7 +223,7 @@ class SqlCommit:
         return head
 
     def _apply(
-        self, cur: Cursor, request: CommitRequest, staging: dict[Key, Head], use_cache: bool
+        self, cur: Cursor, request: CommitRequest, staging: dict[Key, Head], use_cache: bool, now: float | None
     ) -> Exception | None:
         """Write one commit in the caller's transaction; return the error of a fence that
         refused it (nothing of it written), None when it is written."""
@@ -229,8 +245,8 @@ class SqlCommit:
         checked: HeadCondition | None = None
         if request.fence is not None:
             try:
-                checked = self._check_fence(cur, request, request.fence, parents)
-            except (ThreadBusyError, ConcurrentUpdateError) as refused:
+                checked = self._check_fence(cur, request, request.fence, parents, now)
+            except (ThreadBusyError, ConcurrentUpdateError, LeaseLostError) as refused:
                 return refused
         for batch in request.writes:
             if batch.writes:
@@ -287,11 +303,15 @@ class SqlCommit:
             cur.execute(sql["ins_cp"], params)
             staging[key] = Head(cp.id, chans, None if cp.pending_writes else cp)
         fence = request.fence
-        if fence is not None and fence.release:
-            # Last, after the checkpoint row: the usual last commit of a run (a fence, its row
-            # and this) is still one call for a dialect module that fuses them.
-            for ns, tid in fence_targets(request.checkpoints, request.writes, fence)[0]:
-                cur.execute(sql["release"], (ns, tid, fence.owner))
+        # Last, after the checkpoint row: the usual last commit of a run (a fence, its row and
+        # its release) or one-off write (a fence, its row and how it leaves the thread) is
+        # still one call for a dialect module that fuses them.
+        if fence is not None and fence.release and fence.token is not None:
+            for key in fence_targets(request.checkpoints, request.writes, fence)[0]:
+                self._threads.release(cur, key, fence.token, fence.status, now)
+        elif fence is None or fence.token is None:
+            for key, status in settled(request.checkpoints, request.writes).items():
+                self._threads.settle(cur, key, status, now)
         return None
 
     def _base_from_body(self, cur: Cursor, cp: Checkpoint) -> dict[str, Chan]:

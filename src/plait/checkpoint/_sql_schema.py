@@ -2,7 +2,8 @@
 
 Kept apart from :mod:`plait.checkpoint._sql` (the logic that runs them) so that each module
 does one job. Statements are written once for SQLite and PostgreSQL: ``{P}`` is the table
-prefix, ``?`` the parameter marker (rewritten to ``%s`` for psycopg), and the other
+prefix (``{I}`` the same without the schema, for index names, which a schema qualifies by
+themselves), ``?`` the parameter marker (rewritten to ``%s`` for psycopg), and the other
 ``{...}`` fields are the few fragments a :class:`~plait.checkpoint._sql.Dialect` supplies.
 
 Layout (``P`` is the table prefix, which includes the Postgres schema when one is set)::
@@ -11,7 +12,13 @@ Layout (``P`` is the table prefix, which includes the Postgres schema when one i
     P_checkpoints ns, thread_id, id -> parent_id, step, created_at, source, metadata, body
     P_blobs       ns, thread_id, channel, id -> base_id, data
     P_writes      seq, (ns, thread_id, checkpoint_id, task_id, kind, wkey) unique -> value
-    P_leases      ns, thread_id -> owner, expires_at
+    P_threads     ns, thread_id -> gen, owner, holder, taken_at, expires_at, held, status, updated_at
+
+A thread's row (schema 7; it replaced ``P_leases``) holds its lease, fenced by generation
+(``gen``; ``held`` is 0 once the lease is given back or revoked, and the row stays, so that
+generations never restart), and how the thread stands when no run holds it (``status``),
+with the time it last came to rest or was taken (``updated_at``, the order of listings).
+See :mod:`plait.checkpoint.lease` for the rules.
 
 A checkpoint row holds metadata and a small body (versions, ``channel -> blob id``, next
 tasks, barriers). A blob is one channel's value as written by one checkpoint (its id is that
@@ -30,9 +37,9 @@ upgrade any older store in place and refuse a newer one.
 
 from __future__ import annotations
 
-__all__ = ["MIGRATIONS", "PG_MIGRATIONS", "SCHEMA_VERSION", "STATEMENTS", "joins"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "STATEMENTS", "joins"]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The schema version this code reads and writes."""
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -69,287 +76,30 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     # (Fence.expect_no_writes): PostgreSQL's fence() and put_checkpoint() take one more
     # argument (PG_MIGRATIONS); SQLite checks with a SELECT and only records the version.
     6: (),
-}
-
-_PG_LOCK_KEY = 0x706C6169
-"""The first key of the per-thread advisory locks ("plai"); two-key locks live apart from
-the one-key lock that ``setup()`` takes.
-
-PostgreSQL's ``fence()`` and ``acquire_lease()`` lock one thread (``ns``, ``thread_id``)
-until the transaction ends, so that a fence's reads and the commit it guards are one atomic
-step with respect to leases taken and to other fenced commits of the thread (at READ
-COMMITTED a plain SELECT would let a lease or a head change between the check and the
-COMMIT). A hash collision between two threads only makes them wait for each other."""
-
-_FENCE_2 = f"""CREATE OR REPLACE FUNCTION {{P}}fence(
-            f_ns text, f_tid text, f_owner text, f_check_head boolean, f_expect text, f_own text) RETURNS integer
-        LANGUAGE plpgsql VOLATILE AS $fence$
-        DECLARE
-            held_owner text;
-            held_left double precision;
-            found_head text;
-        BEGIN
-            PERFORM pg_advisory_xact_lock({_PG_LOCK_KEY}, hashtext(f_ns || '/' || f_tid));
-            SELECT l.owner, l.expires_at - {{now}} INTO held_owner, held_left
-                FROM {{P}}leases l WHERE l.ns = f_ns AND l.thread_id = f_tid;
-            IF held_owner IS NOT NULL AND held_owner <> f_owner AND held_left > 0 THEN
-                RAISE EXCEPTION USING ERRCODE = 'PLT01', MESSAGE = 'plait fence: the thread is leased by another owner',
-                    DETAIL = json_build_object('thread_id', f_tid, 'owner', held_owner, 'expires_in', held_left)::text;
-            END IF;
-            IF f_check_head THEN
-                SELECT c.id INTO found_head FROM {{P}}checkpoints c WHERE c.ns = f_ns AND c.thread_id = f_tid
-                    ORDER BY c.id DESC LIMIT 1;
-                IF found_head IS DISTINCT FROM f_expect AND found_head IS DISTINCT FROM f_own THEN
-                    RAISE EXCEPTION USING ERRCODE = 'PLT02', MESSAGE = 'plait fence: the thread has another head',
-                        DETAIL = json_build_object('thread_id', f_tid, 'expected', f_expect, 'found', found_head)::text;
-                END IF;
-            END IF;
-            RETURN 1;
-        END
-        $fence$"""
-"""Schema 2's ``fence()``: the lease check, and the head check when asked."""
-
-_FENCE_6 = _FENCE_2.replace(
-    "f_own text) RETURNS integer", "f_own text, f_parent text,\n            f_quiet boolean) RETURNS integer"
-).replace(
-    "                END IF;\n            END IF;\n            RETURN 1;",
-    """                END IF;
-                IF f_quiet AND found_head = f_expect AND found_head IS DISTINCT FROM f_own THEN
-                    PERFORM 1 FROM {P}writes w
-                        WHERE w.ns = f_ns AND w.thread_id = f_tid AND w.checkpoint_id = found_head LIMIT 1;
-                    IF FOUND THEN
-                        RAISE EXCEPTION USING ERRCODE = 'PLT02',
-                            MESSAGE = 'plait fence: the expected head has pending writes',
-                            DETAIL = json_build_object('thread_id', f_tid, 'expected', f_expect, 'found', found_head,
-                                                       'pending_writes', true)::text;
-                    END IF;
-                END IF;
-            END IF;
-            IF f_parent IS NOT NULL THEN
-                PERFORM 1 FROM {P}checkpoints c WHERE c.ns = f_ns AND c.thread_id = f_tid AND c.id = f_parent;
-                IF NOT FOUND THEN
-                    RAISE EXCEPTION USING ERRCODE = 'PLT03', MESSAGE = 'plait: the parent checkpoint is gone',
-                        DETAIL = json_build_object('namespace', f_ns, 'thread_id', f_tid, 'parent', f_parent)::text;
-                END IF;
-            END IF;
-            RETURN 1;""",
-)
-"""Schema 6's: schema 2's with, for a head-checked commit, the check that the expected head
-has no pending writes (``f_quiet``), and the cached parent's check of ``require_parent()``."""
-
-_PUT_CHECKPOINT_5 = f"""CREATE OR REPLACE FUNCTION {{P}}put_checkpoint(
-            f_ns text, f_tid text, f_owner text, f_check_head boolean, f_expect text, f_own text, f_parent text,
-            c_id text, c_parent text, c_step bigint, c_created double precision, c_source text,
-            c_metadata bytea, c_body bytea, f_release boolean) RETURNS integer
-        LANGUAGE plpgsql VOLATILE AS $put$
-        DECLARE
-            held_owner text;
-            held_left double precision;
-        BEGIN
-            IF f_check_head THEN
-                PERFORM {{P}}fence(f_ns, f_tid, f_owner, f_check_head, f_expect, f_own, f_parent);
-            ELSE
-                PERFORM pg_advisory_xact_lock({_PG_LOCK_KEY}, hashtext(f_ns || '/' || f_tid));
-                SELECT l.owner, l.expires_at - {{now}} INTO held_owner, held_left
-                    FROM {{P}}leases l WHERE l.ns = f_ns AND l.thread_id = f_tid;
-                IF held_owner IS NOT NULL AND held_owner <> f_owner AND held_left > 0 THEN
-                    RAISE EXCEPTION USING ERRCODE = 'PLT01',
-                        MESSAGE = 'plait fence: the thread is leased by another owner',
-                        DETAIL = json_build_object('thread_id', f_tid, 'owner', held_owner,
-                                                   'expires_in', held_left)::text;
-                END IF;
-                IF f_parent IS NOT NULL THEN
-                    PERFORM 1 FROM {{P}}checkpoints c WHERE c.ns = f_ns AND c.thread_id = f_tid AND c.id = f_parent;
-                    IF NOT FOUND THEN
-                        RAISE EXCEPTION USING ERRCODE = 'PLT03', MESSAGE = 'plait: the parent checkpoint is gone',
-                            DETAIL = json_build_object('namespace', f_ns, 'thread_id', f_tid, 'parent', f_parent)::text;
-                    END IF;
-                END IF;
-            END IF;
-            INSERT INTO {{P}}checkpoints AS c (ns, thread_id, id, parent_id, step, created_at, source, metadata, body)
-                VALUES (f_ns, f_tid, c_id, c_parent, c_step, c_created, c_source, c_metadata, c_body)
-                ON CONFLICT (ns, thread_id, id) DO UPDATE SET parent_id = excluded.parent_id, step = excluded.step,
-                created_at = excluded.created_at, source = excluded.source, metadata = excluded.metadata,
-                body = excluded.body;
-            IF f_release THEN  -- not give_lease(): that would make this commit skip its flush
-                DELETE FROM {{P}}leases l WHERE l.ns = f_ns AND l.thread_id = f_tid AND l.owner = f_owner;
-            END IF;
-            RETURN 1;
-        END
-        $put$"""
-"""Schema 5's ``put_checkpoint()``: the usual commit, its lease and parent checks inline."""
-
-_PUT_CHECKPOINT_6 = _PUT_CHECKPOINT_5.replace(
-    "f_parent text,\n            c_id text,", "f_parent text,\n            f_quiet boolean, c_id text,"
-).replace("f_expect, f_own, f_parent);", "f_expect, f_own, f_parent, f_quiet);")
-"""Schema 6's: the same with ``f_quiet`` (Fence.expect_no_writes) passed on to ``fence()``."""
-
-PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
-    # The fence of a commit as one statement that raises server-side, so a pipelined commit
-    # sends it with its other statements and waits for no answer: a refusal aborts the
-    # transaction and surfaces as the commit's error. SQLSTATE PLT01 (leased by another
-    # owner) and PLT02 (another head) carry their facts as JSON in DETAIL. Each query in a
-    # volatile function takes a fresh snapshot, so the reads after the lock see everything
-    # committed before the lock was granted. A head equal to ``f_own`` (the commit's own
-    # newest checkpoint) passes: the commit already landed and is being retried after a
-    # lost connection (see HeadCondition).
-    2: (_FENCE_2,),
-    # One round trip per commit and per lease: checks that raise rather than answer, so a
-    # transaction is statements only, sent at once with nothing to wait for before its end
-    # (see postgres.py). require_parent: a commit whose deltas were computed against this
-    # process's cached head checks that the parent still exists (another process may have
-    # deleted the thread meanwhile), SQLSTATE PLT03. A seven-argument fence() is version 2's
-    # fence plus that check (one statement for a fenced commit, the common case; NULL: none).
-    # acquire_lease: the "lease" statement (insert, renew, or take over an expired lease)
-    # that raises PLT01, as fence() does, when another owner holds the lease; a holder that
-    # released meanwhile is retried.
-    3: (
-        """CREATE OR REPLACE FUNCTION {P}require_parent(f_ns text, f_tid text, f_parent text) RETURNS integer
-        LANGUAGE plpgsql VOLATILE AS $require$
-        BEGIN
-            PERFORM 1 FROM {P}checkpoints c WHERE c.ns = f_ns AND c.thread_id = f_tid AND c.id = f_parent;
-            IF NOT FOUND THEN
-                RAISE EXCEPTION USING ERRCODE = 'PLT03', MESSAGE = 'plait: the parent checkpoint is gone',
-                    DETAIL = json_build_object('namespace', f_ns, 'thread_id', f_tid, 'parent', f_parent)::text;
-            END IF;
-            RETURN 1;
-        END
-        $require$""",
-        """CREATE OR REPLACE FUNCTION {P}fence(
-            f_ns text, f_tid text, f_owner text, f_check_head boolean, f_expect text, f_own text, f_parent text)
-            RETURNS integer
-        LANGUAGE plpgsql VOLATILE AS $fence$
-        BEGIN
-            PERFORM {P}fence(f_ns, f_tid, f_owner, f_check_head, f_expect, f_own);
-            IF f_parent IS NOT NULL THEN
-                PERFORM {P}require_parent(f_ns, f_tid, f_parent);
-            END IF;
-            RETURN 1;
-        END
-        $fence$""",
-        f"""CREATE OR REPLACE FUNCTION {{P}}acquire_lease(
-            f_ns text, f_tid text, f_owner text, f_ttl double precision) RETURNS integer
-        LANGUAGE plpgsql VOLATILE AS $lease$
-        DECLARE
-            got text;
-            held_owner text;
-            held_left double precision;
-        BEGIN
-            PERFORM pg_advisory_xact_lock({_PG_LOCK_KEY}, hashtext(f_ns || '/' || f_tid));
-            FOR attempt IN 1..3 LOOP
-                INSERT INTO {{P}}leases AS l (ns, thread_id, owner, expires_at)
-                    VALUES (f_ns, f_tid, f_owner, {{now}} + f_ttl)
-                    ON CONFLICT (ns, thread_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
-                    WHERE l.owner = excluded.owner OR l.expires_at <= {{now}}
-                    RETURNING l.owner INTO got;
-                IF got IS NOT NULL THEN
-                    RETURN 1;
-                END IF;
-                SELECT l.owner, l.expires_at - {{now}} INTO held_owner, held_left
-                    FROM {{P}}leases l WHERE l.ns = f_ns AND l.thread_id = f_tid;
-                IF held_owner IS NOT NULL THEN
-                    RAISE EXCEPTION USING ERRCODE = 'PLT01',
-                        MESSAGE = 'plait lease: the thread is leased by another owner',
-                        DETAIL = json_build_object('thread_id', f_tid, 'owner', held_owner,
-                                                   'expires_in', greatest(held_left, 0))::text;
-                END IF;
-            END LOOP;
-            RAISE EXCEPTION USING ERRCODE = 'PLT01', MESSAGE = 'plait lease: the thread is leased by another owner',
-                DETAIL = json_build_object('thread_id', f_tid, 'owner', 'another run', 'expires_in', 0)::text;
-        END
-        $lease$""",
-    ),
-    # The usual commit (a run's step: its fence and its checkpoint row, nothing else; a
-    # run's last step also gives its lease back) as one call: one statement, which psycopg
-    # prepares after a few uses, where the two statements sent as one query were parsed and
-    # planned at every step (~80 µs of server time here).
-    4: (
-        """CREATE OR REPLACE FUNCTION {P}put_checkpoint(
-            f_ns text, f_tid text, f_owner text, f_check_head boolean, f_expect text, f_own text, f_parent text,
-            c_id text, c_parent text, c_step bigint, c_created double precision, c_source text,
-            c_metadata bytea, c_body bytea, f_release boolean) RETURNS integer
-        LANGUAGE plpgsql VOLATILE AS $put$
-        BEGIN
-            PERFORM {P}fence(f_ns, f_tid, f_owner, f_check_head, f_expect, f_own, f_parent);
-            INSERT INTO {P}checkpoints AS c (ns, thread_id, id, parent_id, step, created_at, source, metadata, body)
-                VALUES (f_ns, f_tid, c_id, c_parent, c_step, c_created, c_source, c_metadata, c_body)
-                ON CONFLICT (ns, thread_id, id) DO UPDATE SET parent_id = excluded.parent_id, step = excluded.step,
-                created_at = excluded.created_at, source = excluded.source, metadata = excluded.metadata,
-                body = excluded.body;
-            IF f_release THEN  -- not give_lease(): that would make this commit skip its flush
-                DELETE FROM {P}leases l WHERE l.ns = f_ns AND l.thread_id = f_tid AND l.owner = f_owner;
-            END IF;
-            RETURN 1;
-        END
-        $put$""",
-        # A lease taken or given back in one statement, so that psycopg prepares it, without
-        # waiting for its WAL flush (what SET LOCAL synchronous_commit = off did, sent as a
-        # second statement): a lease lost in a crash is harmless (a lost acquire expires, a
-        # lost release makes the next run wait for the expiry), and flushing would cost every
-        # run two more disk syncs. The setting ends with the statement's transaction.
-        """CREATE OR REPLACE FUNCTION {P}take_lease(f_ns text, f_tid text, f_owner text, f_ttl double precision)
-            RETURNS integer
-        LANGUAGE plpgsql VOLATILE AS $take$
-        BEGIN
-            PERFORM set_config('synchronous_commit', 'off', true);
-            RETURN {P}acquire_lease(f_ns, f_tid, f_owner, f_ttl);
-        END
-        $take$""",
-        """CREATE OR REPLACE FUNCTION {P}give_lease(f_ns text, f_tid text, f_owner text) RETURNS integer
-        LANGUAGE plpgsql VOLATILE AS $give$
-        BEGIN
-            PERFORM set_config('synchronous_commit', 'off', true);
-            DELETE FROM {P}leases WHERE ns = f_ns AND thread_id = f_tid AND owner = f_owner;
-            RETURN 1;
-        END
-        $give$""",
-        # What a run does first, in one round trip: take the lease, then read the checkpoint
-        # it starts from (the head, or f_id) with its pending writes, as head_writes and
-        # one_writes do. The read is a statement of its own after the lease is taken, so its
-        # snapshot sees every commit made before (the previous owner's last one included).
-        """CREATE OR REPLACE FUNCTION {P}take_lease_and_get(
-            f_ns text, f_tid text, f_owner text, f_ttl double precision, f_id text)
-            RETURNS TABLE (id text, parent_id text, step bigint, created_at double precision, metadata bytea,
-                           body bytea, task_id text, kind text, wkey text, value bytea)
-        LANGUAGE plpgsql VOLATILE AS $start$
-        #variable_conflict use_column
-        BEGIN
-            PERFORM {P}take_lease(f_ns, f_tid, f_owner, f_ttl);
-            IF f_id IS NULL THEN
-                RETURN QUERY SELECT c.id, c.parent_id, c.step, c.created_at, c.metadata, c.body,
-                        w.task_id, w.kind, w.wkey, w.value
-                    FROM (SELECT x.id, x.parent_id, x.step, x.created_at, x.metadata, x.body FROM {P}checkpoints x
-                          WHERE x.ns = f_ns AND x.thread_id = f_tid ORDER BY x.id DESC LIMIT 1) c
-                    LEFT JOIN {P}writes w ON w.ns = f_ns AND w.thread_id = f_tid AND w.checkpoint_id = c.id
-                    ORDER BY w.seq;
-            ELSE
-                RETURN QUERY SELECT c.id, c.parent_id, c.step, c.created_at, c.metadata, c.body,
-                        w.task_id, w.kind, w.wkey, w.value
-                    FROM {P}checkpoints c
-                    LEFT JOIN {P}writes w ON w.ns = c.ns AND w.thread_id = c.thread_id AND w.checkpoint_id = c.id
-                    WHERE c.ns = f_ns AND c.thread_id = f_tid AND c.id = f_id
-                    ORDER BY w.seq;
-            END IF;
-        END
-        $start$""",
-    ),
-    # The usual commit again, with the checks of fence() and require_parent() written into
-    # it instead of called: each nested call of a plpgsql function is a query of its own
-    # (put_checkpoint() -> fence() -> the six-argument fence() and require_parent()), 20-25
-    # µs of server time per commit here, 5-6 % of a commit. A commit that checks the head
-    # (update_state) still calls fence(), which has that check.
-    5: (_PUT_CHECKPOINT_5,),
-    # A fence that can also require the expected head to have no pending writes (f_quiet:
-    # Fence.expect_no_writes, for a commit built on a head this process remembers), written
-    # out in full rather than calling the older fence() and require_parent() (each nested
-    # call is a query of its own); put_checkpoint() takes that argument too and calls it for
-    # a head-checked commit. PLT02 then carries "pending_writes" in its DETAIL.
-    6: (
-        _FENCE_6,
-        _PUT_CHECKPOINT_6,
+    # 7: leases fenced by generation, holders recorded, and a thread's status at rest: one
+    # row per thread replaces the leases table. Existing threads get a row (their status is
+    # filled in by SqlCore.migrate, which reads their heads); a lease held by an older plait
+    # becomes generation 1. PostgreSQL's functions are replaced (PG_MIGRATIONS).
+    7: (
+        """CREATE TABLE {P}threads (
+            ns TEXT NOT NULL, thread_id TEXT NOT NULL, gen BIGINT NOT NULL, owner TEXT, holder TEXT,
+            taken_at {real} NOT NULL, expires_at {real} NOT NULL, held INTEGER NOT NULL, status TEXT NOT NULL,
+            updated_at {real} NOT NULL,
+            PRIMARY KEY (ns, thread_id)){small_table}""",
+        # One index, for listings newest first (a status filter reads it in that order too):
+        # each is rewritten whenever a thread comes to rest, a second one would double that.
+        "CREATE INDEX {I}threads_recent ON {P}threads (updated_at, ns, thread_id)",
+        """INSERT INTO {P}threads (ns, thread_id, gen, owner, holder, taken_at, expires_at, held, status, updated_at)
+            SELECT ns, thread_id, 0, NULL, NULL, 0, 0, 0, 'idle', max(created_at) FROM {P}checkpoints
+            GROUP BY ns, thread_id""",
+        """INSERT INTO {P}threads AS t (ns, thread_id, gen, owner, holder, taken_at, expires_at, held, status,
+                updated_at)
+            SELECT ns, thread_id, 1, owner, NULL, 0, expires_at, 1, 'stale', expires_at FROM {P}leases WHERE true
+            ON CONFLICT (ns, thread_id) DO UPDATE SET gen = 1, owner = excluded.owner,
+                expires_at = excluded.expires_at, held = 1""",
+        "DROP TABLE {P}leases",
     ),
 }
-"""Migrations only PostgreSQL runs, appended to the shared ones of the same version."""
 
 STATEMENTS: dict[str, str] = {
     "version": "SELECT max(version) FROM {P}migrations",
@@ -427,11 +177,6 @@ STATEMENTS: dict[str, str] = {
     # its lineage is most of the thread, so that few of the rows it reads are not needed.
     "blob_range": """SELECT channel, id, base_id, data FROM {P}blobs
         WHERE ns = ? AND thread_id = ? AND channel = ? AND id >= ? AND id <= ?""",
-    "threads": """SELECT c.ns, c.thread_id, c.id, c.step, c.created_at, c.source, g.n
-        FROM (SELECT ns, thread_id, max(id) AS head, count(*) AS n FROM {P}checkpoints {where}
-              GROUP BY ns, thread_id) g
-        JOIN {P}checkpoints c ON c.ns = g.ns AND c.thread_id = g.thread_id AND c.id = g.head
-        ORDER BY c.id DESC""",
     "del_cps": "DELETE FROM {P}checkpoints WHERE ns = ? AND thread_id = ?",
     "del_blobs": "DELETE FROM {P}blobs WHERE ns = ? AND thread_id = ?",
     "del_writes": "DELETE FROM {P}writes WHERE ns = ? AND thread_id = ?",
@@ -440,31 +185,58 @@ STATEMENTS: dict[str, str] = {
     "del_cp": "DELETE FROM {P}checkpoints WHERE ns = ? AND thread_id = ? AND id = ?",
     "del_blob": "DELETE FROM {P}blobs WHERE ns = ? AND thread_id = ? AND channel = ? AND id = ?",
     "reroot": "UPDATE {P}checkpoints SET parent_id = NULL WHERE ns = ? AND thread_id = ? AND id = ?",
-    # A lease is taken in one statement: insert, or take over when the holder is the same
-    # owner or its lease has expired. No row back means another owner holds it.
-    "lease": """INSERT INTO {P}leases AS l (ns, thread_id, owner, expires_at) VALUES (?, ?, ?, {now} + ?)
-        ON CONFLICT (ns, thread_id) DO UPDATE SET owner = excluded.owner, expires_at = excluded.expires_at
-        WHERE l.owner = excluded.owner OR l.expires_at <= {now}
-        RETURNING owner""",
-    "lease_holder": "SELECT owner, expires_at - {now} FROM {P}leases WHERE ns = ? AND thread_id = ?",
+    # A thread's row (see plait.checkpoint.lease): read and written whole by the backends that
+    # apply the lease rules in Python (SQLite, inside its write transaction).
+    "thread_row": """SELECT gen, owner, holder, taken_at, expires_at, held, status, updated_at FROM {P}threads
+        WHERE ns = ? AND thread_id = ?""",
+    "put_row": """INSERT INTO {P}threads (ns, thread_id, gen, owner, holder, taken_at, expires_at, held, status,
+            updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (ns, thread_id) DO UPDATE SET gen = excluded.gen, owner = excluded.owner,
+        holder = excluded.holder, taken_at = excluded.taken_at, expires_at = excluded.expires_at,
+        held = excluded.held, status = excluded.status, updated_at = excluded.updated_at""",
+    # A run's lease given back with its last commit, leaving the thread as the run left it.
+    "release": """UPDATE {P}threads SET held = 0, status = coalesce(?, status), updated_at = {clock}
+        WHERE ns = ? AND thread_id = ? AND gen = ? AND held = 1""",
+    # How a one-off write (update, fork, a commit without a run) leaves its thread.
+    "settle": """INSERT INTO {P}threads (ns, thread_id, gen, owner, holder, taken_at, expires_at, held, status,
+            updated_at) VALUES (?, ?, 0, NULL, NULL, 0, 0, 0, ?, {clock})
+        ON CONFLICT (ns, thread_id) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at""",
+    # A deleted thread keeps its row, its lease revoked: generations never restart, so a run
+    # that held the thread cannot write into a new thread of the same id.
+    "tombstone": """UPDATE {P}threads SET gen = gen + 1, owner = ?, holder = NULL, held = 0, status = 'idle',
+        updated_at = {clock} WHERE ns = ? AND thread_id = ?""",
+    # Listings: the thread rows newest first (an index scan), each with its head and its count.
+    "threads": """SELECT {clock}, t.ns, t.thread_id, t.gen, t.owner, t.holder, t.taken_at, t.expires_at, t.held,
+            t.status, t.updated_at, h.id, h.step, h.created_at, h.source,
+            (SELECT count(*) FROM {P}checkpoints n WHERE n.ns = t.ns AND n.thread_id = t.thread_id)
+        FROM {P}threads t {head_join}
+        {where}
+        ORDER BY t.updated_at DESC, t.ns DESC, t.thread_id DESC
+        LIMIT ?""",
     # Fences (see Fence): the head a fence compares with, and PostgreSQL's one-statement check.
     # ORDER BY ... LIMIT 1, not max(): PostgreSQL plans max() over a table without statistics
     # as a scan of the whole thread; this is one index lookup everywhere.
     "head_id": "SELECT id FROM {P}checkpoints WHERE ns = ? AND thread_id = ? ORDER BY id DESC LIMIT 1",
     "has_writes": "SELECT 1 FROM {P}writes WHERE ns = ? AND thread_id = ? AND checkpoint_id = ? LIMIT 1",
-    "fence": "SELECT {P}fence(?::text, ?::text, ?::text, ?::boolean, ?::text, ?::text, ?::text, ?::boolean)",
+    # PostgreSQL's functions (see plait.checkpoint._pg_schema).
+    "fence": """SELECT {P}fence(?::text, ?::text, ?::text, ?::bigint, ?::boolean, ?::text, ?::text, ?::text,
+        ?::boolean, ?::float8)""",
     "require_parent": "SELECT {P}require_parent(?::text, ?::text, ?::text)",
-    "take_lease": "SELECT {P}take_lease(?::text, ?::text, ?::text, ?::float8)",
-    "give_lease": "SELECT {P}give_lease(?::text, ?::text, ?::text)",
-    "take_lease_and_get": "SELECT * FROM {P}take_lease_and_get(?::text, ?::text, ?::text, ?::float8, ?::text)",
-    "put_checkpoint": """SELECT {P}put_checkpoint(?::text, ?::text, ?::text, ?::boolean, ?::text, ?::text, ?::text,
-        ?::boolean, ?::text, ?::text, ?::bigint, ?::float8, ?::text, ?::bytea, ?::bytea, ?::boolean)""",
-    "release": "DELETE FROM {P}leases WHERE ns = ? AND thread_id = ? AND owner = ?",
+    "take_lease": """SELECT gen, taken_at, expires_at
+        FROM {P}take_lease(?::text, ?::text, ?::text, ?::float8, ?::text, ?::bigint, ?::float8)""",
+    "renew_lease": "SELECT {P}renew_lease(?::text, ?::text, ?::bigint, ?::float8, ?::float8)",
+    "give_lease": "SELECT {P}give_lease(?::text, ?::text, ?::bigint, ?::text, ?::float8)",
+    "take_lease_and_get": """SELECT * FROM {P}take_lease_and_get(?::text, ?::text, ?::text, ?::float8, ?::text,
+        ?::bigint, ?::float8, ?::text)""",
+    "put_checkpoint": """SELECT {P}put_checkpoint(?::text, ?::text, ?::text, ?::bigint, ?::boolean, ?::text, ?::text,
+        ?::text, ?::boolean, ?::float8, ?::text, ?::text, ?::bigint, ?::float8, ?::text, ?::bytea, ?::bytea,
+        ?::boolean, ?::boolean, ?::text)""",
 }
 
 
 def joins(*, lateral: bool) -> dict[str, str]:
-    """The joins of the recursive reads (``{parent_join}``, ``{base_join}``, ``{data_join}``).
+    """The joins of the recursive reads (``{parent_join}``, ``{base_join}``, ``{data_join}``),
+    and of a listing's thread rows to their heads (``{head_join}``).
 
     Each looks up one row by its full primary key. With ``lateral`` (PostgreSQL) the lookup
     is a LATERAL subquery, which can only run as an index lookup per row: as a plain join,
@@ -478,7 +250,15 @@ def joins(*, lateral: bool) -> dict[str, str]:
         "base_join": ("", "{P}blobs", "b", "x.channel, x.base_id", blob),
         "data_join": ("LEFT ", "{P}blobs", "b", "x.base_id, x.data", blob),
     }
-    out = {}
+    out = {
+        "head_join": (
+            "JOIN LATERAL (SELECT x.id, x.step, x.created_at, x.source FROM {P}checkpoints x "
+            "WHERE x.ns = t.ns AND x.thread_id = t.thread_id ORDER BY x.id DESC LIMIT 1) h ON true"
+            if lateral
+            else "JOIN {P}checkpoints h ON h.ns = t.ns AND h.thread_id = t.thread_id AND h.id = "
+            "(SELECT max(x.id) FROM {P}checkpoints x WHERE x.ns = t.ns AND x.thread_id = t.thread_id)"
+        )
+    }
     for name, (kind, table, alias, columns, cond) in specs.items():
         if lateral:
             # LIMIT 1 (a primary-key lookup finds one row anyway) keeps the planner from

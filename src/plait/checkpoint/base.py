@@ -23,36 +23,62 @@ inside the commit's own transaction: the fencing that makes one run per thread h
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import enum
+import json
 import os
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, ClassVar, Final, Literal, NamedTuple, TypeVar
 
 from plait._sync import run_sync
+from plait.checkpoint.holder import Holder
 
 __all__ = [
     "ANY_HEAD",
+    "STATUSES",
     "AnyHead",
+    "Capabilities",
     "Checkpoint",
     "CheckpointWrite",
     "Checkpointer",
     "Fence",
     "HeadCondition",
+    "Lease",
     "PendingWrite",
+    "RestStatus",
+    "Status",
     "Task",
     "ThreadInfo",
+    "WRITE_KINDS",
     "WriteKind",
     "WritesBatch",
+    "check_listing",
+    "decode_cursor",
+    "encode_cursor",
     "fence_targets",
     "make_task",
     "new_checkpoint_id",
+    "read_or_release",
 ]
 
-WriteKind = Literal["result", "effect", "resume", "interrupt", "breakpoint"]
+T = TypeVar("T")
+
+WriteKind = Literal["result", "effect", "resume", "interrupt", "breakpoint", "error"]
+WRITE_KINDS: Final = frozenset(("result", "effect", "resume", "interrupt", "breakpoint", "error"))
+"""Every kind of pending write a store may hold; a stored write of any other kind is corrupt."""
+
+Status = Literal["idle", "busy", "interrupted", "error", "stale"]
+"""How a thread stands: ``idle`` (finished, nothing next), ``busy`` (a run holds a live
+lease on it), ``interrupted`` (waiting for input), ``error`` (a task failed; the error is
+stored), ``stale`` (unfinished work and no live run: it needs a resume)."""
+RestStatus = Literal["idle", "interrupted", "error", "stale"]
+"""How a thread stands when no run holds it."""
+STATUSES: Final[tuple[Status, ...]] = ("idle", "busy", "interrupted", "error", "stale")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,7 +134,12 @@ class PendingWrite:
       * ``effect``: the recorded result of ``ctx.once(key, fn)``.
       * ``resume``: ``value`` is the list of resume values given to the task's interrupts.
       * ``interrupt``: the task paused; ``value`` is :meth:`plait.types.Interrupt.to_json`.
-      * ``breakpoint``: an ``interrupt_before`` pause was taken (task id ``""``).
+      * ``breakpoint``: an ``interrupt_before`` pause was taken (task id ``""``; key
+        ``"after"`` for an ``interrupt_after`` pause).
+      * ``error``: the task failed (task id ``""`` for a failure of the step itself, such as
+        a merge); ``value`` is ``{"node", "step", "type", "message", "traceback"}``. Never
+        read by a resume, which runs the task again; kept so the thread can say why it
+        stopped.
     """
 
     task_id: str
@@ -203,9 +234,12 @@ class Fence:
 
     A commit with a fence is refused as a whole, writing nothing:
 
-    * with :class:`~plait.errors.ThreadBusyError` when any thread it touches (through its
-      checkpoints or its writes) has an unexpired lease held by another owner than
-      ``owner``; a lease held by ``owner``, an expired one, or none at all lets it through;
+    * with :class:`~plait.errors.LeaseLostError` when ``token`` is given and, on a thread it
+      touches (through its checkpoints or its writes), the lease of that generation is no
+      longer the current one or was given back;
+    * with :class:`~plait.errors.ThreadBusyError` when ``token`` is None and a thread it
+      touches has a live lease (held and unexpired); an expired lease is revoked by the
+      commit, so that the stalled run that held it can never write after it;
     * with :class:`~plait.errors.ConcurrentUpdateError` when ``expect_head`` is given and
       the thread of the commit's first checkpoint does not have that head (its newest
       checkpoint id; ``None``: the thread must have no checkpoint yet), or when
@@ -215,6 +249,11 @@ class Fence:
     owner: str
     """The lease owner the commit acts for: a run's owner, or for a one-off write a fresh
     name that no lease holds, so that any unexpired lease refuses it."""
+    token: int | None = None
+    """The generation of the lease the commit is made under (a run's commits): refused with
+    :class:`~plait.errors.LeaseLostError` unless that lease is still the thread's current one
+    and held, expired or not. None for a one-off write, which holds no lease: then any live
+    lease refuses it, and an expired one is revoked by it."""
     expect_head: str | AnyHead | None = ANY_HEAD
     """The head the commit was built on (None: an empty thread); not checked by default."""
     expect_no_writes: bool = False
@@ -223,47 +262,124 @@ class Fence:
     read: another process may have committed pending writes on that head since (a run that
     then crashed), which the commit would otherwise silently drop."""
     release: bool = False
-    """Give ``owner``'s lease on the threads the commit touches back in the same transaction,
-    once the commit is written: a run's last commit, which then needs no release of its own
-    (a round trip fewer per run). Only sent to a backend whose
-    :attr:`Checkpointer.releases_with_commit` is True; a refused commit releases nothing."""
+    """Give the lease of generation ``token`` back in the same transaction, once the commit is
+    written: a run's last commit, which then needs no release of its own (a round trip fewer
+    per run). A refused commit releases nothing."""
+    status: RestStatus | None = None
+    """With ``release``: how the run leaves the thread (None: as it was)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.owner, str):
             raise TypeError(f"Fence.owner must be a str, not {type(self.owner).__name__}")
+        if self.release and self.token is None:
+            raise ValueError("Fence.release gives back the lease of Fence.token: a release needs a token")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Lease:
+    """A lease a run holds on a thread: what every write made under it carries."""
+
+    thread_id: str
+    namespace: str = ""
+    owner: str
+    """Who took it, for people: a run's owner names its host, pid and run id."""
+    token: int
+    """The lease's generation: greater than every earlier lease's on this thread."""
+    taken_at: float
+    """When it was taken (unix seconds, on the store's clock)."""
+    expires_at: float
+    """When it ends unless renewed (unix seconds, on the store's clock)."""
+    holder: Holder | None = None
+    """The process that took it (None when the store does not know)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ThreadInfo:
-    """A thread as listed by :meth:`Checkpointer.list_threads`."""
+    """A thread as listed by :meth:`Checkpointer.alist_threads`."""
 
     thread_id: str
     namespace: str
+    status: Status
+    """How the thread stands (see :data:`Status`)."""
     head_id: str
     """The id of the thread's newest checkpoint."""
     step: int
     created_at: float
     """When the head was written (unix seconds)."""
+    updated_at: float
+    """When the thread last came to rest or was taken by a run (unix seconds): lists are
+    ordered by it, newest first."""
     source: str
     """The head's metadata ``source``."""
     checkpoints: int
     """How many checkpoints the thread has."""
+    lease: Lease | None = None
+    """The lease held on the thread, if any (expired or not)."""
+
+    @property
+    def cursor(self) -> str:
+        """Where a listing that ended with this thread goes on: pass it as ``before=``."""
+        return encode_cursor(self.updated_at, self.namespace, self.thread_id)
+
+
+def encode_cursor(updated_at: float, namespace: str, thread_id: str) -> str:
+    """An opaque, URL-safe cursor for :attr:`ThreadInfo.cursor`."""
+    raw = json.dumps([updated_at, namespace, thread_id], ensure_ascii=False).encode("utf-8", "surrogatepass")
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[float, str, str]:
+    """The ``(updated_at, namespace, thread_id)`` of a cursor.
+
+    Raises:
+        ValueError: not a cursor that :attr:`ThreadInfo.cursor` made.
+    """
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        updated_at, namespace, thread_id = json.loads(raw.decode("utf-8", "surrogatepass"))
+        if isinstance(updated_at, bool) or not isinstance(updated_at, int | float):
+            raise TypeError("not a time")
+        if not isinstance(namespace, str) or not isinstance(thread_id, str):
+            raise TypeError("not names")
+    except (ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"before={cursor!r} is not a thread cursor: pass the .cursor of a listed thread") from exc
+    return float(updated_at), namespace, thread_id
+
+
+def check_listing(status: Status | None, limit: int | None) -> None:
+    """Refuse a ``status`` or ``limit`` that :meth:`Checkpointer.alist_threads` cannot take."""
+    if status is not None and status not in STATUSES:
+        raise ValueError(f"status={status!r} is not a thread status; use one of {', '.join(STATUSES)}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit={limit!r}: give a positive number of threads, or None for all")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Capabilities:
+    """What a backend can do beyond the protocol, declared instead of guessed: the engine
+    and the tools look here, never at a backend's class."""
+
+    any_loop: bool = False
+    """Its async methods may be called from any event loop and any thread (its I/O runs on
+    threads of its own, or needs none). A run on it renews its lease from a plain thread,
+    so that a node blocking the loop cannot starve the renewal; on other backends a task on
+    the run's own loop renews it, and lone sync nodes then run in worker threads."""
 
 
 class Checkpointer(ABC):
-    """Where checkpoints live. One implementation per backend; async, one ``commit`` path.
+    """Where checkpoints live. One implementation per backend; async, one ``commit`` path,
+    with a sync twin of every method (``get`` for ``aget``, ...), as the graph API has.
 
     Implementations must make every ``commit`` atomic (all its checkpoints and writes, or
     none), keep every committed checkpoint readable after a crash at any instruction, and
     never run code while loading (JSON data only). Thread ids and metadata are data, never
-    parts of a path or of SQL text.
+    parts of a path or of SQL text. :func:`plait.testing.check_checkpointer` is the contract.
     """
 
+    capabilities: ClassVar[Capabilities] = Capabilities()
     lease_ttl: float = 30.0
-    """Seconds a run's lease on a thread lasts unless renewed."""
-    releases_with_commit: bool = False
-    """Whether :meth:`commit` honours :attr:`Fence.release`. False by default, so that a
-    backend written before it existed keeps its leases released by :meth:`release_lease`."""
+    """Seconds a run's lease on a thread lasts unless renewed (every backend takes it as a
+    constructor argument)."""
 
     async def asetup(self) -> None:  # noqa: B027 - optional hook
         """Create or migrate storage. Safe to call more than once."""
@@ -292,9 +408,12 @@ class Checkpointer(ABC):
         Checkpoints are applied in order (a later one may have an earlier one as parent);
         pending writes replace any saved with the same ``(task_id, kind, key)``. With a
         ``fence``, its conditions are checked in the same transaction (see :class:`Fence`).
+        A commit that is not a run's step (no fence, or a fence without a token) also sets
+        how each thread it touches stands at rest (see :mod:`plait.checkpoint.lease`).
 
         Raises:
-            ThreadBusyError: the fence found another owner's unexpired lease.
+            LeaseLostError: the fence's lease is no longer the thread's current one.
+            ThreadBusyError: a one-off write found a live lease.
             ConcurrentUpdateError: the fence found another head than it expected.
         """
 
@@ -318,12 +437,43 @@ class Checkpointer(ABC):
         value, at most ``limit``. Pending writes are not included."""
 
     @abstractmethod
-    async def alist_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
-        """Every thread (of ``namespace``, or of all namespaces), newest head first."""
+    async def alist_threads(
+        self,
+        *,
+        namespace: str | None = None,
+        status: Status | None = None,
+        limit: int | None = None,
+        before: str | None = None,
+    ) -> list[ThreadInfo]:
+        """Threads that have a checkpoint (of ``namespace``, or of all namespaces), most
+        recently active first (:attr:`ThreadInfo.updated_at`), filtered by ``status`` and
+        paged in the store: at most ``limit``, starting after the thread whose
+        :attr:`ThreadInfo.cursor` is ``before``.
+
+        A holder that died on this machine less than a lease's life ago is still ``busy``
+        to the store's filter; the listed :attr:`ThreadInfo.status` then says ``stale``.
+
+        Raises:
+            ValueError: an unknown status, a limit below 1, or a ``before`` that is not a cursor.
+        """
+
+    async def aget_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:
+        """How one thread stands (its status, head and lease); None when it has no checkpoint.
+
+        This default scans the listing; backends look the thread up directly.
+        """
+        for info in await self.alist_threads(namespace=namespace):
+            if info.thread_id == thread_id:
+                return info
+        return None
 
     @abstractmethod
     async def adelete_thread(self, thread_id: str, *, namespace: str = "") -> None:
-        """Remove a thread and everything stored for it (no error if it does not exist)."""
+        """Remove a thread and everything stored for it (no error if it does not exist).
+
+        A run holding the thread's lease loses it: its next write raises
+        :class:`~plait.errors.LeaseLostError` instead of bringing the thread back.
+        """
 
     @abstractmethod
     async def aprune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
@@ -331,16 +481,31 @@ class Checkpointer(ABC):
         head's lineage and everything they need; returns how many were dropped."""
 
     @abstractmethod
-    async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
-        """Take (or renew, for the same owner) the thread's run lease.
+    async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> Lease:
+        """Take the thread's run lease for ``owner``: a new generation, held by this process.
+
+        Taken when no lease is held, when the held one expired, or when its holder is
+        provably dead (on this machine: see :class:`~plait.checkpoint.holder.Holder`).
 
         Raises:
-            ThreadBusyError: another owner holds an unexpired lease.
+            ThreadBusyError: a live lease is held (by whom, whether that process is alive
+                on this machine, and when its lease ends).
         """
 
     @abstractmethod
-    async def arelease_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
-        """Give the lease back if ``owner`` holds it."""
+    async def arenew_lease(self, lease: Lease, *, ttl: float | None = None) -> Lease:
+        """Extend ``lease`` by ``ttl`` (default :attr:`lease_ttl`) from now; never takes a
+        lost lease back.
+
+        Raises:
+            LeaseLostError: the lease is no longer the thread's current one (taken over,
+                given back, revoked), whether or not it expired.
+        """
+
+    @abstractmethod
+    async def arelease_lease(self, lease: Lease, *, status: RestStatus | None = None) -> None:
+        """Give ``lease`` back, leaving the thread ``status`` (None: as it was); nothing
+        happens when it is no longer the thread's current lease."""
 
     async def atake_lease_and_get(
         self,
@@ -350,19 +515,21 @@ class Checkpointer(ABC):
         *,
         namespace: str = "",
         ttl: float | None = None,
-    ) -> Checkpoint | None:
+    ) -> tuple[Lease, Checkpoint | None]:
         """Take the thread's lease for ``owner``, then read the checkpoint a run starts from
-        (as :meth:`get`): what a run does first.
+        (as :meth:`aget`): what a run does first.
 
         The read must see every commit made before the lease was taken (the previous
         owner's last one included). This default makes the two calls; a backend may do both
         in one round trip.
 
+        A read that fails gives the lease back before the error is raised.
+
         Raises:
-            ThreadBusyError: another owner holds an unexpired lease (nothing is read).
+            ThreadBusyError: a live lease is held (nothing is read).
         """
-        await self.atake_lease(thread_id, owner, namespace=namespace, ttl=ttl)
-        return await self.aget(thread_id, checkpoint_id, namespace=namespace)
+        lease = await self.atake_lease(thread_id, owner, namespace=namespace, ttl=ttl)
+        return lease, await read_or_release(self, lease, self.aget(thread_id, checkpoint_id, namespace=namespace))
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections and files."""
@@ -399,9 +566,20 @@ class Checkpointer(ABC):
         """Sync :meth:`ahistory`."""
         return run_sync(self.ahistory(thread_id, namespace=namespace, limit=limit, before=before, filter=filter))
 
-    def list_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
+    def list_threads(
+        self,
+        *,
+        namespace: str | None = None,
+        status: Status | None = None,
+        limit: int | None = None,
+        before: str | None = None,
+    ) -> list[ThreadInfo]:
         """Sync :meth:`alist_threads`."""
-        return run_sync(self.alist_threads(namespace=namespace))
+        return run_sync(self.alist_threads(namespace=namespace, status=status, limit=limit, before=before))
+
+    def get_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:
+        """Sync :meth:`aget_thread`."""
+        return run_sync(self.aget_thread(thread_id, namespace=namespace))
 
     def delete_thread(self, thread_id: str, *, namespace: str = "") -> None:
         """Sync :meth:`adelete_thread`."""
@@ -411,13 +589,17 @@ class Checkpointer(ABC):
         """Sync :meth:`aprune`."""
         return run_sync(self.aprune(thread_id, keep_last=keep_last, namespace=namespace))
 
-    def take_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
+    def take_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> Lease:
         """Sync :meth:`atake_lease`."""
-        run_sync(self.atake_lease(thread_id, owner, namespace=namespace, ttl=ttl))
+        return run_sync(self.atake_lease(thread_id, owner, namespace=namespace, ttl=ttl))
 
-    def release_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
+    def renew_lease(self, lease: Lease, *, ttl: float | None = None) -> Lease:
+        """Sync :meth:`arenew_lease`."""
+        return run_sync(self.arenew_lease(lease, ttl=ttl))
+
+    def release_lease(self, lease: Lease, *, status: RestStatus | None = None) -> None:
         """Sync :meth:`arelease_lease`."""
-        run_sync(self.arelease_lease(thread_id, owner, namespace=namespace))
+        run_sync(self.arelease_lease(lease, status=status))
 
     def take_lease_and_get(
         self,
@@ -427,13 +609,24 @@ class Checkpointer(ABC):
         *,
         namespace: str = "",
         ttl: float | None = None,
-    ) -> Checkpoint | None:
+    ) -> tuple[Lease, Checkpoint | None]:
         """Sync :meth:`atake_lease_and_get`."""
         return run_sync(self.atake_lease_and_get(thread_id, owner, checkpoint_id, namespace=namespace, ttl=ttl))
 
     def close(self) -> None:
         """Sync :meth:`aclose`."""
         run_sync(self.aclose())
+
+
+async def read_or_release(saver: Checkpointer, lease: Lease, read: Awaitable[T]) -> T:
+    """``await read``, giving ``lease`` back when it fails: a run that cannot read the
+    checkpoint it would start from does not start, and must not leave its thread leased."""
+    try:
+        return await read
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await saver.arelease_lease(lease)
+        raise
 
 
 def fence_targets(

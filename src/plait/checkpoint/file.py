@@ -49,14 +49,16 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
 from plait.checkpoint import delta
-from plait.checkpoint._common import check_filter, keep_set, walk_lineage
+from plait.checkpoint import lease as rules
+from plait.checkpoint._common import check_filter, keep_set, page_threads, walk_lineage
 from plait.checkpoint._file_format import FORMAT as FORMAT  # noqa: PLC0414 - re-exported, as before the split
 from plait.checkpoint._file_format import (
     Corrupt,
@@ -74,19 +76,31 @@ from plait.checkpoint._file_format import (
 )
 from plait.checkpoint._file_format import file_stem as file_stem  # noqa: PLC0414 - re-exported, tests use it
 from plait.checkpoint.base import (
+    Capabilities,
     Checkpoint,
     Checkpointer,
     CheckpointWrite,
     Fence,
+    Lease,
+    RestStatus,
+    Status,
     ThreadInfo,
     WritesBatch,
+    check_listing,
     fence_targets,
 )
-from plait.errors import CheckpointCorruptError, ConcurrentUpdateError, StoreVersionError, ThreadBusyError
+from plait.checkpoint.holder import Holder
+from plait.errors import CheckpointCorruptError, ConcurrentUpdateError, StoreVersionError
 
 __all__ = ["FileCheckpointer"]
 
 log = logging.getLogger("plait.checkpoint.file")
+
+T = TypeVar("T")
+
+_LEASE_ROOM = 1024
+"""Bytes a lease file is padded to: later writes overwrite blocks the file already has, so
+giving a lease back works on a full disk."""
 
 
 class FileCheckpointer(Checkpointer):
@@ -94,9 +108,18 @@ class FileCheckpointer(Checkpointer):
 
     Args:
         folder: where the files live; created by :meth:`setup` if missing.
+        lease_ttl: seconds a run's lease lasts unless renewed.
+        clock: the lease clock (unix seconds, shared by every process using the folder);
+            tests pass one they advance by hand.
     """
 
-    def __init__(self, folder: str | os.PathLike[str]) -> None:
+    capabilities = Capabilities(any_loop=True)
+
+    def __init__(
+        self, folder: str | os.PathLike[str], *, lease_ttl: float = 30.0, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.lease_ttl = lease_ttl
+        self.clock = clock
         self.folder = Path(folder)
         self._lock = threading.RLock()
         self._states: dict[Path, State] = {}
@@ -136,23 +159,87 @@ class FileCheckpointer(Checkpointer):
         check_filter(filter)
         return await asyncio.to_thread(self._history, (namespace, thread_id), limit, before, filter)
 
-    async def alist_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
-        return await asyncio.to_thread(self._list_threads, namespace)
+    async def alist_threads(
+        self,
+        *,
+        namespace: str | None = None,
+        status: Status | None = None,
+        limit: int | None = None,
+        before: str | None = None,
+    ) -> list[ThreadInfo]:
+        check_listing(status, limit)
+        infos = await asyncio.to_thread(self._list_threads, namespace)
+        return page_threads(infos, status=status, limit=limit, before=before)
+
+    async def aget_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:
+        return await asyncio.to_thread(self._thread, (namespace, thread_id))
 
     async def adelete_thread(self, thread_id: str, *, namespace: str = "") -> None:
         await asyncio.to_thread(self._delete, (namespace, thread_id))
+
+        await asyncio.to_thread(self._revoke, (namespace, thread_id))
+
+    def _revoke(self, key: Key) -> None:
+        """After a delete: a thread that ever had a lease keeps its lease file, the lease
+        revoked (generations never restart, so a run that held it cannot write into a new
+        thread of the same id); one that never had a lease leaves no file."""
+        path = self._path(key, ".lease")
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            row = _read_row(fd)
+            if row is None or row.gen == 0:
+                path.unlink()
+            else:
+                now = self.clock()
+                _write_row(
+                    fd, key, replace(row, gen=row.gen + 1, owner="delete", holder=None, held=False, updated_at=now)
+                )
+        finally:
+            os.close(fd)
 
     async def aprune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
         if keep_last < 1:
             raise ValueError("prune(keep_last=...) must keep at least 1 checkpoint")
         return await asyncio.to_thread(self._prune, (namespace, thread_id), keep_last)
 
-    async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
-        ttl = self.lease_ttl if ttl is None else ttl
-        await asyncio.to_thread(self._lease, (namespace, thread_id), owner, ttl)
+    async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> Lease:
+        seconds = self.lease_ttl if ttl is None else ttl
+        key = (namespace, thread_id)
 
-    async def arelease_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
-        await asyncio.to_thread(self._lease, (namespace, thread_id), owner, None)
+        def take(row: rules.LeaseRow | None, now: float) -> tuple[rules.LeaseRow, Lease]:
+            new = rules.take(
+                row,
+                thread_id=thread_id,
+                namespace=namespace,
+                owner=owner,
+                ttl=seconds,
+                now=now,
+                holder=Holder.current(),
+            )
+            lease = new.lease(thread_id, namespace)
+            assert lease is not None
+            return new, lease
+
+        return await asyncio.to_thread(self._lease_op, key, take)
+
+    async def arenew_lease(self, lease: Lease, *, ttl: float | None = None) -> Lease:
+        seconds = self.lease_ttl if ttl is None else ttl
+
+        def renew(row: rules.LeaseRow | None, now: float) -> tuple[rules.LeaseRow, Lease]:
+            new = rules.renew(row, lease, ttl=seconds, now=now)
+            return new, replace(lease, expires_at=new.expires_at)
+
+        return await asyncio.to_thread(self._lease_op, (lease.namespace, lease.thread_id), renew)
+
+    async def arelease_lease(self, lease: Lease, *, status: RestStatus | None = None) -> None:
+        def release(row: rules.LeaseRow | None, now: float) -> tuple[rules.LeaseRow | None, None]:
+            return rules.release(row, lease.token, status=status, now=now), None
+
+        await asyncio.to_thread(self._lease_op, (lease.namespace, lease.thread_id), release)
 
     async def aclose(self) -> None:
         with self._lock:
@@ -276,6 +363,7 @@ class FileCheckpointer(Checkpointer):
 
     def _list_threads(self, namespace: str | None) -> list[ThreadInfo]:
         infos = []
+        now = self.clock()
         with self._lock:
             try:
                 entries = sorted(p for p in self.folder.iterdir() if p.suffix == ".jsonl")
@@ -294,20 +382,34 @@ class FileCheckpointer(Checkpointer):
                     continue
                 if namespace is not None and state.key[0] != namespace:
                     continue
-                head = state.records[max(state.records)]
-                infos.append(
-                    ThreadInfo(
-                        thread_id=state.key[1],
-                        namespace=state.key[0],
-                        head_id=head.id,
-                        step=head.step,
-                        created_at=head.created_at,
-                        source=str(head.metadata.get("source", "")),
-                        checkpoints=len(state.records),
-                    )
-                )
-        infos.sort(key=lambda t: t.head_id, reverse=True)
+                infos.append(self._info(state.key, state, now))
+        infos.sort(key=lambda t: (t.updated_at, t.namespace, t.thread_id), reverse=True)
         return infos
+
+    def _thread(self, key: Key) -> ThreadInfo | None:
+        with self._lock:
+            state, _ = self._read(key)
+            if state is None or not state.records:
+                return None
+            return self._info(key, state, self.clock())
+
+    def _info(self, key: Key, state: State, now: float) -> ThreadInfo:
+        head = state.records[max(state.records)]
+        row = self._peek_row(key)
+        pending = state.writes.get(head.id)
+        fallback = rules.rest_status(head.next_tasks, pending.values() if pending else ())
+        return ThreadInfo(
+            thread_id=key[1],
+            namespace=key[0],
+            status=rules.shown_status(row, now, fallback),
+            head_id=head.id,
+            step=head.step,
+            created_at=head.created_at,
+            updated_at=row.updated_at if row is not None and row.updated_at else head.created_at,
+            source=str(head.metadata.get("source", "")),
+            checkpoints=len(state.records),
+            lease=row.lease(key[1], key[0]) if row is not None else None,
+        )
 
     # -- writing ----------------------------------------------------------------------
 
@@ -370,9 +472,11 @@ class FileCheckpointer(Checkpointer):
                 handle = stack.enter_context(self._locked(key, create=True))
                 assert handle is not None
                 opened[key] = handle
+            rows = self._lock_rows(stack, order)
+            now = self.clock()
             if fence is not None:
                 try:
-                    self._check_fence(stack, order, fence, checkpoints, opened)
+                    self._check_fence(rows, order, fence, checkpoints, opened, now)
                 except BaseException:
                     self._forget_created(order, opened)
                     raise
@@ -390,6 +494,77 @@ class FileCheckpointer(Checkpointer):
                 self._written.update(lines[key][1])
             if len(self._written) > 1024:
                 self._written.clear()
+            self._after_commit(rows, order, fence, checkpoints, writes, now)
+
+    def _lock_rows(
+        self, stack: contextlib.ExitStack, order: Sequence[Key]
+    ) -> dict[Key, tuple[int, rules.LeaseRow | None]]:
+        """Open and lock the lease file of every thread of a commit, while its thread files
+        are locked; they stay locked until the commit is written (the ``stack`` releases them
+        with the thread files), so a lease cannot be taken between a fence's check and the
+        write. Lease changes lock only the lease file, so waiting for it while holding
+        thread files cannot deadlock."""
+        rows: dict[Key, tuple[int, rules.LeaseRow | None]] = {}
+        for key in order:
+            path = self._path(key, ".lease")
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+                created = True
+            except FileExistsError:
+                fd = os.open(path, os.O_RDWR)
+                created = False
+            stack.callback(os.close, fd)  # closing releases the flock
+            if created:  # gone again (before the close above) if the commit records nothing in it
+                stack.callback(_unlink_if_empty, path, fd)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            rows[key] = (fd, _read_row(fd))
+        return rows
+
+    def _after_commit(
+        self,
+        rows: Mapping[Key, tuple[int, rules.LeaseRow | None]],
+        order: Sequence[Key],
+        fence: Fence | None,
+        checkpoints: Sequence[CheckpointWrite],
+        writes: Sequence[WritesBatch],
+        now: float,
+    ) -> None:
+        """The thread rows a written commit changes: a run's last commit gives its lease
+        back; a one-off write records how it leaves its threads (see :mod:`plait.checkpoint.lease`)."""
+        if fence is not None and fence.release and fence.token is not None:
+            for key in order:
+                fd, row = rows[key]
+                released = rules.release(row, fence.token, status=fence.status, now=now)
+                if released is not None:
+                    _write_row(fd, key, released)
+        elif fence is None or fence.token is None:
+            for key, status in rules.settled(checkpoints, writes).items():
+                fd, row = rows[key]
+                _write_row(fd, key, replace(row or rules.LeaseRow(), status=status, updated_at=now))
+
+    def _lease_op(self, key: Key, fn: Callable[[rules.LeaseRow | None, float], tuple[rules.LeaseRow | None, T]]) -> T:
+        """Read the thread's lease row under an flock on its lease file, apply ``fn`` (which
+        raises to refuse), and write the row it returns (None: unchanged)."""
+        fd = os.open(self._path(key, ".lease"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            row, result = fn(_read_row(fd), self.clock())
+            if row is not None:
+                _write_row(fd, key, row)
+            return result
+        finally:
+            os.close(fd)
+
+    def _peek_row(self, key: Key) -> rules.LeaseRow | None:
+        """The thread's lease row, read without a lock (for listings)."""
+        try:
+            fd = os.open(self._path(key, ".lease"), os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            return _read_row(fd)
+        finally:
+            os.close(fd)
 
     def _forget_created(self, order: Sequence[Key], opened: Mapping[Key, tuple[int, State, bool]]) -> None:
         """Leave no empty file behind for a thread a refused or failed commit created."""
@@ -400,33 +575,27 @@ class FileCheckpointer(Checkpointer):
 
     def _check_fence(
         self,
-        stack: contextlib.ExitStack,
+        rows: dict[Key, tuple[int, rules.LeaseRow | None]],
         order: Sequence[Key],
         fence: Fence,
         checkpoints: Sequence[CheckpointWrite],
         opened: Mapping[Key, tuple[int, State, bool]],
+        now: float,
     ) -> None:
-        """Check ``fence`` while every thread file of the commit is locked.
-
-        The lease files are locked too, and stay locked until the commit is written (the
-        ``stack`` releases them with the thread files), so a lease cannot be taken between
-        the check and the write; lease changes lock only the lease file, so waiting for it
-        while holding thread files cannot deadlock.
+        """Check ``fence`` while every thread file and lease file of the commit is locked.
 
         Raises:
-            ThreadBusyError: another owner holds an unexpired lease on a thread of the commit.
+            LeaseLostError: the run's lease is no longer the thread's current one.
+            ThreadBusyError: a one-off write found a live lease on a thread of the commit.
             ConcurrentUpdateError: the head is not the one the fence expects.
         """
-        threads, head = fence_targets(checkpoints, [], fence)
-        del threads  # the commit's threads are ``order``: writes included
-        now = time.time()
+        _, head = fence_targets(checkpoints, [], fence)  # the commit's threads are ``order``: writes included
         for key in order:
-            fd = os.open(self._path(key, ".lease"), os.O_RDWR | os.O_CREAT, 0o644)
-            stack.callback(os.close, fd)  # closing releases the flock
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            held = _read_lease(fd)
-            if held is not None and held[0] != fence.owner and held[1] > now:
-                raise ThreadBusyError(key[1], held[0], held[1] - now)
+            fd, row = rows[key]
+            changed = rules.check_fence(row, fence, thread_id=key[1], namespace=key[0], now=now)
+            if changed is not None:  # a revoked lease: stored now, the commit goes on under the lock
+                _write_row(fd, key, changed)
+                rows[key] = (fd, changed)
         if head is not None:
             state = opened[(head.namespace, head.thread_id)][1]
             found = max(state.records) if state.records else None
@@ -522,39 +691,56 @@ class FileCheckpointer(Checkpointer):
             self._written.pop(key, None)
             return dropped
 
-    # -- leases -----------------------------------------------------------------------
 
-    def _lease(self, key: Key, owner: str, ttl: float | None) -> None:
-        """Acquire (ttl given) or release (ttl None) under an flock on the lease file.
+def _read_row(fd: int) -> rules.LeaseRow | None:
+    """The thread row stored in a lease file; None when it is empty or unreadable (a lease
+    is run coordination: a damaged one counts as none)."""
+    raw = os.pread(fd, 1 << 20, 0).strip()
+    if not raw:
+        return None
+    try:
+        data = orjson.loads(raw)
+        status = data.get("s", "idle")
+        return rules.LeaseRow(
+            gen=int(data["g"]),
+            owner=data.get("o"),
+            holder=Holder.from_json(data.get("h")),
+            taken_at=float(data.get("ta", 0.0)),
+            expires_at=float(data["e"]),
+            held=bool(data["held"]),
+            status=status if status in ("idle", "interrupted", "error", "stale") else "stale",
+            updated_at=float(data.get("u", 0.0)),
+        )
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+        return None
 
-        Expiry is wall-clock time, so it holds across processes on one machine."""
-        fd = os.open(self._path(key, ".lease"), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            held = _read_lease(fd)
-            now = time.time()
-            if ttl is None:
-                if held is not None and held[0] == owner:
-                    os.ftruncate(fd, 0)
-                return
-            if held is not None and held[0] != owner and held[1] > now:
-                raise ThreadBusyError(key[1], held[0], held[1] - now)
-            body = orjson.dumps({"o": owner, "e": now + ttl, "ns": key[0], "t": key[1]})
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, body, 0)
-        finally:
-            os.close(fd)
+
+def _write_row(fd: int, key: Key, row: rules.LeaseRow) -> None:
+    """Store a thread row in its lease file, in place: padded so that the file never shrinks
+    and a later write reuses its blocks (a lease given back on a full disk)."""
+    body = orjson.dumps(
+        {
+            "g": row.gen,
+            "o": row.owner,
+            "h": row.holder.to_json() if row.holder is not None else None,
+            "ta": row.taken_at,
+            "e": row.expires_at,
+            "held": row.held,
+            "s": row.status,
+            "u": row.updated_at,
+            "ns": key[0],
+            "t": key[1],
+        }
+    )
+    size = max(_LEASE_ROOM, os.fstat(fd).st_size, len(body))
+    os.pwrite(fd, body.ljust(size), 0)
 
 
-def _read_lease(fd: int) -> tuple[str, float] | None:
-    """The ``(owner, expiry)`` stored in a lease file; None when it is empty or unreadable
-    (a lease is run coordination: a damaged one counts as no lease)."""
-    raw = os.pread(fd, 1 << 20, 0)
-    with contextlib.suppress(orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-        data = orjson.loads(raw) if raw else None
-        if data is not None:
-            return (str(data["o"]), float(data["e"]))
-    return None
+def _unlink_if_empty(path: Path, fd: int) -> None:
+    """Remove a lease file a failed commit created and left empty."""
+    with contextlib.suppress(OSError):
+        if os.fstat(fd).st_size == 0:
+            path.unlink()
 
 
 def _write_all(fd: int, data: bytes) -> None:

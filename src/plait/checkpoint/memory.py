@@ -8,22 +8,29 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from plait.checkpoint._common import check_filter, keep_set, walk_lineage
+from plait.checkpoint import lease as rules
+from plait.checkpoint._common import check_filter, keep_set, page_threads, walk_lineage
 from plait.checkpoint.base import (
+    Capabilities,
     Checkpoint,
     Checkpointer,
     CheckpointWrite,
     Fence,
+    Lease,
     PendingWrite,
+    RestStatus,
+    Status,
     ThreadInfo,
     WritesBatch,
+    check_listing,
     fence_targets,
 )
-from plait.errors import ConcurrentUpdateError, ThreadBusyError
+from plait.checkpoint.holder import Holder
+from plait.errors import ConcurrentUpdateError
 
 __all__ = ["MemoryCheckpointer"]
 
@@ -31,17 +38,25 @@ _Thread = tuple[str, str]  # (namespace, thread_id)
 
 
 class MemoryCheckpointer(Checkpointer):
-    """Keeps every thread in dictionaries; fast, and gone when the process exits."""
+    """Keeps every thread in dictionaries; fast, and gone when the process exits.
 
-    releases_with_commit = True
+    Args:
+        lease_ttl: seconds a run's lease lasts unless renewed.
+        clock: the lease clock (unix seconds); tests pass one they advance by hand.
+    """
 
-    def __init__(self) -> None:
+    capabilities = Capabilities(any_loop=True)
+
+    def __init__(self, *, lease_ttl: float = 30.0, clock: Callable[[], float] = time.time) -> None:
+        self.lease_ttl = lease_ttl
+        self.clock = clock
         self._checkpoints: dict[_Thread, dict[str, Checkpoint]] = {}
         self._writes: dict[tuple[str, str, str], dict[tuple[str, str, str], PendingWrite]] = {}
         self._heads: dict[_Thread, str] = {}
         """Each thread's newest checkpoint id, kept on commit so that reading or checking a
         head does not scan the thread (see :meth:`_head`)."""
-        self._leases: dict[_Thread, tuple[str, float]] = {}
+        self._rows: dict[_Thread, rules.LeaseRow] = {}
+        """Each thread's lease and status at rest (see :mod:`plait.checkpoint.lease`)."""
         self._lease_lock = threading.Lock()  # leases are also renewed from a plain thread
 
     async def acommit(
@@ -55,27 +70,44 @@ class MemoryCheckpointer(Checkpointer):
         # lease lock makes it atomic with lease changes from other threads (the renewer) and
         # with commits from other event loops, so a fence's check and the write are one step.
         with self._lease_lock:
+            now = self.clock()
+            rows: dict[_Thread, rules.LeaseRow] = {}
             if fence is not None:
-                self._check_fence(checkpoints, writes, fence)
+                rows = self._check_fence(checkpoints, writes, fence, now)
             self._store(checkpoints, writes)
-            if fence is not None and fence.release:
+            self._rows.update(rows)
+            if fence is None or fence.token is None:
+                self._settle(checkpoints, writes, now)
+            elif fence.release:
                 for key in fence_targets(checkpoints, writes, fence)[0]:
-                    self._drop_lease(key, fence.owner)
+                    released = rules.release(self._rows.get(key), fence.token, status=fence.status, now=now)
+                    if released is not None:
+                        self._rows[key] = released
 
-    def _check_fence(self, checkpoints: Sequence[CheckpointWrite], writes: Sequence[WritesBatch], fence: Fence) -> None:
-        """Raise when ``fence`` refuses the commit; the caller holds the lease lock."""
+    def _check_fence(
+        self, checkpoints: Sequence[CheckpointWrite], writes: Sequence[WritesBatch], fence: Fence, now: float
+    ) -> dict[_Thread, rules.LeaseRow]:
+        """Raise when ``fence`` refuses the commit; the caller holds the lease lock. Returns
+        the rows the commit changes (leases it revokes)."""
         threads, head = fence_targets(checkpoints, writes, fence)
-        now = time.monotonic()
+        changed: dict[_Thread, rules.LeaseRow] = {}
         for key in threads:
-            held = self._leases.get(key)
-            if held is not None and held[0] != fence.owner and held[1] > now:
-                raise ThreadBusyError(key[1], held[0], held[1] - now)
+            row = rules.check_fence(self._rows.get(key), fence, thread_id=key[1], namespace=key[0], now=now)
+            if row is not None:
+                changed[key] = row
         if head is not None:
             found = self._head((head.namespace, head.thread_id))
             if not head.holds(found):
                 raise ConcurrentUpdateError(head.thread_id, head.expected, found)
             if head.needs_quiet(found) and self._writes.get((head.namespace, head.thread_id, str(found))):
                 raise ConcurrentUpdateError(head.thread_id, head.expected, found, pending_writes=True)
+        return changed
+
+    def _settle(self, checkpoints: Sequence[CheckpointWrite], writes: Sequence[WritesBatch], now: float) -> None:
+        """Record how a one-off write leaves each thread it touches (a run's steps do not)."""
+        for key, status in rules.settled(checkpoints, writes).items():
+            row = self._rows.get(key) or rules.LeaseRow()
+            self._rows[key] = replace(row, status=status, updated_at=now)
 
     def _store(self, checkpoints: Sequence[CheckpointWrite], writes: Sequence[WritesBatch]) -> None:
         for batch in writes:
@@ -137,27 +169,52 @@ class MemoryCheckpointer(Checkpointer):
             metadata_of=lambda cp: cp.metadata,
         )
 
-    async def alist_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
-        infos = []
-        for (ns, tid), thread in self._checkpoints.items():
-            if (namespace is not None and ns != namespace) or not thread:
-                continue
-            head = thread[max(thread)]
-            infos.append(
-                ThreadInfo(
-                    thread_id=tid,
-                    namespace=ns,
-                    head_id=head.id,
-                    step=head.step,
-                    created_at=head.created_at,
-                    source=str(head.metadata.get("source", "")),
-                    checkpoints=len(thread),
-                )
-            )
-        infos.sort(key=lambda t: t.head_id, reverse=True)
-        return infos
+    async def alist_threads(
+        self,
+        *,
+        namespace: str | None = None,
+        status: Status | None = None,
+        limit: int | None = None,
+        before: str | None = None,
+    ) -> list[ThreadInfo]:
+        check_listing(status, limit)
+        with self._lease_lock:
+            now = self.clock()
+            infos = [
+                self._info(key, now)
+                for key, thread in self._checkpoints.items()
+                if thread and (namespace is None or key[0] == namespace)
+            ]
+        return page_threads(infos, status=status, limit=limit, before=before)
+
+    async def aget_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:
+        key = (namespace, thread_id)
+        with self._lease_lock:
+            return self._info(key, self.clock()) if self._checkpoints.get(key) else None
+
+    def _info(self, key: _Thread, now: float) -> ThreadInfo:
+        thread = self._checkpoints[key]
+        head = thread[self._head(key) or max(thread)]
+        row = self._rows.get(key)
+        fallback = rules.rest_status(head.next_tasks, self._writes.get((*key, head.id), {}).values())
+        return ThreadInfo(
+            thread_id=key[1],
+            namespace=key[0],
+            status=rules.shown_status(row, now, fallback),
+            head_id=head.id,
+            step=head.step,
+            created_at=head.created_at,
+            updated_at=row.updated_at if row is not None and row.updated_at else head.created_at,
+            source=str(head.metadata.get("source", "")),
+            checkpoints=len(thread),
+            lease=row.lease(key[1], key[0]) if row is not None else None,
+        )
 
     async def adelete_thread(self, thread_id: str, *, namespace: str = "") -> None:
+        with self._lease_lock:
+            row = self._rows.get((namespace, thread_id))
+            if row is not None:  # kept as a tombstone: generations never restart
+                self._rows[(namespace, thread_id)] = replace(row, gen=row.gen + 1, owner="delete", held=False)
         self._checkpoints.pop((namespace, thread_id), None)
         self._heads.pop((namespace, thread_id), None)
         for key in [k for k in self._writes if k[0] == namespace and k[1] == thread_id]:
@@ -179,25 +236,42 @@ class MemoryCheckpointer(Checkpointer):
                 thread[cid] = replace(cp, parent_id=None)
         return len(dropped)
 
-    async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
-        self.take_lease(thread_id, owner, namespace=namespace, ttl=ttl)
+    async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> Lease:
+        return self.take_lease(thread_id, owner, namespace=namespace, ttl=ttl)
 
-    def take_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
-        """:meth:`acquire_lease` without a loop: safe from any thread of this process."""
+    def take_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> Lease:
+        """:meth:`atake_lease` without a loop: safe from any thread of this process."""
         key = (namespace, thread_id)
         with self._lease_lock:
-            now = time.monotonic()
-            held = self._leases.get(key)
-            if held is not None and held[0] != owner and held[1] > now:
-                raise ThreadBusyError(thread_id, held[0], held[1] - now)
-            self._leases[key] = (owner, now + (self.lease_ttl if ttl is None else ttl))
+            row = rules.take(
+                self._rows.get(key),
+                thread_id=thread_id,
+                namespace=namespace,
+                owner=owner,
+                ttl=self.lease_ttl if ttl is None else ttl,
+                now=self.clock(),
+                holder=Holder.current(),
+            )
+            self._rows[key] = row
+            lease = row.lease(thread_id, namespace)
+        assert lease is not None
+        return lease
 
-    async def arelease_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
+    async def arenew_lease(self, lease: Lease, *, ttl: float | None = None) -> Lease:
+        return self.renew_lease(lease, ttl=ttl)
+
+    def renew_lease(self, lease: Lease, *, ttl: float | None = None) -> Lease:
+        """:meth:`arenew_lease` without a loop: safe from any thread of this process."""
+        key = (lease.namespace, lease.thread_id)
         with self._lease_lock:
-            self._drop_lease((namespace, thread_id), owner)
+            now = self.clock()
+            row = rules.renew(self._rows.get(key), lease, ttl=self.lease_ttl if ttl is None else ttl, now=now)
+            self._rows[key] = row
+        return replace(lease, expires_at=row.expires_at)
 
-    def _drop_lease(self, key: _Thread, owner: str) -> None:
-        """Remove the lease on ``key`` if ``owner`` holds it; the caller holds the lease lock."""
-        held = self._leases.get(key)
-        if held is not None and held[0] == owner:
-            del self._leases[key]
+    async def arelease_lease(self, lease: Lease, *, status: RestStatus | None = None) -> None:
+        key = (lease.namespace, lease.thread_id)
+        with self._lease_lock:
+            row = rules.release(self._rows.get(key), lease.token, status=status, now=self.clock())
+            if row is not None:
+                self._rows[key] = row

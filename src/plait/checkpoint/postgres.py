@@ -44,12 +44,24 @@ import orjson
 
 from plait._sync import in_sync_call
 from plait.checkpoint._common import loop_is_idle
+from plait.checkpoint._pg_schema import PG_MIGRATIONS
 from plait.checkpoint._pg_send import Cursors, Fusion, NeedsAnswer, Recorder, pipelined, send
 from plait.checkpoint._sql import CommitRequest, Cursor, Dialect, SqlCore
 from plait.checkpoint._sql_commit import StaleCache
-from plait.checkpoint._sql_schema import PG_MIGRATIONS
-from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, Fence, ThreadInfo, WritesBatch
-from plait.errors import CheckpointError, ConcurrentUpdateError, ThreadBusyError
+from plait.checkpoint.base import (
+    Capabilities,
+    Checkpoint,
+    Checkpointer,
+    CheckpointWrite,
+    Fence,
+    Lease,
+    RestStatus,
+    Status,
+    ThreadInfo,
+    WritesBatch,
+)
+from plait.checkpoint.holder import Holder
+from plait.errors import CheckpointError, ConcurrentUpdateError, LeaseLostError, ThreadBusyError
 
 if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
@@ -76,6 +88,8 @@ def _dialect(schema: str | None) -> Dialect:
         real="DOUBLE PRECISION",
         serial_pk="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
         now="extract(epoch from clock_timestamp())::float8",
+        clock="coalesce(?::float8, extract(epoch from clock_timestamp())::float8)",
+        no_limit=None,
         keys="SELECT k.channel, k.id FROM unnest(?::text[], ?::text[]) AS k (channel, id)",
         keys_params=lambda keys: [[k[0] for k in keys], [k[1] for k in keys]],
         table_exists="SELECT to_regclass(?)::text",
@@ -88,24 +102,70 @@ def _dialect(schema: str | None) -> Dialect:
 
 
 def _refusal(exc: Exception) -> Exception | None:
-    """What a refusal raised by one of plait's functions means: ``fence()`` (SQLSTATE PLT01,
-    PLT02) a plait error, ``require_parent()`` (PLT03) a stale head cache; facts come as JSON
-    in DETAIL. None for any other database error."""
+    """What a refusal raised by one of plait's functions means: ``fence()`` and the lease
+    functions (SQLSTATE PLT01, PLT02, PLT04) a plait error, ``require_parent()`` (PLT03) a
+    stale head cache; facts come as JSON in DETAIL. None for any other database error."""
     diag = getattr(exc, "diag", None)
     code = getattr(diag, "sqlstate", None)
-    if code not in ("PLT01", "PLT02", "PLT03"):
+    if code not in ("PLT01", "PLT02", "PLT03", "PLT04"):
         return None
     try:
         facts = orjson.loads(getattr(diag, "message_detail", None) or b"{}")
         if code == "PLT03":
             return StaleCache((str(facts["namespace"]), str(facts["thread_id"])))
         if code == "PLT01":
-            return ThreadBusyError(str(facts["thread_id"]), str(facts["owner"]), max(0.0, float(facts["expires_in"])))
+            holder = Holder.from_json(facts.get("holder"))
+            return ThreadBusyError(
+                str(facts["thread_id"]),
+                str(facts["owner"]),
+                max(0.0, float(facts["expires_in"])),
+                namespace=str(facts.get("namespace", "")),
+                holder=holder,
+                alive=holder.alive() if holder is not None else None,
+                token=int(facts["gen"]) if facts.get("gen") is not None else None,
+            )
+        if code == "PLT04":
+            return _lost(facts)
         return ConcurrentUpdateError(
             str(facts["thread_id"]), facts["expected"], facts["found"], pending_writes=bool(facts.get("pending_writes"))
         )
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         return None
+
+
+def _lost(facts: Mapping[str, Any]) -> LeaseLostError:
+    """The LeaseLostError of a PLT04 refusal, from the thread row it reports."""
+    thread_id, namespace, token = str(facts["thread_id"]), str(facts.get("namespace", "")), int(facts["token"])
+    if not facts.get("found"):
+        return LeaseLostError(thread_id, token, namespace=namespace, reason="the thread has no lease any more")
+    if facts.get("gen") == token:
+        return LeaseLostError(
+            thread_id,
+            token,
+            namespace=namespace,
+            reason="the lease was given back",
+            taken_at=float(facts["updated_at"]),
+        )
+    return LeaseLostError(
+        thread_id,
+        token,
+        namespace=namespace,
+        taken_by=facts.get("owner"),
+        taken_at=float(facts["taken_at"]) if facts.get("taken_at") is not None else None,
+        holder=Holder.from_json(facts.get("holder")),
+    )
+
+
+def _taking_over_the_dead(take: Callable[[int | None], T]) -> T:
+    """``take(None)``; when that finds a live lease whose holder is provably dead on this
+    machine (the server cannot tell), ``take(generation)``, which takes over exactly that
+    lease (a holder that renewed or gave it back meanwhile is found again, and refuses)."""
+    try:
+        return take(None)
+    except ThreadBusyError as busy:
+        if busy.alive is not False or busy.token is None:
+            raise
+        return take(busy.token)
 
 
 def _has_nul(*texts: str | None) -> bool:
@@ -124,9 +184,13 @@ class PostgresCheckpointer(Checkpointer):
             number of threads that run queries.
         connect_timeout: seconds to wait for a connection before failing with
             :class:`~plait.errors.CheckpointError`.
+        lease_ttl: seconds a run's lease lasts unless renewed.
+        clock: the lease clock (unix seconds). None (the default) uses the database server's
+            clock, which every machine sharing the database agrees on; tests pass one they
+            advance by hand (every process sharing the database must then use it).
     """
 
-    releases_with_commit = True
+    capabilities = Capabilities(any_loop=True)
 
     def __init__(
         self,
@@ -135,7 +199,11 @@ class PostgresCheckpointer(Checkpointer):
         schema: str | None = None,
         max_connections: int = 4,
         connect_timeout: float = 30.0,
+        lease_ttl: float = 30.0,
+        clock: Callable[[], float] | None = None,
     ) -> None:
+        self.lease_ttl = lease_ttl
+        self.clock = clock
         self.schema = schema
         self._conninfo = conninfo if isinstance(conninfo, str) else None
         self._max_connections = max_connections
@@ -143,7 +211,9 @@ class PostgresCheckpointer(Checkpointer):
         self._store = f"PostgreSQL schema {schema!r}" if schema else "PostgreSQL database"
         self._core = SqlCore(_dialect(schema), self._store)
         self._cursors = Cursors()
-        self._fusion = Fusion(*(self._core.statement(k) for k in ("fence", "ins_cp", "release", "put_checkpoint")))
+        self._fusion = Fusion(
+            *(self._core.statement(k) for k in ("fence", "ins_cp", "release", "settle", "put_checkpoint"))
+        )
         if isinstance(conninfo, str):
             self._pool = self._new_pool()
             self._owns_pool = True
@@ -296,8 +366,14 @@ class PostgresCheckpointer(Checkpointer):
             with self._jobs_lock:
                 self._jobs -= 1
 
+    def _now(self) -> float | None:
+        """The lease clock's time, or None for the server's (read server-side)."""
+        return None if self.clock is None else self.clock()
+
     def _commit_sync(self, request: CommitRequest) -> None:
-        (error,) = self._core.commit_all(lambda fn: self._transaction(fn, pipeline=True, batch=True), [request])
+        (error,) = self._core.commit_all(
+            lambda fn: self._transaction(fn, pipeline=True, batch=True), [request], self._now
+        )
         if error is not None:
             raise error
 
@@ -366,15 +442,32 @@ class PostgresCheckpointer(Checkpointer):
             read=True,
         )
 
-    async def alist_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
+    async def alist_threads(
+        self,
+        *,
+        namespace: str | None = None,
+        status: Status | None = None,
+        limit: int | None = None,
+        before: str | None = None,
+    ) -> list[ThreadInfo]:
         if _has_nul(namespace):
             return []
-        return await self._run(lambda cur: self._core.list_threads(cur, namespace), read=True)
+        return await self._run(
+            lambda cur: self._core.list_threads(
+                cur, namespace=namespace, status=status, limit=limit, before=before, now=self._now()
+            ),
+            read=True,
+        )
+
+    async def aget_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:
+        if _has_nul(thread_id, namespace):
+            return None
+        return await self._run(lambda cur: self._core.thread(cur, namespace, thread_id, self._now()), read=True)
 
     async def adelete_thread(self, thread_id: str, *, namespace: str = "") -> None:
         if _has_nul(thread_id, namespace):
             return
-        await self._run(lambda cur: self._core.delete_thread(cur, namespace, thread_id))
+        await self._run(lambda cur: self._core.delete_thread(cur, namespace, thread_id, self._now()))
 
     async def aprune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
         if keep_last < 1:
@@ -383,14 +476,32 @@ class PostgresCheckpointer(Checkpointer):
             return 0
         return await self._run(lambda cur: self._core.prune(cur, namespace, thread_id, keep_last))
 
-    async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
+    async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> Lease:
         self._core.check_text([("thread id", thread_id), ("namespace", namespace), ("lease owner", owner)])
         seconds = self.lease_ttl if ttl is None else ttl
 
-        def acquire(cur: Cursor) -> None:
-            self._core.acquire_lease(cur, namespace, thread_id, owner, seconds)
+        def take(over: int | None) -> Lease:
+            return self._transaction(
+                lambda cur: self._core.take_lease_server(cur, namespace, thread_id, owner, seconds, over, self._now()),
+                read=True,
+            )
 
-        await self._run(acquire, pipeline=True, batch=True)
+        return await self._off_loop(lambda: _taking_over_the_dead(take))
+
+    async def arenew_lease(self, lease: Lease, *, ttl: float | None = None) -> Lease:
+        seconds = self.lease_ttl if ttl is None else ttl
+        expires = await self._run(
+            lambda cur: self._core.renew_lease_server(cur, lease, seconds, self._now()), read=True
+        )
+        return Lease(
+            thread_id=lease.thread_id,
+            namespace=lease.namespace,
+            owner=lease.owner,
+            token=lease.token,
+            taken_at=lease.taken_at,
+            expires_at=expires,
+            holder=lease.holder,
+        )
 
     async def atake_lease_and_get(
         self,
@@ -400,25 +511,31 @@ class PostgresCheckpointer(Checkpointer):
         *,
         namespace: str = "",
         ttl: float | None = None,
-    ) -> Checkpoint | None:
+    ) -> tuple[Lease, Checkpoint | None]:
         """Take the lease and read the checkpoint a run starts from in one round trip
-        (``take_lease_and_get()``); see :meth:`Checkpointer.acquire_lease_and_get`."""
+        (``take_lease_and_get()``); see :meth:`Checkpointer.atake_lease_and_get`."""
         if _has_nul(checkpoint_id):
             return await super().atake_lease_and_get(thread_id, owner, checkpoint_id, namespace=namespace, ttl=ttl)
         self._core.check_text([("thread id", thread_id), ("namespace", namespace), ("lease owner", owner)])
         seconds = self.lease_ttl if ttl is None else ttl
-        result: Checkpoint | None = await self._run(
-            lambda cur: self._core.acquire_lease_and_get(cur, namespace, thread_id, owner, seconds, checkpoint_id),
-            read=True,
-        )
-        return result
+        self._check_open()
 
-    async def arelease_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
-        if _has_nul(thread_id, namespace, owner):
+        def take(over: int | None) -> tuple[Lease, Checkpoint | None]:
+            return self._transaction(
+                lambda cur: self._core.take_lease_and_get(
+                    cur, namespace, thread_id, owner, seconds, checkpoint_id, over, self._now()
+                ),
+                read=True,
+            )
+
+        return await self._off_loop(lambda: _taking_over_the_dead(take))
+
+    async def arelease_lease(self, lease: Lease, *, status: RestStatus | None = None) -> None:
+        if _has_nul(lease.thread_id, lease.namespace):
             return
 
         def release(cur: Cursor) -> None:
-            self._core.release_lease(cur, namespace, thread_id, owner)
+            self._core.release_lease(cur, lease, status, self._now())
 
         await self._run(release, pipeline=True, batch=True)
 

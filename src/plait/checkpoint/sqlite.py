@@ -45,7 +45,19 @@ import orjson
 from plait.checkpoint._common import loop_is_idle
 from plait.checkpoint._sql import CommitRequest, Cursor, Dialect, SqlCore
 from plait.checkpoint._sqlite_wal import WalReserve
-from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, Fence, ThreadInfo, WritesBatch
+from plait.checkpoint.base import (
+    Capabilities,
+    Checkpoint,
+    Checkpointer,
+    CheckpointWrite,
+    Fence,
+    Lease,
+    RestStatus,
+    Status,
+    ThreadInfo,
+    WritesBatch,
+    read_or_release,
+)
 from plait.errors import CheckpointError
 
 __all__ = ["SqliteCheckpointer"]
@@ -59,6 +71,8 @@ _DIALECT = Dialect(
     real="REAL",
     serial_pk="INTEGER PRIMARY KEY",
     now="((julianday('now') - 2440587.5) * 86400.0)",
+    clock="?",
+    no_limit=-1,
     keys="SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?)",
     keys_params=lambda keys: [orjson.dumps(keys).decode()],
     table_exists="SELECT (SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?)",
@@ -94,10 +108,12 @@ class _Worker:
         store: str,
         busy_ms: int,
         *,
+        clock: Callable[[], float] = time.time,
         prepare: Callable[[], None] | None = None,
         closer: Callable[[], None] | None = None,
     ) -> None:
         self._opener = opener
+        self._clock = clock
         self.prepare = prepare
         """Run at the start of each write transaction, under the write lock (see _transaction)."""
         self._closer = closer
@@ -216,7 +232,7 @@ class _Worker:
             return
         conn = self._conn
         requests = [job.request for job in group if job.request is not None]
-        results = self._core.commit_all(lambda fn: _transaction(conn, fn, self.prepare), requests)
+        results = self._core.commit_all(lambda fn: _transaction(conn, fn, self.prepare), requests, self._clock)
         for job, error in zip(group, results, strict=True):
             job.done(None, None if error is None else self._translate(error))
 
@@ -296,9 +312,12 @@ class SqliteCheckpointer(Checkpointer):
         synchronous: ``"full"`` (default) fsyncs every commit; ``"normal"`` survives a process
             crash but not a power loss, and is faster.
         busy_timeout: seconds a write waits for another process holding the file's lock.
+        lease_ttl: seconds a run's lease lasts unless renewed.
+        clock: the lease clock (unix seconds, shared by every process using the file); tests
+            pass one they advance by hand.
     """
 
-    releases_with_commit = True
+    capabilities = Capabilities(any_loop=True)
 
     def __init__(
         self,
@@ -306,9 +325,13 @@ class SqliteCheckpointer(Checkpointer):
         *,
         synchronous: Literal["full", "normal"] = "full",
         busy_timeout: float = 30.0,
+        lease_ttl: float = 30.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if synchronous not in ("full", "normal"):
             raise ValueError(f"synchronous must be 'full' or 'normal', not {synchronous!r}")
+        self.lease_ttl = lease_ttl
+        self.clock = clock
         self.path = os.fspath(path)
         self.synchronous = synchronous
         self.busy_timeout = busy_timeout
@@ -326,6 +349,7 @@ class SqliteCheckpointer(Checkpointer):
             self._core,
             self._store,
             busy_ms,
+            clock=clock,
             prepare=reserve.ahead if reserve is not None else None,
             closer=reserve.close if reserve is not None else None,
         )
@@ -416,7 +440,7 @@ class SqliteCheckpointer(Checkpointer):
     def _commit_one(self, request: CommitRequest | None, conn: sqlite3.Connection) -> None:
         """A commit run on the caller's thread (see :meth:`_Worker.inline`)."""
         assert request is not None
-        (error,) = self._core.commit_all(lambda fn: _transaction(conn, fn, self._writer.prepare), [request])
+        (error,) = self._core.commit_all(lambda fn: _transaction(conn, fn, self._writer.prepare), [request], self.clock)
         if error is not None:
             raise error
 
@@ -474,12 +498,29 @@ class SqliteCheckpointer(Checkpointer):
         )
         return result
 
-    async def alist_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
-        result: list[ThreadInfo] = await self._read(lambda cur: self._core.list_threads(cur, namespace))
+    async def alist_threads(
+        self,
+        *,
+        namespace: str | None = None,
+        status: Status | None = None,
+        limit: int | None = None,
+        before: str | None = None,
+    ) -> list[ThreadInfo]:
+        result: list[ThreadInfo] = await self._read(
+            lambda cur: self._core.list_threads(
+                cur, namespace=namespace, status=status, limit=limit, before=before, now=self.clock()
+            )
+        )
+        return result
+
+    async def aget_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:
+        result: ThreadInfo | None = await self._read(
+            lambda cur: self._core.thread(cur, namespace, thread_id, self.clock())
+        )
         return result
 
     async def adelete_thread(self, thread_id: str, *, namespace: str = "") -> None:
-        await self._write(lambda cur: self._core.delete_thread(cur, namespace, thread_id))
+        await self._write(lambda cur: self._core.delete_thread(cur, namespace, thread_id, self.clock()))
 
     async def aprune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
         if keep_last < 1:
@@ -487,9 +528,17 @@ class SqliteCheckpointer(Checkpointer):
         result: int = await self._write(lambda cur: self._core.prune(cur, namespace, thread_id, keep_last))
         return result
 
-    async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
+    async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> Lease:
         seconds = self.lease_ttl if ttl is None else ttl
-        await self._lease(lambda cur: self._core.acquire_lease(cur, namespace, thread_id, owner, seconds))
+        lease: Lease = await self._lease(
+            lambda cur: self._core.take_lease(cur, namespace, thread_id, owner, seconds, self.clock())
+        )
+        return lease
+
+    async def arenew_lease(self, lease: Lease, *, ttl: float | None = None) -> Lease:
+        seconds = self.lease_ttl if ttl is None else ttl
+        renewed: Lease = await self._lease(lambda cur: self._core.renew_lease(cur, lease, seconds, self.clock()))
+        return renewed
 
     async def atake_lease_and_get(
         self,
@@ -499,21 +548,21 @@ class SqliteCheckpointer(Checkpointer):
         *,
         namespace: str = "",
         ttl: float | None = None,
-    ) -> Checkpoint | None:
-        """Take the thread's lease, then read the checkpoint a run starts from (as :meth:`get`).
+    ) -> tuple[Lease, Checkpoint | None]:
+        """Take the thread's lease, then read the checkpoint a run starts from (as :meth:`aget`).
 
         Reading the head here also tells this store where each of its values sits in its
         delta chain, so that the run's commits store what they append rather than whole
         values, even when another process wrote the head.
         """
-        await self.atake_lease(thread_id, owner, namespace=namespace, ttl=ttl)
-        result: Checkpoint | None = await self._read(
-            lambda cur: self._core.get(cur, namespace, thread_id, checkpoint_id, resume=True)
+        lease = await self.atake_lease(thread_id, owner, namespace=namespace, ttl=ttl)
+        result: Checkpoint | None = await read_or_release(
+            self, lease, self._read(lambda cur: self._core.get(cur, namespace, thread_id, checkpoint_id, resume=True))
         )
-        return result
+        return lease, result
 
-    async def arelease_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
-        await self._lease(lambda cur: self._core.release_lease(cur, namespace, thread_id, owner))
+    async def arelease_lease(self, lease: Lease, *, status: RestStatus | None = None) -> None:
+        await self._lease(lambda cur: self._core.release_lease(cur, lease, status, self.clock()))
 
     def close(self) -> None:
         """Finish queued work, then close the connections and stop the threads. Idempotent."""

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from plait.checkpoint.base import Checkpointer, CheckpointWrite, Fence, WritesBatch
+from plait.checkpoint.base import Checkpointer, CheckpointWrite, Fence, RestStatus, WritesBatch
 
 __all__ = ["Committer"]
 
@@ -25,10 +25,10 @@ class Committer:
     call, and nothing queued after it is ever committed, so a failure can never leave a
     later checkpoint stored on top of a missing one.
 
-    With a ``fence`` (a run on a thread: its lease owner), every commit carries it, so the
-    backend refuses the commit, atomically, once another worker holds the thread: the
-    guard only knows what the lease renewer found at its last renewal, which may be up to a
-    third of the lease's life ago, or never for a worker that stalled.
+    With a ``fence`` (a run on a thread: its lease's generation), every commit carries it,
+    so the backend refuses the commit, atomically, once the lease is no longer the thread's
+    current one: the guard only knows what the lease renewer found at its last renewal,
+    which may be up to a third of the lease's life ago, or never for a worker that stalled.
     """
 
     def __init__(
@@ -50,8 +50,8 @@ class Committer:
         self._error: BaseException | None = None
         self.commits = 0
         self._last_fence: Fence | None = None
-        """The fence of the commit that stores the run's last checkpoint (it also releases
-        the lease); see :meth:`release_with_next_checkpoint`."""
+        """The fence of the run's last commit, which also gives its lease back; see
+        :meth:`release_on_next`."""
         self.released = False
         """Whether a commit gave the fence owner's lease back (the run needs no release)."""
 
@@ -77,7 +77,7 @@ class Committer:
         cps, ws = self._checkpoints, self._writes
         self._checkpoints, self._writes = [], []
         fence = self.fence
-        if self._last_fence is not None and cps:
+        if self._last_fence is not None:
             fence, self._last_fence = self._last_fence, None
         try:
             if self.guard is not None:
@@ -102,12 +102,15 @@ class Committer:
         finally:
             self._inflight = None
 
-    def release_with_next_checkpoint(self) -> None:
-        """Make the next commit that stores a checkpoint (the run's last) give the fence
-        owner's lease back in its transaction (see :attr:`Fence.release`); :attr:`released`
-        says whether it did. Commits of pending writes alone are not it."""
-        if self.fence is not None:
-            self._last_fence = replace(self.fence, release=True)
+    def release_on_next(self, status: RestStatus | None) -> None:
+        """Make the next commit give the fence's lease back in its transaction, leaving the
+        thread ``status`` (see :attr:`Fence.release`); :attr:`released` says whether it did.
+
+        The caller queues the run's last work right after this, with no ``await`` between
+        (so no commit can start with part of it): that commit is then the run's last.
+        """
+        if self.fence is not None and self.fence.token is not None:
+            self._last_fence = replace(self.fence, release=True, status=status)
 
     async def commit_now(self, checkpoint: CheckpointWrite) -> None:
         """Commit ``checkpoint`` (with anything queued) and wait for it: sync durability.

@@ -43,6 +43,8 @@ class TaskHost(Protocol):
 
     def emit_custom(self, node: str, step: int, payload: Any) -> None: ...
 
+    async def confirm_lease(self) -> None: ...
+
     async def record_effect(self, task_id: str, name: str, value: Any) -> None: ...
 
 
@@ -74,21 +76,29 @@ class NodeContext:
         self.host.emit_custom(self.node, self.step, payload)
 
     def once(self, name: str, fn: Callable[[], Any]) -> Any:
-        """Run a side effect at most once for this task, in a sync node.
+        """Run a side effect for this task and record its result, in a sync node.
 
-        The result (JSON data) is recorded in the checkpoint store before this returns; a
-        re-run of the node (after an interrupt, a failure later in the node, a crash)
-        returns the recorded result without calling ``fn`` again.
+        What it guarantees: the result (JSON data) is recorded in the checkpoint store
+        before this returns, and a re-run of the node (after an interrupt, a failure later in
+        the node, a crash) returns the recorded result without calling ``fn`` again: a
+        finished effect is never repeated. Right before calling ``fn`` the run checks with
+        the store that it still holds the thread, so a run whose thread was taken over
+        stops (``LeaseLostError``) instead of running the effect. What no crash-safe design
+        can promise: an effect cut off by a crash after it acted and before its result was
+        recorded runs again on resume. Pass :attr:`idempotency_key` to the outside system
+        (a payment API's idempotency key, a message id) so that it recognises the repeat.
         """
         if name in self.effects:
             return self.effects[name]
-        value = freeze(fn(), f"once({name!r})", self.node)
         if self.host.durable:
             if _on_loop_thread(self.host.loop):
                 raise PlaitError(
                     f"node {self.node!r} called ctx.once() on the event loop; in an async node use "
                     "`await ctx.aonce(name, fn)` instead"
                 )
+            asyncio.run_coroutine_threadsafe(self.host.confirm_lease(), self.host.loop).result()
+        value = freeze(fn(), f"once({name!r})", self.node)
+        if self.host.durable:
             asyncio.run_coroutine_threadsafe(
                 self.host.record_effect(self.task_id, name, value), self.host.loop
             ).result()
@@ -99,6 +109,8 @@ class NodeContext:
         """:meth:`once` for async nodes; ``fn`` may be sync or async."""
         if name in self.effects:
             return self.effects[name]
+        if self.host.durable:
+            await self.host.confirm_lease()
         result = fn()
         if inspect.isawaitable(result):
             result = await result

@@ -1,4 +1,4 @@
-"""Keeping a run's lease on its thread alive while the run goes on."""
+"""Keeping a run's lease on its thread alive while the run goes on, and noticing it was lost."""
 
 from __future__ import annotations
 
@@ -8,99 +8,96 @@ import itertools
 import os
 import threading
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from plait.checkpoint.base import Checkpointer
-from plait.checkpoint.file import FileCheckpointer
-from plait.checkpoint.memory import MemoryCheckpointer
-from plait.checkpoint.postgres import PostgresCheckpointer
-from plait.checkpoint.sqlite import SqliteCheckpointer
-
-if TYPE_CHECKING:
-    from plait.engine.loop import Run
+from plait.checkpoint.base import Checkpointer, Lease
 
 __all__ = ["LeaseRenewer", "renews_off_loop"]
+
+LostHandler = Callable[[BaseException], None]
+"""Told why a renewal failed (a LeaseLostError, or the store's own failure)."""
 
 
 def renews_off_loop(saver: Checkpointer | None) -> bool:
     """Whether a run on ``saver`` renews its lease from a plain thread, leaving the event
-    loop free to be blocked by a lone sync node run inline.
-
-    True for plait's own backends, whose async methods work from any event loop (their
-    I/O runs on threads of their own); a third-party backend may bind its connections to
-    one loop, so its lease is renewed by a task on the run's loop instead.
-    """
-    return saver is None or isinstance(
-        saver, MemoryCheckpointer | SqliteCheckpointer | FileCheckpointer | PostgresCheckpointer
-    )
+    loop free to be blocked by a lone sync node run inline: when the backend declares that
+    its methods work from any loop (:attr:`Capabilities.any_loop`)."""
+    return saver is None or saver.capabilities.any_loop
 
 
 class LeaseRenewer:
-    """Keeps the run's lease on its thread alive while the run goes on.
+    """Keeps a lease alive until stopped, by :meth:`Checkpointer.arenew_lease`.
 
-    For plait's own backends the process's renewal thread renews it (see
-    :func:`renews_off_loop` and :class:`_RenewalThread`), so a node blocking the loop cannot
-    starve the renewal; for other backends a task on the loop does, and lone sync nodes then
-    run in worker threads to keep the loop free. A renewal that fails marks the run: its
-    next step and its next commit raise instead of writing to a thread another run may own
-    by now.
+    For backends whose methods work from any loop, the process's renewal thread renews it
+    (see :class:`_RenewalThread`), so a node blocking the loop cannot starve the renewal;
+    for other backends a task on ``loop`` does. A renewal never takes a lost lease back: the
+    first one that fails (the lease was taken over, or the store failed) ends the renewals
+    and is handed to ``on_lost``, so the run stops before its next node, effect or commit
+    instead of working for a thread another run may own by now.
     """
 
-    def __init__(self, run: Run, owner: str) -> None:
-        saver = run.saver
-        assert saver is not None and run.thread_id is not None
-        self.run: Run | None = run
-        """None once stopped: a renewer waiting in the renewal thread's queue does not keep
-        a finished run (and its state) alive."""
-        self.owner = owner
+    def __init__(
+        self, saver: Checkpointer, lease: Lease, on_lost: LostHandler, *, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self.saver: Checkpointer | None = saver
+        """None once stopped: a renewer waiting in the renewal thread's queue keeps nothing
+        of a finished run alive."""
+        self.lease = lease
+        self.on_lost: LostHandler | None = on_lost
         self.period = max(saver.lease_ttl / 3, 0.02)
+        self.renewals = 0
+        """How many renewals succeeded (tests wait on it rather than on the clock)."""
         self._task: asyncio.Task[None] | None = None
         self.stopped = False
         self._renewing = threading.Lock()
         """Held through a renewal from the renewal thread, and by :meth:`stop`: a renewal in
         flight when the run ends finishes before the run releases its lease, so it cannot
-        land after the release and leave a finished run's lease behind."""
+        land after the release."""
         if renews_off_loop(saver):
             _RenewalThread.get().add(self)
         else:
-            self._task = run.loop.create_task(self._renew())
+            self._task = loop.create_task(self._renew())
 
     async def _renew(self) -> None:
-        run = self.run
-        assert run is not None and run.saver is not None and run.thread_id is not None
         try:
             while True:
                 await asyncio.sleep(self.period)
-                await run.saver.atake_lease(run.thread_id, self.owner, namespace=run.namespace)
+                saver = self.saver
+                if saver is None:
+                    return
+                self.lease = await saver.arenew_lease(self.lease)
+                self.renewals += 1
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            run._lease_error = exc
+            self._lost(exc)
 
     def renew_blocking(self, loop: asyncio.AbstractEventLoop) -> bool:
         """Renew once from the renewal thread (``loop`` is that thread's own); False when
         the renewal failed or the run is over, which ends this renewer."""
         with self._renewing:
-            run = self.run
-            if run is None:
+            saver = self.saver
+            if saver is None:
                 return False
-            saver = run.saver
-            assert saver is not None and run.thread_id is not None
             try:
-                if isinstance(saver, MemoryCheckpointer):
-                    saver.take_lease(run.thread_id, self.owner, namespace=run.namespace)
-                else:
-                    loop.run_until_complete(saver.atake_lease(run.thread_id, self.owner, namespace=run.namespace))
+                self.lease = loop.run_until_complete(saver.arenew_lease(self.lease))
             except Exception as exc:
-                run._lease_error = exc
+                self._lost(exc)
                 return False
+            self.renewals += 1
             return True
+
+    def _lost(self, exc: BaseException) -> None:
+        handler, self.on_lost = self.on_lost, None
+        if handler is not None:
+            handler(exc)
 
     def stop(self) -> None:
         """End the renewals; returns once no renewal of this run is in flight."""
         with self._renewing:
             self.stopped = True
-            self.run = None
+            self.saver = None
+            self.on_lost = None
         if self._task is not None:
             self._task.cancel()
 
@@ -109,10 +106,10 @@ class _RenewalThread:
     """One daemon thread renewing the leases of every run in the process.
 
     A thread per run would cost a thread start per ``invoke`` (``Thread.start`` waits for
-    the new thread to run: 0.1-0.4 ms on a small virtual machine, a third of a short resume)
-    and a thread per concurrent run. Renewals are due every third of a lease's life, so one
-    thread keeps up with thousands of runs; a stopped renewer is dropped when it comes due.
-    After ``fork`` the child starts its own thread (threads do not survive a fork).
+    the new thread to run, a large part of a short resume) and a thread per concurrent run.
+    Renewals are due every third of a lease's life, so one thread keeps up with thousands of
+    runs; a stopped renewer is dropped when it comes due. After ``fork`` the child starts its
+    own thread (threads do not survive a fork).
     """
 
     _instance: _RenewalThread | None = None

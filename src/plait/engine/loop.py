@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import socket
 import time
+import traceback
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,7 +26,9 @@ from plait.checkpoint.base import (
     Checkpointer,
     CheckpointWrite,
     Fence,
+    Lease,
     PendingWrite,
+    RestStatus,
     Task,
     WritesBatch,
     new_checkpoint_id,
@@ -49,6 +53,8 @@ from plait.errors import (
     ConcurrentWriteError,
     GraphChangedError,
     InvalidResumeError,
+    LeaseLostError,
+    NodeError,
     PlaitError,
     RecursionLimitError,
     ThreadBusyError,
@@ -63,7 +69,12 @@ __all__ = ["Run", "RunResult", "Sink"]
 Sink = Callable[[str, Any], None]
 """Receives ``(mode, item)`` for the stream modes a caller asked for."""
 
-_HOST = f"{socket.gethostname()}:{os.getpid()}"
+log = logging.getLogger("plait.run")
+
+
+def _host() -> str:
+    """``host:pid`` of this process (a forked child names itself)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,6 +108,8 @@ class Run:
         interrupt_after: frozenset[str],
         sink: Sink | None = None,
         modes: frozenset[str] = frozenset(),
+        wait: float | None = None,
+        owner: str | None = None,
     ) -> None:
         if durability not in ("sync", "async", "exit"):
             raise ValueError(f"durability must be 'sync', 'async' or 'exit', got {durability!r}")
@@ -113,19 +126,18 @@ class Run:
         self.after = interrupt_after
         self.sink = sink
         self.modes = modes
+        if wait is not None and wait < 0:
+            raise ValueError("wait must be a number of seconds (0 or more), or None not to wait")
+        self.wait = wait
         self.run_id = uuid.uuid4().hex[:16]
-        self.owner = f"{_HOST}:{self.run_id}"
-        """The run's lease owner: taken in :meth:`execute`, and the fence of every commit."""
-        fence = Fence(owner=self.owner) if thread_id is not None else None
-        self.committer = Committer(saver, self._committed, fence=fence) if saver is not None else None
-        self._releases_with_commit = (
-            saver is not None
-            and saver.releases_with_commit
-            and self.committer is not None
-            and self.committer.fence is not None
-        )
-        """Whether the commit of a run's last checkpoint gives its lease back (see :attr:`Fence.release`)."""
+        self.owner = owner or f"{_host()}:{self.run_id}"
+        """The run's lease owner (a worker may give its own): who the thread's lease names."""
+        self.lease: Lease | None = None
+        """The lease the run holds: taken in :meth:`execute`; its token fences every commit."""
+        self.committer = Committer(saver, self._committed) if saver is not None else None
         self._renewer: LeaseRenewer | None = None
+        self._rest: RestStatus | None = None
+        """How the run leaves the thread so far (None: it stored nothing): given back with the lease."""
         self.durable = saver is not None
         self.loop = asyncio.get_running_loop()
         self.state = RunState(spec.schema)
@@ -143,6 +155,7 @@ class Run:
         some, so that a plain step's commit skips that statement."""
         self._current: Checkpoint | None = None
         self._lease_error: BaseException | None = None
+        """Why the run may not write any more (its lease was lost, or renewing it failed)."""
         self._inline_ok = renews_off_loop(saver)
         if self.committer is not None:
             self.committer.guard = self._check_lease
@@ -168,6 +181,28 @@ class Run:
             if "events" in self.modes:
                 self.sink("events", CustomEvent(node=node, step=step, payload=payload))
 
+    async def confirm_lease(self) -> None:
+        """Check with the store that the run's lease is still the thread's current one (by
+        renewing it), right before a side effect runs: a run that lost its thread must not
+        charge a card the new owner will charge again.
+
+        Raises:
+            LeaseLostError: the lease was lost (the run stops at once).
+        """
+        self._check_lease()
+        if self.saver is None or self.lease is None:
+            return
+        try:
+            self.lease = await self.saver.arenew_lease(self.lease)
+        except LeaseLostError as exc:
+            self._lease_error = exc
+            raise
+
+    def lease_lost(self, exc: BaseException) -> None:
+        """The renewer's report: renewing failed; the run writes nothing more."""
+        if self._lease_error is None:
+            self._lease_error = exc
+
     async def record_effect(self, task_id: str, name: str, value: Any) -> None:
         assert self.committer is not None and self.saver is not None
         await self._persist_current()
@@ -177,11 +212,12 @@ class Run:
     # -- entry point ---------------------------------------------------------------------
 
     async def execute(self, input: Any, checkpoint_id: str | None) -> RunResult:
-        owner = self.owner
         head: Checkpoint | None = None
         if self.saver is not None and self.thread_id is not None:
-            head = await self._lease_and_read(self.saver, self.thread_id, checkpoint_id)
-            self._renewer = LeaseRenewer(self, owner)
+            self.lease, head = await self._lease_and_read(self.saver, self.thread_id, checkpoint_id)
+            assert self.committer is not None
+            self.committer.fence = Fence(owner=self.owner, token=self.lease.token)
+            self._renewer = LeaseRenewer(self.saver, self.lease, self.lease_lost, loop=self.loop)
         try:
             try:
                 result = await self._execute(input, checkpoint_id, head)
@@ -200,27 +236,41 @@ class Run:
         finally:
             if self._renewer is not None:
                 self._renewer.stop()
-            if (
-                self.saver is not None
-                and self.thread_id is not None
-                and self._lease_error is None
-                and not (self.committer is not None and self.committer.released)
-            ):
-                await self.saver.arelease_lease(self.thread_id, owner, namespace=self.namespace)
+            await self._give_back()
+
+    async def _give_back(self) -> None:
+        """Release the lease (unless a commit did, or it was lost), leaving the thread as the
+        run left it. A release that fails is logged, not raised: the run's outcome stands,
+        and the lease ends by itself (at once for a new run on this machine once this
+        process is gone, see :class:`~plait.checkpoint.holder.Holder`)."""
+        lease, saver = self.lease, self.saver
+        if lease is None or saver is None or isinstance(self._lease_error, LeaseLostError):
+            return
+        if self.committer is not None and self.committer.released:
+            return
+        try:
+            await saver.arelease_lease(lease, status=self._rest)
+        except Exception as exc:
+            log.warning("could not give back the lease on thread %r: %s", lease.thread_id, exc)
 
     async def _lease_and_read(
         self, saver: Checkpointer, thread_id: str, checkpoint_id: str | None
-    ) -> Checkpoint | None:
+    ) -> tuple[Lease, Checkpoint | None]:
         """Take the thread's lease and read the checkpoint the run starts from (one round trip
-        on a backend that can). A read that fails after the lease was taken gives it back."""
-        try:
-            return await saver.atake_lease_and_get(thread_id, self.owner, checkpoint_id, namespace=self.namespace)
-        except ThreadBusyError:
-            raise
-        except BaseException:
-            with contextlib.suppress(Exception):
-                await saver.arelease_lease(thread_id, self.owner, namespace=self.namespace)
-            raise
+        on a backend that can), waiting up to :attr:`wait` seconds for a live holder. A read
+        that fails after the lease was taken gives it back."""
+        deadline = None if self.wait is None else self.loop.time() + self.wait
+        pause = 0.05
+        while True:
+            try:
+                return await saver.atake_lease_and_get(thread_id, self.owner, checkpoint_id, namespace=self.namespace)
+            except ThreadBusyError as busy:
+                left = 0.0 if deadline is None else deadline - self.loop.time()
+                if left <= 0:
+                    raise
+                log.info("waiting for thread %r (%s); %.1fs left", thread_id, busy.owner, left)
+                await asyncio.sleep(min(left, pause, max(busy.expires_in, 0.01)))
+                pause = min(pause * 2, 0.5)
 
     def _check_lease(self) -> None:
         """Refuse to go on once the lease is lost: another run may own the thread now."""
@@ -345,8 +395,9 @@ class Run:
         steps = 0
         while tasks:
             if steps >= self.recursion_limit:
-                await self._persist_current(cur)
-                raise RecursionLimitError(self.recursion_limit, self.thread_id)
+                error = RecursionLimitError(self.recursion_limit, self.thread_id)
+                await self._save_pending(cur, [_error_write("", "", cur.step, error)], status="error")
+                raise error
             cur, tasks = await self._step(cur, tasks, pending)
             pending = []
             steps += 1
@@ -366,7 +417,7 @@ class Run:
                 results[pw.task_id] = ([(w[0], w[1]) for w in pw.value["w"]], routes_from_json(pw.value["r"]))
             elif pw.kind == "effect":
                 effects.setdefault(pw.task_id, {})[pw.key] = pw.value
-            elif pw.kind == "breakpoint":
+            elif pw.kind == "breakpoint" and pw.key != "after":
                 breakpoint_taken = True
         to_run = [t for t in tasks if t.id not in results]
         if self.before and not breakpoint_taken and any(t.node in self.before for t in to_run):
@@ -383,6 +434,8 @@ class Run:
         flush = multi and self.committer is not None and self.durability != "exit"
 
         async def one(task: Task) -> TaskOutcome:
+            if self._lease_error is not None:  # lost while siblings ran: start nothing more
+                return TaskOutcome(error=self._lease_error)
             ctx = NodeContext(
                 thread_id=self.thread_id,
                 namespace=self.namespace,
@@ -415,6 +468,7 @@ class Run:
         else:
             outcomes = await run_all(one(t) for t in to_run)
 
+        self._check_lease()  # a node's effect found the lease lost, or the renewer did
         errors = [o.error for o in outcomes if o.error is not None]
         interrupts = tuple(o.interrupt for o in outcomes if o.interrupt is not None)
         if errors or interrupts:
@@ -428,7 +482,12 @@ class Run:
                 for i in interrupts
             ]
             if errors:
-                await self._save_pending(cur, saved)
+                saved += [
+                    _error_write(t.id, t.node, step, o.error)
+                    for t, o in zip(to_run, outcomes, strict=True)
+                    if o.error is not None
+                ]
+                await self._save_pending(cur, saved, status="error")
                 raise errors[0]
             await self._pause(cur, saved, interrupts)
 
@@ -441,12 +500,13 @@ class Run:
                     changed = self.state.fold(base, w, tasks[0].node)
             else:
                 changed = self._merge(tasks, results, base, step)
-        except PlaitError:
-            if multi:
-                await self._save_pending(
-                    cur,
-                    [result_write(t.id, TaskOutcome(writes=results[t.id][0], routes=results[t.id][1])) for t in to_run],
-                )
+        except PlaitError as error:
+            saved = (
+                [result_write(t.id, TaskOutcome(writes=results[t.id][0], routes=results[t.id][1])) for t in to_run]
+                if multi
+                else []
+            )
+            await self._save_pending(cur, [*saved, _error_write("", "", step, error)], status="error")
             raise
         st = self.state
         if changed:
@@ -479,18 +539,15 @@ class Run:
             parent = new.parent_id
             folds = bool(pending) or parent in self._with_writes
             self._with_writes.discard(parent)
-            if not next_tasks and self._releases_with_commit:
+            if not next_tasks:
                 # The run's last checkpoint gives the lease back in its own commit (a round
-                # trip fewer per run, in every durability mode); renewals stop first, so that
-                # none can take the lease again after it.
-                if self._renewer is not None:
-                    self._renewer.stop()
-                assert self.committer is not None
-                self.committer.release_with_next_checkpoint()
+                # trip fewer per run, in every durability mode).
+                self._finishing("idle")
             if self.durability == "sync":
                 assert self.committer is not None
                 self._current = new
                 self._persisted_id = new.id
+                self._rest = "stale" if next_tasks else "idle"
                 await self.committer.commit_now(
                     CheckpointWrite(checkpoint=new, changed=frozenset(changed), folds_parent_writes=folds)
                 )
@@ -498,7 +555,7 @@ class Run:
                 self._store(new, set(changed), folds=folds)
         self._emit_values()
         if self.after and next_tasks and any(t.node in self.after for t in tasks):
-            await self._pause(new, [], ())
+            await self._pause(new, [PendingWrite(task_id="", kind="breakpoint", key="after")], ())
         return new, next_tasks
 
     def _merge(
@@ -557,6 +614,7 @@ class Run:
         self._current = cp
         if self.committer is None:
             return
+        self._rest = "stale" if cp.next_tasks else "idle"
         if self.durability == "exit":
             self._unpersisted |= changed
             self._pending_folds = folds or self._pending_folds
@@ -588,19 +646,32 @@ class Run:
         if self.committer is not None and self.durability == "sync":
             await self.committer.drain()
 
-    async def _save_pending(self, cur: Checkpoint, writes: Sequence[PendingWrite]) -> None:
+    def _finishing(self, status: RestStatus) -> None:
+        """The next commit is the run's last: it gives the lease back, leaving the thread
+        ``status``. Renewals stop first, so that none can land after the release."""
+        if self._renewer is not None:
+            self._renewer.stop()
+        if self.committer is not None:
+            self.committer.release_on_next(status)
+        self._rest = status
+
+    async def _save_pending(self, cur: Checkpoint, writes: Sequence[PendingWrite], *, status: RestStatus) -> None:
         """Store what the step produced so far on the checkpoint it started from (stored
-        first, if exit durability skipped it), and wait until it is durable: the step stops
-        here, and a resume must find these results."""
+        first, if exit durability skipped it), and wait until it is durable: the run stops
+        here (``status`` says how), and a resume must find these results. The same commit
+        gives the lease back."""
         if self.committer is None:
             return
+        self._check_lease()
+        self._finishing(status)
         await self._persist_current(cur)
+        self._rest = status
         if writes:
             self.committer.submit(writes=self._batch(writes, cur.id))
         await self.committer.drain()
 
     async def _pause(self, cur: Checkpoint, writes: list[PendingWrite], interrupts: tuple[Interrupt, ...]) -> None:
-        await self._save_pending(cur, writes)
+        await self._save_pending(cur, writes, status="interrupted")
         self._event(Interrupted(interrupts=interrupts, step=cur.step))
         raise _Stop(self._result(cur, interrupts, "interrupted"))
 
@@ -654,6 +725,30 @@ class Run:
             )
 
         return hook
+
+
+_TRACEBACK_MAX = 16_000
+"""Characters of a failed task's traceback kept with its error (the end, where it failed)."""
+
+
+def _error_write(task_id: str, node: str, step: int, error: BaseException) -> PendingWrite:
+    """The ``error`` pending write of a failed task (or of the step, with no task id): what
+    failed and why, kept with the checkpoint so the thread can say so; a resume ignores it
+    and runs the task again."""
+    cause = error.__cause__ if isinstance(error, NodeError) and error.__cause__ is not None else error
+    text = "".join(traceback.format_exception(cause))
+    return PendingWrite(
+        task_id=task_id,
+        kind="error",
+        value={
+            "node": node or None,
+            "step": step,
+            "error": type(error).__name__,
+            "type": f"{type(cause).__module__}.{type(cause).__qualname__}",
+            "message": str(cause),
+            "traceback": text[-_TRACEBACK_MAX:],
+        },
+    )
 
 
 def _view(values: Mapping[str, Any], spec: GraphSpec) -> Any:

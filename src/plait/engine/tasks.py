@@ -19,6 +19,7 @@ from plait.engine.context import GraphInterrupt, NodeContext, _current
 from plait.engine.plan import Route
 from plait.errors import (
     GraphError,
+    LeaseLostError,
     MissingNodeError,
     MissingValueError,
     NoCheckpointerError,
@@ -338,6 +339,8 @@ async def run_task(
             result = await _call(node, arg, ctx, inline)
         except GraphInterrupt as signal:
             return TaskOutcome(interrupt=signal.interrupt)
+        except LeaseLostError as exc:  # ctx.once() found the thread taken over: stop, do not retry
+            return TaskOutcome(error=exc)
         except (NoCheckpointerError, StateError) as exc:
             # plait's node-facing API refused (interrupt() without a checkpointer, a once()
             # result that is not JSON data): its message already says what to do

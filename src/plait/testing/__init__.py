@@ -28,9 +28,20 @@ separately, e.g. ``@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.nam
 A few checks sleep briefly (a lease must expire); none asserts how long anything took.
 """
 
+from plait.testing._clock import ManualClock
 from plait.testing._data_checks import SAMPLE
 from plait.testing._harness import Check, Factory, Reopen
 from plait.testing._robustness_checks import AWKWARD
 from plait.testing._suite import CHECKS, acheck_checkpointer, check_checkpointer
 
-__all__ = ["AWKWARD", "CHECKS", "SAMPLE", "Check", "Factory", "Reopen", "acheck_checkpointer", "check_checkpointer"]
+__all__ = [
+    "AWKWARD",
+    "CHECKS",
+    "SAMPLE",
+    "Check",
+    "Factory",
+    "ManualClock",
+    "Reopen",
+    "acheck_checkpointer",
+    "check_checkpointer",
+]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from plait.checkpoint.base import Checkpointer, Fence, WritesBatch
-from plait.errors import ConcurrentUpdateError, ThreadBusyError
+from plait.errors import ConcurrentUpdateError, LeaseLostError, ThreadBusyError
 from plait.testing._harness import (
     Checks,
     Env,
@@ -35,23 +35,24 @@ async def _nothing_stored(what: str, cp: Checkpointer, thread_id: str) -> None:
 
 @check("fence_refuses_another_owner")
 async def _refuses(env: Env) -> None:
-    """A fenced commit touching a thread another owner holds is ThreadBusyError and writes nothing."""
+    """A one-off commit (no token) touching a thread with a live lease is ThreadBusyError and writes nothing."""
     cp = await env.new()
-    await cp.atake_lease("t", "A", ttl=30)
+    held = await cp.atake_lease("t", "A", ttl=30)
     th = ThreadBuilder("t")
     root = th.step({"a": 1}, root=True)
-    try:
-        await cp.acommit(checkpoints=[root], fence=Fence(owner="B"))
-    except ThreadBusyError as exc:
-        busy(exc, "t", "A", 30)
-    else:
-        fail("a commit fenced by owner 'B' was stored while 'A' held the thread's lease")
+    for owner in ("B", "A"):  # a one-off write holds no lease, whatever owner it names
+        try:
+            await cp.acommit(checkpoints=[root], fence=Fence(owner=owner))
+        except ThreadBusyError as exc:
+            busy(exc, "t", "A", 30)
+        else:
+            fail(f"a one-off commit by {owner!r} was stored while 'A' held the thread's lease")
     await _nothing_stored("after a refused commit", cp, "t")
 
     # The whole commit is refused when any thread it touches is held, here through writes only.
-    free, held = ThreadBuilder("free"), ThreadBuilder("t")
-    free_root, held_root = free.step({"v": 1}, root=True), held.step({"v": 2}, root=True)
-    await cp.acommit(checkpoints=[held_root], fence=Fence(owner="A"))  # the holder may write
+    free, mine = ThreadBuilder("free"), ThreadBuilder("t")
+    free_root, held_root = free.step({"v": 1}, root=True), mine.step({"v": 2}, root=True)
+    await cp.acommit(checkpoints=[held_root], fence=Fence(owner="A", token=held.token))  # the holder may write
     saved = make_writes(("t1", "result", "", {"writes": [["v", 3]], "routes": []}))
     batch = WritesBatch(thread_id="t", checkpoint_id=held_root.checkpoint.id, writes=saved)
     try:
@@ -63,21 +64,58 @@ async def _refuses(env: Env) -> None:
     await _nothing_stored("after a refused commit of two threads", cp, "free")
     got = await cp.aget("t")
     expect(got is not None and got.pending_writes == (), "a refused commit stored its pending writes")
-    await same_history("the held thread after the refused commit", cp, held)
-    await all_read_back("the held thread after the refused commit", cp, held)
+    await same_history("the held thread after the refused commit", cp, mine)
+    await all_read_back("the held thread after the refused commit", cp, mine)
 
 
-@check("fence_allows_own_expired_or_no_lease")
-async def _allows(env: Env) -> None:
-    """A fence lets a commit through when the lease is its owner's, expired, released or absent."""
+@check("fence_token")
+async def _token(env: Env) -> None:
+    """A run's commit (with a token) lands while its lease is the current one, expired or not, and never after.
+
+    What makes one run per thread hold: a run that stalled past its lease, whose thread was
+    taken over, is refused with LeaseLostError and writes nothing, even once the new lease
+    has expired or been given back."""
     cp = await env.new()
-    mine, expired, released, never = (ThreadBuilder(t) for t in ("mine", "expired", "released", "never"))
-    await cp.atake_lease("mine", "A", ttl=30)
-    await cp.atake_lease("expired", "X", ttl=0.2)
-    await cp.atake_lease("released", "X", ttl=30)
-    await cp.arelease_lease("released", "X")
+    th = ThreadBuilder("t")
+    old = await cp.atake_lease("t", "A", ttl=0.2)
+    root = th.step({"n": 0}, root=True)
+    await cp.acommit(checkpoints=[root], fence=Fence(owner="A", token=old.token))
+    await asyncio.sleep(0.6)  # A's lease expired; nobody took the thread: A may still write
+    step = th.step({"n": 1})
+    await cp.acommit(checkpoints=[step], fence=Fence(owner="A", token=old.token))
+    new = await cp.atake_lease("t", "B", ttl=0.2)  # taken over
+    stale = ThreadBuilder("t").step({"n": -1}, root=True)
+    for what in ("while the taker holds it", "after the taker's lease expired", "after the taker gave it back"):
+        if what == "after the taker's lease expired":
+            await asyncio.sleep(0.6)
+        if what == "after the taker gave it back":
+            await cp.arelease_lease(new)
+        saved = make_writes(("t1", "effect", "charge", "again"))
+        try:
+            await cp.acommit(
+                checkpoints=[stale],
+                writes=[WritesBatch(thread_id="t", checkpoint_id=step.checkpoint.id, writes=saved)],
+                fence=Fence(owner="A", token=old.token),
+            )
+        except LeaseLostError as exc:
+            same("LeaseLostError.token", exc.token, old.token)
+        else:
+            fail(f"a commit under a lease that was taken over was stored {what}")
+        expect(await cp.aget("t", stale.checkpoint.id) is None, f"a refused commit stored its checkpoint {what}")
+        got = await cp.aget("t")
+        expect(got is not None and got.pending_writes == (), f"a refused commit stored its pending writes {what}")
+    await all_read_back("after the stale run's refused commits", cp, th)
+
+
+@check("fence_allows_expired_released_or_no_lease")
+async def _allows(env: Env) -> None:
+    """A one-off commit lands when the lease expired (revoking it), was given back, or never was."""
+    cp = await env.new()
+    expired, released, never = (ThreadBuilder(t) for t in ("expired", "released", "never"))
+    stalled = await cp.atake_lease("expired", "X", ttl=0.2)
+    await cp.arelease_lease(await cp.atake_lease("released", "X", ttl=30))
     await asyncio.sleep(0.6)
-    for th in (mine, expired, released, never):
+    for th in (expired, released, never):
         root = th.step({"n": th.thread_id}, root=True)
         await cp.acommit(checkpoints=[root], fence=Fence(owner="A"))
         child = th.step({"n": [1, 2]})
@@ -90,11 +128,15 @@ async def _allows(env: Env) -> None:
         await all_read_back(f"thread {th.thread_id!r}", cp, th)
         await same_history(f"thread {th.thread_id!r}", cp, th)
     try:
-        await cp.atake_lease("mine", "B")
-    except ThreadBusyError:
+        await cp.acommit(
+            checkpoints=[ThreadBuilder("expired").step({"n": "late"}, root=True)],
+            fence=Fence(owner="X", token=stalled.token),
+        )
+    except LeaseLostError:
         pass
     else:
-        fail("a fenced commit released or changed its owner's lease")
+        fail("a one-off write did not revoke the expired lease it wrote past: its stalled holder wrote after it")
+    await cp.atake_lease("expired", "B")  # the revoked lease holds nothing
 
 
 @check("fence_expect_head")
