@@ -258,3 +258,83 @@ def test_a_run_that_fails_or_cannot_start_gives_its_lease_back(tmp_path: Path) -
         assert _lease_is_free(broken, "t"), "a read that failed after the lease was taken gave it back"
     finally:
         broken.close()
+
+
+# -- a run whose thread was taken over stops, and repeats no effect ---------------------------
+
+
+def test_a_run_whose_thread_was_taken_over_runs_no_effect_and_no_further_node() -> None:
+    """The lease is checked with the store right before an effect: the run that stalled
+    past its lease stops there (LeaseLostError) instead of charging the card again."""
+    from _intruder import try_to_take_lease
+
+    from plait import LeaseLostError, NodeContext
+
+    clock = ManualClock()
+    saver = MemoryCheckpointer(clock=clock)
+    charged: list[str] = []
+    later: list[str] = []
+
+    def pay(state: Any, ctx: NodeContext) -> Any:
+        clock.advance(saver.lease_ttl + 1)  # this run stalls past its lease...
+        assert try_to_take_lease(saver, "t") == "taken"  # ...and another takes the thread
+        ctx.once("charge", lambda: charged.append("card") or "charged")
+        return {"log": ["paid"]}
+
+    schema = StateSchema.builder().add("log", AppendList()).build()
+    g = Graph(schema).add_node("pay", pay).add_node("ship", lambda s: later.append("ship") or {})
+    app = g.add_edge(START, "pay").add_edge("pay", "ship").compile(saver)
+    with pytest.raises(LeaseLostError) as info:
+        app.invoke({}, thread_id="t")
+    assert info.value.taken_by == "intruder"
+    assert charged == [] and later == [], "no effect and no node after the takeover"
+    head = saver.get("t")
+    assert head is not None and head.step == 0 and head.pending_writes == ()
+
+
+# -- waiting for a live holder ----------------------------------------------------------------
+
+
+def test_a_run_asked_to_wait_starts_once_the_holder_gives_the_thread_back() -> None:
+    import logging
+
+    saver = MemoryCheckpointer()
+    schema = StateSchema.builder().add("log", AppendList()).build()
+    app = Graph(schema).add_node("a", lambda s: {"log": ["a"]}).add_edge(START, "a").compile(saver)
+    holder = saver.take_lease("t", "another run")
+    waiting = threading.Event()
+
+    class Seen(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "waiting for thread" in record.getMessage():
+                waiting.set()
+
+    handler = Seen()
+    logger = logging.getLogger("plait.run")
+    logger.addHandler(handler)
+    old_level = logger.level
+    logger.setLevel(logging.INFO)
+    result: list[Any] = []
+    try:
+        runner = threading.Thread(target=lambda: result.append(app.invoke({}, thread_id="t", wait=60)))
+        runner.start()
+        assert waiting.wait(30), "the run did not wait"
+        saver.release_lease(holder)
+        runner.join(60)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+    assert result == [{"log": ["a"]}]
+
+
+def test_a_run_that_waited_in_vain_says_who_holds_the_thread() -> None:
+    saver = MemoryCheckpointer()
+    schema = StateSchema.builder().add("log", AppendList()).build()
+    app = Graph(schema).add_node("a", lambda s: {"log": ["a"]}).add_edge(START, "a").compile(saver)
+    saver.take_lease("t", "another run")
+    with pytest.raises(ThreadBusyError) as info:
+        app.invoke({}, thread_id="t", wait=0.2)
+    assert info.value.owner == "another run" and info.value.alive is True
+    assert "alive on this machine" in str(info.value) and "--wait" in str(info.value)
+    with pytest.raises(ValueError, match="wait"):
+        app.invoke({}, thread_id="t", wait=-1)

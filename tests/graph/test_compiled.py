@@ -4,6 +4,7 @@ refusing to resume a thread on an incompatible graph."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +24,8 @@ from plait import (
     MemoryCheckpointer,
     MissingNodeError,
     NoCheckpointerError,
+    NodeError,
+    SqliteCheckpointer,
     StateSchema,
     ThreadBusyError,
     ThreadState,
@@ -191,13 +194,53 @@ def test_invoking_from_an_old_checkpoint_makes_a_new_branch() -> None:
     assert out["log"] == ["a1", "b2", "c2"], "a is not re-run; b and c run again"
 
     new = app.get_state_history("T")
-    assert [h.step for h in new] == [3, 2, 1, 0]
-    assert new[2].checkpoint_id == after_a.checkpoint_id, "the new branch grows from the chosen checkpoint"
-    assert new[1].parent_id == after_a.checkpoint_id
-    assert {h.checkpoint_id for h in new[:2]}.isdisjoint({h.checkpoint_id for h in old})
+    assert [h.step for h in new] == [3, 2, 1, 1, 0]
+    assert [h.source for h in new] == ["loop", "loop", "replay", "loop", "input"]
+    assert new[3].checkpoint_id == after_a.checkpoint_id, "the new branch grows from the chosen checkpoint"
+    assert new[2].parent_id == after_a.checkpoint_id and new[2].values == after_a.values
+    assert new[2].metadata["replayed_from"] == after_a.checkpoint_id
+    assert {h.checkpoint_id for h in new[:3]}.isdisjoint({h.checkpoint_id for h in old})
     assert app.get_state("T").values["log"] == ["a1", "b2", "c2"]
     # the old branch stays readable by id
     assert app.get_state("T", old[0].checkpoint_id).values["log"] == ["a1", "b1", "c1"]
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_a_replay_that_pauses_or_fails_in_its_first_step_is_the_threads_head(backend: str, tmp_path: Any) -> None:
+    """Time travel to a checkpoint whose next node pauses (or fails): the thread shows the
+    pause (or the failure) at once, and Command(resume=...) answers it on the thread."""
+    from plait import Command, interrupt
+
+    schema = StateSchema.builder().add("log", AppendList()).build()
+    fail = {"b": False}
+
+    def a(state: Any) -> Any:
+        return {"log": ["a"]}
+
+    def b(state: Any) -> Any:
+        if fail["b"]:
+            raise RuntimeError("b broke")
+        return {"log": [f"b:{interrupt('go on?')}"]}
+
+    g = Graph(schema).add_node("a", a).add_node("b", b).add_edge(START, "a").add_edge("a", "b").add_edge("b", END)
+    saver = MemoryCheckpointer() if backend == "memory" else SqliteCheckpointer(tmp_path / "t.db")
+    app = g.compile(saver)
+    app.invoke({}, thread_id="T")
+    assert app.invoke(Command(resume="yes"), thread_id="T")["log"] == ["a", "b:yes"]
+    after_a = at_step(app, "T", 1)
+    out = app.invoke(None, thread_id="T", checkpoint_id=after_a.checkpoint_id)
+    assert "__interrupt__" in out
+    state = app.get_state("T")
+    assert state.next == ("b",) and [i.value for i in state.interrupts] == ["go on?"]
+    assert state.source == "replay" and state.parent_id == after_a.checkpoint_id
+    assert app.invoke(Command(resume="again"), thread_id="T")["log"] == ["a", "b:again"]
+
+    fail["b"] = True
+    with pytest.raises(NodeError):
+        app.invoke(None, thread_id="T", checkpoint_id=after_a.checkpoint_id)
+    state = app.get_state("T")
+    assert state.next == ("b",) and state.source == "replay"
+    assert state.error is not None and state.error.node == "b" and "b broke" in state.error.message
 
 
 def test_invoking_from_an_unknown_checkpoint_is_checkpoint_not_found() -> None:
@@ -469,3 +512,74 @@ def test_a_fork_keeps_interrupts_but_not_the_effects_ledger() -> None:
     assert app.invoke(Command(resume="yes"), thread_id="src")["log"] == ["r1:yes"]
     assert app.invoke(Command(resume="no"), thread_id="copy")["log"] == ["r2:no"]
     assert charges == ["src", "copy"]
+
+
+# -- how threads stand -------------------------------------------------------------------------
+
+
+def _status_graph(saver: Any, gate: dict[str, Any]) -> Any:
+    from plait import interrupt
+
+    schema = StateSchema.builder().add("log", AppendList()).add_lww("mode").build()
+
+    async def work(state: Any) -> Any:
+        mode = state.get("mode")
+        if mode == "fail":
+            raise ValueError("the model refused")
+        if mode == "ask":
+            return {"log": [interrupt("approve?")]}
+        if mode == "hang":
+            gate["started"].set()
+            await asyncio.sleep(30)
+        if mode == "look":
+            gate["seen"] = saver.get_thread("look").status if hasattr(saver, "get_thread") else None
+        return {"log": ["done"]}
+
+    return Graph(schema).add_node("work", work).add_edge(START, "work").add_edge("work", END).compile(saver)
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_every_thread_says_how_it_stands_and_keeps_its_error(backend: str, tmp_path: Any) -> None:
+    saver = MemoryCheckpointer() if backend == "memory" else SqliteCheckpointer(tmp_path / "s.db")
+    gate: dict[str, Any] = {"started": asyncio.Event()}
+    app = _status_graph(saver, gate)
+    app.invoke({"mode": "ok"}, thread_id="done")
+    app.invoke({"mode": "ask"}, thread_id="asking")
+    with pytest.raises(NodeError):
+        app.invoke({"mode": "fail"}, thread_id="failed")
+    app.invoke({"mode": "look"}, thread_id="look")
+    assert gate["seen"] == "busy", "a thread reads busy while its run goes on"
+
+    async def cancelled() -> None:
+        task = asyncio.ensure_future(app.ainvoke({"mode": "hang"}, thread_id="cut"))
+        await gate["started"].wait()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancelled())
+    statuses = {t.thread_id: t.status for t in app.list_threads()}
+    assert statuses == {"done": "idle", "asking": "interrupted", "failed": "error", "look": "idle", "cut": "stale"}
+    failed = app.get_state("failed")
+    assert failed.status == "error" and failed.next == ("work",)
+    assert failed.error is not None and failed.error.node == "work" and failed.error.step == 0
+    assert failed.error.type == "builtins.ValueError" and failed.error.message == "the model refused"
+    assert "the model refused" in failed.error.traceback and failed.error.error == "NodeError"
+    assert app.get_state("asking").status == "interrupted" and app.get_state("done").status == "idle"
+    assert [t.thread_id for t in app.list_threads(status="error")] == ["failed"]
+    page = app.list_threads(limit=2)
+    rest = app.list_threads(before=page[-1].cursor)
+    assert [t.thread_id for t in page + rest] == [t.thread_id for t in app.list_threads()]
+    app.invoke({"mode": "ok"}, thread_id="failed")  # a new run on it succeeds: the error is gone
+    assert app.get_state("failed").status == "idle" and app.get_state("failed").error is None
+    saver.close() if backend == "sqlite" else None
+
+
+def test_the_restart_idiom_needs_no_exception() -> None:
+    app = _status_graph(MemoryCheckpointer(), {"started": asyncio.Event()})
+    assert app.get_state("new", default=None) is None
+    assert not app.has_thread("new")
+    app.invoke({"mode": "ok"}, thread_id="new")
+    assert app.has_thread("new") and app.get_state("new", default=None) is not None
+    with pytest.raises(CheckpointNotFoundError):
+        app.get_state("other")

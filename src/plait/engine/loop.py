@@ -284,10 +284,13 @@ class Run:
             await self._check_compatible(head)
             self._restore(head)
             self._persisted_id = head.id
+        pending = list(head.pending_writes) if head is not None else []
+        if head is not None and checkpoint_id is not None and not isinstance(input, Mapping):
+            head, pending = await self._branch(head, pending)
         if isinstance(input, Command):
             if head is None:
                 raise InvalidResumeError(self.thread_id, "the thread has no checkpoint to resume")
-            cur, pending = head, list(head.pending_writes)
+            cur = head
             if input.update is not None:
                 cur, pending = await self._apply_update(cur, pending, input.update)
             if input.has_resume:
@@ -296,7 +299,7 @@ class Run:
         if input is None:
             if head is None:
                 raise CheckpointNotFoundError(self.thread_id or "(no thread_id)", None, self.namespace)
-            return await self._loop(head, head.next_tasks, list(head.pending_writes))
+            return await self._loop(head, head.next_tasks, pending)
         cur, tasks = await self._start(head, input)
         return await self._loop(cur, tasks, [])
 
@@ -348,6 +351,35 @@ class Run:
         await self._sync_point()
         return cp, tasks
 
+    async def _branch(self, start: Checkpoint, pending: list[PendingWrite]) -> tuple[Checkpoint, list[PendingWrite]]:
+        """A run from a checkpoint of the past (time travel) starts with a copy of it as the
+        thread's new head (source ``replay``, the same step, its pending writes carried), so
+        that the branch it starts is the thread's from the first step: an interrupt or a
+        failure there is what ``get_state`` shows and what ``Command(resume=...)`` answers."""
+        cid = new_checkpoint_id(after=start.id)
+        cp = self._checkpoint(
+            cid,
+            start.id,
+            start.step,
+            start.next_tasks,
+            start.barriers,
+            {"source": "replay", "step": start.step, "replayed_from": start.id},
+        )
+        self._store(cp, set(), folds=False)
+        self._carry(cp, pending)
+        await self._sync_point()
+        return cp, pending
+
+    def _carry(self, cp: Checkpoint, pending: Sequence[PendingWrite]) -> None:
+        """Save ``pending`` (what the step of ``cp``'s parent produced so far) on ``cp``."""
+        if pending and self.committer is not None:
+            self._with_writes.add(cp.id)
+            self.committer.submit(
+                writes=WritesBatch(
+                    thread_id=cp.thread_id, namespace=self.namespace, checkpoint_id=cp.id, writes=tuple(pending)
+                )
+            )
+
     async def _apply_update(
         self, cur: Checkpoint, pending: list[PendingWrite], update: Any
     ) -> tuple[Checkpoint, list[PendingWrite]]:
@@ -370,14 +402,7 @@ class Run:
             },
         )
         self._store(cp, set(changed), folds=False)
-        if pending and self.committer is not None:
-            self._with_writes.add(cid)
-            moved = [PendingWrite(task_id=p.task_id, kind=p.kind, key=p.key, value=p.value) for p in pending]
-            self.committer.submit(
-                writes=WritesBatch(
-                    thread_id=cp.thread_id, namespace=self.namespace, checkpoint_id=cid, writes=tuple(moved)
-                )
-            )
+        self._carry(cp, pending)
         await self._sync_point()
         return cp, pending
 

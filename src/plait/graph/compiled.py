@@ -11,6 +11,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from plait._codec import freeze
@@ -20,12 +21,14 @@ from plait.checkpoint.base import (
     Checkpointer,
     CheckpointWrite,
     Fence,
+    Status,
     Task,
     ThreadInfo,
     WritesBatch,
     new_checkpoint_id,
 )
 from plait.checkpoint.fork import fork_checkpoint
+from plait.checkpoint.lease import rest_status
 from plait.checkpoint.postgres import PostgresCheckpointer
 from plait.checkpoint.sqlite import SqliteCheckpointer
 from plait.engine.loop import Run, RunResult
@@ -37,6 +40,7 @@ from plait.errors import (
     GraphError,
     MissingNodeError,
     NoCheckpointerError,
+    ThreadBusyError,
 )
 from plait.graph.records import ThreadDiff, ThreadState
 from plait.graph.spec import GraphSpec
@@ -55,6 +59,16 @@ _UPDATE_OWNER = f"update:{uuid.uuid4().hex}"
 """The fence owner of ``update_state``: a name no lease is ever taken under, so any run's
 unexpired lease refuses the update. One per process (none is needed per call: updates never
 hold a lease, so they cannot be told apart by it, nor need to be)."""
+
+
+class _Required:
+    """The type of ``get_state``'s default: raise when the thread or checkpoint is not stored."""
+
+    def __repr__(self) -> str:  # as the signature shows it (docs/api.md is generated)
+        return "<raise>"
+
+
+_REQUIRED: Any = _Required()
 
 _UPDATE_RETRIES = 5
 """How many times ``update_state`` folds its update again onto a head that moved under it
@@ -125,6 +139,7 @@ class CompiledGraph:
         durability: Durability,
         sink: Any = None,
         modes: frozenset[str] = frozenset(),
+        wait: float | None = None,
     ) -> RunResult:
         saver = None
         if self.checkpointer is not None:
@@ -148,6 +163,7 @@ class CompiledGraph:
             interrupt_after=self.interrupt_after,
             sink=sink,
             modes=modes,
+            wait=wait,
         )
         return await run.execute(input, checkpoint_id)
 
@@ -159,6 +175,7 @@ class CompiledGraph:
         checkpoint_id: str | None = None,
         recursion_limit: int = 10_000,
         durability: Durability = "sync",
+        wait: float | None = None,
     ) -> dict[str, Any]:
         """Run the graph to the end (or to an interrupt) and return the final values.
 
@@ -173,6 +190,10 @@ class CompiledGraph:
                 ``"async"`` overlaps commits with the next steps (group commit), and is
                 durable when this returns; ``"exit"`` stores only at the end, an
                 interrupt or an error.
+            wait: seconds to wait for another run that holds the thread (polling until its
+                lease is given back or ends) before raising ``ThreadBusyError``; None (the
+                default) raises at once. A holder that died on this machine is taken over
+                at once, without waiting.
 
         Returns:
             The channel values; when the run paused on ``interrupt()``, the pending
@@ -184,6 +205,7 @@ class CompiledGraph:
             checkpoint_id=checkpoint_id,
             recursion_limit=recursion_limit,
             durability=durability,
+            wait=wait,
         )
         return _output(result)
 
@@ -195,6 +217,7 @@ class CompiledGraph:
         checkpoint_id: str | None = None,
         recursion_limit: int = 10_000,
         durability: Durability = "sync",
+        wait: float | None = None,
     ) -> dict[str, Any]:
         """Sync :meth:`ainvoke`."""
         return run_sync(
@@ -204,6 +227,7 @@ class CompiledGraph:
                 checkpoint_id=checkpoint_id,
                 recursion_limit=recursion_limit,
                 durability=durability,
+                wait=wait,
             )
         )
 
@@ -216,6 +240,7 @@ class CompiledGraph:
         checkpoint_id: str | None = None,
         recursion_limit: int = 10_000,
         durability: Durability = "sync",
+        wait: float | None = None,
     ) -> AsyncIterator[Any]:
         """Run the graph and yield what happens as it happens.
 
@@ -245,6 +270,7 @@ class CompiledGraph:
                     durability=durability,
                     sink=sink,
                     modes=frozenset(modes),
+                    wait=wait,
                 )
             finally:
                 queue.put_nowait(None)
@@ -269,6 +295,7 @@ class CompiledGraph:
         checkpoint_id: str | None = None,
         recursion_limit: int = 10_000,
         durability: Durability = "sync",
+        wait: float | None = None,
     ) -> Iterator[Any]:
         """Sync :meth:`astream`: items are yielded as the run produces them."""
         yield from iterate_sync(
@@ -279,6 +306,7 @@ class CompiledGraph:
                 checkpoint_id=checkpoint_id,
                 recursion_limit=recursion_limit,
                 durability=durability,
+                wait=wait,
             )
         )
 
@@ -304,16 +332,41 @@ class CompiledGraph:
 
     # -- inspecting ----------------------------------------------------------------------
 
-    async def aget_state(self, thread_id: str, checkpoint_id: str | None = None) -> ThreadState:
-        """The thread's latest state (or the state at ``checkpoint_id``)."""
+    async def aget_state(
+        self, thread_id: str, checkpoint_id: str | None = None, *, default: Any = _REQUIRED
+    ) -> ThreadState:
+        """The thread's latest state (or the state at ``checkpoint_id``), with how the
+        thread stands (:attr:`ThreadState.status`) and the errors stored with it.
+
+        Args:
+            default: returned instead of raising when there is no such thread or
+                checkpoint (``get_state(t, default=None)``: the restart idiom).
+
+        Raises:
+            CheckpointNotFoundError: no such thread or checkpoint, and no ``default``.
+        """
         saver = await self._saver()
         cp = await saver.aget(thread_id, checkpoint_id, namespace=self.namespace)
         if cp is None:
+            if default is not _REQUIRED:
+                return default  # type: ignore[no-any-return]
             raise CheckpointNotFoundError(thread_id, checkpoint_id, self.namespace)
-        return ThreadState.of(cp)
+        info = await saver.aget_thread(thread_id, namespace=self.namespace)
+        return ThreadState.of(cp, info.status if info is not None else None)
 
-    def get_state(self, thread_id: str, checkpoint_id: str | None = None) -> ThreadState:
-        return run_sync(self.aget_state(thread_id, checkpoint_id))
+    def get_state(self, thread_id: str, checkpoint_id: str | None = None, *, default: Any = _REQUIRED) -> ThreadState:
+        """Sync :meth:`aget_state`."""
+        return run_sync(self.aget_state(thread_id, checkpoint_id, default=default))
+
+    async def ahas_thread(self, thread_id: str) -> bool:
+        """Whether the thread has a checkpoint: ``invoke(None if app.has_thread(t) else
+        first_input, thread_id=t)`` resumes a thread or starts it."""
+        saver = await self._saver()
+        return await saver.aget_thread(thread_id, namespace=self.namespace) is not None
+
+    def has_thread(self, thread_id: str) -> bool:
+        """Sync :meth:`ahas_thread`."""
+        return run_sync(self.ahas_thread(thread_id))
 
     async def aget_state_history(
         self,
@@ -342,11 +395,19 @@ class CompiledGraph:
     ) -> list[ThreadState]:
         return run_sync(self.aget_state_history(thread_id, limit=limit, before=before, filter=filter))
 
-    async def alist_threads(self) -> list[ThreadInfo]:
-        return await (await self._saver()).alist_threads(namespace=self.namespace)
+    async def alist_threads(
+        self, *, status: Status | None = None, limit: int | None = None, before: str | None = None
+    ) -> list[ThreadInfo]:
+        """This graph's threads (of its namespace), most recently active first, filtered by
+        ``status`` and paged in the store (see :meth:`Checkpointer.alist_threads`)."""
+        saver = await self._saver()
+        return await saver.alist_threads(namespace=self.namespace, status=status, limit=limit, before=before)
 
-    def list_threads(self) -> list[ThreadInfo]:
-        return run_sync(self.alist_threads())
+    def list_threads(
+        self, *, status: Status | None = None, limit: int | None = None, before: str | None = None
+    ) -> list[ThreadInfo]:
+        """Sync :meth:`alist_threads`."""
+        return run_sync(self.alist_threads(status=status, limit=limit, before=before))
 
     async def adelete_thread(self, thread_id: str) -> None:
         await (await self._saver()).adelete_thread(thread_id, namespace=self.namespace)
@@ -405,7 +466,26 @@ class CompiledGraph:
             except ConcurrentUpdateError:
                 if attempt == _UPDATE_RETRIES:
                     raise
+            except ThreadBusyError as busy:
+                if busy.alive is not False:
+                    raise
+                return await self._update_over_the_dead(saver, thread_id, update, as_node)
         raise AssertionError("unreachable")
+
+    async def _update_over_the_dead(self, saver: Checkpointer, thread_id: str, update: Any, as_node: str | None) -> str:
+        """The run holding the thread died on this machine (its lease is unexpired, but its
+        process is provably gone): take its lease over, which fences anything it could
+        still write, and write the update under that lease, giving it back in the commit."""
+        lease, head = await saver.atake_lease_and_get(thread_id, _UPDATE_OWNER, namespace=self.namespace)
+        try:
+            if head is None:
+                raise CheckpointNotFoundError(thread_id, None, self.namespace)
+            fence = Fence(owner=_UPDATE_OWNER, token=lease.token, expect_head=head.id, release=True)
+            return await self._write_update(saver, head, update, as_node, fence)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await saver.arelease_lease(lease)
+            raise
 
     async def _write_update(
         self, saver: Checkpointer, head: Checkpoint, update: Any, as_node: str | None, fence: Fence
@@ -453,6 +533,8 @@ class CompiledGraph:
             if carried
             else []
         )
+        if fence.release:  # written under a lease: its release says how the update leaves the thread
+            fence = replace(fence, status=rest_status(cp.next_tasks, carried))
         await saver.acommit(checkpoints=checkpoints, writes=batches, fence=fence)
         return cid
 

@@ -9,12 +9,55 @@ from typing import Any
 
 from plait._codec import fingerprint
 from plait._fast_init import positional_maker
-from plait.checkpoint.base import Checkpoint, Task
+from plait.checkpoint.base import Checkpoint, PendingWrite, Status, Task
 from plait.engine.pending import active_interrupts
 from plait.state.diff import StateDiff
 from plait.types import Interrupt
 
-__all__ = ["ThreadDiff", "ThreadState"]
+__all__ = ["TaskError", "ThreadDiff", "ThreadState"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskError:
+    """Why a task of a thread's next step failed, as stored with the checkpoint it started
+    from (so a thread keeps its error after the process that saw it is gone)."""
+
+    task_id: str
+    """The failed task (empty for a failure of the step itself, such as its merge)."""
+    node: str | None
+    step: int
+    error: str
+    """plait's error class (``NodeError``, ``NodeTimeoutError``, ``ConcurrentWriteError``, ...)."""
+    type: str
+    """The qualified type of the exception the node raised (``builtins.ValueError``)."""
+    message: str
+    traceback: str
+    """The formatted traceback of that exception (its last 16,000 characters)."""
+
+    @classmethod
+    def of(cls, write: PendingWrite) -> TaskError:
+        v = write.value if isinstance(write.value, Mapping) else {}
+        node, step = v.get("node"), v.get("step")
+        return cls(
+            task_id=write.task_id,
+            node=node if isinstance(node, str) else None,
+            step=step if isinstance(step, int) else 0,
+            error=str(v.get("error", "")),
+            type=str(v.get("type", "")),
+            message=str(v.get("message", "")),
+            traceback=str(v.get("traceback", "")),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "task_id": self.task_id,
+            "node": self.node,
+            "step": self.step,
+            "error": self.error,
+            "type": self.type,
+            "message": self.message,
+            "traceback": self.traceback,
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,6 +78,15 @@ class ThreadState:
     """Interrupts waiting for ``Command(resume=...)``."""
     metadata: Mapping[str, Any]
     created_at: float
+    errors: tuple[TaskError, ...] = ()
+    """The failures stored with this checkpoint: tasks of its next step that failed."""
+    status: Status | None = None
+    """How the thread stands (``get_state`` fills it in; None in a history)."""
+
+    @property
+    def error(self) -> TaskError | None:
+        """The first stored failure (None: no task of the next step failed)."""
+        return self.errors[0] if self.errors else None
 
     @property
     def fingerprint(self) -> str:
@@ -51,7 +103,8 @@ class ThreadState:
         return datetime.datetime.fromtimestamp(self.created_at, datetime.UTC).isoformat()
 
     @classmethod
-    def of(cls, cp: Checkpoint) -> ThreadState:
+    def of(cls, cp: Checkpoint, status: Status | None = None) -> ThreadState:
+        pending = cp.pending_writes
         return _thread_state(
             cp.thread_id,
             cp.namespace,
@@ -61,9 +114,11 @@ class ThreadState:
             cp.values,
             _nodes(cp.next_tasks),
             cp.next_tasks,
-            tuple(active_interrupts(cp.pending_writes)) if cp.pending_writes else (),
+            tuple(active_interrupts(pending)) if pending else (),
             cp.metadata,
             cp.created_at,
+            tuple(TaskError.of(w) for w in pending if w.kind == "error") if pending else (),
+            status,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -78,6 +133,8 @@ class ThreadState:
             "interrupts": [i.to_json() for i in self.interrupts],
             "metadata": self.metadata,
             "created_at": self.created,
+            "status": self.status,
+            "errors": [e.to_json() for e in self.errors],
         }
 
 

@@ -11,6 +11,7 @@ from plait.testing import (
     _history_checks,
     _lease_checks,
     _robustness_checks,
+    _status_checks,
     _thread_checks,
     _write_checks,
 )
@@ -21,6 +22,7 @@ CHECKS: tuple[Check, ...] = (
     *_write_checks.check.all,
     *_history_checks.check.all,
     *_thread_checks.check.all,
+    *_status_checks.check.all,
     *_lease_checks.check.all,
     *_fence_checks.check.all,
     *_robustness_checks.check.all,

@@ -1,0 +1,102 @@
+"""Checks of how threads stand: statuses derived from what is stored, listings filtered by
+status and paged in the store, one thread looked up."""
+
+from __future__ import annotations
+
+import asyncio
+
+from plait.checkpoint.base import Checkpointer, Task, ThreadInfo, WritesBatch
+from plait.testing._harness import Checks, Env, ThreadBuilder, expect, fail, make_writes, same
+
+check = Checks()
+
+_ERROR = {"node": "a", "step": 1, "error": "NodeError", "type": "builtins.ValueError", "message": "no", "traceback": ""}
+_ASK = {"id": "i", "value": "ok?", "node": "a", "task_id": "t1", "index": 0}
+
+
+async def _statuses(cp: Checkpointer, namespace: str | None = None) -> dict[str, str]:
+    return {t.thread_id: t.status for t in await cp.alist_threads(namespace=namespace)}
+
+
+@check("thread_statuses")
+async def _thread_statuses(env: Env) -> None:
+    """idle, stale, interrupted, error from what a one-off commit stores; busy under a live lease, stale once lapsed."""
+    cp = await env.new()
+    planned = (Task(id="t1", node="a"),)
+    idle = ThreadBuilder("idle").step({"n": 1}, root=True)
+    await cp.acommit(checkpoints=[idle])
+    await cp.acommit(checkpoints=[ThreadBuilder("stale").step({"n": 1}, root=True, next_tasks=planned)])
+    for name, kind, value in (("interrupted", "interrupt", _ASK), ("error", "error", _ERROR)):
+        root = ThreadBuilder(name).step({"n": 1}, root=True, next_tasks=planned)
+        saved = make_writes(("t1", kind, "0", value))
+        await cp.acommit(
+            checkpoints=[root], writes=[WritesBatch(thread_id=name, checkpoint_id=root.checkpoint.id, writes=saved)]
+        )
+    same(
+        "statuses after one-off commits",
+        await _statuses(cp),
+        {"idle": "idle", "stale": "stale", "interrupted": "interrupted", "error": "error"},
+    )
+    lease = await cp.atake_lease("idle", "A", ttl=0.3)
+    info = await cp.aget_thread("idle")
+    expect(info is not None and info.status == "busy", f"a thread under a live lease reads {info!r}")
+    expect(
+        info is not None and info.lease is not None and info.lease.token == lease.token and info.lease.owner == "A",
+        f"a busy thread's listing names its lease: {info!r}",
+    )
+    await asyncio.sleep(0.8)  # lapsed: the run that held it stalled or died elsewhere
+    info = await cp.aget_thread("idle")
+    expect(info is not None and info.status == "stale", f"a thread whose lease lapsed reads {info!r}")
+    await cp.arelease_lease(lease, status="error")
+    info = await cp.aget_thread("idle")
+    expect(
+        info is not None and info.status == "error" and info.lease is None, f"after release(status='error'): {info!r}"
+    )
+    await cp.arelease_lease(await cp.atake_lease("idle", "B"))  # no status: as it was
+    info = await cp.aget_thread("idle")
+    expect(info is not None and info.status == "error", f"a release without a status changed it: {info!r}")
+    expect(await cp.aget_thread("never") is None, "aget_thread found a thread that has no checkpoint")
+
+
+@check("thread_listings")
+async def _thread_listings(env: Env) -> None:
+    """alist_threads: newest activity first, filtered by status, paged by limit and cursor, per namespace."""
+    cp = await env.new()
+    names = [f"t{i:02d}" for i in range(7)]
+    for name in names:
+        await cp.acommit(checkpoints=[ThreadBuilder(name).step({"n": name}, root=True)])
+        await asyncio.sleep(0.002)  # distinct times: the order is the order of activity
+    other = ThreadBuilder("t00", namespace="other").step({"n": 0}, root=True)
+    await cp.acommit(checkpoints=[other])
+    lease = await cp.atake_lease("t03", "A")  # taken: t03 is busy, and the most recently active
+    every = await cp.alist_threads(namespace="")
+    same("the listing's order", [t.thread_id for t in every], ["t03", *reversed([n for n in names if n != "t03"])])
+    _ordered(every)
+    pages: list[str] = []
+    before: str | None = None
+    while True:
+        page = await cp.alist_threads(namespace="", limit=3, before=before)
+        expect(len(page) <= 3, f"a page of limit=3 has {len(page)} threads")
+        pages += [t.thread_id for t in page]
+        if len(page) < 3:
+            break
+        before = page[-1].cursor
+    same("the threads paged three at a time", pages, [t.thread_id for t in every])
+    same("busy threads", [t.thread_id for t in await cp.alist_threads(status="busy")], ["t03"])
+    same("idle threads of namespace ''", len(await cp.alist_threads(namespace="", status="idle")), 6)
+    same("idle threads, at most 2", len(await cp.alist_threads(status="idle", limit=2)), 2)
+    same("threads of namespace 'other'", [t.namespace for t in await cp.alist_threads(namespace="other")], ["other"])
+    same("threads of every namespace", len(await cp.alist_threads()), 8)
+    await cp.arelease_lease(lease)
+    for bad in ({"status": "sleeping"}, {"limit": 0}, {"before": "not a cursor"}):
+        try:
+            await cp.alist_threads(**bad)
+        except ValueError:
+            pass
+        else:
+            fail(f"alist_threads({bad}) was accepted")
+
+
+def _ordered(infos: list[ThreadInfo]) -> None:
+    keys = [(t.updated_at, t.namespace, t.thread_id) for t in infos]
+    expect(keys == sorted(keys, reverse=True), f"a listing is not newest first: {keys}")
