@@ -31,6 +31,7 @@ from plait.engine.events import (
     event_json,
 )
 from plait.errors import (
+    AmbiguousCheckpointError,
     CheckpointCorruptError,
     CheckpointError,
     CheckpointNotFoundError,
@@ -54,8 +55,11 @@ from plait.errors import (
     RunError,
     SchemaError,
     StateError,
+    StoreAddressError,
+    StoreNotFoundError,
     StoreVersionError,
     ThreadBusyError,
+    ThreadExistsError,
     UnknownChannelError,
 )
 from plait.graph import CompiledGraph, Dag, Graph, ThreadDiff, ThreadState
@@ -84,6 +88,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AppendList",
     "ANY_HEAD",
+    "AmbiguousCheckpointError",
     "AppendMessages",
     "Channel",
     "Checkpoint",
@@ -145,10 +150,13 @@ __all__ = [
     "StateSchema",
     "StateSnapshot",
     "StateUpdated",
+    "StoreAddressError",
+    "StoreNotFoundError",
     "StoreVersionError",
     "Sum",
     "Task",
     "ThreadBusyError",
+    "ThreadExistsError",
     "ThreadDiff",
     "ThreadInfo",
     "ThreadState",
