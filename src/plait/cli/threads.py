@@ -1,32 +1,34 @@
 """The ``plait`` commands that work on a store's threads and need no graph: ``threads``,
-``history``, ``state``, ``diff``, ``fork`` (without ``--set``) and ``db prune|stats``.
+``history``, ``state``, ``diff``, ``fork`` (without ``--set``).
 
 Checkpoints hold their values whole, so these read (and copy, and prune) them directly.
 """
 
-import os
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
-from plait._cli_args import resolve_graph
-from plait._cli_output import Out, UsageError
+import typer
+
 from plait._sync import run_sync
 from plait.checkpoint.base import Checkpoint, Checkpointer, ThreadInfo
 from plait.checkpoint.fork import fork_checkpoint
+from plait.cli.arguments import DEFAULT_DB, parse_sets
+from plait.cli.context import Invocation, run_command
+from plait.cli.options import Db, Debug, Json, Ns, Sets
+from plait.cli.output import Out, UsageError
 from plait.errors import CheckpointNotFoundError
 from plait.state.diff import StateDiff, diff
 
 __all__ = [
     "checkpoint_json",
-    "cmd_db_prune",
-    "cmd_db_stats",
     "cmd_diff",
     "cmd_fork",
     "cmd_history",
     "cmd_state",
     "cmd_threads",
     "copy_checkpoint",
+    "register",
     "thread_diff",
     "thread_json",
 ]
@@ -187,17 +189,17 @@ def cmd_fork(
     to: str,
     sets: dict[str, Any],
     graph: str | None,
-    db: str,
     namespace: str,
-    out: Out,
+    inv: Invocation,
 ) -> None:
+    out = inv.out
     if run_sync(store.aget(to, namespace=namespace)) is not None:
         raise UsageError(f"thread {to!r} already exists; fork into a new thread id")
     source = _get(store, thread, checkpoint, namespace).id
     if sets:
         if graph is None:
             raise UsageError("fork --set folds the edits through the graph's reducers: pass --graph MODULE:GRAPH")
-        app = resolve_graph(graph, db)
+        app = inv.graph(graph)
         cid = app.fork(thread, to, checkpoint_id=checkpoint, edits=sets)
     else:
         cid = copy_checkpoint(store, thread, checkpoint, to, namespace)
@@ -214,34 +216,82 @@ def copy_checkpoint(store: Checkpointer, thread: str, checkpoint: str | None, to
     return run_sync(fork_checkpoint(store, src, to))
 
 
-def cmd_db_stats(store: Checkpointer, db: str, out: Out) -> None:
-    threads = run_sync(store.alist_threads(namespace=None))
-    stats: dict[str, Any] = {
-        "store": db,
-        "threads": len(threads),
-        "checkpoints": sum(t.checkpoints for t in threads),
-        "namespaces": sorted({t.namespace for t in threads}),
-    }
-    if os.path.exists(db):
-        stats["bytes"] = sum(os.path.getsize(p) for p in (db, db + "-wal") if os.path.exists(p))
-    if out.json:
-        out.emit(stats)
-        return
-    for k, v in stats.items():
-        out.line(f"{k}: {v}")
+# -- registration ----------------------------------------------------------------------------
 
 
-def cmd_db_prune(store: Checkpointer, thread: str | None, keep_last: int, namespace: str | None, out: Out) -> None:
-    if keep_last < 1:
-        raise UsageError("--keep-last must be at least 1")
-    if thread is not None:
-        targets = [(namespace or "", thread)]
-    else:
-        targets = [(t.namespace, t.thread_id) for t in run_sync(store.alist_threads(namespace=namespace))]
-    dropped = {
-        f"{ns}/{t}" if ns else t: run_sync(store.aprune(t, keep_last=keep_last, namespace=ns)) for ns, t in targets
-    }
-    if out.json:
-        out.emit({"dropped": dropped, "total": sum(dropped.values())})
-    else:
-        out.line(f"dropped {sum(dropped.values())} checkpoints from {len(dropped)} threads (keeping {keep_last})")
+def register(app: typer.Typer) -> None:
+    """The commands on a store's threads: ``threads``, ``history``, ``state``, ``diff``, ``fork``."""
+
+    @app.command()
+    def threads(
+        db: Db = DEFAULT_DB,
+        namespace: Annotated[str | None, typer.Option("--namespace", help="Only this namespace.")] = None,
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """List the threads in a store, newest first."""
+        run_command(lambda inv: cmd_threads(inv.store(), namespace, inv.out), as_json=as_json, debug=debug, db=db)
+
+    @app.command()
+    def history(
+        thread: str,
+        limit: Annotated[int | None, typer.Option("--limit", "-n", help="At most N checkpoints.")] = None,
+        db: Db = DEFAULT_DB,
+        namespace: Ns = "",
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """A thread's checkpoints, newest first."""
+        run_command(
+            lambda inv: cmd_history(inv.store(), thread, limit, namespace, inv.out), as_json=as_json, debug=debug, db=db
+        )
+
+    @app.command()
+    def state(
+        thread: str,
+        checkpoint: Annotated[str | None, typer.Option("--checkpoint", "-c", help="A checkpoint id.")] = None,
+        key: Annotated[str | None, typer.Option("--key", "-k", help="Only this channel.")] = None,
+        db: Db = DEFAULT_DB,
+        namespace: Ns = "",
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """A thread's state (the latest, or at --checkpoint)."""
+        run_command(
+            lambda inv: cmd_state(inv.store(), thread, checkpoint, key, namespace, inv.out),
+            as_json=as_json,
+            debug=debug,
+            db=db,
+        )
+
+    @app.command("diff")
+    def diff_cmd(
+        a: str,
+        b: str,
+        db: Db = DEFAULT_DB,
+        namespace: Ns = "",
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """Where two threads part ways, and how their heads differ."""
+        run_command(lambda inv: cmd_diff(inv.store(), a, b, namespace, inv.out), as_json=as_json, debug=debug, db=db)
+
+    @app.command()
+    def fork(
+        thread: str,
+        to: Annotated[str, typer.Option("--to", help="The new thread.")],
+        checkpoint: Annotated[str | None, typer.Option("--checkpoint", "-c", help="Fork here (default: head).")] = None,
+        set_: Sets = None,
+        graph: Annotated[str | None, typer.Option("--graph", help="MODULE:GRAPH, needed with --set.")] = None,
+        db: Db = DEFAULT_DB,
+        namespace: Ns = "",
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """Copy a checkpoint into a new thread, optionally with edits folded through the reducers."""
+        run_command(
+            lambda inv: cmd_fork(inv.store(), thread, checkpoint, to, parse_sets(set_ or []), graph, namespace, inv),
+            as_json=as_json,
+            debug=debug,
+            db=db,
+        )

@@ -1,7 +1,8 @@
 """Turning the ``plait`` command line's arguments into values: JSON (or ``@file``),
-``--set key=json`` pairs, the ``--db`` store, and the graph named by ``MODULE:GRAPH``.
+``--set key=json`` pairs, and the object named by ``MODULE:GRAPH``.
 
-Stores opened here are closed by :func:`close_stores` when the command ends.
+Opening the ``--db`` store and compiling the graph on it belong to the command's
+:class:`~plait.cli.context.Invocation`, which closes what it opened.
 """
 
 import importlib
@@ -11,29 +12,13 @@ import os
 import sys
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from plait._cli_output import UsageError
-from plait._sync import run_sync
-from plait.checkpoint.base import Checkpointer
+from plait.cli.output import UsageError
 
-if TYPE_CHECKING:
-    from plait.graph.compiled import CompiledGraph
-
-__all__ = [
-    "DEFAULT_DB",
-    "close_stores",
-    "load_target",
-    "open_store",
-    "parse_json",
-    "parse_sets",
-    "resolve_graph",
-]
+__all__ = ["DEFAULT_DB", "load_target", "parse_json", "parse_sets"]
 
 DEFAULT_DB = "plait.db"
-
-_OPEN: list[Checkpointer] = []
-"""Stores opened by the running command, closed when it ends."""
 
 
 def parse_json(text: str, what: str) -> Any:
@@ -62,25 +47,6 @@ def parse_sets(items: Sequence[str]) -> dict[str, Any]:
         except json.JSONDecodeError:
             out[key] = raw
     return out
-
-
-def open_store(db: str, *, create: bool = False) -> Checkpointer:
-    """The checkpointer for ``--db``: a SQLite path or a ``postgresql://`` DSN."""
-    from plait.graph.compiled import coerce_checkpointer
-
-    if not db.startswith(("postgres://", "postgresql://")) and not create and not os.path.exists(db):
-        raise UsageError(f"no database at {db!r}: pass --db PATH (a SQLite file or a postgresql:// DSN)")
-    saver = coerce_checkpointer(db)
-    assert saver is not None
-    _OPEN.append(saver)
-    run_sync(saver.asetup())
-    return saver
-
-
-def close_stores() -> None:
-    """Close the stores :func:`open_store` opened, newest first."""
-    while _OPEN:
-        run_sync(_OPEN.pop().aclose())
 
 
 def load_target(target: str) -> Any:
@@ -113,31 +79,3 @@ def load_target(target: str) -> Any:
         except AttributeError:
             raise UsageError(f"{module_name!r} has no attribute {attr!r}") from None
     return obj
-
-
-def resolve_graph(target: str, db: str | None, *, need_store: bool = True) -> "CompiledGraph":
-    """Compile ``target`` on the ``--db`` store (a CompiledGraph keeps its own store when no
-    --db is given)."""
-    from plait.graph.builder import Dag, Graph
-    from plait.graph.compiled import CompiledGraph
-
-    obj = load_target(target)
-    if not isinstance(obj, Graph | Dag | CompiledGraph) and callable(obj):
-        obj = obj()
-    store: Checkpointer | None = None
-    if need_store and not (isinstance(obj, CompiledGraph) and obj.checkpointer is not None and db is None):
-        store = open_store(db or DEFAULT_DB, create=True)
-    if isinstance(obj, Graph | Dag):
-        return obj.compile(checkpointer=store)
-    if isinstance(obj, CompiledGraph):
-        if store is None:
-            return obj
-        return CompiledGraph(
-            obj.spec,
-            checkpointer=store,
-            namespace=obj.namespace,
-            interrupt_before=tuple(obj.interrupt_before),
-            interrupt_after=tuple(obj.interrupt_after),
-            name=obj.name,
-        )
-    raise UsageError(f"{target!r} is a {type(obj).__name__}, not a Graph, Dag or CompiledGraph")

@@ -1,33 +1,38 @@
 """The ``plait`` commands that load a graph: ``run`` and ``resume``, ``update``, ``draw``;
-and ``demo``, which runs the bundled one (:mod:`plait._demo`).
+and ``demo``, which runs the bundled one (:mod:`plait.cli.demo`).
 """
 
 import os
 import sys
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
-from plait._cli_args import resolve_graph
-from plait._cli_output import EXIT_FAILED, EXIT_INTERRUPTED, Exit, Out, UsageError
+import typer
+
 from plait._sync import run_sync
+from plait.cli.arguments import DEFAULT_DB, parse_json, parse_sets
+from plait.cli.context import Invocation, run_command
+from plait.cli.options import Db, Debug, Json, OptDb, Sets, Target
+from plait.cli.output import EXIT_FAILED, EXIT_INTERRUPTED, Exit, Out, UsageError
 from plait.errors import RunError
 
 if TYPE_CHECKING:
     from plait.graph.compiled import CompiledGraph
     from plait.types import Durability
 
-__all__ = ["cmd_demo", "cmd_draw", "cmd_run", "cmd_update"]
+__all__ = ["cmd_demo", "cmd_draw", "cmd_run", "cmd_update", "register"]
 
 
-def cmd_run(target: str, input: Any, thread: str | None, db: str | None, out: Out, durability: str) -> None:
+def cmd_run(inv: Invocation, target: str, input: Any, thread: str | None, durability: str) -> None:
     from plait.engine.events import CheckpointSaved, Interrupted, NodeFailed, NodeFinished
     from plait.graph.records import ThreadState
 
     if durability not in ("sync", "async", "exit"):
         raise UsageError(f"--durability is one of sync, async, exit; got {durability!r}")
     mode = cast("Durability", durability)
-    app = resolve_graph(target, db)
+    out = inv.out
+    app = inv.graph(target)
     thread_id = thread or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     if not out.json:
         out.line(f"thread {thread_id}")
@@ -90,13 +95,14 @@ def cmd_update(app: "CompiledGraph", thread: str, sets: dict[str, Any], as_node:
         out.line(f"updated {thread}: {', '.join(sets)} (checkpoint {cid}); next: {', '.join(state.next) or '-'}")
 
 
-def cmd_draw(target: str, fmt: str, output: str | None, out: Out) -> None:
+def cmd_draw(inv: Invocation, target: str, fmt: str, output: str | None) -> None:
     from plait.graph.draw import draw_ascii, draw_mermaid, draw_svg
 
     drawers = {"mermaid": draw_mermaid, "ascii": draw_ascii, "svg": draw_svg}
     if fmt not in drawers:
         raise UsageError(f"--format is one of mermaid, ascii, svg; got {fmt!r}")
-    app = resolve_graph(target, None, need_store=False)
+    out = inv.out
+    app = inv.graph(target, need_store=False)
     text = drawers[fmt](app.spec)
     if output:
         with open(output, "w", encoding="utf-8") as f:
@@ -112,7 +118,7 @@ def cmd_draw(target: str, fmt: str, output: str | None, out: Out) -> None:
 
 
 def cmd_demo(db: str, out: Out) -> None:
-    from plait import _demo
+    from plait.cli import demo as _demo
 
     if not os.path.exists(os.path.dirname(os.path.abspath(db))):
         raise UsageError(f"no folder for {db!r}")
@@ -126,3 +132,87 @@ def cmd_demo(db: str, out: Out) -> None:
         out.emit(summary)
     else:
         _demo.run_demo(db, out=_demo.reporter(out.rich))
+
+
+# -- registration ----------------------------------------------------------------------------
+
+
+def register(app: typer.Typer) -> None:
+    """The commands that load a graph: ``demo``, ``run``, ``resume``, ``update``, ``draw``."""
+
+    @app.command()
+    def demo(
+        db: Annotated[str, typer.Option("--db", help="Where the demo keeps its SQLite file.")] = "plait-demo.db",
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """Run the bundled demo: fan-out, an interrupt, a crash in a child process, the resume, a fork."""
+        run_command(lambda inv: cmd_demo(db, inv.out), as_json=as_json, debug=debug)
+
+    @app.command()
+    def run(
+        target: Target,
+        input: Annotated[str, typer.Option("--input", "-i", help="JSON input, or @file.")] = "{}",
+        thread: Annotated[str | None, typer.Option("--thread", "-t", help="Thread id (new if not given).")] = None,
+        db: OptDb = None,
+        durability: Annotated[str, typer.Option(help="sync, async or exit.")] = "sync",
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """Run a graph on a thread (exit 3 when it pauses for input)."""
+        run_command(
+            lambda inv: cmd_run(inv, target, parse_json(input, "--input"), thread, durability),
+            as_json=as_json,
+            debug=debug,
+            db=db,
+        )
+
+    @app.command()
+    def resume(
+        target: Target,
+        thread: Annotated[str, typer.Argument(help="The thread to continue.")],
+        resume_value: Annotated[
+            str | None, typer.Option("--resume", "-r", help="JSON answer to the pending interrupt, or @file.")
+        ] = None,
+        db: OptDb = None,
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """Continue a thread: after a pause, a failure or a crash; --resume answers an interrupt."""
+
+        def body(inv: Invocation) -> None:
+            from plait.types import Command
+
+            value = None if resume_value is None else Command(resume=parse_json(resume_value, "--resume"))
+            cmd_run(inv, target, value, thread, "sync")
+
+        run_command(body, as_json=as_json, debug=debug, db=db)
+
+    @app.command()
+    def update(
+        thread: str,
+        graph: Annotated[str, typer.Option("--graph", help="MODULE:GRAPH (its reducers fold the update).")],
+        set_: Sets = None,
+        as_node: Annotated[str | None, typer.Option("--as-node", help="Write as this node.")] = None,
+        db: Db = DEFAULT_DB,
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """Write to a thread's state through the reducers, as a new checkpoint."""
+
+        def body(inv: Invocation) -> None:
+            inv.store()  # refuse a missing file before loading the graph
+            cmd_update(inv.graph(graph), thread, parse_sets(set_ or []), as_node, inv.out)
+
+        run_command(body, as_json=as_json, debug=debug, db=db)
+
+    @app.command()
+    def draw(
+        target: Target,
+        fmt: Annotated[str, typer.Option("--format", "-f", help="mermaid, ascii or svg.")] = "mermaid",
+        output: Annotated[str | None, typer.Option("--output", "-o", help="Write to this file.")] = None,
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """Draw a graph: Mermaid text, ASCII or SVG (no network)."""
+        run_command(lambda inv: cmd_draw(inv, target, fmt, output), as_json=as_json, debug=debug)
