@@ -27,6 +27,11 @@ The tree::
     │   ├── RecursionLimitError      a run took more super-steps than allowed
     │   ├── InvalidResumeError       a Command(resume=...) that matches no pending interrupt
     │   └── NoCheckpointerError      a feature that needs a checkpointer was used without one
+    ├── CommandLineError             the plait command was used wrongly (it exits with code 2)
+    │   ├── ArgumentError            an argument or option value that cannot be used
+    │   ├── TargetLoadError          MODULE:GRAPH names nothing that loads as a graph
+    │   ├── ExportFormatError        a file for `plait import` that is not a thread export
+    │   └── NotConfirmedError        a deletion that was not confirmed
     └── CheckpointError              the checkpoint store refused or failed
         ├── CheckpointNotFoundError  a thread or checkpoint id that is not stored
         ├── CheckpointCorruptError   stored data that cannot be read back
@@ -50,11 +55,14 @@ from typing import Any
 
 __all__ = [
     "AmbiguousCheckpointError",
+    "ArgumentError",
     "CheckpointCorruptError",
     "CheckpointError",
     "CheckpointNotFoundError",
+    "CommandLineError",
     "ConcurrentUpdateError",
     "ConcurrentWriteError",
+    "ExportFormatError",
     "GraphChangedError",
     "GraphError",
     "InvalidResumeError",
@@ -65,6 +73,7 @@ __all__ = [
     "NoCheckpointerError",
     "NodeError",
     "NodeTimeoutError",
+    "NotConfirmedError",
     "NotSerializableError",
     "PlaitError",
     "ReadOnlyStateError",
@@ -76,6 +85,7 @@ __all__ = [
     "StoreAddressError",
     "StoreNotFoundError",
     "StoreVersionError",
+    "TargetLoadError",
     "ThreadBusyError",
     "ThreadExistsError",
     "UnknownChannelError",
@@ -311,6 +321,58 @@ class NoCheckpointerError(RunError):
             "checkpointer=MemoryCheckpointer() or checkpointer='plait.db' (SQLite), and pass a "
             "thread_id when you invoke it."
         )
+
+
+class CommandLineError(PlaitError):
+    """The ``plait`` command was given something it cannot use; it exits with code 2.
+
+    Raised by the command line only, before anything is written: the message names the
+    argument or option, what was wrong with it, and the command to run instead.
+    """
+
+
+class ArgumentError(CommandLineError):
+    """An argument or option whose value cannot be used (JSON that does not parse,
+    ``--limit 0``, two options that exclude each other)."""
+
+    def __init__(self, option: str, message: str) -> None:
+        self.option = option
+        """The option or argument, as written on the command line (``--limit``, ``THREAD``)."""
+        super().__init__(message)
+
+
+class TargetLoadError(CommandLineError):
+    """``MODULE:GRAPH`` could not be loaded: no such file or module, an error while importing
+    it, no such attribute, or an object that is not a graph."""
+
+    def __init__(self, target: str, reason: str) -> None:
+        self.target = target
+        self.reason = reason
+        super().__init__(f"cannot load {target!r}: {reason}")
+
+
+class ExportFormatError(CommandLineError):
+    """A file given to ``plait import`` that is not a thread export this plait can read."""
+
+    def __init__(self, source: str, line: int, reason: str) -> None:
+        self.source = source
+        self.line = line
+        self.reason = reason
+        super().__init__(
+            f"{source} line {line}: {reason}; `plait import` reads what `plait export THREAD` writes "
+            "(format plait-thread, version 1)"
+        )
+
+
+class NotConfirmedError(CommandLineError):
+    """A command that deletes data asked for a confirmation and did not get one."""
+
+    def __init__(self, action: str, *, declined: bool) -> None:
+        self.action = action
+        self.declined = declined
+        """True when the answer was no; False when there was nobody to ask (no input)."""
+        why = "declined" if declined else "there was no answer to the question (stdin is closed)"
+        super().__init__(f"{action}: not done, {why}; pass --yes to do it without asking")
 
 
 class CheckpointError(PlaitError):

@@ -26,7 +26,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from plait.cli.output import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Exit, installed
+from plait.cli.output import EXIT_CTRL_C, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Exit, installed
 
 # The exit codes are part of the command line's contract, so they are importable from here.
 __all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "main"]
@@ -35,23 +35,58 @@ INSTALL_HINT = "plait: the command line needs typer and rich: pip install 'plait
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The ``plait`` entry point; returns the exit code."""
+    """The ``plait`` entry point; returns the exit code.
+
+    The application runs with click's standalone mode off, so that its usage errors are
+    written here like every other error: one line on stderr, or one JSON object with
+    ``--json``, and exit code 2.
+    """
     if argv is None and hasattr(signal, "SIGPIPE"):
         # `plait history T | head` ends quietly, like other command line tools
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     if not (installed("typer") and installed("rich")):
         print(INSTALL_HINT, file=sys.stderr)
         return EXIT_USAGE
-    from plait.cli.app import build_app
+    from plait.cli.app import build_command
 
-    app = build_app()
+    args = list(sys.argv[1:] if argv is None else argv)
+    command = build_command()
     try:
-        app(args=list(argv) if argv is not None else None, prog_name="plait")
+        rv = command.main(args=args, prog_name="plait", standalone_mode=False)
     except Exit as exc:
         return exc.code
-    except SystemExit as exc:  # how click ends: usage errors are 2, --help is 0
+    except SystemExit as exc:
         code = exc.code
         return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_FAILED)
     except KeyboardInterrupt:
-        return 130
-    return EXIT_OK
+        return EXIT_CTRL_C
+    except Exception as exc:
+        code = getattr(exc, "exit_code", None)
+        if not isinstance(code, int) or not callable(getattr(exc, "format_message", None)):
+            raise
+        return _usage_error(
+            exc, code, as_json="--json" in args[: args.index("--")] if "--" in args else "--json" in args
+        )
+    return rv if isinstance(rv, int) else EXIT_OK
+
+
+def _usage_error(exc: Exception, code: int, *, as_json: bool) -> int:
+    """Write a usage error of click (an unknown option, a missing argument) in plait's way."""
+    import json
+
+    ctx = getattr(exc, "ctx", None)
+    if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+        text = ctx.get_help()  # typer's rich help prints itself and returns ""
+        if text:
+            print(text, file=sys.stderr)
+        return code
+    message = " ".join(str(exc.format_message()).split())  # type: ignore[attr-defined]
+    if ctx is not None:
+        message += f" (see: {ctx.command_path} --help)"
+    if type(exc).__name__ in ("Abort",):
+        message = "aborted"
+    if as_json:
+        print(json.dumps({"error": "ArgumentError", "message": message, "exit_code": code}), file=sys.stderr)
+    else:
+        print(f"error: {message}", file=sys.stderr)
+    return code

@@ -1,81 +1,120 @@
-"""Turning the ``plait`` command line's arguments into values: JSON (or ``@file``),
-``--set key=json`` pairs, and the object named by ``MODULE:GRAPH``.
+"""Turning the ``plait`` command line's arguments into values: JSON (or ``@file``), an
+``--input`` object, ``--set`` pairs, ``--keys`` lists, limits and confirmations.
 
-Opening the ``--db`` store and compiling the graph on it belong to the command's
-:class:`~plait.cli.context.Invocation`, which closes what it opened.
+``--set`` follows HTTPie's convention, so that a value never changes type by accident:
+``key=value`` is the string ``value``; ``key:=json`` is JSON (``n:=3``, ``ok:=true``,
+``tags:='["a", "b"]'``), and JSON that does not parse is an error, never quietly a string.
+
+Every refusal is an :class:`~plait.errors.ArgumentError` naming the option.
 """
 
-import importlib
-import importlib.util
 import json
-import os
 import sys
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from plait.cli.output import UsageError
+from plait.errors import ArgumentError, NotConfirmedError
 
-__all__ = ["DEFAULT_DB", "load_target", "parse_json", "parse_sets"]
-
-DEFAULT_DB = "plait.db"
+__all__ = ["check_positive", "confirm", "parse_input", "parse_json", "parse_keys", "parse_sets", "plural"]
 
 
 def parse_json(text: str, what: str) -> Any:
-    """JSON text, or ``@path`` for a file holding it."""
+    """JSON text, or ``@path`` for a file holding it (``@-``: standard input)."""
     if text.startswith("@"):
+        name = text[1:]
         try:
-            with open(text[1:], encoding="utf-8") as f:
-                text = f.read()
+            if name == "-":
+                text = sys.stdin.read()
+            else:
+                with open(name, encoding="utf-8") as f:
+                    text = f.read()
         except OSError as exc:
-            raise UsageError(f"{what}: cannot read {text[1:]!r}: {exc.strerror}") from None
+            raise ArgumentError(what, f"{what}: cannot read {name!r}: {exc.strerror}") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise UsageError(f"{what} is not valid JSON ({exc.msg} at column {exc.colno}): {text!r}") from None
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        raise ArgumentError(what, f"{what} is not valid JSON ({exc.msg} at column {exc.colno}): {shown!r}") from None
 
 
-def parse_sets(items: Sequence[str]) -> dict[str, Any]:
-    """``key=json`` pairs; a value that is not JSON is taken as a string."""
-    out: dict[str, Any] = {}
+def parse_input(text: str) -> dict[str, Any]:
+    """``--input``: a JSON object of channel values (or ``@file`` holding one)."""
+    value = parse_json(text, "--input")
+    if not isinstance(value, dict):
+        raise ArgumentError(
+            "--input",
+            f'--input is a JSON object of channel values, like \'{{"topic": "tides"}}\'; got {_kind(value)}',
+        )
+    return value
+
+
+def parse_sets(items: Sequence[str], option: str = "--set") -> list[tuple[str, Any]]:
+    """``key=value`` (a string) and ``key:=json`` pairs, in the order given (a key given twice
+    is written twice: an appending reducer keeps both)."""
+    out: list[tuple[str, Any]] = []
     for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--set takes key=json, got {item!r}")
-        try:
-            out[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key] = raw
+        eq = item.find("=")
+        if eq <= 0 or (eq == 1 and item[0] == ":"):
+            raise ArgumentError(
+                option, f"{option} takes key=value (a string) or key:=json (any JSON value), got {item!r}"
+            )
+        if item[eq - 1] == ":":
+            key, raw = item[: eq - 1], item[eq + 1 :]
+            try:
+                out.append((key, json.loads(raw)))
+            except json.JSONDecodeError as exc:
+                raise ArgumentError(
+                    option,
+                    f"{option} {key}:= takes JSON, and {raw!r} is not ({exc.msg} at column {exc.colno}); "
+                    f"for a string write {key}={raw}",
+                ) from None
+        else:
+            out.append((item[:eq], item[eq + 1 :]))
     return out
 
 
-def load_target(target: str) -> Any:
-    """The object named by ``MODULE:ATTR`` (MODULE may be a ``.py`` file)."""
-    module_name, sep, attr = target.rpartition(":")
-    if not sep or not module_name or not attr:
-        raise UsageError(f"expected MODULE:GRAPH (e.g. app.graphs:support or flow.py:graph), got {target!r}")
-    if module_name.endswith(".py") or os.sep in module_name:
-        path = os.path.abspath(module_name)
-        if not os.path.exists(path):
-            raise UsageError(f"no such file: {module_name!r}")
-        name = "_plait_target_" + uuid.uuid5(uuid.NAMESPACE_URL, path).hex[:8]
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise UsageError(f"cannot load {module_name!r} as Python")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    else:
-        if os.getcwd() not in sys.path:
-            sys.path.insert(0, os.getcwd())
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            raise UsageError(f"cannot import {module_name!r}: {exc}") from None
-    obj: Any = module
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise UsageError(f"{module_name!r} has no attribute {attr!r}") from None
-    return obj
+def parse_keys(text: str | None) -> list[str] | None:
+    """``--keys a,b``: channel names (None when not given)."""
+    if text is None:
+        return None
+    keys = [k.strip() for k in text.split(",") if k.strip()]
+    if not keys:
+        raise ArgumentError("--keys", "--keys takes channel names separated by commas, like --keys messages,phase")
+    return keys
+
+
+def check_positive(value: int | None, option: str) -> None:
+    """Refuse a count below 1 (``--limit 0`` would show nothing, a negative one is a typo)."""
+    if value is not None and value < 1:
+        raise ArgumentError(option, f"{option} must be at least 1, got {value}")
+
+
+def confirm(question: str, action: str, yes: bool) -> None:
+    """Ask ``question`` on stderr and read the answer from stdin, unless ``yes`` (``--yes``).
+
+    Raises:
+        NotConfirmedError: the answer was not yes, or there was no answer (stdin closed).
+    """
+    if yes:
+        return
+    print(f"{question} [y/N] ", end="", file=sys.stderr, flush=True)
+    answer = sys.stdin.readline()
+    if not answer or not sys.stdin.isatty():
+        print(file=sys.stderr)  # the answer was not echoed: end the question's line
+    if not answer:
+        raise NotConfirmedError(action, declined=False)
+    if answer.strip().lower() not in ("y", "yes"):
+        raise NotConfirmedError(action, declined=True)
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 checkpoint``, ``2 checkpoints``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "a list"
+    if value is None:
+        return "null"
+    return f"a {type(value).__name__}"

@@ -430,12 +430,14 @@ def _story(app: CompiledGraph, db: str, out: Reporter, python: str) -> dict[str,
 
     elapsed = time.monotonic() - started
     out.section(f"Done in {elapsed:.1f}s")
-    out.line(f"look at what it left behind in {db}:")
+    out.line(f"look at what it left behind in {db}: point plait at it, then ask")
+    out.line(f"export PLAIT_DB={db}    (or add --db {db} to each command)")
     commands = [
-        f"plait threads --db {db}",
-        f"plait history {main} --db {db}",
-        f"plait state {main} --db {db} --key messages",
-        f"plait diff {main} {fork} --db {db}",
+        "plait threads",
+        f"plait history {main}",
+        f"plait state {main} --key messages",
+        f"plait diff {main} {fork}",
+        f"plait export {main} > {main}.jsonl",
         "plait draw plait.cli.demo:build_graph --format ascii",
     ]
     for c in commands:
@@ -447,6 +449,7 @@ def _story(app: CompiledGraph, db: str, out: Reporter, python: str) -> dict[str,
         "finished_before_crash": finished,
         "calls_after_resume": calls_after_resume,
         "uploads_after_resume": uploads_after_resume,
+        "env": {"PLAIT_DB": db},
         "commands": commands,
     }
 

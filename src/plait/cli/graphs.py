@@ -1,5 +1,8 @@
-"""The ``plait`` commands that load a graph: ``run`` and ``resume``, ``update``, ``draw``;
-and ``demo``, which runs the bundled one (:mod:`plait.cli.demo`).
+"""The ``plait`` commands that load a graph: ``run``, ``resume``, ``update``, ``draw``, and
+``demo``, which runs the bundled one (:mod:`plait.cli.demo`).
+
+``run`` and ``resume`` show each step live (plain lines when piped) and end with the exit
+code of what happened: 0 the run finished, 1 it failed, 3 it paused for input.
 """
 
 import os
@@ -11,34 +14,78 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import typer
 
 from plait._sync import run_sync
-from plait.cli.arguments import DEFAULT_DB, parse_json, parse_sets
+from plait.checkpoint.base import Checkpoint
+from plait.cli.arguments import check_positive, parse_input, parse_json, parse_sets
 from plait.cli.context import Invocation, run_command
-from plait.cli.options import Db, Debug, Json, OptDb, Sets, Target
-from plait.cli.output import EXIT_FAILED, EXIT_INTERRUPTED, Exit, Out, UsageError
-from plait.errors import RunError
+from plait.cli.options import (
+    Checkpoint as CheckpointOpt,
+)
+from plait.cli.options import (
+    Db,
+    Debug,
+    Json,
+    OptNamespace,
+    RecursionLimit,
+    Sets,
+    Step,
+    Target,
+    Thread,
+)
+from plait.cli.output import EXIT_INTERRUPTED, Exit
+from plait.cli.records import checkpoint_record
+from plait.cli.selection import find_checkpoint
+from plait.errors import ArgumentError, CheckpointNotFoundError
 
 if TYPE_CHECKING:
     from plait.graph.compiled import CompiledGraph
     from plait.types import Durability
 
-__all__ = ["cmd_demo", "cmd_draw", "cmd_run", "cmd_update", "register"]
+__all__ = ["cmd_demo", "cmd_draw", "cmd_resume", "cmd_run", "cmd_update", "register"]
+
+DURABILITIES = ("sync", "async", "exit")
+FORMATS = ("mermaid", "ascii", "svg")
 
 
-def cmd_run(inv: Invocation, target: str, input: Any, thread: str | None, durability: str) -> None:
+def run_status(cp: Checkpoint, record: dict[str, Any]) -> str:
+    """``done``, ``interrupted`` (waits for ``--resume``) or ``paused`` (at a breakpoint)."""
+    if record["interrupts"]:
+        return "interrupted"
+    return "paused" if cp.next_tasks else "done"
+
+
+def cmd_run(
+    inv: Invocation,
+    app: "CompiledGraph",
+    input: Any,
+    thread_id: str,
+    *,
+    durability: str = "sync",
+    recursion_limit: int = 10_000,
+    checkpoint_id: str | None = None,
+) -> None:
+    """Run ``app`` on ``thread_id`` with live progress, then print where it stopped."""
     from plait.engine.events import CheckpointSaved, Interrupted, NodeFailed, NodeFinished
-    from plait.graph.records import ThreadState
 
-    if durability not in ("sync", "async", "exit"):
-        raise UsageError(f"--durability is one of sync, async, exit; got {durability!r}")
-    mode = cast("Durability", durability)
+    if durability not in DURABILITIES:
+        raise ArgumentError("--durability", f"--durability is one of {', '.join(DURABILITIES)}; got {durability!r}")
+    check_positive(recursion_limit, "--recursion-limit")
     out = inv.out
-    app = inv.graph(target)
-    thread_id = thread or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    ran = 0
     if not out.json:
         out.line(f"thread {thread_id}")
 
-    async def drive() -> ThreadState:
-        async for ev in app.astream(input, thread_id=thread_id, mode="events", durability=mode):
+    async def drive() -> None:
+        nonlocal ran
+        async for ev in app.astream(
+            input,
+            thread_id=thread_id,
+            checkpoint_id=checkpoint_id,
+            mode="events",
+            durability=cast("Durability", durability),
+            recursion_limit=recursion_limit,
+        ):
+            if isinstance(ev, NodeFinished):
+                ran += 1
             if out.json:
                 continue
             if isinstance(ev, NodeFinished):
@@ -50,49 +97,86 @@ def cmd_run(inv: Invocation, target: str, input: Any, thread: str | None, durabi
                 out.line(f"  step {ev.step}  checkpoint {ev.checkpoint_id}")
             elif isinstance(ev, Interrupted):
                 out.line(f"  step {ev.step}  paused")
-        return await app.aget_state(thread_id)
 
-    try:
-        state = run_sync(drive())
-    except RunError as exc:
-        if out.json:
-            out.emit({"thread_id": thread_id, "status": "failed", "error": str(exc), "type": type(exc).__name__})
-            raise Exit(EXIT_FAILED) from None
-        raise
-    status = "interrupted" if state.interrupts else ("done" if not state.next else "paused")
+    with inv.run_phase():
+        run_sync(drive())
+    head = _head(app, thread_id)
+    _finish(inv, app, head, ran=ran > 0)
+
+
+def _head(app: "CompiledGraph", thread_id: str) -> Checkpoint:
+    assert app.checkpointer is not None
+    cp = run_sync(app.checkpointer.aget(thread_id, namespace=app.namespace))
+    if cp is None:
+        raise CheckpointNotFoundError(thread_id, None, app.namespace)
+    return cp
+
+
+def _finish(inv: Invocation, app: "CompiledGraph", head: Checkpoint, *, ran: bool) -> None:
+    """Print where a run stopped, and leave with 3 if it waits."""
+    out = inv.out
+    record = checkpoint_record(head)
+    status = run_status(head, record)
+    thread = head.thread_id
+    resume = f"plait resume {inv.target} {thread}"
     if out.json:
-        out.emit(
-            {
-                "thread_id": thread_id,
-                "status": status,
-                "checkpoint_id": state.checkpoint_id,
-                "step": state.step,
-                "values": state.values,
-                "next": list(state.next),
-                "interrupts": [i.to_json() for i in state.interrupts],
-            }
-        )
+        out.emit({**record, "status": status, "ran": ran})
     else:
-        out.value("values", state.values)
-        for i in state.interrupts:
-            out.value(f"waiting for input: interrupt {i.id} in node {i.node!r}", i.value)
-        if state.interrupts:
-            out.line(f"resume with: plait resume {target} {thread_id} --resume JSON")
-        elif state.next:
-            out.line(f"paused before: {', '.join(state.next)}; continue with: plait resume {target} {thread_id}")
+        out.value("values", head.values)
+        for i in record["interrupts"]:
+            out.value(f"waiting for input: interrupt {i['id']} in node {i['node']!r}", i["value"])
+        if status == "interrupted":
+            out.line(f"resume with: {resume} --resume JSON{inv.flags()}")
+        elif status == "paused":
+            out.line(f"paused before: {', '.join(record['next'])}; continue with: {resume}{inv.flags()}")
     if status != "done":
         raise Exit(EXIT_INTERRUPTED)
 
 
-def cmd_update(app: "CompiledGraph", thread: str, sets: dict[str, Any], as_node: str | None, out: Out) -> None:
+def cmd_resume(
+    inv: Invocation,
+    app: "CompiledGraph",
+    thread_id: str,
+    resume_value: str | None,
+    *,
+    checkpoint: str | None,
+    step: int | None,
+    recursion_limit: int,
+) -> None:
+    """Continue a thread, or say there is nothing to continue."""
+    from plait.types import Command
+
+    assert app.checkpointer is not None
+    value = None if resume_value is None else Command(resume=parse_json(resume_value, "--resume"))
+    start = find_checkpoint(app.checkpointer, thread_id, app.namespace, checkpoint, step)
+    replay = checkpoint is not None or step is not None
+    if not replay and value is None and not start.next_tasks and not checkpoint_record(start)["interrupts"]:
+        if inv.out.json:
+            inv.out.emit({**checkpoint_record(start), "status": "done", "ran": False})
+        else:
+            inv.out.line(
+                f"thread {thread_id} is finished (step {start.step}, checkpoint {start.id}): nothing to resume. "
+                f"Start it again with: plait run {inv.target} --thread {thread_id} --input JSON{inv.flags()}"
+            )
+        return
+    cmd_run(inv, app, value, thread_id, recursion_limit=recursion_limit, checkpoint_id=start.id if replay else None)
+
+
+def cmd_update(
+    inv: Invocation, app: "CompiledGraph", thread: str, sets: list[tuple[str, Any]], as_node: str | None
+) -> None:
     if not sets:
-        raise UsageError("update needs at least one --set key=json")
+        raise ArgumentError("--set", "update needs at least one --set key=value (or key:=json)")
+    assert app.checkpointer is not None
+    find_checkpoint(app.checkpointer, thread, app.namespace)  # an unknown thread is not found (2)
     cid = app.update_state(thread, sets, as_node=as_node)
-    state = app.get_state(thread)
-    if out.json:
-        out.emit({"thread_id": thread, "checkpoint_id": cid, "values": state.values, "next": list(state.next)})
+    head = _head(app, thread)
+    if inv.out.json:
+        inv.out.emit(checkpoint_record(head))
     else:
-        out.line(f"updated {thread}: {', '.join(sets)} (checkpoint {cid}); next: {', '.join(state.next) or '-'}")
+        keys = ", ".join(dict.fromkeys(k for k, _ in sets))
+        nxt = ", ".join(checkpoint_record(head, values=False)["next"]) or "-"
+        inv.out.line(f"updated {thread}: {keys} (checkpoint {cid}); next: {nxt}")
 
 
 def cmd_draw(inv: Invocation, target: str, fmt: str, output: str | None) -> None:
@@ -100,7 +184,7 @@ def cmd_draw(inv: Invocation, target: str, fmt: str, output: str | None) -> None
 
     drawers = {"mermaid": draw_mermaid, "ascii": draw_ascii, "svg": draw_svg}
     if fmt not in drawers:
-        raise UsageError(f"--format is one of mermaid, ascii, svg; got {fmt!r}")
+        raise ArgumentError("--format", f"--format is one of {', '.join(FORMATS)}; got {fmt!r}")
     out = inv.out
     app = inv.graph(target, need_store=False)
     text = drawers[fmt](app.spec)
@@ -114,14 +198,16 @@ def cmd_draw(inv: Invocation, target: str, fmt: str, output: str | None) -> None
     elif out.json:
         out.emit({"format": fmt, "text": text})
     else:
-        sys.stdout.write(text)
+        out.text(text)
 
 
-def cmd_demo(db: str, out: Out) -> None:
+def cmd_demo(inv: Invocation, db: str) -> None:
     from plait.cli import demo as _demo
+    from plait.errors import StoreAddressError
 
     if not os.path.exists(os.path.dirname(os.path.abspath(db))):
-        raise UsageError(f"no folder for {db!r}")
+        raise StoreAddressError(db, f"its folder {os.path.dirname(os.path.abspath(db))!r} does not exist")
+    out = inv.out
     if out.json:
         with open(os.devnull, "w") as sink:
             stdout, sys.stdout = sys.stdout, sink
@@ -134,6 +220,10 @@ def cmd_demo(db: str, out: Out) -> None:
         _demo.run_demo(db, out=_demo.reporter(out.rich))
 
 
+def new_thread_id() -> str:
+    return f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+
 # -- registration ----------------------------------------------------------------------------
 
 
@@ -142,77 +232,121 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def demo(
-        db: Annotated[str, typer.Option("--db", help="Where the demo keeps its SQLite file.")] = "plait-demo.db",
+        db: Annotated[
+            str, typer.Option("--db", metavar="FILE", help="The SQLite file the demo writes its threads to.")
+        ] = "plait-demo.db",
         as_json: Json = False,
         debug: Debug = False,
     ) -> None:
         """Run the bundled demo: fan-out, an interrupt, a crash in a child process, the resume, a fork."""
-        run_command(lambda inv: cmd_demo(db, inv.out), as_json=as_json, debug=debug)
+        run_command(lambda inv: cmd_demo(inv, db), as_json=as_json, debug=debug)
 
     @app.command()
     def run(
         target: Target,
-        input: Annotated[str, typer.Option("--input", "-i", help="JSON input, or @file.")] = "{}",
-        thread: Annotated[str | None, typer.Option("--thread", "-t", help="Thread id (new if not given).")] = None,
-        db: OptDb = None,
-        durability: Annotated[str, typer.Option(help="sync, async or exit.")] = "sync",
+        input: Annotated[
+            str, typer.Option("--input", "-i", metavar="JSON", help="The input: a JSON object, or @file holding one.")
+        ] = "{}",
+        thread: Annotated[
+            str | None,
+            typer.Option("--thread", "-t", metavar="THREAD", help="The thread id (default: a new one, printed)."),
+        ] = None,
+        db: Db = None,
+        namespace: OptNamespace = None,
+        durability: Annotated[
+            str,
+            typer.Option(
+                "--durability",
+                metavar="MODE",
+                help="sync commits every step before the next; async overlaps them; exit stores at the end.",
+            ),
+        ] = "sync",
+        recursion_limit: RecursionLimit = 10_000,
         as_json: Json = False,
         debug: Debug = False,
     ) -> None:
         """Run a graph on a thread (exit 3 when it pauses for input)."""
-        run_command(
-            lambda inv: cmd_run(inv, target, parse_json(input, "--input"), thread, durability),
-            as_json=as_json,
-            debug=debug,
-            db=db,
-        )
+
+        def body(inv: Invocation) -> None:
+            value = parse_input(input)
+            graph = inv.graph(target, namespace=namespace)
+            cmd_run(
+                inv, graph, value, thread or new_thread_id(), durability=durability, recursion_limit=recursion_limit
+            )
+
+        run_command(body, as_json=as_json, debug=debug, db=db)
 
     @app.command()
     def resume(
         target: Target,
-        thread: Annotated[str, typer.Argument(help="The thread to continue.")],
+        thread: Annotated[str, typer.Argument(metavar="THREAD", help="The thread to continue.", show_default=False)],
         resume_value: Annotated[
-            str | None, typer.Option("--resume", "-r", help="JSON answer to the pending interrupt, or @file.")
+            str | None,
+            typer.Option(
+                "--resume", "-r", metavar="JSON", help="The answer to the pending interrupt (JSON, or @file)."
+            ),
         ] = None,
-        db: OptDb = None,
+        checkpoint: CheckpointOpt = None,
+        step: Step = None,
+        db: Db = None,
+        namespace: OptNamespace = None,
+        recursion_limit: RecursionLimit = 10_000,
         as_json: Json = False,
         debug: Debug = False,
     ) -> None:
-        """Continue a thread: after a pause, a failure or a crash; --resume answers an interrupt."""
+        """Continue a thread after a pause, a failure or a crash; with --checkpoint or --step, replay from there."""
 
         def body(inv: Invocation) -> None:
-            from plait.types import Command
-
-            value = None if resume_value is None else Command(resume=parse_json(resume_value, "--resume"))
-            cmd_run(inv, target, value, thread, "sync")
+            graph = inv.graph(target, namespace=namespace, create=False)
+            cmd_resume(
+                inv, graph, thread, resume_value, checkpoint=checkpoint, step=step, recursion_limit=recursion_limit
+            )
 
         run_command(body, as_json=as_json, debug=debug, db=db)
 
     @app.command()
     def update(
-        thread: str,
-        graph: Annotated[str, typer.Option("--graph", help="MODULE:GRAPH (its reducers fold the update).")],
+        thread: Thread,
+        graph: Annotated[
+            str,
+            typer.Option(
+                "--graph",
+                "-g",
+                metavar="MODULE:GRAPH",
+                help="The graph whose reducers fold the writes.",
+                show_default=False,
+            ),
+        ],
         set_: Sets = None,
-        as_node: Annotated[str | None, typer.Option("--as-node", help="Write as this node.")] = None,
-        db: Db = DEFAULT_DB,
+        as_node: Annotated[
+            str | None,
+            typer.Option("--as-node", metavar="NODE", help="Write as this node: what runs next are its successors."),
+        ] = None,
+        db: Db = None,
+        namespace: OptNamespace = None,
         as_json: Json = False,
         debug: Debug = False,
     ) -> None:
-        """Write to a thread's state through the reducers, as a new checkpoint."""
+        """Write to a thread's state through the graph's reducers, as a new checkpoint."""
 
         def body(inv: Invocation) -> None:
-            inv.store()  # refuse a missing file before loading the graph
-            cmd_update(inv.graph(graph), thread, parse_sets(set_ or []), as_node, inv.out)
+            sets = parse_sets(set_ or [])
+            app = inv.graph(graph, namespace=namespace, create=False)
+            cmd_update(inv, app, thread, sets, as_node)
 
         run_command(body, as_json=as_json, debug=debug, db=db)
 
     @app.command()
     def draw(
         target: Target,
-        fmt: Annotated[str, typer.Option("--format", "-f", help="mermaid, ascii or svg.")] = "mermaid",
-        output: Annotated[str | None, typer.Option("--output", "-o", help="Write to this file.")] = None,
+        fmt: Annotated[
+            str, typer.Option("--format", "-f", metavar="FORMAT", help="mermaid, ascii or svg.")
+        ] = "mermaid",
+        output: Annotated[
+            str | None, typer.Option("--output", "-o", metavar="FILE", help="Write to FILE (default: stdout).")
+        ] = None,
         as_json: Json = False,
         debug: Debug = False,
     ) -> None:
-        """Draw a graph: Mermaid text, ASCII or SVG (no network)."""
+        """Draw a graph: Mermaid text, ASCII or SVG (no network, no graphviz)."""
         run_command(lambda inv: cmd_draw(inv, target, fmt, output), as_json=as_json, debug=debug)
