@@ -162,3 +162,13 @@ def test_delete_asks_first(cli: Cli) -> None:
     res = cli("delete", "w", "--yes", "--db", "a.db", "--json")
     assert res.json() == {"thread_id": "w", "namespace": "", "deleted": True, "checkpoints": 2}
     assert [t["thread_id"] for t in cli("threads", "--db", "a.db", "--json").json()] == ["f"]
+
+
+def test_export_says_what_a_side_branch_leaves_out(cli: Cli) -> None:
+    cli("run", "flow.py:graph", "-i", '{"topic": "x"}', "-t", "t", "--db", "a.db")
+    assert cli("resume", "flow.py:graph", "t", "--step", "0", "--db", "a.db").code == EXIT_OK  # time travel
+    res = cli("export", "t", "--db", "a.db")
+    assert res.code == EXIT_OK
+    assert "thread 't' has 2 checkpoints off its head's lineage" in res.err and "not exported" in res.err
+    header = json.loads(res.out.splitlines()[0])
+    assert header["checkpoints"] == 3 == len(res.out.splitlines()) - 1

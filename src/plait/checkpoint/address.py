@@ -174,7 +174,7 @@ def _check_sqlite_file(path: str, shown: str, create: bool) -> None:
         raise StoreAddressError(
             shown,
             "it is a directory, not a SQLite file",
-            f"For the file store in that folder, write file://{_abs(path)}.",
+            f"For the file store in that folder, write file://{os.path.abspath(path)}.",
         )
     if os.path.exists(path):
         if not os.access(path, os.R_OK):
@@ -245,7 +245,3 @@ def _postgres(dsn: str, shown: str, options: dict[str, Any]) -> Checkpointer:
         raise StoreAddressError(
             shown, "PostgreSQL needs psycopg, which is not installed", "Install it: pip install 'plait[postgres]'."
         ) from None
-
-
-def _abs(path: str) -> str:
-    return os.path.abspath(path)

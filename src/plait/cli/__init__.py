@@ -1,25 +1,29 @@
-"""The ``plait`` command line: run graphs, and inspect, edit and fork their threads.
+"""The ``plait`` command line: run graphs, and inspect, edit, fork, move and replay their threads.
 
-Inspection commands (``threads``, ``history``, ``state``, ``diff``, ``db``) open the store
-directly and need no graph: checkpoints hold their values whole. Commands that run a graph
-or fold writes through its reducers (``run``, ``resume``, ``update``, ``fork --set``) take
-``MODULE:GRAPH``, where MODULE is a module name or a ``.py`` file and GRAPH names a
-``Graph``, ``Dag`` or ``CompiledGraph``, or a function with no arguments that returns one.
+Inspection commands (``threads``, ``history``, ``state``, ``diff``, ``export``, ``db``) open
+the store directly and need no graph: checkpoints hold their values whole. Commands that run a
+graph or fold writes through its reducers (``run``, ``resume``, ``update``, ``fork --set``)
+take ``MODULE:GRAPH`` (:mod:`plait.cli.loading`).
 
-Exit codes: 0 done, 1 the run or the command failed, 2 wrong usage, 3 the run paused and
-waits for input (``plait resume``). Errors are one line; ``--debug`` shows the traceback.
+Exit codes (:mod:`plait.cli.output`): 0 done, 1 the run failed (or the command could not be
+done), 2 usage error or not found, 3 paused for input, 130 Ctrl-C. An error is one line on
+stderr, or one JSON object with ``--json``; ``--debug`` adds the traceback.
 
 typer and rich are imported only when the command line runs (``pip install 'plait[cli]'``),
 so ``import plait`` never loads them, and importing this package does not either: it holds
 the entry point :func:`main` only. The modules:
 
-* :mod:`plait.cli.app`: the typer application, one registration function per group;
+* :mod:`plait.cli.app`: the typer application, one registration function per group, and
+  :mod:`plait.cli.options`, the options the commands share;
 * :mod:`plait.cli.context`: what a running command owns (its output, the stores it opened)
-  and how its errors become exit codes;
-* :mod:`plait.cli.arguments`: arguments into values (JSON, ``--set``, ``MODULE:GRAPH``);
-* :mod:`plait.cli.output`: JSON, rich or plain output, and the exit codes;
-* :mod:`plait.cli.graphs`, :mod:`plait.cli.threads`, :mod:`plait.cli.db`: the commands;
-* :mod:`plait.cli.demo`: the bundled demo.
+  and how its errors become exit codes; :mod:`plait.cli.messages` says them in the command
+  line's words;
+* :mod:`plait.cli.arguments` (JSON, ``--set``, confirmations), :mod:`plait.cli.loading`
+  (``MODULE:GRAPH``), :mod:`plait.cli.selection` (which checkpoint an id or step means);
+* :mod:`plait.cli.output` (JSON, rich or plain; the exit codes) and :mod:`plait.cli.records`
+  (the JSON shapes);
+* the commands: :mod:`plait.cli.graphs`, :mod:`plait.cli.threads`, :mod:`plait.cli.transfer`
+  (export and import), :mod:`plait.cli.db`; and :mod:`plait.cli.demo`, the bundled demo.
 """
 
 import signal
@@ -61,12 +65,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return EXIT_CTRL_C
     except Exception as exc:
+        as_json = "--json" in (args[: args.index("--")] if "--" in args else args)
         code = getattr(exc, "exit_code", None)
-        if not isinstance(code, int) or not callable(getattr(exc, "format_message", None)):
-            raise
-        return _usage_error(
-            exc, code, as_json="--json" in args[: args.index("--")] if "--" in args else "--json" in args
-        )
+        if isinstance(code, int) and callable(getattr(exc, "format_message", None)):
+            return _usage_error(exc, code, as_json=as_json)
+        # not a command's error (those end in run_command): a failure of the command line itself
+        if "--debug" in args:
+            import traceback
+
+            traceback.print_exc()
+        message = f"{type(exc).__name__}: {exc} (unexpected: run again with --debug for the traceback, and report it)"
+        if as_json:
+            import json
+
+            print(
+                json.dumps({"error": type(exc).__name__, "message": message, "exit_code": EXIT_FAILED}), file=sys.stderr
+            )
+        else:
+            print(f"error: {message}", file=sys.stderr)
+        return EXIT_FAILED
     return rv if isinstance(rv, int) else EXIT_OK
 
 
@@ -83,8 +100,6 @@ def _usage_error(exc: Exception, code: int, *, as_json: bool) -> int:
     message = " ".join(str(exc.format_message()).split())  # type: ignore[attr-defined]
     if ctx is not None:
         message += f" (see: {ctx.command_path} --help)"
-    if type(exc).__name__ in ("Abort",):
-        message = "aborted"
     if as_json:
         print(json.dumps({"error": "ArgumentError", "message": message, "exit_code": code}), file=sys.stderr)
     else:

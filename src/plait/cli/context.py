@@ -31,8 +31,6 @@ from plait.errors import (
     GraphError,
     InvalidResumeError,
     NotConfirmedError,
-    PlaitError,
-    RunError,
     StateError,
     StoreAddressError,
     ThreadExistsError,
@@ -109,22 +107,27 @@ class Invocation:
         return store
 
     def graph(
-        self, target: str, *, namespace: str | None = None, need_store: bool = True, create: bool = True
+        self,
+        target: str,
+        *,
+        namespace: str | None = None,
+        need_store: bool = True,
+        create: bool = True,
+        store: Checkpointer | None = None,
     ) -> "CompiledGraph":
         """Load ``target`` and compile it on this command's store.
 
         A CompiledGraph keeps its own store when none was chosen (neither ``--db`` nor
         ``$PLAIT_DB``); ``namespace`` (``--namespace``), when given, replaces the graph's.
         ``create=False`` refuses a store that does not exist yet (what a command that reads
-        or edits a thread wants).
+        or edits a thread wants); ``store``, one this command opened already, is used as it is.
         """
         from plait.cli.loading import load_graph
         from plait.graph.compiled import CompiledGraph
 
         self.target = target
         app = load_graph(target)
-        store: Checkpointer | None = None
-        if need_store and (app.checkpointer is None or self.db_chosen):
+        if store is None and need_store and (app.checkpointer is None or self.db_chosen):
             store = self.store(create=create)
         if store is not None or (namespace is not None and namespace != app.namespace):
             app = CompiledGraph(
@@ -264,7 +267,3 @@ def _scrub(message: str, address: str) -> str:
         if unquoted != password:
             message = message.replace(unquoted, "***")
     return message
-
-
-def is_plait_error(exc: BaseException) -> bool:
-    return isinstance(exc, PlaitError | RunError)

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 
 from plait._sync import run_sync
-from plait.checkpoint.base import Checkpoint, Checkpointer, ThreadInfo
+from plait.checkpoint.base import Checkpointer, ThreadInfo
 from plait.checkpoint.fork import fork_checkpoint
 from plait.cli.arguments import check_positive, confirm, parse_keys, parse_sets, plural
 from plait.cli.context import Invocation, run_command
@@ -172,7 +172,7 @@ def cmd_fork(
     if run_sync(store.aget(to, namespace=namespace)) is not None:
         raise ThreadExistsError(to, namespace, "Fork into a new thread id, or delete it first: plait delete " + to)
     if graph is not None:
-        app = inv.graph(graph, namespace=namespace, create=False)
+        app = inv.graph(graph, namespace=namespace, store=store)
         cid = app.fork(thread, to, checkpoint_id=source.id, edits=sets)
     else:
         cid = run_sync(fork_checkpoint(store, source, to))
@@ -214,10 +214,6 @@ def _thread_info(store: Checkpointer, thread: str, namespace: str) -> ThreadInfo
         if t.thread_id == thread:
             return t
     raise CheckpointNotFoundError(thread, None, namespace)
-
-
-def head_of(store: Checkpointer, thread: str, namespace: str) -> Checkpoint:
-    return find_checkpoint(store, thread, namespace)
 
 
 # -- registration ----------------------------------------------------------------------------
