@@ -27,13 +27,22 @@ The tree::
     │   ├── RecursionLimitError      a run took more super-steps than allowed
     │   ├── InvalidResumeError       a Command(resume=...) that matches no pending interrupt
     │   └── NoCheckpointerError      a feature that needs a checkpointer was used without one
+    ├── CommandLineError             the plait command was used wrongly (it exits with code 2)
+    │   ├── ArgumentError            an argument or option value that cannot be used
+    │   ├── TargetLoadError          MODULE:GRAPH names nothing that loads as a graph
+    │   ├── ExportFormatError        a file for `plait import` that is not a thread export
+    │   └── NotConfirmedError        a deletion that was not confirmed
     └── CheckpointError              the checkpoint store refused or failed
         ├── CheckpointNotFoundError  a thread or checkpoint id that is not stored
         ├── CheckpointCorruptError   stored data that cannot be read back
         ├── ThreadBusyError          another run holds the thread's lease
         ├── LeaseLostError           a run's lease was taken over: it may not write any more
         ├── ConcurrentUpdateError    the thread moved on between reading it and committing
-        └── StoreVersionError        a database schema this version of plait does not know
+        ├── StoreVersionError        a database schema this version of plait does not know
+        ├── StoreAddressError        (also ValueError) a store address that names no store plait can open
+        │   └── StoreNotFoundError   a store address naming a file or folder that does not exist
+        ├── AmbiguousCheckpointError a checkpoint id prefix that more than one checkpoint has
+        └── ThreadExistsError        a thread that must not exist yet (an import, a fork) exists
 
 The signal raised by :func:`plait.interrupt` is deliberately *not* here: it derives from
 ``BaseException`` (like ``asyncio.CancelledError``) so that a node's ``except Exception``
@@ -46,11 +55,15 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
+    "AmbiguousCheckpointError",
+    "ArgumentError",
     "CheckpointCorruptError",
     "CheckpointError",
     "CheckpointNotFoundError",
+    "CommandLineError",
     "ConcurrentUpdateError",
     "ConcurrentWriteError",
+    "ExportFormatError",
     "GraphChangedError",
     "GraphError",
     "InvalidResumeError",
@@ -62,6 +75,7 @@ __all__ = [
     "NoCheckpointerError",
     "NodeError",
     "NodeTimeoutError",
+    "NotConfirmedError",
     "NotSerializableError",
     "PlaitError",
     "ReadOnlyStateError",
@@ -70,8 +84,12 @@ __all__ = [
     "RunError",
     "SchemaError",
     "StateError",
+    "StoreAddressError",
+    "StoreNotFoundError",
     "StoreVersionError",
+    "TargetLoadError",
     "ThreadBusyError",
+    "ThreadExistsError",
     "UnknownChannelError",
 ]
 
@@ -307,6 +325,58 @@ class NoCheckpointerError(RunError):
         )
 
 
+class CommandLineError(PlaitError):
+    """The ``plait`` command was given something it cannot use; it exits with code 2.
+
+    Raised by the command line only, before anything is written: the message names the
+    argument or option, what was wrong with it, and the command to run instead.
+    """
+
+
+class ArgumentError(CommandLineError):
+    """An argument or option whose value cannot be used (JSON that does not parse,
+    ``--limit 0``, two options that exclude each other)."""
+
+    def __init__(self, option: str, message: str) -> None:
+        self.option = option
+        """The option or argument, as written on the command line (``--limit``, ``THREAD``)."""
+        super().__init__(message)
+
+
+class TargetLoadError(CommandLineError):
+    """``MODULE:GRAPH`` could not be loaded: no such file or module, an error while importing
+    it, no such attribute, or an object that is not a graph."""
+
+    def __init__(self, target: str, reason: str) -> None:
+        self.target = target
+        self.reason = reason
+        super().__init__(f"cannot load {target!r}: {reason}")
+
+
+class ExportFormatError(CommandLineError):
+    """A file given to ``plait import`` that is not a thread export this plait can read."""
+
+    def __init__(self, source: str, line: int, reason: str) -> None:
+        self.source = source
+        self.line = line
+        self.reason = reason
+        super().__init__(
+            f"{source} line {line}: {reason}; `plait import` reads what `plait export THREAD` writes "
+            "(format plait-thread, version 1)"
+        )
+
+
+class NotConfirmedError(CommandLineError):
+    """A command that deletes data asked for a confirmation and did not get one."""
+
+    def __init__(self, action: str, *, declined: bool) -> None:
+        self.action = action
+        self.declined = declined
+        """True when the answer was no; False when there was nobody to ask (no input)."""
+        why = "declined" if declined else "there was no answer to the question (stdin is closed)"
+        super().__init__(f"{action}: not done, {why}; pass --yes to do it without asking")
+
+
 class CheckpointError(PlaitError):
     """The checkpoint store refused a request or failed."""
 
@@ -459,6 +529,75 @@ class StoreVersionError(CheckpointError):
         else:
             advice = "run `plait db migrate` (or call setup()) to upgrade it"
         super().__init__(f"{store} has schema version {found}, this plait knows version {known}: {advice}.")
+
+
+STORE_ADDRESS_FORMS = (
+    "a SQLite file (plait.db, sqlite:///relative/path.db, sqlite:////absolute/path.db), "
+    "a PostgreSQL DSN (postgresql://user@host:5432/dbname or postgres://...), "
+    "a folder for the file store (file:///absolute/folder) or memory:"
+)
+"""What a store address can be, for messages (the command line says the same of ``--db``)."""
+
+
+class StoreAddressError(CheckpointError, ValueError):
+    """A store address (a path or URL given to :func:`plait.checkpoint.open`, or ``--db``)
+    that names no store plait can open: an unknown scheme, a directory where a SQLite file
+    was expected, a file that is not a SQLite database, a path that cannot be opened.
+
+    Also a ``ValueError``: the address is a bad value, and code that validates its inputs
+    with ``except ValueError`` catches it.
+    """
+
+    def __init__(self, address: str, reason: str, advice: str = "") -> None:
+        self.address = address
+        """The address as given, with any password replaced by ``***``."""
+        self.reason = reason
+        """What is wrong with it, without the address."""
+        self.advice = advice
+        """What to do instead (may be empty; the forms an address can take are added)."""
+        todo = f" {advice}" if advice else ""
+        super().__init__(
+            f"cannot open the store {address!r}: {reason}.{todo} A store address is {STORE_ADDRESS_FORMS}."
+        )
+
+
+class StoreNotFoundError(StoreAddressError):
+    """A store address naming a SQLite file or a file-store folder that does not exist, when
+    asked not to create it (``open(..., create=False)``; the inspection commands of ``plait``)."""
+
+    def __init__(self, address: str, what: str) -> None:
+        self.what = what
+        super().__init__(
+            address,
+            f"no {what} exists there",
+            "Check the path (relative paths start in the current folder), or create the store first.",
+        )
+
+
+class AmbiguousCheckpointError(CheckpointError):
+    """A shortened checkpoint id that more than one checkpoint of the thread starts with."""
+
+    def __init__(self, thread_id: str, prefix: str, candidates: Sequence[tuple[str, int]]) -> None:
+        self.thread_id = thread_id
+        self.prefix = prefix
+        self.candidates = tuple(candidates)
+        """``(checkpoint id, step)`` of every checkpoint that starts with ``prefix``."""
+        listed = ", ".join(f"{cid} (step {step})" for cid, step in self.candidates)
+        super().__init__(
+            f"checkpoint id {prefix!r} of thread {thread_id!r} is ambiguous: {len(self.candidates)} "
+            f"checkpoints start with it: {listed}. Give more of the id, or the step."
+        )
+
+
+class ThreadExistsError(CheckpointError):
+    """A thread that must not exist yet already has checkpoints (an import without
+    ``--replace``, a fork into an existing thread id). Nothing was written."""
+
+    def __init__(self, thread_id: str, namespace: str = "", advice: str = "Choose a new thread id.") -> None:
+        self.thread_id = thread_id
+        self.namespace = namespace
+        ns = f" in namespace {namespace!r}" if namespace else ""
+        super().__init__(f"thread {thread_id!r}{ns} already exists, so nothing was written. {advice}")
 
 
 def _utc(seconds: float) -> str:

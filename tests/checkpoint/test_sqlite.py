@@ -692,3 +692,29 @@ def test_a_run_whose_store_is_locked_by_another_connection_waits_for_it(db: Path
         release.join()
         other.close()
         store.close()
+
+
+def _file_bytes(db: Path) -> int:
+    return sum(p.stat().st_size for p in (db, db.with_name(db.name + "-wal")) if p.exists())
+
+
+def test_vacuum_gives_the_space_of_pruned_checkpoints_back_and_keeps_what_is_kept(db: Path) -> None:
+    saver = SqliteCheckpointer(db)
+    try:
+        parent = None
+        for i in range(200):
+            cw = make("t", parent, {"blob": f"{i}:" + "x" * 3000})
+            saver.commit(checkpoints=[cw])
+            parent = cw.checkpoint
+        head = saver.get("t")
+        assert saver.prune("t", keep_last=2) == 198
+        pruned = _file_bytes(db)
+        saver.vacuum()
+        vacuumed = _file_bytes(db)
+        assert vacuumed < pruned / 4, (pruned, vacuumed)
+        assert saver.get("t") == head  # nothing kept was touched
+        assert [cp.step for cp in saver.history("t")] == [199, 198]
+        saver.commit(checkpoints=[make("t", head, {"blob": "after"})])  # and the store goes on
+        assert saver.get("t") is not None and saver.get("t").values["blob"] == "after"  # type: ignore[union-attr]
+    finally:
+        saver.close()

@@ -1,5 +1,6 @@
-"""Checkpoints and the backends that store them."""
+"""Checkpoints and the backends that store them; :func:`open` opens one from an address."""
 
+from plait.checkpoint.address import open, redact
 from plait.checkpoint.base import (
     ANY_HEAD,
     STATUSES,
@@ -44,4 +45,6 @@ __all__ = [
     "ThreadInfo",
     "WritesBatch",
     "new_checkpoint_id",
+    "open",
+    "redact",
 ]

@@ -42,6 +42,7 @@ from typing import Any, Literal, TypeVar
 
 import orjson
 
+from plait._sync import run_sync
 from plait.checkpoint._common import loop_is_idle
 from plait.checkpoint._sql import CommitRequest, Cursor, Dialect, SqlCore
 from plait.checkpoint._sqlite_wal import WalReserve
@@ -528,6 +529,25 @@ class SqliteCheckpointer(Checkpointer):
         result: int = await self._write(lambda cur: self._core.prune(cur, namespace, thread_id, keep_last))
         return result
 
+    async def avacuum(self) -> None:
+        """Give the space that deleted and pruned checkpoints leave in the file back to the file
+        system: ``VACUUM`` rewrites the database without its free pages, then a truncating WAL
+        checkpoint empties the log.
+
+        Why a method of its own: SQLite keeps freed pages inside the file for later writes, so
+        ``prune`` and ``delete_thread`` make room for new checkpoints but never make the file
+        smaller. Rewriting it costs time and space proportional to what is kept (up to about
+        twice the database while it runs), and it waits for the write lock like any commit, so
+        it is left to whoever decides it is worth it: ``plait db prune`` calls it after pruning.
+        Concurrent readers keep working; a reader holding an old snapshot may leave the log
+        untruncated until the next checkpoint.
+        """
+        await self._submit(self._writer, _vacuum)
+
+    def vacuum(self) -> None:
+        """Sync :meth:`avacuum`."""
+        run_sync(self.avacuum())
+
     async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> Lease:
         seconds = self.lease_ttl if ttl is None else ttl
         lease: Lease = await self._lease(
@@ -585,6 +605,12 @@ class SqliteCheckpointer(Checkpointer):
 
     def __repr__(self) -> str:
         return f"SqliteCheckpointer({self.path!r}, synchronous={self.synchronous!r})"
+
+
+def _vacuum(conn: sqlite3.Connection) -> None:
+    """VACUUM (which runs outside a transaction) and empty the WAL into the rewritten file."""
+    conn.execute("VACUUM")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
 
 def _has_file(path: str) -> bool:

@@ -170,8 +170,10 @@ class Graph:
         """Validate the graph and return a runnable :class:`CompiledGraph`.
 
         Args:
-            checkpointer: a Checkpointer, a path to a SQLite file (the embedded default),
-                a ``postgresql://`` DSN, or None to run without persistence.
+            checkpointer: a Checkpointer, a store address (a path to a SQLite file, the
+                embedded default; ``sqlite:///x.db``, a ``postgresql://`` DSN,
+                ``file:///folder``, ``memory:``; see :func:`plait.checkpoint.open`), or None
+                to run without persistence.
             namespace: keeps this graph's threads apart from other graphs' in one store.
             interrupt_before / interrupt_after: nodes to pause before / after (breakpoints).
         """

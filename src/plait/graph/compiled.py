@@ -16,6 +16,7 @@ from typing import Any
 
 from plait._codec import freeze
 from plait._sync import iterate_sync, run_sync
+from plait.checkpoint.address import open as open_store
 from plait.checkpoint.base import (
     Checkpoint,
     Checkpointer,
@@ -29,8 +30,6 @@ from plait.checkpoint.base import (
 )
 from plait.checkpoint.fork import fork_checkpoint
 from plait.checkpoint.lease import rest_status
-from plait.checkpoint.postgres import PostgresCheckpointer
-from plait.checkpoint.sqlite import SqliteCheckpointer
 from plait.engine.loop import Run, RunResult
 from plait.engine.plan import plan_next
 from plait.engine.tasks import compute_routes
@@ -76,14 +75,17 @@ _UPDATE_RETRIES = 5
 
 
 def coerce_checkpointer(checkpointer: Checkpointer | str | None) -> Checkpointer | None:
-    """A Checkpointer from an instance, a SQLite path, or a ``postgresql://`` DSN."""
+    """A Checkpointer from an instance or a store address (a SQLite path, ``sqlite:///x.db``,
+    a ``postgresql://`` DSN, ``file:///folder``, ``memory:``; see :func:`plait.checkpoint.open`).
+
+    Raises:
+        StoreAddressError: an address that names no store plait can open.
+    """
     if checkpointer is None or isinstance(checkpointer, Checkpointer):
         return checkpointer
     if isinstance(checkpointer, str):
-        if checkpointer.startswith(("postgres://", "postgresql://")):
-            return PostgresCheckpointer(checkpointer)
-        return SqliteCheckpointer(checkpointer)
-    raise TypeError(f"checkpointer must be a Checkpointer, a SQLite path or a postgresql:// DSN, got {checkpointer!r}")
+        return open_store(checkpointer)
+    raise TypeError(f"checkpointer must be a Checkpointer or a store address (a str), got {checkpointer!r}")
 
 
 class CompiledGraph:

@@ -1,4 +1,5 @@
-"""The ``plait`` command line, on a temporary SQLite file and a graph module written to tmp_path."""
+"""The ``plait`` commands called in-process (``main(argv)``), on a temporary SQLite file and a graph
+module written to tmp_path; the subprocess tests beside this file run the console script."""
 
 from __future__ import annotations
 
@@ -7,45 +8,13 @@ import os
 import pathlib
 import subprocess
 import sys
-import textwrap
 import xml.etree.ElementTree as ET
 from typing import Any
 
 import pytest
 
+from conftest import FLOW
 from plait.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, main
-
-FLOW = textwrap.dedent(
-    """
-    from plait import END, START, AppendList, Graph, StateSchema, interrupt
-
-    schema = StateSchema.builder().add("log", AppendList()).add_lww("topic").add_lww("answer").build()
-
-    def greet(state):
-        return {"log": [f"hello {state['topic']}"]}
-
-    def check(state):
-        if state["topic"] == "bad":
-            raise ValueError("bad topic")
-        return {"log": ["checked"]}
-
-    def ask(state):
-        answer = interrupt({"question": f"publish {state['topic']}?"})
-        return {"answer": answer, "log": ["asked"]}
-
-    graph = Graph(schema)
-    graph.add_node("greet", greet).add_node("check", check)
-    graph.add_edge(START, "greet").add_edge("greet", "check").add_edge("check", END)
-
-    compiled = graph.compile()
-
-    def with_question():
-        g = Graph(schema)
-        g.add_node("greet", greet).add_node("ask", ask)
-        g.add_edge(START, "greet").add_edge("greet", "ask").add_edge("ask", END)
-        return g
-    """
-)
 
 
 @pytest.fixture
@@ -133,7 +102,7 @@ def test_plain_output_of_an_interrupt_says_how_to_resume(
 
 def test_resume_after_a_failure_reruns_only_what_failed(flow: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     plait(capsys, "run", "flow.py:graph", "-i", '{"topic": "bad"}', "-t", "t4", "--db", "t.db")
-    code, out, err = plait(capsys, "update", "t4", "--graph", "flow.py:graph", "--set", 'topic="good"', "--db", "t.db")
+    code, out, err = plait(capsys, "update", "t4", "--graph", "flow.py:graph", "--set", "topic=good", "--db", "t.db")
     assert code == EXIT_OK, err
     code, data = run_json(capsys, "resume", "flow.py:graph", "t4", "--db", "t.db")
     assert code == EXIT_OK
@@ -189,7 +158,7 @@ def test_an_unknown_thread_is_one_line_and_a_nonzero_exit(
 ) -> None:
     plait(capsys, "run", "flow.py:graph", "-i", '{"topic": "x"}', "-t", "t1", "--db", "t.db")
     code, out, err = plait(capsys, *args, "--db", "t.db")
-    assert code != EXIT_OK
+    assert code == EXIT_USAGE  # not found
     assert len(err.strip().splitlines()) == 1
     assert "nope" in err and "Traceback" not in err
 
@@ -207,6 +176,7 @@ def test_a_missing_database_is_a_usage_error(flow: pathlib.Path, capsys: pytest.
         (("run", "flow.py:graph", "-i", "{bad"), "not valid JSON"),
         (("run", "flow.py:nothing"), "no attribute"),
         (("run", "flow.py"), "MODULE:GRAPH"),
+        (("run", "flow.py:graph", "-i", "[1, 2]"), "JSON object"),
         (("run", "flow.py:schema"), "not a Graph"),
         (("run", "flow.py:graph", "--durability", "bogus"), "--durability"),
     ],
@@ -229,7 +199,7 @@ def test_fork_with_an_edit_and_diff(flow: pathlib.Path, capsys: pytest.CaptureFi
     _, history = run_json(capsys, "history", "a", "--db", "t.db")
     first = history[-1]["checkpoint_id"]
     code, forked = run_json(
-        capsys, "fork", "a", "--checkpoint", first, "--to", "b", "--set", 'topic="y"', "--graph", "flow.py:graph",
+        capsys, "fork", "a", "--checkpoint", first, "--to", "b", "--set", "topic=y", "--graph", "flow.py:graph",
         "--db", "t.db",
     )  # fmt: skip
     assert code == EXIT_OK and forked["thread_id"] == "b"
@@ -267,11 +237,11 @@ def test_fork_without_edits_copies_the_head_without_the_graph(
 
 def test_update_folds_through_the_reducers(flow: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     plait(capsys, "run", "flow.py:graph", "-i", '{"topic": "x"}', "-t", "a", "--db", "t.db")
-    code, data = run_json(capsys, "update", "a", "--graph", "flow.py:graph", "--set", 'log="manual"', "--db", "t.db")
+    code, data = run_json(capsys, "update", "a", "--graph", "flow.py:graph", "--set", "log=manual", "--db", "t.db")
     assert code == EXIT_OK
     assert data["values"]["log"] == ["hello x", "checked", "manual"]  # AppendList appended
     code, _, err = plait(capsys, "update", "a", "--graph", "flow.py:graph", "--set", "nope=1", "--db", "t.db")
-    assert code == EXIT_FAILED and "UnknownChannelError" in err
+    assert code == EXIT_USAGE and "UnknownChannelError" in err  # named on the command line: a usage error
 
 
 def test_db_migrate_stats_and_prune(flow: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -280,8 +250,8 @@ def test_db_migrate_stats_and_prune(flow: pathlib.Path, capsys: pytest.CaptureFi
     plait(capsys, "run", "flow.py:graph", "-i", '{"topic": "x"}', "-t", "a", "--db", "new.db")
     code, stats = run_json(capsys, "db", "stats", "--db", "new.db")
     assert stats["threads"] == 1 and stats["checkpoints"] == 3
-    code, pruned = run_json(capsys, "db", "prune", "--keep-last", "1", "--db", "new.db")
-    assert code == EXIT_OK and pruned["total"] == 2
+    code, pruned = run_json(capsys, "db", "prune", "--keep-last", "1", "--db", "new.db", "--yes")
+    assert code == EXIT_OK and pruned["dropped"] == 2
     _, stats = run_json(capsys, "db", "stats", "--db", "new.db")
     assert stats["checkpoints"] == 1
 
@@ -309,7 +279,7 @@ def test_draw_needs_no_database(flow: pathlib.Path, capsys: pytest.CaptureFixtur
 
 
 def env() -> dict[str, str]:
-    src = str(pathlib.Path(__file__).resolve().parent.parent / "src")
+    src = str(pathlib.Path(__file__).resolve().parents[2] / "src")
     return {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 
@@ -379,7 +349,8 @@ def test_demo_is_safe_to_run_twice(tmp_path: pathlib.Path) -> None:
             capture_output=True, text=True, cwd=tmp_path, env=env(), timeout=120, check=False,
         )  # fmt: skip
         assert out.returncode == 0, out.stderr
-        assert "plait threads --db plait-demo.db" in out.stdout
+        assert "export PLAIT_DB=plait-demo.db" in out.stdout
+        assert "plait threads" in out.stdout
     threads = subprocess.run(
         [sys.executable, "-m", "plait", "threads", "--db", "plait-demo.db", "--json"],
         capture_output=True, text=True, cwd=tmp_path, env=env(), timeout=60, check=False,

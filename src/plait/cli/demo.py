@@ -16,7 +16,7 @@
 5. a fork from the checkpoint before the draft, with an edit, runs to the end on a new
    thread, and the two threads are compared.
 
-``python -m plait._demo crash-child --db FILE --thread T --resume JSON`` is the child.
+``python -m plait.cli.demo crash-child --db FILE --thread T --resume JSON`` is the child.
 """
 
 from __future__ import annotations
@@ -224,7 +224,7 @@ def summarize(state: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def build_graph() -> Graph:
-    """The demo's graph (not compiled): ``plait draw plait._demo:build_graph`` draws it."""
+    """The demo's graph (not compiled): ``plait draw plait.cli.demo:build_graph`` draws it."""
     g = Graph(schema())
     g.add_node("intake", intake).add_node("plan", plan)
     for fn in (search_web, search_incidents, estimate_cost):
@@ -427,13 +427,15 @@ def _story(app: CompiledGraph, db: str, out: Reporter, python: str) -> dict[str,
 
     elapsed = time.monotonic() - started
     out.section(f"Done in {elapsed:.1f}s")
-    out.line(f"look at what it left behind in {db}:")
+    out.line(f"look at what it left behind in {db}: point plait at it, then ask")
+    out.line(f"export PLAIT_DB={db}    (or add --db {db} to each command)")
     commands = [
-        f"plait threads --db {db}",
-        f"plait history {main} --db {db}",
-        f"plait state {main} --db {db} --key messages",
-        f"plait diff {main} {fork} --db {db}",
-        "plait draw plait._demo:build_graph --format ascii",
+        "plait threads",
+        f"plait history {main}",
+        f"plait state {main} --key messages",
+        f"plait diff {main} {fork}",
+        f"plait export {main} > {main}.jsonl",
+        "plait draw plait.cli.demo:build_graph --format ascii",
     ]
     for c in commands:
         out.line(c)
@@ -444,6 +446,7 @@ def _story(app: CompiledGraph, db: str, out: Reporter, python: str) -> dict[str,
         "finished_before_crash": finished,
         "calls_after_resume": calls_after_resume,
         "uploads_after_resume": uploads_after_resume,
+        "env": {"PLAIT_DB": db},
         "commands": commands,
     }
 
@@ -461,9 +464,20 @@ def _run_child(python: str, db: str, thread: str, decision: Mapping[str, Any], o
     import json
     import subprocess
 
-    cmd = [python, "-m", "plait._demo", "crash-child", "--db", db, "--thread", thread, "--resume", json.dumps(decision)]
+    cmd = [
+        python,
+        "-m",
+        "plait.cli.demo",
+        "crash-child",
+        "--db",
+        db,
+        "--thread",
+        thread,
+        "--resume",
+        json.dumps(decision),
+    ]
     env = dict(os.environ)
-    src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     with subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
@@ -495,7 +509,7 @@ def crash_child(db: str, thread: str, resume: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     import json
 
-    parser = argparse.ArgumentParser(prog="python -m plait._demo")
+    parser = argparse.ArgumentParser(prog="python -m plait.cli.demo")
     sub = parser.add_subparsers(dest="cmd")
     run = sub.add_parser("run", help="run the demo (what `plait demo` does)")
     run.add_argument("--db", default=DEFAULT_DB)

@@ -1,0 +1,268 @@
+"""The ``plait db`` commands: look after a store (``migrate``, ``prune``, ``stats``).
+
+``prune`` shows what it would drop (``--dry-run``), asks before dropping (``--yes`` for
+scripts), and reports the space it gave back: on SQLite it rewrites the file afterwards
+(:meth:`~plait.checkpoint.SqliteCheckpointer.vacuum`), because SQLite otherwise keeps the
+freed pages and the file never shrinks. A DSN's password is never printed.
+"""
+
+import os
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import typer
+
+from plait._sync import run_sync
+from plait.checkpoint.base import Checkpointer
+from plait.cli.arguments import check_positive, confirm, plural
+from plait.cli.context import Invocation, run_command
+from plait.cli.options import Db, Debug, Json, Yes
+from plait.errors import CheckpointNotFoundError
+
+__all__ = ["cmd_db_migrate", "cmd_db_prune", "cmd_db_stats", "register", "store_bytes", "store_kind"]
+
+
+def store_kind(store: Checkpointer) -> str:
+    """``sqlite``, ``postgres``, ``file``, ``memory``, or the class name of another backend."""
+    names = {
+        "SqliteCheckpointer": "sqlite",
+        "PostgresCheckpointer": "postgres",
+        "FileCheckpointer": "file",
+        "MemoryCheckpointer": "memory",
+    }
+    return names.get(type(store).__name__, type(store).__name__)
+
+
+def store_bytes(store: Checkpointer) -> int | None:
+    """The bytes a store takes on this machine's disk: a SQLite file with its log, a file
+    store's folder; None where that is not known here (PostgreSQL, memory)."""
+    from plait.checkpoint.file import FileCheckpointer
+    from plait.checkpoint.sqlite import SqliteCheckpointer
+
+    if isinstance(store, SqliteCheckpointer) and store.path != ":memory:":
+        return sum(os.path.getsize(p) for p in (store.path, store.path + "-wal") if os.path.exists(p))
+    if isinstance(store, FileCheckpointer):
+        total = 0
+        for root, _, files in os.walk(store.folder):
+            total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+        return total
+    return None
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "?"
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def cmd_db_migrate(inv: Invocation) -> None:
+    inv.store(create=True)
+    shown = inv.shown_db
+    if inv.out.json:
+        inv.out.emit({"store": shown, "migrated": True})
+    else:
+        inv.out.line(f"{shown}: up to date")
+
+
+def cmd_db_stats(inv: Invocation) -> None:
+    store = inv.store()
+    threads = run_sync(store.alist_threads(namespace=None))
+    stats: dict[str, Any] = {
+        "store": inv.shown_db,
+        "kind": store_kind(store),
+        "threads": len(threads),
+        "checkpoints": sum(t.checkpoints for t in threads),
+        "namespaces": sorted({t.namespace for t in threads}),
+        "bytes": store_bytes(store),
+    }
+    if inv.out.json:
+        inv.out.emit(stats)
+        return
+    for k, v in stats.items():
+        inv.out.line(f"{k}: {_size(v) if k == 'bytes' else v}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Plan:
+    """What pruning one thread drops."""
+
+    namespace: str
+    thread_id: str
+    checkpoints: int
+    dropped: int
+    exact: bool
+    """False when the thread has side branches (from time travel) that the checkpointer API
+    cannot list: ``dropped`` is then the most that can go."""
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "thread_id": self.thread_id,
+            "namespace": self.namespace,
+            "checkpoints": self.checkpoints,
+            "dropped": self.dropped,
+            "exact": self.exact,
+        }
+
+
+def _plan(store: Checkpointer, thread: str | None, namespace: str | None, keep_last: int) -> list[_Plan]:
+    """What ``prune(keep_last)`` drops from each thread, read without dropping anything.
+
+    Prune keeps the ``keep_last`` newest checkpoints of every branch's lineage; a thread
+    whose checkpoints all lie on its head's lineage (no time-travel branch) drops exactly the
+    rest of that lineage.
+    """
+    listed = run_sync(store.alist_threads(namespace=None if thread is None else namespace or ""))
+    if thread is not None:
+        listed = [t for t in listed if t.thread_id == thread]
+        if not listed:
+            raise CheckpointNotFoundError(thread, None, namespace or "")
+    elif namespace is not None:
+        listed = [t for t in listed if t.namespace == namespace]
+    plans = []
+    for t in listed:
+        lineage = len(run_sync(store.ahistory(t.thread_id, namespace=t.namespace)))
+        exact = lineage >= t.checkpoints
+        dropped = max(0, t.checkpoints - min(keep_last, lineage))
+        plans.append(
+            _Plan(namespace=t.namespace, thread_id=t.thread_id, checkpoints=t.checkpoints, dropped=dropped, exact=exact)
+        )
+    return plans
+
+
+def cmd_db_prune(
+    inv: Invocation, thread: str | None, keep_last: int, namespace: str | None, *, dry_run: bool, yes: bool
+) -> None:
+    check_positive(keep_last, "--keep-last")
+    store = inv.store()
+    plans = _plan(store, thread, namespace, keep_last)
+    total = sum(p.dropped for p in plans)
+    exact = all(p.exact for p in plans)
+    before = store_bytes(store)
+    out = inv.out
+    shown = inv.shown_db
+    record: dict[str, Any] = {
+        "store": shown,
+        "keep_last": keep_last,
+        "dry_run": dry_run,
+        "threads": [p.record() for p in plans if p.dropped],
+        "dropped": total,
+        "exact": exact,
+        "bytes_before": before,
+        "bytes_after": before,
+        "bytes_freed": 0 if before is not None else None,
+    }
+    affected = [p for p in plans if p.dropped]
+    up_to = "" if exact else "up to "
+    if dry_run or not affected:
+        if out.json:
+            out.emit(record)
+        elif not affected:
+            out.line(f"nothing to prune in {shown}: no thread has more than {keep_last} checkpoints per branch")
+        else:
+            out.line(
+                f"would drop {up_to}{plural(total, 'checkpoint')} from {plural(len(affected), 'thread')} "
+                f"(keeping {keep_last} per branch):"
+            )
+            for p in affected:
+                about = "" if p.exact else " (at most: it has side branches)"
+                out.line(
+                    f"  {p.thread_id}{'  ' + p.namespace if p.namespace else ''}: {p.dropped} of {p.checkpoints}{about}"
+                )
+        return
+    confirm(
+        f"drop {up_to}{plural(total, 'checkpoint')} from {plural(len(affected), 'thread')} in {shown}, "
+        f"keeping the {keep_last} newest of each branch?",
+        "prune",
+        yes,
+    )
+    dropped = {
+        (p.namespace, p.thread_id): run_sync(store.aprune(p.thread_id, keep_last=keep_last, namespace=p.namespace))
+        for p in affected
+    }
+    _reclaim(store)
+    after = store_bytes(store)
+    record["threads"] = [
+        {**p.record(), "dropped": dropped[(p.namespace, p.thread_id)], "exact": True} for p in affected
+    ]
+    record["dropped"] = sum(dropped.values())
+    record["exact"] = True
+    record["bytes_after"] = after
+    record["bytes_freed"] = None if before is None or after is None else before - after
+    if out.json:
+        out.emit(record)
+        return
+    space = (
+        ""
+        if before is None or after is None
+        else f"; {_size(before)} -> {_size(after)} ({_size(before - after)} freed)"
+    )
+    out.line(
+        f"dropped {plural(record['dropped'], 'checkpoint')} from {plural(len(affected), 'thread')} "
+        f"(keeping {keep_last} per branch){space}"
+    )
+
+
+def _reclaim(store: Checkpointer) -> None:
+    """Give the freed space back to the file system, where the store keeps it (SQLite)."""
+    from plait.checkpoint.sqlite import SqliteCheckpointer
+
+    if isinstance(store, SqliteCheckpointer):
+        store.vacuum()
+
+
+# -- registration ----------------------------------------------------------------------------
+
+
+def register(app: typer.Typer) -> None:
+    """The ``db`` group: ``migrate``, ``prune``, ``stats``."""
+    db_app = typer.Typer(help="Look after a store: migrate, prune, stats.", no_args_is_help=True)
+    app.add_typer(db_app, name="db")
+
+    @db_app.command("migrate")
+    def db_migrate(db: Db = None, as_json: Json = False, debug: Debug = False) -> None:
+        """Create the store, or bring its schema up to date (safe to repeat)."""
+        run_command(cmd_db_migrate, as_json=as_json, debug=debug, db=db)
+
+    @db_app.command("prune")
+    def db_prune(
+        keep_last: Annotated[
+            int,
+            typer.Option(
+                "--keep-last",
+                metavar="N",
+                help="Checkpoints to keep of every branch, newest first.",
+                show_default=False,
+            ),
+        ],
+        thread: Annotated[
+            str | None, typer.Option("--thread", "-t", metavar="THREAD", help="Only this thread (default: all).")
+        ] = None,
+        namespace: Annotated[
+            str | None,
+            typer.Option("--namespace", metavar="NS", help="Only this namespace (default: all; with --thread: '')."),
+        ] = None,
+        dry_run: Annotated[
+            bool, typer.Option("--dry-run", metavar="", help="Say what would be dropped; drop nothing.")
+        ] = False,
+        yes: Yes = False,
+        db: Db = None,
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """Drop old checkpoints (never one a live branch or a delta needs) and give the space back."""
+        run_command(
+            lambda inv: cmd_db_prune(inv, thread, keep_last, namespace, dry_run=dry_run, yes=yes),
+            as_json=as_json,
+            debug=debug,
+            db=db,
+        )
+
+    @db_app.command("stats")
+    def db_stats(db: Db = None, as_json: Json = False, debug: Debug = False) -> None:
+        """What a store holds: threads, checkpoints, namespaces, bytes on disk."""
+        run_command(cmd_db_stats, as_json=as_json, debug=debug, db=db)

@@ -1,0 +1,352 @@
+"""The ``plait`` commands that load a graph: ``run``, ``resume``, ``update``, ``draw``, and
+``demo``, which runs the bundled one (:mod:`plait.cli.demo`).
+
+``run`` and ``resume`` show each step live (plain lines when piped) and end with the exit
+code of what happened: 0 the run finished, 1 it failed, 3 it paused for input.
+"""
+
+import os
+import sys
+import time
+import uuid
+from typing import TYPE_CHECKING, Annotated, Any, cast
+
+import typer
+
+from plait._sync import run_sync
+from plait.checkpoint.base import Checkpoint
+from plait.cli.arguments import check_positive, parse_input, parse_json, parse_sets
+from plait.cli.context import Invocation, run_command
+from plait.cli.options import (
+    Checkpoint as CheckpointOpt,
+)
+from plait.cli.options import (
+    Db,
+    Debug,
+    Json,
+    OptNamespace,
+    RecursionLimit,
+    Sets,
+    Step,
+    Target,
+    Thread,
+)
+from plait.cli.output import EXIT_INTERRUPTED, Exit
+from plait.cli.records import checkpoint_record
+from plait.cli.selection import find_checkpoint
+from plait.errors import ArgumentError, CheckpointNotFoundError
+
+if TYPE_CHECKING:
+    from plait.graph.compiled import CompiledGraph
+    from plait.types import Durability
+
+__all__ = ["cmd_demo", "cmd_draw", "cmd_resume", "cmd_run", "cmd_update", "register"]
+
+DURABILITIES = ("sync", "async", "exit")
+FORMATS = ("mermaid", "ascii", "svg")
+
+
+def run_status(cp: Checkpoint, record: dict[str, Any]) -> str:
+    """``done``, ``interrupted`` (waits for ``--resume``) or ``paused`` (at a breakpoint)."""
+    if record["interrupts"]:
+        return "interrupted"
+    return "paused" if cp.next_tasks else "done"
+
+
+def cmd_run(
+    inv: Invocation,
+    app: "CompiledGraph",
+    input: Any,
+    thread_id: str,
+    *,
+    durability: str = "sync",
+    recursion_limit: int = 10_000,
+    checkpoint_id: str | None = None,
+) -> None:
+    """Run ``app`` on ``thread_id`` with live progress, then print where it stopped."""
+    from plait.engine.events import CheckpointSaved, Interrupted, NodeFailed, NodeFinished
+
+    if durability not in DURABILITIES:
+        raise ArgumentError("--durability", f"--durability is one of {', '.join(DURABILITIES)}; got {durability!r}")
+    check_positive(recursion_limit, "--recursion-limit")
+    out = inv.out
+    ran = 0
+    if not out.json:
+        out.line(f"thread {thread_id}")
+
+    async def drive() -> None:
+        nonlocal ran
+        async for ev in app.astream(
+            input,
+            thread_id=thread_id,
+            checkpoint_id=checkpoint_id,
+            mode="events",
+            durability=cast("Durability", durability),
+            recursion_limit=recursion_limit,
+        ):
+            if isinstance(ev, NodeFinished):
+                ran += 1
+            if out.json:
+                continue
+            if isinstance(ev, NodeFinished):
+                out.line(f"  step {ev.step}  {ev.node}  wrote {', '.join(sorted(ev.writes)) or '-'}")
+            elif isinstance(ev, NodeFailed):
+                retry = " (will retry)" if ev.will_retry else ""
+                out.line(f"  step {ev.step}  {ev.node}  failed: {ev.error}{retry}")
+            elif isinstance(ev, CheckpointSaved):
+                out.line(f"  step {ev.step}  checkpoint {ev.checkpoint_id}")
+            elif isinstance(ev, Interrupted):
+                out.line(f"  step {ev.step}  paused")
+
+    with inv.run_phase():
+        run_sync(drive())
+    head = _head(app, thread_id)
+    _finish(inv, app, head, ran=ran > 0)
+
+
+def _head(app: "CompiledGraph", thread_id: str) -> Checkpoint:
+    assert app.checkpointer is not None
+    cp = run_sync(app.checkpointer.aget(thread_id, namespace=app.namespace))
+    if cp is None:
+        raise CheckpointNotFoundError(thread_id, None, app.namespace)
+    return cp
+
+
+def _finish(inv: Invocation, app: "CompiledGraph", head: Checkpoint, *, ran: bool) -> None:
+    """Print where a run stopped, and leave with 3 if it waits."""
+    out = inv.out
+    record = checkpoint_record(head)
+    status = run_status(head, record)
+    thread = head.thread_id
+    resume = f"plait resume {inv.target} {thread}"
+    if out.json:
+        out.emit({**record, "status": status, "ran": ran})
+    else:
+        out.value("values", head.values)
+        for i in record["interrupts"]:
+            out.value(f"waiting for input: interrupt {i['id']} in node {i['node']!r}", i["value"])
+        if status == "interrupted":
+            out.line(f"resume with: {resume} --resume JSON{inv.flags()}")
+        elif status == "paused":
+            out.line(f"paused before: {', '.join(record['next'])}; continue with: {resume}{inv.flags()}")
+    if status != "done":
+        raise Exit(EXIT_INTERRUPTED)
+
+
+def cmd_resume(
+    inv: Invocation,
+    app: "CompiledGraph",
+    thread_id: str,
+    resume_value: str | None,
+    *,
+    checkpoint: str | None,
+    step: int | None,
+    recursion_limit: int,
+) -> None:
+    """Continue a thread, or say there is nothing to continue."""
+    from plait.types import Command
+
+    assert app.checkpointer is not None
+    value = None if resume_value is None else Command(resume=parse_json(resume_value, "--resume"))
+    start = find_checkpoint(app.checkpointer, thread_id, app.namespace, checkpoint, step)
+    replay = checkpoint is not None or step is not None
+    if not replay and value is None and not start.next_tasks and not checkpoint_record(start)["interrupts"]:
+        if inv.out.json:
+            inv.out.emit({**checkpoint_record(start), "status": "done", "ran": False})
+        else:
+            inv.out.line(
+                f"thread {thread_id} is finished (step {start.step}, checkpoint {start.id}): nothing to resume. "
+                f"Start it again with: plait run {inv.target} --thread {thread_id} --input JSON{inv.flags()}"
+            )
+        return
+    cmd_run(inv, app, value, thread_id, recursion_limit=recursion_limit, checkpoint_id=start.id if replay else None)
+
+
+def cmd_update(
+    inv: Invocation, app: "CompiledGraph", thread: str, sets: list[tuple[str, Any]], as_node: str | None
+) -> None:
+    if not sets:
+        raise ArgumentError("--set", "update needs at least one --set key=value (or key:=json)")
+    assert app.checkpointer is not None
+    find_checkpoint(app.checkpointer, thread, app.namespace)  # an unknown thread is not found (2)
+    cid = app.update_state(thread, sets, as_node=as_node)
+    head = _head(app, thread)
+    if inv.out.json:
+        inv.out.emit(checkpoint_record(head))
+    else:
+        keys = ", ".join(dict.fromkeys(k for k, _ in sets))
+        nxt = ", ".join(checkpoint_record(head, values=False)["next"]) or "-"
+        inv.out.line(f"updated {thread}: {keys} (checkpoint {cid}); next: {nxt}")
+
+
+def cmd_draw(inv: Invocation, target: str, fmt: str, output: str | None) -> None:
+    from plait.graph.draw import draw_ascii, draw_mermaid, draw_svg
+
+    drawers = {"mermaid": draw_mermaid, "ascii": draw_ascii, "svg": draw_svg}
+    if fmt not in drawers:
+        raise ArgumentError("--format", f"--format is one of {', '.join(FORMATS)}; got {fmt!r}")
+    out = inv.out
+    app = inv.graph(target, need_store=False)
+    text = drawers[fmt](app.spec)
+    if output:
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(text)
+        if out.json:
+            out.emit({"format": fmt, "path": output})
+        else:
+            out.line(f"wrote {output}")
+    elif out.json:
+        out.emit({"format": fmt, "text": text})
+    else:
+        out.text(text)
+
+
+def cmd_demo(inv: Invocation, db: str) -> None:
+    from plait.cli import demo as _demo
+    from plait.errors import StoreAddressError
+
+    if not os.path.exists(os.path.dirname(os.path.abspath(db))):
+        raise StoreAddressError(db, f"its folder {os.path.dirname(os.path.abspath(db))!r} does not exist")
+    out = inv.out
+    if out.json:
+        with open(os.devnull, "w") as sink:
+            stdout, sys.stdout = sys.stdout, sink
+            try:
+                summary = _demo.run_demo(db, out=_demo.Reporter())
+            finally:
+                sys.stdout = stdout
+        out.emit(summary)
+    else:
+        _demo.run_demo(db, out=_demo.reporter(out.rich))
+
+
+def new_thread_id() -> str:
+    return f"run-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+
+# -- registration ----------------------------------------------------------------------------
+
+
+def register(app: typer.Typer) -> None:
+    """The commands that load a graph: ``demo``, ``run``, ``resume``, ``update``, ``draw``."""
+
+    @app.command()
+    def demo(
+        db: Annotated[
+            str, typer.Option("--db", metavar="FILE", help="The SQLite file the demo writes its threads to.")
+        ] = "plait-demo.db",
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """Run the bundled demo: fan-out, an interrupt, a crash in a child process, the resume, a fork."""
+        run_command(lambda inv: cmd_demo(inv, db), as_json=as_json, debug=debug)
+
+    @app.command()
+    def run(
+        target: Target,
+        input: Annotated[
+            str, typer.Option("--input", "-i", metavar="JSON", help="The input: a JSON object, or @file holding one.")
+        ] = "{}",
+        thread: Annotated[
+            str | None,
+            typer.Option("--thread", "-t", metavar="THREAD", help="The thread id (default: a new one, printed)."),
+        ] = None,
+        db: Db = None,
+        namespace: OptNamespace = None,
+        durability: Annotated[
+            str,
+            typer.Option(
+                "--durability",
+                metavar="MODE",
+                help="sync commits every step before the next; async overlaps them; exit stores at the end.",
+            ),
+        ] = "sync",
+        recursion_limit: RecursionLimit = 10_000,
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """Run a graph on a thread (exit 3 when it pauses for input)."""
+
+        def body(inv: Invocation) -> None:
+            value = parse_input(input)
+            graph = inv.graph(target, namespace=namespace)
+            cmd_run(
+                inv, graph, value, thread or new_thread_id(), durability=durability, recursion_limit=recursion_limit
+            )
+
+        run_command(body, as_json=as_json, debug=debug, db=db)
+
+    @app.command()
+    def resume(
+        target: Target,
+        thread: Annotated[str, typer.Argument(metavar="THREAD", help="The thread to continue.", show_default=False)],
+        resume_value: Annotated[
+            str | None,
+            typer.Option(
+                "--resume", "-r", metavar="JSON", help="The answer to the pending interrupt (JSON, or @file)."
+            ),
+        ] = None,
+        checkpoint: CheckpointOpt = None,
+        step: Step = None,
+        db: Db = None,
+        namespace: OptNamespace = None,
+        recursion_limit: RecursionLimit = 10_000,
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """Continue a thread after a pause, a failure or a crash; with --checkpoint or --step, replay from there."""
+
+        def body(inv: Invocation) -> None:
+            graph = inv.graph(target, namespace=namespace, create=False)
+            cmd_resume(
+                inv, graph, thread, resume_value, checkpoint=checkpoint, step=step, recursion_limit=recursion_limit
+            )
+
+        run_command(body, as_json=as_json, debug=debug, db=db)
+
+    @app.command()
+    def update(
+        thread: Thread,
+        graph: Annotated[
+            str,
+            typer.Option(
+                "--graph",
+                "-g",
+                metavar="MODULE:GRAPH",
+                help="The graph whose reducers fold the writes.",
+                show_default=False,
+            ),
+        ],
+        set_: Sets = None,
+        as_node: Annotated[
+            str | None,
+            typer.Option("--as-node", metavar="NODE", help="Write as this node: what runs next are its successors."),
+        ] = None,
+        db: Db = None,
+        namespace: OptNamespace = None,
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """Write to a thread's state through the graph's reducers, as a new checkpoint."""
+
+        def body(inv: Invocation) -> None:
+            sets = parse_sets(set_ or [])
+            app = inv.graph(graph, namespace=namespace, create=False)
+            cmd_update(inv, app, thread, sets, as_node)
+
+        run_command(body, as_json=as_json, debug=debug, db=db)
+
+    @app.command()
+    def draw(
+        target: Target,
+        fmt: Annotated[
+            str, typer.Option("--format", "-f", metavar="FORMAT", help="mermaid, ascii or svg.")
+        ] = "mermaid",
+        output: Annotated[
+            str | None, typer.Option("--output", "-o", metavar="FILE", help="Write to FILE (default: stdout).")
+        ] = None,
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """Draw a graph: Mermaid text, ASCII or SVG (no network, no graphviz)."""
+        run_command(lambda inv: cmd_draw(inv, target, fmt, output), as_json=as_json, debug=debug)

@@ -1,0 +1,60 @@
+"""Which checkpoint a command means: the head, a full id, a shortened id, or a step.
+
+Tables show checkpoint ids shortened (:func:`plait.cli.records.short_ids`), so wherever a
+command takes an id it takes any prefix that one checkpoint of the thread has, and ``--step
+N`` instead. A prefix that several have is refused with the candidates listed, never guessed.
+Prefixes are matched against the thread's history (the head's lineage, as ``plait history``
+lists it); a full id is looked up directly, so one on a side branch works too.
+"""
+
+from plait._sync import run_sync
+from plait.checkpoint.base import Checkpoint, Checkpointer
+from plait.errors import AmbiguousCheckpointError, ArgumentError, CheckpointNotFoundError
+
+__all__ = ["find_checkpoint"]
+
+
+def find_checkpoint(
+    store: Checkpointer, thread: str, namespace: str, checkpoint: str | None = None, step: int | None = None
+) -> Checkpoint:
+    """The checkpoint ``--checkpoint`` / ``--step`` name (the head when neither is given),
+    with its pending writes.
+
+    Raises:
+        ArgumentError: both given, or a negative step.
+        CheckpointNotFoundError: no such thread, or nothing matches.
+        AmbiguousCheckpointError: a prefix that several checkpoints start with.
+    """
+    if checkpoint is not None and step is not None:
+        raise ArgumentError("--step", "give --checkpoint or --step, not both")
+    if step is not None and step < 0:
+        raise ArgumentError("--step", f"--step is a step number (0 or more), got {step}")
+    if checkpoint is not None and not checkpoint:
+        raise ArgumentError("--checkpoint", "--checkpoint is empty")
+    if checkpoint is None and step is None:
+        return _get(store, thread, namespace, None)
+    if checkpoint is not None:
+        exact = run_sync(store.aget(thread, checkpoint, namespace=namespace))
+        if exact is not None:
+            return exact
+    history = run_sync(store.ahistory(thread, namespace=namespace))
+    if not history:
+        raise CheckpointNotFoundError(thread, None, namespace)
+    if checkpoint is not None:
+        found = [cp for cp in history if cp.id.startswith(checkpoint)]
+        wanted = checkpoint
+    else:
+        found = [cp for cp in history if cp.step == step]
+        wanted = f"step {step}"
+    if not found:
+        raise CheckpointNotFoundError(thread, wanted, namespace)
+    if len(found) > 1:
+        raise AmbiguousCheckpointError(thread, wanted, [(cp.id, cp.step) for cp in found])
+    return _get(store, thread, namespace, found[0].id)
+
+
+def _get(store: Checkpointer, thread: str, namespace: str, checkpoint_id: str | None) -> Checkpoint:
+    cp = run_sync(store.aget(thread, checkpoint_id, namespace=namespace))
+    if cp is None:
+        raise CheckpointNotFoundError(thread, checkpoint_id, namespace)
+    return cp

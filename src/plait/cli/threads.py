@@ -1,0 +1,337 @@
+"""The ``plait`` commands on a store's threads: ``threads``, ``history``, ``state``, ``diff``,
+``fork`` and ``delete``.
+
+Checkpoints hold their values whole, so these read (and copy, and delete) them directly and
+need no graph; only ``fork --set`` folds edits through a graph's reducers (``--graph``).
+"""
+
+import time
+from typing import Annotated, Any
+
+import typer
+
+from plait._sync import run_sync
+from plait.checkpoint.base import Checkpointer, ThreadInfo
+from plait.checkpoint.fork import fork_checkpoint
+from plait.cli.arguments import check_positive, confirm, parse_keys, parse_sets, plural
+from plait.cli.context import Invocation, run_command
+from plait.cli.options import Checkpoint as CheckpointOpt
+from plait.cli.options import Db, Debug, Json, Namespace, Sets, Step, Thread, Yes
+from plait.cli.records import checkpoint_record, ref, short_ids, thread_record
+from plait.cli.selection import find_checkpoint
+from plait.errors import ArgumentError, CheckpointNotFoundError, ThreadExistsError
+from plait.state.diff import diff
+
+__all__ = [
+    "THREAD_COLUMNS",
+    "cmd_delete",
+    "cmd_diff",
+    "cmd_fork",
+    "cmd_history",
+    "cmd_state",
+    "cmd_threads",
+    "register",
+]
+
+THREAD_COLUMNS = ("thread", "namespace", "step", "checkpoints", "last", "updated", "head")
+"""The columns of ``plait threads``; a thread's status will go after ``thread`` once stores
+record it."""
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def thread_row(t: ThreadInfo, width: int) -> list[Any]:
+    """One row of the threads table (in :data:`THREAD_COLUMNS` order)."""
+    return [t.thread_id, t.namespace or "-", t.step, t.checkpoints, t.source, _when(t.created_at), t.head_id[:width]]
+
+
+def cmd_threads(inv: Invocation, namespace: str | None, limit: int | None) -> None:
+    check_positive(limit, "--limit")
+    threads = run_sync(inv.store().alist_threads(namespace=namespace))
+    if limit is not None:
+        threads = threads[:limit]
+    out = inv.out
+    if out.json:
+        out.emit([thread_record(t) for t in threads])
+        return
+    if not threads:
+        out.line(f"no threads in {inv.shown_db}" + (f" (namespace {namespace!r})" if namespace else ""))
+        return
+    width = short_ids([t.head_id for t in threads])
+    out.table("threads (newest first)", THREAD_COLUMNS, [thread_row(t, width) for t in threads])
+
+
+def cmd_history(
+    inv: Invocation, thread: str, limit: int | None, namespace: str, values: bool, keys: list[str] | None
+) -> None:
+    check_positive(limit, "--limit")
+    if values and keys is not None:
+        raise ArgumentError("--keys", "give --values (every channel) or --keys (some), not both")
+    cps = run_sync(inv.store().ahistory(thread, namespace=namespace, limit=limit))
+    if not cps:
+        raise CheckpointNotFoundError(thread, None, namespace)
+    out = inv.out
+    if out.json:
+        shown: bool | list[str] = True if values else (keys if keys is not None else False)
+        out.emit([checkpoint_record(cp, values=shown) for cp in cps])
+        return
+    width = short_ids([cp.id for cp in cps])
+    rows = []
+    for cp in cps:
+        writes = cp.metadata.get("writes") or {}
+        wrote = "; ".join(f"{node}: {', '.join(keys)}" for node, keys in writes.items())
+        nxt = ", ".join(dict.fromkeys(t.node for t in cp.next_tasks)) or "-"
+        rows.append([cp.step, cp.id[:width], cp.metadata.get("source", ""), wrote or "-", nxt, _when(cp.created_at)])
+    out.table(f"history of {thread} (newest first)", ["step", "checkpoint", "source", "writes", "next", "at"], rows)
+
+
+def cmd_state(
+    inv: Invocation, thread: str, checkpoint: str | None, step: int | None, key: str | None, namespace: str
+) -> None:
+    cp = find_checkpoint(inv.store(), thread, namespace, checkpoint, step)
+    record = checkpoint_record(cp)
+    out = inv.out
+    if key is not None:
+        if key not in cp.values:
+            known = ", ".join(sorted(cp.values)) or "(none)"
+            raise ArgumentError("--key", f"no key {key!r} in the state of {thread!r}; the keys are: {known}")
+        if out.json:
+            out.emit(cp.values[key])
+        else:
+            out.value(key, cp.values[key])
+        return
+    if out.json:
+        out.emit(record)
+        return
+    out.line(f"thread {thread}  step {cp.step}  checkpoint {cp.id}  ({record['source']})")
+    out.line(f"next: {', '.join(record['next']) or '(finished)'}")
+    for i in record["interrupts"]:
+        out.value(f"waiting for input: interrupt {i['id']} in node {i['node']!r}", i["value"])
+    out.value("values", cp.values)
+
+
+def cmd_diff(inv: Invocation, a: str, b: str, namespace: str) -> None:
+    """Where two threads part ways: compared step by step along their newest lineage."""
+    store = inv.store()
+    ha = list(reversed(run_sync(store.ahistory(a, namespace=namespace))))
+    hb = list(reversed(run_sync(store.ahistory(b, namespace=namespace))))
+    if not ha:
+        raise CheckpointNotFoundError(a, None, namespace)
+    if not hb:
+        raise CheckpointNotFoundError(b, None, namespace)
+    by_a, by_b = {cp.step: cp for cp in ha}, {cp.step: cp for cp in hb}
+    first: int | None = None
+    keys: tuple[str, ...] = ()
+    for step in sorted(set(by_a) & set(by_b)):
+        d = diff(by_a[step].values, by_b[step].values)
+        if d:
+            first, keys = step, d.keys
+            break
+    heads = diff(ha[-1].values, hb[-1].values)
+    if first is None and heads:
+        first, keys = max(ha[-1].step, hb[-1].step), heads.keys
+    out = inv.out
+    if out.json:
+        out.emit(
+            {"a": ref(ha[-1]), "b": ref(hb[-1]), "first_step": first, "keys": list(keys), "heads": heads.to_json()}
+        )
+        return
+    if first is None:
+        out.line(f"{a} and {b} hold the same state")
+        return
+    out.line(f"{a} and {b} part ways at step {first}, on: {', '.join(keys)}")
+    out.line(f"heads: {a} step {ha[-1].step}, {b} step {hb[-1].step}")
+    for k, v in heads.added.items():
+        out.value(f"+ {k} (only in {b})", v)
+    for k, v in heads.removed.items():
+        out.value(f"- {k} (only in {a})", v)
+    for c in heads.changed:
+        out.value(f"~ {c.key}", {a: c.before, b: c.after})
+
+
+def cmd_fork(
+    inv: Invocation,
+    thread: str,
+    to: str,
+    *,
+    checkpoint: str | None,
+    step: int | None,
+    sets: list[tuple[str, Any]],
+    graph: str | None,
+    namespace: str,
+) -> None:
+    inv.namespace = namespace
+    if sets and graph is None:
+        raise ArgumentError(
+            "--graph", "fork --set folds the edits through the graph's reducers: pass --graph MODULE:GRAPH"
+        )
+    store = inv.store()
+    source = find_checkpoint(store, thread, namespace, checkpoint, step)
+    if run_sync(store.aget(to, namespace=namespace)) is not None:
+        raise ThreadExistsError(to, namespace, "Fork into a new thread id, or delete it first: plait delete " + to)
+    if graph is not None:
+        app = inv.graph(graph, namespace=namespace, store=store)
+        cid = app.fork(thread, to, checkpoint_id=source.id, edits=sets)
+    else:
+        cid = run_sync(fork_checkpoint(store, source, to))
+    out = inv.out
+    if out.json:
+        out.emit(
+            {
+                "thread_id": to,
+                "namespace": namespace,
+                "checkpoint_id": cid,
+                "step": source.step,
+                "forked_from": ref(source),
+            }
+        )
+    else:
+        out.line(f"forked {thread} at step {source.step} (checkpoint {source.id}) into {to} (checkpoint {cid})")
+        target = graph or "MODULE:GRAPH"
+        out.line(f"continue it with: plait resume {target} {to}{inv.flags()}")
+
+
+def cmd_delete(inv: Invocation, thread: str, namespace: str, yes: bool) -> None:
+    store = inv.store()
+    info = _thread_info(store, thread, namespace)
+    where = f" in namespace {namespace!r}" if namespace else ""
+    confirm(
+        f"delete thread {thread!r}{where} and its {plural(info.checkpoints, 'checkpoint')} from {inv.shown_db}?",
+        f"delete {thread}",
+        yes,
+    )
+    run_sync(store.adelete_thread(thread, namespace=namespace))
+    if inv.out.json:
+        inv.out.emit({"thread_id": thread, "namespace": namespace, "deleted": True, "checkpoints": info.checkpoints})
+    else:
+        inv.out.line(f"deleted {thread}{where}: {plural(info.checkpoints, 'checkpoint')}")
+
+
+def _thread_info(store: Checkpointer, thread: str, namespace: str) -> ThreadInfo:
+    for t in run_sync(store.alist_threads(namespace=namespace)):
+        if t.thread_id == thread:
+            return t
+    raise CheckpointNotFoundError(thread, None, namespace)
+
+
+# -- registration ----------------------------------------------------------------------------
+
+
+def register(app: typer.Typer) -> None:
+    """The commands on a store's threads."""
+
+    @app.command()
+    def threads(
+        db: Db = None,
+        namespace: Annotated[
+            str | None, typer.Option("--namespace", metavar="NS", help="Only this namespace (default: all).")
+        ] = None,
+        limit: Annotated[int | None, typer.Option("--limit", "-n", metavar="N", help="At most N threads.")] = None,
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """List the threads in a store, newest first."""
+        run_command(lambda inv: cmd_threads(inv, namespace, limit), as_json=as_json, debug=debug, db=db)
+
+    @app.command()
+    def history(
+        thread: Thread,
+        limit: Annotated[int | None, typer.Option("--limit", "-n", metavar="N", help="At most N checkpoints.")] = None,
+        values: Annotated[
+            bool, typer.Option("--values", metavar="", help="With --json: every checkpoint's values.")
+        ] = False,
+        keys: Annotated[
+            str | None,
+            typer.Option("--keys", "-k", metavar="KEYS", help="With --json: these channels' values (a,b)."),
+        ] = None,
+        db: Db = None,
+        namespace: Namespace = "",
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """A thread's checkpoints, newest first (--json: metadata only, unless --values or --keys)."""
+        run_command(
+            lambda inv: cmd_history(inv, thread, limit, namespace, values, parse_keys(keys)),
+            as_json=as_json,
+            debug=debug,
+            db=db,
+        )
+
+    @app.command()
+    def state(
+        thread: Thread,
+        checkpoint: CheckpointOpt = None,
+        step: Step = None,
+        key: Annotated[
+            str | None, typer.Option("--key", "-k", metavar="KEY", help="Only this channel's value.")
+        ] = None,
+        db: Db = None,
+        namespace: Namespace = "",
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """A thread's state: the head's, or at --checkpoint or --step."""
+        run_command(
+            lambda inv: cmd_state(inv, thread, checkpoint, step, key, namespace), as_json=as_json, debug=debug, db=db
+        )
+
+    @app.command("diff")
+    def diff_cmd(
+        a: Annotated[str, typer.Argument(metavar="THREAD_A", help="The first thread.", show_default=False)],
+        b: Annotated[str, typer.Argument(metavar="THREAD_B", help="The second thread.", show_default=False)],
+        db: Db = None,
+        namespace: Namespace = "",
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """Where two threads part ways, and how their heads differ."""
+        run_command(lambda inv: cmd_diff(inv, a, b, namespace), as_json=as_json, debug=debug, db=db)
+
+    @app.command()
+    def fork(
+        thread: Thread,
+        to: Annotated[str, typer.Option("--to", metavar="NEW", help="The new thread's id.", show_default=False)],
+        checkpoint: CheckpointOpt = None,
+        step: Step = None,
+        set_: Sets = None,
+        graph: Annotated[
+            str | None,
+            typer.Option(
+                "--graph", "-g", metavar="MODULE:GRAPH", help="The graph whose reducers fold --set (needed with it)."
+            ),
+        ] = None,
+        db: Db = None,
+        namespace: Namespace = "",
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """Copy a checkpoint into a new thread, optionally with edits folded through the reducers."""
+        run_command(
+            lambda inv: cmd_fork(
+                inv,
+                thread,
+                to,
+                checkpoint=checkpoint,
+                step=step,
+                sets=parse_sets(set_ or []),
+                graph=graph,
+                namespace=namespace,
+            ),
+            as_json=as_json,
+            debug=debug,
+            db=db,
+        )
+
+    @app.command()
+    def delete(
+        thread: Thread,
+        yes: Yes = False,
+        db: Db = None,
+        namespace: Namespace = "",
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """Delete a thread and all its checkpoints (asks first; --yes for scripts)."""
+        run_command(lambda inv: cmd_delete(inv, thread, namespace, yes), as_json=as_json, debug=debug, db=db)

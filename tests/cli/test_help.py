@@ -1,0 +1,87 @@
+"""--version, shell completion, and help that says what each argument is, shows defaults and
+carries no type noise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import plait
+from conftest import Cli
+from plait.cli import EXIT_OK
+
+COMMANDS = [
+    ("demo",), ("run",), ("resume",), ("update",), ("draw",), ("threads",), ("history",), ("state",), ("diff",),
+    ("fork",), ("delete",), ("export",), ("import",), ("db",), ("db", "migrate"), ("db", "prune"), ("db", "stats"),
+]  # fmt: skip
+
+
+def test_version(cli: Cli) -> None:
+    for flag in ("--version", "-V"):
+        res = cli(flag)
+        assert res.code == EXIT_OK
+        assert res.out.strip() == f"plait {plait.__version__}"
+
+
+def test_shell_completion_is_installable(cli: Cli) -> None:
+    res = cli("--help")
+    assert "--install-completion" in res.out and "--show-completion" in res.out
+    res = cli("--show-completion", "bash", env={"SHELL": "/bin/bash"})
+    assert res.code == EXIT_OK, res.err
+    assert "_plait_completion" in res.out and "complete " in res.out
+
+
+def test_help_has_no_type_noise_and_shows_defaults(cli: Cli) -> None:
+    texts = {}
+    for command in COMMANDS:
+        res = cli(*command, "--help")
+        assert res.code == EXIT_OK, (command, res.err)
+        for noise in ("<bool>", "<str>", "<int>", "<list"):
+            assert noise not in res.out, (command, noise)
+        texts[command] = res.out
+    assert "[default: sync]" in texts[("run",)] and "[default: {}]" in texts[("run",)]
+    assert "[default: 10000]" in texts[("run",)]
+    assert "[default: mermaid]" in texts[("draw",)]
+    assert "[default: plait-demo.db]" in texts[("demo",)]
+    for command in (("threads",), ("history",), ("db", "stats")):
+        assert "Default: $PLAIT_DB if set, else plait.db." in texts[command]
+    assert "key=value for a string, key:=json for any JSON value" in texts[("update",)]
+    assert "0 done, 1 the run failed, 2 usage error or not found, 3 paused for input" in cli("--help").out
+
+
+def walk(command: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    subs = getattr(command, "commands", {})
+    if not subs:
+        return [(path, command)]
+    return [item for name, sub in subs.items() for item in walk(sub, (*path, name))]
+
+
+def test_every_argument_and_option_is_described() -> None:
+    from plait.cli.app import build_command
+
+    commands = walk(build_command())
+    assert len(commands) == 16
+    for path, command in commands:
+        assert command.help, path
+        for param in command.params:
+            assert (param.help or "").strip(), (path, param.name)
+
+
+THREAD_PARAMS = {"thread", "a", "b"}
+
+
+@pytest.mark.parametrize("path", [c for c in COMMANDS if c not in (("db",), ("db", "migrate"), ("db", "stats"))])
+def test_every_command_that_takes_a_thread_takes_a_namespace(path: tuple[str, ...]) -> None:
+    from plait.cli.app import build_command
+
+    command = dict(walk(build_command()))[path]
+    names = {p.name for p in command.params}
+    if names & THREAD_PARAMS or path in (("run",), ("import",)):
+        assert "namespace" in names, path
+
+
+def test_without_a_command_help_is_shown(cli: Cli) -> None:
+    res = cli()
+    assert res.code == 2
+    assert "Usage: plait" in res.out + res.err and "Commands" in res.out + res.err

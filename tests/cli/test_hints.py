@@ -1,0 +1,89 @@
+"""What the command line tells an operator to do next names plait commands, spelled with the
+graph, store and namespace that were given, never Python calls."""
+
+from __future__ import annotations
+
+from conftest import Cli
+from plait.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+
+PYTHON_CALLS = ("invoke(", "list_threads()", "get_state_history()", "update_state", "thread_id=", "setup()")
+
+
+def no_python(text: str) -> None:
+    for call in PYTHON_CALLS:
+        assert call not in text, text
+
+
+def test_a_failed_run_says_which_resume_command_continues_it(cli: Cli) -> None:
+    res = cli("run", "flow.py:graph", "-i", '{"topic": "bad"}', "-t", "tb", "--db", "f.db", "--namespace", "ns")
+    assert res.code == EXIT_FAILED
+    line = res.one_line()
+    assert line.startswith(
+        "error: NodeError: node 'check' failed in super-step 1 of thread 'tb': ValueError: bad topic"
+    )
+    assert "plait resume flow.py:graph tb --db f.db --namespace ns re-runs only the tasks that did not finish" in line
+    no_python(line)
+
+
+def test_a_failed_run_with_plait_db_needs_no_db_in_its_hint(cli: Cli) -> None:
+    res = cli("run", "flow.py:graph", "-i", '{"topic": "bad"}', "-t", "tb", env={"PLAIT_DB": "f.db"})
+    assert "plait resume flow.py:graph tb re-runs" in res.one_line()
+
+
+def test_an_unknown_thread_says_how_to_list_the_threads(cli: Cli) -> None:
+    cli("run", "flow.py:graph", "-i", '{"topic": "x"}', "-t", "t", "--db", "t.db")
+    for args in (("state", "nope"), ("history", "nope"), ("export", "nope"), ("diff", "t", "nope")):
+        res = cli(*args, "--db", "t.db")
+        assert res.code == EXIT_USAGE
+        line = res.one_line()
+        assert "no thread 'nope' in t.db; list the threads with: plait threads --db t.db" in line, line
+        no_python(line)
+    res = cli("state", "t", "--checkpoint", "ffff", "--db", "t.db")
+    assert "list its checkpoints with: plait history t --db t.db" in res.one_line()
+
+
+def test_a_paused_run_says_how_to_go_on(cli: Cli) -> None:
+    res = cli("run", "flow.py:with_question", "-i", '{"topic": "q"}', "-t", "t3", "--db", "t.db")
+    assert res.code == EXIT_INTERRUPTED
+    assert "publish q?" in res.out
+    assert "resume with: plait resume flow.py:with_question t3 --resume JSON --db t.db" in res.out
+    res = cli("run", "flow.py:paused", "-i", '{"topic": "q"}', "-t", "t4", "--db", "t.db")
+    assert res.code == EXIT_INTERRUPTED
+    assert "paused before: check; continue with: plait resume flow.py:paused t4 --db t.db" in res.out
+
+
+def test_the_hint_after_fork_names_the_graph_that_was_passed(cli: Cli) -> None:
+    cli("run", "flow.py:graph", "-i", '{"topic": "x"}', "-t", "a", "--db", "t.db")
+    res = cli("fork", "a", "--to", "b", "--step", "0", "--graph", "flow.py:graph", "--set", "topic=y", "--db", "t.db")
+    assert res.code == EXIT_OK, res.err
+    assert "continue it with: plait resume flow.py:graph b --db t.db" in res.out
+    assert "MODULE:GRAPH" not in res.out
+    res = cli("resume", "flow.py:graph", "b", "--db", "t.db", "--json")  # the hint works
+    assert res.code == EXIT_OK and res.json()["values"]["log"] == ["hello y", "checked"]
+    res = cli("fork", "a", "--to", "c", "--db", "t.db")  # no graph given: say what is needed
+    assert "continue it with: plait resume MODULE:GRAPH c --db t.db" in res.out
+
+
+def test_resume_on_a_finished_thread_says_there_is_nothing_to_do(cli: Cli) -> None:
+    cli("run", "flow.py:graph", "-i", '{"topic": "x"}', "-t", "a", "--db", "t.db")
+    before = cli("history", "a", "--db", "t.db", "--json").json()
+    res = cli("resume", "flow.py:graph", "a", "--db", "t.db")
+    assert res.code == EXIT_OK
+    assert "thread a is finished" in res.out and "nothing to resume" in res.out
+    assert "values" not in res.out  # nothing is reprinted
+    assert "plait run flow.py:graph --thread a --input JSON --db t.db" in res.out
+    res = cli("resume", "flow.py:graph", "a", "--db", "t.db", "--json")
+    assert res.json()["status"] == "done" and res.json()["ran"] is False
+    assert cli("history", "a", "--db", "t.db", "--json").json() == before  # and nothing ran
+
+
+def test_resume_with_an_answer_but_nothing_waiting_says_how_to_look(cli: Cli) -> None:
+    cli("run", "flow.py:graph", "-i", '{"topic": "x"}', "-t", "a", "--db", "t.db")
+    res = cli("resume", "flow.py:graph", "a", "--resume", "1", "--db", "t.db")
+    assert res.code == EXIT_USAGE
+    assert "see what the thread waits for with: plait state a --db t.db" in res.one_line()
+
+
+def test_a_missing_store_says_how_to_create_one(cli: Cli) -> None:
+    line = cli("threads", "--db", "none.db").one_line()
+    assert "create the store with: plait db migrate --db none.db" in line
