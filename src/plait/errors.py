@@ -105,24 +105,40 @@ class UnknownChannelError(StateError):
 
 
 class MissingValueError(StateError, KeyError):
-    """``state[key]`` for a channel that has no value yet (also a ``KeyError``)."""
+    """``state[key]`` for a key with no value (also a ``KeyError``): a channel not written yet
+    (``declared``), or a key that is not a channel of the schema at all (a typo, most often;
+    the message then names the schema's ``channels``)."""
 
-    def __init__(self, key: str, present: Sequence[str], writers: Sequence[str] = (), *, declared: bool = True) -> None:
+    def __init__(
+        self,
+        key: str,
+        present: Sequence[str],
+        writers: Sequence[str] = (),
+        *,
+        declared: bool = True,
+        channels: Sequence[str] = (),
+    ) -> None:
         self.key = key
         self.present = tuple(present)
         self.writers = tuple(writers)
         self.declared = declared
-        have = ", ".join(repr(k) for k in self.present) or "(none)"
+        self.channels = tuple(channels)
         if not declared:
-            why = f"{key!r} is not a channel of this schema"
+            known = ", ".join(repr(k) for k in self.channels) or "(none given)"
+            message = (
+                f"{key!r} is not a channel of this schema; its channels are {known}. "
+                "Check the key's spelling, or declare the channel in the schema."
+            )
         else:
+            have = ", ".join(repr(k) for k in self.present) or "(none)"
             why = f"channel {key!r} has no value yet"
             if self.writers:
                 why += " (it is written by " + ", ".join(repr(w) for w in self.writers) + ")"
-        super().__init__(
-            f"{why}; keys with a value: {have}. Use state.get({key!r}, default) where the "
-            "value is optional, or give the channel a default in the schema."
-        )
+            message = (
+                f"{why}; keys with a value: {have}. Use state.get({key!r}, default) where the "
+                "value is optional, or give the channel a default in the schema."
+            )
+        super().__init__(message)
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0])

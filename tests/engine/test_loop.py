@@ -16,6 +16,7 @@ from plait import (
     END,
     START,
     AppendList,
+    Checkpointer,
     Command,
     ConcurrentWriteError,
     Graph,
@@ -32,6 +33,7 @@ from plait import (
     Sum,
     ThreadBusyError,
     UnknownChannelError,
+    thaw,
 )
 
 
@@ -344,6 +346,40 @@ def test_a_send_whose_arg_is_not_json_names_the_target_the_path_and_the_router_s
         g.compile().invoke({})
     assert (info.value.channel, info.value.node) == ("Send('work').arg", "split")
     assert "Send('work').arg.at: set" in str(info.value)
+
+
+def test_a_router_may_send_the_node_s_whole_state(make_saver: Callable[..., Checkpointer]) -> None:
+    """LangGraph's map-reduce idiom, ``Send("worker", state)``: the worker gets the state as
+    it was when the router ran, stored with the planned task on every backend."""
+    got: list[Any] = []
+
+    def worker(arg: Any) -> Any:
+        got.append(thaw(arg))
+        return {"items": [arg["phase"]]}
+
+    g = Graph(schema()).add_node("split", lambda s: {"phase": "split", "log": ["split"]}).add_node("worker", worker)
+    g.add_edge(START, "split").add_conditional_edges("split", lambda state: [Send("worker", state)] * 2)
+    app = g.compile(make_saver(), interrupt_before=["worker"])
+    app.invoke({"total": 1}, thread_id="t")  # paused with the two Sends stored
+    out = app.invoke(None, thread_id="t")
+    seen = {"log": ["split"], "items": [], "total": 1, "phase": "split"}
+    assert got == [seen, seen], "the worker read the stored state back"
+    assert out["items"] == ["split", "split"]
+
+
+def test_a_node_may_send_its_state_by_command_and_write_it_as_a_value(make_saver: Callable[..., Checkpointer]) -> None:
+    def split(state: Any) -> Any:
+        return Command(update={"answer": {"snapshot": state}}, goto=[Send("worker", state)])
+
+    def worker(arg: Any) -> Any:
+        return {"items": [arg["total"]]}
+
+    g = Graph(schema()).add_node("split", split, destinations=["worker"]).add_node("worker", worker)
+    app = g.add_edge(START, "split").compile(make_saver())
+    out = app.invoke({"total": 7}, thread_id="t")
+    assert out["items"] == [7]
+    snapshot = app.get_state("t").values["answer"]["snapshot"]
+    assert snapshot == {"log": [], "items": [], "total": 7}, "the state as split saw it, not as it is now"
 
 
 def test_async_nodes_of_one_step_can_time_themselves_out_with_asyncio_timeout() -> None:

@@ -657,7 +657,7 @@ class Run:
 
 
 def _view(values: Mapping[str, Any], spec: GraphSpec) -> Any:
-    return StateView(values, spec.writers)
+    return StateView(values, spec)
 
 
 def _bare_checkpoint(

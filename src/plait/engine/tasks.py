@@ -9,18 +9,18 @@ import inspect
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from plait._codec import freeze, freeze_send_arg
+from plait._frozen import FrozenView
 from plait.engine.context import GraphInterrupt, NodeContext, _current
 from plait.engine.plan import Route
 from plait.errors import (
     GraphError,
     MissingNodeError,
-    MissingValueError,
     NoCheckpointerError,
     NodeError,
     NodeTimeoutError,
@@ -149,32 +149,25 @@ def _in_thread(
     return fut
 
 
-class StateView(Mapping[str, Any]):
-    """The read-only state a node receives: values as of the start of its super-step."""
+class StateView(FrozenView):
+    """The read-only state a node receives: values as of the start of its super-step.
 
-    __slots__ = ("_values", "_writers")
+    A view of the run's table, not a copy of it. Like the frozen containers it is JSON data:
+    ``Send("worker", state)`` and ``{"snapshot": state}`` store the values it shows, and
+    ``plait.thaw(state)`` gives a plain, mutable dict of them.
+    """
 
-    def __init__(self, values: Mapping[str, Any], writers: Mapping[str, Sequence[str]]) -> None:
+    __slots__ = ("_spec",)
+
+    def __init__(self, values: Mapping[str, Any], spec: GraphSpec) -> None:
         self._values = values
-        self._writers = writers
+        self._spec = spec
 
     def __getitem__(self, key: str) -> Any:
         try:
             return self._values[key]
         except KeyError:
-            raise MissingValueError(key, tuple(self._values), self._writers.get(key, ())) from None
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self._values.get(key, default)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._values
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
+            raise self._spec.schema.missing(key, self._values, self._spec.writers) from None
 
     def __repr__(self) -> str:
         return f"StateView({dict(self._values)!r})"
@@ -268,7 +261,7 @@ async def compute_routes(
     routers = spec.routers.get(node)
     if routers:
         own = state.fold(base, writes, node) if writes else {}
-        view = StateView({**base, **own}, spec.writers) if own else StateView(base, spec.writers)
+        view = StateView({**base, **own}, spec) if own else StateView(base, spec)
         for r in routers:
             routes.extend(await router_routes(r, view, spec.nodes))
     if goto:

@@ -14,7 +14,7 @@ from typing import Any
 
 from plait._codec import fingerprint, freeze
 from plait._frozen import FrozenDict, thaw
-from plait.errors import InvalidUpdateError, MissingValueError, ReducerError
+from plait.errors import InvalidUpdateError, ReducerError
 from plait.state.reducers import NO_DEFAULT, AppendList, Reducer
 from plait.state.schema import StateSchema
 
@@ -105,9 +105,7 @@ class RunState:
         try:
             return self._values[key]
         except KeyError:
-            raise MissingValueError(
-                key, tuple(self._values), self.writers.get(key, ()), declared=key in self.schema
-            ) from None
+            raise self.schema.missing(key, self._values, self.writers) from None
 
     read = __getitem__
 

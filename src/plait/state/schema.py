@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
 from plait._codec import fingerprint, freeze
-from plait.errors import InvalidUpdateError, SchemaError, UnknownChannelError
+from plait.errors import InvalidUpdateError, MissingValueError, SchemaError, UnknownChannelError
 from plait.state.reducers import NO_DEFAULT, LastWriteWins, Reducer, as_reducer
 
 __all__ = ["Channel", "SchemaBuilder", "StateSchema"]
@@ -117,6 +117,14 @@ class StateSchema:
             return self._channels[key]
         except KeyError:
             raise UnknownChannelError(key, self._keys, node) from None
+
+    def missing(self, key: str, present: Iterable[str], writers: Mapping[str, Sequence[str]]) -> MissingValueError:
+        """The error for reading ``key`` from a state whose keys with a value are ``present``:
+        a channel with no value yet (naming its known ``writers``), or a key that is not a
+        channel (naming the channels)."""
+        return MissingValueError(
+            key, tuple(present), writers.get(key, ()), declared=key in self._channels, channels=self._keys
+        )
 
     def __contains__(self, key: object) -> bool:
         return key in self._channels
