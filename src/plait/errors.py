@@ -23,7 +23,7 @@ The tree::
     │   └── GraphChangedError        a thread was checkpointed by an incompatible graph
     ├── RunError                     a run stopped with a failure
     │   ├── NodeError                a node raised; the cause is chained
-    │   │   └── NodeTimeoutError     a node ran past its timeout
+    │   │   └── NodeTimeoutError     (also TimeoutError) a node ran past its timeout
     │   ├── RecursionLimitError      a run took more super-steps than allowed
     │   ├── InvalidResumeError       a Command(resume=...) that matches no pending interrupt
     │   └── NoCheckpointerError      a feature that needs a checkpointer was used without one
@@ -280,8 +280,12 @@ class NodeError(RunError):
         super().__init__(f"node {node!r} failed in super-step {step}{where}: {type(cause).__name__}: {cause}.{resume}")
 
 
-class NodeTimeoutError(NodeError):
-    """A node ran past its ``timeout``."""
+class NodeTimeoutError(NodeError, TimeoutError):
+    """A node ran past its ``timeout``.
+
+    Also a ``TimeoutError`` (which ``asyncio.TimeoutError`` is), so code that treats every
+    timeout alike, a ``RetryPolicy(retry_on=TimeoutError)`` included, treats this one so too.
+    """
 
     def __init__(self, node: str, step: int, thread_id: str | None, timeout: float) -> None:
         self.timeout = timeout

@@ -595,6 +595,53 @@ def test_a_timed_out_node_is_retried_by_its_policy() -> None:
     assert calls[0] == 2
 
 
+@pytest.mark.parametrize(
+    "retry_on",
+    [
+        NodeTimeoutError,
+        TimeoutError,
+        asyncio.TimeoutError,
+        (ValueError, NodeTimeoutError),
+        lambda e: isinstance(e, NodeTimeoutError) and e.node == "a",
+    ],
+    ids=["NodeTimeoutError", "TimeoutError", "asyncio.TimeoutError", "tuple", "predicate"],
+)
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_retry_policy_on_timeouts_retries_a_node_that_timed_out(kind: str, retry_on: Any) -> None:
+    calls = [0]
+
+    def sync_node(state: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == 1:
+            time.sleep(0.3)
+        return {"log": [f"attempt {calls[0]}"]}
+
+    async def async_node(state: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == 1:
+            await asyncio.sleep(5)
+        return {"log": [f"attempt {calls[0]}"]}
+
+    policy = RetryPolicy(max_attempts=2, initial_interval=0.001, jitter=0, retry_on=retry_on)
+    fn = sync_node if kind == "sync" else async_node
+    assert one_node(fn, timeout=0.05, retry=policy).compile().invoke({})["log"] == ["attempt 2"]
+    assert calls[0] == 2
+
+
+def test_a_retry_policy_for_other_errors_does_not_retry_a_timeout() -> None:
+    calls = [0]
+
+    async def slow(state: Any) -> Any:
+        calls[0] += 1
+        await asyncio.sleep(5)
+
+    policy = RetryPolicy(max_attempts=3, initial_interval=0.001, jitter=0, retry_on=ConnectionError)
+    with pytest.raises(NodeTimeoutError) as info:
+        one_node(slow, timeout=0.05, retry=policy).compile().invoke({})
+    assert calls[0] == 1
+    assert isinstance(info.value, TimeoutError), "a NodeTimeoutError is a TimeoutError too"
+
+
 @pytest.mark.parametrize("timeout", [None, 5.0])
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_a_timeout_error_raised_by_the_node_itself_is_not_a_node_timeout(kind: str, timeout: float | None) -> None:

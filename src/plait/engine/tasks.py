@@ -338,7 +338,7 @@ async def run_task(
         except _NodeTimedOut as exc:
             err: BaseException = NodeTimeoutError(node.name, ctx.step, ctx.thread_id, node.timeout or 0.0)
             err.__cause__ = exc
-            retry = policy is not None and attempt < policy.max_attempts and policy.should_retry(TimeoutError())
+            retry = policy is not None and attempt < policy.max_attempts and policy.should_retry(err)
         except Exception as exc:
             # Anything the node's own code raises (a PlaitError from an inner graph included)
             # is this node's failure: wrapped, so the error names the node that failed here.
