@@ -39,6 +39,7 @@ from plait.engine.events import (
     NodeFinished,
     NodeStarted,
     RunFinished,
+    update_item,
 )
 from plait.engine.lease import LeaseRenewer, renews_off_loop
 from plait.engine.pending import incompatibilities, result_write, resume_values, resume_writes
@@ -635,7 +636,7 @@ class Run:
     def _task_done(self, task: Task, out: TaskOutcome, step: int) -> None:
         assert self.sink is not None
         if "updates" in self.modes:
-            self.sink("updates", {task.node: dict(out.writes)})
+            self.sink("updates", {task.node: update_item(out.writes)})
         if "events" in self.modes:
             writes: dict[str, list[Any]] = {}
             for k, v in out.writes:

@@ -224,6 +224,11 @@ class CompiledGraph:
         records: node started / finished / failed, state updated, checkpoint saved,
         interrupted, run finished), ``"custom"`` (what nodes pass to ``ctx.emit``). With a
         list of modes, items come as ``(mode, item)`` pairs.
+
+        An ``"updates"`` item's writes are ``{key: value, ...}`` when the task wrote each key
+        once; when it wrote a key more than once (a list of pairs, a ``Command`` update with
+        repeats), a list of one-key dicts, one per write in the order written, so that no
+        write the state got is missing from the item.
         """
         modes = (mode,) if isinstance(mode, str) else tuple(mode)
         for m in modes:
