@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import operator
 import subprocess
 import sys
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from plait import (
+    END,
+    START,
     AppendList,
     AppendMessages,
+    Graph,
     InvalidUpdateError,
     LastWriteWins,
     MaxByTimestamp,
@@ -302,13 +308,68 @@ def test_any_two_argument_callable_is_a_reducer() -> None:
     assert reducer.name == "_operator.add"
     assert not reducer.trusted and not reducer.incremental
 
-    def keep_longest(a: str, b: str) -> str:
-        return a if len(a) >= len(b) else b
+    def keep_longest(a: str | None, b: str) -> str:
+        return a if a is not None and len(a) >= len(b) else b
 
     named = as_reducer(keep_longest)
     assert fold(named, "ab", "a", "abc") == "abc"
     assert named.spec().endswith("keep_longest")
     assert "keep_longest" in repr(named)
+
+
+def top3(current: list[int] | None, incoming: list[int]) -> list[int]:
+    """Keeps the three largest numbers seen (LangGraph tests use reducers of this kind)."""
+    return sorted([*(current or []), *incoming], reverse=True)[:3]
+
+
+class Scores(TypedDict):
+    top: Annotated[list[int], top3]
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [StateSchema.builder().add("top", top3).build(), StateSchema.from_typed_dict(Scores)],
+    ids=["builder", "typed-dict"],
+)
+def test_a_function_reducer_is_applied_to_the_first_write_too(schema: StateSchema) -> None:
+    state = RunState(schema)
+    state.write("top", [5, 1, 9, 7])
+    assert state["top"] == [9, 7, 5], "the first write went through the reducer, not around it"
+    state.write("top", [8])
+    assert state["top"] == [9, 8, 7]
+
+
+def test_a_function_reducer_gets_none_or_the_default_as_the_first_current_value() -> None:
+    seen: list[Any] = []
+
+    def record(current: Any, incoming: Any) -> Any:
+        seen.append(current)
+        return incoming
+
+    schema = StateSchema.builder().add("bare", record).add("started", record, default=[0]).build()
+    RunState(schema).merge_writes([("bare", 1), ("started", 2), ("bare", 3)])
+    assert seen == [None, [0], 1]
+
+
+def test_a_node_s_first_write_to_a_function_reducer_goes_through_it() -> None:
+    g = Graph(Scores).add_node("score", lambda s: {"top": [4, 2, 6, 3]})
+    out = g.add_edge(START, "score").add_edge("score", END).compile().invoke({})
+    assert out["top"] == [6, 4, 3]
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(st.lists(st.lists(st.integers(-50, 50), max_size=4), max_size=6), st.sampled_from(["single", "batch"]))
+def test_folding_writes_through_a_function_reducer_is_reducing_them_from_none(
+    writes: list[list[int]], how: str
+) -> None:
+    state = RunState(StateSchema.builder().add("top", top3).build())
+    if how == "single":
+        for w in writes:
+            state.write("top", w)
+    else:
+        state.merge_writes([("top", w) for w in writes])
+    expected = functools.reduce(top3, writes, None) if writes else None
+    assert state.get("top") == expected
 
 
 def test_as_reducer_accepts_instances_and_classes_and_refuses_the_rest() -> None:

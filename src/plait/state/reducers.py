@@ -340,7 +340,13 @@ class Sum(Reducer):
 
 
 class CallableReducer(Reducer):
-    """Adapts a plain two-argument function ``fn(current, incoming) -> new``."""
+    """Adapts a plain two-argument function ``fn(current, incoming) -> new``.
+
+    ``fn`` sees every write, the channel's first included: ``current`` is then the channel's
+    default, or None when it has none (``Annotated[list, fn]`` and ``.add(key, fn)`` give no
+    default), so a function that filters, sorts or caps what it is given does so from the
+    first write on. Write ``fn`` to accept None, or give the channel a default.
+    """
 
     def __init__(self, fn: Callable[[Any, Any], Any]) -> None:
         self.fn = fn
@@ -349,6 +355,9 @@ class CallableReducer(Reducer):
 
     def reduce(self, current: Any, incoming: Any, channel: str) -> Any:
         return self.fn(current, incoming)
+
+    def first(self, incoming: Any, channel: str) -> Any:
+        return self.fn(None, incoming)
 
     def __repr__(self) -> str:
         return f"CallableReducer({self.name})"
