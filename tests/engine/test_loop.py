@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -16,6 +16,7 @@ from plait import (
     END,
     START,
     AppendList,
+    AppendMessages,
     Checkpointer,
     Command,
     ConcurrentWriteError,
@@ -33,8 +34,12 @@ from plait import (
     Sum,
     ThreadBusyError,
     UnknownChannelError,
+    interrupt,
+    message_id,
     thaw,
 )
+from plait._codec import freeze
+from plait.checkpoint.base import CheckpointWrite, Fence, PendingWrite, WritesBatch
 
 
 def schema() -> StateSchema:
@@ -461,6 +466,154 @@ def test_a_failing_node_lets_siblings_finish_and_a_resume_reruns_only_it() -> No
     out = app.invoke(None, thread_id="t")
     assert calls == {"ok1": 1, "ok2": 1, "bad": 2, "after": 1}
     assert out["log"] == ["ok1", "bad", "ok2", "after"], "kept writes merge in planned order"
+
+
+# -- message ids -------------------------------------------------------------------------------
+
+
+def chat_loop(reply: Callable[[Any], Any] | None = None) -> Graph:
+    """The first chat loop a LangGraph user writes: the bot answers the last message."""
+
+    def bot(state: Any) -> Any:
+        return {"messages": [{"role": "assistant", "content": f"you said {state['messages'][-1]['content']}"}]}
+
+    g = Graph(StateSchema.builder().add("messages", AppendMessages()).add("log", AppendList()).build())
+    return g.add_node("bot", reply or bot).add_edge(START, "bot").add_edge("bot", END)
+
+
+def test_a_chat_loop_keeps_a_user_saying_yes_twice(make_saver: Callable[..., Checkpointer]) -> None:
+    app = chat_loop().compile(make_saver())
+    for _ in range(2):
+        out = app.invoke({"messages": [{"role": "user", "content": "yes"}]}, thread_id="chat")
+    said = [(m["role"], m["content"]) for m in out["messages"]]
+    assert said == [("user", "yes"), ("assistant", "you said yes")] * 2, "the bot answered the user, not itself"
+    assert len({m["id"] for m in out["messages"]}) == 4
+    assert app.get_state("chat").values["messages"] == out["messages"]
+
+
+def test_messages_are_named_by_the_task_that_wrote_them_and_their_position(
+    make_saver: Callable[..., Checkpointer],
+) -> None:
+    ok = {"role": "assistant", "content": "ok"}
+    app = chat_loop(lambda s: [("messages", [ok, ok]), ("log", ["bot"]), ("messages", ok)]).compile(make_saver())
+    out = app.invoke(
+        {"messages": [{"role": "user", "content": "hi"}, {"role": "user", "content": "hi"}]}, thread_id="t"
+    )
+    started = app.get_state_history("t")[-1]  # the checkpoint the input created
+    assert started.source == "input"
+    task = started.tasks[0].id
+    assert [m["id"] for m in out["messages"]] == [
+        message_id(started.checkpoint_id, 0),
+        message_id(started.checkpoint_id, 1),
+        message_id(task, 0),
+        message_id(task, 1),
+        message_id(task, 2),
+    ]
+
+
+class _RefusesStepOneOnce:
+    """Mixed into a real backend: its first commit of a step-1 checkpoint fails (a full disk,
+    a dropped connection), after the step's tasks ran."""
+
+    async def acommit(
+        self,
+        *,
+        checkpoints: Sequence[CheckpointWrite] = (),
+        writes: Sequence[WritesBatch] = (),
+        fence: Fence | None = None,
+    ) -> None:
+        if not getattr(self, "refused", False) and any(c.checkpoint.step == 1 for c in checkpoints):
+            self.refused = True
+            raise OSError("disk full")
+        await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence)  # type: ignore[misc]
+
+
+def test_a_task_that_runs_again_names_its_messages_alike(make_saver: Callable[..., Checkpointer]) -> None:
+    """The bot's step fails after the bot ran (its commit is refused), so the resume runs the
+    same task again: its messages get the ids they got the first time."""
+    calls = [0]
+
+    def bot(state: Any) -> Any:
+        calls[0] += 1
+        return {"messages": [{"role": "assistant", "content": "ok"}, {"role": "assistant", "content": "ok"}]}
+
+    app = chat_loop(bot).compile(make_saver(_RefusesStepOneOnce))
+    first: list[Any] = []
+    with pytest.raises(OSError, match="disk full"):
+        for item in app.stream({"messages": []}, thread_id="t", mode="updates"):
+            first.append(item)
+    [update] = first
+    out = app.invoke(None, thread_id="t")
+    assert calls[0] == 2, "the bot ran again"
+    assert [m["id"] for m in out["messages"]] == [m["id"] for m in update["bot"]["messages"]]
+    assert len({m["id"] for m in out["messages"]}) == 2
+
+
+def test_messages_of_a_task_kept_when_a_sibling_failed_keep_their_ids(make_saver: Callable[..., Checkpointer]) -> None:
+    broken = [True]
+
+    def fragile(state: Any) -> Any:
+        if broken[0]:
+            raise ValueError("boom")
+        return {"log": ["fragile"]}
+
+    g = Graph(StateSchema.builder().add("messages", AppendMessages()).add("log", AppendList()).build())
+    g.add_node("bot", lambda s: {"messages": [{"role": "assistant", "content": "ok"}] * 2}).add_node("fragile", fragile)
+    g.add_edge(START, "bot").add_edge(START, "fragile").add_edge("bot", END).add_edge("fragile", END)
+    app = g.compile(make_saver())
+    streamed: list[Any] = []
+    with pytest.raises(NodeError):
+        for item in app.stream({}, thread_id="t", mode="updates"):
+            streamed.append(item)
+    bot_task = next(t.id for t in app.get_state("t").tasks if t.node == "bot")
+    broken[0] = False
+    out = app.invoke(None, thread_id="t")
+    ids = [message_id(bot_task, 0), message_id(bot_task, 1)]
+    assert [m["id"] for m in out["messages"]] == ids
+    assert [m["id"] for m in streamed[0]["bot"]["messages"]] == ids
+
+
+def test_a_saved_result_whose_messages_have_no_ids_is_named_by_its_task(
+    make_saver: Callable[..., Checkpointer],
+) -> None:
+    """A task result saved by a plait that left naming to the reducer (a thread that failed
+    mid-step before an upgrade) resumes with its messages named by its task."""
+    calls = [0]
+
+    def bot(state: Any) -> Any:
+        calls[0] += 1
+        return {"messages": [{"role": "assistant", "content": "never"}]}
+
+    g = Graph(StateSchema.builder().add("messages", AppendMessages()).add("log", AppendList()).build())
+    g.add_node("bot", bot).add_node("other", lambda s: {"log": ["other"]})
+    g.add_edge(START, "bot").add_edge(START, "other").add_edge("bot", END).add_edge("other", END)
+    saver = make_saver()
+    app = g.compile(saver, interrupt_before=["bot"])
+    app.invoke({}, thread_id="t")
+    head = app.get_state("t")
+    bot_task = next(t.id for t in head.tasks if t.node == "bot")
+    ok = {"role": "assistant", "content": "ok"}
+    old = PendingWrite(task_id=bot_task, kind="result", value=freeze({"w": [["messages", [ok, ok]]], "r": []}, "w"))
+    batch = WritesBatch(thread_id="t", namespace="", checkpoint_id=head.checkpoint_id, writes=(old,))
+    asyncio.run(saver.acommit(writes=[batch]))
+    out = app.invoke(None, thread_id="t")
+    assert calls[0] == 0, "the saved result was used"
+    assert out["messages"] == [{**ok, "id": message_id(bot_task, 0)}, {**ok, "id": message_id(bot_task, 1)}]
+
+
+def test_a_command_update_names_its_messages_by_the_checkpoint_it_creates(
+    make_saver: Callable[..., Checkpointer],
+) -> None:
+    def ask(state: Any) -> Any:
+        return {"log": [interrupt("more?")]}
+
+    app = chat_loop(ask).compile(make_saver())
+    yes = {"role": "user", "content": "yes"}
+    app.invoke({"messages": [yes]}, thread_id="t")
+    out = app.invoke(Command(resume="go", update={"messages": [yes]}), thread_id="t")
+    update = next(h for h in app.get_state_history("t") if h.source == "update")
+    assert [m["content"] for m in out["messages"]] == ["yes", "yes"]
+    assert out["messages"][1]["id"] == message_id(update.checkpoint_id, 0)
 
 
 def test_a_cancelled_run_keeps_finished_tasks_and_a_resume_reruns_only_the_rest() -> None:

@@ -29,6 +29,7 @@ from plait.errors import (
 )
 from plait.graph.spec import GraphSpec, NodeSpec, RouterSpec
 from plait.state.run_state import RunState
+from plait.state.schema import StateSchema
 from plait.types import END, Command, Send
 from plait.types import Interrupt as InterruptRecord
 
@@ -183,8 +184,9 @@ class TaskOutcome:
     error: BaseException | None = None
 
 
-def normalise(spec: NodeSpec, result: Any, schema_has: Callable[[str], Any]) -> tuple[list[tuple[str, Any]], Any]:
-    """A node's return value as (frozen writes, goto)."""
+def normalise(spec: NodeSpec, result: Any, schema: StateSchema, task_id: str) -> tuple[list[tuple[str, Any]], Any]:
+    """A node's return value as (frozen writes, goto); messages written without an id are
+    named by ``task_id`` (so a re-run of the task names them alike)."""
     goto: Any = ()
     if isinstance(result, Command):
         goto = result.goto
@@ -208,9 +210,9 @@ def normalise(spec: NodeSpec, result: Any, schema_has: Callable[[str], Any]) -> 
         )
     writes = []
     for key, value in pairs:
-        schema_has(key)  # UnknownChannelError naming the node
+        schema.channel(key, spec.name)  # UnknownChannelError naming the node
         writes.append((key, freeze(value, key, spec.name)))
-    return writes, goto
+    return schema.with_ids(writes, task_id), goto
 
 
 def goto_routes(goto: Any, nodes: Mapping[str, NodeSpec], source: str) -> list[Route]:
@@ -347,7 +349,7 @@ async def run_task(
             retry = policy is not None and attempt < policy.max_attempts and policy.should_retry(exc)
         else:
             try:
-                writes, goto = normalise(node, result, lambda k: graph.schema.channel(k, node.name))
+                writes, goto = normalise(node, result, graph.schema, ctx.task_id)
                 routes = await compute_routes(graph, node.name, state, base, writes, goto)
             except PlaitError as exc:  # a refused write or route: the state layer's own words
                 return TaskOutcome(error=exc)

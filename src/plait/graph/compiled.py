@@ -13,7 +13,6 @@ import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
-from plait._codec import freeze
 from plait._sync import iterate_sync, run_sync
 from plait.checkpoint.base import (
     Checkpoint,
@@ -420,13 +419,12 @@ class CompiledGraph:
         state._versions = dict(head.versions)
         state.version = head.version
         who = as_node or "update"
-        pairs = list(update.items()) if isinstance(update, Mapping) else list(update)
-        writes = [(k, freeze(v, k, who)) for k, v in pairs]
+        cid = new_checkpoint_id(after=head.id)  # names the update's messages
+        writes = self.spec.schema.prepare(update, who, cid)
         base = dict(state.values)
         changed = state.fold(base, writes, who)
         if changed:
             state._apply(changed, who)
-        cid = new_checkpoint_id(after=head.id)
         if as_node is not None:
             routes = await compute_routes(self.spec, as_node, state, base, writes, None)
             tasks, barriers = plan_next(self.spec, cid, [(Task(id="", node=as_node), routes)], head.barriers)
@@ -502,9 +500,9 @@ class CompiledGraph:
         state._versions = dict(src.versions)
         state.version = src.version
         edited: list[str] = []
+        cid = new_checkpoint_id()  # names the edits' messages
         if edits:
-            pairs = list(edits.items()) if isinstance(edits, Mapping) else list(edits)
-            changed = state.fold(state.values, [(k, freeze(v, k, "fork")) for k, v in pairs], "fork")
+            changed = state.fold(state.values, self.spec.schema.prepare(edits, "fork", cid), "fork")
             if changed:
                 state._apply(changed, "fork")
             edited = sorted(changed)
@@ -516,6 +514,7 @@ class CompiledGraph:
             versions=state._versions,
             metadata={"graph": self.fingerprint, "reducers": {c.key: c.reducer.spec() for c in self.spec.schema}},
             edited=edited,
+            checkpoint_id=cid,
         )
 
     def fork(
