@@ -143,6 +143,8 @@ def test_reading_an_undeclared_key_says_it_is_not_a_channel() -> None:
         st.read("missing")
     assert not info.value.declared
     assert "'missing' is not a channel of this schema" in str(info.value)
+    assert info.value.channels == make_schema().keys
+    assert all(repr(key) in str(info.value) for key in make_schema().keys), "the channels are named"
 
 
 def test_advance_moves_the_super_step_without_changing_the_version() -> None:
