@@ -5,9 +5,9 @@ process, any language and any future version without running code. :func:`freeze
 single gate a value passes on its way into state: it checks the value is JSON data (naming
 the channel and the path inside the value when it is not), normalises tuples to lists, and
 returns it frozen (see :mod:`plait._frozen`; plait's own read-only containers, the state
-view a node receives included, are JSON data and pass). Encoding uses orjson; the canonical form
-(sorted keys, no whitespace) feeds fingerprints, so equal state has an equal fingerprint in
-every process and on every machine.
+view a node receives included, are JSON data and pass). Encoding uses orjson; the
+canonical form (sorted keys, no whitespace) feeds fingerprints, so equal state has an
+equal fingerprint in every process and on every machine.
 """
 
 from __future__ import annotations

@@ -108,7 +108,7 @@ class FrozenDict(dict[str, Any]):
 class FrozenView(Mapping[str, Any]):
     """A read-only mapping over ``values``, a mapping whose values are all frozen.
 
-    The view is not a copy: it shows ``values`` as they are when read. :func:`snapshot`
+    The view is not a copy: it shows ``values`` as they are when read. :meth:`snapshot`
     (which :func:`plait._codec.freeze` uses) takes a FrozenDict of the values at that moment,
     a shallow copy since the values are frozen already; :func:`thaw` gives a plain dict.
     """
