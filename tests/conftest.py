@@ -3,12 +3,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from plait import Checkpointer, FileCheckpointer, MemoryCheckpointer, PostgresCheckpointer, SqliteCheckpointer
 
 # The suite runs on small machines that other work keeps busy: how fast examples are drawn
 # says nothing about the laws tested, so hypothesis does not fail a test for being slow.
@@ -59,3 +64,35 @@ def postgres_schema(postgres_dsn: str) -> Iterator[str]:
     finally:
         with psycopg.connect(postgres_dsn, autocommit=True) as conn:
             conn.execute(f'drop schema if exists "{name}" cascade')
+
+
+@pytest.fixture(params=["memory", "file", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def make_saver(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[..., Checkpointer]]:
+    """Checkpointers of one backend: a test taking this fixture runs once on every backend.
+
+    ``make_saver()`` gives one; ``make_saver(Mixin)`` one of a class that puts ``Mixin``
+    before the backend's own class, to inject a fault into the real backend. Savers made by
+    one test share the backend's store (not so for memory); all are closed when it ends."""
+    made: list[Checkpointer] = []
+
+    def make(mixin: type | None = None) -> Checkpointer:
+        base: type[Checkpointer]
+        args: tuple[Any, ...]
+        kwargs: dict[str, Any] = {}
+        if request.param == "memory":
+            base, args = MemoryCheckpointer, ()
+        elif request.param == "file":
+            base, args = FileCheckpointer, (tmp_path / "threads",)
+        elif request.param == "sqlite":
+            base, args = SqliteCheckpointer, (tmp_path / "plait.db",)
+        else:
+            base, args = PostgresCheckpointer, (request.getfixturevalue("postgres_dsn"),)
+            kwargs["schema"] = request.getfixturevalue("postgres_schema")
+        cls = base if mixin is None else type(f"{mixin.__name__}{base.__name__}", (mixin, base), {})
+        saver: Checkpointer = cls(*args, **kwargs)
+        made.append(saver)
+        return saver
+
+    yield make
+    for saver in made:
+        asyncio.run(saver.aclose())

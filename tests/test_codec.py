@@ -25,7 +25,7 @@ from plait._codec import (
     freeze,
     freeze_trusted,
 )
-from plait._frozen import FrozenDict, FrozenList
+from plait._frozen import FrozenDict, FrozenList, FrozenView
 
 
 class Color(enum.Enum):
@@ -131,6 +131,23 @@ def test_already_frozen_parts_are_reused_not_copied() -> None:
     again = freeze({"wrapper": part}, "ch")
     assert again["wrapper"] is part
     assert freeze(part, "ch") is part
+
+
+def test_a_read_only_view_is_json_data_frozen_as_the_values_it_shows() -> None:
+    """What a node does with its state (``Send("worker", state)``, ``{"snapshot": state}``):
+    the view freezes to a FrozenDict of what it shows at that moment, values shared."""
+    history = freeze([{"id": "m1", "content": "hi"}], "messages")
+    table: dict[str, Any] = {"messages": history, "turn": 1}
+    view = FrozenView(table)
+    frozen = freeze({"snapshot": view, "several": [view, (view,)]}, "ch")
+    expected = {"messages": [{"id": "m1", "content": "hi"}], "turn": 1}
+    assert frozen == {"snapshot": expected, "several": [expected, [expected]]}
+    assert type(frozen["snapshot"]) is FrozenDict
+    assert frozen["snapshot"]["messages"] is history, "the frozen values are shared, not copied"
+    assert type(freeze(view, "ch")) is FrozenDict
+    table["turn"] = 2  # the run's table moves on after the write
+    assert frozen["snapshot"]["turn"] == 1
+    assert json.loads(encode(frozen)) == {"snapshot": expected, "several": [expected, [expected]]}
 
 
 def test_freeze_trusted_and_decode_frozen_give_frozen_data() -> None:

@@ -12,9 +12,9 @@ import orjson
 import pytest
 
 import plait
-from plait import ReadOnlyStateError, StateError
+from plait import END, START, AppendList, Graph, ReadOnlyStateError, StateError, StateSchema
 from plait._codec import freeze
-from plait._frozen import FrozenDict, FrozenList, thaw
+from plait._frozen import FrozenDict, FrozenList, FrozenView, thaw
 
 
 def _list() -> FrozenList:
@@ -166,6 +166,33 @@ def test_deepcopy_and_thaw_give_plain_mutable_data_all_the_way_down() -> None:
 def test_thaw_turns_tuples_into_lists_and_leaves_scalars_alone() -> None:
     assert thaw((1, (2, {"a": (3,)}))) == [1, [2, {"a": [3]}]]
     assert thaw("s") == "s" and thaw(None) is None and thaw(1.5) == 1.5
+
+
+def test_thaw_and_deepcopy_of_a_view_give_a_plain_dict_all_the_way_down() -> None:
+    view = FrozenView({"a": _dict(), "b": _list()})
+    for copier in (copy.deepcopy, thaw):
+        mutable = copier(view)
+        assert type(mutable) is dict and type(mutable["a"]) is dict and type(mutable["a"]["b"]["c"]) is list
+        assert type(mutable["b"]) is list and type(mutable["b"][2]) is list
+        assert mutable == {"a": {"a": 1, "b": {"c": [1]}}, "b": [3, 1, [2]]}
+
+
+def test_thaw_of_the_state_inside_a_node_is_a_mutable_copy() -> None:
+    schema = StateSchema.builder().add("log", AppendList()).add_lww("meta").add_lww("copy").build()
+    seen: list[Any] = []
+
+    def node(state: Any) -> Any:
+        mine = thaw(state)
+        seen.append((type(mine), type(mine["log"]), type(mine["meta"]), type(mine["meta"]["tags"])))
+        mine["log"].append("changed")  # the copy is the node's own...
+        mine["meta"]["tags"].append("new")
+        return {"copy": mine}
+
+    g = Graph(schema).add_node("n", node).add_edge(START, "n").add_edge("n", END)
+    out = g.compile().invoke({"log": ["start"], "meta": {"tags": ["t"]}})
+    assert seen == [(dict, list, dict, list)]
+    assert out["copy"] == {"log": ["start", "changed"], "meta": {"tags": ["t", "new"]}}
+    assert out["log"] == ["start"] and out["meta"] == {"tags": ["t"]}, "...and the state is not"
 
 
 def test_pickle_round_trips_to_plain_containers() -> None:

@@ -4,9 +4,10 @@ State values are JSON data and nothing else, so that any checkpoint can be read 
 process, any language and any future version without running code. :func:`freeze` is the
 single gate a value passes on its way into state: it checks the value is JSON data (naming
 the channel and the path inside the value when it is not), normalises tuples to lists, and
-returns it frozen (see :mod:`plait._frozen`). Encoding uses orjson; the canonical form
-(sorted keys, no whitespace) feeds fingerprints, so equal state has an equal fingerprint in
-every process and on every machine.
+returns it frozen (see :mod:`plait._frozen`; plait's own read-only containers, the state
+view a node receives included, are JSON data and pass). Encoding uses orjson; the
+canonical form (sorted keys, no whitespace) feeds fingerprints, so equal state has an
+equal fingerprint in every process and on every machine.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from plait._frozen import FrozenDict, FrozenList
+from plait._frozen import FrozenDict, FrozenList, FrozenView
 from plait.errors import NotSerializableError
 
 __all__ = [
@@ -115,6 +116,11 @@ def _freeze(value: Any, depth: int = 0) -> Any:
         return FrozenDict(frozen)
     if isinstance(value, dict) and not isinstance(value, FrozenDict):
         return _freeze(dict(value), depth)  # OrderedDict, defaultdict: plain data underneath
+    if isinstance(value, FrozenView):
+        # A node's state (Send("worker", state), {"snapshot": state}): its values are frozen
+        # already, so this costs a shallow copy, and the copy keeps the values the view
+        # showed when written even after the run's table moves on.
+        return value.snapshot()
     raise _Reject(t.__name__)
 
 

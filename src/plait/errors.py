@@ -23,7 +23,7 @@ The tree::
     │   └── GraphChangedError        a thread was checkpointed by an incompatible graph
     ├── RunError                     a run stopped with a failure
     │   ├── NodeError                a node raised; the cause is chained
-    │   │   └── NodeTimeoutError     a node ran past its timeout
+    │   │   └── NodeTimeoutError     (also TimeoutError) a node ran past its timeout
     │   ├── RecursionLimitError      a run took more super-steps than allowed
     │   ├── InvalidResumeError       a Command(resume=...) that matches no pending interrupt
     │   └── NoCheckpointerError      a feature that needs a checkpointer was used without one
@@ -125,24 +125,40 @@ class UnknownChannelError(StateError):
 
 
 class MissingValueError(StateError, KeyError):
-    """``state[key]`` for a channel that has no value yet (also a ``KeyError``)."""
+    """``state[key]`` for a key with no value (also a ``KeyError``): a channel not written yet
+    (``declared``), or a key that is not a channel of the schema at all (a typo, most often;
+    the message then names the schema's ``channels``)."""
 
-    def __init__(self, key: str, present: Sequence[str], writers: Sequence[str] = (), *, declared: bool = True) -> None:
+    def __init__(
+        self,
+        key: str,
+        present: Sequence[str],
+        writers: Sequence[str] = (),
+        *,
+        declared: bool = True,
+        channels: Sequence[str] = (),
+    ) -> None:
         self.key = key
         self.present = tuple(present)
         self.writers = tuple(writers)
         self.declared = declared
-        have = ", ".join(repr(k) for k in self.present) or "(none)"
+        self.channels = tuple(channels)
         if not declared:
-            why = f"{key!r} is not a channel of this schema"
+            known = ", ".join(repr(k) for k in self.channels) or "(none given)"
+            message = (
+                f"{key!r} is not a channel of this schema; its channels are {known}. "
+                "Check the key's spelling, or declare the channel in the schema."
+            )
         else:
+            have = ", ".join(repr(k) for k in self.present) or "(none)"
             why = f"channel {key!r} has no value yet"
             if self.writers:
                 why += " (it is written by " + ", ".join(repr(w) for w in self.writers) + ")"
-        super().__init__(
-            f"{why}; keys with a value: {have}. Use state.get({key!r}, default) where the "
-            "value is optional, or give the channel a default in the schema."
-        )
+            message = (
+                f"{why}; keys with a value: {have}. Use state.get({key!r}, default) where the "
+                "value is optional, or give the channel a default in the schema."
+            )
+        super().__init__(message)
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0])
@@ -284,8 +300,12 @@ class NodeError(RunError):
         super().__init__(f"node {node!r} failed in super-step {step}{where}: {type(cause).__name__}: {cause}.{resume}")
 
 
-class NodeTimeoutError(NodeError):
-    """A node ran past its ``timeout``."""
+class NodeTimeoutError(NodeError, TimeoutError):
+    """A node ran past its ``timeout``.
+
+    Also a ``TimeoutError`` (which ``asyncio.TimeoutError`` is), so code that treats every
+    timeout alike, a ``RetryPolicy(retry_on=TimeoutError)`` included, treats this one so too.
+    """
 
     def __init__(self, node: str, step: int, thread_id: str | None, timeout: float) -> None:
         self.timeout = timeout

@@ -73,7 +73,13 @@ class RetryPolicy:
     max_interval: float = 30.0
     jitter: float = 0.1
     retry_on: type[BaseException] | tuple[type[BaseException], ...] | Callable[[BaseException], bool] = Exception
-    """Exception types to retry, or a predicate on the exception."""
+    """Exception types to retry, or a predicate on the exception.
+
+    The exception is what the node raised, or, when the node ran past its ``timeout``, a
+    :class:`~plait.errors.NodeTimeoutError`, which is also a ``TimeoutError``: so
+    ``retry_on=NodeTimeoutError`` retries only plait's timeouts, and ``retry_on=TimeoutError``
+    (or ``asyncio.TimeoutError``, the same class) retries those and the timeouts the node
+    raises itself. The default, ``Exception``, retries both."""
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 
 import pytest
+from _cli_support import Cli, Result
 
-from conftest import Cli, Result
 from plait.cli import EXIT_OK, EXIT_USAGE
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from _cli_support import Cli
 
 import plait
-from conftest import Cli
 from plait.cli import EXIT_OK
 
 COMMANDS = [

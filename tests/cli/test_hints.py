@@ -3,7 +3,8 @@ graph, store and namespace that were given, never Python calls."""
 
 from __future__ import annotations
 
-from conftest import Cli
+from _cli_support import Cli
+
 from plait.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 PYTHON_CALLS = ("invoke(", "list_threads()", "get_state_history()", "update_state", "thread_id=", "setup()")

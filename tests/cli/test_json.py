@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from _cli_support import Cli
 
-from conftest import Cli
 from plait.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 Validate = Callable[[str, Any], None]

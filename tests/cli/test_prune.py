@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 
-from conftest import Cli
+from _cli_support import Cli
+
 from plait.cli import EXIT_FAILED, EXIT_OK
 
 LOOP = """

@@ -7,8 +7,8 @@ import os
 import pathlib
 
 import pytest
+from _cli_support import Cli
 
-from conftest import Cli
 from plait.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 FORMS = "A --db is a SQLite file (plait.db, sqlite:///relative/path.db"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from _cli_support import Cli
 
-from conftest import Cli
 from plait.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 FANOUT = """

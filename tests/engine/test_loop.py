@@ -7,7 +7,7 @@ import asyncio
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -17,6 +17,8 @@ from plait import (
     END,
     START,
     AppendList,
+    AppendMessages,
+    Checkpointer,
     Command,
     ConcurrentWriteError,
     Graph,
@@ -34,7 +36,12 @@ from plait import (
     Sum,
     ThreadBusyError,
     UnknownChannelError,
+    interrupt,
+    message_id,
+    thaw,
 )
+from plait._codec import freeze
+from plait.checkpoint.base import CheckpointWrite, Fence, PendingWrite, WritesBatch
 from plait.testing import ManualClock
 
 
@@ -349,6 +356,40 @@ def test_a_send_whose_arg_is_not_json_names_the_target_the_path_and_the_router_s
     assert "Send('work').arg.at: set" in str(info.value)
 
 
+def test_a_router_may_send_the_node_s_whole_state(make_saver: Callable[..., Checkpointer]) -> None:
+    """LangGraph's map-reduce idiom, ``Send("worker", state)``: the worker gets the state as
+    it was when the router ran, stored with the planned task on every backend."""
+    got: list[Any] = []
+
+    def worker(arg: Any) -> Any:
+        got.append(thaw(arg))
+        return {"items": [arg["phase"]]}
+
+    g = Graph(schema()).add_node("split", lambda s: {"phase": "split", "log": ["split"]}).add_node("worker", worker)
+    g.add_edge(START, "split").add_conditional_edges("split", lambda state: [Send("worker", state)] * 2)
+    app = g.compile(make_saver(), interrupt_before=["worker"])
+    app.invoke({"total": 1}, thread_id="t")  # paused with the two Sends stored
+    out = app.invoke(None, thread_id="t")
+    seen = {"log": ["split"], "items": [], "total": 1, "phase": "split"}
+    assert got == [seen, seen], "the worker read the stored state back"
+    assert out["items"] == ["split", "split"]
+
+
+def test_a_node_may_send_its_state_by_command_and_write_it_as_a_value(make_saver: Callable[..., Checkpointer]) -> None:
+    def split(state: Any) -> Any:
+        return Command(update={"answer": {"snapshot": state}}, goto=[Send("worker", state)])
+
+    def worker(arg: Any) -> Any:
+        return {"items": [arg["total"]]}
+
+    g = Graph(schema()).add_node("split", split, destinations=["worker"]).add_node("worker", worker)
+    app = g.add_edge(START, "split").compile(make_saver())
+    out = app.invoke({"total": 7}, thread_id="t")
+    assert out["items"] == [7]
+    snapshot = app.get_state("t").values["answer"]["snapshot"]
+    assert snapshot == {"log": [], "items": [], "total": 7}, "the state as split saw it, not as it is now"
+
+
 def test_async_nodes_of_one_step_can_time_themselves_out_with_asyncio_timeout() -> None:
     """Each node is a task of its own (eagerly started on Python 3.12 and later): a timeout
     inside one cancels that node's wait, never the run or a sibling."""
@@ -428,6 +469,154 @@ def test_a_failing_node_lets_siblings_finish_and_a_resume_reruns_only_it() -> No
     out = app.invoke(None, thread_id="t")
     assert calls == {"ok1": 1, "ok2": 1, "bad": 2, "after": 1}
     assert out["log"] == ["ok1", "bad", "ok2", "after"], "kept writes merge in planned order"
+
+
+# -- message ids -------------------------------------------------------------------------------
+
+
+def chat_loop(reply: Callable[[Any], Any] | None = None) -> Graph:
+    """The first chat loop a LangGraph user writes: the bot answers the last message."""
+
+    def bot(state: Any) -> Any:
+        return {"messages": [{"role": "assistant", "content": f"you said {state['messages'][-1]['content']}"}]}
+
+    g = Graph(StateSchema.builder().add("messages", AppendMessages()).add("log", AppendList()).build())
+    return g.add_node("bot", reply or bot).add_edge(START, "bot").add_edge("bot", END)
+
+
+def test_a_chat_loop_keeps_a_user_saying_yes_twice(make_saver: Callable[..., Checkpointer]) -> None:
+    app = chat_loop().compile(make_saver())
+    for _ in range(2):
+        out = app.invoke({"messages": [{"role": "user", "content": "yes"}]}, thread_id="chat")
+    said = [(m["role"], m["content"]) for m in out["messages"]]
+    assert said == [("user", "yes"), ("assistant", "you said yes")] * 2, "the bot answered the user, not itself"
+    assert len({m["id"] for m in out["messages"]}) == 4
+    assert app.get_state("chat").values["messages"] == out["messages"]
+
+
+def test_messages_are_named_by_the_task_that_wrote_them_and_their_position(
+    make_saver: Callable[..., Checkpointer],
+) -> None:
+    ok = {"role": "assistant", "content": "ok"}
+    app = chat_loop(lambda s: [("messages", [ok, ok]), ("log", ["bot"]), ("messages", ok)]).compile(make_saver())
+    out = app.invoke(
+        {"messages": [{"role": "user", "content": "hi"}, {"role": "user", "content": "hi"}]}, thread_id="t"
+    )
+    started = app.get_state_history("t")[-1]  # the checkpoint the input created
+    assert started.source == "input"
+    task = started.tasks[0].id
+    assert [m["id"] for m in out["messages"]] == [
+        message_id(started.checkpoint_id, 0),
+        message_id(started.checkpoint_id, 1),
+        message_id(task, 0),
+        message_id(task, 1),
+        message_id(task, 2),
+    ]
+
+
+class _RefusesStepOneOnce:
+    """Mixed into a real backend: its first commit of a step-1 checkpoint fails (a full disk,
+    a dropped connection), after the step's tasks ran."""
+
+    async def acommit(
+        self,
+        *,
+        checkpoints: Sequence[CheckpointWrite] = (),
+        writes: Sequence[WritesBatch] = (),
+        fence: Fence | None = None,
+    ) -> None:
+        if not getattr(self, "refused", False) and any(c.checkpoint.step == 1 for c in checkpoints):
+            self.refused = True
+            raise OSError("disk full")
+        await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence)  # type: ignore[misc]
+
+
+def test_a_task_that_runs_again_names_its_messages_alike(make_saver: Callable[..., Checkpointer]) -> None:
+    """The bot's step fails after the bot ran (its commit is refused), so the resume runs the
+    same task again: its messages get the ids they got the first time."""
+    calls = [0]
+
+    def bot(state: Any) -> Any:
+        calls[0] += 1
+        return {"messages": [{"role": "assistant", "content": "ok"}, {"role": "assistant", "content": "ok"}]}
+
+    app = chat_loop(bot).compile(make_saver(_RefusesStepOneOnce))
+    first: list[Any] = []
+    with pytest.raises(OSError, match="disk full"):
+        for item in app.stream({"messages": []}, thread_id="t", mode="updates"):
+            first.append(item)
+    [update] = first
+    out = app.invoke(None, thread_id="t")
+    assert calls[0] == 2, "the bot ran again"
+    assert [m["id"] for m in out["messages"]] == [m["id"] for m in update["bot"]["messages"]]
+    assert len({m["id"] for m in out["messages"]}) == 2
+
+
+def test_messages_of_a_task_kept_when_a_sibling_failed_keep_their_ids(make_saver: Callable[..., Checkpointer]) -> None:
+    broken = [True]
+
+    def fragile(state: Any) -> Any:
+        if broken[0]:
+            raise ValueError("boom")
+        return {"log": ["fragile"]}
+
+    g = Graph(StateSchema.builder().add("messages", AppendMessages()).add("log", AppendList()).build())
+    g.add_node("bot", lambda s: {"messages": [{"role": "assistant", "content": "ok"}] * 2}).add_node("fragile", fragile)
+    g.add_edge(START, "bot").add_edge(START, "fragile").add_edge("bot", END).add_edge("fragile", END)
+    app = g.compile(make_saver())
+    streamed: list[Any] = []
+    with pytest.raises(NodeError):
+        for item in app.stream({}, thread_id="t", mode="updates"):
+            streamed.append(item)
+    bot_task = next(t.id for t in app.get_state("t").tasks if t.node == "bot")
+    broken[0] = False
+    out = app.invoke(None, thread_id="t")
+    ids = [message_id(bot_task, 0), message_id(bot_task, 1)]
+    assert [m["id"] for m in out["messages"]] == ids
+    assert [m["id"] for m in streamed[0]["bot"]["messages"]] == ids
+
+
+def test_a_saved_result_whose_messages_have_no_ids_is_named_by_its_task(
+    make_saver: Callable[..., Checkpointer],
+) -> None:
+    """A task result saved by a plait that left naming to the reducer (a thread that failed
+    mid-step before an upgrade) resumes with its messages named by its task."""
+    calls = [0]
+
+    def bot(state: Any) -> Any:
+        calls[0] += 1
+        return {"messages": [{"role": "assistant", "content": "never"}]}
+
+    g = Graph(StateSchema.builder().add("messages", AppendMessages()).add("log", AppendList()).build())
+    g.add_node("bot", bot).add_node("other", lambda s: {"log": ["other"]})
+    g.add_edge(START, "bot").add_edge(START, "other").add_edge("bot", END).add_edge("other", END)
+    saver = make_saver()
+    app = g.compile(saver, interrupt_before=["bot"])
+    app.invoke({}, thread_id="t")
+    head = app.get_state("t")
+    bot_task = next(t.id for t in head.tasks if t.node == "bot")
+    ok = {"role": "assistant", "content": "ok"}
+    old = PendingWrite(task_id=bot_task, kind="result", value=freeze({"w": [["messages", [ok, ok]]], "r": []}, "w"))
+    batch = WritesBatch(thread_id="t", namespace="", checkpoint_id=head.checkpoint_id, writes=(old,))
+    asyncio.run(saver.acommit(writes=[batch]))
+    out = app.invoke(None, thread_id="t")
+    assert calls[0] == 0, "the saved result was used"
+    assert out["messages"] == [{**ok, "id": message_id(bot_task, 0)}, {**ok, "id": message_id(bot_task, 1)}]
+
+
+def test_a_command_update_names_its_messages_by_the_checkpoint_it_creates(
+    make_saver: Callable[..., Checkpointer],
+) -> None:
+    def ask(state: Any) -> Any:
+        return {"log": [interrupt("more?")]}
+
+    app = chat_loop(ask).compile(make_saver())
+    yes = {"role": "user", "content": "yes"}
+    app.invoke({"messages": [yes]}, thread_id="t")
+    out = app.invoke(Command(resume="go", update={"messages": [yes]}), thread_id="t")
+    update = next(h for h in app.get_state_history("t") if h.source == "update")
+    assert [m["content"] for m in out["messages"]] == ["yes", "yes"]
+    assert out["messages"][1]["id"] == message_id(update.checkpoint_id, 0)
 
 
 def test_a_cancelled_run_keeps_finished_tasks_and_a_resume_reruns_only_the_rest() -> None:
@@ -560,6 +749,53 @@ def test_a_timed_out_node_is_retried_by_its_policy() -> None:
     policy = RetryPolicy(max_attempts=2, initial_interval=0.001, jitter=0, retry_on=TimeoutError)
     assert one_node(a, timeout=0.05, retry=policy).compile().invoke({})["log"] == ["a"]
     assert calls[0] == 2
+
+
+@pytest.mark.parametrize(
+    "retry_on",
+    [
+        NodeTimeoutError,
+        TimeoutError,
+        asyncio.TimeoutError,
+        (ValueError, NodeTimeoutError),
+        lambda e: isinstance(e, NodeTimeoutError) and e.node == "a",
+    ],
+    ids=["NodeTimeoutError", "TimeoutError", "asyncio.TimeoutError", "tuple", "predicate"],
+)
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_retry_policy_on_timeouts_retries_a_node_that_timed_out(kind: str, retry_on: Any) -> None:
+    calls = [0]
+
+    def sync_node(state: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == 1:
+            time.sleep(0.3)
+        return {"log": [f"attempt {calls[0]}"]}
+
+    async def async_node(state: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == 1:
+            await asyncio.sleep(5)
+        return {"log": [f"attempt {calls[0]}"]}
+
+    policy = RetryPolicy(max_attempts=2, initial_interval=0.001, jitter=0, retry_on=retry_on)
+    fn = sync_node if kind == "sync" else async_node
+    assert one_node(fn, timeout=0.05, retry=policy).compile().invoke({})["log"] == ["attempt 2"]
+    assert calls[0] == 2
+
+
+def test_a_retry_policy_for_other_errors_does_not_retry_a_timeout() -> None:
+    calls = [0]
+
+    async def slow(state: Any) -> Any:
+        calls[0] += 1
+        await asyncio.sleep(5)
+
+    policy = RetryPolicy(max_attempts=3, initial_interval=0.001, jitter=0, retry_on=ConnectionError)
+    with pytest.raises(NodeTimeoutError) as info:
+        one_node(slow, timeout=0.05, retry=policy).compile().invoke({})
+    assert calls[0] == 1
+    assert isinstance(info.value, TimeoutError), "a NodeTimeoutError is a TimeoutError too"
 
 
 @pytest.mark.parametrize("timeout", [None, 5.0])

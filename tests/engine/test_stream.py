@@ -10,6 +10,8 @@ from typing import Any, cast
 
 import pytest
 from _intruder import try_to_take_lease
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from plait import (
     START,
@@ -33,6 +35,7 @@ from plait import (
     interrupt,
 )
 from plait.checkpoint.base import CheckpointWrite, Fence, WritesBatch
+from plait.engine.events import update_item
 
 
 def schema() -> StateSchema:
@@ -166,6 +169,36 @@ def test_updates_mode_yields_each_task_writes_by_node() -> None:
         {"b": {"log": ["b"]}},
         {"c": {"log": ["c"], "answer": 42}},
     ]
+
+
+@pytest.mark.parametrize(
+    "returned",
+    [
+        [("log", ["a"]), ("answer", 1), ("log", ["b"])],
+        Command(update=[("log", ["a"]), ("answer", 1), ("log", ["b"])]),
+    ],
+    ids=["pairs", "command"],
+)
+def test_updates_show_every_write_of_a_node_that_writes_a_key_twice(returned: Any) -> None:
+    g = Graph(schema()).add_node("n", lambda s: returned).add_edge(START, "n")
+    app = g.compile()
+    assert list(app.stream({}, mode="updates")) == [{"n": [{"log": ["a"]}, {"answer": 1}, {"log": ["b"]}]}]
+    assert app.invoke({})["log"] == ["a", "b"], "the state got both writes, as the item says"
+
+
+write_lists = st.lists(st.tuples(st.sampled_from(["log", "answer"]), st.integers(0, 9)), min_size=1, max_size=6)
+
+
+@settings(max_examples=50, deadline=None, database=None)
+@given(write_lists)
+def test_an_updates_item_holds_exactly_the_writes_of_the_node_in_order(writes: list[tuple[str, int]]) -> None:
+    item = update_item(writes)
+    if len({k for k, _ in writes}) == len(writes):
+        assert item == dict(writes), "each key written once: one dict, as LangGraph shows it"
+    else:
+        assert isinstance(item, list) and all(len(one) == 1 for one in item)
+    pairs = list(item.items()) if isinstance(item, dict) else [kv for one in item for kv in one.items()]
+    assert pairs == writes
 
 
 def test_values_mode_yields_the_state_after_the_input_and_after_each_step() -> None:

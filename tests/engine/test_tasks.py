@@ -1,4 +1,5 @@
-"""run_all: how a super-step's tasks run together (plait.engine.tasks)."""
+"""plait.engine.tasks: how a super-step's tasks run together (run_all), and the state view a
+node reads."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from plait import END, START, AppendList, Graph, MissingValueError, StateSchema
 from plait.engine.tasks import run_all
 
 
@@ -134,3 +136,42 @@ def test_coroutines_that_never_wait_finish_within_the_call() -> None:
         return await run_all(quick(i) for i in range(100))
 
     assert asyncio.run(main()) == [i * 2 for i in range(100)]
+
+
+# -- the state view ---------------------------------------------------------------------------
+
+
+def view_schema() -> StateSchema:
+    return StateSchema.builder().add("log", AppendList()).add_lww("draft").add_lww("verdict").build()
+
+
+def reads(key: str, *, router: bool = False) -> Graph:
+    """``writer`` writes the draft (a writer the graph knows: through its output key);
+    ``reader`` (or the router after it) reads ``key``."""
+    g = Graph(view_schema()).add_node("reader", lambda s: None if router else {"log": [s[key]]})
+    g.add_node("writer", lambda s: "d", output_key="draft").add_edge(START, "reader").add_edge("writer", END)
+    if router:
+        g.add_conditional_edges("reader", lambda s: "writer" if s[key] else END)
+    else:
+        g.add_edge("reader", "writer")
+    return g
+
+
+@pytest.mark.parametrize("router", [False, True], ids=["node", "router"])
+def test_reading_a_key_that_is_not_a_channel_says_so_and_names_the_channels(router: bool) -> None:
+    with pytest.raises(MissingValueError) as info:
+        reads("verdcit", router=router).compile().invoke({"verdict": "ok"})
+    err = info.value
+    assert err.key == "verdcit" and not err.declared
+    assert err.channels == ("log", "draft", "verdict")
+    assert "'verdcit' is not a channel of this schema" in str(err)
+    assert "'log', 'draft', 'verdict'" in str(err)
+
+
+def test_reading_a_channel_without_a_value_names_the_keys_that_have_one_and_its_writers() -> None:
+    with pytest.raises(MissingValueError) as info:
+        reads("draft").compile().invoke({"verdict": "ok"})
+    err = info.value
+    assert err.declared and err.writers == ("writer",)
+    assert "channel 'draft' has no value yet (it is written by 'writer')" in str(err)
+    assert "keys with a value: 'log', 'verdict'" in str(err)

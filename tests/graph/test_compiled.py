@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -14,6 +14,8 @@ from plait import (
     END,
     START,
     AppendList,
+    AppendMessages,
+    Checkpointer,
     CheckpointNotFoundError,
     Command,
     CompiledGraph,
@@ -30,6 +32,7 @@ from plait import (
     ThreadBusyError,
     ThreadState,
     interrupt,
+    message_id,
 )
 from plait.checkpoint.base import CheckpointWrite, Fence, WritesBatch
 
@@ -360,6 +363,38 @@ def test_fork_with_edits_folds_them_through_the_reducers() -> None:
     assert (root.parent_id, root.source) == (None, "fork")
     assert root.values == {"log": ["a1", "b1", "c1", "edited"], "topic": "y"}
     assert app.get_state("T") == head
+
+
+def chat(saver: Checkpointer) -> CompiledGraph:
+    g = Graph(StateSchema.builder().add("messages", AppendMessages()).add_lww("topic").build())
+    g.add_node("bot", lambda s: {"topic": "chat"}).add_edge(START, "bot").add_edge("bot", END)
+    return g.compile(saver)
+
+
+@pytest.mark.parametrize("as_node", [None, "bot"])
+def test_update_state_names_its_messages_by_the_checkpoint_it_creates(
+    make_saver: Callable[..., Checkpointer], as_node: str | None
+) -> None:
+    app = chat(make_saver())
+    app.invoke({}, thread_id="t")
+    yes = {"role": "user", "content": "yes"}
+    first = app.update_state("t", {"messages": [yes, yes]}, as_node=as_node)
+    second = app.update_state("t", [("messages", yes)], as_node=as_node)
+    messages = app.get_state("t").values["messages"]
+    assert [m["content"] for m in messages] == ["yes"] * 3, "three times yes is three messages"
+    assert [m["id"] for m in messages] == [message_id(first, 0), message_id(first, 1), message_id(second, 0)]
+
+
+def test_fork_edits_name_their_messages_by_the_fork_s_checkpoint(make_saver: Callable[..., Checkpointer]) -> None:
+    app = chat(make_saver())
+    yes = {"role": "user", "content": "yes"}
+    app.invoke({"messages": [yes]}, thread_id="t")
+    root = app.fork("t", "t2", edits={"messages": [yes]})
+    messages = app.get_state("t2").values["messages"]
+    assert app.get_state("t2").checkpoint_id == root
+    assert [m["content"] for m in messages] == ["yes", "yes"]
+    assert messages[1]["id"] == message_id(root, 0) != messages[0]["id"]
+    assert [m["content"] for m in app.get_state("t").values["messages"]] == ["yes"], "the source is untouched"
 
 
 def test_fork_of_an_unknown_thread_is_checkpoint_not_found() -> None:

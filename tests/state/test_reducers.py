@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import functools
 import operator
 import subprocess
 import sys
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from plait import (
+    END,
+    START,
     AppendList,
     AppendMessages,
+    Graph,
     InvalidUpdateError,
     LastWriteWins,
     MaxByTimestamp,
@@ -103,31 +109,72 @@ def test_append_messages_upsert_and_append_within_one_write() -> None:
     assert out == [{"id": "1", "v": 1}, {"id": "2", "v": 2}]
 
 
-def test_a_message_without_id_gets_a_deterministic_one() -> None:
-    msg = {"role": "user", "content": "hello"}
-    out = fold(AppendMessages(), msg)
-    assert out == [{**msg, "id": message_id(msg)}]
-    assert out[0]["id"].startswith("msg-")
-    assert message_id(msg) == message_id({"content": "hello", "role": "user"})  # key order is irrelevant
-    assert message_id(msg) != message_id({"role": "user", "content": "hello!"})
-    # Written again (a node re-run after a crash): replaced, not duplicated.
-    assert fold(AppendMessages(), msg, msg) == out
+def test_a_message_id_comes_from_the_write_and_the_position_never_the_content() -> None:
+    assert message_id("task-1", 0).startswith("msg-")
+    assert message_id("task-1", 0) == message_id("task-1", 0), "a re-run of the task names alike"
+    assert len({message_id("task-1", 0), message_id("task-1", 1), message_id("task-2", 0)}) == 3
 
 
-def test_an_explicit_none_id_is_treated_as_missing() -> None:
-    out = fold(AppendMessages(), {"id": None, "content": "x"})
-    assert out[0]["id"].startswith("msg-")
+@settings(max_examples=100, deadline=None, database=None)
+@given(st.text(max_size=8), st.integers(0, 1000), st.text(max_size=8), st.integers(0, 1000))
+def test_message_ids_differ_between_positions_and_between_writes(s1: str, p1: int, s2: str, p2: int) -> None:
+    assert (message_id(s1, p1) == message_id(s2, p2)) == ((s1, p1) == (s2, p2))
 
 
 def test_message_id_is_the_same_in_another_process() -> None:
-    msg = {"role": "assistant", "content": "ünïcode ✓", "n": [1, 2.5, None]}
-    code = "import json, sys; from plait import message_id; print(message_id(json.loads(sys.argv[1])))"
-    import json
+    code = "import sys; from plait import message_id; print(message_id(sys.argv[1], 3))"
+    out = subprocess.run([sys.executable, "-c", code, "tâsk ✓"], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == message_id("tâsk ✓", 3)
 
-    out = subprocess.run(
-        [sys.executable, "-c", code, json.dumps(msg)], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert out.stdout.strip() == message_id(msg)
+
+def test_assign_ids_names_each_message_without_one_by_its_position() -> None:
+    yes = {"role": "user", "content": "yes"}
+    write = freeze([yes, {"id": "kept", "content": "x"}, yes, remove_message("old"), {"id": None, **yes}], "ch")
+    named, after = AppendMessages().assign_ids(write, "task", 10)
+    assert after == 15
+    assert [m.get("id") for m in named] == [
+        message_id("task", 10),
+        "kept",
+        message_id("task", 12),
+        None,  # a removal marker is not a message
+        message_id("task", 14),
+    ]
+    assert named[3] == remove_message("old") and type(named) is FrozenList and type(named[0]) is FrozenDict
+    assert write[0] == yes, "the write itself is not changed"
+    one, after = AppendMessages().assign_ids(freeze(yes, "ch"), "task", 0)
+    assert one == {**yes, "id": message_id("task", 0)} and after == 1
+
+
+def test_assign_ids_returns_a_write_whose_messages_all_have_ids_as_it_is() -> None:
+    write = freeze([{"id": "a"}, {"id": "b"}], "ch")
+    calls: list[str] = []
+
+    def seed() -> str:
+        calls.append("seed")
+        return "never"
+
+    assert AppendMessages().assign_ids(write, seed, 0) == (write, 2)
+    assert AppendMessages().assign_ids(write, seed, 0)[0] is write
+    assert calls == [], "the write's name is not even computed"
+
+
+def test_a_message_that_reaches_the_reducer_without_an_id_is_refused() -> None:
+    for write in ({"content": "x"}, [{"id": "1"}, {"id": None, "content": "x"}]):
+        with pytest.raises(InvalidUpdateError) as info:
+            fold(AppendMessages(), write)
+        assert "has no id" in str(info.value)
+
+
+def test_identical_messages_written_through_a_run_state_are_two_messages() -> None:
+    state = RunState(StateSchema.builder().add("messages", AppendMessages()).build())
+    yes = {"role": "user", "content": "yes"}
+    state.write("messages", yes)
+    state.write("messages", yes)
+    state.write("messages", [yes, yes])
+    state.merge_writes([("messages", yes), ("messages", yes)])
+    ids = [m["id"] for m in state["messages"]]
+    assert [m["content"] for m in state["messages"]] == ["yes"] * 6
+    assert len(set(ids)) == 6
 
 
 def test_remove_message_deletes_by_id() -> None:
@@ -191,9 +238,10 @@ def test_append_messages_never_changes_its_input() -> None:
     assert current == [{"id": "1", "v": 0}]
 
 
-def test_append_messages_normalize_gives_ids_to_a_starting_history() -> None:
-    start = AppendMessages().normalize(freeze([{"role": "system", "content": "be brief"}], "ch"), "ch")
-    assert start[0]["id"] == message_id({"role": "system", "content": "be brief"})
+def test_append_messages_normalize_gives_ids_to_a_starting_history_by_position() -> None:
+    system = {"role": "system", "content": "be brief"}
+    start = AppendMessages().normalize(freeze([system, system], "ch"), "ch")
+    assert [m["id"] for m in start] == [message_id("start", 0), message_id("start", 1)]
     with_ids = freeze([{"id": "x"}], "ch")
     assert AppendMessages().normalize(with_ids, "ch") is with_ids
     with pytest.raises(InvalidUpdateError):
@@ -302,13 +350,68 @@ def test_any_two_argument_callable_is_a_reducer() -> None:
     assert reducer.name == "_operator.add"
     assert not reducer.trusted and not reducer.incremental
 
-    def keep_longest(a: str, b: str) -> str:
-        return a if len(a) >= len(b) else b
+    def keep_longest(a: str | None, b: str) -> str:
+        return a if a is not None and len(a) >= len(b) else b
 
     named = as_reducer(keep_longest)
     assert fold(named, "ab", "a", "abc") == "abc"
     assert named.spec().endswith("keep_longest")
     assert "keep_longest" in repr(named)
+
+
+def top3(current: list[int] | None, incoming: list[int]) -> list[int]:
+    """Keeps the three largest numbers seen (LangGraph tests use reducers of this kind)."""
+    return sorted([*(current or []), *incoming], reverse=True)[:3]
+
+
+class Scores(TypedDict):
+    top: Annotated[list[int], top3]
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [StateSchema.builder().add("top", top3).build(), StateSchema.from_typed_dict(Scores)],
+    ids=["builder", "typed-dict"],
+)
+def test_a_function_reducer_is_applied_to_the_first_write_too(schema: StateSchema) -> None:
+    state = RunState(schema)
+    state.write("top", [5, 1, 9, 7])
+    assert state["top"] == [9, 7, 5], "the first write went through the reducer, not around it"
+    state.write("top", [8])
+    assert state["top"] == [9, 8, 7]
+
+
+def test_a_function_reducer_gets_none_or_the_default_as_the_first_current_value() -> None:
+    seen: list[Any] = []
+
+    def record(current: Any, incoming: Any) -> Any:
+        seen.append(current)
+        return incoming
+
+    schema = StateSchema.builder().add("bare", record).add("started", record, default=[0]).build()
+    RunState(schema).merge_writes([("bare", 1), ("started", 2), ("bare", 3)])
+    assert seen == [None, [0], 1]
+
+
+def test_a_node_s_first_write_to_a_function_reducer_goes_through_it() -> None:
+    g = Graph(Scores).add_node("score", lambda s: {"top": [4, 2, 6, 3]})
+    out = g.add_edge(START, "score").add_edge("score", END).compile().invoke({})
+    assert out["top"] == [6, 4, 3]
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(st.lists(st.lists(st.integers(-50, 50), max_size=4), max_size=6), st.sampled_from(["single", "batch"]))
+def test_folding_writes_through_a_function_reducer_is_reducing_them_from_none(
+    writes: list[list[int]], how: str
+) -> None:
+    state = RunState(StateSchema.builder().add("top", top3).build())
+    if how == "single":
+        for w in writes:
+            state.write("top", w)
+    else:
+        state.merge_writes([("top", w) for w in writes])
+    expected = functools.reduce(top3, writes, None) if writes else None
+    assert state.get("top") == expected
 
 
 def test_as_reducer_accepts_instances_and_classes_and_refuses_the_rest() -> None:

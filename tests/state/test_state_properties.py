@@ -187,7 +187,8 @@ def _message_ops(draw: st.DrawFn, present: set[str]) -> list[dict[str, Any]]:
 
 @st.composite
 def message_histories(draw: st.DrawFn) -> tuple[Any, list[dict[str, Any]]]:
-    start = _fold(AppendMessages(), AppendMessages().default(), draw(st.lists(messages, max_size=5)))
+    # A starting history names its messages without an id by position, as a default would.
+    start = AppendMessages().normalize(freeze(draw(st.lists(messages, max_size=5)), "ch"), "ch")
     present = {m["id"] for m in start}
     return start, _message_ops(draw, present)
 
@@ -250,9 +251,15 @@ def test_merge_writes_equals_the_sequence_of_single_writes(ws: list[tuple[str, A
 @SETTINGS
 @given(st.lists(st.tuples(st.sampled_from(["n1", "n2", "n3"]), write_lists), max_size=6))
 def test_fold_many_equals_folding_each_node_s_writes_in_turn(batches: list[tuple[str, list[Any]]]) -> None:
-    """What a super-step's merge does: writes grouped by channel, appends extended at once."""
+    """What a super-step's merge does: writes grouped by channel, appends extended at once.
+    Each node's writes come frozen and with their messages named by its task, as the engine
+    gives them."""
     state = _run([("log", ["start"]), ("total", 1)])
     base = state.values
+    schema = state.schema
+    batches = [
+        (node, schema.with_ids([(k, freeze(v, k)) for k, v in ws], f"task-{i}")) for i, (node, ws) in enumerate(batches)
+    ]
     grouped = state.fold_many(base, [(ws, node) for node, ws in batches])
     folded: dict[str, Any] = {}
     for node, ws in batches:
@@ -282,6 +289,34 @@ def test_merge_writes_with_removals_equals_single_writes(data: st.DataObject) ->
         single.write("messages", op)
     assert batched.fingerprint == single.fingerprint
     assert batched["messages"] == single["messages"]
+
+
+# -- message ids: a message written without one is never merged into another ---------------
+
+
+@SETTINGS
+@given(
+    st.lists(
+        st.lists(st.builds(lambda c: {"role": "user", "content": c}, st.sampled_from(["yes", "no"])), max_size=3)
+        | st.builds(lambda c: {"role": "user", "content": c}, st.sampled_from(["yes", "no"])),
+        max_size=8,
+    ),
+    st.sampled_from(["single", "batch", "task"]),
+)
+def test_every_message_written_without_an_id_is_kept_with_an_id_of_its_own(ws: list[Any], how: str) -> None:
+    state = RunState(make_schema())
+    writes = [("messages", w) for w in ws]
+    if how == "single":
+        for w in writes:
+            state.merge_writes([w])
+    elif how == "batch":
+        state.merge_writes(writes)
+    else:  # as a node's task writes them
+        state.merge_writes(state.schema.with_ids([(k, freeze(v, k)) for k, v in writes], "task"))
+    flat = [m for w in ws for m in (w if isinstance(w, list) else [w])]
+    kept = state["messages"]
+    assert [m["content"] for m in kept] == [m["content"] for m in flat]
+    assert len({m["id"] for m in kept}) == len(flat)
 
 
 # -- associativity: reduce(reduce(a, b), c) == reduce(a, reduce(b, c)) ----------------------

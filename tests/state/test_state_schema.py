@@ -23,6 +23,7 @@ from plait import (
     UnknownChannelError,
     message_id,
 )
+from plait._codec import freeze
 from plait.state.reducers import NO_DEFAULT, CallableReducer
 
 
@@ -191,13 +192,28 @@ def test_a_non_json_default_is_refused_naming_the_channel() -> None:
     assert info.value.channel == "when" and info.value.path == "when.at"
 
 
-def test_an_append_messages_default_gets_ids() -> None:
+def test_an_append_messages_default_gets_ids_by_position() -> None:
     system = {"role": "system", "content": "be brief"}
-    schema = StateSchema.builder().add("messages", AppendMessages(), default=[system]).build()
+    schema = StateSchema.builder().add("messages", AppendMessages(), default=[system, system]).build()
     state = RunState(schema)
-    assert state["messages"] == [{**system, "id": message_id(system)}]
+    first, second = message_id("start", 0), message_id("start", 1)
+    assert state["messages"] == [{**system, "id": first}, {**system, "id": second}]
     state.write("messages", {"id": "u1", "role": "user", "content": "hi"})
-    assert [m["id"] for m in state["messages"]] == [message_id(system), "u1"]
+    assert [m["id"] for m in state["messages"]] == [first, second, "u1"]
+
+
+def test_with_ids_names_a_batch_s_messages_by_its_seed_and_their_position_across_it() -> None:
+    schema = StateSchema.builder().add("messages", AppendMessages()).add("log", AppendList()).build()
+    yes = freeze({"role": "user", "content": "yes"}, "messages")
+    writes = [("messages", yes), ("log", "not a message"), ("messages", [yes, {"id": "x"}, yes])]
+    named = schema.with_ids(writes, "task-7")
+    assert [k for k, _ in named] == ["messages", "log", "messages"]
+    assert named[0][1]["id"] == message_id("task-7", 0)
+    assert named[1] == ("log", "not a message")
+    assert [m["id"] for m in named[2][1]] == [message_id("task-7", 1), "x", message_id("task-7", 3)]
+    plain = StateSchema.builder().add("log", AppendList()).build()
+    only_log = writes[1:2]
+    assert plain.with_ids(only_log, "task-7") is only_log, "without a message channel there is nothing to do"
 
 
 def test_a_default_the_reducer_cannot_take_is_a_schema_error() -> None:

@@ -44,9 +44,11 @@ async def fork_checkpoint(
     versions: Mapping[str, int] | None = None,
     metadata: Mapping[str, Any] | None = None,
     edited: Sequence[str] = (),
+    checkpoint_id: str | None = None,
 ) -> str:
     """Store ``src`` (with ``values``/``versions`` in place of its own, when given) as a new
-    root checkpoint (no parent, source ``fork``) of ``target_thread``; return its id.
+    root checkpoint (no parent, source ``fork``) of ``target_thread``; return its id, which
+    is ``checkpoint_id`` when given (a caller that named the edits' messages by it).
 
     The source is never modified. The fork keeps the source's next tasks, join barriers,
     finished results, interrupts and resume values, but not its effects ledger: the fork's
@@ -57,7 +59,7 @@ async def fork_checkpoint(
         ConcurrentUpdateError: ``target_thread`` already has checkpoints.
         ThreadBusyError: a run holds ``target_thread``.
     """
-    cid = new_checkpoint_id()
+    cid = checkpoint_id or new_checkpoint_id()
     meta: dict[str, Any] = {
         **{k: v for k, v in src.metadata.items() if k in ("graph", "reducers")},
         **(metadata or {}),

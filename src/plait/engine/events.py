@@ -7,6 +7,7 @@ layer and is re-used as is.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
@@ -24,6 +25,7 @@ __all__ = [
     "RunFinished",
     "StateUpdated",
     "event_json",
+    "update_item",
 ]
 
 
@@ -100,3 +102,16 @@ def event_json(event: Event) -> dict[str, Any]:
     if isinstance(event, Interrupted):
         data["interrupts"] = [i.to_json() for i in event.interrupts]
     return {"kind": kind, **data}
+
+
+def update_item(writes: Sequence[tuple[str, Any]]) -> dict[str, Any] | list[dict[str, Any]]:
+    """What ``stream(mode="updates")`` shows of one task's writes, under its node's name.
+
+    ``{key: value, ...}`` when the task wrote each key once (the common case); when it wrote
+    some key more than once (a list of pairs, a ``Command`` update with repeats), a list of
+    one-key dicts, one per write in the order written, so that no write is dropped.
+    """
+    item = dict(writes)
+    if len(item) == len(writes):
+        return item
+    return [{key: value} for key, value in writes]

@@ -20,7 +20,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from plait._codec import freeze
 from plait.checkpoint.base import (
     Checkpoint,
     Checkpointer,
@@ -43,6 +42,7 @@ from plait.engine.events import (
     NodeFinished,
     NodeStarted,
     RunFinished,
+    update_item,
 )
 from plait.engine.lease import LeaseRenewer, renews_off_loop
 from plait.engine.pending import incompatibilities, result_write, resume_values, resume_writes
@@ -329,13 +329,12 @@ class Run:
         if not isinstance(input, Mapping):
             raise TypeError(f"invoke() takes a mapping of channel values, None (to resume) or a Command, got {input!r}")
         st = self.state
-        writes = [(k, freeze(v, k, "input")) for k, v in input.items()]
-        changed = st.fold(st.values, writes, "input")
+        cid = new_checkpoint_id(after=head.id if head else None)  # names the input's messages
+        changed = st.fold(st.values, self.spec.schema.prepare(input, "input", cid), "input")
         if changed:
             st._apply(changed, "input")
         step = head.step + 1 if head is not None else 0
         st.super_step = step
-        cid = new_checkpoint_id(after=head.id if head else None)
         routes = await compute_routes(self.spec, START, st, st.values, [], None)
         tasks, _ = plan_next(self.spec, cid, [(Task(id="", node=START), routes)], {})
         cp = self._checkpoint(
@@ -384,11 +383,10 @@ class Run:
         self, cur: Checkpoint, pending: list[PendingWrite], update: Any
     ) -> tuple[Checkpoint, list[PendingWrite]]:
         st = self.state
-        pairs = list(update.items()) if isinstance(update, Mapping) else list(update)
-        changed = st.fold(st.values, [(k, freeze(v, k, "update")) for k, v in pairs], "update")
+        cid = new_checkpoint_id(after=cur.id)  # names the update's messages
+        changed = st.fold(st.values, self.spec.schema.prepare(update, "update", cid), "update")
         if changed:
             st._apply(changed, "update")
-        cid = new_checkpoint_id(after=cur.id)
         cp = self._checkpoint(
             cid,
             cur.id,
@@ -439,7 +437,9 @@ class Run:
         breakpoint_taken = False
         for pw in pending:
             if pw.kind == "result":
-                results[pw.task_id] = ([(w[0], w[1]) for w in pw.value["w"]], routes_from_json(pw.value["r"]))
+                # (with_ids: results saved before messages were named by task have none yet)
+                writes = self.spec.schema.with_ids([(w[0], w[1]) for w in pw.value["w"]], pw.task_id)
+                results[pw.task_id] = (writes, routes_from_json(pw.value["r"]))
             elif pw.kind == "effect":
                 effects.setdefault(pw.task_id, {})[pw.key] = pw.value
             elif pw.kind == "breakpoint" and pw.key != "after":
@@ -731,7 +731,7 @@ class Run:
     def _task_done(self, task: Task, out: TaskOutcome, step: int) -> None:
         assert self.sink is not None
         if "updates" in self.modes:
-            self.sink("updates", {task.node: dict(out.writes)})
+            self.sink("updates", {task.node: update_item(out.writes)})
         if "events" in self.modes:
             writes: dict[str, list[Any]] = {}
             for k, v in out.writes:
@@ -777,7 +777,7 @@ def _error_write(task_id: str, node: str, step: int, error: BaseException) -> Pe
 
 
 def _view(values: Mapping[str, Any], spec: GraphSpec) -> Any:
-    return StateView(values, spec.writers)
+    return StateView(values, spec)
 
 
 def _bare_checkpoint(

@@ -9,19 +9,19 @@ import inspect
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from plait._codec import freeze, freeze_send_arg
+from plait._frozen import FrozenView
 from plait.engine.context import GraphInterrupt, NodeContext, _current
 from plait.engine.plan import Route
 from plait.errors import (
     GraphError,
     LeaseLostError,
     MissingNodeError,
-    MissingValueError,
     NoCheckpointerError,
     NodeError,
     NodeTimeoutError,
@@ -30,6 +30,7 @@ from plait.errors import (
 )
 from plait.graph.spec import GraphSpec, NodeSpec, RouterSpec
 from plait.state.run_state import RunState
+from plait.state.schema import StateSchema
 from plait.types import END, Command, Send
 from plait.types import Interrupt as InterruptRecord
 
@@ -150,32 +151,25 @@ def _in_thread(
     return fut
 
 
-class StateView(Mapping[str, Any]):
-    """The read-only state a node receives: values as of the start of its super-step."""
+class StateView(FrozenView):
+    """The read-only state a node receives: values as of the start of its super-step.
 
-    __slots__ = ("_values", "_writers")
+    A view of the run's table, not a copy of it. Like the frozen containers it is JSON data:
+    ``Send("worker", state)`` and ``{"snapshot": state}`` store the values it shows, and
+    ``plait.thaw(state)`` gives a plain, mutable dict of them.
+    """
 
-    def __init__(self, values: Mapping[str, Any], writers: Mapping[str, Sequence[str]]) -> None:
+    __slots__ = ("_spec",)
+
+    def __init__(self, values: Mapping[str, Any], spec: GraphSpec) -> None:
         self._values = values
-        self._writers = writers
+        self._spec = spec
 
     def __getitem__(self, key: str) -> Any:
         try:
             return self._values[key]
         except KeyError:
-            raise MissingValueError(key, tuple(self._values), self._writers.get(key, ())) from None
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self._values.get(key, default)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._values
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._values)
-
-    def __len__(self) -> int:
-        return len(self._values)
+            raise self._spec.schema.missing(key, self._values, self._spec.writers) from None
 
     def __repr__(self) -> str:
         return f"StateView({dict(self._values)!r})"
@@ -191,8 +185,9 @@ class TaskOutcome:
     error: BaseException | None = None
 
 
-def normalise(spec: NodeSpec, result: Any, schema_has: Callable[[str], Any]) -> tuple[list[tuple[str, Any]], Any]:
-    """A node's return value as (frozen writes, goto)."""
+def normalise(spec: NodeSpec, result: Any, schema: StateSchema, task_id: str) -> tuple[list[tuple[str, Any]], Any]:
+    """A node's return value as (frozen writes, goto); messages written without an id are
+    named by ``task_id`` (so a re-run of the task names them alike)."""
     goto: Any = ()
     if isinstance(result, Command):
         goto = result.goto
@@ -216,9 +211,9 @@ def normalise(spec: NodeSpec, result: Any, schema_has: Callable[[str], Any]) -> 
         )
     writes = []
     for key, value in pairs:
-        schema_has(key)  # UnknownChannelError naming the node
+        schema.channel(key, spec.name)  # UnknownChannelError naming the node
         writes.append((key, freeze(value, key, spec.name)))
-    return writes, goto
+    return schema.with_ids(writes, task_id), goto
 
 
 def goto_routes(goto: Any, nodes: Mapping[str, NodeSpec], source: str) -> list[Route]:
@@ -269,7 +264,7 @@ async def compute_routes(
     routers = spec.routers.get(node)
     if routers:
         own = state.fold(base, writes, node) if writes else {}
-        view = StateView({**base, **own}, spec.writers) if own else StateView(base, spec.writers)
+        view = StateView({**base, **own}, spec) if own else StateView(base, spec)
         for r in routers:
             routes.extend(await router_routes(r, view, spec.nodes))
     if goto:
@@ -348,7 +343,7 @@ async def run_task(
         except _NodeTimedOut as exc:
             err: BaseException = NodeTimeoutError(node.name, ctx.step, ctx.thread_id, node.timeout or 0.0)
             err.__cause__ = exc
-            retry = policy is not None and attempt < policy.max_attempts and policy.should_retry(TimeoutError())
+            retry = policy is not None and attempt < policy.max_attempts and policy.should_retry(err)
         except Exception as exc:
             # Anything the node's own code raises (a PlaitError from an inner graph included)
             # is this node's failure: wrapped, so the error names the node that failed here.
@@ -357,7 +352,7 @@ async def run_task(
             retry = policy is not None and attempt < policy.max_attempts and policy.should_retry(exc)
         else:
             try:
-                writes, goto = normalise(node, result, lambda k: graph.schema.channel(k, node.name))
+                writes, goto = normalise(node, result, graph.schema, ctx.task_id)
                 routes = await compute_routes(graph, node.name, state, base, writes, goto)
             except PlaitError as exc:  # a refused write or route: the state layer's own words
                 return TaskOutcome(error=exc)

@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from plait._codec import freeze
 from plait._sync import iterate_sync, run_sync
 from plait.checkpoint.address import open as open_store
 from plait.checkpoint.base import (
@@ -251,6 +250,11 @@ class CompiledGraph:
         records: node started / finished / failed, state updated, checkpoint saved,
         interrupted, run finished), ``"custom"`` (what nodes pass to ``ctx.emit``). With a
         list of modes, items come as ``(mode, item)`` pairs.
+
+        An ``"updates"`` item's writes are ``{key: value, ...}`` when the task wrote each key
+        once; when it wrote a key more than once (a list of pairs, a ``Command`` update with
+        repeats), a list of one-key dicts, one per write in the order written, so that no
+        write the state got is missing from the item.
         """
         modes = (mode,) if isinstance(mode, str) else tuple(mode)
         for m in modes:
@@ -497,13 +501,12 @@ class CompiledGraph:
         state._versions = dict(head.versions)
         state.version = head.version
         who = as_node or "update"
-        pairs = list(update.items()) if isinstance(update, Mapping) else list(update)
-        writes = [(k, freeze(v, k, who)) for k, v in pairs]
+        cid = new_checkpoint_id(after=head.id)  # names the update's messages
+        writes = self.spec.schema.prepare(update, who, cid)
         base = dict(state.values)
         changed = state.fold(base, writes, who)
         if changed:
             state._apply(changed, who)
-        cid = new_checkpoint_id(after=head.id)
         if as_node is not None:
             routes = await compute_routes(self.spec, as_node, state, base, writes, None)
             tasks, barriers = plan_next(self.spec, cid, [(Task(id="", node=as_node), routes)], head.barriers)
@@ -581,9 +584,9 @@ class CompiledGraph:
         state._versions = dict(src.versions)
         state.version = src.version
         edited: list[str] = []
+        cid = new_checkpoint_id()  # names the edits' messages
         if edits:
-            pairs = list(edits.items()) if isinstance(edits, Mapping) else list(edits)
-            changed = state.fold(state.values, [(k, freeze(v, k, "fork")) for k, v in pairs], "fork")
+            changed = state.fold(state.values, self.spec.schema.prepare(edits, "fork", cid), "fork")
             if changed:
                 state._apply(changed, "fork")
             edited = sorted(changed)
@@ -595,6 +598,7 @@ class CompiledGraph:
             versions=state._versions,
             metadata={"graph": self.fingerprint, "reducers": {c.key: c.reducer.spec() for c in self.spec.schema}},
             edited=edited,
+            checkpoint_id=cid,
         )
 
     def fork(

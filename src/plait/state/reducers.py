@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
-from plait._codec import INT_MAX, INT_MIN, canonical, freeze
+from plait._codec import INT_MAX, INT_MIN
 from plait._frozen import FrozenDict, FrozenList
 from plait.errors import InvalidUpdateError, MessageNotFoundError
 
@@ -85,6 +85,9 @@ class Reducer:
     #: True for plait's own reducers, whose results are frozen JSON by construction; the
     #: results of any other reducer are checked and frozen like any write.
     trusted: bool = False
+    #: True for a reducer whose items are keyed by an ``id`` (AppendMessages): plait gives
+    #: the items written without one an id (:meth:`assign_ids`) before the reducer sees them.
+    assigns_ids: bool = False
 
     def reduce(self, current: Any, incoming: Any, channel: str) -> Any:
         """Fold one write into the current value; ``channel`` is for error messages only."""
@@ -106,6 +109,17 @@ class Reducer:
         """A starting value (a schema default, a restored value) in the form :meth:`reduce`
         expects, or :class:`~plait.errors.InvalidUpdateError` if the reducer cannot take it."""
         return value
+
+    def assign_ids(self, incoming: Any, seed: str | Callable[[], str], position: int) -> tuple[Any, int]:
+        """``incoming`` (a frozen write) with an id for each item that has none, and the
+        position after its items (for a reducer that :attr:`assigns_ids`).
+
+        The ``n``-th item of the write is at ``position + n``; an item without an id gets
+        :func:`message_id` of ``seed`` (the name of the write, or a function giving it,
+        called only if an item needs an id) and its position. Items are never named by their
+        content. The base reducer keys nothing by id: the write is returned as it is.
+        """
+        return incoming, position
 
     def __repr__(self) -> str:
         return f"{self.spec()}()" if "(" not in self.spec() else self.spec()
@@ -149,15 +163,20 @@ class AppendList(Reducer):
         return FrozenList()
 
 
-def message_id(message: Any) -> str:
-    """The deterministic id plait gives a message written without one.
+def message_id(seed: str, position: int) -> str:
+    """The id plait gives a message written without one: the message at ``position`` of the
+    write named ``seed``.
 
-    It is a hash of the message's canonical JSON: the same message gets the same id in every
-    process, so a node that re-runs after a crash and writes the same message again replaces
-    it instead of appending a duplicate. Two messages that are legitimately identical (a user
-    saying "yes" twice) would collapse into one: give such messages their own ``id``.
+    In a graph, ``seed`` is the id of the task that wrote the message (for an ``invoke``
+    input, ``update_state`` or a fork's edits, the id of the checkpoint the write creates)
+    and ``position`` counts the messages the task wrote, from 0. A task that runs again (a
+    resume after a crash or after a failure of its step, a retry) has the same task id, so
+    it gives its messages the same ids: the state a resumed run ends with does not depend on
+    how often a task ran. The content never enters the id, so a user saying "yes" twice is
+    two messages. Outside a graph, :meth:`RunState.merge_writes` names a write by the
+    channel's value before it.
     """
-    return "msg-" + hashlib.blake2b(canonical(message), digest_size=8).hexdigest()
+    return "msg-" + hashlib.blake2b(f"{seed}|{position}".encode(), digest_size=8).hexdigest()
 
 
 def remove_message(message_id: str) -> dict[str, str]:
@@ -167,17 +186,25 @@ def remove_message(message_id: str) -> dict[str, str]:
     return {REMOVE_KEY: message_id}
 
 
+_START: Final = "start"
+"""The name of a starting history's write: its messages without an id are named by position."""
+
+
 class AppendMessages(Reducer):
-    """Chat history with idempotent ids.
+    """Chat history keyed by message id.
 
     A write is one message (a dict) or a list of them. A message whose ``id`` is already in
-    the channel replaces it in place; a new id is appended; a message without an ``id`` gets
-    :func:`message_id`; a :func:`remove_message` marker deletes the message with that id.
+    the channel replaces it in place; a new id is appended; a :func:`remove_message` marker
+    deletes the message with that id. A message written without an ``id`` (or with
+    ``"id": None``) gets a new one where the write is made (see :func:`message_id`), before
+    this reducer sees it, so two identical messages are two messages; one that reaches
+    :meth:`reduce` without an id is refused.
     """
 
     name = "AppendMessages"
     trusted = True
     incremental = True
+    assigns_ids = True
 
     def _items(self, incoming: Any, channel: str) -> Iterable[Any]:
         if isinstance(incoming, dict):
@@ -209,9 +236,13 @@ class AppendMessages(Reducer):
                 continue
             mid = msg.get("id")
             if mid is None:
-                mid = message_id(msg)
-                msg = freeze({**msg, "id": mid}, channel)
-            elif not isinstance(mid, str) or not mid:
+                raise InvalidUpdateError(
+                    channel,
+                    f"message {i} has no id. plait gives one to a message written without it where "
+                    "the write is made (a node, an input, update_state, RunState.merge_writes); a "
+                    "write folded by the reducer itself must carry its ids",
+                )
+            if not isinstance(mid, str) or not mid:
                 raise InvalidUpdateError(channel, f"message {i} has id {mid!r}; an id is a non-empty str")
             at = index.get(mid)
             if at is None:
@@ -221,14 +252,37 @@ class AppendMessages(Reducer):
                 out[at] = msg
         return FrozenList(out)
 
+    def assign_ids(self, incoming: Any, seed: str | Callable[[], str], position: int) -> tuple[Any, int]:
+        one = isinstance(incoming, dict)
+        if not one and not isinstance(incoming, list):
+            return incoming, position  # reduce() refuses it, saying why
+        items: Sequence[Any] = (incoming,) if one else incoming
+        name = seed if isinstance(seed, str) else None
+        out: list[Any] | None = None
+        for i, msg in enumerate(items):
+            # A frozen message without an id (a removal marker needs none; what is not a
+            # message is left for reduce() to refuse).
+            if type(msg) is FrozenDict and msg.get("id") is None and REMOVE_KEY not in msg:
+                if name is None:
+                    name = seed() if callable(seed) else seed
+                if out is None:
+                    out = list(items[:i])
+                out.append(FrozenDict({**msg, "id": message_id(name, position + i)}))
+            elif out is not None:
+                out.append(msg)
+        after = position + len(items)
+        if out is None:
+            return incoming, after
+        return (out[0] if one else FrozenList(out)), after
+
     def normalize(self, value: Any, channel: str) -> Any:
-        # A default or restored history whose messages lack ids gets them now: reduce()
-        # indexes the current messages by id.
+        # A starting history (a schema default, values given to RunState) whose messages lack
+        # ids gets them now, by position: reduce() indexes the current messages by id.
         if not isinstance(value, list):
             raise InvalidUpdateError(channel, f"an AppendMessages value is a list of messages, got {_kind(value)}")
         if all(isinstance(m, dict) and isinstance(m.get("id"), str) and m["id"] for m in value):
             return value
-        return self.reduce(FrozenList(), value, channel)
+        return self.reduce(FrozenList(), self.assign_ids(value, _START, 0)[0], channel)
 
     def default(self) -> Any:
         return FrozenList()
@@ -340,7 +394,13 @@ class Sum(Reducer):
 
 
 class CallableReducer(Reducer):
-    """Adapts a plain two-argument function ``fn(current, incoming) -> new``."""
+    """Adapts a plain two-argument function ``fn(current, incoming) -> new``.
+
+    ``fn`` sees every write, the channel's first included: ``current`` is then the channel's
+    default, or None when it has none (``Annotated[list, fn]`` and ``.add(key, fn)`` give no
+    default), so a function that filters, sorts or caps what it is given does so from the
+    first write on. Write ``fn`` to accept None, or give the channel a default.
+    """
 
     def __init__(self, fn: Callable[[Any, Any], Any]) -> None:
         self.fn = fn
@@ -349,6 +409,9 @@ class CallableReducer(Reducer):
 
     def reduce(self, current: Any, incoming: Any, channel: str) -> Any:
         return self.fn(current, incoming)
+
+    def first(self, incoming: Any, channel: str) -> Any:
+        return self.fn(None, incoming)
 
     def __repr__(self) -> str:
         return f"CallableReducer({self.name})"

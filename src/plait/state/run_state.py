@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from plait._codec import fingerprint, freeze
 from plait._frozen import FrozenDict, thaw
-from plait.errors import InvalidUpdateError, MissingValueError, ReducerError
+from plait.errors import InvalidUpdateError, ReducerError
 from plait.state.reducers import NO_DEFAULT, AppendList, Reducer
 from plait.state.schema import StateSchema
 
@@ -105,9 +106,7 @@ class RunState:
         try:
             return self._values[key]
         except KeyError:
-            raise MissingValueError(
-                key, tuple(self._values), self.writers.get(key, ()), declared=key in self.schema
-            ) from None
+            raise self.schema.missing(key, self._values, self.writers) from None
 
     read = __getitem__
 
@@ -161,21 +160,40 @@ class RunState:
         """Fold a batch of writes in the given order, as one change.
 
         All or nothing: if any write is refused, no value, version or history changes.
+
+        A message written without an id gets one (see :func:`~plait.state.reducers.message_id`)
+        named by the channel's value before that write (its fingerprint) and the message's
+        position in the write: never by its content, so writing the same message twice
+        gives two messages, and the same writes give the same ids in every process. (In a
+        graph the task that writes names its messages instead.)
         """
-        changed = self.fold(self._values, writes, node)
+        changed = self.fold(self._values, writes, node, name_messages=True)
         if changed:
             self._apply(changed, node)
 
-    def fold(self, base: Mapping[str, Any], writes: Iterable[tuple[str, Any]], node: str | None) -> dict[str, Any]:
+    def fold(
+        self,
+        base: Mapping[str, Any],
+        writes: Iterable[tuple[str, Any]],
+        node: str | None,
+        *,
+        name_messages: bool = False,
+    ) -> dict[str, Any]:
         """Fold ``writes`` on top of ``base`` and return only the new values (pure: no state
         is touched). The engine uses this to merge a super-step and to let routers see a
-        node's own writes."""
+        node's own writes; its writes come with their messages named
+        (:meth:`StateSchema.with_ids`). With ``name_messages``, messages without an id are
+        named as :meth:`merge_writes` says."""
         out: dict[str, Any] = {}
         schema = self.schema
         for key, raw in writes:
             reducer = schema.channel(key, node).reducer
             current = out[key] if key in out else base.get(key, NO_DEFAULT)
-            out[key] = _fold_one(reducer, key, current, freeze(raw, key, node), node)
+            incoming = freeze(raw, key, node)
+            if name_messages and reducer.assigns_ids:
+                before = None if current is NO_DEFAULT else current
+                incoming = reducer.assign_ids(incoming, partial(fingerprint, before), 0)[0]
+            out[key] = _fold_one(reducer, key, current, incoming, node)
         return out
 
     def fold_many(

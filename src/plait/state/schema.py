@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
 from plait._codec import fingerprint, freeze
-from plait.errors import InvalidUpdateError, SchemaError, UnknownChannelError
+from plait.errors import InvalidUpdateError, MissingValueError, SchemaError, UnknownChannelError
 from plait.state.reducers import NO_DEFAULT, LastWriteWins, Reducer, as_reducer
 
 __all__ = ["Channel", "SchemaBuilder", "StateSchema"]
@@ -38,11 +38,12 @@ class StateSchema:
     not reach the schema.
     """
 
-    __slots__ = ("_channels", "_fingerprint", "_keys")
+    __slots__ = ("_channels", "_fingerprint", "_id_keys", "_keys")
 
     def __init__(self, channels: Mapping[str, Channel]) -> None:
         self._channels: dict[str, Channel] = dict(channels)
         self._keys = tuple(self._channels)
+        self._id_keys = frozenset(c.key for c in self._channels.values() if c.reducer.assigns_ids)
         # [key, reducer] for a channel without a default, [key, reducer, default] otherwise: a
         # default of None is a different schema from no default.
         self._fingerprint = fingerprint(
@@ -117,6 +118,42 @@ class StateSchema:
             return self._channels[key]
         except KeyError:
             raise UnknownChannelError(key, self._keys, node) from None
+
+    def with_ids(self, writes: list[tuple[str, Any]], seed: str) -> list[tuple[str, Any]]:
+        """``writes`` (frozen) with an id for every message written without one, named by
+        ``seed`` and the message's position among the messages of ``writes``.
+
+        ``seed`` names the whole batch: the id of the task that made the writes, or of the
+        checkpoint an input, an update or a fork's edits create. Positions run across the
+        batch, so a task writing one channel twice still gives each message its own id. See
+        :func:`~plait.state.reducers.message_id`.
+        """
+        if not self._id_keys:
+            return writes
+        out = []
+        position = 0
+        for key, value in writes:
+            if key in self._id_keys:
+                named, position = self._channels[key].reducer.assign_ids(value, seed, position)
+                out.append((key, named))
+            else:
+                out.append((key, value))
+        return out
+
+    def prepare(self, update: Any, who: str, seed: str) -> list[tuple[str, Any]]:
+        """An update (a mapping, or ``(key, value)`` pairs) as frozen writes, its messages
+        named by ``seed`` (:meth:`with_ids`); ``who`` (``"input"``, ``"update"``, a node)
+        is named by the error for a value that is not JSON data."""
+        pairs = update.items() if isinstance(update, Mapping) else update
+        return self.with_ids([(k, freeze(v, k, who)) for k, v in pairs], seed)
+
+    def missing(self, key: str, present: Iterable[str], writers: Mapping[str, Sequence[str]]) -> MissingValueError:
+        """The error for reading ``key`` from a state whose keys with a value are ``present``:
+        a channel with no value yet (naming its known ``writers``), or a key that is not a
+        channel (naming the channels)."""
+        return MissingValueError(
+            key, tuple(present), writers.get(key, ()), declared=key in self._channels, channels=self._keys
+        )
 
     def __contains__(self, key: object) -> bool:
         return key in self._channels
