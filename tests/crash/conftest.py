@@ -33,7 +33,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -342,20 +342,24 @@ class _Child:
 
 @dataclass(kw_only=True)
 class Stall:
-    """A child stopped (SIGSTOP) at an event; see :meth:`Launcher.stalled`."""
+    """A child held at an event, stopped (SIGSTOP) or not; see :meth:`Launcher.stalled`."""
 
     pid: int
     event: Any
-    """The Event it was stopped at."""
+    """The Event it was held at."""
+    stopped: bool
+    """Stopped whole (SIGSTOP), not only the thread that reported the event."""
+    stopped_at: float
+    """``time.monotonic()`` when it was held."""
     stopped_for: float = 0.0
-    """Seconds between its stop and its continue."""
+    """Seconds between then and its release."""
     outcome: Outcome | None = None
     """How it ended once continued (set when the ``with`` block is left)."""
 
     @property
     def reported_after(self) -> tuple[Any, ...]:
-        """The Events it reported after it was continued."""
-        assert self.outcome is not None, "the child is still stopped"
+        """The Events it reported after it was released."""
+        assert self.outcome is not None, "the child is still held"
         return tuple(e for e in self.outcome.events if e.n > self.event.n)
 
 
@@ -405,22 +409,36 @@ class Launcher:
 
         Raises AssertionError when the child ends (or hangs) without reaching ``at``.
         """
+        with self._hold(args, at, stop=True, timeout=timeout) as stall:
+            yield stall
+
+    @contextlib.contextmanager
+    def held(self, args: Mapping[str, Any], at: Any, *, timeout: float = HANG_LIMIT) -> Iterator[Stall]:
+        """As :meth:`stalled`, but not stopped: only the thread that reported ``at`` waits
+        there during the block; the child's other threads (sibling tasks, commits, lease
+        renewals) go on."""
+        with self._hold(args, at, stop=False, timeout=timeout) as stall:
+            yield stall
+
+    @contextlib.contextmanager
+    def _hold(self, args: Mapping[str, Any], at: Any, *, stop: bool, timeout: float) -> Iterator[Stall]:
         child = _Child(self.procs, args, [at], timeout)
         event = child.next_pause()
         if event is None:
             raise AssertionError(f"the child never reached {at}: {child.finish().describe()}")
-        child.signal(signal.SIGSTOP)
-        child.answer()  # read once it is continued
-        stall = Stall(pid=child.pid, event=event)
-        stopped = time.monotonic()
+        if stop:
+            child.signal(signal.SIGSTOP)
+        stall = Stall(pid=child.pid, event=event, stopped=stop, stopped_at=time.monotonic())
         try:
             yield stall
         except BaseException:
             child.kill()
             child.finish()
             raise
-        stall.stopped_for = time.monotonic() - stopped
-        child.signal(signal.SIGCONT)
+        stall.stopped_for = time.monotonic() - stall.stopped_at
+        child.answer()
+        if stop:
+            child.signal(signal.SIGCONT)
         child.deadline = time.monotonic() + timeout
         stall.outcome = child.finish()
 
@@ -438,6 +456,78 @@ def launcher(tmp_path: Path) -> Iterator[Launcher]:
     finally:
         procs.close()
         err.close()
+
+
+# -- the stores the children write ---------------------------------------------------------------
+
+
+@dataclass
+class Store:
+    """Where the children keep their checkpoints."""
+
+    backend: str
+    location: str
+    """The SQLite file, the FileCheckpointer folder, or the Postgres DSN the children use."""
+    pg_schema: str | None = None
+    reader_location: str = ""
+    """What the test itself opens (the Postgres DSN without the children's application name)."""
+    settled: Callable[[], bool] = lambda: True
+    """True once nothing a dead child started can still change the store."""
+
+    def child_args(self) -> dict[str, Any]:
+        return {"backend": self.backend, "store": self.location, "pg_schema": self.pg_schema}
+
+    def open(self, *, reader: bool = False) -> Checkpointer:
+        where = self.reader_location if reader and self.reader_location else self.location
+        saver: Checkpointer = child_module.open_checkpointer(self.backend, where, self.pg_schema)
+        return saver
+
+    def settle(self) -> None:
+        """Wait until a killed child's last request can no longer land.
+
+        A SIGKILLed Postgres client may have sent a COMMIT the server has not run yet: the
+        server finishes it after the client is gone. So after a kill, wait for the server
+        sessions of the children (tagged with an application name) to end."""
+        for _ in range(5000):
+            if self.settled():
+                return
+            time.sleep(0.002)
+        raise AssertionError(f"{self.backend}: a killed child's server session did not end within 10 s")
+
+
+@pytest.fixture(params=["sqlite", "file", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """Each backend in turn, empty; Postgres on the shared server, in a schema of its own."""
+    backend: str = request.param
+    if backend == "sqlite":
+        pytest.importorskip("plait.checkpoint.sqlite")
+        yield Store("sqlite", str(tmp_path / "crash.sqlite"))
+    elif backend == "file":
+        pytest.importorskip("plait.checkpoint.file")
+        yield Store("file", str(tmp_path / "crash-store"))
+    else:
+        pytest.importorskip("plait.checkpoint.postgres")
+        dsn: str = request.getfixturevalue("postgres_dsn")
+        schema: str = request.getfixturevalue("postgres_schema")
+        import psycopg
+        from psycopg.conninfo import make_conninfo
+
+        tag = f"plait-crash-{schema}"
+        with psycopg.connect(dsn, autocommit=True) as watcher:
+
+            def settled() -> bool:
+                row = watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (tag,)
+                ).fetchone()
+                return row is not None and row[0] == 0
+
+            yield Store(
+                "postgres",
+                make_conninfo(dsn, application_name=tag),
+                pg_schema=schema,
+                reader_location=dsn,
+                settled=settled,
+            )
 
 
 # -- the uninterrupted run -----------------------------------------------------------------------

@@ -40,19 +40,20 @@ from __future__ import annotations
 import json
 import os
 import random
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from plait import Checkpoint, Checkpointer, thaw
 from plait._sync import run_sync
+
+if TYPE_CHECKING:  # for the annotations only: at run time pytest gives them as fixtures
+    from conftest import Launcher, Outcome, Reference, Store
 
 pytestmark = pytest.mark.slow
 
@@ -73,14 +74,6 @@ THREADS_IN_FLIGHT = 4
 """Threads worked on in turn, so a killed run's lease has lapsed by the thread's next turn."""
 
 
-class Launcher(Protocol):
-    """conftest.Launcher: runs one child, SIGKILLed where the test asks."""
-
-    def run(
-        self, args: dict[str, Any], kill: Any = None, *, delay: float | None = None, at_latest: Any = None
-    ) -> Any: ...
-
-
 @dataclass(frozen=True)
 class Kill:
     """Where one child is to be killed."""
@@ -96,17 +89,6 @@ class Kill:
     def __str__(self) -> str:
         late = f", {self.delay * 1000:.1f} ms later or at {self.at_latest}" if self.delay is not None else ""
         return f"{self.kind} kill at {self.at}{late}"
-
-
-class Reference(Protocol):
-    """conftest.Reference: the uninterrupted run."""
-
-    final: dict[str, Any]
-    by_step: dict[int, dict[str, Any]]
-    nodes_by_step: dict[int, tuple[str, ...]]
-    checkpoints: int
-
-    def check_thread(self, saver: Checkpointer, thread: str, where: str) -> None: ...
 
 
 @dataclass
@@ -143,74 +125,6 @@ class Stats:
     reruns: int = 0
     """Task starts that repeated an earlier start (legitimate: the task had not finished)."""
     completed: int = 0
-
-
-@dataclass
-class Store:
-    """Where the children keep their checkpoints."""
-
-    backend: str
-    location: str
-    """The SQLite file, the FileCheckpointer folder, or the Postgres DSN the children use."""
-    pg_schema: str | None = None
-    reader_location: str = ""
-    """What the test itself opens (the Postgres DSN without the children's application name)."""
-    settled: Callable[[], bool] = lambda: True
-    """True once nothing a dead child started can still change the store."""
-
-    def child_args(self) -> dict[str, Any]:
-        return {"backend": self.backend, "store": self.location, "pg_schema": self.pg_schema}
-
-    def open(self, crash_child: ModuleType, *, reader: bool = False) -> Checkpointer:
-        where = self.reader_location if reader and self.reader_location else self.location
-        saver: Checkpointer = crash_child.open_checkpointer(self.backend, where, self.pg_schema)
-        return saver
-
-    def settle(self) -> None:
-        """Wait until a killed child's last request can no longer land.
-
-        A SIGKILLed Postgres client may have sent a COMMIT the server has not run yet: the
-        server finishes it after the client is gone. So after a kill, wait for the server
-        sessions of the children (tagged with an application name) to end."""
-        for _ in range(5000):
-            if self.settled():
-                return
-            time.sleep(0.002)
-        raise AssertionError(f"{self.backend}: a killed child's server session did not end within 10 s")
-
-
-@pytest.fixture(params=["sqlite", "file", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    backend: str = request.param
-    if backend == "sqlite":
-        pytest.importorskip("plait.checkpoint.sqlite")
-        yield Store("sqlite", str(tmp_path / "crash.sqlite"))
-    elif backend == "file":
-        pytest.importorskip("plait.checkpoint.file")
-        yield Store("file", str(tmp_path / "crash-store"))
-    else:
-        pytest.importorskip("plait.checkpoint.postgres")
-        dsn: str = request.getfixturevalue("postgres_dsn")
-        schema: str = request.getfixturevalue("postgres_schema")
-        import psycopg
-        from psycopg.conninfo import make_conninfo
-
-        tag = f"plait-crash-{schema}"
-        with psycopg.connect(dsn, autocommit=True) as watcher:
-
-            def settled() -> bool:
-                row = watcher.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (tag,)
-                ).fetchone()
-                return row is not None and row[0] == 0
-
-            yield Store(
-                "postgres",
-                make_conninfo(dsn, application_name=tag),
-                pg_schema=schema,
-                reader_location=dsn,
-                settled=settled,
-            )
 
 
 def _seed() -> int:
@@ -337,7 +251,7 @@ def _choose_kill(
     return None
 
 
-def _check_kill(kill: Kill, outcome: Any, head: Checkpoint | None, run: ThreadRun) -> None:
+def _check_kill(kill: Kill, outcome: Outcome, head: Checkpoint | None, run: ThreadRun) -> None:
     """What the store must show right after a kill at ``kill``."""
     where = f"{run.thread} ({run.durability}), {kill}, {outcome.describe()}"
     assert outcome.killed, f"{where}: not killed"
@@ -385,7 +299,7 @@ def _check_ledger(run: ThreadRun, seed: int, stats: Stats) -> None:
 
 def _check_completed(crash_child: ModuleType, store: Store, run: ThreadRun, reference: Reference, seed: int) -> None:
     """Checks 1 and 2 on a fresh checkpointer, then the ledger against the final lineage."""
-    saver = store.open(crash_child, reader=True)
+    saver = store.open(reader=True)
     try:
         where = f"seed {seed}, {run.thread}"
         reference.check_thread(saver, run.thread, where)
@@ -421,7 +335,7 @@ def test_kill_and_resume_loses_nothing(
     rng = random.Random(seed)
     stats = Stats()
     points = _kill_points(reference, crash_child.WORKERS)
-    reader = store.open(crash_child, reader=True)
+    reader = store.open(reader=True)
     run_sync(reader.asetup())
     errors = tmp_path / "children.err"
     made = planned = 0
@@ -581,7 +495,7 @@ def test_kill_and_resume_a_long_list_chain_loses_nothing(
     and the thread finishes with all of them."""
     seed = _seed()
     rng = random.Random(seed)
-    reader = store.open(crash_child, reader=True)
+    reader = store.open(reader=True)
     run_sync(reader.asetup())
     expected = [crash_child.chat_message(i) for i in range(crash_child.CHAT_STEPS)]
     kills = threads = 0
