@@ -430,6 +430,8 @@ CHAT_KILLS = 30
 CHAT_KILL_KINDS = ("commit", "node", "inside")
 PAST_ANCHOR = 17
 """Every other chat kill comes at this step or later: past the chain's first anchor."""
+CHAT_AHEAD = 12
+"""A chat kill's step is at most this many steps past the lowest it may have."""
 
 SQL_ANCHORS = """SELECT count(*) FROM {P}blobs b JOIN {P}checkpoints c
     ON c.ns = b.ns AND c.thread_id = b.thread_id AND c.id = b.id
@@ -472,11 +474,11 @@ def _check_chat(reader: Checkpointer, thread: str, expected: list[Any], committe
 
 def _choose_chat_kill(rng: random.Random, kills: int, head: int, crash_child: ModuleType) -> Kill | None:
     """The ``kills``-th kill: kinds in turn, a step past the head (past the first anchor for
-    every other kill), or None when the thread has no such step left."""
+    every other kill) by at most CHAT_AHEAD, or None when the thread has no such step left."""
     at = crash_child.At
     kind = CHAT_KILL_KINDS[(kills // 2) % len(CHAT_KILL_KINDS)]
     low = max(head + 1, PAST_ANCHOR if kills % 2 else 0)
-    high = crash_child.CHAT_STEPS if kind == "commit" else crash_child.CHAT_STEPS - 1
+    high = min(low + CHAT_AHEAD, crash_child.CHAT_STEPS if kind == "commit" else crash_child.CHAT_STEPS - 1)
     if low > high:
         return None
     step = rng.randint(low, high)
