@@ -311,10 +311,10 @@ class _Child:
                 return event
         return None
 
-    def answer(self, arm: Sequence[Any] = ()) -> None:
-        """Let the child go on from the event it waits at, arming more pauses."""
+    def answer(self) -> None:
+        """Let the child go on from the event it waits at."""
         with contextlib.suppress(OSError):  # it may be dead already
-            self._in.sock.sendall((json.dumps({"arm": [a.to_json() for a in arm]}) + "\n").encode())
+            self._in.sock.sendall(b"go\n")
 
     def kill(self) -> None:
         self.procs.signal(self.pid, signal.SIGKILL)
@@ -385,10 +385,13 @@ class Launcher:
         at a moment drawn inside a span of the run. A child that never reaches ``kill`` runs
         to its end; one that runs past ``timeout`` is killed and reported as hung.
         """
-        child = _Child(self.procs, args, [kill] if kill is not None else [], timeout)
+        # Both armed from the start: armed only once the child goes on, at_latest could be
+        # passed meanwhile by another of its threads. If it comes first, the kill comes there.
+        pauses = [p for p in (kill, at_latest if delay is not None else None) if p is not None]
+        child = _Child(self.procs, args, pauses, timeout)
         killed_at = child.next_pause()
-        if killed_at is not None and delay is not None:
-            child.answer(arm=[at_latest] if at_latest is not None else [])
+        if killed_at is not None and delay is not None and killed_at.trigger == kill.to_json():
+            child.answer()
             try:
                 killed_at = child.next_pause(until=time.monotonic() + delay)
             except TimeoutError:

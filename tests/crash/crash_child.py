@@ -20,11 +20,11 @@ per line, each sent before the child goes on: ``ready`` (the store is open), ``n
 node started), ``effect`` (a ``once`` effect ran, its result not yet recorded),
 ``recorded`` (``once`` returned: the result is stored), ``commit`` (a checkpointer commit
 returned), then ``done`` (``invoke`` returned and the result file is written) or
-``failed``. The test arms *pauses* (:class:`At` triggers, in the ``pauses`` argument and in
-its answers): the first event that matches an armed trigger disarms it, is sent with the
-trigger, and the reporting thread then waits for the test's answer (``{"arm": [...]}``,
-which may arm more triggers). Holding the child there is what lets the test kill or stop
-it exactly at that event, however loaded the machine is.
+``failed``. The test arms *pauses* (:class:`At` triggers, in the ``pauses`` argument): the
+first event that matches an armed trigger disarms it and is sent with the trigger, and the
+thread that reported it then waits for the test's answer (one line) while the child's other
+threads go on. Holding the child there is what lets the test kill or stop it exactly at
+that event, however loaded the machine is.
 
 Every node start and every ``once`` effect also appends one line to the *ledger* file
 (opened with ``O_APPEND``, one ``write`` per line, fsync'd), so the test can see what ran
@@ -164,13 +164,14 @@ class Reporter:
         self._sock = sock
         self._armed = [dict(p) for p in pauses]
         self._n = 0
-        self._lock = threading.Lock()
-        """Held from numbering an event to the test's answer: events go out in order, and
-        while one thread is held at a pause every other thread that reports waits too."""
+        self._sending = threading.Lock()
+        """Held from numbering an event to sending it: events go out in order."""
+        self._waiting = threading.Lock()
+        """Held by a thread waiting for an answer; the others go on, reporting as they go."""
         self._unread = b""
 
     def report(self, kind: str, **fields: Any) -> None:
-        with self._lock:
+        with self._sending:
             self._n += 1
             event = {"n": self._n, "kind": kind, **fields}
             hit = next((t for t in self._armed if matches(t, event)), None)
@@ -178,18 +179,17 @@ class Reporter:
                 self._armed.remove(hit)
                 event["trigger"] = hit
             self._sock.sendall((json.dumps(event) + "\n").encode())
-            if hit is not None:
-                self._armed.extend(self._answer().get("arm", []))
+        if hit is not None:
+            with self._waiting:  # answers come in the order of the pauses; any one will do
+                self._await_answer()
 
-    def _answer(self) -> dict[str, Any]:
+    def _await_answer(self) -> None:
         while b"\n" not in self._unread:
             got = self._sock.recv(4096)
             if not got:  # the test is gone: nobody will ever answer
                 os._exit(3)
             self._unread += got
-        line, self._unread = self._unread.split(b"\n", 1)
-        answer: dict[str, Any] = json.loads(line)
-        return answer
+        _, self._unread = self._unread.split(b"\n", 1)
 
 
 _ledger_fd: int | None = None
