@@ -1,6 +1,6 @@
 """Crash-test plumbing: the child launcher (a forking zygote, or plain subprocesses where
 ``os.fork`` is unavailable), kills and stops timed by the events a child reports (see
-crash_child.py), the uninterrupted reference run, and a private PostgreSQL server.
+crash_child.py), the stores the children write, and the uninterrupted reference run.
 
 How a test asks for a kill (``At`` comes from crash_child, reached through the
 ``crash_child`` fixture)::
@@ -15,6 +15,9 @@ and for a stall::
     with launcher.stalled(args, at=At(kind="node", node="w1")) as stall:
         ...  # the child is SIGSTOPped at that event; another process may act meanwhile
     stall.outcome.exit_code, stall.reported_after  # after SIGCONT, once it ended
+
+(``launcher.held`` is the same without SIGSTOP: only the thread that reported the event
+waits, the rest of the child goes on.)
 
 A kill at an event lands while the child waits at that event (crash_child's pauses), so no
 kill depends on how fast a loaded machine runs the child; the time a test waits for an
@@ -276,7 +279,6 @@ class _Child:
 
     def __init__(self, procs: Processes, args: Mapping[str, Any], pauses: Sequence[Any], timeout: float) -> None:
         self.procs = procs
-        self.timeout = timeout
         mine, theirs = socket.socketpair()
         with theirs:  # from here on only the child holds it: end of stream means it is gone
             self.pid = procs.start({**args, "pauses": [p.to_json() for p in pauses]}, theirs)
