@@ -1,12 +1,26 @@
 """Nothing is lost: prove it.
 
 A graph with a parallel fan-out, a join and a loop runs in a child process that is SIGKILLed
-at random moments (seeded delays of 0-60 ms from the fork; 0-150 ms on Postgres, whose
-children take longer to connect), then resumed in a new process, again and again: at least
-200 kills per backend, on SQLite, the file backend and (when it is reachable) Postgres.
-Threads alternate between ``sync`` and ``async`` durability. After every kill, before the next child starts, the
-test reads the store and writes down which tasks finished and which ``once`` effects were
-recorded, and where the ledger ended. When a thread finally completes without a kill:
+at chosen points, then resumed in a new process, again and again: at least 200 kills per
+backend, on SQLite, the file backend and (when it is reachable) Postgres. Threads alternate
+between ``sync`` and ``async`` durability. The kills take turns at five kinds of point, each
+drawn (seeded) among the points of that kind the thread has not passed yet:
+
+- ``node``: as a task starts;
+- ``effect``: inside a ``once`` effect, after it ran, before its result is recorded;
+- ``recorded``: right after ``once`` returned (its result is stored);
+- ``commit``: right after the commit that stored a chosen checkpoint returned;
+- ``inside``: at a random moment inside a chosen step (a seeded delay after the step began),
+  or at the start of the next step if the child gets there first.
+
+The child reports each point as it reaches it and waits there when asked to (see
+crash_child.py), so every kill lands at its point however loaded the machine is, and what
+the store must show right after it is checked: a returned commit is there, a recorded effect
+is there, a task that had not finished has no result.
+
+After every kill, before the next child starts, the test reads the store and writes down
+which tasks finished and which ``once`` effects were recorded, and where the ledger ended.
+When a thread finally completes without a kill:
 
 1. every committed checkpoint reads back whole (history and get by id), satisfies the
    graph's invariants and equals the uninterrupted run's checkpoint of the same step;
@@ -16,8 +30,9 @@ recorded, and where the ledger ended. When a thread finally completes without a 
    on the head) started again after that was observed;
 4. no ``once`` effect whose result was recorded ran again after that was observed.
 
-Set PLAIT_CRASH_SEED to replay a seed (the kill moments repeat; the exact instructions the
-kills land on depend on timing, so a seed narrows a failure down rather than pinning it).
+Set PLAIT_CRASH_SEED to replay a seed: the same points are chosen and the kills at events
+land at the same events (only where an ``inside`` kill lands within its step depends on
+timing, and the points chosen after it on the head it left).
 """
 
 from __future__ import annotations
@@ -25,25 +40,32 @@ from __future__ import annotations
 import json
 import os
 import random
-import time
-from collections.abc import Callable, Iterator
+from collections import Counter
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from plait import Checkpoint, Checkpointer, MemoryCheckpointer, thaw
+from plait import Checkpoint, Checkpointer, thaw
 from plait._sync import run_sync
+
+if TYPE_CHECKING:  # for the annotations only: at run time pytest gives them as fixtures
+    from conftest import Launcher, Outcome, Reference, Store
 
 pytestmark = pytest.mark.slow
 
 KILLS_PER_BACKEND = 200
-MAX_DELAY = {"sqlite": 0.060, "file": 0.060, "postgres": 0.150}
-"""Seconds: a child is killed after a uniform random delay in [0, MAX_DELAY) from its fork.
-Postgres gets longer: a child needs ~20-60 ms to connect before it can run anything."""
+KILL_KINDS = ("node", "effect", "recorded", "commit", "inside")
+"""The kinds of point the kills take turns at (see the module docstring)."""
+INSIDE_SPAN = 0.010
+"""Seconds: an ``inside`` kill comes a uniform random delay in [0, INSIDE_SPAN) after its
+step began (a step of this graph takes a few ms on an idle machine), or as the next begins."""
+KILL_AHEAD = 6
+"""A kill's point is at most this many steps past the thread's head (two rounds of the
+loop), so each child runs a short way before its kill, as a crash usually finds a run."""
 MAX_KILLS_PER_THREAD = 30
 """After this many kills a thread's next child runs to the end unharmed."""
 DURABILITIES = ("sync", "async")
@@ -52,19 +74,21 @@ THREADS_IN_FLIGHT = 4
 """Threads worked on in turn, so a killed run's lease has lapsed by the thread's next turn."""
 
 
-class Launcher(Protocol):
-    """conftest.Launcher: runs one child, SIGKILLed after ``delay`` seconds if still running."""
+@dataclass(frozen=True)
+class Kill:
+    """Where one child is to be killed."""
 
-    def run(self, args: dict[str, Any], delay: float | None) -> Any: ...
+    kind: str
+    """One of KILL_KINDS."""
+    step: int
+    at: Any
+    """The crash_child.At the kill comes at (or, for ``inside``, the delay counts from)."""
+    delay: float | None = None
+    at_latest: Any = None
 
-
-@dataclass
-class Reference:
-    """The uninterrupted run, in-process on a MemoryCheckpointer."""
-
-    final: dict[str, Any]
-    by_step: dict[int, dict[str, Any]]
-    checkpoints: int
+    def __str__(self) -> str:
+        late = f", {self.delay * 1000:.1f} ms later or at {self.at_latest}" if self.delay is not None else ""
+        return f"{self.kind} kill at {self.at}{late}"
 
 
 @dataclass
@@ -92,91 +116,15 @@ class ThreadRun:
 @dataclass
 class Stats:
     kills: int = 0
+    by_kind: Counter[str] = field(default_factory=Counter)
+    """Kills per kind of point."""
+    inside_early: int = 0
+    """``inside`` kills that came before the next step began (the others came as it began)."""
     mid_run_kills: int = 0
     """Kills after which the thread had a checkpoint but was not finished."""
     reruns: int = 0
     """Task starts that repeated an earlier start (legitimate: the task had not finished)."""
     completed: int = 0
-
-
-@pytest.fixture(scope="module")
-def reference(crash_child: ModuleType) -> Reference:
-    graph = crash_child.build_graph().compile(checkpointer=MemoryCheckpointer())
-    final = thaw(graph.invoke(dict(crash_child.INPUT), thread_id="reference"))
-    history = graph.get_state_history("reference")
-    return Reference(
-        final=final,
-        by_step={s.step: thaw(s.values) for s in history},
-        checkpoints=len(history),
-    )
-
-
-@dataclass
-class Store:
-    """Where the children keep their checkpoints."""
-
-    backend: str
-    location: str
-    """The SQLite file, the FileCheckpointer folder, or the Postgres DSN the children use."""
-    pg_schema: str | None = None
-    reader_location: str = ""
-    """What the test itself opens (the Postgres DSN without the children's application name)."""
-    settled: Callable[[], bool] = lambda: True
-    """True once nothing a dead child started can still change the store."""
-
-    def child_args(self) -> dict[str, Any]:
-        return {"backend": self.backend, "store": self.location, "pg_schema": self.pg_schema}
-
-    def open(self, crash_child: ModuleType, *, reader: bool = False) -> Checkpointer:
-        where = self.reader_location if reader and self.reader_location else self.location
-        saver: Checkpointer = crash_child.open_checkpointer(self.backend, where, self.pg_schema)
-        return saver
-
-    def settle(self) -> None:
-        """Wait until a killed child's last request can no longer land.
-
-        A SIGKILLed Postgres client may have sent a COMMIT the server has not run yet: the
-        server finishes it after the client is gone. So after a kill, wait for the server
-        sessions of the children (tagged with an application name) to end."""
-        for _ in range(5000):
-            if self.settled():
-                return
-            time.sleep(0.002)
-        raise AssertionError(f"{self.backend}: a killed child's server session did not end within 10 s")
-
-
-@pytest.fixture(params=["sqlite", "file", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    backend: str = request.param
-    if backend == "sqlite":
-        pytest.importorskip("plait.checkpoint.sqlite")
-        yield Store("sqlite", str(tmp_path / "crash.sqlite"))
-    elif backend == "file":
-        pytest.importorskip("plait.checkpoint.file")
-        yield Store("file", str(tmp_path / "crash-store"))
-    else:
-        pytest.importorskip("plait.checkpoint.postgres")
-        dsn: str = request.getfixturevalue("postgres_dsn")
-        schema: str = request.getfixturevalue("postgres_schema")
-        import psycopg
-        from psycopg.conninfo import make_conninfo
-
-        tag = f"plait-crash-{schema}"
-        with psycopg.connect(dsn, autocommit=True) as watcher:
-
-            def settled() -> bool:
-                row = watcher.execute(
-                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (tag,)
-                ).fetchone()
-                return row is not None and row[0] == 0
-
-            yield Store(
-                "postgres",
-                make_conninfo(dsn, application_name=tag),
-                pg_schema=schema,
-                reader_location=dsn,
-                settled=settled,
-            )
 
 
 def _seed() -> int:
@@ -211,13 +159,13 @@ def _lineage(saver: Checkpointer, run: ThreadRun) -> tuple[Checkpoint | None, li
     return head, lineage
 
 
-def _observe(saver: Checkpointer, run: ThreadRun, crash_child: ModuleType) -> Checkpoint | None:
+def _observe(saver: Checkpointer, run: ThreadRun, crash_child: ModuleType, kill: Kill) -> Checkpoint | None:
     """After a kill: what does the store say finished, and where does the ledger end?"""
     head, lineage = _lineage(saver, run)
     size = run.ledger.stat().st_size if run.ledger.exists() else 0
     if head is None:
         assert not run.committed, f"{run.thread}: its checkpoints {run.committed} are gone: {run.observations}"
-        run.observations.append(f"kill {run.kills}: no checkpoint, ledger {size}")
+        run.observations.append(f"{kill}: no checkpoint, ledger {size}")
         return None
     crash_child.check_values(head.values)
     ids = {cp.id for cp in lineage}
@@ -240,10 +188,91 @@ def _observe(saver: Checkpointer, run: ThreadRun, crash_child: ModuleType) -> Ch
     for tid in finished | effects:
         run.recorded_at.setdefault(tid, size)
     run.observations.append(
-        f"kill {run.kills}: head step {head.step}, {len(results)} results and {len(effects)} effects pending "
+        f"{kill}: head step {head.step}, {len(results)} results and {len(effects)} effects pending "
         f"of {len(planned)} tasks, ledger {size}"
     )
     return head
+
+
+def _kill_points(reference: Reference, workers: tuple[str, ...]) -> dict[str, list[tuple[int, str | None]]]:
+    """(step, node) of every point of each kind in the uninterrupted run."""
+    points: dict[str, list[tuple[int, str | None]]] = {kind: [] for kind in KILL_KINDS}
+    for step, nodes in sorted(reference.nodes_by_step.items()):
+        points["commit"].append((step, None))
+        if nodes:
+            points["inside"].append((step, None))
+        for node in nodes:
+            points["node"].append((step, node))
+            if node in workers:
+                points["effect"].append((step, node))
+                points["recorded"].append((step, node))
+    return points
+
+
+def _choose_kill(
+    rng: random.Random,
+    kind: str,
+    points: dict[str, list[tuple[int, str | None]]],
+    head: Checkpoint | None,
+    crash_child: ModuleType,
+) -> Kill | None:
+    """A point of ``kind`` the next child will reach within KILL_AHEAD steps of the head (of
+    any kind if there is none), or None."""
+    at = crash_child.At
+    floor = -1 if head is None else head.step
+    done: dict[str, set[str]] = {"result": set(), "effect": set()}
+    if head is not None:
+        by_task = {t.id: t.node for t in head.next_tasks}
+        for p in head.pending_writes:
+            if p.kind in done:
+                done[p.kind].add(by_task[p.task_id])
+
+    def reached(k: str, step: int, node: str | None) -> bool:
+        if step > floor + KILL_AHEAD:
+            return False
+        if k == "commit":
+            return step > floor  # the head's checkpoint is not committed again
+        if step > floor:
+            return True
+        if step < floor:
+            return False
+        # the head's own tasks: one whose result is saved does not run again, nor a recorded effect
+        if k == "inside":
+            return any(t.node not in done["result"] for t in head.next_tasks) if head is not None else True
+        return node not in done["result"] and (k != "effect" or node not in done["effect"])
+
+    for k in (kind, *KILL_KINDS):
+        left = [(s, n) for s, n in points[k] if reached(k, s, n)]
+        if left:
+            step, node = rng.choice(left)
+            if k == "inside":
+                return Kill(k, step, at(step=step), rng.uniform(0.0, INSIDE_SPAN), at(step=step + 1))
+            return Kill(k, step, at(kind=k, step=step, node=node))
+    return None
+
+
+def _check_kill(kill: Kill, outcome: Outcome, head: Checkpoint | None, run: ThreadRun) -> None:
+    """What the store must show right after a kill at ``kill``."""
+    where = f"{run.thread} ({run.durability}), {kill}, {outcome.describe()}"
+    assert outcome.killed, f"{where}: not killed"
+    if kill.delay is None:
+        assert outcome.killed_at is not None and kill.at.matches(outcome.killed_at), f"{where}: killed elsewhere"
+    sync = run.durability == "sync"
+    step = -1 if head is None else head.step
+    task = outcome.killed_at.task if outcome.killed_at is not None else None
+    pending = {(p.task_id, p.kind) for p in head.pending_writes} if head is not None else set()
+    if kill.kind == "commit":
+        assert step >= kill.step, f"{where}: checkpoint {kill.step} was committed, the head is at step {step}"
+    elif kill.kind == "inside":
+        assert (kill.step if sync else -1) <= step <= kill.step + 1, f"{where}: the head is at step {step}"
+    elif kill.kind == "recorded":
+        assert step == kill.step, f"{where}: the head is at step {step}"
+        assert (task, "effect") in pending, f"{where}: once() returned, its effect is not recorded"
+    else:  # node, effect: the task had not finished, and its effect is not recorded yet
+        assert step == kill.step if sync else step <= kill.step, f"{where}: the head is at step {step}"
+        assert (task, "result") not in pending, f"{where}: a result of the task that was still running"
+        if kill.kind == "effect":
+            assert (task, "effect") not in pending, f"{where}: the effect's result was recorded before it returned"
 
 
 def _check_ledger(run: ThreadRun, seed: int, stats: Stats) -> None:
@@ -270,28 +299,10 @@ def _check_ledger(run: ThreadRun, seed: int, stats: Stats) -> None:
 
 def _check_completed(crash_child: ModuleType, store: Store, run: ThreadRun, reference: Reference, seed: int) -> None:
     """Checks 1 and 2 on a fresh checkpointer, then the ledger against the final lineage."""
-    saver = store.open(crash_child, reader=True)
+    saver = store.open(reader=True)
     try:
-        graph = crash_child.build_graph().compile(checkpointer=saver)
         where = f"seed {seed}, {run.thread}"
-        history = graph.get_state_history(run.thread)
-        assert len(history) == reference.checkpoints, (
-            f"{where}: {len(history)} checkpoints, the uninterrupted run made {reference.checkpoints}"
-        )
-        for state in history:
-            crash_child.check_values(state.values)
-            again = graph.get_state(run.thread, state.checkpoint_id)
-            assert again.checkpoint_id == state.checkpoint_id and again.step == state.step
-            assert thaw(again.values) == thaw(state.values), (
-                f"{where}: checkpoint {state.checkpoint_id} reads back two ways"
-            )
-            assert again.tasks == state.tasks
-            assert thaw(state.values) == reference.by_step[state.step], (
-                f"{where}: step {state.step} differs from the uninterrupted run"
-            )
-        head = graph.get_state(run.thread)
-        assert head.checkpoint_id == history[0].checkpoint_id and head.next == ()
-        assert thaw(head.values) == reference.final, f"{where}: final state differs from the uninterrupted run"
+        reference.check_thread(saver, run.thread, where)
         returned = json.loads(run.result.read_text())
         assert returned == reference.final, f"{where}: invoke() returned {returned}"
 
@@ -323,10 +334,11 @@ def test_kill_and_resume_loses_nothing(
     seed = _seed()
     rng = random.Random(seed)
     stats = Stats()
-    reader = store.open(crash_child, reader=True)
+    points = _kill_points(reference, crash_child.WORKERS)
+    reader = store.open(reader=True)
     run_sync(reader.asetup())
     errors = tmp_path / "children.err"
-    made = 0
+    made = planned = 0
 
     def new_run() -> ThreadRun:
         nonlocal made
@@ -344,8 +356,10 @@ def test_kill_and_resume_loses_nothing(
         heads: dict[str, Checkpoint | None] = {r.thread: None for r in active}
         while active:
             run = active.pop(0)
-            killing = stats.kills < KILLS_PER_BACKEND and run.kills < MAX_KILLS_PER_THREAD
-            delay = rng.uniform(0.0, MAX_DELAY[store.backend]) if killing else None
+            kill = None
+            if stats.kills < KILLS_PER_BACKEND and run.kills < MAX_KILLS_PER_THREAD:
+                kill = _choose_kill(rng, KILL_KINDS[planned % len(KILL_KINDS)], points, heads[run.thread], crash_child)
+                planned += 1
             args = {
                 **store.child_args(),
                 "thread": run.thread,
@@ -354,13 +368,19 @@ def test_kill_and_resume_loses_nothing(
                 "fresh": heads[run.thread] is None,
                 "durability": run.durability,
             }
-            outcome = launcher.run(args, delay)
+            if kill is None:
+                outcome = launcher.run(args)
+            else:
+                outcome = launcher.run(args, kill.at, delay=kill.delay, at_latest=kill.at_latest)
             store.settle()
             run.children += 1
-            if outcome.killed:
+            if kill is not None and outcome.killed:
                 run.kills += 1
                 stats.kills += 1
-                head = _observe(reader, run, crash_child)
+                stats.by_kind[kill.kind] += 1
+                stats.inside_early += kill.kind == "inside" and outcome.killed_at is None
+                head = _observe(reader, run, crash_child, kill)
+                _check_kill(kill, outcome, head, run)
                 heads[run.thread] = head
                 if head is not None and head.next_tasks:
                     stats.mid_run_kills += 1
@@ -371,15 +391,17 @@ def test_kill_and_resume_loses_nothing(
                 f"seed {seed}, {run.thread}: child {outcome.describe()} after {run.kills} kills\n"
                 f"{errors.read_text() if errors.exists() else ''}\nObservations: {run.observations}"
             )
+            assert kill is None, f"seed {seed}, {run.thread}: the run ended before its {kill}: {outcome.describe()}"
             # finished: checks 1 and 2, then 3 and 4 over the whole ledger
             _check_completed(crash_child, store, run, reference, seed)
             _check_ledger(run, seed, stats)
             # resuming the finished thread once more runs nothing and stores nothing
             size, before = run.ledger.stat().st_size, run_sync(reader.aget(run.thread))
-            again = launcher.run({**args, "fresh": False}, None)
+            again = launcher.run({**args, "fresh": False})
             store.settle()
             assert again.exit_code == 0, f"seed {seed}, {run.thread}: {again.describe()} resuming a finished thread"
             assert run.ledger.stat().st_size == size, f"seed {seed}, {run.thread}: a finished thread ran nodes again"
+            assert not [e for e in again.events if e.kind == "commit"], f"{run.thread}: a finished thread committed"
             after = run_sync(reader.aget(run.thread))
             assert before is not None and after is not None and after.id == before.id
             stats.completed += 1
@@ -394,15 +416,22 @@ def test_kill_and_resume_loses_nothing(
         run_sync(reader.aclose())
 
     print(
-        f"\n[{store.backend}] seed {seed}: {stats.kills} kills ({stats.mid_run_kills} mid-run), "
-        f"{stats.completed} threads completed, {stats.reruns} re-run task starts"
+        f"\n[{store.backend}] seed {seed}: {stats.kills} kills ({dict(stats.by_kind)}; {stats.inside_early} inside "
+        f"kills before the next step began; {stats.mid_run_kills} mid-run), {stats.completed} threads completed, "
+        f"{stats.reruns} re-run task starts"
     )
     assert stats.kills >= KILLS_PER_BACKEND
+    assert set(stats.by_kind) == set(KILL_KINDS), f"seed {seed}: kills by kind {dict(stats.by_kind)}"
     assert stats.mid_run_kills > 0, f"seed {seed}: no kill landed while a run was in progress"
 
 
 CHAT_KILLS = 30
 """Kills per backend for the list-chain test (each lands somewhere in a 60-step chain)."""
+CHAT_KILL_KINDS = ("commit", "node", "inside")
+PAST_ANCHOR = 17
+"""Every other chat kill comes at this step or later: past the chain's first anchor."""
+CHAT_AHEAD = 12
+"""A chat kill's step is at most this many steps past the lowest it may have."""
 
 SQL_ANCHORS = """SELECT count(*) FROM {P}blobs b JOIN {P}checkpoints c
     ON c.ns = b.ns AND c.thread_id = b.thread_id AND c.id = b.id
@@ -443,17 +472,32 @@ def _check_chat(reader: Checkpointer, thread: str, expected: list[Any], committe
     return history[0].step if history else -1
 
 
+def _choose_chat_kill(rng: random.Random, kills: int, head: int, crash_child: ModuleType) -> Kill | None:
+    """The ``kills``-th kill: kinds in turn, a step past the head (past the first anchor for
+    every other kill) by at most CHAT_AHEAD, or None when the thread has no such step left."""
+    at = crash_child.At
+    kind = CHAT_KILL_KINDS[(kills // 2) % len(CHAT_KILL_KINDS)]
+    low = max(head + 1, PAST_ANCHOR if kills % 2 else 0)
+    high = min(low + CHAT_AHEAD, crash_child.CHAT_STEPS if kind == "commit" else crash_child.CHAT_STEPS - 1)
+    if low > high:
+        return None
+    step = rng.randint(low, high)
+    if kind == "inside":
+        return Kill(kind, step, at(step=step), rng.uniform(0.0, INSIDE_SPAN), at(step=step + 1))
+    return Kill(kind, step, at(kind=kind, step=step))
+
+
 def test_kill_and_resume_a_long_list_chain_loses_nothing(
     crash_child: ModuleType, store: Store, launcher: Launcher, tmp_path: Path
 ) -> None:
     """The chat graph appends one message per step for 60 steps (in the SQL stores: a chain
     of deltas linked through anchors, which a resumed run continues) and is SIGKILLed at
-    random moments, then resumed: after every kill each stored checkpoint reads back, by id
-    and as history, with exactly the messages of its step, and the thread finishes with all
-    of them."""
+    chosen points, then resumed: after every kill each stored checkpoint reads back, by id
+    and as history, with exactly the messages of its step, a commit that returned is there,
+    and the thread finishes with all of them."""
     seed = _seed()
     rng = random.Random(seed)
-    reader = store.open(crash_child, reader=True)
+    reader = store.open(reader=True)
     run_sync(reader.asetup())
     expected = [crash_child.chat_message(i) for i in range(crash_child.CHAT_STEPS)]
     kills = threads = 0
@@ -462,28 +506,38 @@ def test_kill_and_resume_a_long_list_chain_loses_nothing(
     try:
         while kills < CHAT_KILLS:
             threads += 1
-            thread, committed, exists = f"chat-{threads}", set[str](), False
+            thread, committed, step = f"chat-{threads}", set[str](), -1
+            durability = DURABILITIES[threads % len(DURABILITIES)]
             result = tmp_path / f"{thread}.json"
             while True:
-                delay = rng.uniform(0.0, MAX_DELAY[store.backend]) if kills < CHAT_KILLS else None
+                kill = _choose_chat_kill(rng, kills, step, crash_child) if kills < CHAT_KILLS else None
                 args = {
                     **store.child_args(),
                     "mode": "chat",
                     "thread": thread,
                     "ledger": str(tmp_path / f"{thread}.ledger"),
                     "result": str(result),
-                    "fresh": not exists,
-                    "durability": DURABILITIES[threads % len(DURABILITIES)],
+                    "fresh": step < 0,
+                    "durability": durability,
                 }
-                outcome = launcher.run(args, delay)
+                if kill is None:
+                    outcome = launcher.run(args)
+                else:
+                    outcome = launcher.run(args, kill.at, delay=kill.delay, at_latest=kill.at_latest)
                 store.settle()
                 step = _check_chat(reader, thread, expected, committed)
-                exists = step >= 0
-                if outcome.killed:
+                if kill is not None and outcome.killed:
+                    where = f"{thread} ({durability}), {kill}: the head is at step {step}"
+                    if kill.kind == "commit":
+                        assert step >= kill.step, where
+                    elif kill.kind == "node":
+                        assert step == kill.step if durability == "sync" else step <= kill.step, where
+                    else:
+                        assert (kill.step if durability == "sync" else -1) <= step <= kill.step + 1, where
                     kills += 1
                     killed_at.append(step)
                     continue
-                assert outcome.exit_code == 0, f"child {outcome.describe()}"
+                assert outcome.exit_code == 0, f"{thread}: child {outcome.describe()}, asked for {kill}"
                 assert json.loads(result.read_text())["messages"] == expected
                 assert _anchors(store, thread) != 0, "the chain was linked through anchors"
                 break
@@ -492,4 +546,5 @@ def test_kill_and_resume_a_long_list_chain_loses_nothing(
     finally:
         run_sync(reader.aclose())
     print(f"\n[{store.backend}] seed {seed}: {kills} kills over {threads} chat threads, heads at {killed_at}")
-    assert any(17 <= step < crash_child.CHAT_STEPS for step in killed_at), "no kill landed past the first anchor"
+    past = [step for step in killed_at if PAST_ANCHOR <= step < crash_child.CHAT_STEPS]
+    assert past, f"seed {seed}: no kill left the head past the first anchor: {killed_at}"
