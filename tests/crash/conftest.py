@@ -356,7 +356,16 @@ class Stall:
     stopped_for: float = 0.0
     """Seconds between then and its release."""
     outcome: Outcome | None = None
-    """How it ended once continued (set when the ``with`` block is left)."""
+    """How it ended once continued (set when the ``with`` block is left, or by :meth:`resume`)."""
+    release: Callable[[], None] = lambda: None
+    """Continues the child and collects its outcome (set by the launcher)."""
+
+    def resume(self) -> Outcome:
+        """Continue the child now, inside the ``with`` block (while the test still holds
+        something else, say), and wait until it ended."""
+        self.release()
+        assert self.outcome is not None
+        return self.outcome
 
     @property
     def reported_after(self) -> tuple[Any, ...]:
@@ -407,14 +416,20 @@ class Launcher:
         return child.finish(killed_at)
 
     @contextlib.contextmanager
-    def stalled(self, args: Mapping[str, Any], at: Any, *, timeout: float = HANG_LIMIT) -> Iterator[Stall]:
+    def stalled(
+        self, args: Mapping[str, Any], at: Any, *, also: Sequence[Any] = (), timeout: float = HANG_LIMIT
+    ) -> Iterator[Stall]:
         """Run a child until it reports the event ``at``, SIGSTOP it there (every thread of
         it: its lease renewals too) for the ``with`` block, then SIGCONT it and collect how it
         ended into ``stall.outcome``. If the block raises, the child is killed instead.
 
+        With ``also``, the child is stopped only once its threads have reached those events
+        too, each held there (parallel tasks all at a known point: none half-way through
+        something when the SIGSTOP lands).
+
         Raises AssertionError when the child ends (or hangs) without reaching ``at``.
         """
-        with self._hold(args, at, stop=True, timeout=timeout) as stall:
+        with self._hold(args, at, stop=True, timeout=timeout, also=also) as stall:
             yield stall
 
     @contextlib.contextmanager
@@ -426,26 +441,41 @@ class Launcher:
             yield stall
 
     @contextlib.contextmanager
-    def _hold(self, args: Mapping[str, Any], at: Any, *, stop: bool, timeout: float) -> Iterator[Stall]:
-        child = _Child(self.procs, args, [at], timeout)
-        event = child.next_pause()
-        if event is None:
-            raise AssertionError(f"the child never reached {at}: {child.finish().describe()}")
+    def _hold(
+        self, args: Mapping[str, Any], at: Any, *, stop: bool, timeout: float, also: Sequence[Any] = ()
+    ) -> Iterator[Stall]:
+        child = _Child(self.procs, args, [at, *also], timeout)
+        held = []
+        for _ in range(1 + len(also)):
+            reached = child.next_pause()
+            if reached is None:
+                raise AssertionError(f"the child never reached {[at, *also]}: {child.finish().describe()}")
+            held.append(reached)
+        event = next((e for e in held if e.trigger == at.to_json()), held[0])
         if stop:
             child.signal(signal.SIGSTOP)
         stall = Stall(pid=child.pid, event=event, stopped=stop, stopped_at=time.monotonic())
+
+        def release() -> None:
+            if stall.outcome is not None:
+                return
+            stall.stopped_for = time.monotonic() - stall.stopped_at
+            for _ in held:
+                child.answer()
+            if stop:
+                child.signal(signal.SIGCONT)
+            child.deadline = time.monotonic() + timeout
+            stall.outcome = child.finish()
+
+        stall.release = release
         try:
             yield stall
         except BaseException:
-            child.kill()
-            child.finish()
+            if stall.outcome is None:
+                child.kill()
+                child.finish()
             raise
-        stall.stopped_for = time.monotonic() - stall.stopped_at
-        child.answer()
-        if stop:
-            child.signal(signal.SIGCONT)
-        child.deadline = time.monotonic() + timeout
-        stall.outcome = child.finish()
+        release()
 
 
 @pytest.fixture
@@ -453,7 +483,18 @@ def launcher(tmp_path: Path) -> Iterator[Launcher]:
     """Children from a zygote when this platform can fork, else (or with
     PLAIT_CRASH_LAUNCHER=spawn) one fresh process each. Their stderr goes to
     ``tmp_path/children.err`` (shown when a child fails)."""
-    err = (tmp_path / "children.err").open("wb")
+    yield from _launcher(tmp_path / "children.err")
+
+
+@pytest.fixture
+def other_launcher(tmp_path: Path) -> Iterator[Launcher]:
+    """A second launcher, for a second child running at the same time as the first (a
+    zygote runs one child at a time). Its children's stderr goes to ``other-children.err``."""
+    yield from _launcher(tmp_path / "other-children.err")
+
+
+def _launcher(err_path: Path) -> Iterator[Launcher]:
+    err = err_path.open("wb")
     spawn = os.environ.get("PLAIT_CRASH_LAUNCHER") == "spawn" or not hasattr(os, "fork")
     procs: Processes = Spawner(err) if spawn else Zygote(err)
     try:

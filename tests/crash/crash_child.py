@@ -380,7 +380,7 @@ def run_child(args: Mapping[str, Any]) -> int:
     _ledger_fd = os.open(args["ledger"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     options = {"connect_timeout": args["connect_timeout"]} if "connect_timeout" in args else {}
     saver = open_checkpointer(args["backend"], args["store"], args.get("pg_schema"), reporting=True, **options)
-    saver.lease_ttl = LEASE_TTL
+    saver.lease_ttl = float(args.get("lease_ttl", LEASE_TTL))
     chat = args.get("mode") == "chat"
     graph = (build_chat_graph() if chat else build_graph()).compile(checkpointer=saver)
     start = (CHAT_INPUT if chat else INPUT) if args["fresh"] else None

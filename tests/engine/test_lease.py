@@ -338,3 +338,67 @@ def test_a_run_that_waited_in_vain_says_who_holds_the_thread() -> None:
     assert "alive on this machine" in str(info.value) and "--wait" in str(info.value)
     with pytest.raises(ValueError, match="wait"):
         app.invoke({}, thread_id="t", wait=-1)
+
+
+@pytest.mark.parametrize("continued", ["while the taker runs", "after the taker finished"])
+def test_a_stalled_run_on_memory_whose_thread_was_taken_over_writes_nothing_more(continued: str) -> None:
+    """The memory backend's takeover, with two event loops in one process: run A stalls
+    inside a node past its lease (the clock moves on), run B takes the thread over, then A
+    goes on while B runs or after B finished. A stops with LeaseLostError, commits nothing,
+    runs no effect; B's run is the thread's."""
+    from plait import LeaseLostError, NodeContext
+
+    clock = ManualClock()
+    saver = MemoryCheckpointer(clock=clock)
+    a_stalled, a_go, b_inside, b_go = (threading.Event() for _ in range(4))
+    charged: list[str] = []
+    first = {"pay": True}
+
+    def pay(state: Any, ctx: NodeContext) -> Any:
+        if first["pay"]:  # run A: stalls here, before its effect
+            first["pay"] = False
+            a_stalled.set()
+            assert a_go.wait(30)
+        elif continued == "while the taker runs":  # run B: holds the thread while A goes on
+            b_inside.set()
+            assert b_go.wait(30)
+        ctx.once("charge", lambda: charged.append(ctx.task_id) or "ok")
+        return {"log": ["paid"]}
+
+    schema = StateSchema.builder().add("log", AppendList()).build()
+    g = Graph(schema).add_node("prep", lambda s: {"log": ["prep"]}).add_node("pay", pay)
+    app = g.add_edge(START, "prep").add_edge("prep", "pay").add_edge("pay", END).compile(saver)
+    outcome: dict[str, Any] = {}
+
+    def run(name: str, input: Any) -> None:
+        try:
+            outcome[name] = app.invoke(input, thread_id="t")
+        except BaseException as exc:
+            outcome[name] = exc
+
+    a = threading.Thread(target=run, args=("a", {}))
+    a.start()
+    assert a_stalled.wait(30)
+    a_token = saver._rows[("", "t")].gen
+    clock.advance(saver.lease_ttl + 1)  # A's lease lapsed while it stalled
+    b = threading.Thread(target=run, args=("b", None))
+    b.start()
+    if continued == "while the taker runs":
+        assert b_inside.wait(30)
+        a_go.set()
+        a.join(30)
+        b_go.set()
+        b.join(30)
+    else:
+        b.join(30)
+        a_go.set()
+        a.join(30)
+    assert isinstance(outcome["a"], LeaseLostError) and outcome["a"].token == a_token, outcome
+    assert outcome["b"] == {"log": ["prep", "paid"]}
+    assert len(charged) == 1, f"the card was charged {len(charged)} times"
+    history = saver.history("t")
+    assert [h.metadata["source"] for h in history] == ["loop", "loop", "input"]
+    assert len({h.metadata["run_id"] for h in history[:1]}) == 1
+    assert history[0].metadata["run_id"] != history[-1].metadata["run_id"], "the last step is B's"
+    info = saver.get_thread("t")
+    assert info is not None and info.status == "idle" and info.lease is None
