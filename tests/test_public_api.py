@@ -27,6 +27,8 @@ EXPECTED = sorted(
         "GraphError",
         "Interrupt",
         "Interrupted",
+        "InvalidIdError",
+        "MAX_ID_BYTES",
         "InvalidResumeError",
         "InvalidUpdateError",
         "LastWriteWins",

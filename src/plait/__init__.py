@@ -31,6 +31,7 @@ from plait.engine.events import (
     event_json,
 )
 from plait.errors import (
+    MAX_ID_BYTES,
     CheckpointCorruptError,
     CheckpointError,
     CheckpointNotFoundError,
@@ -38,6 +39,7 @@ from plait.errors import (
     ConcurrentWriteError,
     GraphChangedError,
     GraphError,
+    InvalidIdError,
     InvalidResumeError,
     InvalidUpdateError,
     MessageNotFoundError,
@@ -108,9 +110,11 @@ __all__ = [
     "GraphError",
     "Interrupt",
     "Interrupted",
+    "InvalidIdError",
     "InvalidResumeError",
     "InvalidUpdateError",
     "LastWriteWins",
+    "MAX_ID_BYTES",
     "MaxByTimestamp",
     "MemoryCheckpointer",
     "MergeMap",

@@ -21,7 +21,14 @@ from hypothesis import strategies as st
 from plait._codec import freeze
 from plait.checkpoint.base import Checkpoint, CheckpointWrite, WritesBatch, new_checkpoint_id
 from plait.checkpoint.file import FileCheckpointer, file_stem
-from plait.errors import CheckpointCorruptError, NotSerializableError, StoreVersionError, ThreadBusyError
+from plait.errors import (
+    MAX_ID_BYTES,
+    CheckpointCorruptError,
+    InvalidIdError,
+    NotSerializableError,
+    StoreVersionError,
+    ThreadBusyError,
+)
 from plait.testing import AWKWARD
 
 NAME = re.compile(r"^[th]-[a-z0-9_%~-]+\.(jsonl|lease)$")
@@ -201,7 +208,7 @@ def _fields(cp: Checkpoint) -> dict[str, Any]:
 # -- names ----------------------------------------------------------------------------------
 
 
-ESCAPES = ["../../etc/passwd", "/abs", "a/b", "a\x00b", "..", ".", "", "x" * 10_000, "C:\\x", "a\\..\\b"]
+ESCAPES = ["../../etc/passwd", "/abs", "a/b", "a\x01b", "..", ".", "", "x" * MAX_ID_BYTES, "C:\\x", "a\\..\\b"]
 
 
 def test_thread_ids_cannot_name_a_path_outside_the_folder(tmp_path: Path) -> None:
@@ -397,3 +404,23 @@ def test_prune_rewrites_the_file_and_leaves_no_temporary_files(tmp_path: Path) -
     run(reader.acommit(checkpoints=[nxt]))
     head = run(make(tmp_path).aget("t"))
     assert head is not None and head.values["log"] == list(range(20)) and head.values["i"] == 100
+
+
+# -- ids no store can hold --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", ["\ud800", "a\x00b", "x" * (MAX_ID_BYTES + 1)], ids=["surrogate", "nul", "long"])
+def test_an_invalid_thread_id_creates_no_file(tmp_path: Path, bad: str) -> None:
+    """Refused before any file is made: no stray lease file, no empty thread file."""
+    cp = make(tmp_path)
+    for call in (
+        lambda: cp.atake_lease(bad, "owner"),
+        lambda: cp.atake_lease_and_get(bad, "owner"),
+        lambda: cp.acommit(checkpoints=[step(bad, None, {"a": 1})]),
+        lambda: cp.arelease_lease(bad, "owner"),
+        lambda: cp.adelete_thread(bad),
+    ):
+        with pytest.raises(InvalidIdError) as info:
+            run(call())
+        assert info.value.value == bad
+    assert list(tmp_path.iterdir()) == []

@@ -360,7 +360,11 @@ class Checkpointer(ABC):
 
         Raises:
             ThreadBusyError: another owner holds an unexpired lease (nothing is read).
+            InvalidIdError: an id breaks the id rule (nothing is taken or read).
         """
+        from plait.checkpoint._validate import check_thread  # (it imports this module)
+
+        check_thread(thread_id, namespace, checkpoint_id)
         await self.atake_lease(thread_id, owner, namespace=namespace, ttl=ttl)
         return await self.aget(thread_id, checkpoint_id, namespace=namespace)
 

@@ -73,6 +73,7 @@ from plait.checkpoint._file_format import (
     writes_record,
 )
 from plait.checkpoint._file_format import file_stem as file_stem  # noqa: PLC0414 - re-exported, tests use it
+from plait.checkpoint._validate import check_commit, check_id, check_thread
 from plait.checkpoint.base import (
     Checkpoint,
     Checkpointer,
@@ -117,11 +118,13 @@ class FileCheckpointer(Checkpointer):
         fence: Fence | None = None,
     ) -> None:
         if checkpoints or writes:
+            check_commit(checkpoints, writes)  # before any file is created or locked
             if fence is not None:
                 fence_targets(checkpoints, writes, fence)  # a misuse fails before any file is touched
             await asyncio.to_thread(self._commit, checkpoints, writes, fence)
 
     async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
+        check_thread(thread_id, namespace, checkpoint_id)
         return await asyncio.to_thread(self._get, (namespace, thread_id), checkpoint_id)
 
     async def ahistory(
@@ -133,25 +136,32 @@ class FileCheckpointer(Checkpointer):
         before: str | None = None,
         filter: Mapping[str, Any] | None = None,
     ) -> list[Checkpoint]:
+        check_thread(thread_id, namespace, before, what="before")
         check_filter(filter)
         return await asyncio.to_thread(self._history, (namespace, thread_id), limit, before, filter)
 
     async def alist_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
+        if namespace is not None:
+            check_id(namespace, "namespace")
         return await asyncio.to_thread(self._list_threads, namespace)
 
     async def adelete_thread(self, thread_id: str, *, namespace: str = "") -> None:
+        check_thread(thread_id, namespace)
         await asyncio.to_thread(self._delete, (namespace, thread_id))
 
     async def aprune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
         if keep_last < 1:
             raise ValueError("prune(keep_last=...) must keep at least 1 checkpoint")
+        check_thread(thread_id, namespace)
         return await asyncio.to_thread(self._prune, (namespace, thread_id), keep_last)
 
     async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
+        check_thread(thread_id, namespace)  # before the lease file is created
         ttl = self.lease_ttl if ttl is None else ttl
         await asyncio.to_thread(self._lease, (namespace, thread_id), owner, ttl)
 
     async def arelease_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
+        check_thread(thread_id, namespace)
         await asyncio.to_thread(self._lease, (namespace, thread_id), owner, None)
 
     async def aclose(self) -> None:

@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from plait.checkpoint._common import check_filter, keep_set, walk_lineage
+from plait.checkpoint._validate import check_commit, check_id, check_thread
 from plait.checkpoint.base import (
     Checkpoint,
     Checkpointer,
@@ -54,6 +55,7 @@ class MemoryCheckpointer(Checkpointer):
         # Nothing here awaits, so the whole commit is atomic with respect to other tasks; the
         # lease lock makes it atomic with lease changes from other threads (the renewer) and
         # with commits from other event loops, so a fence's check and the write are one step.
+        check_commit(checkpoints, writes)
         with self._lease_lock:
             if fence is not None:
                 self._check_fence(checkpoints, writes, fence)
@@ -94,6 +96,7 @@ class MemoryCheckpointer(Checkpointer):
                 self._writes.pop((cp.namespace, cp.thread_id, cp.parent_id), None)
 
     async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
+        check_thread(thread_id, namespace, checkpoint_id)
         thread = self._checkpoints.get((namespace, thread_id))
         if not thread:
             return None
@@ -126,6 +129,7 @@ class MemoryCheckpointer(Checkpointer):
         before: str | None = None,
         filter: Mapping[str, Any] | None = None,
     ) -> list[Checkpoint]:
+        check_thread(thread_id, namespace, before, what="before")
         check_filter(filter)
         thread = self._checkpoints.get((namespace, thread_id)) or {}
         return walk_lineage(
@@ -138,6 +142,8 @@ class MemoryCheckpointer(Checkpointer):
         )
 
     async def alist_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
+        if namespace is not None:
+            check_id(namespace, "namespace")
         infos = []
         for (ns, tid), thread in self._checkpoints.items():
             if (namespace is not None and ns != namespace) or not thread:
@@ -158,12 +164,14 @@ class MemoryCheckpointer(Checkpointer):
         return infos
 
     async def adelete_thread(self, thread_id: str, *, namespace: str = "") -> None:
+        check_thread(thread_id, namespace)
         self._checkpoints.pop((namespace, thread_id), None)
         self._heads.pop((namespace, thread_id), None)
         for key in [k for k in self._writes if k[0] == namespace and k[1] == thread_id]:
             del self._writes[key]
 
     async def aprune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
+        check_thread(thread_id, namespace)
         thread = self._checkpoints.get((namespace, thread_id))
         if not thread:
             return 0
@@ -184,6 +192,7 @@ class MemoryCheckpointer(Checkpointer):
 
     def take_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
         """:meth:`acquire_lease` without a loop: safe from any thread of this process."""
+        check_thread(thread_id, namespace)
         key = (namespace, thread_id)
         with self._lease_lock:
             now = time.monotonic()
@@ -193,6 +202,7 @@ class MemoryCheckpointer(Checkpointer):
             self._leases[key] = (owner, now + (self.lease_ttl if ttl is None else ttl))
 
     async def arelease_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
+        check_thread(thread_id, namespace)
         with self._lease_lock:
             self._drop_lease((namespace, thread_id), owner)
 

@@ -26,9 +26,10 @@ left nothing behind, and one that did is simply written again. When the retries 
 the error is a :class:`~plait.errors.CheckpointError` naming the store.
 
 Text columns (thread ids, namespaces, channel names, task ids, write keys, lease owners)
-cannot hold NUL in PostgreSQL: a commit or lease naming one is refused with
-:class:`~plait.errors.CheckpointError` before anything is sent, and reads by such an id find
-nothing. Values and metadata are stored as JSON bytes and may contain anything.
+cannot hold NUL in PostgreSQL. Ids with NUL break the id rule every backend shares, and any
+call naming one raises :class:`~plait.errors.InvalidIdError`; a commit or lease with NUL in
+another text is refused with :class:`~plait.errors.CheckpointError`, in both cases before
+anything is sent. Values and metadata are stored as JSON bytes and may contain anything.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from plait.checkpoint._pg_send import Cursors, Fusion, NeedsAnswer, Recorder, pi
 from plait.checkpoint._sql import CommitRequest, Cursor, Dialect, SqlCore
 from plait.checkpoint._sql_commit import StaleCache
 from plait.checkpoint._sql_schema import PG_MIGRATIONS
+from plait.checkpoint._validate import check_id, check_thread
 from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, Fence, ThreadInfo, WritesBatch
 from plait.errors import CheckpointError, ConcurrentUpdateError, ThreadBusyError
 
@@ -346,8 +348,7 @@ class PostgresCheckpointer(Checkpointer):
         return self._core.known_head(namespace, thread_id)
 
     async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
-        if _has_nul(thread_id, namespace, checkpoint_id):
-            return None  # nothing with a NUL in its ids can have been stored
+        check_thread(thread_id, namespace, checkpoint_id)
         return await self._run(lambda cur: self._core.get(cur, namespace, thread_id, checkpoint_id), read=True)
 
     async def ahistory(
@@ -359,32 +360,30 @@ class PostgresCheckpointer(Checkpointer):
         before: str | None = None,
         filter: Mapping[str, Any] | None = None,
     ) -> list[Checkpoint]:
-        if _has_nul(thread_id, namespace, before):
-            return []
+        check_thread(thread_id, namespace, before, what="before")
         return await self._run(
             lambda cur: self._core.history(cur, namespace, thread_id, limit=limit, before=before, filter=filter),
             read=True,
         )
 
     async def alist_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
-        if _has_nul(namespace):
-            return []
+        if namespace is not None:
+            check_id(namespace, "namespace")
         return await self._run(lambda cur: self._core.list_threads(cur, namespace), read=True)
 
     async def adelete_thread(self, thread_id: str, *, namespace: str = "") -> None:
-        if _has_nul(thread_id, namespace):
-            return
+        check_thread(thread_id, namespace)
         await self._run(lambda cur: self._core.delete_thread(cur, namespace, thread_id))
 
     async def aprune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
         if keep_last < 1:
             raise ValueError("prune(keep_last=...) must keep at least 1 checkpoint")
-        if _has_nul(thread_id, namespace):
-            return 0
+        check_thread(thread_id, namespace)
         return await self._run(lambda cur: self._core.prune(cur, namespace, thread_id, keep_last))
 
     async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
-        self._core.check_text([("thread id", thread_id), ("namespace", namespace), ("lease owner", owner)])
+        check_thread(thread_id, namespace)
+        self._core.check_text([("lease owner", owner)])
         seconds = self.lease_ttl if ttl is None else ttl
 
         def acquire(cur: Cursor) -> None:
@@ -403,9 +402,8 @@ class PostgresCheckpointer(Checkpointer):
     ) -> Checkpoint | None:
         """Take the lease and read the checkpoint a run starts from in one round trip
         (``take_lease_and_get()``); see :meth:`Checkpointer.acquire_lease_and_get`."""
-        if _has_nul(checkpoint_id):
-            return await super().atake_lease_and_get(thread_id, owner, checkpoint_id, namespace=namespace, ttl=ttl)
-        self._core.check_text([("thread id", thread_id), ("namespace", namespace), ("lease owner", owner)])
+        check_thread(thread_id, namespace, checkpoint_id)
+        self._core.check_text([("lease owner", owner)])
         seconds = self.lease_ttl if ttl is None else ttl
         result: Checkpoint | None = await self._run(
             lambda cur: self._core.acquire_lease_and_get(cur, namespace, thread_id, owner, seconds, checkpoint_id),
@@ -414,8 +412,9 @@ class PostgresCheckpointer(Checkpointer):
         return result
 
     async def arelease_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
-        if _has_nul(thread_id, namespace, owner):
-            return
+        check_thread(thread_id, namespace)
+        if _has_nul(owner):
+            return  # no lease can be held by it
 
         def release(cur: Cursor) -> None:
             self._core.release_lease(cur, namespace, thread_id, owner)

@@ -45,6 +45,7 @@ import orjson
 from plait.checkpoint._common import loop_is_idle
 from plait.checkpoint._sql import CommitRequest, Cursor, Dialect, SqlCore
 from plait.checkpoint._sqlite_wal import WalReserve
+from plait.checkpoint._validate import check_id, check_thread
 from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, Fence, ThreadInfo, WritesBatch
 from plait.errors import CheckpointError
 
@@ -455,6 +456,7 @@ class SqliteCheckpointer(Checkpointer):
         return self._core.known_head(namespace, thread_id)
 
     async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
+        check_thread(thread_id, namespace, checkpoint_id)
         result: Checkpoint | None = await self._read(
             lambda cur: self._core.get(cur, namespace, thread_id, checkpoint_id)
         )
@@ -469,25 +471,31 @@ class SqliteCheckpointer(Checkpointer):
         before: str | None = None,
         filter: Mapping[str, Any] | None = None,
     ) -> list[Checkpoint]:
+        check_thread(thread_id, namespace, before, what="before")
         result: list[Checkpoint] = await self._read(
             lambda cur: self._core.history(cur, namespace, thread_id, limit=limit, before=before, filter=filter)
         )
         return result
 
     async def alist_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
+        if namespace is not None:
+            check_id(namespace, "namespace")
         result: list[ThreadInfo] = await self._read(lambda cur: self._core.list_threads(cur, namespace))
         return result
 
     async def adelete_thread(self, thread_id: str, *, namespace: str = "") -> None:
+        check_thread(thread_id, namespace)
         await self._write(lambda cur: self._core.delete_thread(cur, namespace, thread_id))
 
     async def aprune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
         if keep_last < 1:
             raise ValueError("prune(keep_last=...) must keep at least 1 checkpoint")
+        check_thread(thread_id, namespace)
         result: int = await self._write(lambda cur: self._core.prune(cur, namespace, thread_id, keep_last))
         return result
 
     async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
+        check_thread(thread_id, namespace)
         seconds = self.lease_ttl if ttl is None else ttl
         await self._lease(lambda cur: self._core.acquire_lease(cur, namespace, thread_id, owner, seconds))
 
@@ -506,6 +514,7 @@ class SqliteCheckpointer(Checkpointer):
         delta chain, so that the run's commits store what they append rather than whole
         values, even when another process wrote the head.
         """
+        check_thread(thread_id, namespace, checkpoint_id)  # before the lease is taken
         await self.atake_lease(thread_id, owner, namespace=namespace, ttl=ttl)
         result: Checkpoint | None = await self._read(
             lambda cur: self._core.get(cur, namespace, thread_id, checkpoint_id, resume=True)
@@ -513,6 +522,7 @@ class SqliteCheckpointer(Checkpointer):
         return result
 
     async def arelease_lease(self, thread_id: str, owner: str, *, namespace: str = "") -> None:
+        check_thread(thread_id, namespace)
         await self._lease(lambda cur: self._core.release_lease(cur, namespace, thread_id, owner))
 
     def close(self) -> None:

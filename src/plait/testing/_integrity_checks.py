@@ -1,0 +1,123 @@
+"""Checks that a store refuses what it could not hold back: ids outside the id rule."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import Any
+
+from plait.checkpoint.base import Checkpointer, CheckpointWrite, WritesBatch, new_checkpoint_id
+from plait.errors import MAX_ID_BYTES, InvalidIdError
+from plait.testing._harness import Checks, Env, ThreadBuilder, all_read_back, expect, fail, make_writes, same_history
+from plait.testing._robustness_checks import NOISE
+
+check = Checks()
+
+BAD_IDS: tuple[tuple[str, Any], ...] = (
+    ("a lone surrogate", "\ud800"),
+    ("a lone surrogate inside text", "ab\udfffcd"),
+    ("a NUL", "a\x00b"),
+    ("one byte too many", "x" * (MAX_ID_BYTES + 1)),
+    ("one byte too many in UTF-8", "\u00e9" * (MAX_ID_BYTES // 2) + "x"),
+    ("bytes", b"thread"),
+    ("an int", 7),
+)
+"""Ids that break the id rule, each with what is wrong with it."""
+
+
+async def _refused(what: str, call: Callable[[], Awaitable[Any]], error: type[Exception], bad: Any = None) -> None:
+    """``call()`` raises ``error`` (a ValueError too); an InvalidIdError names ``bad``."""
+    try:
+        await call()
+    except error as exc:
+        expect(isinstance(exc, ValueError), f"{what}: {error.__name__} is not a ValueError")
+        if isinstance(exc, InvalidIdError):
+            expect(exc.value == bad, f"{what}: InvalidIdError names {exc.value!r}, not the id given ({bad!r})")
+    except Exception as exc:
+        fail(f"{what} raised {type(exc).__name__} ({exc}), expected {error.__name__}")
+    else:
+        fail(f"{what} was not refused with {error.__name__}")
+
+
+@check("invalid_ids_are_refused")
+async def _invalid_ids(env: Env) -> None:
+    """Ids that are not UTF-8 text, hold NUL, are too long or are not str are refused by every call."""
+    cp = await env.new()
+    good = ThreadBuilder("good")
+    base = good.step({"a": 1}, root=True)
+    await cp.acommit(checkpoints=[base])
+    for why, bad in BAD_IDS:
+        calls = _calls_naming(cp, bad, base)
+        for name, call in calls:
+            await _refused(f"{name} with {why}", call, InvalidIdError, bad)
+    listed = [(t.namespace, t.thread_id) for t in await cp.alist_threads()]
+    expect(listed == [("", "good")], f"refused calls left threads behind: {listed!r}")
+    await all_read_back("after the refused calls", cp, good)
+    await cp.atake_lease("good", "owner")  # nothing above took or broke a lease
+    await cp.arelease_lease("good", "owner")
+
+
+def _calls_naming(cp: Checkpointer, bad: Any, base: CheckpointWrite) -> list[tuple[str, Callable[[], Awaitable[Any]]]]:
+    """Every protocol call, each naming ``bad`` as one of its ids."""
+    good = base.checkpoint
+
+    def as_thread(**fields: Any) -> CheckpointWrite:
+        return replace(base, checkpoint=replace(good, **({"id": new_checkpoint_id(), "parent_id": None} | fields)))
+
+    one = make_writes(("task", "effect", "k", 1))
+    return [
+        ("commit() of a checkpoint with that thread id", lambda: cp.acommit(checkpoints=[as_thread(thread_id=bad)])),
+        ("commit() of a checkpoint with that namespace", lambda: cp.acommit(checkpoints=[as_thread(namespace=bad)])),
+        ("commit() of a checkpoint with that id", lambda: cp.acommit(checkpoints=[as_thread(id=bad)])),
+        ("commit() of a checkpoint with that parent id", lambda: cp.acommit(checkpoints=[as_thread(parent_id=bad)])),
+        (
+            "commit() of pending writes on that thread id",
+            lambda: cp.acommit(writes=[WritesBatch(thread_id=bad, checkpoint_id=good.id, writes=one)]),
+        ),
+        (
+            "commit() of pending writes in that namespace",
+            lambda: cp.acommit(writes=[WritesBatch(thread_id="good", namespace=bad, checkpoint_id="x", writes=one)]),
+        ),
+        (
+            "commit() of pending writes on that checkpoint id",
+            lambda: cp.acommit(writes=[WritesBatch(thread_id="good", checkpoint_id=bad, writes=one)]),
+        ),
+        ("get() of that thread id", lambda: cp.aget(bad)),
+        ("get() in that namespace", lambda: cp.aget("good", namespace=bad)),
+        ("get() of that checkpoint id", lambda: cp.aget("good", bad)),
+        ("history() of that thread id", lambda: cp.ahistory(bad)),
+        ("history() in that namespace", lambda: cp.ahistory("good", namespace=bad)),
+        ("history(before=...) that id", lambda: cp.ahistory("good", before=bad)),
+        ("list_threads() of that namespace", lambda: cp.alist_threads(namespace=bad)),
+        ("delete_thread() of that thread id", lambda: cp.adelete_thread(bad)),
+        ("delete_thread() in that namespace", lambda: cp.adelete_thread("good", namespace=bad)),
+        ("prune() of that thread id", lambda: cp.aprune(bad, keep_last=1)),
+        ("take_lease() of that thread id", lambda: cp.atake_lease(bad, "owner")),
+        ("take_lease() in that namespace", lambda: cp.atake_lease("good", "owner", namespace=bad)),
+        ("release_lease() of that thread id", lambda: cp.arelease_lease(bad, "owner")),
+        ("take_lease_and_get() of that thread id", lambda: cp.atake_lease_and_get(bad, "owner")),
+        ("take_lease_and_get() of that checkpoint id", lambda: cp.atake_lease_and_get("good", "other", bad)),
+    ]
+
+
+@check("longest_ids_round_trip")
+async def _longest_ids(env: Env) -> None:
+    """A namespace and a thread id each as long as allowed, and incompressible, work everywhere."""
+    cp = await env.new()
+    th = ThreadBuilder(NOISE, NOISE[::-1])
+    await cp.acommit(checkpoints=[th.step({"a": [1]}, root=True)])
+    head = th.step({"a": [1, 2]})
+    await cp.acommit(checkpoints=[head])
+    writes = make_writes((NOISE[:200], "effect", NOISE[200:400], 1))
+    batch = WritesBatch(thread_id=th.thread_id, namespace=th.namespace, checkpoint_id=head.checkpoint.id, writes=writes)
+    await cp.acommit(writes=[batch])
+    await all_read_back("the longest ids", cp, th)
+    await same_history("the longest ids", cp, th)
+    await cp.atake_lease(th.thread_id, "owner", namespace=th.namespace)
+    got = await cp.atake_lease_and_get(th.thread_id, "owner", namespace=th.namespace)
+    expect(got is not None and got.id == head.checkpoint.id, "take_lease_and_get() of the longest ids missed the head")
+    await cp.arelease_lease(th.thread_id, "owner", namespace=th.namespace)
+    listed = [(t.namespace, t.thread_id) for t in await cp.alist_threads(namespace=th.namespace)]
+    expect(listed == [(th.namespace, th.thread_id)], "list_threads() of the longest namespace missed its thread")
+    await cp.adelete_thread(th.thread_id, namespace=th.namespace)
+    expect(await cp.aget(th.thread_id, namespace=th.namespace) is None, "delete_thread() of the longest ids failed")
