@@ -29,6 +29,7 @@ EXPECTED = sorted(
         "Interrupted",
         "InvalidIdError",
         "MAX_ID_BYTES",
+        "InvalidRecordError",
         "InvalidResumeError",
         "InvalidUpdateError",
         "LastWriteWins",

@@ -31,6 +31,7 @@ The tree::
         ├── CheckpointNotFoundError  a thread or checkpoint id that is not stored
         ├── CheckpointCorruptError   stored data that cannot be read back
         ├── InvalidIdError           (also ValueError) a thread id, namespace or checkpoint id no store can hold
+        ├── InvalidRecordError       (also ValueError) a checkpoint or pending write no store can hold
         ├── ThreadBusyError          another run holds the thread's lease
         ├── ConcurrentUpdateError    the thread moved on between reading it and committing
         └── StoreVersionError        a database schema this version of plait does not know
@@ -54,6 +55,7 @@ __all__ = [
     "GraphChangedError",
     "GraphError",
     "InvalidIdError",
+    "InvalidRecordError",
     "InvalidResumeError",
     "InvalidUpdateError",
     "MessageNotFoundError",
@@ -374,6 +376,24 @@ class InvalidIdError(CheckpointError, ValueError):
             f"{what} {shown} is refused: {reason}. Thread ids, namespaces and checkpoint ids must be "
             f"str, valid Unicode text (encodable as UTF-8), without NUL, and at most {MAX_ID_BYTES} bytes "
             "in UTF-8; derive a shorter or cleaner one (for example hashlib.sha256(raw).hexdigest())."
+        )
+
+
+class InvalidRecordError(CheckpointError, ValueError):
+    """A commit holding a field no store can hold back: refused before anything is stored.
+
+    Raised for a pending write of a kind plait does not know, a task, version or barrier that
+    is not of its type, or metadata whose plait keys (``source``, ``step``, ``writes``,
+    ``reducers``) are not of theirs. Stored, such a record would be refused as corrupt by
+    every read after it (or crash a resume), so it is refused at the door instead.
+    """
+
+    def __init__(self, what: str, reason: str) -> None:
+        self.what = what
+        self.reason = reason
+        super().__init__(
+            f"{what} cannot be stored: {reason}. Nothing of this commit was stored; "
+            "build the record with the types the Checkpoint, Task and PendingWrite fields declare."
         )
 
 

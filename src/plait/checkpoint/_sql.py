@@ -22,6 +22,7 @@ connection dropped during COMMIT) can be retried safely.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -36,6 +37,8 @@ from plait.checkpoint.base import Checkpoint, ThreadInfo
 from plait.errors import CheckpointCorruptError, StoreVersionError, ThreadBusyError
 
 __all__ = ["SCHEMA_VERSION", "CommitRequest", "Cursor", "Dialect", "SqlCore"]
+
+log = logging.getLogger("plait.checkpoint.sql")
 
 
 class SqlCore:
@@ -167,24 +170,41 @@ class SqlCore:
         return self._read.history(cur, namespace, thread_id, limit=limit, before=before, filter=filter)
 
     def list_threads(self, cur: Cursor, namespace: str | None) -> list[ThreadInfo]:
-        """Every thread with its head and count, newest head first; never decodes data."""
+        """Every thread with its head and count, newest head first; never decodes data.
+
+        A thread whose head row holds columns of other types than plait writes (foreign
+        data: SQLite keeps whatever type a value was given) is skipped and logged, as the
+        file backend skips a damaged file, so one damaged thread does not hide the others.
+        """
         sql = self._sql["threads"]
         if namespace is None:
             rows = cur.execute(sql.replace("{where}", ""), ()).fetchall()
         else:
             rows = cur.execute(sql.replace("{where}", self._q("WHERE ns = ?")), (namespace,)).fetchall()
-        return [
-            ThreadInfo(
-                thread_id=tid,
-                namespace=ns,
-                head_id=head,
-                step=int(step),
-                created_at=float(created),
-                source=source,
-                checkpoints=int(n),
+        out = []
+        for ns, tid, head, step, created, source, n in rows:
+            if not (
+                type(ns) is str
+                and type(tid) is str
+                and type(head) is str
+                and type(step) is int
+                and type(created) in (int, float)
+                and type(source) is str
+            ):
+                log.warning("%s: skipping thread %r: its head %r holds values of other types", self.store, tid, head)
+                continue
+            out.append(
+                ThreadInfo(
+                    thread_id=tid,
+                    namespace=ns,
+                    head_id=head,
+                    step=step,
+                    created_at=float(created),
+                    source=source,
+                    checkpoints=int(n),
+                )
             )
-            for ns, tid, head, step, created, source, n in rows
-        ]
+        return out
 
     # -- housekeeping ------------------------------------------------------------------------
 

@@ -115,7 +115,7 @@ class SqlCommit:
     def check_request(self, request: CommitRequest) -> None:
         """Refuse, before anything is written, what this store cannot hold.
 
-        Ids are checked by the rule every backend shares
+        Ids and record fields are checked by the rule every backend shares
         (:func:`~plait.checkpoint._validate.check_commit`). Besides: channel names are passed
         to the blob query as JSON, where SQLite truncates a string at NUL, so a NUL in a
         channel name is refused everywhere; when text columns cannot hold NUL at all
@@ -123,6 +123,7 @@ class SqlCommit:
 
         Raises:
             InvalidIdError: an id breaks the id rule.
+            InvalidRecordError: a field is not of the type its record declares.
             CheckpointError: naming the offending text.
             ValueError: a fence expects a head but the commit stores no checkpoint.
         """

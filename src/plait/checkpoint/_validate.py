@@ -1,21 +1,34 @@
-"""The rule every backend holds ids to, checked before anything is stored.
+"""The rules every backend holds ids and records to, checked before anything is stored.
 
-One rule, in one place, so that an id one backend takes every backend takes, and an id one
-refuses every backend refuses the same way, before it writes, locks, creates a file or sends
-a statement: :func:`check_id` (and :func:`check_thread`) for thread ids, namespaces and
-checkpoint ids, on every call that names one (commits, leases, reads, deletes), and
-:func:`check_commit` for every id of a commit. See :class:`~plait.errors.InvalidIdError` for
-the rule and :data:`~plait.errors.MAX_ID_BYTES` for why its length.
+One rule per thing, in one place, so that what one backend takes every backend takes, and
+what one refuses every backend refuses the same way, before it writes, locks, creates a file
+or sends a statement:
+
+* :func:`check_id` (and :func:`check_thread`): thread ids, namespaces and checkpoint ids, on
+  every call that names one (commits, leases, reads, deletes); see
+  :class:`~plait.errors.InvalidIdError` for the rule and :data:`~plait.errors.MAX_ID_BYTES`
+  for why its length.
+* :func:`check_commit`: every id of a commit, and each field that a read would otherwise
+  refuse as corrupt (a pending write's kind, tasks, versions, barriers, plait's metadata keys),
+  so that no commit can store a record that its own backend cannot read back.
+
+The readers use the same shape rules (:func:`metadata_problem`, :data:`WRITE_KINDS`) on what
+they decode, so a record is readable exactly when it could have been committed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
-from plait.checkpoint.base import CheckpointWrite, WritesBatch
-from plait.errors import MAX_ID_BYTES, InvalidIdError
+from plait.checkpoint.base import _WRITE_KINDS, CheckpointWrite, WritesBatch
+from plait.errors import MAX_ID_BYTES, InvalidIdError, InvalidRecordError
 
-__all__ = ["check_commit", "check_id", "check_thread", "id_problem"]
+__all__ = ["WRITE_KINDS", "check_commit", "check_id", "check_thread", "id_problem", "metadata_problem"]
+
+WRITE_KINDS: Final = _WRITE_KINDS
+"""The pending-write kinds plait knows; a stored write of any other kind is corrupt (the
+engine would not see a finished task's result and would run the task again)."""
 
 
 def id_problem(value: object) -> str | None:
@@ -62,15 +75,88 @@ def check_thread(thread_id: object, namespace: object, checkpoint_id: object = N
 
 
 def check_commit(checkpoints: Sequence[CheckpointWrite], writes: Sequence[WritesBatch]) -> None:
-    """Check every id of a commit, before anything is stored.
+    """Check every id of a commit and every field a read would refuse, before anything is stored.
 
     Raises:
         InvalidIdError: an id breaks the id rule.
+        InvalidRecordError: a field is not of the type its record declares.
     """
     for cw in checkpoints:
         cp = cw.checkpoint
         check_thread(cp.thread_id, cp.namespace, cp.id)
         if cp.parent_id is not None:
             check_id(cp.parent_id, "parent id")
+        reason = _checkpoint_problem(cp.versions, cp.next_tasks, cp.barriers, cp.metadata, cp.step)
+        if reason is not None:
+            raise InvalidRecordError(f"checkpoint {cp.id!r} of thread {cp.thread_id!r}", reason)
     for batch in writes:
         check_thread(batch.thread_id, batch.namespace, batch.checkpoint_id)
+        for w in batch.writes:
+            if (
+                type(w.kind) is not str
+                or w.kind not in WRITE_KINDS
+                or type(w.task_id) is not str
+                or type(w.key) is not str
+            ):
+                raise InvalidRecordError(
+                    f"pending write ({w.task_id!r}, {w.kind!r}, {w.key!r}) of thread {batch.thread_id!r}",
+                    "its kind must be one of " + ", ".join(sorted(WRITE_KINDS)) + ", its task id and key str",
+                )
+            if not (w.task_id.isascii() and w.key.isascii()):
+                for text in (w.task_id, w.key):
+                    try:
+                        text.encode("utf-8")
+                    except UnicodeEncodeError:
+                        raise InvalidRecordError(
+                            f"pending write ({w.task_id!r}, {w.kind!r}, {w.key!r}) of thread {batch.thread_id!r}",
+                            "its task id and key must be valid Unicode text (a lone surrogate is not)",
+                        ) from None
+
+
+def _checkpoint_problem(
+    versions: Mapping[str, Any], tasks: Sequence[Any], barriers: Mapping[str, Any], metadata: Any, step: Any
+) -> str | None:
+    """Why a checkpoint's fields cannot be stored (each as the reader checks it), or None."""
+    if type(step) is not int:
+        return f"its step is a {type(step).__name__}, not an int"
+    if not all(type(v) is int for v in versions.values()):
+        return "its versions must map channel names to ints"
+    for t in tasks:
+        if type(t.id) is not str or type(t.node) is not str or type(t.send) is not bool:
+            return f"task {t.id!r} must have a str id and node and a bool send"
+    for key, arrived in barriers.items():
+        if type(key) is not str or not all(type(p) is str for p in arrived):
+            return f"barrier {key!r} must map a str to node names"
+    if not isinstance(metadata, Mapping):
+        return "its metadata must be a mapping"
+    return metadata_problem(metadata)
+
+
+def metadata_problem(meta: Mapping[str, Any]) -> str | None:
+    """Why ``meta`` (a checkpoint's metadata: an object) has a plait key of the wrong type, or
+    None. Only the keys plait reads back as structures are checked (``source`` and ``step``,
+    listed and shown everywhere; ``writes`` and ``reducers``, iterated by resume and the CLI);
+    every other key is the user's to fill."""
+    source = meta.get("source")
+    if source is not None and type(source) is not str:
+        return f"metadata 'source' is a {type(source).__name__}, not a str"
+    step = meta.get("step")
+    if step is not None and type(step) is not int:
+        return f"metadata 'step' is a {type(step).__name__}, not an int"
+    written = meta.get("writes")
+    if written is not None and not _names_per_name(written):
+        return "metadata 'writes' must map node names to lists of channel names"
+    reducers = meta.get("reducers")
+    if reducers is not None and not (isinstance(reducers, Mapping) and all(type(v) is str for v in reducers.values())):
+        return "metadata 'reducers' must map channel names to reducer names"
+    return None
+
+
+def _names_per_name(value: Any) -> bool:
+    """Whether ``value`` maps names to lists of names (``writes``: node -> channels)."""
+    if not isinstance(value, Mapping):
+        return False
+    for names in value.values():
+        if not isinstance(names, list | tuple) or not all(type(n) is str for n in names):
+            return False
+    return True

@@ -30,8 +30,9 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, NamedTuple
+from typing import Any, Final, Literal, NamedTuple, cast, get_args
 
+from plait._codec import freeze_trusted
 from plait._sync import run_sync
 
 __all__ = [
@@ -50,9 +51,17 @@ __all__ = [
     "fence_targets",
     "make_task",
     "new_checkpoint_id",
+    "task_from_json",
 ]
 
 WriteKind = Literal["result", "effect", "resume", "interrupt", "breakpoint"]
+_WRITE_KINDS: Final = frozenset(get_args(WriteKind))
+
+
+def _brief(data: Any) -> str:
+    """``data`` shown in a message about its shape, cut short."""
+    text = repr(data)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,9 +80,9 @@ class Task:
 
     @classmethod
     def from_json(cls, data: Sequence[Any]) -> Task:
-        if len(data) == 4:
-            return make_task(data[0], data[1], bool(data[2]), data[3])
-        return make_task(data[0], data[1], False, None)
+        """The task :meth:`to_json` made: ``[id, node]`` or ``[id, node, send, arg]`` (see
+        :func:`task_from_json`)."""
+        return task_from_json(data)
 
 
 _new_object = object.__new__
@@ -81,6 +90,26 @@ _set_id = Task.__dict__["id"].__set__
 _set_node = Task.__dict__["node"].__set__
 _set_send = Task.__dict__["send"].__set__
 _set_arg = Task.__dict__["arg"].__set__
+
+
+def task_from_json(data: Any) -> Task:
+    """The task :meth:`Task.to_json` made: ``[id, node]`` or ``[id, node, send, arg]``, its
+    ``arg`` frozen; each decoder of stored tasks calls this one.
+
+    Raises:
+        ValueError: any other shape, or an id, node or send of another type (stored data
+            from elsewhere: a resume would otherwise crash on it, or run the wrong node).
+    """
+    if isinstance(data, list | tuple):
+        if len(data) == 2:
+            tid, node = data
+            if type(tid) is str and type(node) is str:
+                return make_task(tid, node, False, None)
+        elif len(data) == 4:
+            tid, node, send, arg = data
+            if type(tid) is str and type(node) is str and type(send) is bool:
+                return make_task(tid, node, send, freeze_trusted(arg))
+    raise ValueError(f"a task must be [id, node] or [id, node, send, arg] (str, str, bool), not {_brief(data)}")
 
 
 def make_task(id: str, node: str, send: bool, arg: Any) -> Task:
@@ -121,7 +150,18 @@ class PendingWrite:
 
     @classmethod
     def from_json(cls, data: Sequence[Any]) -> PendingWrite:
-        return cls(task_id=data[0], kind=data[1], key=data[2], value=data[3])
+        """The pending write :meth:`to_json` made: ``[task_id, kind, key, value]``.
+
+        Raises:
+            ValueError: any other shape, a task id or key that is not a str, or a kind plait
+                does not know (the engine would not see such a write, and would run a task
+                that already finished again).
+        """
+        if isinstance(data, list | tuple) and len(data) == 4:
+            task_id, kind, key, value = data
+            if type(task_id) is str and type(kind) is str and kind in _WRITE_KINDS and type(key) is str:
+                return cls(task_id=task_id, kind=cast(WriteKind, kind), key=key, value=value)
+        raise ValueError(f"a pending write must be [task id, kind, key, value] of a known kind, not {_brief(data)}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,13 +1,15 @@
-"""Checks that a store refuses what it could not hold back: ids outside the id rule."""
+"""Checks that a store refuses what it could not hold back: ids outside the id rule, and
+records whose fields are not of their types (a read would refuse them as corrupt)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
-from plait.checkpoint.base import Checkpointer, CheckpointWrite, WritesBatch, new_checkpoint_id
-from plait.errors import MAX_ID_BYTES, InvalidIdError
+from plait.checkpoint.base import Checkpointer, CheckpointWrite, PendingWrite, Task, WritesBatch, new_checkpoint_id
+from plait.errors import MAX_ID_BYTES, InvalidIdError, InvalidRecordError
 from plait.testing._harness import Checks, Env, ThreadBuilder, all_read_back, expect, fail, make_writes, same_history
 from plait.testing._robustness_checks import NOISE
 
@@ -121,3 +123,45 @@ async def _longest_ids(env: Env) -> None:
     expect(listed == [(th.namespace, th.thread_id)], "list_threads() of the longest namespace missed its thread")
     await cp.adelete_thread(th.thread_id, namespace=th.namespace)
     expect(await cp.aget(th.thread_id, namespace=th.namespace) is None, "delete_thread() of the longest ids failed")
+
+
+@check("records_of_other_types_are_refused")
+async def _record_types(env: Env) -> None:
+    """A pending write of an unknown kind, or a task, version or metadata of another type, is refused."""
+    cp = await env.new()
+    th = ThreadBuilder("t")
+    base = th.step({"a": 1}, root=True)
+    await cp.acommit(checkpoints=[base])
+    cid = base.checkpoint.id
+    bad_writes: list[tuple[str, PendingWrite]] = [
+        ("of an unknown kind", PendingWrite(task_id="task", kind="finished", key="", value=1)),  # type: ignore[arg-type]
+        ("with an int task id", PendingWrite(task_id=7, kind="result", key="", value=1)),  # type: ignore[arg-type]
+        ("with a None key", PendingWrite(task_id="task", kind="effect", key=None, value=1)),  # type: ignore[arg-type]
+    ]
+    for what, w in bad_writes:
+        batch = WritesBatch(thread_id="t", checkpoint_id=cid, writes=(w,))
+        await _refused(f"commit() of a pending write {what}", partial(cp.acommit, writes=[batch]), InvalidRecordError)
+    got = await cp.aget("t")
+    expect(got is not None and got.pending_writes == (), "a refused pending write was stored")
+    child = th.step({"a": 2})
+    bad_checkpoints: list[tuple[str, CheckpointWrite]] = [
+        ("a task with an int id", _with(child, next_tasks=(Task(id=5, node="n"),))),  # type: ignore[arg-type]
+        ("a task with a None node", _with(child, next_tasks=(Task(id="x", node=None),))),  # type: ignore[arg-type]
+        ("a version that is a str", _with(child, versions={"a": "2"})),
+        ("a version that is a bool", _with(child, versions={"a": True})),
+        ("a barrier of ints", _with(child, barriers={"join": (1, 2)})),
+        ("a step that is a float", _with(child, step=1.0)),
+        ("metadata 'reducers' that is a list", _with(child, metadata={"reducers": ["a"]})),
+        ("metadata 'writes' of strings", _with(child, metadata={"writes": {"node": "a"}})),
+        ("metadata 'source' that is an int", _with(child, metadata={"source": 1})),
+    ]
+    for what, cw in bad_checkpoints:
+        commit = partial(cp.acommit, checkpoints=[cw])
+        await _refused(f"commit() of a checkpoint with {what}", commit, InvalidRecordError)
+        expect(await cp.aget("t", cw.checkpoint.id) is None, f"a refused checkpoint with {what} was stored")
+    await cp.acommit(checkpoints=[child], writes=[WritesBatch(thread_id="t", checkpoint_id=cid, writes=make_writes())])
+    await all_read_back("after the refused records", cp, th)
+
+
+def _with(cw: CheckpointWrite, **fields: Any) -> CheckpointWrite:
+    return replace(cw, checkpoint=replace(cw.checkpoint, id=new_checkpoint_id(cw.checkpoint.id), **fields))
