@@ -406,7 +406,7 @@ def test_prune_rewrites_the_file_and_leaves_no_temporary_files(tmp_path: Path) -
     assert head is not None and head.values["log"] == list(range(20)) and head.values["i"] == 100
 
 
-# -- ids no store can hold --------------------------------------------------------------------
+# -- ids no store can hold, and lineages that loop ------------------------------------------
 
 
 @pytest.mark.parametrize("bad", ["\ud800", "a\x00b", "x" * (MAX_ID_BYTES + 1)], ids=["surrogate", "nul", "long"])
@@ -424,3 +424,20 @@ def test_an_invalid_thread_id_creates_no_file(tmp_path: Path, bad: str) -> None:
             run(call())
         assert info.value.value == bad
     assert list(tmp_path.iterdir()) == []
+
+
+def test_delta_records_whose_parents_loop_are_corrupt_not_followed_forever(tmp_path: Path) -> None:
+    """A record stored again (same id) as a delta on its own descendant: rebuilding its
+    values would walk the loop for ever; it is reported instead."""
+    cp = make(tmp_path)
+    root, child = chain(cp, "t", 2)
+    path = thread_file(tmp_path, "t")
+    lines = path.read_bytes().splitlines()
+    again = orjson.loads(lines[-1])
+    again[0] |= {"id": root.id, "p": child.id}  # the root again, now a delta on its child
+    path.write_bytes(b"\n".join([*lines, orjson.dumps(again)]) + b"\n")
+    reader = make(tmp_path)
+    for read in (lambda: reader.aget("t", root.id), lambda: reader.aget("t", child.id), lambda: reader.ahistory("t")):
+        with pytest.raises(CheckpointCorruptError, match="cycle") as info:
+            run(read())
+        assert info.value.thread_id == "t" and info.value.checkpoint_id in (root.id, child.id)

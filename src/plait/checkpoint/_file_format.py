@@ -313,6 +313,10 @@ def checkpoint_values(state: State, cid: str) -> tuple[FrozenDict, dict[str, del
         path.append(rec)
         if rec.full:
             break
+        if len(path) > len(state.records):  # (only a cycle makes a path longer than the thread)
+            raise Corrupt(
+                f"its parent {rec.parent_id!r} is also one of its descendants, so its lineage runs in a cycle", rec.id
+            )
         cursor = rec.parent_id
     for rec in reversed(path):
         values: dict[str, Any] = {} if rec.full or base is None else dict(base[0])

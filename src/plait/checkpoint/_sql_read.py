@@ -21,7 +21,7 @@ from typing import Any, cast
 from plait._fast_init import positional_maker
 from plait._frozen import FrozenDict
 from plait.checkpoint import delta
-from plait.checkpoint._common import check_filter, matches
+from plait.checkpoint._common import check_filter, cycle_error, matches
 from plait.checkpoint._records import BodyFields, RecordError, decode_body_fields, decode_json
 from plait.checkpoint._sql_base import Chan, Cursor, Dialect, Head, HeadCache, Key
 from plait.checkpoint._sql_rows import blob_row, body_of, check_row, decode_metadata
@@ -214,8 +214,8 @@ class SqlRead:
                     expected = None
                     break
                 expected = row[1]
-                if expected in taken:
-                    expected = None  # foreign data with a parent cycle: the lineage ends
+                if expected in taken:  # foreign data with a parent cycle
+                    raise cycle_error(thread_id, row[0], expected)
             if expected is None or not batch:
                 break
             if len(batch) < page:  # the scan reached the thread's end, and not the parent
@@ -251,10 +251,12 @@ class SqlRead:
         lin = _Lineage()
         lin.scanned = int(rows[0][6]) if rows else 0  # the thread's size bounds any range read
         seen: set[str] = set()
+        prev: Any = None
         for row in rows:
-            if row[0] in seen:
-                break  # foreign data with a parent cycle
+            if row[0] in seen:  # foreign data with a parent cycle (the query stops at the thread's size)
+                raise cycle_error(thread_id, prev[0], row[0])
             seen.add(row[0])
+            prev = row
             meta = None
             if filter:
                 meta = decode_metadata(thread_id, row[0], row[4])

@@ -270,6 +270,7 @@ class FileCheckpointer(Checkpointer):
             if state is None or not state.records:
                 return []
             chosen = walk_lineage(
+                key[1],
                 state.records,
                 before=before,
                 limit=limit,

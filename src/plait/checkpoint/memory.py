@@ -133,6 +133,7 @@ class MemoryCheckpointer(Checkpointer):
         check_filter(filter)
         thread = self._checkpoints.get((namespace, thread_id)) or {}
         return walk_lineage(
+            thread_id,
             thread,
             before=before,
             limit=limit,

@@ -1,15 +1,17 @@
-"""Checks that a store refuses what it could not hold back: ids outside the id rule, and
-records whose fields are not of their types (a read would refuse them as corrupt)."""
+"""Checks that a store refuses what it could not hold back, and reports what it cannot read
+instead of looping on it: ids outside the id rule, records of the wrong types, parent cycles.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from functools import partial
 from typing import Any
 
 from plait.checkpoint.base import Checkpointer, CheckpointWrite, PendingWrite, Task, WritesBatch, new_checkpoint_id
-from plait.errors import MAX_ID_BYTES, InvalidIdError, InvalidRecordError
+from plait.errors import MAX_ID_BYTES, CheckpointCorruptError, InvalidIdError, InvalidRecordError, PlaitError
 from plait.testing._harness import Checks, Env, ThreadBuilder, all_read_back, expect, fail, make_writes, same_history
 from plait.testing._robustness_checks import NOISE
 
@@ -25,6 +27,19 @@ BAD_IDS: tuple[tuple[str, Any], ...] = (
     ("an int", 7),
 )
 """Ids that break the id rule, each with what is wrong with it."""
+
+_BOUND = 20.0
+"""Seconds a read of damaged data may take before the check calls it a hang."""
+
+
+async def _bounded(what: str, call: Awaitable[Any]) -> Any:
+    """``await call``, failing the check if it does not return in :data:`_BOUND` seconds (a
+    backend that loops in a worker thread is caught; one that loops on the event loop itself
+    cannot be, and is left to the test runner's timeout)."""
+    try:
+        return await asyncio.wait_for(call, _BOUND)
+    except TimeoutError:
+        fail(f"{what} did not return within {_BOUND:g}s")
 
 
 async def _refused(what: str, call: Callable[[], Awaitable[Any]], error: type[Exception], bad: Any = None) -> None:
@@ -165,3 +180,49 @@ async def _record_types(env: Env) -> None:
 
 def _with(cw: CheckpointWrite, **fields: Any) -> CheckpointWrite:
     return replace(cw, checkpoint=replace(cw.checkpoint, id=new_checkpoint_id(cw.checkpoint.id), **fields))
+
+
+@check("parent_cycles_are_reported")
+async def _cycles(env: Env) -> None:
+    """A lineage whose parent links loop is reported as corrupt by history(), never walked forever."""
+    cp = await env.new()
+    fine = ThreadBuilder("fine")
+    await cp.acommit(checkpoints=[fine.step({"a": 1}, root=True), fine.step({"a": 2})])
+    loop = ThreadBuilder("loop")
+    root = loop.step({"a": [1]}, root=True)
+    first = loop.step({"a": [1, 2]})
+    second = loop.step({"a": [1, 2, 3]})
+    # The root names the newest as its parent: head -> first -> root -> head -> ...
+    looped = replace(root, checkpoint=replace(root.checkpoint, parent_id=second.checkpoint.id))
+    selfish = ThreadBuilder("self").step({"a": 1}, root=True)
+    selfish = replace(selfish, checkpoint=replace(selfish.checkpoint, parent_id=selfish.checkpoint.id))
+    try:
+        await cp.acommit(checkpoints=[looped, first, second])
+        await cp.acommit(checkpoints=[selfish])
+    except PlaitError:
+        return  # a store may refuse to store a cycle at all; then there is nothing to read
+    members = {c.checkpoint.id for c in (root, first, second)}
+    reads: list[tuple[str, str, set[str], Callable[[], Awaitable[Any]]]] = [
+        ("history()", "loop", members, lambda: cp.ahistory("loop")),
+        ("history(filter=...)", "loop", members, lambda: cp.ahistory("loop", filter={"source": "nothing"})),
+        ("history(limit=10)", "loop", members, lambda: cp.ahistory("loop", limit=10)),
+        ("history(before=...)", "loop", members, lambda: cp.ahistory("loop", before=second.checkpoint.id)),
+        ("history() of its own parent", "self", {selfish.checkpoint.id}, lambda: cp.ahistory("self")),
+    ]
+    for what, tid, ids, call in reads:
+        try:
+            await _bounded(f"{what} of a lineage with a parent cycle", call())
+        except CheckpointCorruptError as exc:
+            expect(exc.thread_id == tid, f"{what}: the error names thread {exc.thread_id!r}, not {tid!r}")
+            expect(exc.checkpoint_id in ids, f"{what}: the error names {exc.checkpoint_id!r}, not one of the cycle")
+        else:
+            fail(f"{what} of a lineage with a parent cycle returned instead of raising CheckpointCorruptError")
+    short = await _bounded("history(limit=2) of a lineage with a cycle", cp.ahistory("loop", limit=2))
+    expect(
+        [c.id for c in short] == [second.checkpoint.id, first.checkpoint.id],
+        "history(limit=2) stopped short of the cycle and must return what it walked",
+    )
+    for c in (root, first, second):
+        got = await _bounded("get() of a checkpoint in a cycle", cp.aget("loop", c.checkpoint.id))
+        expect(got is not None and got.values == c.checkpoint.values, f"get({c.checkpoint.id}) in a cycle misread")
+    await same_history("a thread beside the damaged one", cp, fine)
