@@ -45,6 +45,7 @@ import orjson
 
 from plait._sync import in_sync_call
 from plait.checkpoint._common import loop_is_idle
+from plait.checkpoint._pg_connect import first_connection, redacted, scrubbed
 from plait.checkpoint._pg_send import Cursors, Fusion, NeedsAnswer, Recorder, pipelined, send
 from plait.checkpoint._sql import CommitRequest, Cursor, Dialect, SqlCore
 from plait.checkpoint._sql_commit import StaleCache
@@ -179,16 +180,29 @@ class PostgresCheckpointer(Checkpointer):
         )
 
     def _open_pool(self) -> None:
-        """Open the pool this checkpointer owns; on failure, start afresh on the next call."""
+        """Open the pool this checkpointer owns; on failure, start afresh on the next call.
+
+        One connection is made first, by hand (see
+        :func:`~plait.checkpoint._pg_connect.first_connection`): the pool's own workers retry
+        a failing connection in the background, logging a warning each time, and
+        ``open(wait=True)`` learns nothing of why until its timeout runs out (psycopg issue
+        #556), so a wrong address, database, user or password would cost the whole
+        ``connect_timeout`` and print the retries, for an error no retry can mend. The cost
+        when all is well: one connection more, once per checkpointer.
+        """
         import psycopg
 
+        deadline = time.monotonic() + self._connect_timeout
+        assert self._conninfo is not None
+        first_connection(self._conninfo, self._store, self._connect_timeout, deadline)
         try:
-            self._pool.open(wait=True, timeout=self._connect_timeout)
+            self._pool.open(wait=True, timeout=max(deadline - time.monotonic(), 1.0))
         except psycopg.OperationalError as exc:
             self._pool.close()
             self._pool = self._new_pool()
             raise CheckpointError(
-                f"{self._store}: the connection failed: cannot connect within {self._connect_timeout:g}s ({exc})"
+                f"{self._store}: the connection failed: cannot connect to {redacted(self._conninfo)} within "
+                f"{self._connect_timeout:g}s ({scrubbed(exc, self._conninfo)})"
             ) from exc
         self._opened = True
 
