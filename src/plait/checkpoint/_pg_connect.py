@@ -1,7 +1,7 @@
-"""Opening PostgreSQL connections and telling failures apart: what waiting can mend (a
-server starting up) and what it cannot (no server at the address, a database or role that
-does not exist, a refused password), each said with the address it concerns, its password
-left out, and what to check.
+"""Opening PostgreSQL connections and telling failures apart: what retrying can mend (a
+server starting up, a connection that broke) and what it cannot (no server at the address, a
+database or role that does not exist, a refused password, a full disk), each said with the
+address it concerns, its password left out, and what to check.
 
 Part of :class:`~plait.checkpoint.postgres.PostgresCheckpointer`; psycopg is imported inside
 functions only, as there.
@@ -15,7 +15,35 @@ from typing import Any
 
 from plait.errors import CheckpointError
 
-__all__ = ["first_connection", "redacted", "scrubbed"]
+__all__ = ["connection_lost", "failure", "first_connection", "redacted", "scrubbed"]
+
+
+def connection_lost(exc: Exception) -> bool:
+    """Whether an OperationalError means the connection broke (retried on a fresh one), not
+    that the server refused the statement: no SQLSTATE (libpq lost the connection), class
+    08 (connection exception) or 57P (the server is shutting down or restarting). A full
+    disk (53100) or a key too long for an index (54000) would fail the same way again.
+    Waiting for a free pooled connection (PoolTimeout) already took the whole timeout."""
+    from psycopg_pool import PoolTimeout
+
+    if isinstance(exc, PoolTimeout):
+        return False
+    code = getattr(exc, "sqlstate", None)
+    return code is None or code.startswith(("08", "57P"))
+
+
+def failure(store: str, exc: Exception) -> str:
+    """The message of a database error that no retry mends: what happened and what to do."""
+    code = getattr(exc, "sqlstate", None)
+    if code == "53100":
+        return (
+            f"{store}: the database server's disk is full ({exc}), so the transaction was rolled back and "
+            "nothing of it was stored; every checkpoint committed before stays readable. Free some space "
+            "on the server's disk (or its tablespace), then retry."
+        )
+    if type(exc).__name__ == "PoolTimeout":
+        return f"{store}: no pooled connection became free in time ({exc}); raise max_connections or connect_timeout"
+    return f"{store}: {type(exc).__name__}: {exc}"
 
 
 _TRANSIENT = (

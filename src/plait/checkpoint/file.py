@@ -73,6 +73,7 @@ from plait.checkpoint._file_format import (
     writes_record,
 )
 from plait.checkpoint._file_format import file_stem as file_stem  # noqa: PLC0414 - re-exported, tests use it
+from plait.checkpoint._file_io import disk_errors, io_error, write_all, written_before
 from plait.checkpoint._validate import check_commit, check_id, check_thread
 from plait.checkpoint.base import (
     Checkpoint,
@@ -83,7 +84,12 @@ from plait.checkpoint.base import (
     WritesBatch,
     fence_targets,
 )
-from plait.errors import CheckpointCorruptError, ConcurrentUpdateError, StoreVersionError, ThreadBusyError
+from plait.errors import (
+    CheckpointCorruptError,
+    ConcurrentUpdateError,
+    StoreVersionError,
+    ThreadBusyError,
+)
 
 __all__ = ["FileCheckpointer"]
 
@@ -249,6 +255,7 @@ class FileCheckpointer(Checkpointer):
             pending_writes=tuple(pending.values()) if pending else (),
         )
 
+    @disk_errors
     def _get(self, key: Key, checkpoint_id: str | None) -> Checkpoint | None:
         with self._lock:
             state, path = self._read(key)
@@ -262,6 +269,7 @@ class FileCheckpointer(Checkpointer):
             except Corrupt as exc:
                 raise self._corrupt(key, exc, path) from None
 
+    @disk_errors
     def _history(
         self, key: Key, limit: int | None, before: str | None, flt: Mapping[str, Any] | None
     ) -> list[Checkpoint]:
@@ -285,6 +293,7 @@ class FileCheckpointer(Checkpointer):
             except Corrupt as exc:
                 raise self._corrupt(key, exc, path) from None
 
+    @disk_errors
     def _list_threads(self, namespace: str | None) -> list[ThreadInfo]:
         infos = []
         with self._lock:
@@ -356,9 +365,13 @@ class FileCheckpointer(Checkpointer):
                     os.ftruncate(fd, state.offset)  # a torn line from a crashed writer
                 created = state.key is None
                 if created:
-                    _write_all(fd, header_line(key) + b"\n")
-                    os.fsync(fd)
-                    self._fsync_folder()
+                    try:
+                        write_all(fd, header_line(key) + b"\n")
+                        os.fsync(fd)
+                        self._fsync_folder()
+                    except OSError:
+                        self._cut_back(key, fd, state, True)  # (a full disk, say: leave no torn header)
+                        raise
                     state = self._load(path, fd)
                     assert state is not None
                 yield fd, state, created
@@ -366,6 +379,7 @@ class FileCheckpointer(Checkpointer):
             finally:
                 os.close(fd)  # closing releases the flock
 
+    @disk_errors
     def _commit(
         self, checkpoints: Sequence[CheckpointWrite], writes: Sequence[WritesBatch], fence: Fence | None
     ) -> None:
@@ -377,10 +391,14 @@ class FileCheckpointer(Checkpointer):
         order = sorted(groups, key=lambda k: file_stem(*k))  # one lock order for every process
         with self._lock, contextlib.ExitStack() as stack:
             opened: dict[Key, tuple[int, State, bool]] = {}
-            for key in order:
-                handle = stack.enter_context(self._locked(key, create=True))
-                assert handle is not None
-                opened[key] = handle
+            try:
+                for key in order:
+                    handle = stack.enter_context(self._locked(key, create=True))
+                    assert handle is not None
+                    opened[key] = handle
+            except BaseException:  # (a full disk, say, at the next file's header)
+                self._forget_created(list(opened), opened)
+                raise
             if fence is not None:
                 try:
                     self._check_fence(stack, order, fence, checkpoints, opened)
@@ -394,13 +412,30 @@ class FileCheckpointer(Checkpointer):
             except BaseException:
                 self._forget_created(order, opened)
                 raise
+            done: list[Key] = []
             for key in order:
-                fd = opened[key][0]
-                _write_all(fd, lines[key][0])
-                os.fsync(fd)
+                fd, state, created = opened[key]
+                try:
+                    write_all(fd, lines[key][0])
+                    os.fsync(fd)
+                except OSError as exc:
+                    self._cut_back(key, fd, state, created)
+                    raise io_error(self.folder, exc, written_before(done)) from exc
+                done.append(key)
                 self._written.update(lines[key][1])
             if len(self._written) > 1024:
                 self._written.clear()
+
+    def _cut_back(self, key: Key, fd: int, state: State, created: bool) -> None:
+        """Undo a write that failed part way (a full disk): cut the file back to the lines it
+        held, or remove it if this commit created it, so that no half-written line stays
+        (a later fsync could otherwise make one durable after its commit was reported failed).
+        Best effort: cutting a file back needs no space, but the disk may be failing."""
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0 if created else state.offset)
+            if created:
+                self._path(key).unlink()
+        self._states.pop(self._path(key), None)
 
     def _forget_created(self, order: Sequence[Key], opened: Mapping[Key, tuple[int, State, bool]]) -> None:
         """Leave no empty file behind for a thread a refused or failed commit created."""
@@ -487,6 +522,7 @@ class FileCheckpointer(Checkpointer):
         except Corrupt as exc:
             raise self._corrupt(key, exc, self._path(key)) from None
 
+    @disk_errors
     def _delete(self, key: Key) -> None:
         with self._lock, self._locked(key, create=False, parse=False) as handle:
             if handle is None:
@@ -497,6 +533,7 @@ class FileCheckpointer(Checkpointer):
             self._states.pop(path, None)
             self._written.pop(key, None)
 
+    @disk_errors
     def _prune(self, key: Key, keep_last: int) -> int:
         with self._lock, self._locked(key, create=False) as handle:
             if handle is None:
@@ -535,6 +572,7 @@ class FileCheckpointer(Checkpointer):
 
     # -- leases -----------------------------------------------------------------------
 
+    @disk_errors
     def _lease(self, key: Key, owner: str, ttl: float | None) -> None:
         """Acquire (ttl given) or release (ttl None) under an flock on the lease file.
 
@@ -566,10 +604,3 @@ def _read_lease(fd: int) -> tuple[str, float] | None:
         if data is not None:
             return (str(data["o"]), float(data["e"]))
     return None
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]

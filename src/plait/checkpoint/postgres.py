@@ -45,7 +45,7 @@ import orjson
 
 from plait._sync import in_sync_call
 from plait.checkpoint._common import loop_is_idle
-from plait.checkpoint._pg_connect import first_connection, redacted, scrubbed
+from plait.checkpoint._pg_connect import connection_lost, failure, first_connection, redacted, scrubbed
 from plait.checkpoint._pg_send import Cursors, Fusion, NeedsAnswer, Recorder, pipelined, send
 from plait.checkpoint._sql import CommitRequest, Cursor, Dialect, SqlCore
 from plait.checkpoint._sql_commit import StaleCache
@@ -257,19 +257,21 @@ class PostgresCheckpointer(Checkpointer):
                             return self._checked_run(cur, fn, check)
                     with conn.transaction(), conn.cursor(binary=True) as cur:
                         return self._checked_run(cur, fn, check)
-            except psycopg.OperationalError as exc:
-                if attempt == _RETRIES:
+            except psycopg.Error as exc:
+                lost = isinstance(exc, psycopg.OperationalError) and connection_lost(exc)
+                if lost and attempt < _RETRIES:
+                    time.sleep(0.05 * (attempt + 1))
+                    self._pool.check()  # drop the other idle connections that broke too (a server restart)
+                    continue
+                if lost:
                     raise CheckpointError(
                         f"{self._store}: the connection failed {attempt + 1} times ({exc}); nothing of the "
                         "failed transaction was stored unless it completed, and retrying it is safe"
                     ) from exc
-                time.sleep(0.05 * (attempt + 1))
-                self._pool.check()  # drop the other idle connections that broke too (a server restart)
-            except psycopg.Error as exc:
                 refused = _refusal(exc)
                 if refused is not None:
                     raise refused from None
-                raise CheckpointError(f"{self._store}: {type(exc).__name__}: {exc}") from exc
+                raise CheckpointError(failure(self._store, exc)) from exc
         raise AssertionError("unreachable")
 
     def _checked_run(self, cur: Cursor, fn: Callable[[Cursor], T], check: bool) -> T:

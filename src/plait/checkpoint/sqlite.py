@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import queue
 import sqlite3
@@ -149,9 +150,9 @@ class _Worker:
         except sqlite3.OperationalError as exc:
             if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
                 return False, None
-            raise self._translate(exc) from None
-        except Exception as exc:
-            raise self._translate(exc) from None
+            raise self._translate(exc) from exc
+        except (sqlite3.Error, OSError) as exc:
+            raise self._translate(exc) from exc
         finally:
             self._lock.release()
 
@@ -200,7 +201,7 @@ class _Worker:
 
     def _run_one(self, job: _Job) -> None:
         if self._broken is not None or self._conn is None:
-            job.done(None, self._broken)
+            job.done(None, None if self._broken is None else self._translate(self._broken))
             return
         assert job.fn is not None
         try:
@@ -213,7 +214,7 @@ class _Worker:
     def _run_group(self, group: list[_Job]) -> None:
         if self._broken is not None or self._conn is None:
             for job in group:
-                job.done(None, self._broken)
+                job.done(None, None if self._broken is None else self._translate(self._broken))
             return
         conn = self._conn
         requests = [job.request for job in group if job.request is not None]
@@ -221,12 +222,27 @@ class _Worker:
         for job, error in zip(group, results, strict=True):
             job.done(None, None if error is None else self._translate(error))
 
-    def _translate(self, exc: Exception) -> Exception:
-        if isinstance(exc, sqlite3.Error):
-            err = CheckpointError(f"{self._store}: {type(exc).__name__}: {exc}")
+    def _translate(self, exc: BaseException) -> BaseException:
+        """The store's error for what SQLite (or the file system under it) raised."""
+        if isinstance(exc, sqlite3.Error | OSError):
+            err = CheckpointError(_failure(self._store, exc))
             err.__cause__ = exc
             return err
         return exc
+
+
+def _failure(store: str, exc: sqlite3.Error | OSError) -> str:
+    """What went wrong, said for a person: a full disk with what to do about it."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if (code is not None and code & 0xFF == sqlite3.SQLITE_FULL) or getattr(exc, "errno", None) in _DISK_FULL:
+        return (
+            f"{store}: the disk is full ({exc}), so the transaction was rolled back and nothing of it was "
+            "stored; every checkpoint committed before stays readable. Free some space on that disk, then retry."
+        )
+    return f"{store}: {type(exc).__name__}: {exc}"
+
+
+_DISK_FULL = frozenset((errno.ENOSPC, errno.EDQUOT))
 
 
 def _transaction(conn: sqlite3.Connection, fn: Callable[[Cursor], T], prepare: Callable[[], None] | None = None) -> T:
