@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from plait._frozen import FrozenList
 from plait.checkpoint.base import _WRITE_KINDS, CheckpointWrite, WritesBatch
 from plait.errors import MAX_ID_BYTES, InvalidIdError, InvalidRecordError
 
@@ -77,27 +78,28 @@ def check_thread(thread_id: object, namespace: object, checkpoint_id: object = N
 def check_commit(checkpoints: Sequence[CheckpointWrite], writes: Sequence[WritesBatch]) -> None:
     """Check every id of a commit and every field a read would refuse, before anything is stored.
 
+    Every commit of every backend goes through this, so the usual case (ASCII ids, fields
+    of the types the engine writes) is tested first, in few calls.
+
     Raises:
         InvalidIdError: an id breaks the id rule.
         InvalidRecordError: a field is not of the type its record declares.
     """
     for cw in checkpoints:
         cp = cw.checkpoint
-        check_thread(cp.thread_id, cp.namespace, cp.id)
-        if cp.parent_id is not None:
-            check_id(cp.parent_id, "parent id")
+        ids = (cp.thread_id, cp.namespace, cp.id, cp.parent_id or "")
+        if not (_STR.issuperset(map(type, ids)) and _plain("".join(ids))) or max(map(len, ids)) > MAX_ID_BYTES:
+            check_thread(cp.thread_id, cp.namespace, cp.id)
+            if cp.parent_id is not None:
+                check_id(cp.parent_id, "parent id")
         reason = _checkpoint_problem(cp.versions, cp.next_tasks, cp.barriers, cp.metadata, cp.step)
         if reason is not None:
             raise InvalidRecordError(f"checkpoint {cp.id!r} of thread {cp.thread_id!r}", reason)
     for batch in writes:
         check_thread(batch.thread_id, batch.namespace, batch.checkpoint_id)
         for w in batch.writes:
-            if (
-                type(w.kind) is not str
-                or w.kind not in WRITE_KINDS
-                or type(w.task_id) is not str
-                or type(w.key) is not str
-            ):
+            kind = w.kind
+            if type(kind) is not str or kind not in WRITE_KINDS or type(w.task_id) is not str or type(w.key) is not str:
                 raise InvalidRecordError(
                     f"pending write ({w.task_id!r}, {w.kind!r}, {w.key!r}) of thread {batch.thread_id!r}",
                     "its kind must be one of " + ", ".join(sorted(WRITE_KINDS)) + ", its task id and key str",
@@ -113,21 +115,26 @@ def check_commit(checkpoints: Sequence[CheckpointWrite], writes: Sequence[Writes
                         ) from None
 
 
+def _plain(text: str) -> bool:
+    """ASCII without NUL: ids of this text pass the id rule but for their length."""
+    return text.isascii() and "\x00" not in text
+
+
 def _checkpoint_problem(
     versions: Mapping[str, Any], tasks: Sequence[Any], barriers: Mapping[str, Any], metadata: Any, step: Any
 ) -> str | None:
     """Why a checkpoint's fields cannot be stored (each as the reader checks it), or None."""
     if type(step) is not int:
         return f"its step is a {type(step).__name__}, not an int"
-    if not all(type(v) is int for v in versions.values()):
+    if not _INT.issuperset(map(type, versions.values())):
         return "its versions must map channel names to ints"
     for t in tasks:
         if type(t.id) is not str or type(t.node) is not str or type(t.send) is not bool:
             return f"task {t.id!r} must have a str id and node and a bool send"
     for key, arrived in barriers.items():
-        if type(key) is not str or not all(type(p) is str for p in arrived):
+        if type(key) is not str or not _STR.issuperset(map(type, arrived)):
             return f"barrier {key!r} must map a str to node names"
-    if not isinstance(metadata, Mapping):
+    if not (isinstance(metadata, dict) or isinstance(metadata, Mapping)):  # noqa: SIM101 - dict first, without the ABC
         return "its metadata must be a mapping"
     return metadata_problem(metadata)
 
@@ -137,26 +144,35 @@ def metadata_problem(meta: Mapping[str, Any]) -> str | None:
     None. Only the keys plait reads back as structures are checked (``source`` and ``step``,
     listed and shown everywhere; ``writes`` and ``reducers``, iterated by resume and the CLI);
     every other key is the user's to fill."""
-    source = meta.get("source")
+    get = meta.get
+    source, step, written, reducers = get("source"), get("step"), get("writes"), get("reducers")
     if source is not None and type(source) is not str:
         return f"metadata 'source' is a {type(source).__name__}, not a str"
-    step = meta.get("step")
     if step is not None and type(step) is not int:
         return f"metadata 'step' is a {type(step).__name__}, not an int"
-    written = meta.get("writes")
     if written is not None and not _names_per_name(written):
         return "metadata 'writes' must map node names to lists of channel names"
-    reducers = meta.get("reducers")
-    if reducers is not None and not (isinstance(reducers, Mapping) and all(type(v) is str for v in reducers.values())):
+    if reducers is not None and not (_is_mapping(reducers) and _STR.issuperset(map(type, reducers.values()))):
         return "metadata 'reducers' must map channel names to reducer names"
     return None
 
 
 def _names_per_name(value: Any) -> bool:
     """Whether ``value`` maps names to lists of names (``writes``: node -> channels)."""
-    if not isinstance(value, Mapping):
+    if not _is_mapping(value):
         return False
-    for names in value.values():
-        if not isinstance(names, list | tuple) or not all(type(n) is str for n in names):
+    for names in value.values():  # noqa: SIM110 - a loop: all() of a generator costs twice as much
+        if type(names) not in _LISTS or not _STR.issuperset(map(type, names)):
             return False
     return True
+
+
+def _is_mapping(value: Any) -> bool:
+    """``isinstance(value, Mapping)``, a dict (frozen or not) told without the ABC's check."""
+    return isinstance(value, dict) or isinstance(value, Mapping)  # noqa: SIM101 - dict first, without the ABC
+
+
+_STR = frozenset((str,))
+_LISTS = frozenset((list, FrozenList, tuple))
+_INT = frozenset((int,))
+"""``_INT.issuperset(map(type, xs))``: every x is an int (not a bool), tested at C speed."""
