@@ -297,6 +297,16 @@ class Checkpointer(ABC):
     none), keep every committed checkpoint readable after a crash at any instruction, and
     never run code while loading (JSON data only). Thread ids and metadata are data, never
     parts of a path or of SQL text.
+
+    What a backend refuses or reports is the same everywhere: a call naming a thread id,
+    namespace or checkpoint id outside the id rule raises
+    :class:`~plait.errors.InvalidIdError` before anything is written, locked or read; a
+    commit holding a field of another type than its record declares (a pending write of an
+    unknown kind, say) raises :class:`~plait.errors.InvalidRecordError`, storing nothing;
+    stored data that a read cannot take (fields of other types, a lineage whose parent links
+    loop) raises :class:`~plait.errors.CheckpointCorruptError` naming the thread and the
+    checkpoint, and a failure of the storage underneath (a full disk, a server nothing
+    answers at) a :class:`~plait.errors.CheckpointError` saying what to do.
     """
 
     lease_ttl: float = 30.0
