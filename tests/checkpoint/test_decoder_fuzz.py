@@ -18,9 +18,9 @@ from typing import Any
 
 import orjson
 import pytest
+from _backend_helpers import RowStore as Store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_sql_read import Store
 
 from plait.checkpoint import _file_format, _records
 from plait.checkpoint._records import RecordError

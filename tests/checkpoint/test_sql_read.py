@@ -12,13 +12,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sqlite3
-import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 from unittest import mock
 
 import orjson
 import pytest
+from _backend_helpers import RowStore as Store
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,35 +32,6 @@ from plait.checkpoint.sqlite import _DIALECT, _transaction
 from plait.errors import CheckpointCorruptError
 
 Draw = Callable[[st.SearchStrategy[Any]], Any]
-
-
-class Store:
-    """A SQLite store in memory with rows written by hand."""
-
-    def __init__(self) -> None:
-        # A store per hypothesis example, closed when dropped (by whichever thread collects it).
-        self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        weakref.finalize(self, self.conn.close)
-        self.core = SqlCore(_DIALECT, "test")
-        _transaction(self.conn, self.core.migrate)
-        self.cur: Any = self.conn.cursor()
-
-    def checkpoint(self, cid: str, parent: str | None, blobs: dict[str, str], metadata: Any) -> None:
-        cp = Checkpoint(thread_id="t", id=cid, parent_id=parent, step=0, values={})
-        self.cur.execute(
-            "INSERT INTO plait_checkpoints VALUES ('', 't', ?, ?, 0, 0, 'loop', ?, ?)",
-            (cid, parent, orjson.dumps(metadata), encode_body(cp, blobs=blobs)),
-        )
-
-    def blob(self, channel: str, bid: str, base: str | None, data: bytes) -> None:
-        self.cur.execute("INSERT INTO plait_blobs VALUES ('', 't', ?, ?, ?, ?)", (channel, bid, base, data))
-
-    def history(self, **kw: Any) -> list[Checkpoint]:
-        args: dict[str, Any] = {"limit": None, "before": None, "filter": None} | kw
-        return self.core.history(self.cur, "", "t", **args)
-
-    def get(self, cid: str | None) -> Checkpoint | None:
-        return self.core.get(self.cur, "", "t", cid)
 
 
 @contextlib.contextmanager
