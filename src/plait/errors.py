@@ -35,6 +35,8 @@ The tree::
     └── CheckpointError              the checkpoint store refused or failed
         ├── CheckpointNotFoundError  a thread or checkpoint id that is not stored
         ├── CheckpointCorruptError   stored data that cannot be read back
+        ├── InvalidIdError           (also ValueError) a thread id, namespace or checkpoint id no store can hold
+        ├── InvalidRecordError       (also ValueError) a checkpoint or pending write no store can hold
         ├── ThreadBusyError          another run holds the thread's lease
         ├── LeaseLostError           a run's lease was taken over: it may not write any more
         ├── ConcurrentUpdateError    the thread moved on between reading it and committing
@@ -66,6 +68,8 @@ __all__ = [
     "ExportFormatError",
     "GraphChangedError",
     "GraphError",
+    "InvalidIdError",
+    "InvalidRecordError",
     "InvalidResumeError",
     "InvalidUpdateError",
     "LeaseLostError",
@@ -426,6 +430,62 @@ class CheckpointCorruptError(CheckpointError):
         super().__init__(
             f"{where} cannot be read: {reason}. The data was not written by this version of "
             "plait or was damaged; fork from an earlier checkpoint or delete the thread."
+        )
+
+
+MAX_ID_BYTES = 512
+"""The longest thread id, namespace or checkpoint id, in bytes of UTF-8.
+
+Why this figure: PostgreSQL keys its tables by these ids, and a b-tree entry holds at most
+2704 bytes (a third of a page) after compression, which random ids such as hashes do not get.
+The longest key is a pending write's: namespace, thread id, checkpoint id, task id, kind and
+write key. Two ids of 512 bytes leave about 1600 bytes for a task id and a write key (the
+name given to ``ctx.once``); with 1 KiB ids they would have had about 600. And 512 bytes is
+far longer than any id people or hash functions make (a UUID is 36), so the limit stops only
+data that is not an id."""
+
+
+class InvalidIdError(CheckpointError, ValueError):
+    """A thread id, namespace or checkpoint id that breaks the rule every backend holds ids to.
+
+    The rule: a ``str``, encodable as UTF-8 (no lone surrogates such as ``"\\ud800"``),
+    without NUL (PostgreSQL text cannot hold it), at most :data:`MAX_ID_BYTES` bytes in UTF-8.
+    One rule for all backends, checked before anything is written, locked or read, so that an
+    id one store takes is an id every store takes, and a bad one fails the same way everywhere
+    instead of as an encoding error in one backend and a stray file in another. Also a
+    ``ValueError``, as it is a bad argument.
+    """
+
+    def __init__(self, what: str, value: object, reason: str) -> None:
+        self.what = what
+        """Which id: ``"thread id"``, ``"namespace"``, ``"checkpoint id"``, ``"parent id"``."""
+        self.value = value
+        self.reason = reason
+        shown = repr(value)
+        if len(shown) > 80:
+            shown = shown[:60] + f"... ({len(value) if isinstance(value, str) else '?'} characters)"
+        super().__init__(
+            f"{what} {shown} is refused: {reason}. Thread ids, namespaces and checkpoint ids must be "
+            f"str, valid Unicode text (encodable as UTF-8), without NUL, and at most {MAX_ID_BYTES} bytes "
+            "in UTF-8; derive a shorter or cleaner one (for example hashlib.sha256(raw).hexdigest())."
+        )
+
+
+class InvalidRecordError(CheckpointError, ValueError):
+    """A commit holding a field no store can hold back: refused before anything is stored.
+
+    Raised for a pending write of a kind plait does not know, a task, version or barrier that
+    is not of its type, or metadata whose plait keys (``source``, ``step``, ``writes``,
+    ``reducers``) are not of theirs. Stored, such a record would be refused as corrupt by
+    every read after it (or crash a resume), so it is refused at the door instead.
+    """
+
+    def __init__(self, what: str, reason: str) -> None:
+        self.what = what
+        self.reason = reason
+        super().__init__(
+            f"{what} cannot be stored: {reason}. Nothing of this commit was stored; "
+            "build the record with the types the Checkpoint, Task and PendingWrite fields declare."
         )
 
 

@@ -7,20 +7,25 @@ test modules in it, and mypy resolves it the same way.
 
 from __future__ import annotations
 
+import sqlite3
 import time
+import weakref
 from collections.abc import Mapping, Sequence
 from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from plait._codec import canonical, freeze
 from plait._frozen import FrozenDict, FrozenList
+from plait.checkpoint._records import encode_body
+from plait.checkpoint._sql import SqlCore
 from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, Task, new_checkpoint_id
-from plait.checkpoint.sqlite import SqliteCheckpointer
+from plait.checkpoint.sqlite import _DIALECT, SqliteCheckpointer, _transaction
 
-__all__ = ["Backend", "append_chat", "make", "read_back_all", "same"]
+__all__ = ["Backend", "RowStore", "append_chat", "make", "read_back_all", "same"]
 
 
 def make(
@@ -130,3 +135,33 @@ def read_back_all(backend: Backend, thread: str, written: Sequence[Checkpoint]) 
             same(got, want)
     finally:
         asyncio.run(fresh.aclose())
+
+
+class RowStore:
+    """A SQLite store in memory with rows written by hand (thread ``t``), read through the
+    SQL core directly: rows can then be anything a database may hold."""
+
+    def __init__(self) -> None:
+        # A store per hypothesis example, closed when dropped (by whichever thread collects it).
+        self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        weakref.finalize(self, self.conn.close)
+        self.core = SqlCore(_DIALECT, "test")
+        _transaction(self.conn, self.core.migrate)
+        self.cur: Any = self.conn.cursor()
+
+    def checkpoint(self, cid: str, parent: str | None, blobs: dict[str, str], metadata: Any) -> None:
+        cp = Checkpoint(thread_id="t", id=cid, parent_id=parent, step=0, values={})
+        self.cur.execute(
+            "INSERT INTO plait_checkpoints VALUES ('', 't', ?, ?, 0, 0, 'loop', ?, ?)",
+            (cid, parent, orjson.dumps(metadata), encode_body(cp, blobs=blobs)),
+        )
+
+    def blob(self, channel: str, bid: str, base: str | None, data: bytes) -> None:
+        self.cur.execute("INSERT INTO plait_blobs VALUES ('', 't', ?, ?, ?, ?)", (channel, bid, base, data))
+
+    def history(self, **kw: Any) -> list[Checkpoint]:
+        args: dict[str, Any] = {"limit": None, "before": None, "filter": None} | kw
+        return self.core.history(self.cur, "", "t", **args)
+
+    def get(self, cid: str | None) -> Checkpoint | None:
+        return self.core.get(self.cur, "", "t", cid)

@@ -18,6 +18,7 @@ from plait._frozen import thaw
 from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, Fence, ThreadInfo, WritesBatch
 from plait.checkpoint.file import FileCheckpointer
 from plait.checkpoint.memory import MemoryCheckpointer
+from plait.errors import InvalidIdError
 from plait.testing import CHECKS, Check, Factory, Reopen, acheck_checkpointer, check_checkpointer
 
 
@@ -302,6 +303,42 @@ class _IgnoresNoWrites(MemoryCheckpointer):
         await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence)
 
 
+class _ReadsBadIdsAsMissing(MemoryCheckpointer):
+    """Finds nothing for an id no store can hold, instead of refusing it."""
+
+    async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
+        try:
+            return await super().aget(thread_id, checkpoint_id, namespace=namespace)
+        except InvalidIdError:
+            return None
+
+
+class _StoresAnyRecord(MemoryCheckpointer):
+    """Stores every commit as given: pending writes of unknown kinds, tasks of any type."""
+
+    async def acommit(
+        self,
+        *,
+        checkpoints: Sequence[CheckpointWrite] = (),
+        writes: Sequence[WritesBatch] = (),
+        fence: Fence | None = None,
+    ) -> None:
+        self._store(checkpoints, writes)
+
+
+class _CutsCycles(MemoryCheckpointer):
+    """Ends a lineage quietly where its parent links loop (as the SQL backends once did)."""
+
+    async def ahistory(self, thread_id: str, **kwargs: Any) -> list[Checkpoint]:
+        thread = self._checkpoints.get((kwargs.get("namespace", ""), thread_id), {})
+        out: list[Checkpoint] = []
+        cursor = max(thread) if thread else None
+        while cursor in thread and thread[cursor] not in out:
+            out.append(thread[cursor])
+            cursor = thread[cursor].parent_id
+        return out
+
+
 class _OldestThreadFirst(MemoryCheckpointer):
     async def alist_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
         return list(reversed(await super().alist_threads(namespace=namespace)))
@@ -322,6 +359,9 @@ class _OldestThreadFirst(MemoryCheckpointer):
         (_DeleteKeepsWrites, "delete_thread"),
         (_OldestThreadFirst, "list_threads"),
         (_IgnoresNoWrites, "fence_expect_no_writes"),
+        (_ReadsBadIdsAsMissing, "invalid_ids_are_refused"),
+        (_StoresAnyRecord, "records_of_other_types_are_refused"),
+        (_CutsCycles, "parent_cycles_are_reported"),
     ],
     ids=lambda x: x if isinstance(x, str) else x.__name__,
 )

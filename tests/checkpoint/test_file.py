@@ -19,9 +19,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from plait._codec import freeze
-from plait.checkpoint.base import Checkpoint, CheckpointWrite, WritesBatch, new_checkpoint_id
+from plait.checkpoint.base import Checkpoint, CheckpointWrite, Lease, WritesBatch, new_checkpoint_id
 from plait.checkpoint.file import FileCheckpointer, file_stem
-from plait.errors import CheckpointCorruptError, NotSerializableError, StoreVersionError, ThreadBusyError
+from plait.errors import (
+    MAX_ID_BYTES,
+    CheckpointCorruptError,
+    InvalidIdError,
+    NotSerializableError,
+    StoreVersionError,
+    ThreadBusyError,
+)
 from plait.testing import AWKWARD
 
 NAME = re.compile(r"^[th]-[a-z0-9_%~-]+\.(jsonl|lease)$")
@@ -201,7 +208,7 @@ def _fields(cp: Checkpoint) -> dict[str, Any]:
 # -- names ----------------------------------------------------------------------------------
 
 
-ESCAPES = ["../../etc/passwd", "/abs", "a/b", "a\x00b", "..", ".", "", "x" * 10_000, "C:\\x", "a\\..\\b"]
+ESCAPES = ["../../etc/passwd", "/abs", "a/b", "a\x01b", "..", ".", "", "x" * MAX_ID_BYTES, "C:\\x", "a\\..\\b"]
 
 
 def test_thread_ids_cannot_name_a_path_outside_the_folder(tmp_path: Path) -> None:
@@ -397,3 +404,40 @@ def test_prune_rewrites_the_file_and_leaves_no_temporary_files(tmp_path: Path) -
     run(reader.acommit(checkpoints=[nxt]))
     head = run(make(tmp_path).aget("t"))
     assert head is not None and head.values["log"] == list(range(20)) and head.values["i"] == 100
+
+
+# -- ids no store can hold, and lineages that loop ------------------------------------------
+
+
+@pytest.mark.parametrize("bad", ["\ud800", "a\x00b", "x" * (MAX_ID_BYTES + 1)], ids=["surrogate", "nul", "long"])
+def test_an_invalid_thread_id_creates_no_file(tmp_path: Path, bad: str) -> None:
+    """Refused before any file is made: no stray lease file, no empty thread file."""
+    cp = make(tmp_path)
+    for call in (
+        lambda: cp.atake_lease(bad, "owner"),
+        lambda: cp.atake_lease_and_get(bad, "owner"),
+        lambda: cp.acommit(checkpoints=[step(bad, None, {"a": 1})]),
+        lambda: cp.arelease_lease(Lease(thread_id=bad, owner="owner", token=1, taken_at=0.0, expires_at=0.0)),
+        lambda: cp.adelete_thread(bad),
+    ):
+        with pytest.raises(InvalidIdError) as info:
+            run(call())
+        assert info.value.value == bad
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_delta_records_whose_parents_loop_are_corrupt_not_followed_forever(tmp_path: Path) -> None:
+    """A record stored again (same id) as a delta on its own descendant: rebuilding its
+    values would walk the loop for ever; it is reported instead."""
+    cp = make(tmp_path)
+    root, child = chain(cp, "t", 2)
+    path = thread_file(tmp_path, "t")
+    lines = path.read_bytes().splitlines()
+    again = orjson.loads(lines[-1])
+    again[0] |= {"id": root.id, "p": child.id}  # the root again, now a delta on its child
+    path.write_bytes(b"\n".join([*lines, orjson.dumps(again)]) + b"\n")
+    reader = make(tmp_path)
+    for read in (lambda: reader.aget("t", root.id), lambda: reader.aget("t", child.id), lambda: reader.ahistory("t")):
+        with pytest.raises(CheckpointCorruptError, match="cycle") as info:
+            run(read())
+        assert info.value.thread_id == "t" and info.value.checkpoint_id in (root.id, child.id)

@@ -15,7 +15,14 @@ from _backend_helpers import append_chat, make, same
 from plait._codec import canonical
 from plait.checkpoint._sql_schema import SCHEMA_VERSION
 from plait.checkpoint.base import Checkpoint, PendingWrite, WritesBatch
-from plait.errors import CheckpointCorruptError, CheckpointError, LeaseLostError, StoreVersionError, ThreadBusyError
+from plait.errors import (
+    CheckpointCorruptError,
+    CheckpointError,
+    InvalidIdError,
+    LeaseLostError,
+    StoreVersionError,
+    ThreadBusyError,
+)
 
 pytestmark = pytest.mark.postgres
 psycopg = pytest.importorskip("psycopg")
@@ -247,9 +254,10 @@ def test_nul_in_ids_is_refused_cleanly_and_values_keep_it(store: tuple[str, str]
     async def go() -> None:
         cp = postgres.PostgresCheckpointer(dsn, schema=schema)
         await cp.asetup()
-        with pytest.raises(CheckpointError, match="NUL"):
+        with pytest.raises(InvalidIdError, match="NUL"):
             await cp.acommit(checkpoints=[make("a\x00b", None, {"v": 1})])
-        assert await cp.aget("a\x00b") is None
+        with pytest.raises(InvalidIdError, match="NUL"):
+            await cp.aget("a\x00b")
         with pytest.raises(CheckpointError, match="NUL"):
             await cp.atake_lease("t", "own\x00er")
         cw = make("t", None, {"v": "x\x00y"}, metadata={"label": "\x00"})

@@ -12,13 +12,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sqlite3
-import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 from unittest import mock
 
 import orjson
 import pytest
+from _backend_helpers import RowStore as Store
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,35 +32,6 @@ from plait.checkpoint.sqlite import _DIALECT, _transaction
 from plait.errors import CheckpointCorruptError
 
 Draw = Callable[[st.SearchStrategy[Any]], Any]
-
-
-class Store:
-    """A SQLite store in memory with rows written by hand."""
-
-    def __init__(self) -> None:
-        # A store per hypothesis example, closed when dropped (by whichever thread collects it).
-        self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        weakref.finalize(self, self.conn.close)
-        self.core = SqlCore(_DIALECT, "test")
-        _transaction(self.conn, self.core.migrate)
-        self.cur: Any = self.conn.cursor()
-
-    def checkpoint(self, cid: str, parent: str | None, blobs: dict[str, str], metadata: Any) -> None:
-        cp = Checkpoint(thread_id="t", id=cid, parent_id=parent, step=0, values={})
-        self.cur.execute(
-            "INSERT INTO plait_checkpoints VALUES ('', 't', ?, ?, 0, 0, 'loop', ?, ?)",
-            (cid, parent, orjson.dumps(metadata), encode_body(cp, blobs=blobs)),
-        )
-
-    def blob(self, channel: str, bid: str, base: str | None, data: bytes) -> None:
-        self.cur.execute("INSERT INTO plait_blobs VALUES ('', 't', ?, ?, ?, ?)", (channel, bid, base, data))
-
-    def history(self, **kw: Any) -> list[Checkpoint]:
-        args: dict[str, Any] = {"limit": None, "before": None, "filter": None} | kw
-        return self.core.history(self.cur, "", "t", **args)
-
-    def get(self, cid: str | None) -> Checkpoint | None:
-        return self.core.get(self.cur, "", "t", cid)
 
 
 @contextlib.contextmanager
@@ -85,11 +56,44 @@ def ids(cps: list[Checkpoint]) -> list[str]:
 
 
 def _lineage(parents: dict[str, str | None], start: str | None) -> list[str]:
+    """The model's walk from ``start`` (raising where a parent cycle makes it loop)."""
+    return _walk(parents, start)
+
+
+class _Cycle(Exception):
+    def __init__(self, at: str) -> None:
+        self.at = at
+
+
+def _walk(
+    parents: dict[str, str | None], start: str | None, limit: int | None = None, keep: Callable[[str], bool] = bool
+) -> list[str]:
+    """Parent links from ``start``, keeping what ``keep`` keeps, until ``limit`` are kept;
+    raises _Cycle naming the checkpoint whose parent is one the walk passed."""
     out: list[str] = []
-    while start is not None and start in parents and start not in out:
-        out.append(start)
+    passed: set[str] = set()
+    while start is not None and start in parents:
+        if keep(start):
+            out.append(start)
+            if limit is not None and len(out) >= limit:
+                break
+        passed.add(start)
+        if parents[start] in passed:
+            raise _Cycle(start)
         start = parents[start]
     return out
+
+
+def _same_walk(read: Callable[[], list[Checkpoint]], model: Callable[[], list[str]]) -> None:
+    """``read()`` returns what the model walks, or raises CheckpointCorruptError where it loops."""
+    try:
+        want = model()
+    except _Cycle as cycle:
+        with pytest.raises(CheckpointCorruptError, match="cycle") as info:
+            read()
+        assert info.value.thread_id == "t" and info.value.checkpoint_id == cycle.at
+        return
+    assert ids(read()) == want
 
 
 @st.composite
@@ -125,15 +129,20 @@ def test_history_follows_parent_links_whatever_the_rows(mode: str, data: st.Data
 
 def _check_history(store: Store, parents: dict[str, str | None], marks: dict[str, int], data: st.DataObject) -> None:
     head = max(parents)
-    assert ids(store.history()) == _lineage(parents, head)
+    _same_walk(store.history, lambda: _walk(parents, head))
     limit = data.draw(st.integers(1, 5))
-    assert ids(store.history(limit=limit)) == _lineage(parents, head)[:limit]
+    _same_walk(lambda: store.history(limit=limit), lambda: _walk(parents, head, limit))
     before = data.draw(st.sampled_from(sorted(parents)))
-    assert ids(store.history(before=before)) == _lineage(parents, parents[before])
+    _same_walk(lambda: store.history(before=before), lambda: _walk(parents, parents[before]))
     mark = data.draw(st.integers(0, 2))
-    want = [c for c in _lineage(parents, head) if marks[c] == mark]
-    assert ids(store.history(filter={"mark": mark})) == want
-    assert ids(store.history(filter={"mark": mark}, limit=limit)) == want[:limit]
+
+    def marked(c: str) -> bool:
+        return marks[c] == mark
+
+    _same_walk(lambda: store.history(filter={"mark": mark}), lambda: _walk(parents, head, keep=marked))
+    _same_walk(
+        lambda: store.history(filter={"mark": mark}, limit=limit), lambda: _walk(parents, head, limit, keep=marked)
+    )
 
 
 @st.composite

@@ -25,6 +25,7 @@ from plait.checkpoint._sql import CommitRequest, Cursor, SqlCore
 from plait.checkpoint.base import Checkpoint, CheckpointWrite, Fence, Lease, PendingWrite, Task, WritesBatch
 from plait.checkpoint.sqlite import _DIALECT, SqliteCheckpointer, _lease_transaction, _transaction
 from plait.errors import (
+    MAX_ID_BYTES,
     CheckpointCorruptError,
     CheckpointError,
     ConcurrentUpdateError,
@@ -435,9 +436,9 @@ AWKWARD = [
     'say "hi"',
     "a; DROP TABLE plait_checkpoints; --",
     "../../etc/passwd",
-    "nul\x00inside",
+    "control\x01\x7finside",
     "é😀",
-    "x" * 10_000,
+    "x" * MAX_ID_BYTES,
 ]
 
 

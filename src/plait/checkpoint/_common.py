@@ -9,10 +9,20 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from plait.checkpoint.base import Status, ThreadInfo, check_listing, decode_cursor
+from plait.errors import CheckpointCorruptError
 
 T = TypeVar("T")
 
-__all__ = ["FILTER_KEY", "check_filter", "keep_set", "loop_is_idle", "matches", "page_threads", "walk_lineage"]
+__all__ = [
+    "FILTER_KEY",
+    "check_filter",
+    "cycle_error",
+    "keep_set",
+    "loop_is_idle",
+    "matches",
+    "page_threads",
+    "walk_lineage",
+]
 
 FILTER_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
@@ -56,6 +66,7 @@ def keep_set(parents: Mapping[str, str | None], keep_last: int) -> set[str]:
 
 
 def walk_lineage(
+    thread_id: str,
     items: Mapping[str, T],
     *,
     before: str | None,
@@ -66,7 +77,12 @@ def walk_lineage(
 ) -> list[T]:
     """The ``history`` walk over a thread held in memory, newest first: from the head (the
     greatest id) or from the parent of ``before``, through parent ids, keeping the items
-    whose metadata matches ``filter``, at most ``limit``."""
+    whose metadata matches ``filter``, at most ``limit``.
+
+    Raises:
+        CheckpointCorruptError: the walk comes back to a checkpoint it passed (a parent
+            cycle, in foreign or damaged data) before it has ``limit`` items.
+    """
     if not items:
         return []
     if before is not None:
@@ -75,14 +91,33 @@ def walk_lineage(
     else:
         cursor = max(items)
     out: list[T] = []
-    while cursor is not None and (limit is None or len(out) < limit):
+    passed: set[str] = set()
+    if limit is not None and limit <= 0:
+        return out
+    while cursor is not None:
         item = items.get(cursor)
         if item is None:
             break
         if matches(metadata_of(item), filter):
             out.append(item)
-        cursor = parent_of(item)
+            if limit is not None and len(out) >= limit:
+                break
+        passed.add(cursor)
+        parent = parent_of(item)
+        if parent in passed:
+            raise cycle_error(thread_id, cursor, parent)
+        cursor = parent
     return out
+
+
+def cycle_error(thread_id: str, checkpoint_id: str, parent_id: str | None) -> CheckpointCorruptError:
+    """The error for a lineage that loops: ``checkpoint_id`` names as its parent
+    ``parent_id``, which the walk reached it from."""
+    return CheckpointCorruptError(
+        thread_id,
+        checkpoint_id,
+        f"its parent {parent_id!r} is also one of its descendants, so its lineage runs in a cycle",
+    )
 
 
 def loop_is_idle(loop: asyncio.AbstractEventLoop) -> bool:

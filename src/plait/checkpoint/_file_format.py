@@ -22,16 +22,19 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, get_args
+from typing import Any
 
 import orjson
 
 from plait._codec import freeze, freeze_trusted
 from plait._frozen import FrozenDict, thaw
 from plait.checkpoint import delta
-from plait.checkpoint.base import CheckpointWrite, PendingWrite, Task, WriteKind, WritesBatch
+from plait.checkpoint._records import RecordError
+from plait.checkpoint._validate import metadata_problem
+from plait.checkpoint.base import CheckpointWrite, PendingWrite, Task, WritesBatch, task_from_json
 from plait.errors import NotSerializableError, StoreVersionError
 
 FORMAT = 1
@@ -40,7 +43,6 @@ _SAFE = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
 _MAX_PLAIN_NAME = 150
 _MEMO_CAP = 512
 Key = tuple[str, str]  # (namespace, thread_id)
-_WRITE_KINDS = frozenset(get_args(WriteKind))
 
 
 def file_stem(namespace: str, thread_id: str) -> str:
@@ -56,11 +58,13 @@ def file_stem(namespace: str, thread_id: str) -> str:
     return "h-" + digest
 
 
-class Corrupt(Exception):
+class Corrupt(RecordError):
     """A thread file that cannot be read; the checkpointer reports it as a
-    :class:`~plait.errors.CheckpointCorruptError` naming the file."""
+    :class:`~plait.errors.CheckpointCorruptError` naming the file and, when the damaged line
+    still shows it, the checkpoint."""
 
     def __init__(self, reason: str, checkpoint_id: str | None = None) -> None:
+        super().__init__(reason)
         self.reason = reason
         self.checkpoint_id = checkpoint_id
 
@@ -135,18 +139,42 @@ def parse_lines(state: State, data: bytes) -> None:
 def _parse_header(state: State, line: bytes) -> None:
     try:
         raw = orjson.loads(line)
-        if raw["plait"] != _MAGIC:
-            raise TypeError("not a plait file")
-        version = raw["v"]
-        key = (raw["ns"], raw["t"])
-    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
-        raise Corrupt(f"the header line is not readable ({exc})") from None
+    except orjson.JSONDecodeError as exc:
+        raise Corrupt(f"the header line is not JSON ({exc})") from None
+    if type(raw) is not dict or raw.get("plait") != _MAGIC:
+        raise Corrupt("the header line is not a plait file's")
+    version = raw.get("v")
+    if type(version) is not int:
+        raise Corrupt(f"the header line's format version is {_brief(version)}, not an int")
     if version != FORMAT:
-        raise StoreVersionError("a FileCheckpointer thread file", int(version), FORMAT)
-    if not isinstance(key[0], str) or not isinstance(key[1], str):
-        raise Corrupt("the header line does not name a thread")
-    state.key = key
+        raise StoreVersionError("a FileCheckpointer thread file", version, FORMAT)
+    ns, tid = raw.get("ns"), raw.get("t")
+    if type(ns) is not str or type(tid) is not str or type(raw.get("g", "")) is not str:
+        raise Corrupt("the header line does not name a thread (namespace and thread id strings)")
+    state.key = (ns, tid)
     state.header = line + b"\n"
+
+
+_ID_IN_LINE = re.compile(rb'"(?:id|cp)":"((?:[^"\\]|\\.){1,2048})"')
+"""Where a record names its checkpoint: the first ``"id"`` (a checkpoint record) or ``"cp"``
+(pending writes), as this module writes them (no spaces)."""
+
+
+def _id_in(line: bytes) -> str | None:
+    """The checkpoint a line that does not parse was about, if the damage left its id readable."""
+    found = _ID_IN_LINE.search(line)
+    if found is None:
+        return None
+    try:
+        cid = orjson.loads(b'"' + found.group(1) + b'"')
+    except orjson.JSONDecodeError:
+        return None
+    return cid if type(cid) is str else None
+
+
+def _brief(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _apply(state: State, line: bytes) -> None:
@@ -154,20 +182,19 @@ def _apply(state: State, line: bytes) -> None:
         records = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
         after = f"after checkpoint {max(state.records)!r}" if state.records else "before any checkpoint"
-        raise Corrupt(f"a line {after} is not JSON ({exc})") from None
+        cid = _id_in(line)
+        what = f"the line of checkpoint {cid!r} ({after})" if cid is not None else f"a line {after}"
+        raise Corrupt(f"{what} is not JSON ({exc})", cid) from None
     if type(records) is not list:
-        raise Corrupt("a line is not a list of records")
+        raise Corrupt("a line is not a list of records", _id_in(line))
     for raw in records:
-        cid = raw.get("id") if type(raw) is dict else None
+        cid = _record_id(raw)
         try:
-            kind = raw["k"]
+            if type(raw) is not dict:
+                raise TypeError(f"a record is {_brief(raw)}, not an object")
+            kind = raw.get("k")
             if kind == "w":
-                slot = state.writes.setdefault(str(raw["cp"]), {})
-                for row in raw["w"]:
-                    w = PendingWrite.from_json(freeze_trusted(row))
-                    if w.kind not in _WRITE_KINDS or not isinstance(w.task_id, str) or not isinstance(w.key, str):
-                        raise ValueError(f"pending write of kind {w.kind!r}")
-                    slot[(w.task_id, w.kind, w.key)] = w
+                _apply_writes(state, raw)
             elif kind == "c":
                 rec = _parse_checkpoint(raw)
                 if not rec.full and rec.parent_id not in state.records:
@@ -178,41 +205,92 @@ def _apply(state: State, line: bytes) -> None:
                 if rec.fold and rec.parent_id is not None:
                     state.writes.pop(rec.parent_id, None)
             else:
-                raise Corrupt(f"a record of unknown kind {kind!r}", cid if isinstance(cid, str) else None)
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
-            raise Corrupt(f"a record has the wrong shape ({exc!r})", cid if isinstance(cid, str) else None) from None
+                raise Corrupt(f"a record of unknown kind {_brief(kind)}", cid)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError) as exc:
+            if isinstance(exc, Corrupt):
+                raise
+            raise Corrupt(f"a record has the wrong shape ({exc})", cid) from None
+
+
+def _record_id(raw: Any) -> str | None:
+    """The checkpoint a record is about (its ``id``, or the ``cp`` its writes belong to)."""
+    if type(raw) is not dict:
+        return None
+    cid = raw.get("id", raw.get("cp"))
+    return cid if type(cid) is str else None
+
+
+def _apply_writes(state: State, raw: dict[str, Any]) -> None:
+    cid = raw.get("cp")
+    rows = raw.get("w")
+    if type(cid) is not str or type(rows) is not list:
+        raise TypeError("a pending-writes record needs 'cp' (a checkpoint id) and 'w' (a list)")
+    slot = state.writes.setdefault(cid, {})
+    for row in rows:
+        w = PendingWrite.from_json(freeze_trusted(row))
+        slot[(w.task_id, w.kind, w.key)] = w
 
 
 def _parse_checkpoint(raw: dict[str, Any]) -> Rec:
+    """A checkpoint record, every field type-checked (see the module's layout)."""
     entries = {}
-    for ch, e in raw["x"].items():
+    stored = raw.get("x")
+    if type(stored) is not dict:
+        raise TypeError("'x' (the stored values) is not an object")
+    for ch, e in stored.items():
+        if type(e) is not list or len(e) != 6 or e[0] not in ("f", "d") or not _INT.issuperset(map(type, e[2:])):
+            raise ValueError(f"channel {ch!r} is not stored as [tag, value, depth, delta, full, size]")
         tag = e[0]
-        if tag not in ("f", "d"):
-            raise ValueError(f"value tag {tag!r}")
         entries[ch] = Entry(
             is_delta=tag == "d",
             data=e[1] if tag == "d" else freeze_trusted(e[1]),
-            chain=delta.Chain(int(e[2]), int(e[3]), int(e[4]), int(e[5])),
+            chain=delta.Chain(e[2], e[3], e[4], e[5]),
         )
-    parent = raw["p"]
+    cid, parent, step, meta = raw.get("id"), raw.get("p"), raw.get("s"), raw.get("m")
+    created: Any = raw.get("t")
+    if type(cid) is not str or "p" not in raw or not (parent is None or type(parent) is str):
+        raise TypeError("'id' and 'p' must be a checkpoint id and a parent id or null")
+    if type(step) is not int or type(created) not in _NUMBER:
+        raise TypeError("'s' (the step) must be an int and 't' (created at) a number")
+    if type(meta) is not dict:
+        raise TypeError("metadata is not an object")
+    problem = metadata_problem(meta)
+    if problem is not None:
+        raise TypeError(problem)
+    versions = raw.get("v")
+    if type(versions) is not dict or not _INT.issuperset(map(type, versions.values())):
+        raise TypeError("'v' (the versions) is not an object of ints")
+    barriers = raw.get("j", {})
+    if type(barriers) is not dict or not all(
+        type(v) is list and _STR.issuperset(map(type, v)) for v in barriers.values()
+    ):
+        raise TypeError("'j' (the join barriers) is not an object of lists of node names")
+    planned, gone = raw.get("n", _NONE), raw.get("gone", _NONE)
+    if type(planned) is not list or type(gone) is not list or not _STR.issuperset(map(type, gone)):
+        raise TypeError("'n' (the next tasks) and 'gone' must be lists")
+    full, fold = raw.get("full"), raw.get("fold", False)
+    if type(full) is not bool or type(fold) is not bool:
+        raise TypeError("'full' and 'fold' must be true or false")
     return Rec(
-        id=str(raw["id"]),
-        parent_id=None if parent is None else str(parent),
-        step=int(raw["s"]),
-        created_at=float(raw["t"]),
-        metadata=freeze_trusted(raw["m"]) if type(raw["m"]) is dict else _bad("metadata is not an object"),
-        versions={str(k): int(v) for k, v in raw["v"].items()},
-        next_tasks=tuple(Task.from_json(freeze_trusted(t)) for t in raw.get("n", ())),
-        barriers={str(k): tuple(map(str, v)) for k, v in raw.get("j", {}).items()},
-        full=bool(raw["full"]),
+        id=cid,
+        parent_id=parent,
+        step=step,
+        created_at=float(created),
+        metadata=freeze_trusted(meta),
+        versions=versions,
+        next_tasks=tuple(task_from_json(freeze_trusted(t)) for t in planned),
+        barriers={k: tuple(v) for k, v in barriers.items()},
+        full=full,
         entries=entries,
-        gone=tuple(map(str, raw.get("gone", ()))),
-        fold=bool(raw.get("fold", False)),
+        gone=tuple(gone),
+        fold=fold,
     )
 
 
-def _bad(reason: str) -> Any:
-    raise ValueError(reason)
+_STR = frozenset((str,))
+_INT = frozenset((int,))
+_NUMBER = frozenset((int, float))
+_NONE: list[Any] = []
 
 
 # -- values ---------------------------------------------------------------------------
@@ -235,6 +313,10 @@ def checkpoint_values(state: State, cid: str) -> tuple[FrozenDict, dict[str, del
         path.append(rec)
         if rec.full:
             break
+        if len(path) > len(state.records):  # (only a cycle makes a path longer than the thread)
+            raise Corrupt(
+                f"its parent {rec.parent_id!r} is also one of its descendants, so its lineage runs in a cycle", rec.id
+            )
         cursor = rec.parent_id
     for rec in reversed(path):
         values: dict[str, Any] = {} if rec.full or base is None else dict(base[0])
@@ -250,6 +332,8 @@ def checkpoint_values(state: State, cid: str) -> tuple[FrozenDict, dict[str, del
                     values[ch] = delta.apply(values[ch], entry.data)
                 except delta.DeltaError as exc:
                     raise Corrupt(f"channel {ch!r}: {exc.reason}", rec.id) from None
+                except RecursionError:  # deeper than any value plait writes (MAX_DEPTH)
+                    raise Corrupt(f"channel {ch!r} is nested deeper than plait ever writes a value", rec.id) from None
             else:
                 values[ch] = entry.data
             chains[ch] = entry.chain

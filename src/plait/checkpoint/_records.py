@@ -30,7 +30,8 @@ import orjson
 from plait._codec import freeze_decoded, freeze_trusted
 from plait._fast_init import positional_maker
 from plait._frozen import FrozenDict
-from plait.checkpoint.base import Checkpoint, Task
+from plait.checkpoint._validate import metadata_problem
+from plait.checkpoint.base import Checkpoint, Task, task_from_json
 
 __all__ = [
     "Body",
@@ -82,6 +83,8 @@ def decode_json(data: bytes | str) -> Any:
         return freeze_decoded(orjson.loads(data))
     except (orjson.JSONDecodeError, TypeError) as exc:
         raise RecordError(f"not JSON ({exc})") from None
+    except RecursionError:  # deeper than plait writes (values are at most MAX_DEPTH deep)
+        raise RecordError("JSON nested too deeply") from None
 
 
 def encode_body(
@@ -150,6 +153,7 @@ def decode_body_fields(data: bytes | str) -> BodyFields:
             and "j" not in raw
             and "i" not in raw
             and _STR.issuperset(map(type, blobs.values()))
+            and _INT.issuperset(map(type, versions.values()))
         ):
             planned = raw.get("n", _NONE)
             if type(planned) is list:  # (any other shape is checked by _body)
@@ -157,7 +161,10 @@ def decode_body_fields(data: bytes | str) -> BodyFields:
                 for t in planned:
                     if type(t) is not list or len(t) != 2:
                         break
-                    tasks.append(_task(t[0], t[1], False, None))
+                    tid, node = t
+                    if type(tid) is not str or type(node) is not str:
+                        break
+                    tasks.append(_task(tid, node, False, None))
                 else:
                     return versions, tuple(tasks), {}, blobs, None
     body = _body(raw)
@@ -188,32 +195,48 @@ def _load_body(data: bytes | str) -> Any:
 
 
 _STR = frozenset((str,))
+_INT = frozenset((int,))
+"""``_INT.issuperset(map(type, xs))``: every x is an int (not a bool), tested at C speed."""
 _NONE: list[Any] = []
 
 
 def _body(raw: Any) -> Body:
+    """A body, every field type-checked: foreign data fails here, not later in a resume."""
     try:
-        if type(raw) is not dict or type(raw["v"]) is not dict:
-            raise TypeError("not a checkpoint body")
+        if type(raw) is not dict:
+            raise TypeError("not a checkpoint body (an object)")
+        versions = raw.get("v")
+        if type(versions) is not dict or not _INT.issuperset(map(type, versions.values())):
+            raise TypeError("its versions are not an object of ints")
         blobs = raw.get("b")
         values = raw.get("x")
         if (blobs is None) == (values is None) or type(values if blobs is None else blobs) is not dict:
             raise TypeError("a body holds either a blob map or values")
-        if blobs is not None and not all(type(v) is str for v in blobs.values()):
+        if blobs is not None and not _STR.issuperset(map(type, blobs.values())):
             raise TypeError("blob ids must be strings")
         inline = _inline(raw["i"]) if "i" in raw else None
         if inline is not None and (blobs is None or not inline.keys() <= blobs.keys()):
             raise TypeError("inline blobs belong to channels of the blob map")
+        planned = raw.get("n", _NONE)
+        if type(planned) is not list:
+            raise TypeError("its next tasks are not a list")
+        barriers = raw.get("j", {})
+        if type(barriers) is not dict or not all(
+            type(v) is list and _STR.issuperset(map(type, v)) for v in barriers.values()
+        ):
+            raise TypeError("its join barriers are not an object of lists of node names")
         return Body(
             inline=inline,
-            versions=raw["v"],
-            next_tasks=tuple(Task.from_json(t) for t in raw.get("n", ())),
-            barriers={k: tuple(v) for k, v in raw.get("j", {}).items()},
+            versions=versions,
+            next_tasks=tuple(map(task_from_json, planned)) if planned else (),
+            barriers={k: tuple(v) for k, v in barriers.items()},
             blobs=blobs,
             values=FrozenDict({k: freeze_trusted(v) for k, v in values.items()}) if values is not None else None,
         )
     except (KeyError, TypeError, IndexError, AttributeError, ValueError) as exc:
         raise RecordError(f"checkpoint body has the wrong shape ({exc})") from None
+    except RecursionError:  # deeper than plait writes (values are at most MAX_DEPTH deep)
+        raise RecordError("checkpoint body is nested too deeply") from None
 
 
 def encode_checkpoint(cp: Checkpoint) -> bytes:
@@ -234,7 +257,8 @@ def decode_checkpoint(data: bytes | str) -> Checkpoint:
     """Decode a record written by :func:`encode_checkpoint`.
 
     Raises:
-        RecordError: not JSON, or not the shape of a checkpoint record.
+        RecordError: not JSON, or not the shape of a checkpoint record (every field is
+            type-checked).
     """
     try:
         raw = orjson.loads(data)
@@ -242,20 +266,47 @@ def decode_checkpoint(data: bytes | str) -> Checkpoint:
         body_raw = raw["b"]
     except (orjson.JSONDecodeError, TypeError, KeyError) as exc:
         raise RecordError(f"checkpoint record is not readable ({exc})") from None
+    if type(head) is not dict:
+        raise RecordError("checkpoint record has the wrong shape (its head is not an object)")
+    reason = _head_problem(head)
+    if reason is not None:
+        raise RecordError(f"checkpoint record has the wrong shape ({reason})")
     body = _body(body_raw)
     try:
-        return Checkpoint(
-            thread_id=str(head["t"]),
-            namespace=str(head["ns"]),
-            id=str(head["id"]),
-            parent_id=None if head["p"] is None else str(head["p"]),
-            step=int(head["s"]),
-            values=body.values if body.values is not None else FrozenDict(),
-            versions=body.versions,
-            next_tasks=body.next_tasks,
-            barriers=body.barriers,
-            metadata=freeze_trusted(head["m"]),
-            created_at=float(head["c"]),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise RecordError(f"checkpoint record has the wrong shape ({exc})") from None
+        metadata = freeze_trusted(head["m"])
+    except RecursionError:
+        raise RecordError("checkpoint record's metadata is nested too deeply") from None
+    return Checkpoint(
+        thread_id=head["t"],
+        namespace=head["ns"],
+        id=head["id"],
+        parent_id=head["p"],
+        step=head["s"],
+        values=body.values if body.values is not None else FrozenDict(),
+        versions=body.versions,
+        next_tasks=body.next_tasks,
+        barriers=body.barriers,
+        metadata=metadata,
+        created_at=float(head["c"]),
+    )
+
+
+def _head_problem(head: dict[str, Any]) -> str | None:
+    """Why the head of a checkpoint record is not one :func:`encode_checkpoint` wrote, or None."""
+    for key in ("t", "ns", "id"):
+        if type(head.get(key)) is not str:
+            return f"{key!r} is not a string"
+    if "p" not in head or not (head["p"] is None or type(head["p"]) is str):
+        return "'p' is not a string or null"
+    if type(head.get("s")) is not int:
+        return "'s' (the step) is not an int"
+    if type(head.get("c")) not in _NUMBER:
+        return "'c' (created at) is not a number"
+    meta = head.get("m")
+    if type(meta) is not dict:
+        return "'m' (the metadata) is not an object"
+    return metadata_problem(meta)
+
+
+_NUMBER = frozenset((int, float))
+"""JSON numbers (a bool is not one)."""

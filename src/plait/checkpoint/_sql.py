@@ -24,6 +24,7 @@ connection dropped during COMMIT) can be retried safely.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -40,6 +41,8 @@ from plait.checkpoint.holder import Holder
 from plait.errors import CheckpointCorruptError, StoreVersionError
 
 __all__ = ["SCHEMA_VERSION", "CommitRequest", "Cursor", "Dialect", "SqlCore"]
+
+log = logging.getLogger("plait.checkpoint.sql")
 
 
 class SqlCore:

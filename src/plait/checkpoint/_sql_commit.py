@@ -13,6 +13,7 @@ from plait.checkpoint import delta
 from plait.checkpoint._records import Inline, RecordError, decode_body, encode_body, encode_json
 from plait.checkpoint._sql_base import Chan, CommitRequest, Cursor, Dialect, Head, HeadCache, Key
 from plait.checkpoint._sql_threads import SqlThreads
+from plait.checkpoint._validate import check_commit
 from plait.checkpoint.base import ANY_HEAD, Checkpoint, Fence, HeadCondition, fence_targets
 from plait.checkpoint.lease import settled
 from plait.errors import CheckpointError, ConcurrentUpdateError, LeaseLostError, ThreadBusyError
@@ -124,16 +125,21 @@ class SqlCommit:
         return results
 
     def check_request(self, request: CommitRequest) -> None:
-        """Refuse, before anything is written, text this store cannot hold.
+        """Refuse, before anything is written, what this store cannot hold.
 
-        Channel names are passed to the blob query as JSON, where SQLite truncates a string
-        at NUL, so a NUL in a channel name is refused everywhere; when text columns cannot
-        hold NUL at all (PostgreSQL), ids, namespaces and write keys with NUL are refused too.
+        Ids and record fields are checked by the rule every backend shares
+        (:func:`~plait.checkpoint._validate.check_commit`). Besides: channel names are passed
+        to the blob query as JSON, where SQLite truncates a string at NUL, so a NUL in a
+        channel name is refused everywhere; when text columns cannot hold NUL at all
+        (PostgreSQL), task ids and write keys with NUL are refused too.
 
         Raises:
+            InvalidIdError: an id breaks the id rule.
+            InvalidRecordError: a field is not of the type its record declares.
             CheckpointError: naming the offending text.
             ValueError: a fence expects a head but the commit stores no checkpoint.
         """
+        check_commit(request.checkpoints, request.writes)
         if request.fence is not None and request.fence.expect_head is not ANY_HEAD:
             fence_targets(request.checkpoints, request.writes, request.fence)  # a misuse fails alone, early
         texts: list[tuple[str, str | None]] = []
@@ -141,20 +147,8 @@ class SqlCommit:
             cp = cw.checkpoint
             if "\x00" in "".join(cp.values):  # (the common case: one test for all names)
                 texts.extend(("channel name", ch) for ch in cp.values)
-            if not self.dialect.text_holds_nul:
-                texts += [
-                    ("thread id", cp.thread_id),
-                    ("namespace", cp.namespace),
-                    ("checkpoint id", cp.id),
-                    ("parent id", cp.parent_id),
-                ]
         if not self.dialect.text_holds_nul:
             for batch in request.writes:
-                texts += [
-                    ("thread id", batch.thread_id),
-                    ("namespace", batch.namespace),
-                    ("checkpoint id", batch.checkpoint_id),
-                ]
                 texts.extend(("pending write key", t) for w in batch.writes for t in (w.task_id, w.kind, w.key))
         self.check_text(texts)
 

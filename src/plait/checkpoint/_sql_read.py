@@ -18,16 +18,15 @@ from dataclasses import replace
 from itertools import repeat
 from typing import Any, cast
 
-import orjson
-
-from plait._codec import freeze_decoded
 from plait._fast_init import positional_maker
 from plait._frozen import FrozenDict
 from plait.checkpoint import delta
-from plait.checkpoint._common import check_filter, matches
+from plait.checkpoint._common import check_filter, cycle_error, matches
 from plait.checkpoint._records import BodyFields, RecordError, decode_body_fields, decode_json
 from plait.checkpoint._sql_base import Chan, Cursor, Dialect, Head, HeadCache, Key
-from plait.checkpoint.base import Checkpoint, PendingWrite
+from plait.checkpoint._sql_rows import blob_row, body_of, check_row, decode_metadata
+from plait.checkpoint._validate import WRITE_KINDS
+from plait.checkpoint.base import Checkpoint, PendingWrite, WriteKind
 from plait.errors import CheckpointCorruptError
 
 __all__ = ["SqlRead", "decode_metadata"]
@@ -58,42 +57,6 @@ _SCANS = {
     "chain": """SELECT id, base_id, data FROM {P}blobs WHERE ns = ? AND thread_id = ? AND channel = ? AND id <= ?
         ORDER BY id DESC""",
 }
-
-
-def decode_metadata(thread_id: str, cid: str, data: bytes, shared: dict[bytes, Any] | None = None) -> Any:
-    """A checkpoint's stored metadata, which must be a JSON object (returned frozen).
-
-    Args:
-        shared: frozen parts of metadata decoded before, by their JSON text: a part with the
-            same text as one seen before (``writes``, ``reducers``: the same in most
-            checkpoints of a run) is that frozen part, not a new copy of it.
-
-    Raises:
-        CheckpointCorruptError: it does not decode to one.
-    """
-    try:
-        meta = orjson.loads(data)
-    except (orjson.JSONDecodeError, TypeError) as exc:
-        raise CheckpointCorruptError(thread_id, cid, f"metadata: not JSON ({exc})") from None
-    if type(meta) is not dict:
-        raise CheckpointCorruptError(thread_id, cid, "metadata is not a JSON object")
-    if shared is not None:
-        for key, value in meta.items():
-            t = type(value)
-            if t is dict or t is list:
-                # Equal JSON text is the same JSON value (1, 1.0 and true differ in it), so
-                # the frozen part found is exactly what freezing this one would give.
-                try:
-                    text = orjson.dumps(value)
-                except orjson.JSONEncodeError:  # nested deeper than orjson writes
-                    meta[key] = freeze_decoded(value)
-                    continue
-                part = shared.get(text)
-                if part is None:
-                    part = shared[text] = freeze_decoded(value)
-                meta[key] = part
-        return FrozenDict(meta)
-    return freeze_decoded(meta)
 
 
 class _Lineage:
@@ -148,6 +111,7 @@ class SqlRead:
         if not rows:
             return None
         row = rows[0][:6]
+        check_row(thread_id, row)
         cp = self._from_cache(namespace, thread_id, row)
         if cp is None:
             chains: dict[Key, delta.Chain] | None = {} if resume else None
@@ -158,8 +122,16 @@ class SqlRead:
         for task_id, kind, wkey, value in (r[6:] for r in rows):
             if task_id is None:
                 continue  # no pending writes: the one row of the outer join
+            if type(task_id) is not str or type(kind) is not str or kind not in WRITE_KINDS or type(wkey) is not str:
+                # Refused, not skipped: the engine would not see a finished task's result in
+                # a write it does not know, and would run the task again.
+                raise CheckpointCorruptError(
+                    thread_id, cp.id, f"pending write ({task_id!r}, {kind!r}, {wkey!r}) is not of a kind plait knows"
+                )
             try:
-                pending.append(PendingWrite(task_id=task_id, kind=kind, key=wkey, value=decode_json(value)))
+                pending.append(
+                    PendingWrite(task_id=task_id, kind=cast(WriteKind, kind), key=wkey, value=decode_json(value))
+                )
             except RecordError as exc:
                 raise CheckpointCorruptError(thread_id, cp.id, f"pending write {task_id!r}/{kind}: {exc}") from None
         return replace(cp, pending_writes=tuple(pending)) if pending else cp
@@ -242,8 +214,8 @@ class SqlRead:
                     expected = None
                     break
                 expected = row[1]
-                if expected in taken:
-                    expected = None  # foreign data with a parent cycle: the lineage ends
+                if expected in taken:  # foreign data with a parent cycle
+                    raise cycle_error(thread_id, row[0], expected)
             if expected is None or not batch:
                 break
             if len(batch) < page:  # the scan reached the thread's end, and not the parent
@@ -279,10 +251,12 @@ class SqlRead:
         lin = _Lineage()
         lin.scanned = int(rows[0][6]) if rows else 0  # the thread's size bounds any range read
         seen: set[str] = set()
+        prev: Any = None
         for row in rows:
-            if row[0] in seen:
-                break  # foreign data with a parent cycle
+            if row[0] in seen:  # foreign data with a parent cycle (the query stops at the thread's size)
+                raise cycle_error(thread_id, prev[0], row[0])
             seen.add(row[0])
+            prev = row
             meta = None
             if filter:
                 meta = decode_metadata(thread_id, row[0], row[4])
@@ -302,7 +276,7 @@ class SqlRead:
         head = self._cache.get((namespace, thread_id))
         if head is None or head.id != row[0]:
             return None
-        versions, next_tasks, barriers, blobs, _ = _body_of(thread_id, row)
+        versions, next_tasks, barriers, blobs, _ = body_of(thread_id, row)
         if blobs is None or set(blobs) != set(head.chans):
             return None
         return Checkpoint(
@@ -324,7 +298,7 @@ class SqlRead:
     ) -> None:
         """Put the head ``cp`` (built from ``row``) in the head cache, with the chain
         position of each channel's value that its read found (see :func:`delta.chain_of`)."""
-        blobs = _body_of(thread_id, row)[3]
+        blobs = body_of(thread_id, row)[3]
         if not blobs or set(blobs) != set(cp.values):
             return
         chans = {ch: Chan(blob, cp.values[ch], chains.get((ch, blob))) for ch, blob in blobs.items()}
@@ -352,6 +326,7 @@ class SqlRead:
         stored: dict[Hashable, tuple[Hashable | None, bytes]] = {}  # the blobs read so far
         last: Mapping[str, str] | None = None
         for row in rows:
+            check_row(thread_id, row)
             try:
                 body = decode_body_fields(row[5])
             except RecordError as exc:
@@ -447,7 +422,7 @@ class SqlRead:
                 for channel, blob, base_id, data in cur.execute(
                     self._sql["blob_range"], (namespace, thread_id, ch, lo, hi)
                 ).fetchall():
-                    stored[(channel, blob)] = (None if base_id is None else (channel, base_id), bytes(data))
+                    stored[(channel, blob)] = blob_row(thread_id, channel, blob, base_id, data)
             if stored:
                 seeds = cast(set[Key], delta.unresolved(stored, todo))  # keys of the rows above
         missing = self._fetch_chains(cur, namespace, thread_id, seeds, stored) if seeds else None
@@ -471,11 +446,14 @@ class SqlRead:
             if not found and len(stored) == before:
                 break
             missing = missing if absent is None else absent
+        bad: Hashable | None = None
         try:
             return delta.replay(stored, keys)
         except delta.DeltaError as exc:
             bad = exc.key
             reason = f"channel value {bad!r}: {exc.reason}"
+        except RecursionError:  # deeper than any value plait writes (MAX_DEPTH)
+            reason = "a channel value is nested deeper than plait ever writes one"
         if missing is not None:
             reason += f" (blob {missing!r} is missing)"
         culprit = rows[0][0]
@@ -497,7 +475,7 @@ class SqlRead:
             if data is None:
                 missing = missing or (channel, blob)
                 continue
-            stored[(channel, blob)] = (None if base_id is None else (channel, base_id), bytes(data))
+            stored[(channel, blob)] = blob_row(thread_id, channel, blob, base_id, data)
         return missing
 
     def _fetch_inline(
@@ -515,10 +493,10 @@ class SqlRead:
         before = len(stored)
         seen: set[str] = set()
         for cid, body in cur.execute(self._sql["bodies_up"], params).fetchall():
-            if cid in seen:
+            if cid in seen or type(cid) is not str:  # (no key names a checkpoint by anything but text)
                 continue
             seen.add(cid)
-            inline = _body_of(thread_id, (cid, None, None, None, None, body))[4]
+            inline = body_of(thread_id, (cid, None, None, None, None, body))[4]
             if inline:
                 _take_inline(stored, cid, inline)
         return len(stored) > before
@@ -553,8 +531,8 @@ class SqlRead:
             for ch, need in wanted.items():
                 taken = skipped = 0
                 for blob, base_id, data in scan.execute(self._scans["chain"], (namespace, thread_id, ch, max(need))):
-                    base = None if base_id is None else (ch, base_id)
-                    stored[(ch, blob)] = (base, bytes(data))
+                    row = stored[(ch, blob)] = blob_row(thread_id, ch, blob, base_id, data)
+                    base = row[0]
                     if blob not in need:
                         skipped += 1
                         if skipped > taken + _SLACK:
@@ -584,13 +562,6 @@ _checkpoint = positional_maker(Checkpoint)
 def _blob_id(key: Hashable) -> str:
     """The blob id of a ``(channel, blob id)`` key."""
     return cast(tuple[str, str], key)[1]
-
-
-def _body_of(thread_id: str, row: Any) -> BodyFields:
-    try:
-        return decode_body_fields(row[5])
-    except RecordError as exc:
-        raise CheckpointCorruptError(thread_id, row[0], str(exc)) from None
 
 
 def _take_inline(stored: dict[Hashable, Any], cid: str, inline: Mapping[str, tuple[str | None, bytes]]) -> None:

@@ -10,6 +10,7 @@ and this module only calls them and reads their answers.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -32,6 +33,8 @@ from plait.checkpoint.holder import Holder
 from plait.errors import CheckpointCorruptError
 
 __all__ = ["SqlThreads", "holder_json"]
+
+log = logging.getLogger("plait.checkpoint.sql")
 
 _REST: frozenset[str] = frozenset(("idle", "interrupted", "error", "stale"))
 
@@ -192,7 +195,7 @@ class SqlThreads:
             params += [at, at, ns, ns, tid]
         params.append(self.dialect.no_limit if limit is None else limit)
         sql = self._sql["threads"].replace("{where}", self.dialect.q("WHERE " + " AND ".join(where)) if where else "")
-        infos = [self._info(raw) for raw in cur.execute(sql, params).fetchall()]
+        infos = [info for raw in cur.execute(sql, params).fetchall() if (info := self._info(raw)) is not None]
         if status == "busy":  # a holder the store counts as live, that this machine knows is dead
             infos = [info for info in infos if info.status == "busy"]
         return infos
@@ -201,7 +204,7 @@ class SqlThreads:
         """One thread's listing entry; None when it has no checkpoint."""
         sql = self._sql["threads"].replace("{where}", self.dialect.q("WHERE t.ns = ? AND t.thread_id = ?"))
         found = cur.execute(sql, (now, *key, 1)).fetchone()
-        return None if found is None else self._info(found)
+        return None if found is None else self._info(found, raising=True)
 
     def _status_clause(self, status: Status, now: float | None) -> tuple[str, list[Any]]:
         clock = self.dialect.clock
@@ -211,11 +214,25 @@ class SqlThreads:
             return f"((t.held = 1 AND t.expires_at <= {clock}) OR (t.held = 0 AND t.status = 'stale'))", [now]
         return "t.held = 0 AND t.status = ?", [status]
 
-    def _info(self, raw: Sequence[Any]) -> ThreadInfo:
-        now, ns, tid = float(raw[0]), raw[1], raw[2]
-        row = _row(raw[3:11])
-        assert row is not None
+    def _info(self, raw: Sequence[Any], *, raising: bool = False) -> ThreadInfo | None:
+        """A listing entry from a row; a row of foreign types (SQLite keeps whatever type a
+        value was given) is skipped and logged, as the file backend skips a damaged file, so
+        one damaged thread does not hide the others (``raising``: it is the thread asked for)."""
+        now, ns, tid = raw[0], raw[1], raw[2]
         head, step, created, source, count = raw[11:16]
+        try:
+            if not (type(ns) is str and type(tid) is str and type(head) is str and type(source) is str):
+                raise TypeError("ids of other types")
+            if type(step) is not int or type(created) not in (int, float) or type(count) is not int:
+                raise TypeError("numbers of other types")
+            row = _row(raw[3:11])
+            assert row is not None
+        except (TypeError, ValueError) as exc:
+            if raising:
+                raise CheckpointCorruptError(str(tid), str(head), f"its thread row cannot be read ({exc})") from None
+            log.warning("%s: skipping thread %r: its rows hold values of other types (%s)", self.store, tid, exc)
+            return None
+        now = float(now)
         return ThreadInfo(
             thread_id=tid,
             namespace=ns,

@@ -33,8 +33,9 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Final, Literal, NamedTuple, TypeVar
+from typing import Any, ClassVar, Final, Literal, NamedTuple, TypeVar, cast, get_args
 
+from plait._codec import freeze_trusted
 from plait._sync import run_sync
 from plait.checkpoint.holder import Holder
 
@@ -64,13 +65,15 @@ __all__ = [
     "make_task",
     "new_checkpoint_id",
     "read_or_release",
+    "task_from_json",
 ]
 
 T = TypeVar("T")
 
 WriteKind = Literal["result", "effect", "resume", "interrupt", "breakpoint", "error"]
-WRITE_KINDS: Final = frozenset(("result", "effect", "resume", "interrupt", "breakpoint", "error"))
+WRITE_KINDS: Final = frozenset(get_args(WriteKind))
 """Every kind of pending write a store may hold; a stored write of any other kind is corrupt."""
+_WRITE_KINDS: Final = WRITE_KINDS
 
 Status = Literal["idle", "busy", "interrupted", "error", "stale"]
 """How a thread stands: ``idle`` (finished, nothing next), ``busy`` (a run holds a live
@@ -79,6 +82,12 @@ stored), ``stale`` (unfinished work and no live run: it needs a resume)."""
 RestStatus = Literal["idle", "interrupted", "error", "stale"]
 """How a thread stands when no run holds it."""
 STATUSES: Final[tuple[Status, ...]] = ("idle", "busy", "interrupted", "error", "stale")
+
+
+def _brief(data: Any) -> str:
+    """``data`` shown in a message about its shape, cut short."""
+    text = repr(data)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,9 +106,9 @@ class Task:
 
     @classmethod
     def from_json(cls, data: Sequence[Any]) -> Task:
-        if len(data) == 4:
-            return make_task(data[0], data[1], bool(data[2]), data[3])
-        return make_task(data[0], data[1], False, None)
+        """The task :meth:`to_json` made: ``[id, node]`` or ``[id, node, send, arg]`` (see
+        :func:`task_from_json`)."""
+        return task_from_json(data)
 
 
 _new_object = object.__new__
@@ -107,6 +116,26 @@ _set_id = Task.__dict__["id"].__set__
 _set_node = Task.__dict__["node"].__set__
 _set_send = Task.__dict__["send"].__set__
 _set_arg = Task.__dict__["arg"].__set__
+
+
+def task_from_json(data: Any) -> Task:
+    """The task :meth:`Task.to_json` made: ``[id, node]`` or ``[id, node, send, arg]``, its
+    ``arg`` frozen; each decoder of stored tasks calls this one.
+
+    Raises:
+        ValueError: any other shape, or an id, node or send of another type (stored data
+            from elsewhere: a resume would otherwise crash on it, or run the wrong node).
+    """
+    if isinstance(data, list | tuple):
+        if len(data) == 2:
+            tid, node = data
+            if type(tid) is str and type(node) is str:
+                return make_task(tid, node, False, None)
+        elif len(data) == 4:
+            tid, node, send, arg = data
+            if type(tid) is str and type(node) is str and type(send) is bool:
+                return make_task(tid, node, send, freeze_trusted(arg))
+    raise ValueError(f"a task must be [id, node] or [id, node, send, arg] (str, str, bool), not {_brief(data)}")
 
 
 def make_task(id: str, node: str, send: bool, arg: Any) -> Task:
@@ -152,7 +181,18 @@ class PendingWrite:
 
     @classmethod
     def from_json(cls, data: Sequence[Any]) -> PendingWrite:
-        return cls(task_id=data[0], kind=data[1], key=data[2], value=data[3])
+        """The pending write :meth:`to_json` made: ``[task_id, kind, key, value]``.
+
+        Raises:
+            ValueError: any other shape, a task id or key that is not a str, or a kind plait
+                does not know (the engine would not see such a write, and would run a task
+                that already finished again).
+        """
+        if isinstance(data, list | tuple) and len(data) == 4:
+            task_id, kind, key, value = data
+            if type(task_id) is str and type(kind) is str and kind in _WRITE_KINDS and type(key) is str:
+                return cls(task_id=task_id, kind=cast(WriteKind, kind), key=key, value=value)
+        raise ValueError(f"a pending write must be [task id, kind, key, value] of a known kind, not {_brief(data)}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -373,7 +413,18 @@ class Checkpointer(ABC):
     Implementations must make every ``commit`` atomic (all its checkpoints and writes, or
     none), keep every committed checkpoint readable after a crash at any instruction, and
     never run code while loading (JSON data only). Thread ids and metadata are data, never
-    parts of a path or of SQL text. :func:`plait.testing.check_checkpointer` is the contract.
+    parts of a path or of SQL text.
+
+    What a backend refuses or reports is the same everywhere: a call naming a thread id,
+    namespace or checkpoint id outside the id rule raises
+    :class:`~plait.errors.InvalidIdError` before anything is written, locked or read; a
+    commit holding a field of another type than its record declares (a pending write of an
+    unknown kind, say) raises :class:`~plait.errors.InvalidRecordError`, storing nothing;
+    stored data that a read cannot take (fields of other types, a lineage whose parent links
+    loop) raises :class:`~plait.errors.CheckpointCorruptError` naming the thread and the
+    checkpoint, and a failure of the storage underneath (a full disk, a server nothing
+    answers at) a :class:`~plait.errors.CheckpointError` saying what to do.
+    :func:`plait.testing.check_checkpointer` is the contract.
     """
 
     capabilities: ClassVar[Capabilities] = Capabilities()
@@ -527,7 +578,11 @@ class Checkpointer(ABC):
 
         Raises:
             ThreadBusyError: a live lease is held (nothing is read).
+            InvalidIdError: an id breaks the id rule (nothing is taken or read).
         """
+        from plait.checkpoint._validate import check_thread  # (it imports this module)
+
+        check_thread(thread_id, namespace, checkpoint_id)
         lease = await self.atake_lease(thread_id, owner, namespace=namespace, ttl=ttl)
         return lease, await read_or_release(self, lease, self.aget(thread_id, checkpoint_id, namespace=namespace))
 

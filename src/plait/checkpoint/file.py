@@ -75,6 +75,8 @@ from plait.checkpoint._file_format import (
     writes_record,
 )
 from plait.checkpoint._file_format import file_stem as file_stem  # noqa: PLC0414 - re-exported, tests use it
+from plait.checkpoint._file_io import disk_errors, io_error, write_all, written_before
+from plait.checkpoint._validate import check_commit, check_id, check_thread
 from plait.checkpoint.base import (
     Capabilities,
     Checkpoint,
@@ -140,11 +142,13 @@ class FileCheckpointer(Checkpointer):
         fence: Fence | None = None,
     ) -> None:
         if checkpoints or writes:
+            check_commit(checkpoints, writes)  # before any file is created or locked
             if fence is not None:
                 fence_targets(checkpoints, writes, fence)  # a misuse fails before any file is touched
             await asyncio.to_thread(self._commit, checkpoints, writes, fence)
 
     async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
+        check_thread(thread_id, namespace, checkpoint_id)
         return await asyncio.to_thread(self._get, (namespace, thread_id), checkpoint_id)
 
     async def ahistory(
@@ -156,6 +160,7 @@ class FileCheckpointer(Checkpointer):
         before: str | None = None,
         filter: Mapping[str, Any] | None = None,
     ) -> list[Checkpoint]:
+        check_thread(thread_id, namespace, before, what="before")
         check_filter(filter)
         return await asyncio.to_thread(self._history, (namespace, thread_id), limit, before, filter)
 
@@ -168,17 +173,22 @@ class FileCheckpointer(Checkpointer):
         before: str | None = None,
     ) -> list[ThreadInfo]:
         check_listing(status, limit)
+        if namespace is not None:
+            check_id(namespace, "namespace")
         infos = await asyncio.to_thread(self._list_threads, namespace)
         return page_threads(infos, status=status, limit=limit, before=before)
 
     async def aget_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:
+        check_thread(thread_id, namespace)
         return await asyncio.to_thread(self._thread, (namespace, thread_id))
 
     async def adelete_thread(self, thread_id: str, *, namespace: str = "") -> None:
+        check_thread(thread_id, namespace)
         await asyncio.to_thread(self._delete, (namespace, thread_id))
 
         await asyncio.to_thread(self._revoke, (namespace, thread_id))
 
+    @disk_errors
     def _revoke(self, key: Key) -> None:
         """After a delete: a thread that ever had a lease keeps its lease file, the lease
         revoked (generations never restart, so a run that held it cannot write into a new
@@ -204,9 +214,11 @@ class FileCheckpointer(Checkpointer):
     async def aprune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
         if keep_last < 1:
             raise ValueError("prune(keep_last=...) must keep at least 1 checkpoint")
+        check_thread(thread_id, namespace)
         return await asyncio.to_thread(self._prune, (namespace, thread_id), keep_last)
 
     async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> Lease:
+        check_thread(thread_id, namespace)  # before the lease file is created
         seconds = self.lease_ttl if ttl is None else ttl
         key = (namespace, thread_id)
 
@@ -227,6 +239,7 @@ class FileCheckpointer(Checkpointer):
         return await asyncio.to_thread(self._lease_op, key, take)
 
     async def arenew_lease(self, lease: Lease, *, ttl: float | None = None) -> Lease:
+        check_thread(lease.thread_id, lease.namespace)
         seconds = self.lease_ttl if ttl is None else ttl
 
         def renew(row: rules.LeaseRow | None, now: float) -> tuple[rules.LeaseRow, Lease]:
@@ -236,6 +249,8 @@ class FileCheckpointer(Checkpointer):
         return await asyncio.to_thread(self._lease_op, (lease.namespace, lease.thread_id), renew)
 
     async def arelease_lease(self, lease: Lease, *, status: RestStatus | None = None) -> None:
+        check_thread(lease.thread_id, lease.namespace)
+
         def release(row: rules.LeaseRow | None, now: float) -> tuple[rules.LeaseRow | None, None]:
             return rules.release(row, lease.token, status=status, now=now), None
 
@@ -326,6 +341,7 @@ class FileCheckpointer(Checkpointer):
             pending_writes=tuple(pending.values()) if pending else (),
         )
 
+    @disk_errors
     def _get(self, key: Key, checkpoint_id: str | None) -> Checkpoint | None:
         with self._lock:
             state, path = self._read(key)
@@ -339,6 +355,7 @@ class FileCheckpointer(Checkpointer):
             except Corrupt as exc:
                 raise self._corrupt(key, exc, path) from None
 
+    @disk_errors
     def _history(
         self, key: Key, limit: int | None, before: str | None, flt: Mapping[str, Any] | None
     ) -> list[Checkpoint]:
@@ -347,6 +364,7 @@ class FileCheckpointer(Checkpointer):
             if state is None or not state.records:
                 return []
             chosen = walk_lineage(
+                key[1],
                 state.records,
                 before=before,
                 limit=limit,
@@ -361,6 +379,7 @@ class FileCheckpointer(Checkpointer):
             except Corrupt as exc:
                 raise self._corrupt(key, exc, path) from None
 
+    @disk_errors
     def _list_threads(self, namespace: str | None) -> list[ThreadInfo]:
         infos = []
         now = self.clock()
@@ -386,6 +405,7 @@ class FileCheckpointer(Checkpointer):
         infos.sort(key=lambda t: (t.updated_at, t.namespace, t.thread_id), reverse=True)
         return infos
 
+    @disk_errors
     def _thread(self, key: Key) -> ThreadInfo | None:
         with self._lock:
             state, _ = self._read(key)
@@ -447,9 +467,13 @@ class FileCheckpointer(Checkpointer):
                     os.ftruncate(fd, state.offset)  # a torn line from a crashed writer
                 created = state.key is None
                 if created:
-                    _write_all(fd, header_line(key) + b"\n")
-                    os.fsync(fd)
-                    self._fsync_folder()
+                    try:
+                        write_all(fd, header_line(key) + b"\n")
+                        os.fsync(fd)
+                        self._fsync_folder()
+                    except OSError:
+                        self._cut_back(key, fd, state, True)  # (a full disk, say: leave no torn header)
+                        raise
                     state = self._load(path, fd)
                     assert state is not None
                 yield fd, state, created
@@ -457,6 +481,7 @@ class FileCheckpointer(Checkpointer):
             finally:
                 os.close(fd)  # closing releases the flock
 
+    @disk_errors
     def _commit(
         self, checkpoints: Sequence[CheckpointWrite], writes: Sequence[WritesBatch], fence: Fence | None
     ) -> None:
@@ -468,10 +493,14 @@ class FileCheckpointer(Checkpointer):
         order = sorted(groups, key=lambda k: file_stem(*k))  # one lock order for every process
         with self._lock, contextlib.ExitStack() as stack:
             opened: dict[Key, tuple[int, State, bool]] = {}
-            for key in order:
-                handle = stack.enter_context(self._locked(key, create=True))
-                assert handle is not None
-                opened[key] = handle
+            try:
+                for key in order:
+                    handle = stack.enter_context(self._locked(key, create=True))
+                    assert handle is not None
+                    opened[key] = handle
+            except BaseException:  # (a full disk, say, at the next file's header)
+                self._forget_created(list(opened), opened)
+                raise
             rows = self._lock_rows(stack, order)
             now = self.clock()
             if fence is not None:
@@ -487,10 +516,16 @@ class FileCheckpointer(Checkpointer):
             except BaseException:
                 self._forget_created(order, opened)
                 raise
+            done: list[Key] = []
             for key in order:
-                fd = opened[key][0]
-                _write_all(fd, lines[key][0])
-                os.fsync(fd)
+                fd, state, created = opened[key]
+                try:
+                    write_all(fd, lines[key][0])
+                    os.fsync(fd)
+                except OSError as exc:
+                    self._cut_back(key, fd, state, created)
+                    raise io_error(self.folder, exc, written_before(done)) from exc
+                done.append(key)
                 self._written.update(lines[key][1])
             if len(self._written) > 1024:
                 self._written.clear()
@@ -542,6 +577,7 @@ class FileCheckpointer(Checkpointer):
                 fd, row = rows[key]
                 _write_row(fd, key, replace(row or rules.LeaseRow(), status=status, updated_at=now))
 
+    @disk_errors
     def _lease_op(self, key: Key, fn: Callable[[rules.LeaseRow | None, float], tuple[rules.LeaseRow | None, T]]) -> T:
         """Read the thread's lease row under an flock on its lease file, apply ``fn`` (which
         raises to refuse), and write the row it returns (None: unchanged)."""
@@ -565,6 +601,17 @@ class FileCheckpointer(Checkpointer):
             return _read_row(fd)
         finally:
             os.close(fd)
+
+    def _cut_back(self, key: Key, fd: int, state: State, created: bool) -> None:
+        """Undo a write that failed part way (a full disk): cut the file back to the lines it
+        held, or remove it if this commit created it, so that no half-written line stays
+        (a later fsync could otherwise make one durable after its commit was reported failed).
+        Best effort: cutting a file back needs no space, but the disk may be failing."""
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0 if created else state.offset)
+            if created:
+                self._path(key).unlink()
+        self._states.pop(self._path(key), None)
 
     def _forget_created(self, order: Sequence[Key], opened: Mapping[Key, tuple[int, State, bool]]) -> None:
         """Leave no empty file behind for a thread a refused or failed commit created."""
@@ -645,6 +692,7 @@ class FileCheckpointer(Checkpointer):
         except Corrupt as exc:
             raise self._corrupt(key, exc, self._path(key)) from None
 
+    @disk_errors
     def _delete(self, key: Key) -> None:
         with self._lock, self._locked(key, create=False, parse=False) as handle:
             if handle is None:
@@ -655,6 +703,7 @@ class FileCheckpointer(Checkpointer):
             self._states.pop(path, None)
             self._written.pop(key, None)
 
+    @disk_errors
     def _prune(self, key: Key, keep_last: int) -> int:
         with self._lock, self._locked(key, create=False) as handle:
             if handle is None:
@@ -741,10 +790,3 @@ def _unlink_if_empty(path: Path, fd: int) -> None:
     with contextlib.suppress(OSError):
         if os.fstat(fd).st_size == 0:
             path.unlink()
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]

@@ -14,6 +14,7 @@ from typing import Any
 
 from plait.checkpoint import lease as rules
 from plait.checkpoint._common import check_filter, keep_set, page_threads, walk_lineage
+from plait.checkpoint._validate import check_commit, check_id, check_thread
 from plait.checkpoint.base import (
     Capabilities,
     Checkpoint,
@@ -69,6 +70,7 @@ class MemoryCheckpointer(Checkpointer):
         # Nothing here awaits, so the whole commit is atomic with respect to other tasks; the
         # lease lock makes it atomic with lease changes from other threads (the renewer) and
         # with commits from other event loops, so a fence's check and the write are one step.
+        check_commit(checkpoints, writes)
         with self._lease_lock:
             now = self.clock()
             rows: dict[_Thread, rules.LeaseRow] = {}
@@ -126,6 +128,7 @@ class MemoryCheckpointer(Checkpointer):
                 self._writes.pop((cp.namespace, cp.thread_id, cp.parent_id), None)
 
     async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
+        check_thread(thread_id, namespace, checkpoint_id)
         thread = self._checkpoints.get((namespace, thread_id))
         if not thread:
             return None
@@ -158,9 +161,11 @@ class MemoryCheckpointer(Checkpointer):
         before: str | None = None,
         filter: Mapping[str, Any] | None = None,
     ) -> list[Checkpoint]:
+        check_thread(thread_id, namespace, before, what="before")
         check_filter(filter)
         thread = self._checkpoints.get((namespace, thread_id)) or {}
         return walk_lineage(
+            thread_id,
             thread,
             before=before,
             limit=limit,
@@ -178,6 +183,8 @@ class MemoryCheckpointer(Checkpointer):
         before: str | None = None,
     ) -> list[ThreadInfo]:
         check_listing(status, limit)
+        if namespace is not None:
+            check_id(namespace, "namespace")
         with self._lease_lock:
             now = self.clock()
             infos = [
@@ -188,6 +195,7 @@ class MemoryCheckpointer(Checkpointer):
         return page_threads(infos, status=status, limit=limit, before=before)
 
     async def aget_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:
+        check_thread(thread_id, namespace)
         key = (namespace, thread_id)
         with self._lease_lock:
             return self._info(key, self.clock()) if self._checkpoints.get(key) else None
@@ -211,6 +219,7 @@ class MemoryCheckpointer(Checkpointer):
         )
 
     async def adelete_thread(self, thread_id: str, *, namespace: str = "") -> None:
+        check_thread(thread_id, namespace)
         with self._lease_lock:
             row = self._rows.get((namespace, thread_id))
             if row is not None:  # kept as a tombstone: generations never restart
@@ -221,6 +230,7 @@ class MemoryCheckpointer(Checkpointer):
             del self._writes[key]
 
     async def aprune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
+        check_thread(thread_id, namespace)
         thread = self._checkpoints.get((namespace, thread_id))
         if not thread:
             return 0
@@ -241,6 +251,7 @@ class MemoryCheckpointer(Checkpointer):
 
     def take_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> Lease:
         """:meth:`atake_lease` without a loop: safe from any thread of this process."""
+        check_thread(thread_id, namespace)
         key = (namespace, thread_id)
         with self._lease_lock:
             row = rules.take(
@@ -262,6 +273,7 @@ class MemoryCheckpointer(Checkpointer):
 
     def renew_lease(self, lease: Lease, *, ttl: float | None = None) -> Lease:
         """:meth:`arenew_lease` without a loop: safe from any thread of this process."""
+        check_thread(lease.thread_id, lease.namespace)
         key = (lease.namespace, lease.thread_id)
         with self._lease_lock:
             now = self.clock()
@@ -270,6 +282,7 @@ class MemoryCheckpointer(Checkpointer):
         return replace(lease, expires_at=row.expires_at)
 
     async def arelease_lease(self, lease: Lease, *, status: RestStatus | None = None) -> None:
+        check_thread(lease.thread_id, lease.namespace)
         key = (lease.namespace, lease.thread_id)
         with self._lease_lock:
             row = rules.release(self._rows.get(key), lease.token, status=status, now=self.clock())

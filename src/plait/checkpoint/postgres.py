@@ -26,9 +26,10 @@ left nothing behind, and one that did is simply written again. When the retries 
 the error is a :class:`~plait.errors.CheckpointError` naming the store.
 
 Text columns (thread ids, namespaces, channel names, task ids, write keys, lease owners)
-cannot hold NUL in PostgreSQL: a commit or lease naming one is refused with
-:class:`~plait.errors.CheckpointError` before anything is sent, and reads by such an id find
-nothing. Values and metadata are stored as JSON bytes and may contain anything.
+cannot hold NUL in PostgreSQL. Ids with NUL break the id rule every backend shares, and any
+call naming one raises :class:`~plait.errors.InvalidIdError`; a commit or lease with NUL in
+another text is refused with :class:`~plait.errors.CheckpointError`, in both cases before
+anything is sent. Values and metadata are stored as JSON bytes and may contain anything.
 """
 
 from __future__ import annotations
@@ -44,10 +45,12 @@ import orjson
 
 from plait._sync import in_sync_call
 from plait.checkpoint._common import loop_is_idle
+from plait.checkpoint._pg_connect import connection_lost, failure, first_connection, redacted, scrubbed
 from plait.checkpoint._pg_schema import PG_MIGRATIONS
 from plait.checkpoint._pg_send import Cursors, Fusion, NeedsAnswer, Recorder, pipelined, send
 from plait.checkpoint._sql import CommitRequest, Cursor, Dialect, SqlCore
 from plait.checkpoint._sql_commit import StaleCache
+from plait.checkpoint._validate import check_id, check_thread
 from plait.checkpoint.base import (
     Capabilities,
     Checkpoint,
@@ -247,16 +250,29 @@ class PostgresCheckpointer(Checkpointer):
         )
 
     def _open_pool(self) -> None:
-        """Open the pool this checkpointer owns; on failure, start afresh on the next call."""
+        """Open the pool this checkpointer owns; on failure, start afresh on the next call.
+
+        One connection is made first, by hand (see
+        :func:`~plait.checkpoint._pg_connect.first_connection`): the pool's own workers retry
+        a failing connection in the background, logging a warning each time, and
+        ``open(wait=True)`` learns nothing of why until its timeout runs out (psycopg issue
+        #556), so a wrong address, database, user or password would cost the whole
+        ``connect_timeout`` and print the retries, for an error no retry can mend. The cost
+        when all is well: one connection more, once per checkpointer.
+        """
         import psycopg
 
+        deadline = time.monotonic() + self._connect_timeout
+        assert self._conninfo is not None
+        first_connection(self._conninfo, self._store, self._connect_timeout, deadline)
         try:
-            self._pool.open(wait=True, timeout=self._connect_timeout)
+            self._pool.open(wait=True, timeout=max(deadline - time.monotonic(), 1.0))
         except psycopg.OperationalError as exc:
             self._pool.close()
             self._pool = self._new_pool()
             raise CheckpointError(
-                f"{self._store}: the connection failed: cannot connect within {self._connect_timeout:g}s ({exc})"
+                f"{self._store}: the connection failed: cannot connect to {redacted(self._conninfo)} within "
+                f"{self._connect_timeout:g}s ({scrubbed(exc, self._conninfo)})"
             ) from exc
         self._opened = True
 
@@ -311,19 +327,21 @@ class PostgresCheckpointer(Checkpointer):
                             return self._checked_run(cur, fn, check)
                     with conn.transaction(), conn.cursor(binary=True) as cur:
                         return self._checked_run(cur, fn, check)
-            except psycopg.OperationalError as exc:
-                if attempt == _RETRIES:
+            except psycopg.Error as exc:
+                lost = isinstance(exc, psycopg.OperationalError) and connection_lost(exc)
+                if lost and attempt < _RETRIES:
+                    time.sleep(0.05 * (attempt + 1))
+                    self._pool.check()  # drop the other idle connections that broke too (a server restart)
+                    continue
+                if lost:
                     raise CheckpointError(
                         f"{self._store}: the connection failed {attempt + 1} times ({exc}); nothing of the "
                         "failed transaction was stored unless it completed, and retrying it is safe"
                     ) from exc
-                time.sleep(0.05 * (attempt + 1))
-                self._pool.check()  # drop the other idle connections that broke too (a server restart)
-            except psycopg.Error as exc:
                 refused = _refusal(exc)
                 if refused is not None:
                     raise refused from None
-                raise CheckpointError(f"{self._store}: {type(exc).__name__}: {exc}") from exc
+                raise CheckpointError(failure(self._store, exc)) from exc
         raise AssertionError("unreachable")
 
     def _checked_run(self, cur: Cursor, fn: Callable[[Cursor], T], check: bool) -> T:
@@ -422,8 +440,7 @@ class PostgresCheckpointer(Checkpointer):
         return self._core.known_head(namespace, thread_id)
 
     async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
-        if _has_nul(thread_id, namespace, checkpoint_id):
-            return None  # nothing with a NUL in its ids can have been stored
+        check_thread(thread_id, namespace, checkpoint_id)
         return await self._run(lambda cur: self._core.get(cur, namespace, thread_id, checkpoint_id), read=True)
 
     async def ahistory(
@@ -435,8 +452,7 @@ class PostgresCheckpointer(Checkpointer):
         before: str | None = None,
         filter: Mapping[str, Any] | None = None,
     ) -> list[Checkpoint]:
-        if _has_nul(thread_id, namespace, before):
-            return []
+        check_thread(thread_id, namespace, before, what="before")
         return await self._run(
             lambda cur: self._core.history(cur, namespace, thread_id, limit=limit, before=before, filter=filter),
             read=True,
@@ -450,8 +466,8 @@ class PostgresCheckpointer(Checkpointer):
         limit: int | None = None,
         before: str | None = None,
     ) -> list[ThreadInfo]:
-        if _has_nul(namespace):
-            return []
+        if namespace is not None:
+            check_id(namespace, "namespace")
         return await self._run(
             lambda cur: self._core.list_threads(
                 cur, namespace=namespace, status=status, limit=limit, before=before, now=self._now()
@@ -460,24 +476,22 @@ class PostgresCheckpointer(Checkpointer):
         )
 
     async def aget_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:
-        if _has_nul(thread_id, namespace):
-            return None
+        check_thread(thread_id, namespace)
         return await self._run(lambda cur: self._core.thread(cur, namespace, thread_id, self._now()), read=True)
 
     async def adelete_thread(self, thread_id: str, *, namespace: str = "") -> None:
-        if _has_nul(thread_id, namespace):
-            return
+        check_thread(thread_id, namespace)
         await self._run(lambda cur: self._core.delete_thread(cur, namespace, thread_id, self._now()))
 
     async def aprune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
         if keep_last < 1:
             raise ValueError("prune(keep_last=...) must keep at least 1 checkpoint")
-        if _has_nul(thread_id, namespace):
-            return 0
+        check_thread(thread_id, namespace)
         return await self._run(lambda cur: self._core.prune(cur, namespace, thread_id, keep_last))
 
     async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> Lease:
-        self._core.check_text([("thread id", thread_id), ("namespace", namespace), ("lease owner", owner)])
+        check_thread(thread_id, namespace)
+        self._core.check_text([("lease owner", owner)])
         seconds = self.lease_ttl if ttl is None else ttl
 
         def take(over: int | None) -> Lease:
@@ -489,6 +503,7 @@ class PostgresCheckpointer(Checkpointer):
         return await self._off_loop(lambda: _taking_over_the_dead(take))
 
     async def arenew_lease(self, lease: Lease, *, ttl: float | None = None) -> Lease:
+        check_thread(lease.thread_id, lease.namespace)
         seconds = self.lease_ttl if ttl is None else ttl
         expires = await self._run(
             lambda cur: self._core.renew_lease_server(cur, lease, seconds, self._now()), read=True
@@ -514,9 +529,8 @@ class PostgresCheckpointer(Checkpointer):
     ) -> tuple[Lease, Checkpoint | None]:
         """Take the lease and read the checkpoint a run starts from in one round trip
         (``take_lease_and_get()``); see :meth:`Checkpointer.atake_lease_and_get`."""
-        if _has_nul(checkpoint_id):
-            return await super().atake_lease_and_get(thread_id, owner, checkpoint_id, namespace=namespace, ttl=ttl)
-        self._core.check_text([("thread id", thread_id), ("namespace", namespace), ("lease owner", owner)])
+        check_thread(thread_id, namespace, checkpoint_id)
+        self._core.check_text([("lease owner", owner)])
         seconds = self.lease_ttl if ttl is None else ttl
         self._check_open()
 
@@ -531,8 +545,7 @@ class PostgresCheckpointer(Checkpointer):
         return await self._off_loop(lambda: _taking_over_the_dead(take))
 
     async def arelease_lease(self, lease: Lease, *, status: RestStatus | None = None) -> None:
-        if _has_nul(lease.thread_id, lease.namespace):
-            return
+        check_thread(lease.thread_id, lease.namespace)
 
         def release(cur: Cursor) -> None:
             self._core.release_lease(cur, lease, status, self._now())

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import queue
 import sqlite3
@@ -46,6 +47,7 @@ from plait._sync import run_sync
 from plait.checkpoint._common import loop_is_idle
 from plait.checkpoint._sql import CommitRequest, Cursor, Dialect, SqlCore
 from plait.checkpoint._sqlite_wal import WalReserve
+from plait.checkpoint._validate import check_id, check_thread
 from plait.checkpoint.base import (
     Capabilities,
     Checkpoint,
@@ -165,9 +167,9 @@ class _Worker:
         except sqlite3.OperationalError as exc:
             if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
                 return False, None
-            raise self._translate(exc) from None
-        except Exception as exc:
-            raise self._translate(exc) from None
+            raise self._translate(exc) from exc
+        except (sqlite3.Error, OSError) as exc:
+            raise self._translate(exc) from exc
         finally:
             self._lock.release()
 
@@ -216,7 +218,7 @@ class _Worker:
 
     def _run_one(self, job: _Job) -> None:
         if self._broken is not None or self._conn is None:
-            job.done(None, self._broken)
+            job.done(None, None if self._broken is None else self._translate(self._broken))
             return
         assert job.fn is not None
         try:
@@ -229,7 +231,7 @@ class _Worker:
     def _run_group(self, group: list[_Job]) -> None:
         if self._broken is not None or self._conn is None:
             for job in group:
-                job.done(None, self._broken)
+                job.done(None, None if self._broken is None else self._translate(self._broken))
             return
         conn = self._conn
         requests = [job.request for job in group if job.request is not None]
@@ -237,12 +239,27 @@ class _Worker:
         for job, error in zip(group, results, strict=True):
             job.done(None, None if error is None else self._translate(error))
 
-    def _translate(self, exc: Exception) -> Exception:
-        if isinstance(exc, sqlite3.Error):
-            err = CheckpointError(f"{self._store}: {type(exc).__name__}: {exc}")
+    def _translate(self, exc: BaseException) -> BaseException:
+        """The store's error for what SQLite (or the file system under it) raised."""
+        if isinstance(exc, sqlite3.Error | OSError):
+            err = CheckpointError(_failure(self._store, exc))
             err.__cause__ = exc
             return err
         return exc
+
+
+def _failure(store: str, exc: sqlite3.Error | OSError) -> str:
+    """What went wrong, said for a person: a full disk with what to do about it."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if (code is not None and code & 0xFF == sqlite3.SQLITE_FULL) or getattr(exc, "errno", None) in _DISK_FULL:
+        return (
+            f"{store}: the disk is full ({exc}), so the transaction was rolled back and nothing of it was "
+            "stored; every checkpoint committed before stays readable. Free some space on that disk, then retry."
+        )
+    return f"{store}: {type(exc).__name__}: {exc}"
+
+
+_DISK_FULL = frozenset((errno.ENOSPC, errno.EDQUOT))
 
 
 def _transaction(conn: sqlite3.Connection, fn: Callable[[Cursor], T], prepare: Callable[[], None] | None = None) -> T:
@@ -480,6 +497,7 @@ class SqliteCheckpointer(Checkpointer):
         return self._core.known_head(namespace, thread_id)
 
     async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
+        check_thread(thread_id, namespace, checkpoint_id)
         result: Checkpoint | None = await self._read(
             lambda cur: self._core.get(cur, namespace, thread_id, checkpoint_id)
         )
@@ -494,6 +512,7 @@ class SqliteCheckpointer(Checkpointer):
         before: str | None = None,
         filter: Mapping[str, Any] | None = None,
     ) -> list[Checkpoint]:
+        check_thread(thread_id, namespace, before, what="before")
         result: list[Checkpoint] = await self._read(
             lambda cur: self._core.history(cur, namespace, thread_id, limit=limit, before=before, filter=filter)
         )
@@ -507,6 +526,8 @@ class SqliteCheckpointer(Checkpointer):
         limit: int | None = None,
         before: str | None = None,
     ) -> list[ThreadInfo]:
+        if namespace is not None:
+            check_id(namespace, "namespace")
         result: list[ThreadInfo] = await self._read(
             lambda cur: self._core.list_threads(
                 cur, namespace=namespace, status=status, limit=limit, before=before, now=self.clock()
@@ -515,17 +536,20 @@ class SqliteCheckpointer(Checkpointer):
         return result
 
     async def aget_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:
+        check_thread(thread_id, namespace)
         result: ThreadInfo | None = await self._read(
             lambda cur: self._core.thread(cur, namespace, thread_id, self.clock())
         )
         return result
 
     async def adelete_thread(self, thread_id: str, *, namespace: str = "") -> None:
+        check_thread(thread_id, namespace)
         await self._write(lambda cur: self._core.delete_thread(cur, namespace, thread_id, self.clock()))
 
     async def aprune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
         if keep_last < 1:
             raise ValueError("prune(keep_last=...) must keep at least 1 checkpoint")
+        check_thread(thread_id, namespace)
         result: int = await self._write(lambda cur: self._core.prune(cur, namespace, thread_id, keep_last))
         return result
 
@@ -549,6 +573,7 @@ class SqliteCheckpointer(Checkpointer):
         run_sync(self.avacuum())
 
     async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> Lease:
+        check_thread(thread_id, namespace)
         seconds = self.lease_ttl if ttl is None else ttl
         lease: Lease = await self._lease(
             lambda cur: self._core.take_lease(cur, namespace, thread_id, owner, seconds, self.clock())
@@ -556,6 +581,7 @@ class SqliteCheckpointer(Checkpointer):
         return lease
 
     async def arenew_lease(self, lease: Lease, *, ttl: float | None = None) -> Lease:
+        check_thread(lease.thread_id, lease.namespace)
         seconds = self.lease_ttl if ttl is None else ttl
         renewed: Lease = await self._lease(lambda cur: self._core.renew_lease(cur, lease, seconds, self.clock()))
         return renewed
@@ -575,6 +601,7 @@ class SqliteCheckpointer(Checkpointer):
         delta chain, so that the run's commits store what they append rather than whole
         values, even when another process wrote the head.
         """
+        check_thread(thread_id, namespace, checkpoint_id)  # before the lease is taken
         lease = await self.atake_lease(thread_id, owner, namespace=namespace, ttl=ttl)
         result: Checkpoint | None = await read_or_release(
             self, lease, self._read(lambda cur: self._core.get(cur, namespace, thread_id, checkpoint_id, resume=True))
@@ -582,6 +609,7 @@ class SqliteCheckpointer(Checkpointer):
         return lease, result
 
     async def arelease_lease(self, lease: Lease, *, status: RestStatus | None = None) -> None:
+        check_thread(lease.thread_id, lease.namespace)
         await self._lease(lambda cur: self._core.release_lease(cur, lease, status, self.clock()))
 
     def close(self) -> None:

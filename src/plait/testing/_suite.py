@@ -9,6 +9,7 @@ from plait.testing import (
     _data_checks,
     _fence_checks,
     _history_checks,
+    _integrity_checks,
     _lease_checks,
     _robustness_checks,
     _status_checks,
@@ -26,6 +27,7 @@ CHECKS: tuple[Check, ...] = (
     *_lease_checks.check.all,
     *_fence_checks.check.all,
     *_robustness_checks.check.all,
+    *_integrity_checks.check.all,
 )
 """Every check, in a stable order; each can be run on its own."""
 
