@@ -618,3 +618,19 @@ def test_the_restart_idiom_needs_no_exception() -> None:
     assert app.has_thread("new") and app.get_state("new", default=None) is not None
     with pytest.raises(CheckpointNotFoundError):
         app.get_state("other")
+
+
+def test_a_run_takes_the_thread_lease_under_the_owner_it_is_given() -> None:
+    saver = MemoryCheckpointer()
+    seen: list[str] = []
+
+    def peek(state: Any) -> dict[str, Any]:
+        info = saver.get_thread("owned")
+        assert info is not None and info.lease is not None
+        seen.append(info.lease.owner)
+        return {"log": ["peeked"]}
+
+    graph = Graph(schema())
+    graph.add_node("peek", peek).add_edge(START, "peek").add_edge("peek", END)
+    graph.compile(checkpointer=saver).invoke({"log": []}, thread_id="owned", owner="worker-7:claim-1")
+    assert seen == ["worker-7:claim-1"]

@@ -141,6 +141,7 @@ class CompiledGraph:
         sink: Any = None,
         modes: frozenset[str] = frozenset(),
         wait: float | None = None,
+        owner: str | None = None,
     ) -> RunResult:
         saver = None
         if self.checkpointer is not None:
@@ -165,6 +166,7 @@ class CompiledGraph:
             sink=sink,
             modes=modes,
             wait=wait,
+            owner=owner,
         )
         return await run.execute(input, checkpoint_id)
 
@@ -177,6 +179,7 @@ class CompiledGraph:
         recursion_limit: int = 10_000,
         durability: Durability = "sync",
         wait: float | None = None,
+        owner: str | None = None,
     ) -> dict[str, Any]:
         """Run the graph to the end (or to an interrupt) and return the final values.
 
@@ -195,6 +198,9 @@ class CompiledGraph:
                 lease is given back or ends) before raising ``ThreadBusyError``; None (the
                 default) raises at once. A holder that died on this machine is taken over
                 at once, without waiting.
+            owner: the name the thread's lease is taken under (a worker passes its claim,
+                so an operator sees which worker holds the thread); None mints one from the
+                host and the run id.
 
         Returns:
             The channel values; when the run paused on ``interrupt()``, the pending
@@ -207,6 +213,7 @@ class CompiledGraph:
             recursion_limit=recursion_limit,
             durability=durability,
             wait=wait,
+            owner=owner,
         )
         return _output(result)
 
@@ -219,6 +226,7 @@ class CompiledGraph:
         recursion_limit: int = 10_000,
         durability: Durability = "sync",
         wait: float | None = None,
+        owner: str | None = None,
     ) -> dict[str, Any]:
         """Sync :meth:`ainvoke`."""
         return run_sync(
@@ -229,6 +237,7 @@ class CompiledGraph:
                 recursion_limit=recursion_limit,
                 durability=durability,
                 wait=wait,
+                owner=owner,
             )
         )
 
@@ -242,6 +251,7 @@ class CompiledGraph:
         recursion_limit: int = 10_000,
         durability: Durability = "sync",
         wait: float | None = None,
+        owner: str | None = None,
     ) -> AsyncIterator[Any]:
         """Run the graph and yield what happens as it happens.
 
@@ -277,6 +287,7 @@ class CompiledGraph:
                     sink=sink,
                     modes=frozenset(modes),
                     wait=wait,
+                    owner=owner,
                 )
             finally:
                 queue.put_nowait(None)
@@ -302,6 +313,7 @@ class CompiledGraph:
         recursion_limit: int = 10_000,
         durability: Durability = "sync",
         wait: float | None = None,
+        owner: str | None = None,
     ) -> Iterator[Any]:
         """Sync :meth:`astream`: items are yielded as the run produces them."""
         yield from iterate_sync(
@@ -313,6 +325,7 @@ class CompiledGraph:
                 recursion_limit=recursion_limit,
                 durability=durability,
                 wait=wait,
+                owner=owner,
             )
         )
 
