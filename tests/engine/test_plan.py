@@ -9,7 +9,7 @@ from typing import Any
 from plait import END, START, AppendList, Graph, StateSchema
 from plait.checkpoint.base import Task
 from plait.engine.plan import Route, plan_next, task_id
-from plait.graph.spec import GraphSpec
+from plait.engine.spec import GraphSpec
 
 
 def _noop(state: Any) -> Any:

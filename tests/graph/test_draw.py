@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from plait import END, START, AppendList, Dag, Graph, Send, StateSchema
+from plait.engine.spec import GraphSpec
 from plait.graph.draw import draw_ascii, draw_mermaid, draw_svg
-from plait.graph.spec import GraphSpec
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -189,6 +189,8 @@ STATEMENTS: dict[str, str] = {
     # apply the lease rules in Python (SQLite, inside its write transaction).
     "thread_row": """SELECT gen, owner, holder, taken_at, expires_at, held, status, updated_at FROM {P}threads
         WHERE ns = ? AND thread_id = ?""",
+    # A run's fenced commit needs only its lease's generation and whether it is still held.
+    "fence_gen": "SELECT gen, held FROM {P}threads WHERE ns = ? AND thread_id = ?",
     "put_row": """INSERT INTO {P}threads (ns, thread_id, gen, owner, holder, taken_at, expires_at, held, status,
             updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         ON CONFLICT (ns, thread_id) DO UPDATE SET gen = excluded.gen, owner = excluded.owner,

@@ -47,6 +47,7 @@ from plait.engine.events import (
 from plait.engine.lease import LeaseRenewer, renews_off_loop
 from plait.engine.pending import incompatibilities, result_write, resume_values, resume_writes
 from plait.engine.plan import Route, plan_next, routes_from_json
+from plait.engine.spec import GraphSpec
 from plait.engine.tasks import StateView, TaskOutcome, compute_routes, run_all, run_task
 from plait.errors import (
     CheckpointNotFoundError,
@@ -59,7 +60,6 @@ from plait.errors import (
     RecursionLimitError,
     ThreadBusyError,
 )
-from plait.graph.spec import GraphSpec
 from plait.state.reducers import LastWriteWins
 from plait.state.run_state import RunState, StateUpdated
 from plait.types import START, Command, Durability, Interrupt

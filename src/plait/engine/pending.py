@@ -8,9 +8,9 @@ from typing import Any
 from plait._codec import freeze
 from plait.checkpoint.base import Checkpoint, PendingWrite
 from plait.engine.plan import route_json
+from plait.engine.spec import GraphSpec
 from plait.engine.tasks import TaskOutcome
 from plait.errors import InvalidResumeError
-from plait.graph.spec import GraphSpec
 from plait.types import Interrupt
 
 __all__ = ["active_interrupts", "incompatibilities", "result_write", "resume_values", "resume_writes"]

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from plait.checkpoint.base import Task, make_task
-from plait.graph.spec import GraphSpec
+from plait.engine.spec import GraphSpec
 from plait.types import END
 
 __all__ = ["Route", "plan_next", "route_json", "task_id"]

@@ -18,6 +18,7 @@ from plait._codec import freeze, freeze_send_arg
 from plait._frozen import FrozenView
 from plait.engine.context import GraphInterrupt, NodeContext, _current
 from plait.engine.plan import Route
+from plait.engine.spec import GraphSpec, NodeSpec, RouterSpec
 from plait.errors import (
     GraphError,
     LeaseLostError,
@@ -28,7 +29,6 @@ from plait.errors import (
     PlaitError,
     StateError,
 )
-from plait.graph.spec import GraphSpec, NodeSpec, RouterSpec
 from plait.state.run_state import RunState
 from plait.state.schema import StateSchema
 from plait.types import END, Command, Send

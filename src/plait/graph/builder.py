@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from plait.engine.spec import GraphSpec, Join, NodeSpec, RouterSpec, is_async_callable, takes_context
 from plait.errors import GraphError, MissingNodeError
-from plait.graph.spec import GraphSpec, Join, NodeSpec, RouterSpec, is_async_callable, takes_context
 from plait.state.schema import StateSchema
 from plait.types import END, START, RetryPolicy
 

@@ -31,6 +31,7 @@ from plait.checkpoint.fork import fork_checkpoint
 from plait.checkpoint.lease import rest_status
 from plait.engine.loop import Run, RunResult
 from plait.engine.plan import plan_next
+from plait.engine.spec import GraphSpec
 from plait.engine.tasks import compute_routes
 from plait.errors import (
     CheckpointNotFoundError,
@@ -41,7 +42,6 @@ from plait.errors import (
     ThreadBusyError,
 )
 from plait.graph.records import ThreadDiff, ThreadState
-from plait.graph.spec import GraphSpec
 from plait.state.diff import diff
 from plait.state.run_state import RunState
 from plait.types import Durability

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 from xml.sax.saxutils import escape
 
-from plait.graph.spec import GraphSpec
+from plait.engine.spec import GraphSpec
 from plait.types import END, START
 
 __all__ = ["draw_ascii", "draw_mermaid", "draw_svg"]
