@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-__all__ = ["in_sync_call", "iterate_sync", "run_sync"]
+__all__ = ["in_sync_call", "iterate_sync", "loop_is_idle", "on_loop_thread", "run_sync"]
 
 T = TypeVar("T")
 _local = threading.local()
@@ -107,6 +107,25 @@ def in_sync_call() -> bool:
     nothing else runs on that loop but this call, which a caller blocks on anyway, so a
     backend may do blocking I/O right there (see ``PostgresCheckpointer._off_loop``)."""
     return _in_sync_call.get()
+
+
+def loop_is_idle(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether nothing else on ``loop`` is ready to run, so a short blocking call may run
+    on its thread instead of being sent to a worker thread.
+
+    A lone run waiting for its commit (every ``invoke``, and ``ainvoke`` with sync
+    durability) has the loop to itself; while other tasks are ready, calls go through the
+    backend's threads, which also group their commits. Only asyncio's own loops show their
+    ready queue (``_ready``); on any other loop every call goes through the threads.
+    """
+    ready = getattr(loop, "_ready", None)
+    return ready is not None and not ready
+
+
+def on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether the calling thread is the one running ``loop`` (asyncio's own loops record
+    it; on any other loop the answer is no, and callers take the thread-safe path)."""
+    return getattr(loop, "_thread_id", None) == threading.get_ident()
 
 
 async def _flagged(coro: Coroutine[Any, Any, T]) -> T:

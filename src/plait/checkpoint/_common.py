@@ -3,7 +3,6 @@ blocking call may run on the event loop's own thread."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
@@ -18,7 +17,6 @@ __all__ = [
     "check_filter",
     "cycle_error",
     "keep_set",
-    "loop_is_idle",
     "matches",
     "page_threads",
     "walk_lineage",
@@ -118,19 +116,6 @@ def cycle_error(thread_id: str, checkpoint_id: str, parent_id: str | None) -> Ch
         checkpoint_id,
         f"its parent {parent_id!r} is also one of its descendants, so its lineage runs in a cycle",
     )
-
-
-def loop_is_idle(loop: asyncio.AbstractEventLoop) -> bool:
-    """Whether nothing else on ``loop`` is ready to run, so a short blocking call may run
-    on its thread instead of being sent to a worker thread.
-
-    A lone run waiting for its commit (every ``invoke``, and ``ainvoke`` with sync
-    durability) has the loop to itself; while other tasks are ready, calls go through the
-    backend's threads, which also group their commits. Only asyncio's own loops show their
-    ready queue (``_ready``); on any other loop every call goes through the threads.
-    """
-    ready = getattr(loop, "_ready", None)
-    return ready is not None and not ready
 
 
 def page_threads(

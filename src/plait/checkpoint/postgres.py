@@ -43,8 +43,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
-from plait._sync import in_sync_call
-from plait.checkpoint._common import loop_is_idle
+from plait._sync import in_sync_call, loop_is_idle
 from plait.checkpoint._pg_connect import connection_lost, failure, first_connection, redacted, scrubbed
 from plait.checkpoint._pg_schema import PG_MIGRATIONS
 from plait.checkpoint._pg_send import Cursors, Fusion, NeedsAnswer, Recorder, pipelined, send

@@ -43,8 +43,7 @@ from typing import Any, Literal, TypeVar
 
 import orjson
 
-from plait._sync import run_sync
-from plait.checkpoint._common import loop_is_idle
+from plait._sync import loop_is_idle, run_sync
 from plait.checkpoint._sql import CommitRequest, Cursor, Dialect, SqlCore
 from plait.checkpoint._sqlite_wal import WalReserve
 from plait.checkpoint._validate import check_id, check_thread

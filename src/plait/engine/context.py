@@ -11,12 +11,12 @@ import asyncio
 import contextvars
 import hashlib
 import inspect
-import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from plait._codec import freeze
+from plait._sync import on_loop_thread
 from plait.errors import NoCheckpointerError, PlaitError
 from plait.types import Interrupt
 
@@ -91,7 +91,7 @@ class NodeContext:
         if name in self.effects:
             return self.effects[name]
         if self.host.durable:
-            if _on_loop_thread(self.host.loop):
+            if on_loop_thread(self.host.loop):
                 raise PlaitError(
                     f"node {self.node!r} called ctx.once() on the event loop; in an async node use "
                     "`await ctx.aonce(name, fn)` instead"
@@ -150,7 +150,3 @@ def interrupt(value: Any = None) -> Any:
     if not ctx.host.durable:
         raise NoCheckpointerError("interrupt()")
     return ctx._next_interrupt(value)
-
-
-def _on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
-    return getattr(loop, "_thread_id", None) == threading.get_ident()

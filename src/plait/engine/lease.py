@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import logging
 import os
 import threading
 import time
 from collections.abc import Callable
 
-from plait.checkpoint.base import Checkpointer, Lease
+from plait.checkpoint.base import Checkpoint, Checkpointer, Lease, RestStatus
+from plait.errors import LeaseLostError, ThreadBusyError
 
-__all__ = ["LeaseRenewer", "renews_off_loop"]
+__all__ = ["LeaseRenewer", "ThreadLease", "renews_off_loop"]
 
 LostHandler = Callable[[BaseException], None]
 """Told why a renewal failed (a LeaseLostError, or the store's own failure)."""
@@ -155,3 +157,123 @@ class _RenewalThread:
                     self.add(renewer)
         finally:
             loop.close()
+
+
+log = logging.getLogger("plait.run")
+
+
+class ThreadLease:
+    """A run's hold on its thread, as an ``async with`` block: entering takes the thread's
+    lease (waiting up to ``wait`` seconds for a live holder) and reads the checkpoint the run
+    starts from, in one round trip where the backend can; inside, the lease is renewed and
+    :meth:`check` / :meth:`confirm` say whether it is still the run's; leaving gives it back
+    (unless the run's last commit did, or it was lost), leaving the thread ``rest``.
+
+    The engine enters one per run under a minted owner; a worker can enter it with its own
+    owner (its claim on the run) so the store names the worker as the holder.
+    """
+
+    def __init__(
+        self,
+        checkpointer: Checkpointer,
+        thread_id: str,
+        owner: str,
+        *,
+        namespace: str = "",
+        checkpoint_id: str | None = None,
+        wait: float | None = None,
+    ) -> None:
+        if wait is not None and wait < 0:
+            raise ValueError("wait must be a number of seconds (0 or more), or None not to wait")
+        self.checkpointer = checkpointer
+        self.thread_id = thread_id
+        self.owner = owner
+        self.namespace = namespace
+        self.checkpoint_id = checkpoint_id
+        self.wait = wait
+        self.lease: Lease | None = None
+        """The lease held (None before entering); its token fences every commit."""
+        self.head: Checkpoint | None = None
+        """The checkpoint read on entering (``checkpoint_id``'s, or the thread's head)."""
+        self.error: BaseException | None = None
+        """Why the run may not write any more (its lease was lost, or renewing it failed)."""
+        self.rest: RestStatus | None = None
+        """How the run leaves the thread, given back with the lease (None: as it was)."""
+        self.released = False
+        """Set when a commit gave the lease back (the run's last commit does)."""
+        self._renewer: LeaseRenewer | None = None
+
+    async def __aenter__(self) -> ThreadLease:
+        loop = asyncio.get_running_loop()
+        self.lease, self.head = await self._take(loop)
+        self._renewer = LeaseRenewer(self.checkpointer, self.lease, self.lost, loop=loop)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.stop_renewing()
+        await self._give_back()
+
+    async def _take(self, loop: asyncio.AbstractEventLoop) -> tuple[Lease, Checkpoint | None]:
+        deadline = None if self.wait is None else loop.time() + self.wait
+        pause = 0.05
+        while True:
+            try:
+                return await self.checkpointer.atake_lease_and_get(
+                    self.thread_id, self.owner, self.checkpoint_id, namespace=self.namespace
+                )
+            except ThreadBusyError as busy:
+                left = 0.0 if deadline is None else deadline - loop.time()
+                if left <= 0:
+                    raise
+                log.info("waiting for thread %r (%s); %.1fs left", self.thread_id, busy.owner, left)
+                await asyncio.sleep(min(left, pause, max(busy.expires_in, 0.01)))
+                pause = min(pause * 2, 0.5)
+
+    def check(self) -> None:
+        """Refuse to go on once the lease is lost: another run may own the thread now.
+
+        Raises:
+            LeaseLostError: (or the store's failure to renew) the run must stop.
+        """
+        if self.error is not None:
+            raise self.error
+
+    def lost(self, exc: BaseException) -> None:
+        """The renewer's report: renewing failed; the run writes nothing more."""
+        if self.error is None:
+            self.error = exc
+
+    async def confirm(self) -> None:
+        """Check with the store that the lease is still the thread's current one (by renewing
+        it), right before a side effect runs: a run that lost its thread must not charge a
+        card the new owner will charge again.
+
+        Raises:
+            LeaseLostError: the lease was lost (the run stops at once).
+        """
+        self.check()
+        if self.lease is None:
+            return
+        try:
+            self.lease = await self.checkpointer.arenew_lease(self.lease)
+        except LeaseLostError as exc:
+            self.error = exc
+            raise
+
+    def stop_renewing(self) -> None:
+        """No renewal starts after this (the run's last commit is about to release)."""
+        if self._renewer is not None:
+            self._renewer.stop()
+
+    async def _give_back(self) -> None:
+        """Release the lease (unless a commit did, or it was lost). A release that fails is
+        logged, not raised: the run's outcome stands, and the lease ends by itself (at once
+        for a new run on this machine once this process is gone, see
+        :class:`~plait.checkpoint.holder.Holder`)."""
+        lease = self.lease
+        if lease is None or self.released or isinstance(self.error, LeaseLostError):
+            return
+        try:
+            await self.checkpointer.arelease_lease(lease, status=self.rest)
+        except Exception as exc:
+            log.warning("could not give back the lease on thread %r: %s", lease.thread_id, exc)

@@ -2,30 +2,30 @@
 
 Per super-step: run the planned tasks concurrently (saving each finished task's result as a
 pending write when the step has several), merge all writes through the reducers in planned
-task order, plan the next tasks, commit one checkpoint, advance. Planning and merging are
-pure; everything that talks to storage goes through the :class:`Committer`.
+task order, plan the next tasks, commit one checkpoint, advance. Planning
+(:mod:`~plait.engine.plan`) and merging (:mod:`~plait.engine.merge`) are pure; when a
+checkpoint reaches the store is the durability strategy's (:mod:`~plait.engine.durability`);
+the lease is the :class:`~plait.engine.lease.ThreadLease`'s; the stream the
+:class:`~plait.engine.emitter.Emitter`'s; everything that talks to storage goes through the
+:class:`~plait.engine.commit.Committer`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import socket
 import time
-import traceback
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from plait.checkpoint.base import (
     Checkpoint,
     Checkpointer,
-    CheckpointWrite,
     Fence,
-    Lease,
     PendingWrite,
     RestStatus,
     Task,
@@ -33,48 +33,59 @@ from plait.checkpoint.base import (
     new_checkpoint_id,
 )
 from plait.engine.commit import Committer
-from plait.engine.context import NodeContext, _on_loop_thread
-from plait.engine.events import (
-    CheckpointSaved,
-    CustomEvent,
-    Interrupted,
-    NodeFailed,
-    NodeFinished,
-    NodeStarted,
-    RunFinished,
-    update_item,
-)
-from plait.engine.lease import LeaseRenewer, renews_off_loop
-from plait.engine.pending import incompatibilities, result_write, resume_values, resume_writes
-from plait.engine.plan import Route, plan_next, routes_from_json
+from plait.engine.context import NodeContext
+from plait.engine.durability import Durable, durability_for
+from plait.engine.emitter import Emitter, Sink
+from plait.engine.events import Interrupted, NodeStarted, RunFinished
+from plait.engine.executor import NodeExecutor
+from plait.engine.lease import ThreadLease, renews_off_loop
+from plait.engine.merge import Results, error_write, merge_step, read_pending, written_keys
+from plait.engine.pending import incompatibilities, result_write, resume_writes
+from plait.engine.plan import plan_next
 from plait.engine.spec import GraphSpec
 from plait.engine.tasks import StateView, TaskOutcome, compute_routes, run_all, run_task
 from plait.errors import (
     CheckpointNotFoundError,
-    ConcurrentWriteError,
     GraphChangedError,
     InvalidResumeError,
-    LeaseLostError,
-    NodeError,
     PlaitError,
     RecursionLimitError,
-    ThreadBusyError,
 )
 from plait.state.reducers import LastWriteWins
-from plait.state.run_state import RunState, StateUpdated
+from plait.state.run_state import RunState
 from plait.types import START, Command, Durability, Interrupt
 
-__all__ = ["Run", "RunResult", "Sink"]
-
-Sink = Callable[[str, Any], None]
-"""Receives ``(mode, item)`` for the stream modes a caller asked for."""
-
-log = logging.getLogger("plait.run")
+__all__ = ["Run", "RunResult", "Sink", "checkpoint_metadata"]
 
 
 def _host() -> str:
     """``host:pid`` of this process (a forked child names itself)."""
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def checkpoint_metadata(
+    source: str,
+    step: int,
+    spec: GraphSpec,
+    graph_fp: str,
+    *,
+    writes: Mapping[str, Sequence[str]] | None = None,
+    run_id: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The metadata every checkpoint plait writes carries: where it came from (``source``:
+    input, loop, update, replay, fork), its step, which node wrote which channels, and the
+    graph's fingerprint and reducers (what a resume checks compatibility against). The one
+    place a run, an update and a fork build it."""
+    meta: dict[str, Any] = {"source": source, "step": step}
+    if writes is not None:
+        meta["writes"] = {k: list(v) for k, v in writes.items()}
+    meta.update(extra)
+    meta["graph"] = graph_fp
+    meta["reducers"] = spec.reducer_specs
+    if run_id is not None:
+        meta["run_id"] = run_id
+    return meta
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,7 +108,7 @@ class Run:
     def __init__(
         self,
         spec: GraphSpec,
-        saver: Checkpointer | None,
+        checkpointer: Checkpointer | None,
         *,
         graph_fp: str,
         thread_id: str | None,
@@ -110,114 +121,93 @@ class Run:
         modes: frozenset[str] = frozenset(),
         wait: float | None = None,
         owner: str | None = None,
+        executor: NodeExecutor | None = None,
     ) -> None:
         if durability not in ("sync", "async", "exit"):
             raise ValueError(f"durability must be 'sync', 'async' or 'exit', got {durability!r}")
         if recursion_limit < 1:
             raise ValueError("recursion_limit must be at least 1")
+        if wait is not None and wait < 0:
+            raise ValueError("wait must be a number of seconds (0 or more), or None not to wait")
         self.spec = spec
-        self.saver = saver
+        self.checkpointer = checkpointer
         self.graph_fp = graph_fp
         self.thread_id = thread_id
         self.namespace = namespace
-        self.durability = durability
         self.recursion_limit = recursion_limit
         self.before = interrupt_before
         self.after = interrupt_after
-        self.sink = sink
-        self.modes = modes
-        if wait is not None and wait < 0:
-            raise ValueError("wait must be a number of seconds (0 or more), or None not to wait")
         self.wait = wait
+        self.executor = executor
+        """Where sync nodes run (None: the process's shared pool)."""
         self.run_id = uuid.uuid4().hex[:16]
         self.owner = owner or f"{_host()}:{self.run_id}"
         """The run's lease owner (a worker may give its own): who the thread's lease names."""
-        self.lease: Lease | None = None
-        """The lease the run holds: taken in :meth:`execute`; its token fences every commit."""
-        self.committer = Committer(saver, self._committed) if saver is not None else None
-        self._renewer: LeaseRenewer | None = None
-        self._rest: RestStatus | None = None
-        """How the run leaves the thread so far (None: it stored nothing): given back with the lease."""
-        self.durable = saver is not None
         self.loop = asyncio.get_running_loop()
+        self.emit = Emitter(sink, modes, self.loop)
+        self.committer = Committer(checkpointer, self.emit.committed) if checkpointer is not None else None
+        self.store: Durable | None = None if self.committer is None else durability_for(durability, self.committer)
+        self.hold: ThreadLease | None = None
+        """The run's lease on its thread, while it runs (None without a checkpointer)."""
+        self.durable = checkpointer is not None
         self.state = RunState(spec.schema)
         self.state.writers = spec.writers
-        self._reducer_specs = {c.key: c.reducer.spec() for c in spec.schema}
         self._lww = frozenset(c.key for c in spec.schema if isinstance(c.reducer, LastWriteWins))
-        self._persisted_id: str | None = None
-        """The newest checkpoint of this run that is (or is queued to be) stored."""
-        self._unpersisted: set[str] = set()
-        """Channels changed since ``_persisted_id`` (exit durability)."""
-        self._pending_folds = False
         self._with_writes: set[str] = set()
         """Checkpoints this run stored pending writes for and no child has folded yet: a
         child folds its parent's writes (deletes them in its commit) only when there may be
         some, so that a plain step's commit skips that statement."""
-        self._current: Checkpoint | None = None
-        self._lease_error: BaseException | None = None
-        """Why the run may not write any more (its lease was lost, or renewing it failed)."""
-        self._inline_ok = renews_off_loop(saver)
+        self._inline_ok = renews_off_loop(checkpointer)
         if self.committer is not None:
             self.committer.guard = self._check_lease
-
-    def _committed(self, checkpoints: Sequence[CheckpointWrite]) -> None:
-        if self.sink is not None and "events" in self.modes:
-            for cw in checkpoints:
-                cp = cw.checkpoint
-                self.sink(
-                    "events", CheckpointSaved(checkpoint_id=cp.id, step=cp.step, source=str(cp.metadata.get("source")))
-                )
 
     # -- the TaskHost protocol -----------------------------------------------------------
 
     def emit_custom(self, node: str, step: int, payload: Any) -> None:
-        if self.sink is not None and not _on_loop_thread(self.loop):
-            # a sync node in a worker thread: the sink belongs to the loop
-            self.loop.call_soon_threadsafe(self.emit_custom, node, step, payload)
-            return
-        if self.sink is not None:
-            if "custom" in self.modes:
-                self.sink("custom", payload)
-            if "events" in self.modes:
-                self.sink("events", CustomEvent(node=node, step=step, payload=payload))
+        self.emit.custom(node, step, payload)
 
     async def confirm_lease(self) -> None:
-        """Check with the store that the run's lease is still the thread's current one (by
-        renewing it), right before a side effect runs: a run that lost its thread must not
-        charge a card the new owner will charge again.
+        """Check with the store that the run's lease is still the thread's current one, right
+        before a side effect runs (see :meth:`ThreadLease.confirm`).
 
         Raises:
             LeaseLostError: the lease was lost (the run stops at once).
         """
-        self._check_lease()
-        if self.saver is None or self.lease is None:
-            return
-        try:
-            self.lease = await self.saver.arenew_lease(self.lease)
-        except LeaseLostError as exc:
-            self._lease_error = exc
-            raise
-
-    def lease_lost(self, exc: BaseException) -> None:
-        """The renewer's report: renewing failed; the run writes nothing more."""
-        if self._lease_error is None:
-            self._lease_error = exc
+        if self.hold is not None:
+            await self.hold.confirm()
 
     async def record_effect(self, task_id: str, name: str, value: Any) -> None:
-        assert self.committer is not None and self.saver is not None
-        await self._persist_current()
+        assert self.committer is not None and self.store is not None
+        await self.store.persist_current()
         self.committer.submit(writes=self._batch([PendingWrite(task_id=task_id, kind="effect", key=name, value=value)]))
         await self.committer.drain()
 
     # -- entry point ---------------------------------------------------------------------
 
     async def execute(self, input: Any, checkpoint_id: str | None) -> RunResult:
-        head: Checkpoint | None = None
-        if self.saver is not None and self.thread_id is not None:
-            self.lease, head = await self._lease_and_read(self.saver, self.thread_id, checkpoint_id)
-            assert self.committer is not None
-            self.committer.fence = Fence(owner=self.owner, token=self.lease.token)
-            self._renewer = LeaseRenewer(self.saver, self.lease, self.lease_lost, loop=self.loop)
+        if self.checkpointer is None or self.thread_id is None:
+            return await self._outcome(input, checkpoint_id, None)
+        async with ThreadLease(
+            self.checkpointer,
+            self.thread_id,
+            self.owner,
+            namespace=self.namespace,
+            checkpoint_id=checkpoint_id,
+            wait=self.wait,
+        ) as hold:
+            self.hold = hold
+            assert self.committer is not None and hold.lease is not None
+            self.committer.fence = Fence(owner=self.owner, token=hold.lease.token)
+            try:
+                return await self._outcome(input, checkpoint_id, hold.head)
+            finally:
+                hold.stop_renewing()
+                hold.released = self.committer.released
+                if self.store is not None:
+                    hold.rest = self.store.rest
+
+    async def _outcome(self, input: Any, checkpoint_id: str | None, head: Checkpoint | None) -> RunResult:
+        """Run to the end, then wait for the commits (every outcome is durable on return)."""
         try:
             try:
                 result = await self._execute(input, checkpoint_id, head)
@@ -225,65 +215,31 @@ class Run:
                 result = stop.result
             if self.committer is not None:
                 await self.committer.drain()
-            self._event(RunFinished(thread_id=self.thread_id, step=result.step, status=result.status))
+            self.emit.event(RunFinished(thread_id=self.thread_id, step=result.step, status=result.status))
             return result
         except BaseException:
             if self.committer is not None:
                 with contextlib.suppress(BaseException):  # the original failure is the one to report
                     await self.committer.drain()
-            self._event(RunFinished(thread_id=self.thread_id, step=self.state.super_step, status="failed"))
+            self.emit.event(RunFinished(thread_id=self.thread_id, step=self.state.super_step, status="failed"))
             raise
-        finally:
-            if self._renewer is not None:
-                self._renewer.stop()
-            await self._give_back()
-
-    async def _give_back(self) -> None:
-        """Release the lease (unless a commit did, or it was lost), leaving the thread as the
-        run left it. A release that fails is logged, not raised: the run's outcome stands,
-        and the lease ends by itself (at once for a new run on this machine once this
-        process is gone, see :class:`~plait.checkpoint.holder.Holder`)."""
-        lease, saver = self.lease, self.saver
-        if lease is None or saver is None or isinstance(self._lease_error, LeaseLostError):
-            return
-        if self.committer is not None and self.committer.released:
-            return
-        try:
-            await saver.arelease_lease(lease, status=self._rest)
-        except Exception as exc:
-            log.warning("could not give back the lease on thread %r: %s", lease.thread_id, exc)
-
-    async def _lease_and_read(
-        self, saver: Checkpointer, thread_id: str, checkpoint_id: str | None
-    ) -> tuple[Lease, Checkpoint | None]:
-        """Take the thread's lease and read the checkpoint the run starts from (one round trip
-        on a backend that can), waiting up to :attr:`wait` seconds for a live holder. A read
-        that fails after the lease was taken gives it back."""
-        deadline = None if self.wait is None else self.loop.time() + self.wait
-        pause = 0.05
-        while True:
-            try:
-                return await saver.atake_lease_and_get(thread_id, self.owner, checkpoint_id, namespace=self.namespace)
-            except ThreadBusyError as busy:
-                left = 0.0 if deadline is None else deadline - self.loop.time()
-                if left <= 0:
-                    raise
-                log.info("waiting for thread %r (%s); %.1fs left", thread_id, busy.owner, left)
-                await asyncio.sleep(min(left, pause, max(busy.expires_in, 0.01)))
-                pause = min(pause * 2, 0.5)
 
     def _check_lease(self) -> None:
         """Refuse to go on once the lease is lost: another run may own the thread now."""
-        if self._lease_error is not None:
-            raise self._lease_error
+        if self.hold is not None:
+            self.hold.check()
 
     async def _execute(self, input: Any, checkpoint_id: str | None, head: Checkpoint | None) -> RunResult:
-        if head is None and checkpoint_id is not None and self.saver is not None and self.thread_id is not None:
+        if head is None and checkpoint_id is not None and self.checkpointer is not None and self.thread_id is not None:
             raise CheckpointNotFoundError(self.thread_id, checkpoint_id, self.namespace)
         if head is not None:
             await self._check_compatible(head)
-            self._restore(head)
-            self._persisted_id = head.id
+            self.state = RunState.restored(
+                self.spec.schema, head.values, head.versions, version=head.version, super_step=head.step
+            )
+            self.state.writers = self.spec.writers
+            if self.store is not None:
+                self.store.started_from(head)
         pending = list(head.pending_writes) if head is not None else []
         if head is not None and checkpoint_id is not None and not isinstance(input, Mapping):
             head, pending = await self._branch(head, pending)
@@ -305,19 +261,12 @@ class Run:
 
     # -- starting ------------------------------------------------------------------------
 
-    def _restore(self, head: Checkpoint) -> None:
-        st = self.state
-        st._values = {**self.spec.schema.initial_values(), **head.values}
-        st._versions = dict(head.versions)
-        st.version = head.version
-        st.super_step = head.step
-
     async def _check_compatible(self, head: Checkpoint) -> None:
         if head.metadata.get("graph") in (None, self.graph_fp):
             return
         reducers = head.metadata.get("reducers")
-        if reducers is None and self.saver is not None and self.thread_id is not None:
-            for cp in await self.saver.ahistory(self.thread_id, namespace=self.namespace):
+        if reducers is None and self.checkpointer is not None and self.thread_id is not None:
+            for cp in await self.checkpointer.ahistory(self.thread_id, namespace=self.namespace):
                 if "reducers" in cp.metadata:
                     reducers = cp.metadata["reducers"]
                     break
@@ -332,21 +281,16 @@ class Run:
         cid = new_checkpoint_id(after=head.id if head else None)  # names the input's messages
         changed = st.fold(st.values, self.spec.schema.prepare(input, "input", cid), "input")
         if changed:
-            st._apply(changed, "input")
+            st.apply(changed, "input")
         step = head.step + 1 if head is not None else 0
         st.super_step = step
         routes = await compute_routes(self.spec, START, st, st.values, [], None)
         tasks, _ = plan_next(self.spec, cid, [(Task(id="", node=START), routes)], {})
         cp = self._checkpoint(
-            cid,
-            head.id if head else None,
-            step,
-            tasks,
-            {},  # a new run starts with no join half-way
-            {"source": "input", "step": step, "writes": {"input": sorted(changed)}},
-        )
+            cid, head.id if head else None, step, tasks, {}, "input", {"input": sorted(changed)}
+        )  # a new run starts with no join half-way
         self._emit_values()
-        self._store(cp, set(changed), folds=False)
+        self._store(cp, set(changed))
         await self._sync_point()
         return cp, tasks
 
@@ -357,14 +301,9 @@ class Run:
         failure there is what ``get_state`` shows and what ``Command(resume=...)`` answers."""
         cid = new_checkpoint_id(after=start.id)
         cp = self._checkpoint(
-            cid,
-            start.id,
-            start.step,
-            start.next_tasks,
-            start.barriers,
-            {"source": "replay", "step": start.step, "replayed_from": start.id},
+            cid, start.id, start.step, start.next_tasks, start.barriers, "replay", None, replayed_from=start.id
         )
-        self._store(cp, set(), folds=False)
+        self._store(cp, set())
         self._carry(cp, pending)
         await self._sync_point()
         return cp, pending
@@ -386,20 +325,11 @@ class Run:
         cid = new_checkpoint_id(after=cur.id)  # names the update's messages
         changed = st.fold(st.values, self.spec.schema.prepare(update, "update", cid), "update")
         if changed:
-            st._apply(changed, "update")
+            st.apply(changed, "update")
         cp = self._checkpoint(
-            cid,
-            cur.id,
-            cur.step + 1,
-            cur.next_tasks,
-            cur.barriers,
-            {
-                "source": "update",
-                "step": cur.step + 1,
-                "writes": {"update": sorted(changed)},
-            },
+            cid, cur.id, cur.step + 1, cur.next_tasks, cur.barriers, "update", {"update": sorted(changed)}
         )
-        self._store(cp, set(changed), folds=False)
+        self._store(cp, set(changed))
         self._carry(cp, pending)
         await self._sync_point()
         return cp, pending
@@ -419,48 +349,67 @@ class Run:
         while tasks:
             if steps >= self.recursion_limit:
                 error = RecursionLimitError(self.recursion_limit, self.thread_id)
-                await self._save_pending(cur, [_error_write("", "", cur.step, error)], status="error")
+                await self._save_pending(cur, [error_write("", "", cur.step, error)], status="error")
                 raise error
             cur, tasks = await self._step(cur, tasks, pending)
             pending = []
             steps += 1
-        await self._persist_current(cur)
+        if self.store is not None:
+            await self.store.persist_current(cur)
         return self._result(cur, (), "done")
 
     async def _step(
         self, cur: Checkpoint, tasks: Sequence[Task], pending: list[PendingWrite]
     ) -> tuple[Checkpoint, tuple[Task, ...]]:
+        """One super-step: run what is not done yet, stop on a failure or an interrupt, merge,
+        plan, checkpoint."""
         self._check_lease()
-        results: dict[str, tuple[list[tuple[str, Any]], list[Route]]] = {}
-        resume = resume_values(pending)
-        effects: dict[str, dict[str, Any]] = {}
-        breakpoint_taken = False
-        for pw in pending:
-            if pw.kind == "result":
-                # (with_ids: results saved before messages were named by task have none yet)
-                writes = self.spec.schema.with_ids([(w[0], w[1]) for w in pw.value["w"]], pw.task_id)
-                results[pw.task_id] = (writes, routes_from_json(pw.value["r"]))
-            elif pw.kind == "effect":
-                effects.setdefault(pw.task_id, {})[pw.key] = pw.value
-            elif pw.kind == "breakpoint" and pw.key != "after":
-                breakpoint_taken = True
+        inputs = read_pending(pending, self.spec.schema)
+        results = inputs.results
         to_run = [t for t in tasks if t.id not in results]
-        if self.before and not breakpoint_taken and any(t.node in self.before for t in to_run):
+        if self.before and not inputs.breakpoint_taken and any(t.node in self.before for t in to_run):
             await self._pause(cur, [PendingWrite(task_id="", kind="breakpoint")], ())
+        base = self.state.table  # the live table: nothing changes it until the merge
+        outcomes = await self._run_tasks(cur, to_run, inputs, results, base)
+        self._check_lease()  # a node's effect found the lease lost, or the renewer did
+        await self._stop_if_failed_or_paused(cur, to_run, outcomes)
+        try:
+            changed = merge_step(self.state, tasks, results, base, cur.step, self._lww)
+        except PlaitError as error:
+            saved = [result_write(t.id, TaskOutcome(writes=results[t.id][0], routes=results[t.id][1])) for t in to_run]
+            await self._save_pending(
+                cur, [*(saved if len(to_run) > 1 else []), error_write("", "", cur.step, error)], status="error"
+            )
+            raise
+        st = self.state
+        if changed:
+            st.apply(changed, None)
+            self.emit.state_updated(tasks, results, st.version, cur.step)
+        st.advance()
+        new, next_tasks = await self._next_checkpoint(cur, tasks, results, changed, bool(pending))
+        self._emit_values()
+        if self.after and next_tasks and any(t.node in self.after for t in tasks):
+            await self._pause(new, [PendingWrite(task_id="", kind="breakpoint", key="after")], ())
+        return new, next_tasks
 
+    async def _run_tasks(
+        self, cur: Checkpoint, to_run: Sequence[Task], inputs: Any, results: Results, base: Mapping[str, Any]
+    ) -> list[TaskOutcome]:
+        """Run a step's tasks concurrently, each finished one's writes kept in ``results``
+        (and saved as a pending write when the step has several, in the modes that do)."""
         step = cur.step
-        base = self.state._values  # the live table: nothing changes it until the merge
-        view = _view(base, self.spec)
+        view = StateView(base, self.spec)
         multi = len(to_run) > 1
         # A lone sync node runs inline on the loop when the lease is renewed off the loop
         # (always, for plait's own backends); otherwise it runs in a worker thread so that a
         # slow node (an LLM call) cannot starve the lease renewal.
         inline = not multi and self._inline_ok
-        flush = multi and self.committer is not None and self.durability != "exit"
+        flush = multi and self.store is not None and self.store.flushes_results
+        emit = self.emit
 
         async def one(task: Task) -> TaskOutcome:
-            if self._lease_error is not None:  # lost while siblings ran: start nothing more
-                return TaskOutcome(error=self._lease_error)
+            if self.hold is not None and self.hold.error is not None:  # lost while siblings ran
+                return TaskOutcome(error=self.hold.error)
             ctx = NodeContext(
                 thread_id=self.thread_id,
                 namespace=self.namespace,
@@ -469,138 +418,77 @@ class Run:
                 node=task.node,
                 task_id=task.id,
                 host=self,
-                resume_values=resume.get(task.id, []),
-                effects=effects.get(task.id, {}),
+                resume_values=inputs.resume.get(task.id, []),
+                effects=inputs.effects.get(task.id, {}),
             )
-            if self.sink is not None:
-                self._event(NodeStarted(node=task.node, task_id=task.id, step=step))
+            if emit.active:
+                emit.event(NodeStarted(node=task.node, task_id=task.id, step=step))
             node = self.spec.nodes[task.node]
             arg = task.arg if task.send else view
             out = await run_task(
-                self.spec, node, arg, ctx, self.state, base, inline=inline, on_retry=self._retry_hook(task, step)
+                self.spec,
+                node,
+                arg,
+                ctx,
+                self.state,
+                base,
+                inline=inline,
+                on_retry=emit.retry_hook(task, step),
+                executor=self.executor,
             )
             if out.error is None and out.interrupt is None:
                 results[task.id] = (out.writes, out.routes)
                 if flush:
                     assert self.committer is not None
                     self.committer.submit(writes=self._batch([result_write(task.id, out)], cur.id))
-                if self.sink is not None:
-                    self._task_done(task, out, step)
+                emit.task_done(task, out, step)
             return out
 
         if not multi:
-            outcomes = [await one(to_run[0])] if to_run else []
-        else:
-            outcomes = await run_all(one(t) for t in to_run)
+            return [await one(to_run[0])] if to_run else []
+        return await run_all(one(t) for t in to_run)
 
-        self._check_lease()  # a node's effect found the lease lost, or the renewer did
+    async def _stop_if_failed_or_paused(
+        self, cur: Checkpoint, to_run: Sequence[Task], outcomes: Sequence[TaskOutcome]
+    ) -> None:
+        """A step with a failed or interrupted task stops the run: the finished tasks'
+        results, the interrupts and the errors are saved on the step's checkpoint."""
         errors = [o.error for o in outcomes if o.error is not None]
         interrupts = tuple(o.interrupt for o in outcomes if o.interrupt is not None)
-        if errors or interrupts:
-            saved = [
-                result_write(t.id, o)
-                for t, o in zip(to_run, outcomes, strict=True)
-                if o.error is None and o.interrupt is None
-            ]
-            saved += [
-                PendingWrite(task_id=i.task_id, kind="interrupt", key=str(i.index), value=i.to_json())
-                for i in interrupts
-            ]
-            if errors:
-                saved += [
-                    _error_write(t.id, t.node, step, o.error)
-                    for t, o in zip(to_run, outcomes, strict=True)
-                    if o.error is not None
-                ]
-                await self._save_pending(cur, saved, status="error")
-                raise errors[0]
-            await self._pause(cur, saved, interrupts)
+        if not (errors or interrupts):
+            return
+        pairs = list(zip(to_run, outcomes, strict=True))
+        saved = [result_write(t.id, o) for t, o in pairs if o.error is None and o.interrupt is None]
+        saved += [
+            PendingWrite(task_id=i.task_id, kind="interrupt", key=str(i.index), value=i.to_json()) for i in interrupts
+        ]
+        if errors:
+            saved += [error_write(t.id, t.node, cur.step, o.error) for t, o in pairs if o.error is not None]
+            await self._save_pending(cur, saved, status="error")
+            raise errors[0]
+        await self._pause(cur, saved, interrupts)
 
-        # merge, in planned task order
-        changed: dict[str, Any] = {}
-        try:
-            if len(tasks) == 1:
-                w = results[tasks[0].id][0]
-                if w:
-                    changed = self.state.fold(base, w, tasks[0].node)
-            else:
-                changed = self._merge(tasks, results, base, step)
-        except PlaitError as error:
-            saved = (
-                [result_write(t.id, TaskOutcome(writes=results[t.id][0], routes=results[t.id][1])) for t in to_run]
-                if multi
-                else []
-            )
-            await self._save_pending(cur, [*saved, _error_write("", "", step, error)], status="error")
-            raise
-        st = self.state
-        if changed:
-            st._apply(changed, None)
-            if self.sink is not None and "events" in self.modes:
-                for t in tasks:
-                    keys = tuple(dict.fromkeys(k for k, _ in results[t.id][0]))
-                    if keys:
-                        self._event(StateUpdated(keys=keys, version=st.version, super_step=step, node=t.node))
-        st.advance()
-        cid = new_checkpoint_id(after=cur.id) if self.saver is not None else f"{self.run_id}.{cur.step + 1}"
+    async def _next_checkpoint(
+        self, cur: Checkpoint, tasks: Sequence[Task], results: Results, changed: Mapping[str, Any], resumed: bool
+    ) -> tuple[Checkpoint, tuple[Task, ...]]:
+        """Plan the next tasks and store the step's checkpoint."""
+        store = self.store
+        cid = new_checkpoint_id(after=cur.id) if store is not None else f"{self.run_id}.{cur.step + 1}"
         next_tasks, barriers = plan_next(self.spec, cid, [(t, results[t.id][1]) for t in tasks], cur.barriers)
-        if self.saver is None:
-            new = _bare_checkpoint(cid, cur, next_tasks, barriers)
-        else:
-            writes_meta: dict[str, list[str]] = {}
-            for t in tasks:
-                for k, _ in results[t.id][0]:
-                    written = writes_meta.setdefault(t.node, [])
-                    if k not in written:
-                        written.append(k)
-            new = self._checkpoint(
-                cid,
-                self._parent_for_next(cur),
-                cur.step + 1,
-                next_tasks,
-                barriers,
-                {"source": "loop", "step": cur.step + 1, "writes": writes_meta},
-            )
-            parent = new.parent_id
-            folds = bool(pending) or parent in self._with_writes
-            self._with_writes.discard(parent)
-            if not next_tasks:
-                # The run's last checkpoint gives the lease back in its own commit (a round
-                # trip fewer per run, in every durability mode).
-                self._finishing("idle")
-            if self.durability == "sync":
-                assert self.committer is not None
-                self._current = new
-                self._persisted_id = new.id
-                self._rest = "stale" if next_tasks else "idle"
-                await self.committer.commit_now(
-                    CheckpointWrite(checkpoint=new, changed=frozenset(changed), folds_parent_writes=folds)
-                )
-            else:
-                self._store(new, set(changed), folds=folds)
-        self._emit_values()
-        if self.after and next_tasks and any(t.node in self.after for t in tasks):
-            await self._pause(new, [PendingWrite(task_id="", kind="breakpoint", key="after")], ())
+        if store is None:
+            return _bare_checkpoint(cid, cur, next_tasks, barriers), next_tasks
+        new = self._checkpoint(
+            cid, store.parent_for_next(cur), cur.step + 1, next_tasks, barriers, "loop", written_keys(tasks, results)
+        )
+        parent = new.parent_id
+        folds = resumed or parent in self._with_writes
+        self._with_writes.discard(parent)
+        if not next_tasks:
+            # The run's last checkpoint gives the lease back in its own commit (a round
+            # trip fewer per run, in every durability mode).
+            self._finishing("idle")
+        await store.store_step(new, set(changed), folds=folds)
         return new, next_tasks
-
-    def _merge(
-        self,
-        tasks: Sequence[Task],
-        results: Mapping[str, tuple[list[tuple[str, Any]], list[Route]]],
-        base: Mapping[str, Any],
-        step: int,
-    ) -> dict[str, Any]:
-        batches = [(results[t.id][0], t.node) for t in tasks]
-        if self._lww:
-            lww_writer: dict[str, Task] = {}
-            for t, (w, _node) in zip(tasks, batches, strict=True):
-                for k, _ in w:
-                    if k in self._lww:
-                        prev = lww_writer.get(k)
-                        if prev is not None and prev.id != t.id:
-                            raise ConcurrentWriteError(k, (prev.node, t.node), step)
-                        lww_writer[k] = t
-        return self.state.fold_many(base, batches)
 
     # -- persistence ---------------------------------------------------------------------
 
@@ -611,11 +499,10 @@ class Run:
         step: int,
         tasks: Sequence[Task],
         barriers: Mapping[str, tuple[str, ...]],
-        metadata: dict[str, Any],
+        source: str,
+        writes: Mapping[str, Sequence[str]] | None,
+        **extra: Any,
     ) -> Checkpoint:
-        metadata["graph"] = self.graph_fp
-        metadata["reducers"] = self._reducer_specs
-        metadata["run_id"] = self.run_id
         st = self.state
         return Checkpoint(
             thread_id=self.thread_id or "",
@@ -623,85 +510,54 @@ class Run:
             id=cid,
             parent_id=parent,
             step=step,
-            values=dict(st._values),
-            versions=dict(st._versions),
+            values=dict(st.table),
+            versions=dict(st.channel_versions),
             next_tasks=tuple(tasks),
             barriers=dict(barriers),
-            metadata=metadata,
+            metadata=checkpoint_metadata(
+                source, step, self.spec, self.graph_fp, writes=writes, run_id=self.run_id, **extra
+            ),
             created_at=time.time(),
         )
 
-    def _parent_for_next(self, cur: Checkpoint) -> str | None:
-        return self._persisted_id if self.durability == "exit" else cur.id
-
-    def _store(self, cp: Checkpoint, changed: set[str], *, folds: bool) -> None:
-        """Queue ``cp`` for commit (or, in exit durability, only remember it)."""
-        self._current = cp
-        if self.committer is None:
-            return
-        self._rest = "stale" if cp.next_tasks else "idle"
-        if self.durability == "exit":
-            self._unpersisted |= changed
-            self._pending_folds = folds or self._pending_folds
-            return
-        self.committer.submit(
-            checkpoint=CheckpointWrite(checkpoint=cp, changed=frozenset(changed), folds_parent_writes=folds)
-        )
-        self._persisted_id = cp.id
-
-    async def _persist_current(self, cur: Checkpoint | None = None) -> None:
-        """Make sure the checkpoint the current step started from is stored (exit mode
-        skips intermediate ones until something needs them)."""
-        if self.committer is None:
-            return
-        cp = cur or self._current
-        if cp is not None and self.durability == "exit" and self._persisted_id != cp.id:
-            self.committer.submit(
-                checkpoint=CheckpointWrite(
-                    checkpoint=cp,
-                    changed=frozenset(self._unpersisted),
-                    folds_parent_writes=self._pending_folds,
-                )
-            )
-            self._persisted_id = cp.id
-            self._unpersisted = set()
-            self._pending_folds = False
+    def _store(self, cp: Checkpoint, changed: set[str]) -> None:
+        if self.store is not None:
+            self.store.store(cp, changed, folds=False)
 
     async def _sync_point(self) -> None:
-        if self.committer is not None and self.durability == "sync":
-            await self.committer.drain()
+        if self.store is not None:
+            await self.store.sync_point()
 
     def _finishing(self, status: RestStatus) -> None:
         """The next commit is the run's last: it gives the lease back, leaving the thread
         ``status``. Renewals stop first, so that none can land after the release."""
-        if self._renewer is not None:
-            self._renewer.stop()
+        if self.hold is not None:
+            self.hold.stop_renewing()
         if self.committer is not None:
             self.committer.release_on_next(status)
-        self._rest = status
 
     async def _save_pending(self, cur: Checkpoint, writes: Sequence[PendingWrite], *, status: RestStatus) -> None:
         """Store what the step produced so far on the checkpoint it started from (stored
         first, if exit durability skipped it), and wait until it is durable: the run stops
         here (``status`` says how), and a resume must find these results. The same commit
         gives the lease back."""
-        if self.committer is None:
+        if self.committer is None or self.store is None:
             return
         self._check_lease()
         self._finishing(status)
-        await self._persist_current(cur)
-        self._rest = status
+        await self.store.persist_current(cur)
+        self.store.rest = status
         if writes:
             self.committer.submit(writes=self._batch(writes, cur.id))
         await self.committer.drain()
 
     async def _pause(self, cur: Checkpoint, writes: list[PendingWrite], interrupts: tuple[Interrupt, ...]) -> None:
         await self._save_pending(cur, writes, status="interrupted")
-        self._event(Interrupted(interrupts=interrupts, step=cur.step))
+        self.emit.event(Interrupted(interrupts=interrupts, step=cur.step))
         raise _Stop(self._result(cur, interrupts, "interrupted"))
 
     def _batch(self, writes: Sequence[PendingWrite], checkpoint_id: str | None = None) -> WritesBatch:
-        cid = checkpoint_id or self._persisted_id or ""
+        cid = checkpoint_id or (self.store.persisted_id if self.store is not None else None) or ""
         self._with_writes.add(cid)
         return WritesBatch(
             thread_id=self.thread_id or "", namespace=self.namespace, checkpoint_id=cid, writes=tuple(writes)
@@ -711,73 +567,15 @@ class Run:
         self, cur: Checkpoint, interrupts: tuple[Interrupt, ...], status: Literal["done", "interrupted"]
     ) -> RunResult:
         return RunResult(
-            values=dict(self.state._values),
+            values=dict(self.state.table),
             interrupts=interrupts,
             status=status,
-            checkpoint_id=cur.id if self.saver is not None else None,
+            checkpoint_id=cur.id if self.checkpointer is not None else None,
             step=cur.step,
         )
 
-    # -- events --------------------------------------------------------------------------
-
-    def _event(self, event: Any) -> None:
-        if self.sink is not None and "events" in self.modes:
-            self.sink("events", event)
-
     def _emit_values(self) -> None:
-        if self.sink is not None and "values" in self.modes:
-            self.sink("values", dict(self.state._values))
-
-    def _task_done(self, task: Task, out: TaskOutcome, step: int) -> None:
-        assert self.sink is not None
-        if "updates" in self.modes:
-            self.sink("updates", {task.node: update_item(out.writes)})
-        if "events" in self.modes:
-            writes: dict[str, list[Any]] = {}
-            for k, v in out.writes:
-                writes.setdefault(k, []).append(v)
-            self.sink("events", NodeFinished(node=task.node, task_id=task.id, step=step, writes=writes))
-
-    def _retry_hook(self, task: Task, step: int) -> Callable[[int, BaseException, bool], None] | None:
-        if self.sink is None or "events" not in self.modes:
-            return None
-
-        def hook(attempt: int, err: BaseException, will_retry: bool) -> None:
-            self._event(
-                NodeFailed(
-                    node=task.node, task_id=task.id, step=step, error=str(err), attempt=attempt, will_retry=will_retry
-                )
-            )
-
-        return hook
-
-
-_TRACEBACK_MAX = 16_000
-"""Characters of a failed task's traceback kept with its error (the end, where it failed)."""
-
-
-def _error_write(task_id: str, node: str, step: int, error: BaseException) -> PendingWrite:
-    """The ``error`` pending write of a failed task (or of the step, with no task id): what
-    failed and why, kept with the checkpoint so the thread can say so; a resume ignores it
-    and runs the task again."""
-    cause = error.__cause__ if isinstance(error, NodeError) and error.__cause__ is not None else error
-    text = "".join(traceback.format_exception(cause))
-    return PendingWrite(
-        task_id=task_id,
-        kind="error",
-        value={
-            "node": node or None,
-            "step": step,
-            "error": type(error).__name__,
-            "type": f"{type(cause).__module__}.{type(cause).__qualname__}",
-            "message": str(cause),
-            "traceback": text[-_TRACEBACK_MAX:],
-        },
-    )
-
-
-def _view(values: Mapping[str, Any], spec: GraphSpec) -> Any:
-    return StateView(values, spec)
+        self.emit.values(self.state.table)
 
 
 def _bare_checkpoint(

@@ -6,6 +6,7 @@ loop read it and never change it.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -77,6 +78,12 @@ class GraphSpec:
     @property
     def fingerprint(self) -> str:
         return fingerprint(self.describe())
+
+    @functools.cached_property
+    def reducer_specs(self) -> Mapping[str, Any]:
+        """Each channel's reducer spec, as checkpoint metadata records them (shared by every
+        checkpoint of the graph: never mutate it)."""
+        return {c.key: c.reducer.spec() for c in self.schema}
 
 
 def _router_name(r: RouterSpec) -> str:

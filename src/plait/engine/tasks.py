@@ -10,13 +10,13 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Coroutine, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from plait._codec import freeze, freeze_send_arg
 from plait._frozen import FrozenView
 from plait.engine.context import GraphInterrupt, NodeContext, _current
+from plait.engine.executor import NodeExecutor, default_executor
 from plait.engine.plan import Route
 from plait.engine.spec import GraphSpec, NodeSpec, RouterSpec
 from plait.errors import (
@@ -34,9 +34,7 @@ from plait.state.schema import StateSchema
 from plait.types import END, Command, Send
 from plait.types import Interrupt as InterruptRecord
 
-__all__ = ["StateView", "TaskOutcome", "executor", "run_all", "run_task"]
-
-_executor: ThreadPoolExecutor | None = None
+__all__ = ["StateView", "TaskOutcome", "run_all", "run_task"]
 
 
 _T = TypeVar("_T")
@@ -90,14 +88,6 @@ def _start(loop: asyncio.AbstractEventLoop, coros: Iterable[Coroutine[Any, Any, 
     return [loop.create_task(c) for c in coros]
 
 
-def executor() -> ThreadPoolExecutor:
-    """The shared pool sync nodes run in (one per process, so no per-run thread start-up)."""
-    global _executor
-    if _executor is None:
-        _executor = ThreadPoolExecutor(max_workers=32, thread_name_prefix="plait-node")
-    return _executor
-
-
 class _Waker:
     """Hands results of sync nodes from worker threads back to the loop, waking the loop
     once per batch of finished calls instead of once per call (a fan-out of 100 sync
@@ -131,9 +121,13 @@ _wakers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waker] = weakref.
 
 
 def _in_thread(
-    loop: asyncio.AbstractEventLoop, context: contextvars.Context, fn: Callable[..., Any], args: tuple[Any, ...]
+    loop: asyncio.AbstractEventLoop,
+    context: contextvars.Context,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    executor: NodeExecutor,
 ) -> asyncio.Future[Any]:
-    """Run ``fn(*args)`` in the shared pool, inside ``context``; a future on ``loop``."""
+    """Run ``fn(*args)`` on ``executor``, inside ``context``; a future on ``loop``."""
     waker = _wakers.get(loop)
     if waker is None:
         waker = _wakers[loop] = _Waker(loop)
@@ -147,7 +141,7 @@ def _in_thread(
         else:
             waker.post(fut, True, value)
 
-    executor().submit(work)
+    executor.submit(work)
     return fut
 
 
@@ -276,7 +270,7 @@ class _NodeTimedOut(Exception):
     """Our own timeout fired (as opposed to a TimeoutError the node raised itself)."""
 
 
-async def _call(spec: NodeSpec, arg: Any, ctx: NodeContext, inline: bool) -> Any:
+async def _call(spec: NodeSpec, arg: Any, ctx: NodeContext, inline: bool, executor: NodeExecutor | None) -> Any:
     args = (arg, ctx) if spec.takes_ctx else (arg,)
     if spec.is_async:
         token = _current.set(ctx)
@@ -300,7 +294,7 @@ async def _call(spec: NodeSpec, arg: Any, ctx: NodeContext, inline: bool) -> Any
             _current.reset(token)
     context = contextvars.copy_context()
     context.run(_current.set, ctx)
-    fut = _in_thread(asyncio.get_running_loop(), context, spec.fn, args)
+    fut = _in_thread(asyncio.get_running_loop(), context, spec.fn, args, executor or default_executor())
     if spec.timeout is None:
         return await fut
     done, _ = await asyncio.wait((fut,), timeout=spec.timeout)
@@ -320,6 +314,7 @@ async def run_task(
     *,
     inline: bool,
     on_retry: Callable[[int, BaseException, bool], None] | None = None,
+    executor: NodeExecutor | None = None,
 ) -> TaskOutcome:
     """Call the node (with retries and timeout) and compute its writes and routes.
 
@@ -331,7 +326,7 @@ async def run_task(
     policy = node.retry
     while True:
         try:
-            result = await _call(node, arg, ctx, inline)
+            result = await _call(node, arg, ctx, inline, executor)
         except GraphInterrupt as signal:
             return TaskOutcome(interrupt=signal.interrupt)
         except LeaseLostError as exc:  # ctx.once() found the thread taken over: stop, do not retry

@@ -17,6 +17,7 @@ from plait.types import END, START, RetryPolicy
 
 if TYPE_CHECKING:
     from plait.checkpoint.base import Checkpointer
+    from plait.engine.executor import NodeExecutor
     from plait.graph.compiled import CompiledGraph
 
 __all__ = ["Dag", "Graph"]
@@ -166,6 +167,7 @@ class Graph:
         interrupt_before: Iterable[str] = (),
         interrupt_after: Iterable[str] = (),
         name: str | None = None,
+        executor: NodeExecutor | None = None,
     ) -> CompiledGraph:
         """Validate the graph and return a runnable :class:`CompiledGraph`.
 
@@ -176,6 +178,9 @@ class Graph:
                 to run without persistence.
             namespace: keeps this graph's threads apart from other graphs' in one store.
             interrupt_before / interrupt_after: nodes to pause before / after (breakpoints).
+            executor: where sync nodes run: anything with ``submit(fn)``, such as a
+                ``concurrent.futures.ThreadPoolExecutor`` of your own (a worker's bounded
+                pool); None runs them in the process's shared thread pool.
         """
         from plait.graph.compiled import CompiledGraph
 
@@ -191,6 +196,7 @@ class Graph:
             interrupt_before=before,
             interrupt_after=after,
             name=name or type(self).__name__,
+            executor=executor,
         )
 
     def _validate(self) -> None:
@@ -355,11 +361,13 @@ class Dag:
         namespace: str = "",
         interrupt_before: Iterable[str] = (),
         interrupt_after: Iterable[str] = (),
+        executor: NodeExecutor | None = None,
     ) -> CompiledGraph:
         return self.to_graph().compile(
             checkpointer,
             namespace=namespace,
             interrupt_before=interrupt_before,
             interrupt_after=interrupt_after,
+            executor=executor,
             name="Dag",
         )

@@ -8,55 +8,36 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
-import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from dataclasses import replace
-from typing import Any
+from typing import Any, Literal
 
 from plait._sync import iterate_sync, run_sync
 from plait.checkpoint.address import open as open_store
 from plait.checkpoint.base import (
-    Checkpoint,
     Checkpointer,
-    CheckpointWrite,
-    Fence,
     Status,
-    Task,
     ThreadInfo,
-    WritesBatch,
-    new_checkpoint_id,
 )
-from plait.checkpoint.fork import fork_checkpoint
-from plait.checkpoint.lease import rest_status
+from plait.engine.edit import fork_thread, update_thread
+from plait.engine.executor import NodeExecutor
 from plait.engine.loop import Run, RunResult
-from plait.engine.plan import plan_next
 from plait.engine.spec import GraphSpec
-from plait.engine.tasks import compute_routes
 from plait.errors import (
     CheckpointNotFoundError,
-    ConcurrentUpdateError,
     GraphError,
-    MissingNodeError,
     NoCheckpointerError,
-    ThreadBusyError,
 )
 from plait.graph.records import ThreadDiff, ThreadState
 from plait.state.diff import diff
-from plait.state.run_state import RunState
-from plait.types import Durability
+from plait.types import Command, Durability
 
 __all__ = ["CompiledGraph", "INTERRUPT_KEY", "coerce_checkpointer"]
 
 INTERRUPT_KEY = "__interrupt__"
 """Key under which ``invoke`` returns pending interrupts, when the run paused."""
 
-StreamMode = str
-
-_UPDATE_OWNER = f"update:{uuid.uuid4().hex}"
-"""The fence owner of ``update_state``: a name no lease is ever taken under, so any run's
-unexpired lease refuses the update. One per process (none is needed per call: updates never
-hold a lease, so they cannot be told apart by it, nor need to be)."""
+StreamMode = Literal["values", "updates", "events", "custom"]
+"""What ``stream(mode=...)`` yields (see :meth:`CompiledGraph.astream`)."""
 
 
 class _Required:
@@ -67,10 +48,6 @@ class _Required:
 
 
 _REQUIRED: Any = _Required()
-
-_UPDATE_RETRIES = 5
-"""How many times ``update_state`` folds its update again onto a head that moved under it
-(another update landed first) before raising ConcurrentUpdateError."""
 
 
 def coerce_checkpointer(checkpointer: Checkpointer | str | None) -> Checkpointer | None:
@@ -99,8 +76,12 @@ class CompiledGraph:
         interrupt_before: Sequence[str] = (),
         interrupt_after: Sequence[str] = (),
         name: str = "Graph",
+        executor: NodeExecutor | None = None,
     ) -> None:
         self.spec = spec
+        self.executor = executor
+        """Where sync nodes run (None: the process's shared thread pool); see
+        :class:`plait.engine.executor.NodeExecutor`."""
         self.checkpointer = coerce_checkpointer(checkpointer)
         self.namespace = namespace
         self.interrupt_before = frozenset(interrupt_before)
@@ -120,7 +101,7 @@ class CompiledGraph:
             f"<CompiledGraph {self.name} nodes={list(self.spec.nodes)} checkpointer={type(self.checkpointer).__name__}>"
         )
 
-    async def _saver(self) -> Checkpointer:
+    async def _ready_checkpointer(self) -> Checkpointer:
         if self.checkpointer is None:
             raise NoCheckpointerError("threads, history and state editing")
         if not self._setup_done:
@@ -143,19 +124,19 @@ class CompiledGraph:
         wait: float | None = None,
         owner: str | None = None,
     ) -> RunResult:
-        saver = None
+        checkpointer = None
         if self.checkpointer is not None:
-            saver = await self._saver()
+            checkpointer = await self._ready_checkpointer()
             if thread_id is None:
                 raise GraphError(
                     "this graph has a checkpointer, so invoke() needs a thread_id: the key its "
                     "checkpoints are stored and resumed under (any string, e.g. a conversation id)"
                 )
-        elif input is None or checkpoint_id is not None or type(input).__name__ == "Command":
+        elif input is None or checkpoint_id is not None or isinstance(input, Command):
             raise NoCheckpointerError("resuming a run")
         run = Run(
             self.spec,
-            saver,
+            checkpointer,
             graph_fp=self.fingerprint,
             thread_id=thread_id,
             namespace=self.namespace,
@@ -167,6 +148,7 @@ class CompiledGraph:
             modes=modes,
             wait=wait,
             owner=owner,
+            executor=self.executor,
         )
         return await run.execute(input, checkpoint_id)
 
@@ -364,13 +346,13 @@ class CompiledGraph:
         Raises:
             CheckpointNotFoundError: no such thread or checkpoint, and no ``default``.
         """
-        saver = await self._saver()
-        cp = await saver.aget(thread_id, checkpoint_id, namespace=self.namespace)
+        checkpointer = await self._ready_checkpointer()
+        cp = await checkpointer.aget(thread_id, checkpoint_id, namespace=self.namespace)
         if cp is None:
             if default is not _REQUIRED:
                 return default  # type: ignore[no-any-return]
             raise CheckpointNotFoundError(thread_id, checkpoint_id, self.namespace)
-        info = await saver.aget_thread(thread_id, namespace=self.namespace)
+        info = await checkpointer.aget_thread(thread_id, namespace=self.namespace)
         return ThreadState.of(cp, info.status if info is not None else None)
 
     def get_state(self, thread_id: str, checkpoint_id: str | None = None, *, default: Any = _REQUIRED) -> ThreadState:
@@ -380,8 +362,8 @@ class CompiledGraph:
     async def ahas_thread(self, thread_id: str) -> bool:
         """Whether the thread has a checkpoint: ``invoke(None if app.has_thread(t) else
         first_input, thread_id=t)`` resumes a thread or starts it."""
-        saver = await self._saver()
-        return await saver.aget_thread(thread_id, namespace=self.namespace) is not None
+        checkpointer = await self._ready_checkpointer()
+        return await checkpointer.aget_thread(thread_id, namespace=self.namespace) is not None
 
     def has_thread(self, thread_id: str) -> bool:
         """Sync :meth:`ahas_thread`."""
@@ -396,10 +378,10 @@ class CompiledGraph:
         filter: Mapping[str, Any] | None = None,
     ) -> list[ThreadState]:
         """The thread's checkpoints, newest first, following the newest branch."""
-        saver = await self._saver()
+        checkpointer = await self._ready_checkpointer()
         return [
             ThreadState.of(cp)
-            for cp in await saver.ahistory(
+            for cp in await checkpointer.ahistory(
                 thread_id, namespace=self.namespace, limit=limit, before=before, filter=filter
             )
         ]
@@ -419,8 +401,8 @@ class CompiledGraph:
     ) -> list[ThreadInfo]:
         """This graph's threads (of its namespace), most recently active first, filtered by
         ``status`` and paged in the store (see :meth:`Checkpointer.alist_threads`)."""
-        saver = await self._saver()
-        return await saver.alist_threads(namespace=self.namespace, status=status, limit=limit, before=before)
+        checkpointer = await self._ready_checkpointer()
+        return await checkpointer.alist_threads(namespace=self.namespace, status=status, limit=limit, before=before)
 
     def list_threads(
         self, *, status: Status | None = None, limit: int | None = None, before: str | None = None
@@ -429,13 +411,13 @@ class CompiledGraph:
         return run_sync(self.alist_threads(status=status, limit=limit, before=before))
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await (await self._saver()).adelete_thread(thread_id, namespace=self.namespace)
+        await (await self._ready_checkpointer()).adelete_thread(thread_id, namespace=self.namespace)
 
     def delete_thread(self, thread_id: str) -> None:
         run_sync(self.adelete_thread(thread_id))
 
     async def aprune(self, thread_id: str, *, keep_last: int) -> int:
-        return await (await self._saver()).aprune(thread_id, keep_last=keep_last, namespace=self.namespace)
+        return await (await self._ready_checkpointer()).aprune(thread_id, keep_last=keep_last, namespace=self.namespace)
 
     def prune(self, thread_id: str, *, keep_last: int) -> int:
         return run_sync(self.aprune(thread_id, keep_last=keep_last))
@@ -454,107 +436,15 @@ class CompiledGraph:
             ConcurrentUpdateError: other writes kept moving the thread's head, more times
                 in a row than the update retries.
         """
-        saver = await self._saver()
-        if as_node is not None:
-            if as_node not in self.spec.nodes:
-                raise MissingNodeError(as_node, tuple(self.spec.nodes))
-            if not (
-                self.spec.edges.get(as_node) or self.spec.routers.get(as_node) or self.spec.joins_by_source.get(as_node)
-            ):
-                raise GraphError(
-                    f"cannot update state as node {as_node!r}: it routes only by Command, so its successors are "
-                    "unknown and the thread could not continue; update without as_node, or as a node with edges"
-                )
-        owner = _UPDATE_OWNER
-        # No lease of its own: the commit's fence refuses it if a run holds the thread
-        # (ThreadBusyError) or if another write moved the head since it was read; the
-        # update is then folded again onto the new head, so concurrent updates all land.
-        # The first attempt builds on the head this process last committed, when the
-        # checkpointer remembers it (a read saved: a run's last checkpoint, the previous
-        # update), fenced to still be the head and to have no pending writes meanwhile.
-        known = saver.known_head(thread_id, namespace=self.namespace)
-        for attempt in range(_UPDATE_RETRIES + 1):
-            head = known if attempt == 0 else None
-            if head is None:
-                head = await saver.aget(thread_id, namespace=self.namespace)
-            if head is None:
-                raise CheckpointNotFoundError(thread_id, None, self.namespace)
-            fence = Fence(owner=owner, expect_head=head.id, expect_no_writes=head is known)
-            try:
-                return await self._write_update(saver, head, update, as_node, fence)
-            except ConcurrentUpdateError:
-                if attempt == _UPDATE_RETRIES:
-                    raise
-            except ThreadBusyError as busy:
-                if busy.alive is not False:
-                    raise
-                return await self._update_over_the_dead(saver, thread_id, update, as_node)
-        raise AssertionError("unreachable")
-
-    async def _update_over_the_dead(self, saver: Checkpointer, thread_id: str, update: Any, as_node: str | None) -> str:
-        """The run holding the thread died on this machine (its lease is unexpired, but its
-        process is provably gone): take its lease over, which fences anything it could
-        still write, and write the update under that lease, giving it back in the commit."""
-        lease, head = await saver.atake_lease_and_get(thread_id, _UPDATE_OWNER, namespace=self.namespace)
-        try:
-            if head is None:
-                raise CheckpointNotFoundError(thread_id, None, self.namespace)
-            fence = Fence(owner=_UPDATE_OWNER, token=lease.token, expect_head=head.id, release=True)
-            return await self._write_update(saver, head, update, as_node, fence)
-        except BaseException:
-            with contextlib.suppress(Exception):
-                await saver.arelease_lease(lease)
-            raise
-
-    async def _write_update(
-        self, saver: Checkpointer, head: Checkpoint, update: Any, as_node: str | None, fence: Fence
-    ) -> str:
-        state = RunState(self.spec.schema)
-        state._values = {**self.spec.schema.initial_values(), **head.values}
-        state._versions = dict(head.versions)
-        state.version = head.version
-        who = as_node or "update"
-        cid = new_checkpoint_id(after=head.id)  # names the update's messages
-        writes = self.spec.schema.prepare(update, who, cid)
-        base = dict(state.values)
-        changed = state.fold(base, writes, who)
-        if changed:
-            state._apply(changed, who)
-        if as_node is not None:
-            routes = await compute_routes(self.spec, as_node, state, base, writes, None)
-            tasks, barriers = plan_next(self.spec, cid, [(Task(id="", node=as_node), routes)], head.barriers)
-        else:
-            tasks, barriers = head.next_tasks, dict(head.barriers)
-        cp = Checkpoint(
-            thread_id=head.thread_id,
+        return await update_thread(
+            await self._ready_checkpointer(),
+            self.spec,
+            self.fingerprint,
+            thread_id,
+            update,
+            as_node,
             namespace=self.namespace,
-            id=cid,
-            parent_id=head.id,
-            step=head.step + 1,
-            values=dict(state.values),
-            versions=dict(state.channel_versions),
-            next_tasks=tuple(tasks),
-            barriers=barriers,
-            metadata={
-                "source": "update",
-                "step": head.step + 1,
-                "writes": {who: sorted(changed)},
-                "graph": self.fingerprint,
-                "reducers": {c.key: c.reducer.spec() for c in self.spec.schema},
-            },
-            created_at=time.time(),
         )
-        carried = head.pending_writes if as_node is None else ()
-        checkpoints = [CheckpointWrite(checkpoint=cp, changed=frozenset(changed))]
-        batches = (
-            [WritesBatch(thread_id=cp.thread_id, namespace=self.namespace, checkpoint_id=cid, writes=carried)]
-            if carried
-            else []
-        )
-        if fence.release:  # written under a lease: its release says how the update leaves the thread
-            fence = replace(fence, status=rest_status(cp.next_tasks, carried))
-        await saver.acommit(checkpoints=checkpoints, writes=batches, fence=fence)
-        return cid
 
     def update_state(self, thread_id: str, update: Any, as_node: str | None = None) -> str:
         return run_sync(self.aupdate_state(thread_id, update, as_node))
@@ -588,30 +478,15 @@ class CompiledGraph:
             ConcurrentUpdateError: ``target_thread`` already has checkpoints (a fork creates
                 a thread; nothing is stored).
         """
-        saver = await self._saver()
-        src = await saver.aget(source_thread, checkpoint_id, namespace=self.namespace)
-        if src is None:
-            raise CheckpointNotFoundError(source_thread, checkpoint_id, self.namespace)
-        state = RunState(self.spec.schema)
-        state._values = dict(src.values)
-        state._versions = dict(src.versions)
-        state.version = src.version
-        edited: list[str] = []
-        cid = new_checkpoint_id()  # names the edits' messages
-        if edits:
-            changed = state.fold(state.values, self.spec.schema.prepare(edits, "fork", cid), "fork")
-            if changed:
-                state._apply(changed, "fork")
-            edited = sorted(changed)
-        return await fork_checkpoint(
-            saver,
-            src,
+        return await fork_thread(
+            await self._ready_checkpointer(),
+            self.spec,
+            self.fingerprint,
+            source_thread,
             target_thread,
-            values=state._values,
-            versions=state._versions,
-            metadata={"graph": self.fingerprint, "reducers": {c.key: c.reducer.spec() for c in self.spec.schema}},
-            edited=edited,
-            checkpoint_id=cid,
+            checkpoint_id=checkpoint_id,
+            edits=edits,
+            namespace=self.namespace,
         )
 
     def fork(
@@ -629,9 +504,9 @@ class CompiledGraph:
     async def adiff_threads(self, a: str, b: str) -> ThreadDiff:
         """The first step at which two threads' states differ, the keys that differ there,
         and the difference between their heads."""
-        saver = await self._saver()
-        ha = list(reversed(await saver.ahistory(a, namespace=self.namespace)))
-        hb = list(reversed(await saver.ahistory(b, namespace=self.namespace)))
+        checkpointer = await self._ready_checkpointer()
+        ha = list(reversed(await checkpointer.ahistory(a, namespace=self.namespace)))
+        hb = list(reversed(await checkpointer.ahistory(b, namespace=self.namespace)))
         if not ha:
             raise CheckpointNotFoundError(a, None, self.namespace)
         if not hb:

@@ -100,6 +100,29 @@ class RunState:
         fingerprint, equal super-step."""
         return cls(schema, values, super_step)
 
+    @classmethod
+    def restored(
+        cls,
+        schema: StateSchema,
+        values: Mapping[str, Any],
+        versions: Mapping[str, int],
+        *,
+        version: int,
+        super_step: int,
+        defaults: bool = True,
+    ) -> RunState:
+        """The run state a checkpoint holds, as stored: ``values`` are already frozen and
+        reduced (they are not folded again); channels without one start from their defaults
+        (unless ``defaults`` is False: a fork copies exactly what was stored). The one way a
+        run, an update and a fork rebuild state from a checkpoint."""
+        state = cls(schema, None, super_step)
+        if not defaults:
+            state._values = {}
+        state._values.update(values)
+        state._versions = dict(versions)
+        state.version = version
+        return state
+
     # -- reading -------------------------------------------------------------------------
 
     def __getitem__(self, key: str) -> Any:
@@ -169,7 +192,7 @@ class RunState:
         """
         changed = self.fold(self._values, writes, node, name_messages=True)
         if changed:
-            self._apply(changed, node)
+            self.apply(changed, node)
 
     def fold(
         self,
@@ -228,7 +251,16 @@ class RunState:
             out[key] = current
         return out
 
-    def _apply(self, changed: Mapping[str, Any], node: str | None) -> None:
+    @property
+    def table(self) -> Mapping[str, Any]:
+        """The live table of values (no copy): what a step reads while its tasks run, since
+        nothing changes it until :meth:`apply`. Never mutate it; keep :attr:`values` for
+        anything that outlives the step."""
+        return self._values
+
+    def apply(self, changed: Mapping[str, Any], node: str | None) -> None:
+        """Store the values a fold returned (:meth:`fold`, :meth:`fold_many`) as one new
+        state version, and tell the subscribers."""
         self._values.update(changed)
         self.version += 1
         version = self.version

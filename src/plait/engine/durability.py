@@ -1,0 +1,134 @@
+"""When a run's checkpoints reach the store: one strategy object per durability mode.
+
+* ``sync``: each step's checkpoint is committed before the next step starts;
+* ``async``: checkpoints are queued and committed while the next steps run (group commit),
+  all of them durable when the run returns;
+* ``exit``: only the checkpoint something needs is stored (the run's end, an interrupt, an
+  error, a recorded effect); the skipped ones are folded into it.
+
+The loop asks the same questions in every mode (store this, is it durable yet, what is the
+next checkpoint's parent) and the strategy answers; no ``durability ==`` test is left in it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from plait.checkpoint.base import Checkpoint, CheckpointWrite, RestStatus
+from plait.engine.commit import Committer
+from plait.types import Durability
+
+__all__ = ["Durable", "durability_for"]
+
+
+class Durable:
+    """What a run has stored, and how it stores the next checkpoint. The ``async`` mode's
+    behaviour; the other modes change the methods that differ."""
+
+    mode: Durability = "async"
+    flushes_results = True
+    """Whether a step of several tasks saves each finished task's result as it finishes (so
+    a crash mid-step re-runs only the unfinished ones)."""
+
+    def __init__(self, committer: Committer) -> None:
+        self.committer = committer
+        self.persisted_id: str | None = None
+        """The newest checkpoint of this run that is (or is queued to be) stored."""
+        self.current: Checkpoint | None = None
+        """The newest checkpoint of this run, stored or not."""
+        self.rest: RestStatus | None = None
+        """How what is stored so far leaves the thread (None: nothing stored yet); the run
+        gives its lease back with it."""
+
+    def started_from(self, head: Checkpoint) -> None:
+        """The run continues from ``head``, which is stored."""
+        self.persisted_id = head.id
+
+    def store(self, cp: Checkpoint, changed: set[str], *, folds: bool) -> None:
+        """Queue ``cp`` for commit."""
+        self.current = cp
+        self.rest = "stale" if cp.next_tasks else "idle"
+        self.committer.submit(
+            checkpoint=CheckpointWrite(checkpoint=cp, changed=frozenset(changed), folds_parent_writes=folds)
+        )
+        self.persisted_id = cp.id
+
+    async def store_step(self, cp: Checkpoint, changed: set[str], *, folds: bool) -> None:
+        """Store a step's checkpoint (the loop's one call per step)."""
+        self.store(cp, changed, folds=folds)
+
+    async def persist_current(self, cur: Checkpoint | None = None) -> None:
+        """Make sure ``cur`` (by default the newest checkpoint) is stored or queued: a
+        pending write or the run's end is about to need it."""
+
+    async def sync_point(self) -> None:
+        """Where the ``sync`` mode waits for the store."""
+
+    def parent_for_next(self, cur: Checkpoint) -> str | None:
+        """The parent the next checkpoint names: the stored checkpoint it follows."""
+        return cur.id
+
+
+class _Sync(Durable):
+    mode = "sync"
+
+    async def store_step(self, cp: Checkpoint, changed: set[str], *, folds: bool) -> None:
+        # committed inline, without the queue: the step waits for it anyway
+        self.current = cp
+        self.persisted_id = cp.id
+        self.rest = "stale" if cp.next_tasks else "idle"
+        await self.committer.commit_now(
+            CheckpointWrite(checkpoint=cp, changed=frozenset(changed), folds_parent_writes=folds)
+        )
+
+    async def sync_point(self) -> None:
+        await self.committer.drain()
+
+
+class _Exit(Durable):
+    mode = "exit"
+    flushes_results = False
+
+    def __init__(self, committer: Committer) -> None:
+        super().__init__(committer)
+        self._unpersisted: set[str] = set()
+        """Channels changed since :attr:`persisted_id`."""
+        self._folds = False
+        """Whether a skipped checkpoint folded its parent's pending writes."""
+
+    def store(self, cp: Checkpoint, changed: set[str], *, folds: bool) -> None:
+        self.current = cp
+        self.rest = "stale" if cp.next_tasks else "idle"
+        self._unpersisted |= changed
+        self._folds = folds or self._folds
+
+    async def persist_current(self, cur: Checkpoint | None = None) -> None:
+        cp = cur or self.current
+        if cp is None or self.persisted_id == cp.id:
+            return
+        self.committer.submit(
+            checkpoint=CheckpointWrite(
+                checkpoint=cp, changed=frozenset(self._unpersisted), folds_parent_writes=self._folds
+            )
+        )
+        self.persisted_id = cp.id
+        self._unpersisted = set()
+        self._folds = False
+
+    def parent_for_next(self, cur: Checkpoint) -> str | None:
+        return self.persisted_id
+
+
+_MODES: dict[str, type[Durable]] = {"sync": _Sync, "async": Durable, "exit": _Exit}
+
+
+def durability_for(mode: Durability | Literal["sync", "async", "exit"], committer: Committer) -> Durable:
+    """The strategy of ``mode``.
+
+    Raises:
+        ValueError: ``mode`` is not ``"sync"``, ``"async"`` or ``"exit"``.
+    """
+    try:
+        return _MODES[mode](committer)
+    except KeyError:
+        raise ValueError(f"durability must be 'sync', 'async' or 'exit', got {mode!r}") from None

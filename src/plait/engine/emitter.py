@@ -1,0 +1,109 @@
+"""Turning what a run does into the stream items its caller asked for.
+
+A run with no stream pays nothing here: every method returns at its first test when the
+caller asked for nothing (``sink`` is None) or not for that mode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from plait._sync import on_loop_thread
+from plait.checkpoint.base import CheckpointWrite, Task
+from plait.engine.events import CheckpointSaved, CustomEvent, NodeFailed, NodeFinished, update_item
+from plait.engine.merge import Results
+from plait.engine.tasks import TaskOutcome
+from plait.state.run_state import StateUpdated
+
+__all__ = ["Emitter", "Sink"]
+
+Sink = Callable[[str, Any], None]
+"""Receives ``(mode, item)`` for the stream modes a caller asked for."""
+
+
+class Emitter:
+    """The stream of one run: ``values``, ``updates``, ``events`` and ``custom`` items."""
+
+    __slots__ = ("events", "loop", "modes", "sink")
+
+    def __init__(self, sink: Sink | None, modes: frozenset[str], loop: asyncio.AbstractEventLoop) -> None:
+        self.sink = sink
+        self.modes = modes
+        self.loop = loop
+        self.events = sink is not None and "events" in modes
+        """Whether event records are wanted (tested on the hot path before building one)."""
+
+    @property
+    def active(self) -> bool:
+        """Whether anything is streamed at all."""
+        return self.sink is not None
+
+    def event(self, event: Any) -> None:
+        if self.events:
+            assert self.sink is not None
+            self.sink("events", event)
+
+    def values(self, values: Any) -> None:
+        """The state after the input or a step (``values`` mode); ``values`` is called only
+        when the mode is on, so that no copy is made for nobody."""
+        if self.sink is not None and "values" in self.modes:
+            self.sink("values", dict(values))
+
+    def custom(self, node: str, step: int, payload: Any) -> None:
+        """What a node passed to ``ctx.emit``; from a sync node's worker thread it hops to
+        the loop, which owns the sink."""
+        if self.sink is None:
+            return
+        if not on_loop_thread(self.loop):
+            self.loop.call_soon_threadsafe(self.custom, node, step, payload)
+            return
+        if "custom" in self.modes:
+            self.sink("custom", payload)
+        if self.events:
+            self.sink("events", CustomEvent(node=node, step=step, payload=payload))
+
+    def committed(self, checkpoints: Sequence[CheckpointWrite]) -> None:
+        """The committer's report: these checkpoints are stored."""
+        if self.events:
+            assert self.sink is not None
+            for cw in checkpoints:
+                cp = cw.checkpoint
+                self.sink(
+                    "events", CheckpointSaved(checkpoint_id=cp.id, step=cp.step, source=str(cp.metadata.get("source")))
+                )
+
+    def task_done(self, task: Task, out: TaskOutcome, step: int) -> None:
+        if self.sink is None:
+            return
+        if "updates" in self.modes:
+            self.sink("updates", {task.node: update_item(out.writes)})
+        if self.events:
+            writes: dict[str, list[Any]] = {}
+            for k, v in out.writes:
+                writes.setdefault(k, []).append(v)
+            self.sink("events", NodeFinished(node=task.node, task_id=task.id, step=step, writes=writes))
+
+    def state_updated(self, tasks: Sequence[Task], results: Results, version: int, step: int) -> None:
+        """One ``StateUpdated`` event per task that wrote something in the merged step."""
+        if not self.events:
+            return
+        for t in tasks:
+            keys = tuple(dict.fromkeys(k for k, _ in results[t.id][0]))
+            if keys:
+                self.event(StateUpdated(keys=keys, version=version, super_step=step, node=t.node))
+
+    def retry_hook(self, task: Task, step: int) -> Callable[[int, BaseException, bool], None] | None:
+        """The callback a task's retries report each failed attempt to (None: no events)."""
+        if not self.events:
+            return None
+
+        def hook(attempt: int, err: BaseException, will_retry: bool) -> None:
+            self.event(
+                NodeFailed(
+                    node=task.node, task_id=task.id, step=step, error=str(err), attempt=attempt, will_retry=will_retry
+                )
+            )
+
+        return hook

@@ -1,0 +1,123 @@
+"""What a super-step's writes become: pure functions of the step's tasks and results.
+
+No store, no event loop, no clock: the loop hands these the results it gathered and gets back
+the values to apply, the metadata to record and the records of what failed, so that merging
+can be tested on its own (STYLE §2) and reads the same in every durability mode.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from plait.checkpoint.base import PendingWrite, Task
+from plait.engine.pending import resume_values
+from plait.engine.plan import Route, routes_from_json
+from plait.errors import ConcurrentWriteError, NodeError
+from plait.state.run_state import RunState
+from plait.state.schema import StateSchema
+
+__all__ = ["Results", "StepInputs", "error_write", "merge_step", "read_pending", "written_keys"]
+
+Results = dict[str, tuple[list[tuple[str, Any]], list[Route]]]
+"""A step's finished tasks: task id -> (its writes in order, its routes)."""
+
+
+@dataclass(slots=True)
+class StepInputs:
+    """What a checkpoint's pending writes say about the step it starts."""
+
+    results: Results = field(default_factory=dict)
+    """Tasks that finished before (a crash, a failure or an interrupt cut the step short):
+    they are not run again, their saved writes are merged."""
+    effects: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Recorded ``ctx.once`` results, per task: a re-run task gets them back, not re-done."""
+    resume: dict[str, list[Any]] = field(default_factory=dict)
+    """Answers to ``interrupt()``, per task, in the order asked."""
+    breakpoint_taken: bool = False
+    """A breakpoint before this step already paused once: the resume goes past it."""
+
+
+def read_pending(pending: Sequence[PendingWrite], schema: StateSchema) -> StepInputs:
+    """Sort a checkpoint's pending writes into what the step needs (see :class:`StepInputs`)."""
+    inputs = StepInputs(resume=resume_values(pending))
+    for pw in pending:
+        if pw.kind == "result":
+            # (with_ids: results saved before messages were named by task have none yet)
+            writes = schema.with_ids([(w[0], w[1]) for w in pw.value["w"]], pw.task_id)
+            inputs.results[pw.task_id] = (writes, routes_from_json(pw.value["r"]))
+        elif pw.kind == "effect":
+            inputs.effects.setdefault(pw.task_id, {})[pw.key] = pw.value
+        elif pw.kind == "breakpoint" and pw.key != "after":
+            inputs.breakpoint_taken = True
+    return inputs
+
+
+def merge_step(
+    state: RunState,
+    tasks: Sequence[Task],
+    results: Results,
+    base: Mapping[str, Any],
+    step: int,
+    lww: frozenset[str],
+) -> dict[str, Any]:
+    """Fold every task's writes through the reducers in planned task order (the order that
+    makes a merge deterministic whatever order the tasks finished in) and return the changed
+    values, without applying them.
+
+    Raises:
+        ConcurrentWriteError: two tasks wrote one last-write-wins channel (in ``lww``).
+        StateError: a reducer refused a write.
+    """
+    if len(tasks) == 1:
+        writes = results[tasks[0].id][0]
+        return state.fold(base, writes, tasks[0].node) if writes else {}
+    batches = [(results[t.id][0], t.node) for t in tasks]
+    if lww:
+        writer: dict[str, Task] = {}
+        for t, (writes, _node) in zip(tasks, batches, strict=True):
+            for key, _ in writes:
+                if key in lww:
+                    prev = writer.get(key)
+                    if prev is not None and prev.id != t.id:
+                        raise ConcurrentWriteError(key, (prev.node, t.node), step)
+                    writer[key] = t
+    return state.fold_many(base, batches)
+
+
+def written_keys(tasks: Sequence[Task], results: Results) -> dict[str, list[str]]:
+    """``{node: [channel, ...]}``: which node wrote which channels in a step, each once, in
+    the order written (a checkpoint's ``writes`` metadata)."""
+    out: dict[str, list[str]] = {}
+    for t in tasks:
+        for key, _ in results[t.id][0]:
+            written = out.setdefault(t.node, [])
+            if key not in written:
+                written.append(key)
+    return out
+
+
+TRACEBACK_MAX = 16_000
+"""Characters of a failed task's traceback kept with its error (the end, where it failed)."""
+
+
+def error_write(task_id: str, node: str, step: int, error: BaseException) -> PendingWrite:
+    """The ``error`` pending write of a failed task (or of the step, with no task id): what
+    failed and why, kept with the checkpoint so the thread can say so; a resume ignores it
+    and runs the task again."""
+    cause = error.__cause__ if isinstance(error, NodeError) and error.__cause__ is not None else error
+    text = "".join(traceback.format_exception(cause))
+    return PendingWrite(
+        task_id=task_id,
+        kind="error",
+        value={
+            "node": node or None,
+            "step": step,
+            "error": type(error).__name__,
+            "type": f"{type(cause).__module__}.{type(cause).__qualname__}",
+            "message": str(cause),
+            "traceback": text[-TRACEBACK_MAX:],
+        },
+    )
