@@ -8,7 +8,7 @@ import pytest
 
 from plait._fast_init import positional_maker
 from plait._frozen import FrozenDict
-from plait.checkpoint.base import Checkpoint, PendingWrite, Task
+from plait.checkpoint.model import Checkpoint, PendingWrite, Task
 from plait.graph.records import ThreadState
 
 

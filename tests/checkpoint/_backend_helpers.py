@@ -22,8 +22,10 @@ from plait._codec import canonical, freeze
 from plait._frozen import FrozenDict, FrozenList
 from plait.checkpoint._records import encode_body
 from plait.checkpoint._sql import SqlCore
-from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, Task, new_checkpoint_id
-from plait.checkpoint.sqlite import _DIALECT, SqliteCheckpointer, _transaction
+from plait.checkpoint._sqlite_worker import transaction as _transaction
+from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.model import Checkpoint, CheckpointWrite, Task, new_checkpoint_id
+from plait.checkpoint.sqlite import _DIALECT, SqliteCheckpointer
 
 __all__ = ["Backend", "RowStore", "append_chat", "make", "read_back_all", "same"]
 

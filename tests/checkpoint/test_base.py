@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from plait.checkpoint.base import Task, make_task, new_checkpoint_id
+from plait.checkpoint.model import Task, make_task, new_checkpoint_id
 
 
 def test_ids_grow_and_follow_their_parent_even_one_from_the_future() -> None:

@@ -15,9 +15,10 @@ import pytest
 
 from plait._codec import canonical
 from plait._frozen import thaw
-from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, Fence, ThreadInfo, WritesBatch
+from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.file import FileCheckpointer
 from plait.checkpoint.memory import MemoryCheckpointer
+from plait.checkpoint.model import Checkpoint, CheckpointWrite, Fence, ThreadInfo, WritesBatch
 from plait.errors import InvalidIdError
 from plait.testing import CHECKS, Check, Factory, Reopen, acheck_checkpointer, check_checkpointer
 

@@ -24,9 +24,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from plait.checkpoint import _file_format, _records
+from plait.checkpoint._file_format import file_stem
 from plait.checkpoint._records import RecordError
-from plait.checkpoint.base import Checkpoint, Task
-from plait.checkpoint.file import FileCheckpointer, file_stem
+from plait.checkpoint.file import FileCheckpointer
+from plait.checkpoint.model import Checkpoint, Task
 from plait.errors import CheckpointCorruptError, StoreVersionError
 
 FUZZ = settings(

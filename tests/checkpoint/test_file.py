@@ -19,8 +19,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from plait._codec import freeze
-from plait.checkpoint.base import Checkpoint, CheckpointWrite, Lease, WritesBatch, new_checkpoint_id
-from plait.checkpoint.file import FileCheckpointer, file_stem
+from plait.checkpoint._file_format import file_stem
+from plait.checkpoint.file import FileCheckpointer
+from plait.checkpoint.model import Checkpoint, CheckpointWrite, Lease, WritesBatch, new_checkpoint_id
 from plait.errors import (
     MAX_ID_BYTES,
     CheckpointCorruptError,
@@ -299,7 +300,7 @@ WRITER = textwrap.dedent(
     """
     import asyncio, sys
     from plait._codec import freeze
-    from plait.checkpoint.base import Checkpoint, CheckpointWrite, new_checkpoint_id
+    from plait.checkpoint.model import Checkpoint, CheckpointWrite, new_checkpoint_id
     from plait.checkpoint.file import FileCheckpointer
 
     async def main(folder, tag):

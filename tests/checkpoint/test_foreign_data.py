@@ -15,8 +15,9 @@ import pytest
 from _backend_helpers import Backend, make
 
 from plait import END, START, AppendList, Command, Graph, StateSchema, interrupt
+from plait.checkpoint._file_format import file_stem
 from plait.checkpoint.base import Checkpointer
-from plait.checkpoint.file import FileCheckpointer, file_stem
+from plait.checkpoint.file import FileCheckpointer
 from plait.errors import CheckpointCorruptError
 
 Edit = Callable[[dict[str, Any]], None]

@@ -25,8 +25,10 @@ import orjson
 import pytest
 from _backend_helpers import make, same
 
-from plait.checkpoint.base import Checkpoint, Checkpointer
-from plait.checkpoint.file import FileCheckpointer, file_stem
+from plait.checkpoint._file_format import file_stem
+from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.file import FileCheckpointer
+from plait.checkpoint.model import Checkpoint
 from plait.checkpoint.sqlite import SqliteCheckpointer
 from plait.errors import CheckpointError
 

@@ -14,7 +14,7 @@ from _backend_helpers import append_chat, make, same
 
 from plait._codec import canonical
 from plait.checkpoint._sql_schema import SCHEMA_VERSION
-from plait.checkpoint.base import Checkpoint, PendingWrite, WritesBatch
+from plait.checkpoint.model import Checkpoint, PendingWrite, WritesBatch
 from plait.errors import (
     CheckpointCorruptError,
     CheckpointError,
@@ -332,7 +332,7 @@ def test_a_parent_deleted_by_another_process_is_not_built_upon(store: tuple[str,
     dsn, schema = store
     from plait._codec import freeze
     from plait._frozen import FrozenList
-    from plait.checkpoint.base import Fence
+    from plait.checkpoint.model import Fence
 
     fence = Fence(owner="run") if fenced else None
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from plait._codec import freeze_decoded, freeze_trusted
 from plait._frozen import FrozenDict, FrozenList
 from plait.checkpoint._records import RecordError, decode_body, decode_body_fields, decode_json, encode_body
-from plait.checkpoint.base import Checkpoint, Task
+from plait.checkpoint.model import Checkpoint, Task
 
 json_values = st.recursive(
     st.none()

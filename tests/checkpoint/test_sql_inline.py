@@ -18,7 +18,8 @@ import pytest
 from _backend_helpers import Backend, make, read_back_all, same
 
 from plait.checkpoint._sql_commit import INLINE_MAX
-from plait.checkpoint.base import Checkpoint, Checkpointer
+from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.model import Checkpoint
 from plait.errors import CheckpointCorruptError
 
 

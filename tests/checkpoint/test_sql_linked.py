@@ -19,7 +19,7 @@ from _backend_helpers import Backend, append_chat, make, read_back_all, same
 from plait._codec import canonical, freeze
 from plait._frozen import FrozenList
 from plait.checkpoint import delta
-from plait.checkpoint.base import Checkpoint
+from plait.checkpoint.model import Checkpoint
 
 STEPS = 100
 

@@ -27,8 +27,9 @@ from plait._frozen import FrozenDict, FrozenList
 from plait.checkpoint import _sql_read, delta
 from plait.checkpoint._records import encode_body
 from plait.checkpoint._sql import SqlCore
-from plait.checkpoint.base import Checkpoint
-from plait.checkpoint.sqlite import _DIALECT, _transaction
+from plait.checkpoint._sqlite_worker import transaction as _transaction
+from plait.checkpoint.model import Checkpoint
+from plait.checkpoint.sqlite import _DIALECT
 from plait.errors import CheckpointCorruptError
 
 Draw = Callable[[st.SearchStrategy[Any]], Any]

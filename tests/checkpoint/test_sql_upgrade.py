@@ -19,7 +19,7 @@ from plait import END, START, AppendList, Graph, StateSchema, ThreadBusyError
 from plait.checkpoint._records import encode_body, encode_json
 from plait.checkpoint._sql import SqlCore
 from plait.checkpoint._sql_schema import SCHEMA_VERSION
-from plait.checkpoint.base import Checkpoint, PendingWrite, Task
+from plait.checkpoint.model import Checkpoint, PendingWrite, Task
 from plait.errors import StoreVersionError
 
 

@@ -22,8 +22,10 @@ from plait._codec import canonical, freeze
 from plait._frozen import FrozenDict, FrozenList
 from plait.checkpoint import delta
 from plait.checkpoint._sql import CommitRequest, Cursor, SqlCore
-from plait.checkpoint.base import Checkpoint, CheckpointWrite, Fence, Lease, PendingWrite, Task, WritesBatch
-from plait.checkpoint.sqlite import _DIALECT, SqliteCheckpointer, _lease_transaction, _transaction
+from plait.checkpoint._sqlite_worker import lease_transaction as _lease_transaction
+from plait.checkpoint._sqlite_worker import transaction as _transaction
+from plait.checkpoint.model import Checkpoint, CheckpointWrite, Fence, Lease, PendingWrite, Task, WritesBatch
+from plait.checkpoint.sqlite import _DIALECT, SqliteCheckpointer
 from plait.errors import (
     MAX_ID_BYTES,
     CheckpointCorruptError,

@@ -22,7 +22,7 @@ from _backend_helpers import make, same
 
 from plait.checkpoint import _sqlite_wal
 from plait.checkpoint._sqlite_wal import WalReserve
-from plait.checkpoint.base import Checkpoint
+from plait.checkpoint.model import Checkpoint
 from plait.checkpoint.sqlite import SqliteCheckpointer
 
 

@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from plait import END, START, AppendList, Checkpointer, Graph, LastWriteWins, NodeContext, StateSchema, Sum
-from plait.checkpoint.base import CheckpointWrite, Fence, WritesBatch
+from plait.checkpoint.model import CheckpointWrite, Fence, WritesBatch
 from plait.errors import ThreadBusyError
 
 ROUNDS = 12

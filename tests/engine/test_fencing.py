@@ -28,7 +28,8 @@ from plait import (
     ThreadBusyError,
 )
 from plait._codec import canonical
-from plait.checkpoint.base import Checkpoint, Checkpointer, Fence, PendingWrite, WritesBatch
+from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.model import Checkpoint, Fence, PendingWrite, WritesBatch
 from plait.testing import ManualClock
 
 

@@ -26,7 +26,8 @@ from plait import (
     StateSchema,
     interrupt,
 )
-from plait.checkpoint.base import Checkpointer, PendingWrite
+from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.model import PendingWrite
 
 DURABILITIES = ["sync", "async", "exit"]
 

@@ -41,7 +41,7 @@ from plait import (
     thaw,
 )
 from plait._codec import freeze
-from plait.checkpoint.base import CheckpointWrite, Fence, PendingWrite, WritesBatch
+from plait.checkpoint.model import CheckpointWrite, Fence, PendingWrite, WritesBatch
 from plait.testing import ManualClock
 
 

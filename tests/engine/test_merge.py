@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from plait import AppendList, LastWriteWins, StateSchema
-from plait.checkpoint.base import PendingWrite, Task
+from plait.checkpoint.model import PendingWrite, Task
 from plait.engine.merge import error_write, merge_step, read_pending, written_keys
 from plait.errors import ConcurrentWriteError, NodeError
 from plait.state.run_state import RunState

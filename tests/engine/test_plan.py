@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from plait import END, START, AppendList, Graph, StateSchema
-from plait.checkpoint.base import Task
+from plait.checkpoint.model import Task
 from plait.engine.plan import Route, plan_next, task_id
 from plait.engine.spec import GraphSpec
 

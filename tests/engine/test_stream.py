@@ -34,7 +34,7 @@ from plait import (
     event_json,
     interrupt,
 )
-from plait.checkpoint.base import CheckpointWrite, Fence, WritesBatch
+from plait.checkpoint.model import CheckpointWrite, Fence, WritesBatch
 from plait.engine.events import update_item
 
 

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from plait import MemoryCheckpointer
-from plait.checkpoint.base import Checkpoint, CheckpointWrite
+from plait.checkpoint.model import Checkpoint, CheckpointWrite
 from plait.engine.lease import ThreadLease
 from plait.errors import LeaseLostError, ThreadBusyError
 from plait.testing import ManualClock

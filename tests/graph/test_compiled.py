@@ -34,7 +34,7 @@ from plait import (
     interrupt,
     message_id,
 )
-from plait.checkpoint.base import CheckpointWrite, Fence, WritesBatch
+from plait.checkpoint.model import CheckpointWrite, Fence, WritesBatch
 
 
 def schema(log_reducer: Any = None) -> StateSchema:

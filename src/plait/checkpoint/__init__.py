@@ -1,12 +1,14 @@
 """Checkpoints and the backends that store them; :func:`open` opens one from an address."""
 
 from plait.checkpoint.address import open, redact
-from plait.checkpoint.base import (
+from plait.checkpoint.base import Capabilities, Checkpointer
+from plait.checkpoint.file import FileCheckpointer
+from plait.checkpoint.holder import Holder
+from plait.checkpoint.memory import MemoryCheckpointer
+from plait.checkpoint.model import (
     ANY_HEAD,
     STATUSES,
-    Capabilities,
     Checkpoint,
-    Checkpointer,
     CheckpointWrite,
     Fence,
     Lease,
@@ -18,9 +20,6 @@ from plait.checkpoint.base import (
     WritesBatch,
     new_checkpoint_id,
 )
-from plait.checkpoint.file import FileCheckpointer
-from plait.checkpoint.holder import Holder
-from plait.checkpoint.memory import MemoryCheckpointer
 from plait.checkpoint.postgres import PostgresCheckpointer
 from plait.checkpoint.sqlite import SqliteCheckpointer
 

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from plait.checkpoint.base import Status, ThreadInfo, check_listing, decode_cursor
+from plait.checkpoint.model import Status, ThreadInfo, check_listing, decode_cursor
 from plait.errors import CheckpointCorruptError
 
 T = TypeVar("T")

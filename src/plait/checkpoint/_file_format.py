@@ -34,7 +34,7 @@ from plait._frozen import FrozenDict, thaw
 from plait.checkpoint import delta
 from plait.checkpoint._records import RecordError
 from plait.checkpoint._validate import metadata_problem
-from plait.checkpoint.base import CheckpointWrite, PendingWrite, Task, WritesBatch, task_from_json
+from plait.checkpoint.model import CheckpointWrite, PendingWrite, Task, WritesBatch, task_from_json
 from plait.errors import NotSerializableError, StoreVersionError
 
 FORMAT = 1

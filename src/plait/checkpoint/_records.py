@@ -31,7 +31,7 @@ from plait._codec import freeze_decoded, freeze_trusted
 from plait._fast_init import positional_maker
 from plait._frozen import FrozenDict
 from plait.checkpoint._validate import metadata_problem
-from plait.checkpoint.base import Checkpoint, Task, task_from_json
+from plait.checkpoint.model import Checkpoint, Task, task_from_json
 
 __all__ = [
     "Body",

@@ -25,20 +25,20 @@ connection dropped during COMMIT) can be retried safely.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from plait.checkpoint._common import keep_set
+from plait.checkpoint._migrations import Component
 from plait.checkpoint._records import RecordError, decode_body
 from plait.checkpoint._sql_base import CommitRequest, Cursor, Dialect, HeadCache
 from plait.checkpoint._sql_commit import SqlCommit
 from plait.checkpoint._sql_read import SqlRead
 from plait.checkpoint._sql_schema import MIGRATIONS, SCHEMA_VERSION, STATEMENTS, joins
 from plait.checkpoint._sql_threads import SqlThreads, holder_json
-from plait.checkpoint.base import Checkpoint, Lease, RestStatus, Status, ThreadInfo
 from plait.checkpoint.holder import Holder
-from plait.errors import CheckpointCorruptError, StoreVersionError
+from plait.checkpoint.model import Checkpoint, Lease, RestStatus, Status, ThreadInfo
+from plait.errors import CheckpointCorruptError
 
 __all__ = ["SCHEMA_VERSION", "CommitRequest", "Cursor", "Dialect", "SqlCore"]
 
@@ -75,6 +75,15 @@ class SqlCore:
         }
         self._cache = HeadCache()
         self.threads = SqlThreads(dialect, self._sql, store)
+        self.component = Component(
+            name="checkpoint store",
+            table=dialect.prefix + "migrations",
+            migrations=self._migrations,
+            dialect=dialect,
+            after={7: lambda cur, found: self.threads.fill_statuses(cur) if found > 0 else None},
+        )
+        """The checkpoint store's migrations: a component of its own (see
+        :mod:`plait.checkpoint._migrations`), so the run queue's tables never bump it."""
         self._commit = SqlCommit(dialect, store, self._sql, self._cache, self.threads)
         self._read = SqlRead(dialect, self._sql, self._cache)
 
@@ -90,11 +99,7 @@ class SqlCore:
 
     def version(self, cur: Cursor) -> int:
         """The store's schema version; 0 when it has never been set up."""
-        table = self.dialect.table_exists_param(self.dialect.prefix + "migrations")
-        if cur.execute(self._q(self.dialect.table_exists), (table,)).fetchone()[0] is None:
-            return 0
-        found = cur.execute(self._sql["version"]).fetchone()[0]
-        return int(found or 0)
+        return self.component.version(cur)
 
     def check_version(self, cur: Cursor) -> None:
         """Refuse a store this code does not understand, saying what to do.
@@ -102,9 +107,7 @@ class SqlCore:
         Raises:
             StoreVersionError: the store is newer than this code, or not (fully) set up.
         """
-        found = self.version(cur)
-        if found != SCHEMA_VERSION:
-            raise StoreVersionError(self.store, found, SCHEMA_VERSION)
+        self.component.check(cur, self.store)
 
     def migrate(self, cur: Cursor, *, target: int = SCHEMA_VERSION) -> int:
         """Bring the store to :data:`SCHEMA_VERSION` inside the caller's transaction
@@ -116,18 +119,7 @@ class SqlCore:
         Raises:
             StoreVersionError: the store was written by a newer plait.
         """
-        cur.execute(self._sql["mig_table"])
-        found = self.version(cur)
-        if found > SCHEMA_VERSION:
-            raise StoreVersionError(self.store, found, SCHEMA_VERSION)
-        for version in sorted(self._migrations):
-            if found < version <= target:
-                for statement in self._migrations[version]:
-                    cur.execute(statement)
-                if version == 7 and found > 0:
-                    self.threads.fill_statuses(cur)
-                cur.execute(self._sql["mig_done"], (version, time.time()))
-        return found
+        return self.component.migrate(cur, self.store, target=target)
 
     # -- commit (see plait.checkpoint._sql_commit) -------------------------------------------
 

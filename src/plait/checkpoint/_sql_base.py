@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from plait.checkpoint import delta
-from plait.checkpoint.base import Checkpoint, CheckpointWrite, Fence, WritesBatch
+from plait.checkpoint.model import Checkpoint, CheckpointWrite, Fence, WritesBatch
 
 __all__ = ["Chan", "CommitRequest", "Cursor", "Dialect", "Head", "HeadCache", "Key"]
 

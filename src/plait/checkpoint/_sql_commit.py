@@ -14,8 +14,8 @@ from plait.checkpoint._records import Inline, RecordError, decode_body, encode_b
 from plait.checkpoint._sql_base import Chan, CommitRequest, Cursor, Dialect, Head, HeadCache, Key
 from plait.checkpoint._sql_threads import SqlThreads
 from plait.checkpoint._validate import check_commit
-from plait.checkpoint.base import ANY_HEAD, Checkpoint, Fence, HeadCondition, fence_targets
 from plait.checkpoint.lease import settled
+from plait.checkpoint.model import ANY_HEAD, Checkpoint, Fence, HeadCondition, fence_targets
 from plait.errors import CheckpointError, ConcurrentUpdateError, LeaseLostError, ThreadBusyError
 
 __all__ = ["INLINE_MAX", "SqlCommit", "StaleCache"]

@@ -26,7 +26,7 @@ from plait.checkpoint._records import BodyFields, RecordError, decode_body_field
 from plait.checkpoint._sql_base import Chan, Cursor, Dialect, Head, HeadCache, Key
 from plait.checkpoint._sql_rows import blob_row, body_of, check_row, decode_metadata
 from plait.checkpoint._validate import WRITE_KINDS
-from plait.checkpoint.base import Checkpoint, PendingWrite, WriteKind
+from plait.checkpoint.model import Checkpoint, PendingWrite, WriteKind
 from plait.errors import CheckpointCorruptError
 
 __all__ = ["SqlRead", "decode_metadata"]

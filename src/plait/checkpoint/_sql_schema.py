@@ -102,9 +102,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
 }
 
 STATEMENTS: dict[str, str] = {
-    "version": "SELECT max(version) FROM {P}migrations",
-    "mig_table": "CREATE TABLE IF NOT EXISTS {P}migrations (version INTEGER PRIMARY KEY, applied_at {real} NOT NULL)",
-    "mig_done": "INSERT INTO {P}migrations (version, applied_at) VALUES (?, ?)",
     "ins_cp": """INSERT INTO {P}checkpoints
         (ns, thread_id, id, parent_id, step, created_at, source, metadata, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
         ON CONFLICT (ns, thread_id, id) DO UPDATE SET parent_id = excluded.parent_id, step = excluded.step,

@@ -19,7 +19,8 @@ import orjson
 from plait.checkpoint import lease as rules
 from plait.checkpoint._records import RecordError, decode_body, decode_json
 from plait.checkpoint._sql_base import Cursor, Dialect, Key
-from plait.checkpoint.base import (
+from plait.checkpoint.holder import Holder
+from plait.checkpoint.model import (
     Fence,
     Lease,
     PendingWrite,
@@ -29,7 +30,6 @@ from plait.checkpoint.base import (
     check_listing,
     decode_cursor,
 )
-from plait.checkpoint.holder import Holder
 from plait.errors import CheckpointCorruptError
 
 __all__ = ["SqlThreads", "holder_json"]

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from plait._frozen import FrozenList
-from plait.checkpoint.base import _WRITE_KINDS, CheckpointWrite, WritesBatch
+from plait.checkpoint.model import _WRITE_KINDS, CheckpointWrite, WritesBatch
 from plait.errors import MAX_ID_BYTES, InvalidIdError, InvalidRecordError
 
 __all__ = ["WRITE_KINDS", "check_commit", "check_id", "check_thread", "id_problem", "metadata_problem"]

@@ -54,33 +54,30 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
-import orjson
-
 from plait.checkpoint import delta
 from plait.checkpoint import lease as rules
-from plait.checkpoint._common import check_filter, keep_set, page_threads, walk_lineage
-from plait.checkpoint._file_format import FORMAT as FORMAT  # noqa: PLC0414 - re-exported, as before the split
+from plait.checkpoint._common import check_filter, keep_set, page_threads
 from plait.checkpoint._file_format import (
     Corrupt,
     Key,
-    Rec,
     State,
     checkpoint_record,
     checkpoint_values,
     dumps,
+    file_stem,
     header_line,
     kept_writes_records,
-    parse_lines,
     rewritten_record,
     writes_record,
 )
-from plait.checkpoint._file_format import file_stem as file_stem  # noqa: PLC0414 - re-exported, tests use it
 from plait.checkpoint._file_io import disk_errors, io_error, write_all, written_before
+from plait.checkpoint._file_lease import read_row, unlink_if_empty, write_row
+from plait.checkpoint._file_read import FileReads
 from plait.checkpoint._validate import check_commit, check_id, check_thread
-from plait.checkpoint.base import (
-    Capabilities,
+from plait.checkpoint.base import Capabilities, Checkpointer
+from plait.checkpoint.holder import Holder
+from plait.checkpoint.model import (
     Checkpoint,
-    Checkpointer,
     CheckpointWrite,
     Fence,
     Lease,
@@ -91,8 +88,7 @@ from plait.checkpoint.base import (
     check_listing,
     fence_targets,
 )
-from plait.checkpoint.holder import Holder
-from plait.errors import CheckpointCorruptError, ConcurrentUpdateError, StoreVersionError
+from plait.errors import CheckpointCorruptError, ConcurrentUpdateError
 
 __all__ = ["FileCheckpointer"]
 
@@ -100,12 +96,8 @@ log = logging.getLogger("plait.checkpoint.file")
 
 T = TypeVar("T")
 
-_LEASE_ROOM = 1024
-"""Bytes a lease file is padded to: later writes overwrite blocks the file already has, so
-giving a lease back works on a full disk."""
 
-
-class FileCheckpointer(Checkpointer):
+class FileCheckpointer(FileReads, Checkpointer):
     """Checkpoints in a folder of JSON-lines files, one per thread.
 
     Args:
@@ -200,12 +192,12 @@ class FileCheckpointer(Checkpointer):
             return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            row = _read_row(fd)
+            row = read_row(fd)
             if row is None or row.gen == 0:
                 path.unlink()
             else:
                 now = self.clock()
-                _write_row(
+                write_row(
                     fd, key, replace(row, gen=row.gen + 1, owner="delete", holder=None, held=False, updated_at=now)
                 )
         finally:
@@ -260,176 +252,6 @@ class FileCheckpointer(Checkpointer):
         with self._lock:
             self._states.clear()
             self._written.clear()
-
-    # -- paths and errors -------------------------------------------------------------
-
-    def _path(self, key: Key, suffix: str = ".jsonl") -> Path:
-        return self.folder / (file_stem(*key) + suffix)
-
-    def _corrupt(self, key: Key, exc: Corrupt, path: Path) -> CheckpointCorruptError:
-        return CheckpointCorruptError(key[1], exc.checkpoint_id, f"{exc.reason} (in {path.name})")
-
-    def _fsync_folder(self) -> None:
-        fd = os.open(self.folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-    # -- reading ----------------------------------------------------------------------
-
-    def _load(self, path: Path, fd: int | None = None) -> State | None:
-        """The parsed file (None if absent), re-reading only what was appended since the
-        cached parse. Raises Corrupt."""
-        own = fd is None
-        if own:
-            try:
-                fd = os.open(path, os.O_RDONLY)
-            except FileNotFoundError:
-                self._states.pop(path, None)
-                return None
-        assert fd is not None
-        try:
-            st = os.fstat(fd)
-            stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
-            cached = self._states.get(path)
-            if cached is not None and cached.stamp == stamp:
-                return cached
-            state = cached
-            if (
-                state is None
-                or state.stamp[0] != st.st_ino
-                or st.st_size < state.offset
-                or os.pread(fd, len(state.header), 0) != state.header
-            ):
-                state = State()
-            data = os.pread(fd, st.st_size - state.offset, state.offset)
-            self._states.pop(path, None)
-            parse_lines(state, data)
-            state.stamp = stamp
-            self._states[path] = state
-            return state
-        finally:
-            if own:
-                os.close(fd)
-
-    def _read(self, key: Key) -> tuple[State | None, Path]:
-        path = self._path(key)
-        try:
-            state = self._load(path)
-        except Corrupt as exc:
-            raise self._corrupt(key, exc, path) from None
-        if state is not None and state.key is not None and state.key != key:
-            raise CheckpointCorruptError(key[1], None, f"{path.name} holds another thread ({state.key[1]!r})")
-        return state, path
-
-    def _checkpoint(self, key: Key, state: State, rec: Rec, *, with_writes: bool) -> Checkpoint:
-        values = checkpoint_values(state, rec.id)[0]
-        pending = state.writes.get(rec.id) if with_writes else None
-        return Checkpoint(
-            thread_id=key[1],
-            namespace=key[0],
-            id=rec.id,
-            parent_id=rec.parent_id,
-            step=rec.step,
-            values=values,
-            versions=rec.versions,
-            next_tasks=rec.next_tasks,
-            barriers=rec.barriers,
-            metadata=rec.metadata,
-            created_at=rec.created_at,
-            pending_writes=tuple(pending.values()) if pending else (),
-        )
-
-    @disk_errors
-    def _get(self, key: Key, checkpoint_id: str | None) -> Checkpoint | None:
-        with self._lock:
-            state, path = self._read(key)
-            if state is None or not state.records:
-                return None
-            rec = state.records.get(checkpoint_id if checkpoint_id is not None else max(state.records))
-            if rec is None:
-                return None
-            try:
-                return self._checkpoint(key, state, rec, with_writes=True)
-            except Corrupt as exc:
-                raise self._corrupt(key, exc, path) from None
-
-    @disk_errors
-    def _history(
-        self, key: Key, limit: int | None, before: str | None, flt: Mapping[str, Any] | None
-    ) -> list[Checkpoint]:
-        with self._lock:
-            state, path = self._read(key)
-            if state is None or not state.records:
-                return []
-            chosen = walk_lineage(
-                key[1],
-                state.records,
-                before=before,
-                limit=limit,
-                filter=flt,
-                parent_of=lambda rec: rec.parent_id,
-                metadata_of=lambda rec: rec.metadata,
-            )
-            try:
-                for rec in reversed(chosen):  # oldest first: each builds on its memoised parent
-                    checkpoint_values(state, rec.id)
-                return [self._checkpoint(key, state, rec, with_writes=False) for rec in chosen]
-            except Corrupt as exc:
-                raise self._corrupt(key, exc, path) from None
-
-    @disk_errors
-    def _list_threads(self, namespace: str | None) -> list[ThreadInfo]:
-        infos = []
-        now = self.clock()
-        with self._lock:
-            try:
-                entries = sorted(p for p in self.folder.iterdir() if p.suffix == ".jsonl")
-            except FileNotFoundError:
-                return []
-            for path in entries:
-                try:
-                    state = self._load(path)
-                except Corrupt as exc:
-                    log.warning("skipping damaged thread file %s: %s", path.name, exc.reason)
-                    continue
-                except StoreVersionError as exc:
-                    log.warning("skipping thread file %s: %s", path.name, exc)
-                    continue
-                if state is None or state.key is None or not state.records:
-                    continue
-                if namespace is not None and state.key[0] != namespace:
-                    continue
-                infos.append(self._info(state.key, state, now))
-        infos.sort(key=lambda t: (t.updated_at, t.namespace, t.thread_id), reverse=True)
-        return infos
-
-    @disk_errors
-    def _thread(self, key: Key) -> ThreadInfo | None:
-        with self._lock:
-            state, _ = self._read(key)
-            if state is None or not state.records:
-                return None
-            return self._info(key, state, self.clock())
-
-    def _info(self, key: Key, state: State, now: float) -> ThreadInfo:
-        head = state.records[max(state.records)]
-        row = self._peek_row(key)
-        pending = state.writes.get(head.id)
-        fallback = rules.rest_status(head.next_tasks, pending.values() if pending else ())
-        return ThreadInfo(
-            thread_id=key[1],
-            namespace=key[0],
-            status=rules.shown_status(row, now, fallback),
-            head_id=head.id,
-            step=head.step,
-            created_at=head.created_at,
-            updated_at=row.updated_at if row is not None and row.updated_at else head.created_at,
-            source=str(head.metadata.get("source", "")),
-            checkpoints=len(state.records),
-            lease=row.lease(key[1], key[0]) if row is not None else None,
-        )
 
     # -- writing ----------------------------------------------------------------------
 
@@ -550,9 +372,9 @@ class FileCheckpointer(Checkpointer):
                 created = False
             stack.callback(os.close, fd)  # closing releases the flock
             if created:  # gone again (before the close above) if the commit records nothing in it
-                stack.callback(_unlink_if_empty, path, fd)
+                stack.callback(unlink_if_empty, path, fd)
             fcntl.flock(fd, fcntl.LOCK_EX)
-            rows[key] = (fd, _read_row(fd))
+            rows[key] = (fd, read_row(fd))
         return rows
 
     def _after_commit(
@@ -571,11 +393,11 @@ class FileCheckpointer(Checkpointer):
                 fd, row = rows[key]
                 released = rules.release(row, fence.token, status=fence.status, now=now)
                 if released is not None:
-                    _write_row(fd, key, released)
+                    write_row(fd, key, released)
         elif fence is None or fence.token is None:
             for key, status in rules.settled(checkpoints, writes).items():
                 fd, row = rows[key]
-                _write_row(fd, key, replace(row or rules.LeaseRow(), status=status, updated_at=now))
+                write_row(fd, key, replace(row or rules.LeaseRow(), status=status, updated_at=now))
 
     @disk_errors
     def _lease_op(self, key: Key, fn: Callable[[rules.LeaseRow | None, float], tuple[rules.LeaseRow | None, T]]) -> T:
@@ -584,21 +406,10 @@ class FileCheckpointer(Checkpointer):
         fd = os.open(self._path(key, ".lease"), os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            row, result = fn(_read_row(fd), self.clock())
+            row, result = fn(read_row(fd), self.clock())
             if row is not None:
-                _write_row(fd, key, row)
+                write_row(fd, key, row)
             return result
-        finally:
-            os.close(fd)
-
-    def _peek_row(self, key: Key) -> rules.LeaseRow | None:
-        """The thread's lease row, read without a lock (for listings)."""
-        try:
-            fd = os.open(self._path(key, ".lease"), os.O_RDONLY)
-        except FileNotFoundError:
-            return None
-        try:
-            return _read_row(fd)
         finally:
             os.close(fd)
 
@@ -641,7 +452,7 @@ class FileCheckpointer(Checkpointer):
             fd, row = rows[key]
             changed = rules.check_fence(row, fence, thread_id=key[1], namespace=key[0], now=now)
             if changed is not None:  # a revoked lease: stored now, the commit goes on under the lock
-                _write_row(fd, key, changed)
+                write_row(fd, key, changed)
                 rows[key] = (fd, changed)
         if head is not None:
             state = opened[(head.namespace, head.thread_id)][1]
@@ -739,54 +550,3 @@ class FileCheckpointer(Checkpointer):
             self._states.pop(path, None)
             self._written.pop(key, None)
             return dropped
-
-
-def _read_row(fd: int) -> rules.LeaseRow | None:
-    """The thread row stored in a lease file; None when it is empty or unreadable (a lease
-    is run coordination: a damaged one counts as none)."""
-    raw = os.pread(fd, 1 << 20, 0).strip()
-    if not raw:
-        return None
-    try:
-        data = orjson.loads(raw)
-        status = data.get("s", "idle")
-        return rules.LeaseRow(
-            gen=int(data["g"]),
-            owner=data.get("o"),
-            holder=Holder.from_json(data.get("h")),
-            taken_at=float(data.get("ta", 0.0)),
-            expires_at=float(data["e"]),
-            held=bool(data["held"]),
-            status=status if status in ("idle", "interrupted", "error", "stale") else "stale",
-            updated_at=float(data.get("u", 0.0)),
-        )
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
-        return None
-
-
-def _write_row(fd: int, key: Key, row: rules.LeaseRow) -> None:
-    """Store a thread row in its lease file, in place: padded so that the file never shrinks
-    and a later write reuses its blocks (a lease given back on a full disk)."""
-    body = orjson.dumps(
-        {
-            "g": row.gen,
-            "o": row.owner,
-            "h": row.holder.to_json() if row.holder is not None else None,
-            "ta": row.taken_at,
-            "e": row.expires_at,
-            "held": row.held,
-            "s": row.status,
-            "u": row.updated_at,
-            "ns": key[0],
-            "t": key[1],
-        }
-    )
-    size = max(_LEASE_ROOM, os.fstat(fd).st_size, len(body))
-    os.pwrite(fd, body.ljust(size), 0)
-
-
-def _unlink_if_empty(path: Path, fd: int) -> None:
-    """Remove a lease file a failed commit created and left empty."""
-    with contextlib.suppress(OSError):
-        if os.fstat(fd).st_size == 0:
-            path.unlink()

@@ -19,14 +19,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from plait.checkpoint.base import (
-    Checkpoint,
-    Checkpointer,
-    CheckpointWrite,
-    Fence,
-    WritesBatch,
-    new_checkpoint_id,
-)
+from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.model import Checkpoint, CheckpointWrite, Fence, WritesBatch, new_checkpoint_id
 
 __all__ = ["fork_checkpoint"]
 

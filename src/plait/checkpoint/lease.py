@@ -32,7 +32,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from plait.checkpoint.base import (
+from plait.checkpoint.holder import Holder
+from plait.checkpoint.model import (
     Checkpoint,
     CheckpointWrite,
     Fence,
@@ -43,7 +44,6 @@ from plait.checkpoint.base import (
     Task,
     WritesBatch,
 )
-from plait.checkpoint.holder import Holder
 from plait.errors import LeaseLostError, ThreadBusyError
 
 __all__ = [

@@ -15,10 +15,10 @@ from typing import Any
 from plait.checkpoint import lease as rules
 from plait.checkpoint._common import check_filter, keep_set, page_threads, walk_lineage
 from plait.checkpoint._validate import check_commit, check_id, check_thread
-from plait.checkpoint.base import (
-    Capabilities,
+from plait.checkpoint.base import Capabilities, Checkpointer
+from plait.checkpoint.holder import Holder
+from plait.checkpoint.model import (
     Checkpoint,
-    Checkpointer,
     CheckpointWrite,
     Fence,
     Lease,
@@ -30,7 +30,6 @@ from plait.checkpoint.base import (
     check_listing,
     fence_targets,
 )
-from plait.checkpoint.holder import Holder
 from plait.errors import ConcurrentUpdateError
 
 __all__ = ["MemoryCheckpointer"]

@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -48,21 +48,15 @@ from plait.checkpoint._pg_connect import connection_lost, failure, first_connect
 from plait.checkpoint._pg_schema import PG_MIGRATIONS
 from plait.checkpoint._pg_send import Cursors, Fusion, NeedsAnswer, Recorder, pipelined, send
 from plait.checkpoint._sql import CommitRequest, Cursor, Dialect, SqlCore
+from plait.checkpoint._sql_checkpointer import SqlCheckpointer
 from plait.checkpoint._sql_commit import StaleCache
-from plait.checkpoint._validate import check_id, check_thread
-from plait.checkpoint.base import (
-    Capabilities,
-    Checkpoint,
-    Checkpointer,
-    CheckpointWrite,
-    Fence,
-    Lease,
-    RestStatus,
-    Status,
-    ThreadInfo,
-    WritesBatch,
-)
+from plait.checkpoint._validate import check_thread
+from plait.checkpoint.base import Capabilities
 from plait.checkpoint.holder import Holder
+from plait.checkpoint.model import (
+    Checkpoint,
+    Lease,
+)
 from plait.errors import CheckpointError, ConcurrentUpdateError, LeaseLostError, ThreadBusyError
 
 if TYPE_CHECKING:
@@ -174,7 +168,7 @@ def _has_nul(*texts: str | None) -> bool:
     return any(t is not None and "\x00" in t for t in texts)
 
 
-class PostgresCheckpointer(Checkpointer):
+class PostgresCheckpointer(SqlCheckpointer):
     """Checkpoints in PostgreSQL (psycopg 3, a connection pool), one transaction per commit.
 
     Args:
@@ -387,6 +381,21 @@ class PostgresCheckpointer(Checkpointer):
         """The lease clock's time, or None for the server's (read server-side)."""
         return None if self.clock is None else self.clock()
 
+    # -- the SqlCheckpointer hooks ------------------------------------------------------------
+
+    async def _reading(self, fn: Callable[[Cursor], T]) -> T:
+        return await self._run(fn, read=True)
+
+    async def _writing(self, fn: Callable[[Cursor], T]) -> T:
+        return await self._run(fn)
+
+    async def _leasing(self, fn: Callable[[Cursor], T]) -> T:
+        return await self._run(fn, pipeline=True, batch=True)
+
+    async def _committing(self, request: CommitRequest) -> None:
+        self._check_open()
+        await self._off_loop(lambda: self._commit_sync(request))
+
     def _commit_sync(self, request: CommitRequest) -> None:
         (error,) = self._core.commit_all(
             lambda fn: self._transaction(fn, pipeline=True, batch=True), [request], self._now
@@ -420,73 +429,6 @@ class PostgresCheckpointer(Checkpointer):
         await loop.run_in_executor(self._executor, self.migrate)
 
     # -- the protocol ------------------------------------------------------------------------
-
-    async def acommit(
-        self,
-        *,
-        checkpoints: Sequence[CheckpointWrite] = (),
-        writes: Sequence[WritesBatch] = (),
-        fence: Fence | None = None,
-    ) -> None:
-        if not checkpoints and not writes:
-            return
-        request = CommitRequest(checkpoints=checkpoints, writes=writes, fence=fence)
-        self._core.check_request(request)
-        self._check_open()
-        await self._off_loop(lambda: self._commit_sync(request))
-
-    def known_head(self, thread_id: str, *, namespace: str = "") -> Checkpoint | None:
-        return self._core.known_head(namespace, thread_id)
-
-    async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
-        check_thread(thread_id, namespace, checkpoint_id)
-        return await self._run(lambda cur: self._core.get(cur, namespace, thread_id, checkpoint_id), read=True)
-
-    async def ahistory(
-        self,
-        thread_id: str,
-        *,
-        namespace: str = "",
-        limit: int | None = None,
-        before: str | None = None,
-        filter: Mapping[str, Any] | None = None,
-    ) -> list[Checkpoint]:
-        check_thread(thread_id, namespace, before, what="before")
-        return await self._run(
-            lambda cur: self._core.history(cur, namespace, thread_id, limit=limit, before=before, filter=filter),
-            read=True,
-        )
-
-    async def alist_threads(
-        self,
-        *,
-        namespace: str | None = None,
-        status: Status | None = None,
-        limit: int | None = None,
-        before: str | None = None,
-    ) -> list[ThreadInfo]:
-        if namespace is not None:
-            check_id(namespace, "namespace")
-        return await self._run(
-            lambda cur: self._core.list_threads(
-                cur, namespace=namespace, status=status, limit=limit, before=before, now=self._now()
-            ),
-            read=True,
-        )
-
-    async def aget_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:
-        check_thread(thread_id, namespace)
-        return await self._run(lambda cur: self._core.thread(cur, namespace, thread_id, self._now()), read=True)
-
-    async def adelete_thread(self, thread_id: str, *, namespace: str = "") -> None:
-        check_thread(thread_id, namespace)
-        await self._run(lambda cur: self._core.delete_thread(cur, namespace, thread_id, self._now()))
-
-    async def aprune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
-        if keep_last < 1:
-            raise ValueError("prune(keep_last=...) must keep at least 1 checkpoint")
-        check_thread(thread_id, namespace)
-        return await self._run(lambda cur: self._core.prune(cur, namespace, thread_id, keep_last))
 
     async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> Lease:
         check_thread(thread_id, namespace)
@@ -542,14 +484,6 @@ class PostgresCheckpointer(Checkpointer):
             )
 
         return await self._off_loop(lambda: _taking_over_the_dead(take))
-
-    async def arelease_lease(self, lease: Lease, *, status: RestStatus | None = None) -> None:
-        check_thread(lease.thread_id, lease.namespace)
-
-        def release(cur: Cursor) -> None:
-            self._core.release_lease(cur, lease, status, self._now())
-
-        await self._run(release, pipeline=True, batch=True)
 
     def close(self) -> None:
         """Stop the query threads and close the pool if this checkpointer created it."""

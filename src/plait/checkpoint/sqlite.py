@@ -8,7 +8,7 @@ job and awaits a future that the worker resolves with ``loop.call_soon_threadsaf
 loop is taken at call time, so one checkpointer serves any number of event loops over its
 life (the sync facade runs each ``invoke`` in its own). When the calling loop has nothing
 else ready and the worker is idle, the job runs on the caller's thread instead, on the
-worker's connection under its lock (see ``_Worker.inline``): the round trip to the worker
+worker's connection under its lock (see ``Worker.inline``): the round trip to the worker
 would cost two thread wake-ups for a caller that only waits.
 
 Group commit: when several ``commit()`` calls are queued (many concurrent runs, or the
@@ -30,14 +30,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import os
-import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from functools import partial
 from typing import Any, Literal, TypeVar
 
@@ -45,20 +42,14 @@ import orjson
 
 from plait._sync import loop_is_idle, run_sync
 from plait.checkpoint._sql import CommitRequest, Cursor, Dialect, SqlCore
+from plait.checkpoint._sql_checkpointer import SqlCheckpointer
 from plait.checkpoint._sqlite_wal import WalReserve
-from plait.checkpoint._validate import check_id, check_thread
-from plait.checkpoint.base import (
-    Capabilities,
+from plait.checkpoint._sqlite_worker import Job, Worker, lease_transaction, settle, snapshot, transaction
+from plait.checkpoint._validate import check_thread
+from plait.checkpoint.base import Capabilities, read_or_release
+from plait.checkpoint.model import (
     Checkpoint,
-    Checkpointer,
-    CheckpointWrite,
-    Fence,
     Lease,
-    RestStatus,
-    Status,
-    ThreadInfo,
-    WritesBatch,
-    read_or_release,
 )
 from plait.errors import CheckpointError
 
@@ -82,242 +73,9 @@ _DIALECT = Dialect(
     small_table=" WITHOUT ROWID",
     lazy_rows=True,
 )
-_MAX_GROUP = 256
-_STOP: Any = object()
 
 
-@dataclass(slots=True)
-class _Job:
-    fn: Callable[[sqlite3.Connection], Any] | None
-    request: CommitRequest | None
-    done: Callable[[Any, BaseException | None], None]
-
-
-class _Worker:
-    """A thread that owns one connection and runs jobs from a queue, in order.
-
-    A job may also run on the caller's thread (:meth:`inline`) when the worker is idle: a
-    round trip to the worker and back costs two thread wake-ups (about 80-250 µs on a small
-    virtual machine, as much as an fsync), which a lone caller waiting for the result gains
-    nothing from. The connection's lock keeps the two paths from ever using it at once.
-    """
-
-    def __init__(
-        self,
-        name: str,
-        opener: Callable[[], sqlite3.Connection],
-        core: SqlCore,
-        store: str,
-        busy_ms: int,
-        *,
-        clock: Callable[[], float] = time.time,
-        prepare: Callable[[], None] | None = None,
-        closer: Callable[[], None] | None = None,
-    ) -> None:
-        self._opener = opener
-        self._clock = clock
-        self.prepare = prepare
-        """Run at the start of each write transaction, under the write lock (see _transaction)."""
-        self._closer = closer
-        self._busy_ms = busy_ms
-        self._waits = True
-        """Whether the connection's busy timeout is ``busy_ms`` (the worker's) or 0 (inline)."""
-        self._core = core
-        self._store = store
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._conn: sqlite3.Connection | None = None
-        self._broken: BaseException | None = None
-        self._lock = threading.Lock()
-        """Held while the connection is in use, by the worker or by an inline caller."""
-        self.ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-
-    def put(self, job: _Job) -> None:
-        self._queue.put(job)
-
-    def stop(self) -> None:
-        self._queue.put(_STOP)
-        self._thread.join()
-
-    def inline(self, fn: Callable[[sqlite3.Connection], Any]) -> tuple[bool, Any]:
-        """Run ``fn`` on the calling thread if the worker is idle; ``(False, None)`` if not.
-
-        Idle means: its connection is open, nothing is queued and no job is running. A busy
-        worker is left to group what is queued (group commit); a caller that finds it busy
-        queues its job like any other. Inline, the connection's busy timeout is 0, so that a
-        caller (maybe an event loop) never waits for another process's lock: SQLITE_BUSY,
-        which can only come before anything is written (at BEGIN IMMEDIATE, or a reader's
-        first read), rolls back and also means "not run", and the worker, which waits, runs it.
-
-        Raises:
-            Exception: what ``fn`` raised, translated as the worker would.
-        """
-        if self._conn is None or not self._queue.empty() or not self._lock.acquire(blocking=False):
-            return False, None
-        try:
-            conn = self._conn
-            if conn is None:  # closed meanwhile
-                return False, None
-            if self._waits:
-                conn.execute("PRAGMA busy_timeout = 0")
-                self._waits = False
-            return True, fn(conn)
-        except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
-                return False, None
-            raise self._translate(exc) from exc
-        except (sqlite3.Error, OSError) as exc:
-            raise self._translate(exc) from exc
-        finally:
-            self._lock.release()
-
-    def _run(self) -> None:
-        try:
-            self._conn = self._opener()
-        except BaseException as exc:
-            self._broken = exc
-        self.ready.set()
-        held: Any = None
-        while True:
-            job = held if held is not None else self._queue.get()
-            held = None
-            if job is _STOP:
-                break
-            if job.request is None:
-                with self._lock:
-                    self._restore_busy_timeout()
-                    self._run_one(job)
-                continue
-            group = [job]
-            while len(group) < _MAX_GROUP:
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is _STOP or nxt.request is None:
-                    held = nxt
-                    break
-                group.append(nxt)
-            with self._lock:
-                self._restore_busy_timeout()
-                self._run_group(group)
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-            if self._closer is not None:
-                self._closer()
-
-    def _restore_busy_timeout(self) -> None:
-        """Give the connection back its busy timeout after an inline job set it to 0."""
-        if not self._waits and self._conn is not None:
-            self._conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-            self._waits = True
-
-    def _run_one(self, job: _Job) -> None:
-        if self._broken is not None or self._conn is None:
-            job.done(None, None if self._broken is None else self._translate(self._broken))
-            return
-        assert job.fn is not None
-        try:
-            result = job.fn(self._conn)
-        except Exception as exc:
-            job.done(None, self._translate(exc))
-        else:
-            job.done(result, None)
-
-    def _run_group(self, group: list[_Job]) -> None:
-        if self._broken is not None or self._conn is None:
-            for job in group:
-                job.done(None, None if self._broken is None else self._translate(self._broken))
-            return
-        conn = self._conn
-        requests = [job.request for job in group if job.request is not None]
-        results = self._core.commit_all(lambda fn: _transaction(conn, fn, self.prepare), requests, self._clock)
-        for job, error in zip(group, results, strict=True):
-            job.done(None, None if error is None else self._translate(error))
-
-    def _translate(self, exc: BaseException) -> BaseException:
-        """The store's error for what SQLite (or the file system under it) raised."""
-        if isinstance(exc, sqlite3.Error | OSError):
-            err = CheckpointError(_failure(self._store, exc))
-            err.__cause__ = exc
-            return err
-        return exc
-
-
-def _failure(store: str, exc: sqlite3.Error | OSError) -> str:
-    """What went wrong, said for a person: a full disk with what to do about it."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    if (code is not None and code & 0xFF == sqlite3.SQLITE_FULL) or getattr(exc, "errno", None) in _DISK_FULL:
-        return (
-            f"{store}: the disk is full ({exc}), so the transaction was rolled back and nothing of it was "
-            "stored; every checkpoint committed before stays readable. Free some space on that disk, then retry."
-        )
-    return f"{store}: {type(exc).__name__}: {exc}"
-
-
-_DISK_FULL = frozenset((errno.ENOSPC, errno.EDQUOT))
-
-
-def _transaction(conn: sqlite3.Connection, fn: Callable[[Cursor], T], prepare: Callable[[], None] | None = None) -> T:
-    """Run ``fn`` in a write transaction and commit.
-
-    BEGIN IMMEDIATE takes the write lock before the first statement, waiting up to the busy
-    timeout for another process to finish. A deferred BEGIN would start as a reader and
-    fail to upgrade to a writer (SQLITE_BUSY, with no waiting, to avoid a deadlock) when
-    another process wrote in between, which would fail commits under contention.
-    ``prepare`` runs once the lock is held (the writer's :class:`WalReserve`).
-    """
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        if prepare is not None:
-            prepare()
-        result = fn(conn.cursor())
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    return result
-
-
-def _lease_transaction(conn: sqlite3.Connection, fn: Callable[[Cursor], T]) -> T:
-    """Run a lease transaction without fsync, then restore the connection's durability.
-
-    A lease lost in a power failure is harmless: a lost acquire expires by itself, and a lost
-    release only makes the next run wait for the expiry. Syncing it would make every run pay
-    two fsyncs (acquire and release) for nothing. The transaction stays atomic and takes the
-    write lock like any other; only its flush to disk is left to the next synced commit.
-
-    Both pragmas are set outside any transaction (SQLite applies them per connection, and
-    they are restored before the writer runs its next job). Automatic WAL checkpoints are
-    held off meanwhile: one run by an unsynced commit would copy pages into the database
-    file without syncing it, and a later commit could then reuse the WAL before those pages
-    reach the disk, which a power failure would turn into a damaged file.
-    """
-    (pages,) = conn.execute("PRAGMA wal_autocheckpoint").fetchone()
-    conn.execute("PRAGMA wal_autocheckpoint = 0")
-    conn.execute("PRAGMA synchronous = OFF")
-    try:
-        return _transaction(conn, fn)
-    finally:
-        conn.execute("PRAGMA synchronous = FULL")
-        conn.execute(f"PRAGMA wal_autocheckpoint = {int(pages)}")
-
-
-def _snapshot(conn: sqlite3.Connection, fn: Callable[[Cursor], T]) -> T:
-    """Run reads in one transaction, so they see a single committed state."""
-    conn.execute("BEGIN")
-    try:
-        return fn(conn.cursor())
-    finally:
-        if conn.in_transaction:
-            conn.execute("COMMIT")
-
-
-class SqliteCheckpointer(Checkpointer):
+class SqliteCheckpointer(SqlCheckpointer):
     """Checkpoints in one SQLite file, in WAL mode, one transaction per ``commit()``.
 
     The file is created and migrated when first opened (it is the embedded default, with
@@ -360,7 +118,7 @@ class SqliteCheckpointer(Checkpointer):
         # Room ahead of the log only pays where commits are fsync'd (see _sqlite_wal).
         reserve = WalReserve(self.path) if synchronous == "full" and _has_file(self.path) else None
         self._reserve = reserve
-        self._writer = _Worker(
+        self._writer = Worker(
             "plait-sqlite-writer",
             self._open_writer,
             self._core,
@@ -373,13 +131,13 @@ class SqliteCheckpointer(Checkpointer):
         if self.path == ":memory:":
             self._reader = self._writer  # a second connection would see another database
         else:
-            self._reader = _Worker("plait-sqlite-reader", self._open_reader, self._core, self._store, busy_ms)
+            self._reader = Worker("plait-sqlite-reader", self._open_reader, self._core, self._store, busy_ms)
 
     # -- connections -------------------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
         # isolation_level=None: no implicit transactions; every transaction is explicit.
-        # check_same_thread=False: jobs may run on the caller's thread (_Worker.inline),
+        # check_same_thread=False: jobs may run on the caller's thread (Worker.inline),
         # always under the worker's lock, never two at once.
         conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
@@ -394,7 +152,7 @@ class SqliteCheckpointer(Checkpointer):
                 ((pages,),) = conn.execute("PRAGMA wal_autocheckpoint").fetchall()
                 ((page_size,),) = conn.execute("PRAGMA page_size").fetchall()
                 self._reserve.restart_at = 32 + int(pages) * (int(page_size) + 24) if pages > 0 else None
-            _transaction(conn, self._core.migrate)
+            transaction(conn, self._core.migrate)
         except BaseException:
             conn.close()
             raise
@@ -437,7 +195,7 @@ class SqliteCheckpointer(Checkpointer):
             raise CheckpointError(f"{self._store} is closed; create a new SqliteCheckpointer to use it again")
 
     async def _submit(
-        self, worker: _Worker, fn: Callable[[sqlite3.Connection], Any] | None, request: CommitRequest | None = None
+        self, worker: Worker, fn: Callable[[sqlite3.Connection], Any] | None, request: CommitRequest | None = None
     ) -> Any:
         self._check_open()
         loop = asyncio.get_running_loop()
@@ -449,28 +207,39 @@ class SqliteCheckpointer(Checkpointer):
 
         def done(result: Any, error: BaseException | None) -> None:
             with contextlib.suppress(RuntimeError):  # the caller's loop is closed: nobody waits
-                loop.call_soon_threadsafe(_settle, future, result, error)
+                loop.call_soon_threadsafe(settle, future, result, error)
 
-        worker.put(_Job(fn, request, done))
+        worker.put(Job(fn, request, done))
         return await future
 
     def _commit_one(self, request: CommitRequest | None, conn: sqlite3.Connection) -> None:
-        """A commit run on the caller's thread (see :meth:`_Worker.inline`)."""
+        """A commit run on the caller's thread (see :meth:`Worker.inline`)."""
         assert request is not None
-        (error,) = self._core.commit_all(lambda fn: _transaction(conn, fn, self._writer.prepare), [request], self.clock)
+        (error,) = self._core.commit_all(lambda fn: transaction(conn, fn, self._writer.prepare), [request], self.clock)
         if error is not None:
             raise error
 
-    def _write(self, fn: Callable[[Cursor], T]) -> Any:
-        return self._submit(self._writer, lambda conn: _transaction(conn, fn, self._writer.prepare))
+    # -- the SqlCheckpointer hooks ------------------------------------------------------------
 
-    def _lease(self, fn: Callable[[Cursor], T]) -> Any:
+    async def _writing(self, fn: Callable[[Cursor], T]) -> T:
+        result: T = await self._submit(self._writer, lambda conn: transaction(conn, fn, self._writer.prepare))
+        return result
+
+    async def _leasing(self, fn: Callable[[Cursor], T]) -> T:
         if self.synchronous == "normal":
-            return self._write(fn)  # commits are not synced anyway: nothing to save
-        return self._submit(self._writer, lambda conn: _lease_transaction(conn, fn))
+            return await self._writing(fn)  # commits are not synced anyway: nothing to save
+        result: T = await self._submit(self._writer, lambda conn: lease_transaction(conn, fn))
+        return result
 
-    def _read(self, fn: Callable[[Cursor], T]) -> Any:
-        return self._submit(self._reader, lambda conn: _snapshot(conn, fn))
+    async def _reading(self, fn: Callable[[Cursor], T]) -> T:
+        result: T = await self._submit(self._reader, lambda conn: snapshot(conn, fn))
+        return result
+
+    async def _committing(self, request: CommitRequest) -> None:
+        await self._submit(self._writer, None, request)
+
+    def _now(self) -> float:
+        return self.clock()
 
     # -- the protocol ------------------------------------------------------------------------
 
@@ -478,79 +247,6 @@ class SqliteCheckpointer(Checkpointer):
         """Open (create or migrate) the file now rather than on first use; safe to repeat."""
         await self._submit(self._writer, lambda conn: None)
         await self._submit(self._reader, lambda conn: None)
-
-    async def acommit(
-        self,
-        *,
-        checkpoints: Sequence[CheckpointWrite] = (),
-        writes: Sequence[WritesBatch] = (),
-        fence: Fence | None = None,
-    ) -> None:
-        if not checkpoints and not writes:
-            return
-        request = CommitRequest(checkpoints=checkpoints, writes=writes, fence=fence)
-        self._core.check_request(request)
-        await self._submit(self._writer, None, request)
-
-    def known_head(self, thread_id: str, *, namespace: str = "") -> Checkpoint | None:
-        return self._core.known_head(namespace, thread_id)
-
-    async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
-        check_thread(thread_id, namespace, checkpoint_id)
-        result: Checkpoint | None = await self._read(
-            lambda cur: self._core.get(cur, namespace, thread_id, checkpoint_id)
-        )
-        return result
-
-    async def ahistory(
-        self,
-        thread_id: str,
-        *,
-        namespace: str = "",
-        limit: int | None = None,
-        before: str | None = None,
-        filter: Mapping[str, Any] | None = None,
-    ) -> list[Checkpoint]:
-        check_thread(thread_id, namespace, before, what="before")
-        result: list[Checkpoint] = await self._read(
-            lambda cur: self._core.history(cur, namespace, thread_id, limit=limit, before=before, filter=filter)
-        )
-        return result
-
-    async def alist_threads(
-        self,
-        *,
-        namespace: str | None = None,
-        status: Status | None = None,
-        limit: int | None = None,
-        before: str | None = None,
-    ) -> list[ThreadInfo]:
-        if namespace is not None:
-            check_id(namespace, "namespace")
-        result: list[ThreadInfo] = await self._read(
-            lambda cur: self._core.list_threads(
-                cur, namespace=namespace, status=status, limit=limit, before=before, now=self.clock()
-            )
-        )
-        return result
-
-    async def aget_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:
-        check_thread(thread_id, namespace)
-        result: ThreadInfo | None = await self._read(
-            lambda cur: self._core.thread(cur, namespace, thread_id, self.clock())
-        )
-        return result
-
-    async def adelete_thread(self, thread_id: str, *, namespace: str = "") -> None:
-        check_thread(thread_id, namespace)
-        await self._write(lambda cur: self._core.delete_thread(cur, namespace, thread_id, self.clock()))
-
-    async def aprune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
-        if keep_last < 1:
-            raise ValueError("prune(keep_last=...) must keep at least 1 checkpoint")
-        check_thread(thread_id, namespace)
-        result: int = await self._write(lambda cur: self._core.prune(cur, namespace, thread_id, keep_last))
-        return result
 
     async def avacuum(self) -> None:
         """Give the space that deleted and pruned checkpoints leave in the file back to the file
@@ -574,7 +270,7 @@ class SqliteCheckpointer(Checkpointer):
     async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> Lease:
         check_thread(thread_id, namespace)
         seconds = self.lease_ttl if ttl is None else ttl
-        lease: Lease = await self._lease(
+        lease: Lease = await self._leasing(
             lambda cur: self._core.take_lease(cur, namespace, thread_id, owner, seconds, self.clock())
         )
         return lease
@@ -582,7 +278,7 @@ class SqliteCheckpointer(Checkpointer):
     async def arenew_lease(self, lease: Lease, *, ttl: float | None = None) -> Lease:
         check_thread(lease.thread_id, lease.namespace)
         seconds = self.lease_ttl if ttl is None else ttl
-        renewed: Lease = await self._lease(lambda cur: self._core.renew_lease(cur, lease, seconds, self.clock()))
+        renewed: Lease = await self._leasing(lambda cur: self._core.renew_lease(cur, lease, seconds, self.clock()))
         return renewed
 
     async def atake_lease_and_get(
@@ -603,13 +299,11 @@ class SqliteCheckpointer(Checkpointer):
         check_thread(thread_id, namespace, checkpoint_id)  # before the lease is taken
         lease = await self.atake_lease(thread_id, owner, namespace=namespace, ttl=ttl)
         result: Checkpoint | None = await read_or_release(
-            self, lease, self._read(lambda cur: self._core.get(cur, namespace, thread_id, checkpoint_id, resume=True))
+            self,
+            lease,
+            self._reading(lambda cur: self._core.get(cur, namespace, thread_id, checkpoint_id, resume=True)),
         )
         return lease, result
-
-    async def arelease_lease(self, lease: Lease, *, status: RestStatus | None = None) -> None:
-        check_thread(lease.thread_id, lease.namespace)
-        await self._lease(lambda cur: self._core.release_lease(cur, lease, status, self.clock()))
 
     def close(self) -> None:
         """Finish queued work, then close the connections and stop the threads. Idempotent."""
@@ -644,12 +338,3 @@ def _has_file(path: str) -> bool:
     """Whether ``path`` names a database file (not SQLite's in-memory or temporary database)
     on a system with ``os.pwrite``."""
     return path not in ("", ":memory:") and hasattr(os, "pwrite")
-
-
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.done():
-        return  # cancelled by the caller; the work itself still completed or failed
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import typer
 
 from plait._sync import run_sync
-from plait.checkpoint.base import Checkpoint
+from plait.checkpoint.model import Checkpoint
 from plait.cli.arguments import check_positive, parse_input, parse_json, parse_sets
 from plait.cli.context import Invocation, run_command
 from plait.cli.options import (

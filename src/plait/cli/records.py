@@ -12,7 +12,7 @@ import datetime
 from collections.abc import Sequence
 from typing import Any
 
-from plait.checkpoint.base import Checkpoint, ThreadInfo
+from plait.checkpoint.model import Checkpoint, ThreadInfo
 from plait.engine.pending import active_interrupts
 
 __all__ = ["checkpoint_record", "iso", "ref", "short_ids", "thread_record"]

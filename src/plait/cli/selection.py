@@ -8,7 +8,8 @@ lists it); a full id is looked up directly, so one on a side branch works too.
 """
 
 from plait._sync import run_sync
-from plait.checkpoint.base import Checkpoint, Checkpointer
+from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.model import Checkpoint
 from plait.errors import AmbiguousCheckpointError, ArgumentError, CheckpointNotFoundError
 
 __all__ = ["find_checkpoint"]

@@ -11,8 +11,9 @@ from typing import Annotated, Any
 import typer
 
 from plait._sync import run_sync
-from plait.checkpoint.base import Checkpointer, ThreadInfo
+from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.fork import fork_checkpoint
+from plait.checkpoint.model import ThreadInfo
 from plait.cli.arguments import check_positive, confirm, parse_keys, parse_sets, plural
 from plait.cli.context import Invocation, run_command
 from plait.cli.options import Checkpoint as CheckpointOpt

@@ -13,7 +13,8 @@ import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from plait.checkpoint.base import Checkpointer, CheckpointWrite, Fence, RestStatus, WritesBatch
+from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.model import CheckpointWrite, Fence, RestStatus, WritesBatch
 
 __all__ = ["Committer"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from plait.checkpoint.base import Checkpoint, CheckpointWrite, RestStatus
+from plait.checkpoint.model import Checkpoint, CheckpointWrite, RestStatus
 from plait.engine.commit import Committer
 from plait.types import Durability
 

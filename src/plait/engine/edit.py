@@ -13,9 +13,10 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
-from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, Fence, Task, WritesBatch, new_checkpoint_id
+from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.fork import fork_checkpoint
 from plait.checkpoint.lease import rest_status
+from plait.checkpoint.model import Checkpoint, CheckpointWrite, Fence, Task, WritesBatch, new_checkpoint_id
 from plait.engine.loop import checkpoint_metadata
 from plait.engine.plan import plan_next
 from plait.engine.spec import GraphSpec

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from plait._sync import on_loop_thread
-from plait.checkpoint.base import CheckpointWrite, Task
+from plait.checkpoint.model import CheckpointWrite, Task
 from plait.engine.events import CheckpointSaved, CustomEvent, NodeFailed, NodeFinished, update_item
 from plait.engine.merge import Results
 from plait.engine.tasks import TaskOutcome

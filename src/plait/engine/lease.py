@@ -11,7 +11,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from plait.checkpoint.base import Checkpoint, Checkpointer, Lease, RestStatus
+from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.model import Checkpoint, Lease, RestStatus
 from plait.errors import LeaseLostError, ThreadBusyError
 
 __all__ = ["LeaseRenewer", "ThreadLease", "renews_off_loop"]

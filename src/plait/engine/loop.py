@@ -22,16 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from plait.checkpoint.base import (
-    Checkpoint,
-    Checkpointer,
-    Fence,
-    PendingWrite,
-    RestStatus,
-    Task,
-    WritesBatch,
-    new_checkpoint_id,
-)
+from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.model import Checkpoint, Fence, PendingWrite, RestStatus, Task, WritesBatch, new_checkpoint_id
 from plait.engine.commit import Committer
 from plait.engine.context import NodeContext
 from plait.engine.durability import Durable, durability_for

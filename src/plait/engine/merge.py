@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from plait.checkpoint.base import PendingWrite, Task
+from plait.checkpoint.model import PendingWrite, Task
 from plait.engine.pending import resume_values
 from plait.engine.plan import Route, routes_from_json
 from plait.errors import ConcurrentWriteError, NodeError

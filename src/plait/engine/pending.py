@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from plait._codec import freeze
-from plait.checkpoint.base import Checkpoint, PendingWrite
+from plait.checkpoint.model import Checkpoint, PendingWrite
 from plait.engine.plan import route_json
 from plait.engine.spec import GraphSpec
 from plait.engine.tasks import TaskOutcome

@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from plait.checkpoint.base import Task, make_task
+from plait.checkpoint.model import Task, make_task
 from plait.engine.spec import GraphSpec
 from plait.types import END
 

@@ -13,11 +13,8 @@ from typing import Any, Literal
 
 from plait._sync import iterate_sync, run_sync
 from plait.checkpoint.address import open as open_store
-from plait.checkpoint.base import (
-    Checkpointer,
-    Status,
-    ThreadInfo,
-)
+from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.model import Status, ThreadInfo
 from plait.engine.edit import fork_thread, update_thread
 from plait.engine.executor import NodeExecutor
 from plait.engine.loop import Run, RunResult

@@ -9,7 +9,7 @@ from typing import Any
 
 from plait._codec import fingerprint
 from plait._fast_init import positional_maker
-from plait.checkpoint.base import Checkpoint, PendingWrite, Status, Task
+from plait.checkpoint.model import Checkpoint, PendingWrite, Status, Task
 from plait.engine.pending import active_interrupts
 from plait.state.diff import StateDiff
 from plait.types import Interrupt

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from plait.checkpoint.base import Task, new_checkpoint_id
+from plait.checkpoint.model import Task, new_checkpoint_id
 from plait.testing._harness import Checks, Env, ThreadBuilder, all_read_back, expect, same_checkpoint, same_history
 
 SAMPLE: Mapping[str, Any] = {

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 
-from plait.checkpoint.base import Checkpointer, Fence, WritesBatch
+from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.model import Fence, WritesBatch
 from plait.errors import ConcurrentUpdateError, LeaseLostError, ThreadBusyError
 from plait.testing._harness import (
     Checks,

@@ -13,7 +13,8 @@ from typing import Any
 
 from plait._codec import canonical, freeze
 from plait._frozen import FrozenDict, FrozenList
-from plait.checkpoint.base import Checkpoint, Checkpointer, CheckpointWrite, PendingWrite, Task, new_checkpoint_id
+from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.model import Checkpoint, CheckpointWrite, PendingWrite, Task, new_checkpoint_id
 from plait.errors import ThreadBusyError
 
 Factory = Callable[[], Awaitable[Checkpointer]]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from plait.checkpoint.base import Checkpoint, Checkpointer, new_checkpoint_id
+from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.model import Checkpoint, new_checkpoint_id
 from plait.testing._harness import (
     Checks,
     Env,

@@ -10,15 +10,8 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from plait.checkpoint.base import (
-    Checkpointer,
-    CheckpointWrite,
-    Lease,
-    PendingWrite,
-    Task,
-    WritesBatch,
-    new_checkpoint_id,
-)
+from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.model import CheckpointWrite, Lease, PendingWrite, Task, WritesBatch, new_checkpoint_id
 from plait.errors import MAX_ID_BYTES, CheckpointCorruptError, InvalidIdError, InvalidRecordError, PlaitError
 from plait.testing._harness import Checks, Env, ThreadBuilder, all_read_back, expect, fail, make_writes, same_history
 from plait.testing._robustness_checks import NOISE

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 
-from plait.checkpoint.base import Checkpointer, Fence, Lease, WritesBatch
+from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.holder import Holder
+from plait.checkpoint.model import Fence, Lease, WritesBatch
 from plait.errors import LeaseLostError, ThreadBusyError
 from plait.testing._harness import (
     Checks,

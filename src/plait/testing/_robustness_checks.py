@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from plait.checkpoint.base import WritesBatch
+from plait.checkpoint.model import WritesBatch
 from plait.errors import MAX_ID_BYTES, InvalidIdError, PlaitError, ThreadBusyError
 from plait.testing._data_checks import SAMPLE
 from plait.testing._harness import (

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from plait.checkpoint.base import Checkpointer, Task, ThreadInfo, WritesBatch
+from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.model import Task, ThreadInfo, WritesBatch
 from plait.testing._harness import Checks, Env, ThreadBuilder, expect, fail, make_writes, same
 
 check = Checks()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from plait.checkpoint.base import CheckpointWrite, ThreadInfo, WritesBatch
+from plait.checkpoint.model import CheckpointWrite, ThreadInfo, WritesBatch
 from plait.testing._harness import (
     Checks,
     Env,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from plait._frozen import FrozenDict, FrozenList
-from plait.checkpoint.base import CheckpointWrite, PendingWrite, WritesBatch
+from plait.checkpoint.model import CheckpointWrite, PendingWrite, WritesBatch
 from plait.testing._harness import (
     Checks,
     Env,
