@@ -98,6 +98,10 @@ EXPECTED = sorted(
         "message_id",
         "remove_message",
         "thaw",
+        "Default",
+        "MessagesState",
+        "tool_node",
+        "tools_condition",
     ]
 )
 

@@ -74,10 +74,12 @@ from plait.errors import (
     UnknownChannelError,
 )
 from plait.graph import CompiledGraph, Dag, Graph, ThreadDiff, ThreadState
+from plait.prebuilt import MessagesState, tool_node, tools_condition
 from plait.state import (
     AppendList,
     AppendMessages,
     Channel,
+    Default,
     LastWriteWins,
     MaxByTimestamp,
     MergeMap,
@@ -191,4 +193,9 @@ __all__ = [
     "message_id",
     "remove_message",
     "thaw",
+    # a TypedDict field's default, and the ready parts for a tool-calling chat (issue 18)
+    "Default",
+    "MessagesState",
+    "tool_node",
+    "tools_condition",
 ]
