@@ -12,6 +12,8 @@ Turning a provider's reply into such a dict (and back) is the one thing left to 
 few lines around the OpenAI, Anthropic or any other client (see docs/tutorial.md).
 """
 
+from __future__ import annotations
+
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any, TypedDict
