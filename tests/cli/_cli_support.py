@@ -94,6 +94,11 @@ class Result:
         return lines[0]
 
 
+def command() -> list[str]:
+    """The console script, or ``python -m plait`` where pip installed none."""
+    return [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "plait"]
+
+
 class Cli:
     """The console script, run in ``folder``."""
 
@@ -105,9 +110,8 @@ class Cli:
         self.env["TERM"] = "dumb"
 
     def __call__(self, *args: str, stdin: str = "", env: Mapping[str, str] | None = None) -> Result:
-        command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "plait"]
         done = subprocess.run(
-            [*command, *args],
+            [*command(), *args],
             input=stdin,
             capture_output=True,
             text=True,

@@ -9,7 +9,7 @@ import queue
 import subprocess
 
 import pytest
-from _cli_support import SCRIPT, Cli, expect, lines_of
+from _cli_support import Cli, command, expect, lines_of
 
 from plait import SqliteCheckpointer
 from plait.cli import EXIT_OK, main
@@ -38,7 +38,7 @@ def test_resume_waits_for_the_run_holding_the_thread(cli: Cli, tmp_path: pathlib
     try:
         lease = store.take_lease("t", "someone-else", ttl=600)  # alive: this process
         with subprocess.Popen(
-            [str(SCRIPT), "resume", "flow.py:with_question", "t", "--resume", '"yes"', "--db", "t.db", "--wait", "60"],
+            [*command(), "resume", "flow.py:with_question", "t", "--resume", '"yes"', "--db", "t.db", "--wait", "60"],
             cwd=tmp_path, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         ) as resume:  # fmt: skip
             assert resume.stdout is not None and resume.stderr is not None

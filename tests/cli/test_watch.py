@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 import pytest
-from _cli_support import FLOW, SCRIPT, Cli, expect, lines_of
+from _cli_support import FLOW, Cli, command, expect, lines_of
 
 from plait import END, START, AppendList, Graph, SqliteCheckpointer, StateSchema
 from plait.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
@@ -53,7 +53,7 @@ def test_watch_follows_a_running_thread_until_it_stops(cli: Cli, tmp_path: pathl
     try:
         assert started.wait(60)  # the input checkpoint is committed: the run holds the thread
         with subprocess.Popen(
-            [str(SCRIPT), "watch", "live", "--db", "w.db", "--interval", "0.02"],
+            [*command(), "watch", "live", "--db", "w.db", "--interval", "0.02"],
             cwd=tmp_path, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         ) as watch:  # fmt: skip
             assert watch.stdout is not None and watch.stderr is not None
