@@ -14,6 +14,8 @@ few lines around the OpenAI, Anthropic or any other client (see docs/tutorial.md
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any, TypedDict
@@ -72,6 +74,9 @@ def tool_node(tools: Sequence[Tool] | Mapping[str, Tool], *, key: str = "message
     the tools, so that the model can correct itself; an exception raised by a tool fails the
     node (and is retried by its ``RetryPolicy``).
 
+    Async tools run on the run's event loop, sync ones on a worker thread, one call after
+    another in the order the model asked for them.
+
     Args:
         tools: functions (named by ``__name__``) or a mapping of name to function; sync or
             async; each returns JSON data (a string is the message content as is).
@@ -93,11 +98,19 @@ def tool_node(tools: Sequence[Tool] | Mapping[str, Tool], *, key: str = "message
                 args = dict(call.get("args") or {})
                 if name in keyed:
                     args["idempotency_key"] = f"{ctx.idempotency_key}:{call_id}"
-                content = await ctx.aonce(f"tool:{call_id}", lambda tool=tool, args=args: tool(**args))
+                content = await ctx.aonce(f"tool:{call_id}", functools.partial(_call, tool, args))
             answers.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": content})
         return {key: answers}
 
     return tools_
+
+
+async def _call(tool: Tool, args: dict[str, Any]) -> Any:
+    """Call a tool: an async one on the run's loop, a sync one on a worker thread (a blocking
+    HTTP call must not hold up the other tasks of the step)."""
+    if inspect.iscoroutinefunction(tool):
+        return await tool(**args)
+    return await asyncio.to_thread(tool, **args)
 
 
 def _takes_key(fn: Tool) -> bool:
