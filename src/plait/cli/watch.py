@@ -40,6 +40,8 @@ class _Follower:
     def __init__(self, inv: Invocation, store: Checkpointer, thread: str, namespace: str) -> None:
         self.inv, self.store, self.thread, self.namespace = inv, store, thread, namespace
         self.head: str | None = None
+        self.shown_at = float("-inf")
+        """When the newest checkpoint shown was written."""
         self.done_tasks: set[str] = set()
 
     def emit(self, kind: str, text: str, **fields: Any) -> None:
@@ -58,8 +60,8 @@ class _Follower:
         while True:  # newest first, a page at a time, back to the head shown last
             page = run_sync(self.store.ahistory(self.thread, namespace=self.namespace, limit=PAGE, before=before))
             for cp in page:
-                if cp.id == self.head:
-                    break
+                if cp.id == self.head or cp.created_at <= self.shown_at:
+                    break  # shown already (a replay's branch stops at what came before it)
                 new.append(cp)
                 if self.head is None:  # the first poll shows the head only
                     break
@@ -84,6 +86,7 @@ class _Follower:
                 created_at=record["created_at"],
             )
         self.head = info.head_id
+        self.shown_at = max([self.shown_at, *(cp.created_at for cp in new)])
         self.done_tasks = set()
 
     def tasks(self) -> None:
