@@ -109,7 +109,9 @@ def test_a_retried_tool_node_does_not_repeat_finished_calls() -> None:
 
     graph = Graph(State)
     graph.add_node("model", first)
-    graph.add_node("tools", tool_node({"charge": charge, "flaky": flaky}), retry=RetryPolicy(max_attempts=2))
+    graph.add_node(
+        "tools", tool_node({"charge": charge, "flaky": flaky}), retry=RetryPolicy(max_attempts=2, initial_interval=0.01)
+    )
     graph.add_edge(START, "model").add_edge("model", "tools").add_edge("tools", END)
     out = graph.compile(checkpointer=MemoryCheckpointer()).invoke({}, thread_id="t")
     charges = [c for c in CALLS if c.startswith("charge")]
