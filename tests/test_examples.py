@@ -14,3 +14,11 @@ def test_example_runs(path: pathlib.Path, tmp_path: pathlib.Path) -> None:
     out = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip(), "an example must show the user something"
+
+
+def test_the_tutorial_shows_the_scripted_model_of_the_examples() -> None:
+    """docs/tutorial.md copies examples/chat_model.py's model into a block: they must not drift."""
+    root = pathlib.Path(__file__).parent.parent
+    example = (root / "examples" / "chat_model.py").read_text(encoding="utf-8")
+    model = example[example.index("class ScriptedChatModel") : example.index("\n\nRULES = ")].rstrip()
+    assert model in (root / "docs" / "tutorial.md").read_text(encoding="utf-8")

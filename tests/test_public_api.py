@@ -21,6 +21,7 @@ EXPECTED = [
     "ConcurrentWriteError",
     "CustomEvent",
     "Dag",
+    "Default",
     "Durability",
     "END",
     "ExportFormatError",
@@ -42,6 +43,7 @@ EXPECTED = [
     "MemoryCheckpointer",
     "MergeMap",
     "MessageNotFoundError",
+    "MessagesState",
     "MissingNodeError",
     "MissingValueError",
     "NoCheckpointerError",
@@ -91,6 +93,8 @@ EXPECTED = [
     "message_id",
     "remove_message",
     "thaw",
+    "tool_node",
+    "tools_condition",
 ]
 """plait.__all__, exactly and in this (sorted) order: a new public name is a decision."""
 

@@ -4,6 +4,7 @@ Everything public is importable from here; every other module is private.
 """
 
 from plait._frozen import thaw
+from plait._version import __version__
 from plait.checkpoint import (
     Checkpoint,
     Checkpointer,
@@ -68,10 +69,12 @@ from plait.errors import (
     UnknownChannelError,
 )
 from plait.graph import CompiledGraph, Dag, Graph, ThreadDiff, ThreadState
+from plait.prebuilt import MessagesState, tool_node, tools_condition
 from plait.state import (
     AppendList,
     AppendMessages,
     Channel,
+    Default,
     LastWriteWins,
     MaxByTimestamp,
     MergeMap,
@@ -87,8 +90,6 @@ from plait.state import (
     remove_message,
 )
 from plait.types import END, START, Command, Durability, Interrupt, RetryPolicy, Send
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AmbiguousCheckpointError",
@@ -109,6 +110,7 @@ __all__ = [
     "ConcurrentWriteError",
     "CustomEvent",
     "Dag",
+    "Default",
     "Durability",
     "END",
     "ExportFormatError",
@@ -130,6 +132,7 @@ __all__ = [
     "MemoryCheckpointer",
     "MergeMap",
     "MessageNotFoundError",
+    "MessagesState",
     "MissingNodeError",
     "MissingValueError",
     "NoCheckpointerError",
@@ -179,4 +182,6 @@ __all__ = [
     "message_id",
     "remove_message",
     "thaw",
+    "tool_node",
+    "tools_condition",
 ]

@@ -15,12 +15,14 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import queue
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 SRC = pathlib.Path(__file__).resolve().parents[2] / "src"
 SCHEMAS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "cli-schemas"
@@ -92,6 +94,11 @@ class Result:
         return lines[0]
 
 
+def command() -> list[str]:
+    """The console script, or ``python -m plait`` where pip installed none."""
+    return [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "plait"]
+
+
 class Cli:
     """The console script, run in ``folder``."""
 
@@ -103,9 +110,8 @@ class Cli:
         self.env["TERM"] = "dumb"
 
     def __call__(self, *args: str, stdin: str = "", env: Mapping[str, str] | None = None) -> Result:
-        command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "plait"]
         done = subprocess.run(
-            [*command, *args],
+            [*command(), *args],
             input=stdin,
             capture_output=True,
             text=True,
@@ -121,3 +127,26 @@ class Cli:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text))
         return path
+
+
+def lines_of(stream: IO[str]) -> queue.Queue[str]:
+    """Each line ``stream`` prints, as it prints it (read in a thread of its own)."""
+    q: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        for line in stream:
+            q.put(line.rstrip("\n"))
+        q.put("<eof>")
+
+    threading.Thread(target=read, daemon=True).start()
+    return q
+
+
+def expect(q: queue.Queue[str], text: str, seen: list[str]) -> str:
+    """The first line holding ``text`` (every line read is kept in ``seen``)."""
+    while True:
+        line = q.get(timeout=60)
+        seen.append(line)
+        assert line != "<eof>", f"watch ended before printing {text!r}: {seen}"
+        if text in line:
+            return line

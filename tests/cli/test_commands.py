@@ -326,6 +326,8 @@ def test_demo_crashes_a_child_resumes_and_forks(tmp_path: pathlib.Path) -> None:
     assert summary["calls_after_resume"] == {"archive": 1, "summarize": 1}
     assert summary["uploads_after_resume"] == 0
     main_thread, fork = summary["threads"]
+    # the heads differ in the edit, what the draft said, its messages, and where the deliveries ran
+    assert summary["differs_at_end"] == ["deliveries", "draft", "messages", "style"]
 
     def cli(*args: str) -> Any:
         res = subprocess.run(
@@ -351,6 +353,12 @@ def test_demo_is_safe_to_run_twice(tmp_path: pathlib.Path) -> None:
         assert out.returncode == 0, out.stderr
         assert "export PLAIT_DB=plait-demo.db" in out.stdout
         assert "plait threads" in out.stdout
+        # every differing key is shown, and steps are numbered as history numbers them
+        shown = out.stdout.split("what differs at the end:")[1].split("== Done")[0]
+        for key in ("deliveries", "draft", "messages", "style"):
+            assert f'"{key}": {{' in shown, key
+        assert "step  5  approve           finished" in out.stdout
+        assert "step  5  checkpoint" in out.stdout
     threads = subprocess.run(
         [sys.executable, "-m", "plait", "threads", "--db", "plait-demo.db", "--json"],
         capture_output=True, text=True, cwd=tmp_path, env=env(), timeout=60, check=False,

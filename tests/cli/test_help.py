@@ -13,7 +13,8 @@ from plait.cli import EXIT_OK
 
 COMMANDS = [
     ("demo",), ("run",), ("resume",), ("update",), ("draw",), ("threads",), ("history",), ("state",), ("diff",),
-    ("fork",), ("delete",), ("export",), ("import",), ("db",), ("db", "migrate"), ("db", "prune"), ("db", "stats"),
+    ("fork",), ("delete",), ("watch",), ("export",), ("import",), ("db",), ("db", "migrate"), ("db", "prune"),
+    ("db", "stats"),
 ]  # fmt: skip
 
 
@@ -43,6 +44,8 @@ def test_help_has_no_type_noise_and_shows_defaults(cli: Cli) -> None:
     assert "[default: sync]" in texts[("run",)] and "[default: {}]" in texts[("run",)]
     assert "[default: 10000]" in texts[("run",)]
     assert "[default: mermaid]" in texts[("draw",)]
+    assert "[default: 0.5]" in texts[("watch",)]
+    assert "--wait" in texts[("resume",)] and "--since" in texts[("threads",)] and "--status" in texts[("threads",)]
     assert "[default: plait-demo.db]" in texts[("demo",)]
     for command in (("threads",), ("history",), ("db", "stats")):
         assert "Default: $PLAIT_DB if set, else plait.db." in texts[command]
@@ -61,7 +64,7 @@ def test_every_argument_and_option_is_described() -> None:
     from plait.cli.app import build_command
 
     commands = walk(build_command())
-    assert len(commands) == 16
+    assert len(commands) == 17
     for path, command in commands:
         assert command.help, path
         for param in command.params:
@@ -85,3 +88,20 @@ def test_without_a_command_help_is_shown(cli: Cli) -> None:
     res = cli()
     assert res.code == 2
     assert "Usage: plait" in res.out + res.err and "Commands" in res.out + res.err
+
+
+def test_the_cli_page_lists_every_command_and_flag() -> None:
+    import pathlib
+
+    from plait.cli.app import build_command
+
+    page = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
+    for path, command in walk(build_command()):
+        name = " ".join(path)
+        assert f"`{name}" in page, f"docs/cli.md does not list plait {name}"
+        for param in command.params:
+            for flag in param.opts:
+                if flag.startswith("--"):
+                    assert f"`{flag}" in page or f"{flag} " in page or f"{flag}/" in page, (name, flag)
+    for code in ("| 0 |", "| 1 |", "| 2 |", "| 3 |", "| 130 |"):
+        assert code in page

@@ -11,6 +11,7 @@ from plait import (
     AppendList,
     AppendMessages,
     Channel,
+    Default,
     LastWriteWins,
     MaxByTimestamp,
     MergeMap,
@@ -255,3 +256,47 @@ def test_unresolvable_annotations_are_a_schema_error_that_says_what_to_do() -> N
 
     with pytest.raises(SchemaError, match="module level"):
         StateSchema.from_typed_dict(Local)
+
+
+class Planned(TypedDict):
+    phase: Annotated[str, LastWriteWins(), Default("plan")]
+    todo: Annotated[list[str], AppendList(), Default(["read"])]
+    tries: Annotated[int, Default(0)]
+    notes: Annotated[list[str], AppendList()]
+
+
+def test_a_typed_dict_declares_defaults_beside_its_reducers() -> None:
+    schema = StateSchema.from_typed_dict(Planned)
+    assert schema.initial_values() == {"phase": "plan", "todo": ["read"], "tries": 0, "notes": []}
+    assert isinstance(schema.channels["tries"].reducer, LastWriteWins)  # Default alone: last-write-wins
+    built = (
+        StateSchema.builder()
+        .add_lww("phase", default="plan")
+        .add("todo", AppendList(), default=["read"])
+        .add_lww("tries", default=0)
+        .add("notes", AppendList())
+        .build()
+    )
+    assert schema.fingerprint == built.fingerprint  # the same schema as the builder's
+
+
+TODO = ["read"]
+
+
+class Own(TypedDict):
+    todo: Annotated[list[str], AppendList(), Default(TODO)]
+
+
+class Twice(TypedDict):
+    phase: Annotated[str, Default("a"), Default("b")]
+
+
+def test_a_typed_dict_default_is_frozen_and_given_once() -> None:
+    schema = StateSchema.from_typed_dict(Own)
+    TODO.append("changed later")
+    try:
+        assert list(schema.initial_values()["todo"]) == ["read"]
+    finally:
+        TODO.pop()
+    with pytest.raises(SchemaError, match="two Default"):
+        StateSchema.from_typed_dict(Twice)

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from plait.cli import db, graphs, threads, transfer
+from plait.cli import db, graphs, threads, transfer, watch
 
 __all__ = ["build_app", "build_command"]
 
@@ -21,7 +21,7 @@ HELP = (
 
 def _version(value: bool) -> None:
     if value:
-        from plait import __version__
+        from plait._version import __version__
 
         print(f"plait {__version__}")
         raise typer.Exit(0)
@@ -51,6 +51,7 @@ def build_app() -> typer.Typer:
 
     graphs.register(app)
     threads.register(app)
+    watch.register(app)
     transfer.register(app)
     db.register(app)
     return app

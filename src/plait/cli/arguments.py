@@ -8,14 +8,26 @@
 Every refusal is an :class:`~plait.errors.ArgumentError` naming the option.
 """
 
+import datetime
 import json
+import re
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from plait.errors import ArgumentError, NotConfirmedError
 
-__all__ = ["check_positive", "confirm", "parse_input", "parse_json", "parse_keys", "parse_sets", "plural"]
+__all__ = [
+    "check_positive",
+    "confirm",
+    "parse_input",
+    "parse_json",
+    "parse_keys",
+    "parse_sets",
+    "parse_since",
+    "plural",
+]
 
 
 def parse_json(text: str, what: str) -> Any:
@@ -81,6 +93,28 @@ def parse_keys(text: str | None) -> list[str] | None:
     if not keys:
         raise ArgumentError("--keys", "--keys takes channel names separated by commas, like --keys messages,phase")
     return keys
+
+
+_AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+_UNIT = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_since(text: str | None, *, now: float | None = None) -> float | None:
+    """``--since``: a time as unix seconds, from a span back from now (``90s``, ``15m``, ``2h``,
+    ``7d``) or an ISO 8601 date or time (``2025-01-31``, ``2025-01-31T12:00``; local time
+    unless it names a zone, as the tables show local times). None when not given."""
+    if text is None:
+        return None
+    ago = _AGO.match(text.strip())
+    if ago:
+        return (time.time() if now is None else now) - float(ago.group(1)) * _UNIT[ago.group(2)]
+    try:
+        when = datetime.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ArgumentError(
+            "--since", f"--since takes a span back from now (90s, 15m, 2h, 7d) or an ISO 8601 time, got {text!r}"
+        ) from None
+    return when.timestamp()  # a naive time is local time
 
 
 def check_positive(value: int | None, option: str) -> None:

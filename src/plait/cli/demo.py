@@ -37,6 +37,7 @@ from plait.engine.context import NodeContext, interrupt
 from plait.engine.events import CheckpointSaved, Interrupted, NodeFinished, NodeStarted
 from plait.graph.builder import Graph
 from plait.graph.compiled import CompiledGraph
+from plait.state.diff import StateDiff
 from plait.state.reducers import AppendList, AppendMessages, MergeMap
 from plait.state.schema import StateSchema
 from plait.types import END, START, Command
@@ -333,13 +334,13 @@ async def _drive(app: CompiledGraph, input: Any, thread: str, out: Reporter) -> 
     """Run with live progress; returns the final values (or the pending interrupts)."""
     async for ev in app.astream(input, thread_id=thread, mode="events"):
         if isinstance(ev, NodeStarted):
-            out.event(ev.step, ev.node, "started")
+            out.event(ev.step + 1, ev.node, "started")  # numbered by the checkpoint it writes, as history is
         elif isinstance(ev, NodeFinished):
-            out.event(ev.step, ev.node, f"finished, wrote {', '.join(sorted(ev.writes)) or '-'}")
+            out.event(ev.step + 1, ev.node, f"finished, wrote {', '.join(sorted(ev.writes)) or '-'}")
         elif isinstance(ev, CheckpointSaved):
             out.event(ev.step, "checkpoint", f"{ev.checkpoint_id[:12]}… saved ({ev.source})")
         elif isinstance(ev, Interrupted):
-            out.event(ev.step, "interrupt", "paused: waiting for a human")
+            out.event(ev.step + 1, "interrupt", f"paused: waiting for a human (the head stays at step {ev.step})")
     state = await app.aget_state(thread)
     return {"values": dict(state.values), "interrupts": list(state.interrupts), "next": list(state.next)}
 
@@ -387,7 +388,9 @@ def _story(app: CompiledGraph, db: str, out: Reporter, python: str) -> dict[str,
     out.line(f"child exited with code {code} (a hard crash: no cleanup, no goodbye)")
     after_crash = app.get_state(main)
     finished = [t.node for t in after_crash.tasks if t.id in _finished_task_ids(app, main)]
-    out.line(f"checkpoint at step {after_crash.step}: the step's tasks are {', '.join(after_crash.next)}")
+    out.line(
+        f"the head is step {after_crash.step}; step {after_crash.step + 1}'s tasks are {', '.join(after_crash.next)}"
+    )
     out.line(f"already saved before the crash: {', '.join(finished) or 'none'}")
 
     out.section("4. Resume in this process: finished work is not redone")
@@ -422,8 +425,7 @@ def _story(app: CompiledGraph, db: str, out: Reporter, python: str) -> dict[str,
     out.section("6. Compare the two branches")
     d = app.diff_threads(main, fork)
     out.line(f"they part ways at step {d.first_step}, on: {', '.join(d.keys)}")
-    changed = {c.key: {"main": c.before, "fork": c.after} for c in d.heads.changed if c.key in ("draft", "style")}
-    out.data("what differs at the end", changed)
+    out.data("what differs at the end", heads_differ(d.heads, "main", "fork"))
 
     elapsed = time.monotonic() - started
     out.section(f"Done in {elapsed:.1f}s")
@@ -446,9 +448,30 @@ def _story(app: CompiledGraph, db: str, out: Reporter, python: str) -> dict[str,
         "finished_before_crash": finished,
         "calls_after_resume": calls_after_resume,
         "uploads_after_resume": uploads_after_resume,
+        "differs_at_end": list(d.heads.keys),
         "env": {"PLAIT_DB": db},
         "commands": commands,
     }
+
+
+def heads_differ(d: StateDiff, a: str, b: str) -> dict[str, Any]:
+    """Every key whose value differs between two heads, as ``{key: {a: ..., b: ...}}``; of
+    two lists, only what follows the items they share (``"same first items": n``), so a
+    long chat shows where it forks, not all of it twice."""
+    shown: dict[str, Any] = {}
+    for key, value in d.removed.items():
+        shown[key] = {a: value, b: "(no value)"}
+    for key, value in d.added.items():
+        shown[key] = {a: "(no value)", b: value}
+    for c in d.changed:
+        if isinstance(c.before, list | tuple) and isinstance(c.after, list | tuple):
+            n = 0
+            while n < min(len(c.before), len(c.after)) and c.before[n] == c.after[n]:
+                n += 1
+            shown[c.key] = {"same first items": n, a: list(c.before[n:]), b: list(c.after[n:])}
+        else:
+            shown[c.key] = {a: c.before, b: c.after}
+    return dict(sorted(shown.items()))
 
 
 def _finished_task_ids(app: CompiledGraph, thread: str) -> set[str]:

@@ -31,7 +31,7 @@ from plait.cli.options import (
     Target,
     Thread,
 )
-from plait.cli.output import EXIT_INTERRUPTED, Exit
+from plait.cli.output import EXIT_INTERRUPTED, Exit, note
 from plait.cli.records import checkpoint_record
 from plait.cli.selection import find_checkpoint
 from plait.errors import ArgumentError, CheckpointNotFoundError
@@ -62,8 +62,13 @@ def cmd_run(
     durability: str = "sync",
     recursion_limit: int = 10_000,
     checkpoint_id: str | None = None,
+    wait: float | None = None,
 ) -> None:
-    """Run ``app`` on ``thread_id`` with live progress, then print where it stopped."""
+    """Run ``app`` on ``thread_id`` with live progress, then print where it stopped.
+
+    Steps are numbered as ``plait history`` numbers them: a node's line carries the step of
+    the checkpoint its writes land in (one more than the step it started from).
+    """
     from plait.engine.events import CheckpointSaved, Interrupted, NodeFailed, NodeFinished
 
     if durability not in DURABILITIES:
@@ -73,6 +78,7 @@ def cmd_run(
     ran = 0
     if not out.json:
         out.line(f"thread {thread_id}")
+    waiting = _waiting(app, thread_id, wait)
 
     async def drive() -> None:
         nonlocal ran
@@ -83,25 +89,70 @@ def cmd_run(
             mode="events",
             durability=cast("Durability", durability),
             recursion_limit=recursion_limit,
+            wait=wait,
         ):
+            waiting.close()
             if isinstance(ev, NodeFinished):
                 ran += 1
             if out.json:
                 continue
             if isinstance(ev, NodeFinished):
-                out.line(f"  step {ev.step}  {ev.node}  wrote {', '.join(sorted(ev.writes)) or '-'}")
+                out.line(f"  step {ev.step + 1}  {ev.node}  wrote {', '.join(sorted(ev.writes)) or '-'}")
             elif isinstance(ev, NodeFailed):
                 retry = " (will retry)" if ev.will_retry else ""
-                out.line(f"  step {ev.step}  {ev.node}  failed: {ev.error}{retry}")
+                out.line(f"  step {ev.step + 1}  {ev.node}  failed: {ev.error}{retry}")
             elif isinstance(ev, CheckpointSaved):
-                out.line(f"  step {ev.step}  checkpoint {ev.checkpoint_id}")
+                out.line(f"  step {ev.step}  checkpoint {ev.checkpoint_id} ({ev.source})")
             elif isinstance(ev, Interrupted):
-                out.line(f"  step {ev.step}  paused")
+                out.line(f"  paused at step {ev.step}")
 
-    with inv.run_phase():
-        run_sync(drive())
+    try:
+        with inv.run_phase():
+            run_sync(drive())
+    finally:
+        waiting.close()
     head = _head(app, thread_id)
     _finish(inv, app, head, ran=ran > 0)
+
+
+class _Waiting:
+    """What the operator sees while a run waits for another run's lease: a spinner on a
+    terminal, one line on stderr otherwise; closed at the run's first event."""
+
+    def __init__(self, text: str | None) -> None:
+        self._status: Any = None
+        if text is None:
+            return
+        if sys.stderr.isatty():
+            try:
+                from rich.console import Console
+
+                self._status = Console(stderr=True).status(text)
+                self._status.start()
+                return
+            except ImportError:
+                pass
+        note(text)
+
+    def close(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+
+def _waiting(app: "CompiledGraph", thread_id: str, wait: float | None) -> _Waiting:
+    """Say so when the run will wait for a live run that holds the thread (``--wait``)."""
+    if not wait:
+        return _Waiting(None)
+    assert app.checkpointer is not None
+    info = run_sync(app.checkpointer.aget_thread(thread_id, namespace=app.namespace))
+    if info is None or info.status != "busy" or info.lease is None:
+        return _Waiting(None)
+    ends = time.strftime("%H:%M:%S", time.localtime(info.lease.expires_at))
+    return _Waiting(
+        f"waiting up to {wait:g}s for {info.lease.owner}, which holds {thread_id} (its lease ends at {ends} "
+        "unless renewed)"
+    )
 
 
 def _head(app: "CompiledGraph", thread_id: str) -> Checkpoint:
@@ -142,6 +193,7 @@ def cmd_resume(
     checkpoint: str | None,
     step: int | None,
     recursion_limit: int,
+    wait: float | None = None,
 ) -> None:
     """Continue a thread, or say there is nothing to continue."""
     from plait.types import Command
@@ -159,7 +211,17 @@ def cmd_resume(
                 f"Start it again with: plait run {inv.target} --thread {thread_id} --input JSON{inv.flags()}"
             )
         return
-    cmd_run(inv, app, value, thread_id, recursion_limit=recursion_limit, checkpoint_id=start.id if replay else None)
+    if wait is not None and wait < 0:
+        raise ArgumentError("--wait", f"--wait takes seconds, 0 or more; got {wait:g}")
+    cmd_run(
+        inv,
+        app,
+        value,
+        thread_id,
+        recursion_limit=recursion_limit,
+        checkpoint_id=start.id if replay else None,
+        wait=wait,
+    )
 
 
 def cmd_update(
@@ -291,6 +353,15 @@ def register(app: typer.Typer) -> None:
         db: Db = None,
         namespace: OptNamespace = None,
         recursion_limit: RecursionLimit = 10_000,
+        wait: Annotated[
+            float | None,
+            typer.Option(
+                "--wait",
+                "-w",
+                metavar="SECONDS",
+                help="If another run holds the thread, wait up to SECONDS for it to finish (default: fail at once).",
+            ),
+        ] = None,
         as_json: Json = False,
         debug: Debug = False,
     ) -> None:
@@ -299,7 +370,14 @@ def register(app: typer.Typer) -> None:
         def body(inv: Invocation) -> None:
             graph = inv.graph(target, namespace=namespace, create=False)
             cmd_resume(
-                inv, graph, thread, resume_value, checkpoint=checkpoint, step=step, recursion_limit=recursion_limit
+                inv,
+                graph,
+                thread,
+                resume_value,
+                checkpoint=checkpoint,
+                step=step,
+                recursion_limit=recursion_limit,
+                wait=wait,
             )
 
         run_command(body, as_json=as_json, debug=debug, db=db)

@@ -25,14 +25,17 @@ def iso(ts: float) -> str:
 
 def thread_record(t: ThreadInfo) -> dict[str, Any]:
     """A thread as ``plait threads --json`` lists it: ``checkpoint_id``, ``step``, ``source``
-    and ``created_at`` are its head's."""
+    and ``created_at`` are its head's; ``updated_at`` is when the thread last came to rest or
+    was taken by a run."""
     return {
         "thread_id": t.thread_id,
         "namespace": t.namespace,
+        "status": t.status,
         "checkpoint_id": t.head_id,
         "step": t.step,
         "source": t.source,
         "created_at": iso(t.created_at),
+        "updated_at": iso(t.updated_at),
         "checkpoints": t.checkpoints,
     }
 

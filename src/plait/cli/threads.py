@@ -13,8 +13,8 @@ import typer
 from plait._sync import run_sync
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.fork import fork_checkpoint
-from plait.checkpoint.model import ThreadInfo
-from plait.cli.arguments import check_positive, confirm, parse_keys, parse_sets, plural
+from plait.checkpoint.model import STATUSES, Status, ThreadInfo
+from plait.cli.arguments import check_positive, confirm, parse_keys, parse_sets, parse_since, plural
 from plait.cli.context import Invocation, run_command
 from plait.cli.options import Checkpoint as CheckpointOpt
 from plait.cli.options import Db, Debug, Json, Namespace, Sets, Step, Thread, Yes
@@ -31,12 +31,16 @@ __all__ = [
     "cmd_history",
     "cmd_state",
     "cmd_threads",
+    "list_threads",
     "register",
 ]
 
-THREAD_COLUMNS = ("thread", "namespace", "step", "checkpoints", "last", "updated", "head")
-"""The columns of ``plait threads``; a thread's status will go after ``thread`` once stores
-record it."""
+THREAD_COLUMNS = ("thread", "status", "namespace", "step", "checkpoints", "last", "updated", "head")
+"""The columns of ``plait threads`` (``updated``: when the thread last came to rest or was
+taken by a run, the order of the listing)."""
+
+PAGE = 200
+"""Threads read from the store per page while ``--since`` looks for the first older one."""
 
 
 def _when(ts: float) -> str:
@@ -45,23 +49,57 @@ def _when(ts: float) -> str:
 
 def thread_row(t: ThreadInfo, width: int) -> list[Any]:
     """One row of the threads table (in :data:`THREAD_COLUMNS` order)."""
-    return [t.thread_id, t.namespace or "-", t.step, t.checkpoints, t.source, _when(t.created_at), t.head_id[:width]]
+    return [
+        t.thread_id,
+        t.status,
+        t.namespace or "-",
+        t.step,
+        t.checkpoints,
+        t.source,
+        _when(t.updated_at),
+        t.head_id[:width],
+    ]
 
 
-def cmd_threads(inv: Invocation, namespace: str | None, limit: int | None) -> None:
+def cmd_threads(
+    inv: Invocation, namespace: str | None, status: str | None, limit: int | None, since: float | None
+) -> None:
     check_positive(limit, "--limit")
-    threads = run_sync(inv.store().alist_threads(namespace=namespace))
-    if limit is not None:
-        threads = threads[:limit]
+    if status is not None and status not in STATUSES:
+        raise ArgumentError("--status", f"--status is one of {', '.join(STATUSES)}; got {status!r}")
+    threads = list_threads(inv.store(), namespace, status, limit, since)
     out = inv.out
     if out.json:
         out.emit([thread_record(t) for t in threads])
         return
     if not threads:
-        out.line(f"no threads in {inv.shown_db}" + (f" (namespace {namespace!r})" if namespace else ""))
+        only = [f"namespace {namespace!r}"] if namespace else []
+        only += [f"status {status}"] if status else []
+        only += [f"since {_when(since)}"] if since is not None else []
+        out.line(f"no threads in {inv.shown_db}" + (f" ({', '.join(only)})" if only else ""))
         return
     width = short_ids([t.head_id for t in threads])
-    out.table("threads (newest first)", THREAD_COLUMNS, [thread_row(t, width) for t in threads])
+    out.table("threads (most recently active first)", THREAD_COLUMNS, [thread_row(t, width) for t in threads])
+
+
+def list_threads(
+    store: Checkpointer, namespace: str | None, status: "Status | None", limit: int | None, since: float | None
+) -> list[ThreadInfo]:
+    """Threads newest first, filtered and paged in the store; with ``since``, page on until
+    the first thread that last moved before it (the listing is ordered by that time)."""
+    if since is None:
+        return run_sync(store.alist_threads(namespace=namespace, status=status, limit=limit))
+    found: list[ThreadInfo] = []
+    before: str | None = None
+    while True:
+        page = run_sync(store.alist_threads(namespace=namespace, status=status, limit=PAGE, before=before))
+        for t in page:
+            if t.updated_at < since or (limit is not None and len(found) >= limit):
+                return found
+            found.append(t)
+        if len(page) < PAGE:
+            return found
+        before = page[-1].cursor
 
 
 def cmd_history(
@@ -229,12 +267,33 @@ def register(app: typer.Typer) -> None:
         namespace: Annotated[
             str | None, typer.Option("--namespace", metavar="NS", help="Only this namespace (default: all).")
         ] = None,
+        status: Annotated[
+            str | None,
+            typer.Option(
+                "--status",
+                metavar="STATUS",
+                help="Only threads that stand so: idle, interrupted, error, busy or stale.",
+            ),
+        ] = None,
         limit: Annotated[int | None, typer.Option("--limit", "-n", metavar="N", help="At most N threads.")] = None,
+        since: Annotated[
+            str | None,
+            typer.Option(
+                "--since",
+                metavar="WHEN",
+                help="Only threads that moved since WHEN: a span back from now (15m, 2h, 7d) or an ISO 8601 time.",
+            ),
+        ] = None,
         as_json: Json = False,
         debug: Debug = False,
     ) -> None:
-        """List the threads in a store, newest first."""
-        run_command(lambda inv: cmd_threads(inv, namespace, limit), as_json=as_json, debug=debug, db=db)
+        """List the threads in a store with how each stands, most recently active first."""
+        run_command(
+            lambda inv: cmd_threads(inv, namespace, status, limit, parse_since(since)),
+            as_json=as_json,
+            debug=debug,
+            db=db,
+        )
 
     @app.command()
     def history(

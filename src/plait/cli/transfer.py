@@ -36,9 +36,9 @@ from typing import IO, Annotated, Any
 import orjson
 import typer
 
-from plait import __version__
 from plait._codec import freeze, freeze_trusted
 from plait._sync import run_sync
+from plait._version import __version__
 from plait.checkpoint.model import Checkpoint, CheckpointWrite, Fence, PendingWrite, Task, WritesBatch
 from plait.cli.context import Invocation, run_command
 from plait.cli.options import Db, Debug, Json, Namespace, Thread

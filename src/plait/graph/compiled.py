@@ -528,6 +528,37 @@ class CompiledGraph:
     def diff_threads(self, a: str, b: str) -> ThreadDiff:
         return run_sync(self.adiff_threads(a, b))
 
+    # -- closing: the graph's checkpointer, by hand or with `with` / `async with` ---------------
+
+    async def aclose(self) -> None:
+        """Close the graph's checkpointer (whether the graph opened it from an address or
+        was given it), giving back its connections and files; nothing without one.
+
+        Call it, or use the graph as a context manager, when a script is done with a store:
+        SQLite then folds its write-ahead log into the database file, so that the file alone
+        (copied, mailed, opened elsewhere) holds every thread. Several graphs that share one
+        checkpointer object should leave it open and close the checkpointer once instead.
+        Idempotent; the graph cannot run on a closed checkpointer.
+        """
+        if self.checkpointer is not None:
+            await self.checkpointer.aclose()
+
+    def close(self) -> None:
+        """Sync :meth:`aclose`."""
+        run_sync(self.aclose())
+
+    def __enter__(self) -> CompiledGraph:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> CompiledGraph:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
 
 def _output(result: RunResult) -> dict[str, Any]:
     out = dict(result.values)

@@ -147,8 +147,9 @@ class ThreadDiff:
     keys: tuple[str, ...]
     """The keys that differ at that step."""
     a: ThreadState | None
+    """The first thread's checkpoint at that step (None when they never differ)."""
     b: ThreadState | None
-    """The two checkpoints compared at that step."""
+    """The second thread's checkpoint at that step (None when they never differ)."""
     heads: StateDiff
     """The difference between the two heads."""
 

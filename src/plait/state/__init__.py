@@ -14,7 +14,7 @@ from plait.state.reducers import (
     remove_message,
 )
 from plait.state.run_state import RunState, StateSnapshot, StateUpdated
-from plait.state.schema import Channel, SchemaBuilder, StateSchema
+from plait.state.schema import Channel, Default, SchemaBuilder, StateSchema
 
 __all__ = [
     "AppendList",
@@ -22,6 +22,7 @@ __all__ = [
     "CallableReducer",
     "Change",
     "Channel",
+    "Default",
     "LastWriteWins",
     "MaxByTimestamp",
     "MergeMap",

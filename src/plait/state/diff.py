@@ -17,8 +17,11 @@ class Change:
     """One key whose value differs."""
 
     key: str
+    """The channel."""
     before: Any
+    """Its value in the first state (``a``)."""
     after: Any
+    """Its value in the second state (``b``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -11,7 +11,7 @@ from plait._codec import fingerprint, freeze
 from plait.errors import InvalidUpdateError, MissingValueError, SchemaError, UnknownChannelError
 from plait.state.reducers import NO_DEFAULT, LastWriteWins, Reducer, as_reducer
 
-__all__ = ["Channel", "SchemaBuilder", "StateSchema"]
+__all__ = ["Channel", "Default", "SchemaBuilder", "StateSchema"]
 
 #: TypedDict field qualifiers that may wrap an ``Annotated[T, reducer]`` hint.
 _QUALIFIERS = tuple(q for q in (typing.Required, typing.NotRequired, getattr(typing, "ReadOnly", None)) if q)
@@ -27,6 +27,21 @@ class Channel:
     """How writes fold into the value."""
     default: Any = NO_DEFAULT
     """The frozen starting value, or ``NO_DEFAULT`` for a channel absent until written."""
+
+
+@dataclass(frozen=True, slots=True)
+class Default:
+    """A TypedDict field's starting value, declared beside its reducer:
+    ``phase: Annotated[str, LastWriteWins(), Default("plan")]``.
+
+    The same as ``.add(key, reducer, default=value)`` on the builder: the value is
+    normalised by the reducer and frozen when the schema is built, so a mutable default (a
+    list, a dict) is never shared between runs. A field without one starts with its reducer's
+    natural value (``[]`` for an append, absent for last-write-wins).
+    """
+
+    value: Any
+    """The JSON value a fresh run starts with."""
 
 
 class StateSchema:
@@ -60,7 +75,8 @@ class StateSchema:
 
     @classmethod
     def from_typed_dict(cls, typed_dict: type) -> StateSchema:
-        """A schema from a ``TypedDict`` whose fields are ``Annotated[T, reducer]``.
+        """A schema from a ``TypedDict`` whose fields are ``Annotated[T, reducer]``, and
+        ``Annotated[T, reducer, Default(value)]`` for a field that starts with a value.
 
         A field without a reducer annotation is last-write-wins. Field order is kept.
         """
@@ -75,20 +91,24 @@ class StateSchema:
             ) from exc
         builder = SchemaBuilder()
         for key, declared in hints.items():
-            reducer: Any = LastWriteWins()
+            reducer: Any = None
+            default: Any = NO_DEFAULT
             hint = declared
             while get_origin(hint) in _QUALIFIERS:  # NotRequired[Annotated[T, reducer]]
                 hint = get_args(hint)[0]
             if get_origin(hint) is Annotated:
                 for meta in get_args(hint)[1:]:
-                    if (
+                    if isinstance(meta, Default):
+                        if default is not NO_DEFAULT:
+                            raise SchemaError(f"field {key!r} of {typed_dict.__qualname__} has two Default(...)s")
+                        default = meta.value
+                    elif reducer is None and (
                         isinstance(meta, Reducer)
                         or (isinstance(meta, type) and issubclass(meta, Reducer))
                         or callable(meta)
                     ):
                         reducer = meta
-                        break
-            builder.add(key, reducer)
+            builder.add(key, LastWriteWins() if reducer is None else reducer, default=default)
         return builder.build()
 
     @classmethod

@@ -1,0 +1,54 @@
+"""``plait run`` and ``plait resume``: steps numbered as history numbers them, and a resume
+that waits for the run holding the thread (``--wait``)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import queue
+import subprocess
+
+import pytest
+from _cli_support import Cli, command, expect, lines_of
+
+from plait import SqliteCheckpointer
+from plait.cli import EXIT_OK, main
+
+
+def test_run_numbers_steps_as_history_does(
+    tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], cli: Cli
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "flow.py:graph", "-i", '{"topic": "x"}', "-t", "t", "--db", "t.db"]) == EXIT_OK
+    ran = capsys.readouterr().out.splitlines()
+    assert main(["history", "t", "--db", "t.db", "--json"]) == EXIT_OK
+    history = {cp["step"]: cp for cp in json.loads(capsys.readouterr().out)}
+    for line in ran:  # "  step N  NODE  wrote KEYS": N is the checkpoint holding NODE's writes
+        words = line.split()
+        if words[:1] == ["step"] and words[2] != "checkpoint":
+            step, node = int(words[1]), words[2]
+            assert node in history[step]["metadata"]["writes"], (line, history[step]["metadata"])
+    assert "  step 1  greet  wrote log" in ran
+    assert any(line.startswith("  step 1  checkpoint ") for line in ran)
+
+
+def test_resume_waits_for_the_run_holding_the_thread(cli: Cli, tmp_path: pathlib.Path) -> None:
+    assert cli("run", "flow.py:with_question", "-i", '{"topic": "x"}', "-t", "t", "--db", "t.db").code == 3
+    store = SqliteCheckpointer(tmp_path / "t.db")
+    try:
+        lease = store.take_lease("t", "someone-else", ttl=600)  # alive: this process
+        with subprocess.Popen(
+            [*command(), "resume", "flow.py:with_question", "t", "--resume", '"yes"', "--db", "t.db", "--wait", "60"],
+            cwd=tmp_path, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        ) as resume:  # fmt: skip
+            assert resume.stdout is not None and resume.stderr is not None
+            err: queue.Queue[str] = lines_of(resume.stderr)
+            said = expect(err, "waiting up to 60s for someone-else", [])
+            assert "which holds t" in said
+            store.release_lease(lease)  # the holder is done: the resume goes on
+            assert resume.wait(60) == 0, resume.stderr.read()
+            assert '"yes"' in resume.stdout.read()
+    finally:
+        store.close()
+    done = cli("resume", "flow.py:with_question", "t", "--db", "t.db", "--wait", "5")
+    assert done.code == 0 and "is finished" in done.out and "nothing to resume" in done.out
