@@ -34,6 +34,7 @@ ABOVE = {
     "state": ("plait.checkpoint", "plait.graph", "plait.engine", "plait.cli", "plait.server", "plait.runs"),
     "errors": ("plait.",),
     "graph": ("plait.cli", "plait.server", "plait.runs"),
+    "inspect": ("plait.graph", "plait.engine", "plait.cli", "plait.server", "plait.runs"),
 }
 
 
