@@ -23,7 +23,23 @@ from plait.server.live import changes_of
 
 __all__ = ["checkpoint_json", "diff_json", "router", "summary_json", "thread_json"]
 
-router = APIRouter(prefix="/api")
+
+class ErrorBody(BaseModel):
+    """What every refused request gets: plait's error class and its message."""
+
+    error: str = Field(description="The error class (CheckpointNotFoundError, ...).")
+    message: str = Field(description="What happened, where, and what to do.")
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody, "description": "Bad input: plait's error says why."},
+    403: {"model": ErrorBody, "description": "A write without this Studio's Origin and CSRF token."},
+    404: {"model": ErrorBody, "description": "No such thread, checkpoint, channel or run."},
+    409: {"model": ErrorBody, "description": "The thread is busy, moved on, or already exists."},
+    422: {"model": ErrorBody, "description": "The request does not have the documented shape."},
+}
+
+router = APIRouter(prefix="/api", responses=_ERRORS)
 
 Namespace = Annotated[str, Query(description="The threads' namespace.")]
 StatusQ = Literal["idle", "busy", "interrupted", "error", "stale"]

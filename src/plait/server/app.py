@@ -19,6 +19,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from plait import inspect as ins
 from plait._frozen import thaw
@@ -300,6 +301,13 @@ def create_app(
     async def refused(_: Request, exc: StudioRefusal) -> JSONResponse:
         return error_response(exc.status, "Refused", exc.message)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        response = error_response(exc.status_code, "HTTPError", str(exc.detail))
+        if exc.status_code == 405:  # every method the path has, not only the first route's
+            response.headers["Allow"] = ", ".join(sorted(_methods(request.app, request.scope)))
+        return response
+
     @app.exception_handler(ValueError)
     async def bad_value(_: Request, exc: ValueError) -> JSONResponse:
         return error_response(400, type(exc).__name__, str(exc))
@@ -316,6 +324,16 @@ def create_app(
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     app.add_middleware(SecurityMiddleware, guard=guard)
     return app
+
+
+def _methods(app: FastAPI, scope: Any) -> set[str]:
+    from starlette.routing import Match
+
+    methods: set[str] = set()
+    for route in app.router.routes:
+        if route.matches(scope)[0] is not Match.NONE:  # a full or a method-only (partial) match
+            methods |= set(getattr(route, "methods", None) or ())
+    return methods
 
 
 def _version() -> str:
