@@ -39,7 +39,7 @@ def test_the_thread_list_shows_badges_and_filters(client: TestClient) -> None:
 def test_a_thread_page_has_its_timeline_state_change_graph_and_forms(client: TestClient) -> None:
     page = client.get("/threads/waiting").text
     assert page.count('name="pick"') == 2 and 'aria-current="true"' in page
-    assert "waiting for an answer in <b>ask</b>" in page
+    assert "Waiting for an answer in <b>ask</b>" in page
     assert 'data-key="notes"' in page and "What step" in page
     assert 'data-name="ask" data-state="next"' in page
     for form in ("answer-form", "update-form", "fork-form", "delete-form"):

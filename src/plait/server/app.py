@@ -262,6 +262,8 @@ def create_app(
         saver = open_store(checkpointer)
     else:
         saver = checkpointer
+        if not cfg.store_name:
+            cfg = StudioConfig(**{**cfg.__dict__, "store_name": _shown(saver)})
     named: dict[str, CompiledGraph] = (
         dict(graphs) if isinstance(graphs, Mapping) else {g.name: g for g in (graphs or ())}
     )
@@ -334,6 +336,13 @@ def _methods(app: FastAPI, scope: Any) -> set[str]:
         if route.matches(scope)[0] is not Match.NONE:  # a full or a method-only (partial) match
             methods |= set(getattr(route, "methods", None) or ())
     return methods
+
+
+def _shown(saver: Checkpointer) -> str:
+    from plait.checkpoint.address import redact
+
+    path = getattr(saver, "path", None) or getattr(saver, "folder", None)
+    return redact(str(path)) if path else type(saver).__name__
 
 
 def _version() -> str:

@@ -11,7 +11,8 @@
   ``X-CSRF-Token`` or form field ``csrf_token``; the page carries it, ``GET /api/csrf``
   gives it to a script) and an ``Origin`` equal to the Studio's own.
 * **No CORS** headers are ever sent; every response carries a CSP of ``default-src 'self'``
-  (and ``frame-ancestors 'none'``), ``nosniff`` and ``no-referrer``.
+  (and ``frame-ancestors 'none'``), ``nosniff`` and a ``same-origin`` referrer policy (with
+  ``no-referrer`` a browser sends ``Origin: null`` on the page's own form posts).
 """
 
 from __future__ import annotations
@@ -153,7 +154,7 @@ class SecurityMiddleware:
 _HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),
     (b"x-frame-options", b"DENY"),
     (b"cross-origin-resource-policy", b"same-origin"),
 ]
