@@ -386,8 +386,18 @@ def decode_cursor(cursor: str) -> tuple[float, str, str]:
     return float(updated_at), namespace, thread_id
 
 
-def check_listing(status: Status | None, limit: int | None) -> None:
-    """Refuse a ``status`` or ``limit`` that :meth:`Checkpointer.alist_threads` cannot take."""
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_listing(status: Status | None, limit: int | None, prefix: str | None = None) -> None:
+    """Refuse a ``status``, ``limit`` or ``prefix`` that :meth:`Checkpointer.alist_threads` cannot take."""
+    if prefix is not None and (not isinstance(prefix, str) or "\x00" in prefix or not _encodes(prefix)):
+        raise ValueError(f"prefix={prefix!r}: give the start of a thread id (text), or None for all")
     if status is not None and status not in STATUSES:
         raise ValueError(f"status={status!r} is not a thread status; use one of {', '.join(STATUSES)}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
@@ -495,17 +505,20 @@ class Checkpointer(ABC):
         status: Status | None = None,
         limit: int | None = None,
         before: str | None = None,
+        prefix: str | None = None,
     ) -> list[ThreadInfo]:
         """Threads that have a checkpoint (of ``namespace``, or of all namespaces), most
-        recently active first (:attr:`ThreadInfo.updated_at`), filtered by ``status`` and
-        paged in the store: at most ``limit``, starting after the thread whose
-        :attr:`ThreadInfo.cursor` is ``before``.
+        recently active first (:attr:`ThreadInfo.updated_at`), filtered by ``status`` and by
+        ``prefix`` (thread ids that start with it; None or "" for all) and paged in the
+        store: at most ``limit``, starting after the thread whose :attr:`ThreadInfo.cursor`
+        is ``before``.
 
         A holder that died on this machine less than a lease's life ago is still ``busy``
         to the store's filter; the listed :attr:`ThreadInfo.status` then says ``stale``.
 
         Raises:
-            ValueError: an unknown status, a limit below 1, or a ``before`` that is not a cursor.
+            ValueError: an unknown status, a limit below 1, a ``before`` that is not a cursor,
+                or a ``prefix`` that is not a str.
         """
 
     async def aget_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:
@@ -628,9 +641,12 @@ class Checkpointer(ABC):
         status: Status | None = None,
         limit: int | None = None,
         before: str | None = None,
+        prefix: str | None = None,
     ) -> list[ThreadInfo]:
         """Sync :meth:`alist_threads`."""
-        return run_sync(self.alist_threads(namespace=namespace, status=status, limit=limit, before=before))
+        return run_sync(
+            self.alist_threads(namespace=namespace, status=status, limit=limit, before=before, prefix=prefix)
+        )
 
     def get_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:
         """Sync :meth:`aget_thread`."""

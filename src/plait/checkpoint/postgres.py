@@ -465,12 +465,13 @@ class PostgresCheckpointer(Checkpointer):
         status: Status | None = None,
         limit: int | None = None,
         before: str | None = None,
+        prefix: str | None = None,
     ) -> list[ThreadInfo]:
         if namespace is not None:
             check_id(namespace, "namespace")
         return await self._run(
             lambda cur: self._core.list_threads(
-                cur, namespace=namespace, status=status, limit=limit, before=before, now=self._now()
+                cur, namespace=namespace, status=status, limit=limit, before=before, prefix=prefix, now=self._now()
             ),
             read=True,
         )

@@ -525,12 +525,13 @@ class SqliteCheckpointer(Checkpointer):
         status: Status | None = None,
         limit: int | None = None,
         before: str | None = None,
+        prefix: str | None = None,
     ) -> list[ThreadInfo]:
         if namespace is not None:
             check_id(namespace, "namespace")
         result: list[ThreadInfo] = await self._read(
             lambda cur: self._core.list_threads(
-                cur, namespace=namespace, status=status, limit=limit, before=before, now=self.clock()
+                cur, namespace=namespace, status=status, limit=limit, before=before, prefix=prefix, now=self.clock()
             )
         )
         return result
