@@ -51,7 +51,7 @@ __all__ = [
 ChangeKind = Literal["added", "removed", "changed", "list", "messages", "map"]
 
 _SCAN_PAGE = 500
-"""Threads read per store page while filtering by id prefix or metadata in this process."""
+"""Threads read per store page while filtering by metadata in this process."""
 
 
 # -- records -----------------------------------------------------------------------------------
@@ -201,25 +201,30 @@ async def list_threads(
 ) -> ThreadPage:
     """Threads most recently active first, at most ``limit``, after the cursor ``before``.
 
-    ``namespace``, ``status`` and the paging are pushed into the store. ``prefix`` (thread ids
-    starting with it) and ``metadata`` (heads whose metadata has each key equal to its value)
-    are filtered here, over pages of the store's listing, reading a head only for threads the
-    other filters kept; the cursor still names the last thread returned, so paging goes on
-    where this page stopped.
+    ``namespace``, ``status``, ``prefix`` (thread ids starting with it) and the paging are
+    pushed into the store. ``metadata`` (heads whose metadata has each key equal to its
+    value) is filtered here, over pages of the store's listing, reading the head of each
+    thread the other filters kept; the cursor still names the last thread returned, so
+    paging goes on where this page stopped.
 
     Raises:
         ValueError: an unknown status, a limit below 1, or a ``before`` that is not a cursor.
     """
-    if not prefix and not metadata:
-        rows = await saver.alist_threads(namespace=namespace, status=status, limit=limit + 1, before=before)
+    prefix = prefix or None
+    if not metadata:
+        rows = await saver.alist_threads(
+            namespace=namespace, status=status, limit=limit + 1, before=before, prefix=prefix
+        )
         page = rows[:limit]
         return ThreadPage(threads=tuple(page), next_cursor=page[-1].cursor if len(rows) > limit else None)
     kept: list[ThreadInfo] = []
     cursor = before
     while True:
-        rows = await saver.alist_threads(namespace=namespace, status=status, limit=_SCAN_PAGE, before=cursor)
+        rows = await saver.alist_threads(
+            namespace=namespace, status=status, limit=_SCAN_PAGE, before=cursor, prefix=prefix
+        )
         for info in rows:
-            if await _matches(saver, info, prefix, metadata):
+            if await _matches(saver, info, metadata):
                 if len(kept) == limit:  # one more than a page: there is a next page
                     return ThreadPage(threads=tuple(kept), next_cursor=kept[-1].cursor)
                 kept.append(info)
@@ -228,13 +233,7 @@ async def list_threads(
         cursor = rows[-1].cursor
 
 
-async def _matches(
-    saver: Checkpointer, info: ThreadInfo, prefix: str | None, metadata: Mapping[str, Any] | None
-) -> bool:
-    if prefix and not info.thread_id.startswith(prefix):
-        return False
-    if not metadata:
-        return True
+async def _matches(saver: Checkpointer, info: ThreadInfo, metadata: Mapping[str, Any]) -> bool:
     head = await saver.ahistory(info.thread_id, namespace=info.namespace, limit=1)
     return bool(head) and all(
         k in head[0].metadata and not _differ(head[0].metadata[k], v) for k, v in metadata.items()
