@@ -102,6 +102,27 @@ def test_an_unknown_thread_has_no_stream(db: str) -> None:
 
 
 @pytest.mark.postgres
+def test_the_postgres_watcher_hears_a_commit_by_another_connection(postgres_dsn: str, postgres_schema: str) -> None:
+    async def go() -> None:
+        reader = PostgresCheckpointer(postgres_dsn, schema=postgres_schema)
+        writer = PostgresCheckpointer(postgres_dsn, schema=postgres_schema)
+        await reader.asetup()
+        watcher = Watcher(reader)
+        assert watcher.mechanism == "postgres listen/notify"
+        await watcher.wait(0, 0)  # starts it
+        await asyncio.wait_for(watcher.listening.wait(), 20)
+        seen = await watcher.wait(0, 10.0)  # the wake-up for what came before LISTEN
+        assert await watcher.wait(seen, 1.0) == seen  # no polling: quiet while nothing commits
+        await compiled(writer).ainvoke({"topic": "x"}, thread_id="heard")
+        assert await watcher.wait(seen, 10.0) > seen
+        await watcher.close()
+        await reader.aclose()
+        await writer.aclose()
+
+    asyncio.run(go())
+
+
+@pytest.mark.postgres
 def test_a_postgres_thread_stream_shows_a_run_committed_elsewhere(postgres_dsn: str, postgres_schema: str) -> None:
     seed = PostgresCheckpointer(postgres_dsn, schema=postgres_schema)
     compiled(seed).invoke({"topic": "x"}, thread_id="pg")

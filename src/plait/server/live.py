@@ -6,6 +6,8 @@ event only when that differs from what it sent last. How the watcher notices:
 
 * SQLite: ``PRAGMA data_version`` on a connection of its own, polled every 0.2 s; it
   changes when any other connection (any process) commits, and costs no table read.
+* PostgreSQL: LISTEN/NOTIFY, through a trigger the Studio installs once
+  (:mod:`plait.server.pg_notify`); without the rights to create it, polling as below.
 * any other store: a tick every 0.5 s (the streams' own reads are the check).
 
 Either way a checkpoint committed anywhere reaches an open page within a second.
@@ -15,11 +17,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from plait.checkpoint.base import Checkpointer
+from plait.server.pg_notify import listen
+
+log = logging.getLogger("plait.server")
 
 __all__ = ["Watcher", "changes_of"]
 
@@ -34,8 +40,13 @@ class Watcher:
 
     def __init__(self, saver: Checkpointer, *, interval: float | None = None) -> None:
         self._saver = saver
+        from plait.server.pg_notify import pg_target
+
         self._path = _sqlite_path(saver)
+        self._pg = pg_target(saver)
         self.interval = interval if interval is not None else (SQLITE_POLL if self._path else TICK)
+        self.listening = asyncio.Event()
+        """Set once PostgreSQL notices are being listened for."""
         self._generation = 0
         self._cond: asyncio.Condition | None = None
         self._task: asyncio.Task[None] | None = None
@@ -43,7 +54,9 @@ class Watcher:
 
     @property
     def mechanism(self) -> str:
-        return "sqlite data_version" if self._path else "polling"
+        if self._path:
+            return "sqlite data_version"
+        return "postgres listen/notify" if self._pg else "polling"
 
     def _start(self) -> asyncio.Condition:
         if self._cond is None:
@@ -52,6 +65,13 @@ class Watcher:
         return self._cond
 
     async def _loop(self) -> None:
+        if self._pg is not None:
+            try:
+                await listen(*self._pg, self.poke, self.listening)
+            except Exception as exc:  # no rights to add the trigger, no LISTEN: poll instead
+                log.warning("plait Studio: PostgreSQL notices unavailable (%s); polling every %.1fs", exc, TICK)
+                self._pg = None
+                self.interval = TICK
         last: int | None = None
         while True:
             await asyncio.sleep(self.interval)
