@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+from typing import Any
 
 from _studio_support import write_headers
 from fastapi.testclient import TestClient
+
+from plait.server import StudioConfig, create_app
 
 
 def test_threads_list_filters_searches_and_pages(client: TestClient) -> None:
@@ -219,3 +223,41 @@ def test_the_openapi_document_names_the_routes(client: TestClient) -> None:
         "/api/graphs/{name}/svg",
     ):
         assert p in paths, p
+
+
+def _gate_graph() -> Any:
+    from plait import END, START, Graph, StateSchema
+
+    async def hold(state: Any) -> dict[str, Any]:
+        await asyncio.Event().wait()  # never set: runs until cancelled
+        return {}
+
+    g = Graph(StateSchema.builder().add_lww("x").build())
+    g.add_node("prep", lambda s: {"x": 1}).add_node("hold", hold)
+    g.add_edge(START, "prep").add_edge("prep", "hold").add_edge("hold", END)
+    return g
+
+
+def test_the_running_node_is_marked_and_a_cancelled_run_leaves_the_thread(tmp_path: Any) -> None:
+    from plait import SqliteCheckpointer
+
+    saver = SqliteCheckpointer(tmp_path / "gate.db")
+    _gate_graph().compile(checkpointer=saver, interrupt_before=["hold"]).invoke({}, thread_id="g")
+    app = create_app(saver, [_gate_graph().compile(name="gate")], config=StudioConfig(allowed_hosts=("testserver",)))
+    with TestClient(app) as client:
+        h = write_headers(client)
+        r = client.post("/api/threads/g/runs", json={"action": "continue"}, headers=h)
+        assert r.status_code == 202
+        run_id = r.json()["run_id"]
+        deadline = time.monotonic() + 20
+        while 'data-name="hold" data-state="running"' not in client.get("/api/graphs/gate/svg?thread_id=g").text:
+            assert time.monotonic() < deadline, "the running node was never marked"
+            time.sleep(0.02)
+        assert client.get("/api/threads/g").json()["status"] == "busy"
+        again = client.post("/api/threads/g/runs", json={"action": "continue"}, headers=h)
+        assert again.status_code == 409 and again.json()["error"] == "ThreadBusyError"
+        r = client.delete(f"/api/threads/g/runs/{run_id}", headers=h)
+        assert r.status_code == 200 and r.json()["status"] == "cancelled" and r.json()["running"] == []
+        assert client.get("/api/threads/g").json()["status"] != "busy"
+        assert 'data-state="running"' not in client.get("/api/graphs/gate/svg?thread_id=g").text
+    saver.close()
