@@ -14,6 +14,7 @@ from plait.cli import EXIT_OK
 COMMANDS = [
     ("demo",), ("run",), ("resume",), ("update",), ("draw",), ("threads",), ("history",), ("state",), ("diff",),
     ("fork",), ("delete",), ("export",), ("import",), ("db",), ("db", "migrate"), ("db", "prune"), ("db", "stats"),
+    ("studio",),
 ]  # fmt: skip
 
 
@@ -61,7 +62,7 @@ def test_every_argument_and_option_is_described() -> None:
     from plait.cli.app import build_command
 
     commands = walk(build_command())
-    assert len(commands) == 16
+    assert len(commands) == 17
     for path, command in commands:
         assert command.help, path
         for param in command.params:
