@@ -261,3 +261,35 @@ def test_the_running_node_is_marked_and_a_cancelled_run_leaves_the_thread(tmp_pa
         assert client.get("/api/threads/g").json()["status"] != "busy"
         assert 'data-state="running"' not in client.get("/api/graphs/gate/svg?thread_id=g").text
     saver.close()
+
+
+def test_the_studio_reads_and_writes_every_backend(make_saver: Any) -> None:
+    from _studio_support import compiled
+
+    from plait import Command
+
+    saver = make_saver()
+    g = compiled(saver)
+    g.invoke({"topic": "a"}, thread_id="one")
+    g.invoke({"topic": "b"}, thread_id="two")
+    g.invoke(Command(resume="y"), thread_id="two")
+    app = create_app(saver, [compiled(None)], config=StudioConfig(allowed_hosts=("testserver",)))
+    with TestClient(app) as client:
+        assert {t["thread_id"]: t["status"] for t in client.get("/api/threads").json()["threads"]} == {
+            "one": "interrupted",
+            "two": "idle",
+        }
+        assert client.get("/api/threads", params={"q": "tw"}).json()["threads"][0]["thread_id"] == "two"
+        assert "topic" in client.get("/api/diff", params={"a": "one", "b": "two"}).json()["keys"]
+        h = write_headers(client)
+        assert client.post("/api/threads/two/fork", json={"thread_id": "three"}, headers=h).status_code == 201
+        r = client.post("/api/threads/one/runs", json={"action": "resume", "resume": "z"}, headers=h)
+        assert _wait_run(client, "one", r.json()["run_id"])["status"] == "done"
+        assert client.get("/api/threads/one/state").json()["values"]["answer"] == "z"
+        assert client.get("/").status_code == 200 and client.get("/threads/three").status_code == 200
+
+
+def test_an_address_is_opened_and_closed_by_the_app(db: str) -> None:
+    with TestClient(create_app(db, config=StudioConfig(allowed_hosts=("testserver",)))) as client:
+        assert len(client.get("/api/threads").json()["threads"]) == 2
+        assert db in client.get("/").text

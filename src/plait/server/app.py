@@ -257,6 +257,7 @@ def create_app(
     from plait.checkpoint.address import redact
 
     cfg = config or StudioConfig()
+    owned = isinstance(checkpointer, str)
     if isinstance(checkpointer, str):
         cfg = StudioConfig(**{**cfg.__dict__, "store_name": cfg.store_name or redact(checkpointer)})
         saver = open_store(checkpointer)
@@ -284,6 +285,8 @@ def create_app(
         finally:
             await studio.runs.close()
             await studio.watcher.close()
+            if owned:  # opened here from an address: closed here too
+                await saver.aclose()
 
     app = FastAPI(
         title="plait Studio",

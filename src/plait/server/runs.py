@@ -21,6 +21,8 @@ from plait.graph.compiled import CompiledGraph
 __all__ = ["RunRecord", "Runs"]
 
 RunStatus = Literal["running", "done", "interrupted", "error", "cancelled"]
+KEEP = 500
+"""Finished runs remembered (the oldest finished are forgotten first; running ones never)."""
 
 
 @dataclass(kw_only=True)
@@ -77,6 +79,9 @@ class Runs:
         )
         rec.task = asyncio.get_running_loop().create_task(self._drive(rec, app, input, checkpoint_id))
         self._runs[rec.id] = rec
+        finished = [k for k, r in self._runs.items() if r.status != "running"]
+        for k in finished[: max(0, len(self._runs) - KEEP)]:
+            del self._runs[k]
         return rec
 
     async def _drive(self, rec: RunRecord, app: CompiledGraph, input: Any, checkpoint_id: str | None) -> None:
