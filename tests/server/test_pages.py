@@ -4,7 +4,9 @@ redirects back with a confirmation of what it did, and errors are pages, not 500
 from __future__ import annotations
 
 import re
+from typing import Any
 
+import pytest
 from _studio_support import ORIGIN
 from fastapi.testclient import TestClient
 
@@ -101,3 +103,25 @@ def test_without_a_graph_the_forms_say_to_pass_one(bare: TestClient) -> None:
     assert "--graph MODULE:GRAPH" in page and "disabled" in page
     code, text = _post(bare, "/threads/waiting/do/resume", {"resume": "1"})
     assert code == 400 and "--graph" in text
+
+
+def test_a_failed_thread_shows_its_stored_error(tmp_path: Any) -> None:
+    from _studio_support import make_client
+
+    from plait import END, START, Graph, NodeError, SqliteCheckpointer, StateSchema
+
+    def boom(state: Any) -> dict[str, Any]:
+        raise ValueError("the API said no")
+
+    g = Graph(StateSchema.builder().add_lww("x").build()).add_node("boom", boom)
+    g.add_edge(START, "boom").add_edge("boom", END)
+    saver = SqliteCheckpointer(tmp_path / "e.db")
+    with pytest.raises(NodeError):
+        g.compile(checkpointer=saver).invoke({"x": 1}, thread_id="broken")
+    with make_client(saver, graphs=False) as c:
+        s = c.get("/api/threads/broken").json()
+        assert s["status"] == "error" and s["errors"][0]["node"] == "boom"
+        assert "the API said no" in s["errors"][0]["message"]
+        page = c.get("/threads/broken").text
+        assert 'class="badge error"' in page and "the API said no" in page and "a task failed" in page
+    saver.close()
