@@ -74,6 +74,10 @@ def test_selecting_two_checkpoints_shows_their_diff_also_across_threads(client: 
     assert page.status_code == 200 and 'data-key="answer"' in page.text and 'class="add"' in page.text
     across = client.get("/diff", params={"a": "waiting", "b": "done"}).text
     assert 'data-key="topic"' in across and "rivers" in across and "lakes" in across
+    listed = re.findall(r'name="pick" value="([^"]+)"', client.get("/").text)
+    assert sorted(p.split("@")[0] for p in listed) == ["done", "waiting"]
+    two = client.get("/diff", params=[("pick", p) for p in listed]).text
+    assert 'data-key="topic"' in two
     one = client.get("/diff", params=[("pick", picks[0])])
     assert one.status_code == 400 and "select two" in one.text
     assert client.get("/diff", params={"a": "done", "b": "nope"}).status_code == 404

@@ -85,7 +85,7 @@ function timelineItems() {
 }
 
 function bindPicks() {
-  const boxes = [...document.querySelectorAll('.timeline input[name="pick"]')];
+  const boxes = [...document.querySelectorAll('#pick-form input[name="pick"]')];
   const button = document.getElementById("diff-selected");
   const order = [];
   const sync = () => {
