@@ -44,6 +44,25 @@ def test_the_sqlite_watcher_wakes_on_a_commit_by_another_connection(db: str) -> 
     asyncio.run(go())
 
 
+def test_waits_that_time_out_never_block_a_wake_up() -> None:
+    """Streams wait with a timeout all the time; a wake-up must still get through at once
+    (a Condition cancelled mid-wait can leave its lock taken on Python 3.11)."""
+    from plait import MemoryCheckpointer
+
+    async def go() -> None:
+        watcher = Watcher(MemoryCheckpointer(), interval=3600)
+        start = await watcher.wait(0, 0)
+        waiters = [asyncio.create_task(watcher.wait(start, 0.001 * (i % 7))) for i in range(200)]
+        await asyncio.gather(*waiters)
+        patient = asyncio.create_task(watcher.wait(start, 30))
+        await asyncio.sleep(0)
+        await asyncio.wait_for(watcher.poke(), 1)
+        assert await asyncio.wait_for(patient, 1) == start + 1
+        await watcher.close()
+
+    asyncio.run(go())
+
+
 def _follow(server: LiveServer, path: str, change: Any, until: Any) -> list[Any]:
     """Open the stream, make ``change`` once the first event came, and read events until
     ``until(data)`` holds; returns every event's data."""

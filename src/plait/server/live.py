@@ -48,7 +48,10 @@ class Watcher:
         self.listening = asyncio.Event()
         """Set once PostgreSQL notices are being listened for."""
         self._generation = 0
-        self._cond: asyncio.Condition | None = None
+        self._changed: asyncio.Event | None = None
+        """Set (and replaced by a fresh one) at each wake-up. An Event, not a Condition:
+        a wait that times out is cancelled, and a cancelled ``Condition.wait`` can leave its
+        lock unreleased on Python 3.11, which would hang every later wake-up."""
         self._task: asyncio.Task[None] | None = None
         self._conn: sqlite3.Connection | None = None
 
@@ -58,11 +61,11 @@ class Watcher:
             return "sqlite data_version"
         return "postgres listen/notify" if self._pg else "polling"
 
-    def _start(self) -> asyncio.Condition:
-        if self._cond is None:
-            self._cond = asyncio.Condition()
+    def _start(self) -> asyncio.Event:
+        if self._changed is None:
+            self._changed = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(self._loop())
-        return self._cond
+        return self._changed
 
     async def _loop(self) -> None:
         if self._pg is not None:
@@ -93,18 +96,19 @@ class Watcher:
 
     async def poke(self) -> None:
         """Wake the listeners (the Studio calls it after its own writes, too)."""
-        cond = self._start()
-        async with cond:
-            self._generation += 1
-            cond.notify_all()
+        changed = self._start()
+        self._generation += 1
+        self._changed = asyncio.Event()
+        changed.set()
 
     async def wait(self, seen: int, timeout: float) -> int:
         """Wait until the generation passes ``seen`` (or ``timeout``); the generation now."""
-        cond = self._start()
-        async with cond:
+        changed = self._start()
+        if self._generation == seen:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(cond.wait_for(lambda: self._generation != seen), timeout)
-            return self._generation
+                async with asyncio.timeout(timeout):
+                    await changed.wait()
+        return self._generation
 
     async def close(self) -> None:
         if self._task is not None:
