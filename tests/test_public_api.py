@@ -29,6 +29,7 @@ EXPECTED = [
     "Graph",
     "GraphChangedError",
     "GraphError",
+    "GraphRequiredError",
     "Interrupt",
     "Interrupted",
     "InvalidIdError",

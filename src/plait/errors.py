@@ -20,7 +20,8 @@ The tree::
     │   └── ReadOnlyStateError       (also TypeError) an attempt to mutate a stored value
     ├── GraphError                   a graph is built or used wrongly
     │   ├── MissingNodeError         a node name that the graph does not have
-    │   └── GraphChangedError        a thread was checkpointed by an incompatible graph
+    │   ├── GraphChangedError        a thread was checkpointed by an incompatible graph
+    │   └── GraphRequiredError       an action that needs the graph (its reducers, its nodes) got none
     ├── RunError                     a run stopped with a failure
     │   ├── NodeError                a node raised; the cause is chained
     │   │   └── NodeTimeoutError     (also TimeoutError) a node ran past its timeout
@@ -68,6 +69,7 @@ __all__ = [
     "ExportFormatError",
     "GraphChangedError",
     "GraphError",
+    "GraphRequiredError",
     "InvalidIdError",
     "InvalidRecordError",
     "InvalidResumeError",
@@ -281,6 +283,16 @@ class GraphChangedError(GraphError):
             + ". Resume it with the graph that wrote it, fork it and fix the state with "
             "update_state, or start a new thread."
         )
+
+
+class GraphRequiredError(GraphError):
+    """An action that folds values through reducers or runs nodes (an edit, a fork with edits,
+    an answer to an interrupt, a continued run) was asked of a tool that was given no graph,
+    or no graph that fits the thread. Nothing was written."""
+
+    def __init__(self, action: str, advice: str) -> None:
+        self.action = action
+        super().__init__(f"{action} needs the thread's graph: {advice}")
 
 
 class RunError(PlaitError):

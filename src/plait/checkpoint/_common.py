@@ -119,7 +119,12 @@ def cycle_error(thread_id: str, checkpoint_id: str, parent_id: str | None) -> Ch
 
 
 def page_threads(
-    infos: Iterable[ThreadInfo], *, status: Status | None, limit: int | None, before: str | None
+    infos: Iterable[ThreadInfo],
+    *,
+    status: Status | None,
+    limit: int | None,
+    before: str | None,
+    prefix: str | None = None,
 ) -> list[ThreadInfo]:
     """A page of a listing held in memory (the memory and file backends): newest first, the
     threads after the cursor ``before``, of ``status``, at most ``limit``; as SQL pages it.
@@ -127,13 +132,15 @@ def page_threads(
     Raises:
         ValueError: an unknown status, a limit below 1, or a ``before`` that is not a cursor.
     """
-    check_listing(status, limit)
+    check_listing(status, limit, prefix)
     after = decode_cursor(before) if before is not None else None
     out: list[ThreadInfo] = []
     for info in sorted(infos, key=lambda t: (t.updated_at, t.namespace, t.thread_id), reverse=True):
         if after is not None and (info.updated_at, info.namespace, info.thread_id) >= after:
             continue
         if status is not None and info.status != status:
+            continue
+        if prefix and not info.thread_id.startswith(prefix):
             continue
         out.append(info)
         if limit is not None and len(out) >= limit:

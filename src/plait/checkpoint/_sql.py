@@ -188,9 +188,12 @@ class SqlCore:
         limit: int | None,
         before: str | None,
         now: float | None,
+        prefix: str | None = None,
     ) -> list[ThreadInfo]:
         """A page of threads, newest first (see :meth:`SqlThreads.page`); never decodes data."""
-        return self.threads.page(cur, namespace=namespace, status=status, limit=limit, before=before, now=now)
+        return self.threads.page(
+            cur, namespace=namespace, status=status, limit=limit, before=before, now=now, prefix=prefix
+        )
 
     def thread(self, cur: Cursor, namespace: str, thread_id: str, now: float | None) -> ThreadInfo | None:
         """One thread's status, head and lease; None when it has no checkpoint."""

@@ -104,12 +104,13 @@ class SqlCheckpointer(Checkpointer):
         status: Status | None = None,
         limit: int | None = None,
         before: str | None = None,
+        prefix: str | None = None,
     ) -> list[ThreadInfo]:
         if namespace is not None:
             check_id(namespace, "namespace")
         return await self._reading(
             lambda cur: self._core.list_threads(
-                cur, namespace=namespace, status=status, limit=limit, before=before, now=self._now()
+                cur, namespace=namespace, status=status, limit=limit, before=before, prefix=prefix, now=self._now()
             )
         )
 

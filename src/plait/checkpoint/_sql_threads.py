@@ -183,9 +183,11 @@ class SqlThreads:
         limit: int | None,
         before: str | None,
         now: float | None,
+        prefix: str | None = None,
     ) -> list[ThreadInfo]:
-        """A page of threads, newest first, filtered by status in the database."""
-        check_listing(status, limit)
+        """A page of threads, newest first, filtered by status and id prefix in the database
+        (the prefix compared with ``substr``, a bound parameter: no LIKE pattern to escape)."""
+        check_listing(status, limit, prefix)
         where: list[str] = []
         params: list[Any] = [now]
         if namespace is not None:
@@ -195,6 +197,9 @@ class SqlThreads:
             clause, args = self._status_clause(status, now)
             where.append(clause)
             params += args
+        if prefix:
+            where.append("substr(t.thread_id, 1, length(?)) = ?")
+            params += [prefix, prefix]
         if before is not None:
             at, ns, tid = decode_cursor(before)
             where.append("(t.updated_at < ? OR (t.updated_at = ? AND (t.ns < ? OR (t.ns = ? AND t.thread_id < ?))))")

@@ -147,17 +147,20 @@ class Checkpointer(ABC):
         status: Status | None = None,
         limit: int | None = None,
         before: str | None = None,
+        prefix: str | None = None,
     ) -> list[ThreadInfo]:
         """Threads that have a checkpoint (of ``namespace``, or of all namespaces), most
-        recently active first (:attr:`ThreadInfo.updated_at`), filtered by ``status`` and
-        paged in the store: at most ``limit``, starting after the thread whose
-        :attr:`ThreadInfo.cursor` is ``before``.
+        recently active first (:attr:`ThreadInfo.updated_at`), filtered by ``status`` and by
+        ``prefix`` (thread ids that start with it; None or "" for all) and paged in the
+        store: at most ``limit``, starting after the thread whose :attr:`ThreadInfo.cursor`
+        is ``before``.
 
         A holder that died on this machine less than a lease's life ago is still ``busy``
         to the store's filter; the listed :attr:`ThreadInfo.status` then says ``stale``.
 
         Raises:
-            ValueError: an unknown status, a limit below 1, or a ``before`` that is not a cursor.
+            ValueError: an unknown status, a limit below 1, a ``before`` that is not a cursor,
+                or a ``prefix`` that is not a str.
         """
 
     async def aget_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:
@@ -280,9 +283,12 @@ class Checkpointer(ABC):
         status: Status | None = None,
         limit: int | None = None,
         before: str | None = None,
+        prefix: str | None = None,
     ) -> list[ThreadInfo]:
         """Sync :meth:`alist_threads`."""
-        return run_sync(self.alist_threads(namespace=namespace, status=status, limit=limit, before=before))
+        return run_sync(
+            self.alist_threads(namespace=namespace, status=status, limit=limit, before=before, prefix=prefix)
+        )
 
     def get_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:
         """Sync :meth:`aget_thread`."""

@@ -163,12 +163,13 @@ class FileCheckpointer(FileReads, Checkpointer):
         status: Status | None = None,
         limit: int | None = None,
         before: str | None = None,
+        prefix: str | None = None,
     ) -> list[ThreadInfo]:
-        check_listing(status, limit)
+        check_listing(status, limit, prefix)
         if namespace is not None:
             check_id(namespace, "namespace")
         infos = await asyncio.to_thread(self._list_threads, namespace)
-        return page_threads(infos, status=status, limit=limit, before=before)
+        return page_threads(infos, status=status, limit=limit, before=before, prefix=prefix)
 
     async def aget_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:
         check_thread(thread_id, namespace)

@@ -180,8 +180,9 @@ class MemoryCheckpointer(Checkpointer):
         status: Status | None = None,
         limit: int | None = None,
         before: str | None = None,
+        prefix: str | None = None,
     ) -> list[ThreadInfo]:
-        check_listing(status, limit)
+        check_listing(status, limit, prefix)
         if namespace is not None:
             check_id(namespace, "namespace")
         with self._lease_lock:
@@ -191,7 +192,7 @@ class MemoryCheckpointer(Checkpointer):
                 for key, thread in self._checkpoints.items()
                 if thread and (namespace is None or key[0] == namespace)
             ]
-        return page_threads(infos, status=status, limit=limit, before=before)
+        return page_threads(infos, status=status, limit=limit, before=before, prefix=prefix)
 
     async def aget_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:
         check_thread(thread_id, namespace)

@@ -362,8 +362,18 @@ def decode_cursor(cursor: str) -> tuple[float, str, str]:
     return float(updated_at), namespace, thread_id
 
 
-def check_listing(status: Status | None, limit: int | None) -> None:
-    """Refuse a ``status`` or ``limit`` that :meth:`Checkpointer.alist_threads` cannot take."""
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_listing(status: Status | None, limit: int | None, prefix: str | None = None) -> None:
+    """Refuse a ``status``, ``limit`` or ``prefix`` that :meth:`Checkpointer.alist_threads` cannot take."""
+    if prefix is not None and (not isinstance(prefix, str) or "\x00" in prefix or not _encodes(prefix)):
+        raise ValueError(f"prefix={prefix!r}: give the start of a thread id (text), or None for all")
     if status is not None and status not in STATUSES:
         raise ValueError(f"status={status!r} is not a thread status; use one of {', '.join(STATUSES)}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):

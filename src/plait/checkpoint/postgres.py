@@ -68,6 +68,9 @@ T = TypeVar("T")
 
 _MIGRATION_LOCK = 0x706C616974  # "plait": pg_advisory_xact_lock key for setup()
 _RETRIES = 3
+_ROLLED_BACK = frozenset({"40P01", "40001"})
+"""SQLSTATEs of a transaction the server rolled back whole to break a deadlock (40P01) or a
+serialization conflict (40001): retried as a connection loss is."""
 
 
 def _quote_ident(name: str) -> str:
@@ -321,6 +324,12 @@ class PostgresCheckpointer(SqlCheckpointer):
                     with conn.transaction(), conn.cursor(binary=True) as cur:
                         return self._checked_run(cur, fn, check)
             except psycopg.Error as exc:
+                if exc.sqlstate in _ROLLED_BACK and attempt < _RETRIES:
+                    # A deadlock or serialization victim: the server rolled the whole
+                    # transaction back (nothing of it is stored), so running it again is safe;
+                    # e.g. a commit that met another session's DDL (a trigger being created).
+                    time.sleep(0.01 * (attempt + 1))
+                    continue
                 lost = isinstance(exc, psycopg.OperationalError) and connection_lost(exc)
                 if lost and attempt < _RETRIES:
                     time.sleep(0.05 * (attempt + 1))

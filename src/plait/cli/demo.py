@@ -441,6 +441,7 @@ def _story(app: CompiledGraph, db: str, out: Reporter, python: str) -> dict[str,
     ]
     for c in commands:
         out.line(c)
+    out.line(f"or browse, diff, fork and answer in a web page: plait studio --db {db} -g plait.cli.demo:build_graph")
     return {
         "db": db,
         "threads": [main, fork],

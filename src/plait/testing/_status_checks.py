@@ -4,6 +4,7 @@ status and paged in the store, one thread looked up."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.model import Task, ThreadInfo, WritesBatch
@@ -96,6 +97,42 @@ async def _thread_listings(env: Env) -> None:
             pass
         else:
             fail(f"alist_threads({bad}) was accepted")
+
+
+@check("thread_prefix")
+async def _thread_prefix(env: Env) -> None:
+    """alist_threads(prefix=): only thread ids that start with it, with the other filters and
+    the paging; characters that mean something to SQL's LIKE are only themselves."""
+    cp = await env.new()
+    names = ["run-1", "run-2", "run-10", "rung", "other", "50%_off", "50%x", "_x", "a\\b", "ünï-1"]
+    for name in names:
+        await cp.acommit(checkpoints=[ThreadBuilder(name).step({"n": name}, root=True)])
+    await cp.acommit(checkpoints=[ThreadBuilder("run-9", namespace="ns").step({"n": 9}, root=True)])
+
+    async def ids(**kw: Any) -> list[str]:
+        return sorted(t.thread_id for t in await cp.alist_threads(**kw))
+
+    same("prefix 'run-'", await ids(prefix="run-"), ["run-1", "run-10", "run-2", "run-9"])
+    same("prefix 'run-' in namespace ''", await ids(prefix="run-", namespace=""), ["run-1", "run-10", "run-2"])
+    same("prefix 'run-1'", await ids(prefix="run-1"), ["run-1", "run-10"])
+    same("prefix '50%'", await ids(prefix="50%"), ["50%_off", "50%x"])
+    same("prefix '50%_'", await ids(prefix="50%_"), ["50%_off"])
+    same("prefix '_'", await ids(prefix="_"), ["_x"])
+    same("prefix 'a\\'", await ids(prefix="a\\"), ["a\\b"])
+    same("prefix 'ünï'", await ids(prefix="ünï"), ["ünï-1"])
+    same("prefix 'zzz'", await ids(prefix="zzz"), [])
+    same("prefix ''", len(await ids(prefix="")), len(names) + 1)
+    same("prefix 'run-', idle", await ids(prefix="run-", status="idle"), ["run-1", "run-10", "run-2", "run-9"])
+    first = await cp.alist_threads(prefix="run-", limit=2)
+    rest = await cp.alist_threads(prefix="run-", limit=10, before=first[-1].cursor)
+    same("prefix 'run-' paged", sorted(t.thread_id for t in first + rest), ["run-1", "run-10", "run-2", "run-9"])
+    for bad in (3, "a\x00b"):
+        try:
+            await cp.alist_threads(prefix=bad)  # type: ignore[arg-type]
+        except ValueError:
+            pass
+        else:
+            fail(f"alist_threads(prefix={bad!r}) was accepted")
 
 
 def _ordered(infos: list[ThreadInfo]) -> None:

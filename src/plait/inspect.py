@@ -1,0 +1,494 @@
+"""Graph-free inspection of a store: threads, history, state, what changed, diffs, copies.
+
+Everything here reads (and, for :func:`copy_checkpoint`, writes) through the public
+:class:`~plait.checkpoint.base.Checkpointer` protocol only, so it works on every backend and
+needs no graph: checkpoints hold their values whole. The Studio's JSON API, the command
+line's ``threads``/``history``/``state``/``diff``/``fork`` and ``CompiledGraph``'s
+inspection methods all read through these functions, so a diff or a listing means the same
+thing everywhere. What needs the graph (folding an edit through reducers, running a node)
+is not here.
+
+Diffs are structured per channel: a list that grew is reported as the items appended (and,
+for a list that lost items, the items removed), a list of messages (mappings with an
+``id``) by id, a mapping by key, anything else as its value before and after; never as two
+whole values to compare by eye.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from plait._codec import canonical
+from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.fork import fork_checkpoint
+from plait.checkpoint.model import Checkpoint, PendingWrite, Status, ThreadInfo
+from plait.errors import CheckpointNotFoundError, ThreadExistsError
+from plait.state.diff import StateDiff, diff
+from plait.types import Interrupt
+
+__all__ = [
+    "ChannelDiff",
+    "CheckpointDiff",
+    "CheckpointRef",
+    "ThreadPage",
+    "ThreadSummary",
+    "ThreadsDiff",
+    "changes",
+    "copy_checkpoint",
+    "diff_channel",
+    "diff_checkpoints",
+    "diff_threads",
+    "get_checkpoint",
+    "history",
+    "list_threads",
+    "parse_ref",
+    "thread_summary",
+    "waiting_interrupts",
+]
+
+ChangeKind = Literal["added", "removed", "changed", "list", "messages", "map"]
+
+_SCAN_PAGE = 500
+"""Threads read per store page while filtering by metadata in this process."""
+
+
+# -- records -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadPage:
+    """One page of a thread listing."""
+
+    threads: tuple[ThreadInfo, ...]
+    next_cursor: str | None
+    """Pass as ``before=`` for the next page; None on the last page."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadSummary:
+    """How one thread stands, with what its head says it does next."""
+
+    info: ThreadInfo
+    head: Checkpoint
+    """The newest checkpoint, with its pending writes."""
+    next: tuple[str, ...]
+    """The nodes that run next (empty: finished)."""
+    interrupts: tuple[Interrupt, ...]
+    """Interrupts waiting for an answer."""
+    errors: tuple[Mapping[str, Any], ...]
+    """The stored failures of the head's next step (``node``, ``step``, ``type``, ``message``, ...)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChannelDiff:
+    """How one channel differs from ``a`` to ``b``.
+
+    ``kind`` says which fields are filled: ``added``/``removed`` (a channel with a value on
+    one side only: ``after``/``before``), ``changed`` (``before``, ``after``), ``list``
+    (``appended``, ``removed_items``: items of ``b`` not in ``a`` and the reverse, counted
+    as multisets), ``messages`` (lists of mappings with ``id``: ``appended``,
+    ``removed_items``, and ``updated`` as ``[before, after]`` pairs), ``map`` (``added_keys``,
+    ``removed_keys``, ``changed_keys`` as ``{key: [before, after]}``).
+    """
+
+    key: str
+    kind: ChangeKind
+    before: Any = None
+    after: Any = None
+    appended: tuple[Any, ...] = ()
+    removed_items: tuple[Any, ...] = ()
+    updated: tuple[tuple[Any, Any], ...] = ()
+    added_keys: Mapping[str, Any] = field(default_factory=dict)
+    removed_keys: Mapping[str, Any] = field(default_factory=dict)
+    changed_keys: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"key": self.key, "kind": self.kind}
+        if self.kind in ("added", "changed"):
+            out["after"] = self.after
+        if self.kind in ("removed", "changed"):
+            out["before"] = self.before
+        if self.kind in ("list", "messages"):
+            out["appended"] = list(self.appended)
+            out["removed"] = list(self.removed_items)
+        if self.kind == "messages":
+            out["updated"] = [{"before": b, "after": a} for b, a in self.updated]
+        if self.kind == "map":
+            out["added"] = dict(self.added_keys)
+            out["removed"] = dict(self.removed_keys)
+            out["changed"] = {k: {"before": b, "after": a} for k, (b, a) in self.changed_keys.items()}
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointDiff:
+    """What differs from checkpoint ``a`` to checkpoint ``b`` (``a`` None: ``b`` is a root,
+    compared with an empty state)."""
+
+    a: Checkpoint | None
+    b: Checkpoint
+    channels: tuple[ChannelDiff, ...]
+    """One entry per channel that differs, sorted by key."""
+
+    def __bool__(self) -> bool:
+        return bool(self.channels)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(c.key for c in self.channels)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThreadsDiff:
+    """Where two threads part ways, compared step by step along their newest lineages."""
+
+    first_step: int | None
+    """The first step at which their states differ (None: they never do)."""
+    keys: tuple[str, ...]
+    """The keys that differ at that step."""
+    a: Checkpoint | None
+    b: Checkpoint | None
+    """The two checkpoints compared at that step."""
+    head_a: Checkpoint
+    head_b: Checkpoint
+    heads: StateDiff
+    """The difference between the two heads, as :func:`plait.state.diff.diff` gives it."""
+
+    def __bool__(self) -> bool:
+        return self.first_step is not None or bool(self.heads)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointRef:
+    """``THREAD`` or ``THREAD@CHECKPOINT``: a thread's head, or one of its checkpoints."""
+
+    thread_id: str
+    checkpoint_id: str | None = None
+    namespace: str = ""
+
+    def __str__(self) -> str:
+        return self.thread_id + (f"@{self.checkpoint_id}" if self.checkpoint_id else "")
+
+
+def parse_ref(text: str, namespace: str = "") -> CheckpointRef:
+    """``THREAD[@CHECKPOINT]`` as a reference (the last ``@`` splits, so thread ids may hold one).
+
+    Raises:
+        ValueError: an empty thread id or an empty checkpoint id after ``@``.
+    """
+    thread, sep, cid = text.rpartition("@") if "@" in text else (text, "", "")
+    if not thread:
+        raise ValueError(f"{text!r} names no thread: write THREAD or THREAD@CHECKPOINT")
+    if sep and not cid:
+        raise ValueError(f"{text!r} has an '@' but no checkpoint id after it: write THREAD or THREAD@CHECKPOINT")
+    return CheckpointRef(thread_id=thread, checkpoint_id=cid or None, namespace=namespace)
+
+
+# -- threads -----------------------------------------------------------------------------------
+
+
+async def list_threads(
+    saver: Checkpointer,
+    *,
+    namespace: str | None = None,
+    status: Status | None = None,
+    prefix: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    limit: int = 50,
+    before: str | None = None,
+) -> ThreadPage:
+    """Threads most recently active first, at most ``limit``, after the cursor ``before``.
+
+    ``namespace``, ``status``, ``prefix`` (thread ids starting with it) and the paging are
+    pushed into the store. ``metadata`` (heads whose metadata has each key equal to its
+    value) is filtered here, over pages of the store's listing, reading the head of each
+    thread the other filters kept; the cursor still names the last thread returned, so
+    paging goes on where this page stopped.
+
+    Raises:
+        ValueError: an unknown status, a limit below 1, or a ``before`` that is not a cursor.
+    """
+    prefix = prefix or None
+    if not metadata:
+        rows = await saver.alist_threads(
+            namespace=namespace, status=status, limit=limit + 1, before=before, prefix=prefix
+        )
+        page = rows[:limit]
+        return ThreadPage(threads=tuple(page), next_cursor=page[-1].cursor if len(rows) > limit else None)
+    kept: list[ThreadInfo] = []
+    cursor = before
+    while True:
+        rows = await saver.alist_threads(
+            namespace=namespace, status=status, limit=_SCAN_PAGE, before=cursor, prefix=prefix
+        )
+        for info in rows:
+            if await _matches(saver, info, metadata):
+                if len(kept) == limit:  # one more than a page: there is a next page
+                    return ThreadPage(threads=tuple(kept), next_cursor=kept[-1].cursor)
+                kept.append(info)
+        if len(rows) < _SCAN_PAGE:
+            return ThreadPage(threads=tuple(kept), next_cursor=None)
+        cursor = rows[-1].cursor
+
+
+async def _matches(saver: Checkpointer, info: ThreadInfo, metadata: Mapping[str, Any]) -> bool:
+    head = await saver.ahistory(info.thread_id, namespace=info.namespace, limit=1)
+    return bool(head) and all(
+        k in head[0].metadata and not _differ(head[0].metadata[k], v) for k, v in metadata.items()
+    )
+
+
+async def thread_summary(saver: Checkpointer, thread_id: str, *, namespace: str = "") -> ThreadSummary:
+    """How ``thread_id`` stands: its listing record, its head, what runs next, what waits.
+
+    Raises:
+        CheckpointNotFoundError: the thread has no checkpoint.
+    """
+    info = await saver.aget_thread(thread_id, namespace=namespace)
+    head = await saver.aget(thread_id, namespace=namespace)
+    if info is None or head is None:
+        raise CheckpointNotFoundError(thread_id, None, namespace)
+    return ThreadSummary(
+        info=info,
+        head=head,
+        next=next_nodes(head),
+        interrupts=tuple(waiting_interrupts(head.pending_writes)),
+        errors=tuple(stored_errors(head.pending_writes)),
+    )
+
+
+def next_nodes(cp: Checkpoint) -> tuple[str, ...]:
+    """The nodes of ``cp``'s next tasks, each once, in order."""
+    return tuple(dict.fromkeys(t.node for t in cp.next_tasks))
+
+
+def waiting_interrupts(pending: Sequence[PendingWrite]) -> list[Interrupt]:
+    """The interrupts among ``pending`` still waiting for an answer: their task has no result
+    yet, and fewer resume values were given to it than the interrupt's index needs."""
+    finished = {w.task_id for w in pending if w.kind == "result"}
+    answered = {w.task_id: len(w.value) for w in pending if w.kind == "resume" and isinstance(w.value, list)}
+    waiting: list[Interrupt] = []
+    for w in pending:
+        v = w.value
+        if w.kind != "interrupt" or w.task_id in finished or not isinstance(v, Mapping):
+            continue
+        if v.get("index", 0) >= answered.get(w.task_id, 0):
+            waiting.append(
+                Interrupt(id=v["id"], value=v.get("value"), node=v["node"], task_id=v["task_id"], index=v["index"])
+            )
+    return waiting
+
+
+def stored_errors(pending: Sequence[PendingWrite]) -> list[Mapping[str, Any]]:
+    """The failures stored among ``pending`` (``error`` writes), as stored."""
+    return [
+        w.value if isinstance(w.value, Mapping) else {"message": str(w.value)} for w in pending if w.kind == "error"
+    ]
+
+
+# -- history and state -------------------------------------------------------------------------
+
+
+async def history(
+    saver: Checkpointer,
+    thread_id: str,
+    *,
+    namespace: str = "",
+    limit: int | None = None,
+    before: str | None = None,
+) -> tuple[list[Checkpoint], str | None]:
+    """A page of the thread's checkpoints newest first (values included: the caller drops
+    them for a metadata-only view), and the ``before`` of the next page (None: last page).
+
+    Raises:
+        CheckpointNotFoundError: the thread has no checkpoint, or ``before`` is not one of its.
+    """
+    rows = await saver.ahistory(
+        thread_id, namespace=namespace, limit=None if limit is None else limit + 1, before=before
+    )
+    if not rows:
+        if before is not None and await saver.aget(thread_id, before, namespace=namespace) is None:
+            raise CheckpointNotFoundError(thread_id, before, namespace)
+        if before is None:
+            raise CheckpointNotFoundError(thread_id, None, namespace)
+    page = rows if limit is None else rows[:limit]
+    more = limit is not None and len(rows) > limit
+    return page, page[-1].id if more and page else None
+
+
+async def get_checkpoint(
+    saver: Checkpointer, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = ""
+) -> Checkpoint:
+    """The thread's head (or ``checkpoint_id``), with its pending writes.
+
+    Raises:
+        CheckpointNotFoundError: no such thread or checkpoint.
+    """
+    cp = await saver.aget(thread_id, checkpoint_id, namespace=namespace)
+    if cp is None:
+        raise CheckpointNotFoundError(thread_id, checkpoint_id, namespace)
+    return cp
+
+
+async def changes(
+    saver: Checkpointer, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = ""
+) -> CheckpointDiff:
+    """What ``checkpoint_id`` (default: the head) changed against its parent; a root (an
+    input or a fork) against an empty state.
+
+    Raises:
+        CheckpointNotFoundError: no such thread or checkpoint.
+    """
+    cp = await get_checkpoint(saver, thread_id, checkpoint_id, namespace=namespace)
+    parent = await saver.aget(thread_id, cp.parent_id, namespace=namespace) if cp.parent_id else None
+    return CheckpointDiff(a=parent, b=cp, channels=diff_values(parent.values if parent else {}, cp.values))
+
+
+async def diff_checkpoints(saver: Checkpointer, a: CheckpointRef, b: CheckpointRef) -> CheckpointDiff:
+    """The per-channel difference from ``a`` to ``b``, of one thread or of two.
+
+    Raises:
+        CheckpointNotFoundError: either reference names nothing stored.
+    """
+    ca = await get_checkpoint(saver, a.thread_id, a.checkpoint_id, namespace=a.namespace)
+    cb = await get_checkpoint(saver, b.thread_id, b.checkpoint_id, namespace=b.namespace)
+    return CheckpointDiff(a=ca, b=cb, channels=diff_values(ca.values, cb.values))
+
+
+async def diff_threads(saver: Checkpointer, a: str, b: str, *, namespace: str = "") -> ThreadsDiff:
+    """Where two threads part ways: their newest lineages compared step by step from the
+    root; the first step whose states differ and the keys that do, and how the heads differ.
+    Threads that agree on every shared step but whose heads differ part ways at the later
+    head's step.
+
+    Raises:
+        CheckpointNotFoundError: either thread has no checkpoint.
+    """
+    ha = list(reversed(await saver.ahistory(a, namespace=namespace)))
+    hb = list(reversed(await saver.ahistory(b, namespace=namespace)))
+    if not ha:
+        raise CheckpointNotFoundError(a, None, namespace)
+    if not hb:
+        raise CheckpointNotFoundError(b, None, namespace)
+    by_a, by_b = {cp.step: cp for cp in ha}, {cp.step: cp for cp in hb}
+    heads = diff(ha[-1].values, hb[-1].values)
+    for step in sorted(set(by_a) & set(by_b)):
+        d = diff(by_a[step].values, by_b[step].values)
+        if d:
+            return ThreadsDiff(
+                first_step=step, keys=d.keys, a=by_a[step], b=by_b[step], head_a=ha[-1], head_b=hb[-1], heads=heads
+            )
+    if heads:
+        step = max(ha[-1].step, hb[-1].step)
+        return ThreadsDiff(
+            first_step=step, keys=heads.keys, a=ha[-1], b=hb[-1], head_a=ha[-1], head_b=hb[-1], heads=heads
+        )
+    return ThreadsDiff(first_step=None, keys=(), a=None, b=None, head_a=ha[-1], head_b=hb[-1], heads=heads)
+
+
+async def copy_checkpoint(
+    saver: Checkpointer, thread_id: str, checkpoint_id: str | None, target: str, *, namespace: str = ""
+) -> str:
+    """Copy a checkpoint (the head by default) as the root of the new thread ``target``, as
+    it is (edits need the graph's reducers: ``CompiledGraph.fork``); returns the new id.
+
+    Raises:
+        CheckpointNotFoundError: no such source.
+        ThreadExistsError: ``target`` already has checkpoints; nothing is written.
+    """
+    src = await get_checkpoint(saver, thread_id, checkpoint_id, namespace=namespace)
+    if await saver.aget(target, namespace=namespace) is not None:
+        raise ThreadExistsError(target, namespace, "Fork into a new thread id, or delete that thread first.")
+    return await fork_checkpoint(saver, src, target)
+
+
+# -- the per-channel diff ------------------------------------------------------------------------
+
+
+def diff_values(a: Mapping[str, Any], b: Mapping[str, Any]) -> tuple[ChannelDiff, ...]:
+    """One :class:`ChannelDiff` per channel that differs from ``a`` to ``b``, sorted by key."""
+    out = []
+    for key in sorted({*a, *b}):
+        d = diff_channel(key, a[key], b[key]) if key in a and key in b else None
+        if key not in a:
+            d = ChannelDiff(key=key, kind="added", after=b[key])
+        elif key not in b:
+            d = ChannelDiff(key=key, kind="removed", before=a[key])
+        if d is not None:
+            out.append(d)
+    return tuple(out)
+
+
+def diff_channel(key: str, before: Any, after: Any) -> ChannelDiff | None:
+    """How one channel's value differs (None: it does not)."""
+    if not _differ(before, after):
+        return None
+    if _is_list(before) and _is_list(after):
+        if (before or after) and _all_have_ids(before) and _all_have_ids(after):
+            return _diff_messages(key, before, after)
+        return _diff_list(key, before, after)
+    if isinstance(before, Mapping) and isinstance(after, Mapping):
+        return ChannelDiff(
+            key=key,
+            kind="map",
+            added_keys={k: after[k] for k in after if k not in before},
+            removed_keys={k: before[k] for k in before if k not in after},
+            changed_keys={k: (before[k], after[k]) for k in before if k in after and _differ(before[k], after[k])},
+        )
+    return ChannelDiff(key=key, kind="changed", before=before, after=after)
+
+
+def _diff_list(key: str, before: Sequence[Any], after: Sequence[Any]) -> ChannelDiff:
+    if len(after) >= len(before) and all(not _differ(x, y) for x, y in zip(before, after, strict=False)):
+        return ChannelDiff(key=key, kind="list", appended=tuple(after[len(before) :]))
+    return ChannelDiff(key=key, kind="list", appended=_missing(after, before), removed_items=_missing(before, after))
+
+
+def _missing(items: Sequence[Any], other: Sequence[Any]) -> tuple[Any, ...]:
+    """The items of ``items`` that ``other`` does not have, counted as multisets, in order."""
+    have = Counter(_key(x) for x in other)
+    out = []
+    for item in items:
+        k = _key(item)
+        if have[k] > 0:
+            have[k] -= 1
+        else:
+            out.append(item)
+    return tuple(out)
+
+
+def _diff_messages(key: str, before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]) -> ChannelDiff:
+    old = {str(m["id"]): m for m in before}
+    new = {str(m["id"]): m for m in after}
+    return ChannelDiff(
+        key=key,
+        kind="messages",
+        appended=tuple(m for i, m in new.items() if i not in old),
+        removed_items=tuple(m for i, m in old.items() if i not in new),
+        updated=tuple((old[i], m) for i, m in new.items() if i in old and _differ(old[i], m)),
+    )
+
+
+def _is_list(x: Any) -> bool:
+    return isinstance(x, list | tuple)
+
+
+def _all_have_ids(items: Sequence[Any]) -> bool:
+    return all(isinstance(m, Mapping) and isinstance(m.get("id"), str | int) for m in items)
+
+
+def _key(x: Any) -> bytes:
+    try:
+        return canonical(x)
+    except TypeError:
+        return repr(x).encode()
+
+
+def _differ(x: Any, y: Any) -> bool:
+    """JSON inequality (``1`` and ``True`` are equal in Python, not in JSON)."""
+    if x is y:
+        return False
+    return x != y or _key(x) != _key(y)

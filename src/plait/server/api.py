@@ -1,0 +1,354 @@
+"""The JSON API under ``/api/``, named after the nouns of LangGraph's platform API.
+
+Reads go through :mod:`plait.inspect`; writes through :class:`~plait.server.app.Studio`'s
+actions, each behind :func:`~plait.server.app.check_write` (Origin and CSRF token).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response, StreamingResponse
+from pydantic import BaseModel, Field
+
+from plait import inspect as ins
+from plait.checkpoint.model import Checkpoint, ThreadInfo
+from plait.errors import CheckpointNotFoundError, GraphRequiredError
+from plait.server.app import StudioRefusal, check_write, json_response, studio_of
+from plait.server.graphs import graph_svg
+from plait.server.live import changes_of
+
+__all__ = ["checkpoint_json", "diff_json", "router", "summary_json", "thread_json"]
+
+
+class ErrorBody(BaseModel):
+    """What every refused request gets: plait's error class and its message."""
+
+    error: str = Field(description="The error class (CheckpointNotFoundError, ...).")
+    message: str = Field(description="What happened, where, and what to do.")
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody, "description": "Bad input: plait's error says why."},
+    403: {"model": ErrorBody, "description": "A write without this Studio's Origin and CSRF token."},
+    404: {"model": ErrorBody, "description": "No such thread, checkpoint, channel or run."},
+    409: {"model": ErrorBody, "description": "The thread is busy, moved on, or already exists."},
+    422: {"model": ErrorBody, "description": "The request does not have the documented shape."},
+}
+
+router = APIRouter(prefix="/api", responses=_ERRORS)
+
+Namespace = Annotated[str, Query(description="The threads' namespace.")]
+StatusQ = Literal["idle", "busy", "interrupted", "error", "stale"]
+
+
+def iso(ts: float) -> str:
+    return datetime.datetime.fromtimestamp(ts, datetime.UTC).isoformat(timespec="microseconds")
+
+
+def thread_json(t: ThreadInfo) -> dict[str, Any]:
+    return {
+        "thread_id": t.thread_id,
+        "namespace": t.namespace,
+        "status": t.status,
+        "checkpoint_id": t.head_id,
+        "step": t.step,
+        "source": t.source,
+        "checkpoints": t.checkpoints,
+        "created_at": iso(t.created_at),
+        "updated_at": iso(t.updated_at),
+        "lease": None if t.lease is None else {"owner": t.lease.owner, "expires_at": iso(t.lease.expires_at)},
+        "cursor": t.cursor,
+    }
+
+
+def checkpoint_json(cp: Checkpoint, *, values: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "thread_id": cp.thread_id,
+        "namespace": cp.namespace,
+        "checkpoint_id": cp.id,
+        "parent_id": cp.parent_id,
+        "step": cp.step,
+        "source": str(cp.metadata.get("source", "")),
+        "writes": cp.metadata.get("writes") or {},
+        "created_at": iso(cp.created_at),
+        "next": list(ins.next_nodes(cp)),
+        "metadata": cp.metadata,
+    }
+    if cp.pending_writes:
+        out["interrupts"] = [i.to_json() for i in ins.waiting_interrupts(cp.pending_writes)]
+        out["errors"] = ins.stored_errors(cp.pending_writes)
+    if values:
+        out["values"] = cp.values
+    return out
+
+
+def summary_json(s: ins.ThreadSummary) -> dict[str, Any]:
+    return {
+        **thread_json(s.info),
+        "next": list(s.next),
+        "interrupts": [i.to_json() for i in s.interrupts],
+        "errors": list(s.errors),
+        "head": checkpoint_json(s.head, values=False),
+    }
+
+
+def diff_json(d: ins.CheckpointDiff) -> dict[str, Any]:
+    def ref(cp: Checkpoint | None) -> dict[str, Any] | None:
+        if cp is None:
+            return None
+        return {"thread_id": cp.thread_id, "namespace": cp.namespace, "checkpoint_id": cp.id, "step": cp.step}
+
+    return {"a": ref(d.a), "b": ref(d.b), "keys": list(d.keys), "channels": [c.to_json() for c in d.channels]}
+
+
+def _metadata(text: str | None) -> dict[str, Any] | None:
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise ValueError(f'metadata={text!r} is not JSON: give an object such as {{"source": "loop"}}') from None
+    if not isinstance(data, dict):
+        raise ValueError(f"metadata={text!r} must be a JSON object of key: value to match")
+    return data
+
+
+# -- reads -------------------------------------------------------------------------------------
+
+
+@router.get("/threads", summary="List threads, most recently active first")
+async def list_threads(
+    request: Request,
+    status: StatusQ | None = None,
+    q: Annotated[str | None, Query(description="Thread ids starting with this.")] = None,
+    metadata: Annotated[str | None, Query(description="A JSON object the head's metadata must match.")] = None,
+    namespace: Annotated[str | None, Query(description="Only this namespace (default: all).")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
+) -> Response:
+    studio = studio_of(request)
+    page = await ins.list_threads(
+        studio.saver,
+        namespace=namespace,
+        status=status,
+        prefix=q or None,
+        metadata=_metadata(metadata),
+        limit=limit,
+        before=cursor or None,
+    )
+    return json_response({"threads": [thread_json(t) for t in page.threads], "next_cursor": page.next_cursor})
+
+
+@router.get("/threads/{thread_id}", summary="One thread's summary")
+async def get_thread(request: Request, thread_id: str, namespace: Namespace = "") -> Response:
+    studio = studio_of(request)
+    summary = await ins.thread_summary(studio.saver, thread_id, namespace=namespace)
+    out = summary_json(summary)
+    out["runs"] = [r.to_json() for r in studio.runs.of_thread(thread_id, namespace)]
+    return json_response(out)
+
+
+@router.get("/threads/{thread_id}/history", summary="A thread's checkpoints, newest first")
+async def get_history(
+    request: Request,
+    thread_id: str,
+    namespace: Namespace = "",
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    before: Annotated[str | None, Query(description="next_before of the previous page.")] = None,
+    values: Annotated[bool, Query(description="Include each checkpoint's values.")] = False,
+) -> Response:
+    studio = studio_of(request)
+    page, more = await ins.history(studio.saver, thread_id, namespace=namespace, limit=limit, before=before or None)
+    return json_response({"checkpoints": [checkpoint_json(cp, values=values) for cp in page], "next_before": more})
+
+
+@router.get("/threads/{thread_id}/state", summary="The state at a checkpoint (the head by default)")
+async def get_state(
+    request: Request,
+    thread_id: str,
+    namespace: Namespace = "",
+    checkpoint_id: str | None = None,
+    key: Annotated[str | None, Query(description="Only this channel's value (what the page loads lazily).")] = None,
+) -> Response:
+    studio = studio_of(request)
+    cp = await ins.get_checkpoint(studio.saver, thread_id, checkpoint_id or None, namespace=namespace)
+    if key is not None:
+        if key not in cp.values:
+            raise CheckpointNotFoundError(thread_id, f"{cp.id} (channel {key!r})", namespace)
+        return json_response({"key": key, "value": cp.values[key]})
+    return json_response(checkpoint_json(cp))
+
+
+@router.get("/threads/{thread_id}/changes", summary="What a checkpoint changed against its parent")
+async def get_changes(
+    request: Request, thread_id: str, namespace: Namespace = "", checkpoint_id: str | None = None
+) -> Response:
+    studio = studio_of(request)
+    return json_response(
+        diff_json(await ins.changes(studio.saver, thread_id, checkpoint_id or None, namespace=namespace))
+    )
+
+
+@router.get("/diff", summary="The per-channel diff of two checkpoints, of one thread or two")
+async def get_diff(
+    request: Request,
+    a: Annotated[str, Query(description="THREAD or THREAD@CHECKPOINT")],
+    b: Annotated[str, Query(description="THREAD or THREAD@CHECKPOINT")],
+    namespace: Namespace = "",
+) -> Response:
+    studio = studio_of(request)
+    d = await ins.diff_checkpoints(studio.saver, ins.parse_ref(a, namespace), ins.parse_ref(b, namespace))
+    return json_response(diff_json(d))
+
+
+@router.get("/graphs", summary="The graphs this Studio can act with")
+async def list_graphs(request: Request) -> Response:
+    studio = studio_of(request)
+    return json_response(
+        [
+            {"name": n, "fingerprint": g.fingerprint, "nodes": list(g.spec.nodes), "namespace": g.namespace}
+            for n, g in studio.graphs.items()
+        ]
+    )
+
+
+@router.get("/graphs/{name}/svg", summary="The graph's picture, a thread's next and running nodes highlighted")
+async def get_graph_svg(
+    request: Request, name: str, thread_id: str | None = None, namespace: Namespace = ""
+) -> Response:
+    studio = studio_of(request)
+    if name not in studio.graphs:
+        raise GraphRequiredError("drawing a graph", f"no graph named {name!r}; see GET /api/graphs")
+    svg = await graph_svg(studio, studio.graphs[name], thread_id, namespace)
+    return Response(svg, media_type="image/svg+xml")
+
+
+@router.get("/csrf", summary="The CSRF token every write must send (X-CSRF-Token)")
+async def get_csrf(request: Request) -> Response:
+    return json_response({"csrf_token": studio_of(request).guard.csrf, "header": "X-CSRF-Token"})
+
+
+@router.get("/threads/{thread_id}/runs", summary="Runs of this thread started from this Studio")
+async def list_runs(request: Request, thread_id: str, namespace: Namespace = "") -> Response:
+    return json_response([r.to_json() for r in studio_of(request).runs.of_thread(thread_id, namespace)])
+
+
+# -- live --------------------------------------------------------------------------------------
+
+
+async def _thread_look(request: Request, thread_id: str, namespace: str) -> dict[str, Any]:
+    studio = studio_of(request)
+    info = await studio.saver.aget_thread(thread_id, namespace=namespace)
+    if info is None:
+        return {"thread_id": thread_id, "deleted": True}
+    head = await studio.saver.aget(thread_id, namespace=namespace)
+    running = sorted(studio.runs.running_nodes(thread_id, namespace))
+    return {
+        "thread_id": thread_id,
+        "status": info.status,
+        "checkpoint_id": info.head_id,
+        "step": info.step,
+        "checkpoints": info.checkpoints,
+        "pending": len(head.pending_writes) if head else 0,
+        "running": running,
+        "runs": [r.status for r in studio.runs.of_thread(thread_id, namespace)],
+    }
+
+
+_SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+
+
+@router.get("/threads/{thread_id}/events", summary="Server-sent events: the thread changed")
+async def thread_events(request: Request, thread_id: str, namespace: Namespace = "") -> StreamingResponse:
+    studio = studio_of(request)
+    await ins.get_checkpoint(studio.saver, thread_id, namespace=namespace)  # 404 for an unknown thread
+    frames = changes_of(
+        studio.watcher,
+        lambda: _thread_look(request, thread_id, namespace),
+        event="thread",
+        is_disconnected=request.is_disconnected,
+    )
+    return StreamingResponse(frames, media_type="text/event-stream", headers=_SSE_HEADERS)
+
+
+@router.get("/events", summary="Server-sent events: the thread list changed")
+async def list_events(request: Request, status: StatusQ | None = None) -> StreamingResponse:
+    studio = studio_of(request)
+
+    async def look() -> list[Any]:
+        rows = await studio.saver.alist_threads(status=status, limit=50)
+        return [[t.namespace, t.thread_id, t.head_id, t.status] for t in rows]
+
+    frames = changes_of(studio.watcher, look, event="threads", is_disconnected=request.is_disconnected)
+    return StreamingResponse(frames, media_type="text/event-stream", headers=_SSE_HEADERS)
+
+
+# -- writes ------------------------------------------------------------------------------------
+
+
+class UpdateBody(BaseModel):
+    values: dict[str, Any] = Field(description="Channel writes, folded through the reducers.")
+    as_node: str | None = Field(None, description="Write as this node: the next tasks become its successors.")
+    graph: str | None = None
+
+
+class ForkBody(BaseModel):
+    thread_id: str = Field(description="The new thread's id (it must not exist).")
+    checkpoint_id: str | None = Field(None, description="The checkpoint to fork from (default: the head).")
+    edits: dict[str, Any] | None = Field(None, description="Writes folded through the reducers (needs a graph).")
+    graph: str | None = None
+
+
+class RunBody(BaseModel):
+    action: Literal["continue", "resume", "replay"] = Field(
+        "continue",
+        description="continue: from the head; resume: answer the waiting interrupt with `resume`; "
+        "replay: run again from `checkpoint_id` (a new branch).",
+    )
+    resume: Any = None
+    checkpoint_id: str | None = None
+    graph: str | None = None
+
+
+Write = Depends(check_write)
+
+
+@router.post("/threads/{thread_id}/state", dependencies=[Write], status_code=201, summary="Update the state")
+async def post_state(request: Request, thread_id: str, body: UpdateBody, namespace: Namespace = "") -> Response:
+    cid, writes = await studio_of(request).update(thread_id, namespace, body.values, body.as_node, body.graph)
+    return json_response({"thread_id": thread_id, "checkpoint_id": cid, "writes": writes}, 201)
+
+
+@router.post("/threads/{thread_id}/fork", dependencies=[Write], status_code=201, summary="Fork into a new thread")
+async def post_fork(request: Request, thread_id: str, body: ForkBody, namespace: Namespace = "") -> Response:
+    cid = await studio_of(request).fork(
+        thread_id, namespace, body.checkpoint_id, body.thread_id, body.edits, body.graph
+    )
+    return json_response({"thread_id": body.thread_id, "checkpoint_id": cid, "forked_from": thread_id}, 201)
+
+
+@router.post("/threads/{thread_id}/runs", dependencies=[Write], status_code=202, summary="Start a run")
+async def post_run(request: Request, thread_id: str, body: RunBody, namespace: Namespace = "") -> Response:
+    rec = await studio_of(request).run(thread_id, namespace, body.action, body.resume, body.checkpoint_id, body.graph)
+    return json_response(rec.to_json(), 202)
+
+
+@router.delete("/threads/{thread_id}/runs/{run_id}", dependencies=[Write], summary="Cancel a run started here")
+async def cancel_run(request: Request, thread_id: str, run_id: str, namespace: Namespace = "") -> Response:
+    studio = studio_of(request)
+    rec = studio.runs.get(run_id)
+    if rec is None or rec.thread_id != thread_id or rec.namespace != namespace:
+        raise StudioRefusal(404, f"no run {run_id!r} of thread {thread_id!r} was started from this Studio")
+    await studio.runs.cancel(rec)
+    await studio.watcher.poke()
+    return json_response(rec.to_json())
+
+
+@router.delete("/threads/{thread_id}", dependencies=[Write], summary="Delete a thread and all its checkpoints")
+async def delete_thread(request: Request, thread_id: str, namespace: Namespace = "") -> Response:
+    n = await studio_of(request).delete(thread_id, namespace)
+    return json_response({"thread_id": thread_id, "namespace": namespace, "deleted": True, "checkpoints": n})

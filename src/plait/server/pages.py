@@ -1,0 +1,286 @@
+"""The page: server-rendered HTML (Jinja2, autoescaped), readable without JavaScript.
+
+``/`` lists threads, ``/threads/{id}`` shows one (``?checkpoint=`` selects a checkpoint: a
+deep link), ``/diff?a=&b=`` compares two checkpoints of one thread or two. The forms post to
+``/threads/{id}/do/{action}`` and redirect back (POST, redirect, GET) with a confirmation of
+what was done. ``static/studio.js`` adds the live parts (SSE), keyboard navigation, lazy
+values and confirmations; without it every page still reads and every form still works.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import uuid
+from typing import Annotated, Any
+from urllib.parse import quote, urlencode
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
+
+from plait import inspect as ins
+from plait.checkpoint.model import STATUSES, Checkpoint
+from plait.errors import ArgumentError, PlaitError
+from plait.server.app import HERE, Studio, check_write, read_form, status_of, studio_of
+from plait.server.graphs import graph_svg
+from plait.server.render import change_html, state_html
+
+__all__ = ["router"]
+
+router = APIRouter(include_in_schema=False)
+
+_env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
+_env.filters["when"] = lambda ts: datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
+_env.filters["short"] = lambda cid: cid[:12] if cid else ""
+_env.filters["q"] = lambda s: quote(str(s), safe="")
+_env.globals["change_html"] = change_html
+_env.globals["statuses"] = STATUSES
+
+HISTORY_PAGE = 100
+
+
+def _render(request: Request, template: str, code: int = 200, **context: Any) -> HTMLResponse:
+    studio = studio_of(request)
+    flash = studio.flashes.pop(request.query_params.get("flash", ""), None)
+    html = _env.get_template(template).render(
+        csrf=studio.guard.csrf, store=studio.config.store_name, flash=flash, graphs=studio.graphs, **context
+    )
+    return HTMLResponse(html, status_code=code)
+
+
+def _thread_url(thread: str, namespace: str = "", **params: str | None) -> str:
+    query = {k: v for k, v in {"namespace": namespace or None, **params}.items() if v}
+    return f"/threads/{quote(thread, safe='')}" + (f"?{urlencode(query)}" if query else "")
+
+
+def _problem(request: Request, exc: PlaitError | ValueError, back: str = "/") -> HTMLResponse:
+    code = status_of(exc) if isinstance(exc, PlaitError) else 400
+    return _render(request, "error.html", code, kind=type(exc).__name__, message=str(exc), back=back)
+
+
+@router.get("/", response_class=HTMLResponse)
+async def threads_page(
+    request: Request,
+    status: str | None = None,
+    q: str | None = None,
+    metadata: str | None = None,
+    cursor: str | None = None,
+    namespace: str | None = None,
+) -> HTMLResponse:
+    studio = studio_of(request)
+    try:
+        meta = None
+        if metadata:
+            key, sep, value = metadata.partition("=")
+            if not sep:
+                raise ValueError(f"metadata filter {metadata!r}: write key=value (a JSON value, or text)")
+            meta = {key.strip(): _json_or_text(value)}
+        page = await ins.list_threads(
+            studio.saver,
+            namespace=namespace or None,
+            status=(status or None),  # type: ignore[arg-type]  # checked by the store
+            prefix=q or None,
+            metadata=meta,
+            limit=50,
+            before=cursor or None,
+        )
+    except (PlaitError, ValueError) as exc:
+        return _problem(request, exc)
+    more = None
+    if page.next_cursor:
+        more = "/?" + urlencode(
+            {k: v for k, v in {"status": status, "q": q, "metadata": metadata, "cursor": page.next_cursor}.items() if v}
+        )
+    return _render(
+        request,
+        "threads.html",
+        threads=page.threads,
+        more=more,
+        status=status or "",
+        q=q or "",
+        metadata=metadata or "",
+        url=_thread_url,
+        events="/api/events" + (f"?status={status}" if status in STATUSES else ""),
+    )
+
+
+def _json_or_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+@router.get("/threads/{thread_id}", response_class=HTMLResponse)
+async def thread_page(
+    request: Request,
+    thread_id: str,
+    namespace: str = "",
+    checkpoint: str | None = None,
+    before: str | None = None,
+) -> HTMLResponse:
+    studio = studio_of(request)
+    try:
+        summary = await ins.thread_summary(studio.saver, thread_id, namespace=namespace)
+        page, older = await ins.history(
+            studio.saver, thread_id, namespace=namespace, limit=HISTORY_PAGE, before=before or None
+        )
+        selected = await ins.get_checkpoint(studio.saver, thread_id, checkpoint or None, namespace=namespace)
+        change = await ins.changes(studio.saver, thread_id, selected.id, namespace=namespace)
+    except (PlaitError, ValueError) as exc:
+        return _problem(request, exc)
+    graph_name, svg, nodes = await _graph_part(studio, summary.head, thread_id, namespace)
+    query = {"namespace": namespace, "checkpoint_id": selected.id} if namespace else {"checkpoint_id": selected.id}
+    return _render(
+        request,
+        "thread.html",
+        s=summary,
+        history=page,
+        older=_thread_url(thread_id, namespace, before=older) if older else None,
+        selected=selected,
+        is_head=selected.id == summary.head.id,
+        change=change,
+        state=state_html(selected.values, f"/api/threads/{quote(thread_id, safe='')}/state", query),
+        graph_name=graph_name,
+        svg=Markup(svg) if svg else None,
+        nodes=nodes,
+        runs=studio.runs.of_thread(thread_id, namespace),
+        active=studio.runs.active(thread_id, namespace),
+        namespace=namespace,
+        url=_thread_url,
+        writes=_writes,
+        fork_name=f"{thread_id}-fork-{uuid.uuid4().hex[:4]}",
+        events=f"/api/threads/{quote(thread_id, safe='')}/events"
+        + (f"?{urlencode({'namespace': namespace})}" if namespace else ""),
+        interrupt_json=json.dumps(summary.interrupts[0].value, indent=2, default=str) if summary.interrupts else "",
+    )
+
+
+def _writes(cp: Checkpoint) -> str:
+    writes = cp.metadata.get("writes") or {}
+    if not isinstance(writes, dict):
+        return ""
+    return "; ".join(f"{node}: {', '.join(map(str, keys))}" for node, keys in writes.items())
+
+
+async def _graph_part(
+    studio: Studio, head: Checkpoint, thread_id: str, namespace: str
+) -> tuple[str | None, str | None, list[str]]:
+    if not studio.graphs:
+        return None, None, []
+    try:
+        name, app = studio.graph_for("drawing", head)
+    except PlaitError:
+        return None, None, []
+    return name, await graph_svg(studio, app, thread_id, namespace), list(app.spec.nodes)
+
+
+@router.get("/diff", response_class=HTMLResponse)
+async def diff_page(
+    request: Request,
+    a: str | None = None,
+    b: str | None = None,
+    pick: Annotated[list[str] | None, Query()] = None,
+    namespace: str = "",
+) -> HTMLResponse:
+    studio = studio_of(request)
+    picks = [p for p in (pick or []) if p]
+    if picks and not (a or b):
+        if len(picks) != 2:
+            return _render(
+                request,
+                "diff.html",
+                400,
+                a="",
+                b="",
+                d=None,
+                message=f"select two checkpoints to compare, not {len(picks)}",
+            )
+        b, a = picks  # the timeline lists newest first: compare older -> newer
+    if not a or not b:
+        return _render(request, "diff.html", a=a or "", b=b or "", d=None, message=None)
+    try:
+        d = await ins.diff_checkpoints(studio.saver, ins.parse_ref(a, namespace), ins.parse_ref(b, namespace))
+    except (PlaitError, ValueError) as exc:
+        return _render(
+            request,
+            "diff.html",
+            status_of(exc) if isinstance(exc, PlaitError) else 400,
+            a=a,
+            b=b,
+            d=None,
+            message=str(exc),
+        )
+    return _render(request, "diff.html", a=a, b=b, d=d, message=None, url=_thread_url)
+
+
+# -- the forms ---------------------------------------------------------------------------------
+
+
+def _parse_json(form: dict[str, str], field: str, what: str, *, default: Any = None) -> Any:
+    text = form.get(field, "").strip()
+    if not text:
+        return default
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ArgumentError(field, f"{what} must be JSON ({exc})") from None
+
+
+@router.post("/threads/{thread_id}/do/{action}", dependencies=[Depends(check_write)])
+async def act(request: Request, thread_id: str, action: str, namespace: str = "") -> Response:
+    studio = studio_of(request)
+    form = await read_form(request)
+    checkpoint = form.get("checkpoint_id") or None
+    back = _thread_url(thread_id, namespace, checkpoint=checkpoint)
+    graph = form.get("graph") or None
+    try:
+        if action == "update":
+            values = _parse_json(form, "values", "the update")
+            if not isinstance(values, dict) or not values:
+                raise ArgumentError("values", "the update must be a JSON object of channel: value")
+            cid, _ = await studio.update(thread_id, namespace, values, form.get("as_node") or None, graph)
+            done = f"state updated: new checkpoint {cid[:12]} wrote {', '.join(sorted(values))}"
+            target = _thread_url(thread_id, namespace)
+        elif action == "fork":
+            new = form.get("target", "").strip()
+            if not new:
+                raise ArgumentError("target", "name the new thread")
+            edits = _parse_json(form, "edits", "the edits")
+            if edits is not None and not isinstance(edits, dict):
+                raise ArgumentError("edits", "the edits must be a JSON object of channel: value")
+            cid = await studio.fork(thread_id, namespace, checkpoint, new, edits, graph)
+            edited = f" with edits to {', '.join(sorted(edits))}" if edits else ""
+            done = f"forked {thread_id} into {new}{edited} (checkpoint {cid[:12]})"
+            target = _thread_url(new, namespace)
+        elif action in ("resume", "continue", "replay"):
+            resume = _parse_json(form, "resume", "the answer") if action == "resume" else None
+            rec = await studio.run(
+                thread_id, namespace, action, resume, checkpoint if action == "replay" else None, graph
+            )
+            done = {
+                "resume": "answered the interrupt",
+                "continue": "continued",
+                "replay": "replaying from the checkpoint",
+            }[action]
+            done += f": run {rec.id} started"
+            target = _thread_url(thread_id, namespace)
+        elif action == "cancel":
+            found = studio.runs.get(form.get("run_id", ""))
+            if found is None or found.thread_id != thread_id:
+                raise ArgumentError("run_id", "no such run of this thread was started from this Studio")
+            await studio.runs.cancel(found)
+            done, target = f"run {found.id} cancelled", back
+        elif action == "delete":
+            if form.get("confirm") != "yes":
+                raise ArgumentError("confirm", "tick the box to confirm the deletion")
+            n = await studio.delete(thread_id, namespace)
+            done, target = f"deleted thread {thread_id} and its {n} checkpoints", "/"
+        else:
+            raise ArgumentError("action", f"unknown action {action!r}")
+    except (PlaitError, ValueError) as exc:
+        return _problem(request, exc, back)
+    key = studio.flash(done)
+    return RedirectResponse(target + ("&" if "?" in target else "?") + f"flash={key}", status_code=303)

@@ -1,0 +1,123 @@
+"""HTML pieces the templates use: the collapsible JSON tree and a channel diff.
+
+Everything is escaped here (markupsafe), so an id or a value can never become markup. The
+tree is nested ``<details>`` elements: it folds and unfolds without JavaScript; a channel
+whose JSON is large is not sent inline but as a button (and, without JavaScript, a link)
+that loads it from the API when asked.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlencode
+
+from markupsafe import Markup, escape
+
+from plait import inspect as ins
+
+__all__ = ["LAZY_BYTES", "change_html", "state_html", "tree_html"]
+
+LAZY_BYTES = 4096
+"""A channel whose JSON is larger than this is loaded on demand."""
+OPEN_DEPTH = 1
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, default=str, ensure_ascii=False))
+
+
+def _leaf(value: Any) -> Markup:
+    if value is None:
+        return Markup('<span class="v null">null</span>')
+    if isinstance(value, bool):
+        return Markup('<span class="v bool">{}</span>').format("true" if value else "false")
+    if isinstance(value, int | float):
+        return Markup('<span class="v num">{}</span>').format(json.dumps(value))
+    return Markup('<span class="v str">{}</span>').format(json.dumps(str(value), ensure_ascii=False))
+
+
+def tree_html(value: Any, label: str | None = None, depth: int = 0) -> Markup:
+    """``value`` as a tree: mappings and lists fold, the first levels open."""
+    head = Markup('<span class="k">{}</span>: ').format(label) if label is not None else Markup("")
+    if isinstance(value, Mapping):
+        items = [(str(k), v) for k, v in value.items()]
+        kind = f"{{{len(items)}}}"
+    elif isinstance(value, list | tuple):
+        items = [(str(i), v) for i, v in enumerate(value)]
+        kind = f"[{len(items)}]"
+    else:
+        return Markup('<div class="leaf">{}{}</div>').format(head, _leaf(value))
+    if not items:
+        return Markup('<div class="leaf">{}<span class="v empty">{}</span></div>').format(
+            head, "{}" if isinstance(value, Mapping) else "[]"
+        )
+    children = Markup("").join(tree_html(v, k, depth + 1) for k, v in items)
+    return Markup('<details class="node"{}><summary>{}<span class="t">{}</span></summary>{}</details>').format(
+        Markup(" open") if depth <= OPEN_DEPTH else Markup(""), head, kind, children
+    )
+
+
+def state_html(values: Mapping[str, Any], lazy_url: str, query: Mapping[str, str]) -> Markup:
+    """A checkpoint's channels, each a tree; a large one as a load button (and link)."""
+    rows = []
+    for key in sorted(values):
+        value = values[key]
+        size = _size(value)
+        if size > LAZY_BYTES:
+            url = lazy_url + "?" + urlencode({**query, "key": key})
+            rows.append(
+                Markup(
+                    '<div class="channel lazy" data-key="{k}"><span class="k">{k}</span>: '
+                    '<button type="button" data-lazy="{u}">load ({n:.1f} KB)</button> '
+                    '<a class="nojs" href="{u}">as JSON</a></div>'
+                ).format(k=key, u=url, n=size / 1024)
+            )
+        else:
+            rows.append(Markup('<div class="channel" data-key="{}">{}</div>').format(key, tree_html(value, key)))
+    return Markup("").join(rows)
+
+
+def _items(cls: str, sign: str, items: Any) -> Markup:
+    return Markup("").join(
+        Markup('<li class="{}"><span class="sign">{}</span>{}</li>').format(cls, sign, tree_html(v)) for v in items
+    )
+
+
+def change_html(d: ins.ChannelDiff) -> Markup:
+    """One channel's difference: appended/removed items, changed keys, or before → after."""
+    parts: list[Markup] = []
+    if d.kind in ("list", "messages"):
+        parts.append(_items("add", "+", d.appended))
+        parts.append(_items("del", "-", d.removed_items))
+        for before, after in d.updated:
+            parts.append(
+                Markup('<li class="upd"><span class="sign">~</span>{} → {}</li>').format(
+                    tree_html(before), tree_html(after)
+                )
+            )
+    elif d.kind == "map":
+        parts.append(_items("add", "+", [{k: v} for k, v in d.added_keys.items()]))
+        parts.append(_items("del", "-", [{k: v} for k, v in d.removed_keys.items()]))
+        for k, (before, after) in d.changed_keys.items():
+            parts.append(
+                Markup('<li class="upd"><span class="sign">~</span><span class="k">{}</span>: {} → {}</li>').format(
+                    k, tree_html(before), tree_html(after)
+                )
+            )
+    elif d.kind == "added":
+        parts.append(_items("add", "+", [d.after]))
+    elif d.kind == "removed":
+        parts.append(_items("del", "-", [d.before]))
+    else:
+        parts.append(
+            Markup('<li class="upd"><span class="sign">~</span>{} → {}</li>').format(
+                tree_html(d.before), tree_html(d.after)
+            )
+        )
+    return Markup('<ul class="change {}">{}</ul>').format(d.kind, Markup("").join(parts))
+
+
+def escape_text(text: str) -> Markup:
+    return escape(text)

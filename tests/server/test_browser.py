@@ -1,0 +1,160 @@
+"""The Studio in a real headless Chromium (Debian's, driven by Playwright; no browser
+download): the demo's store, a thread's timeline, a diff of two checkpoints, a fork with an
+edit appearing live in another tab's thread list, an interrupt answered and the run watched
+to its end, keyboard navigation, dark mode; and no request leaves 127.0.0.1.
+
+Screenshots go to the test's temporary folder (and to ``$PLAIT_STUDIO_SCREENSHOTS`` when set:
+``docs/img`` is made that way).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the dev extra")
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+if not os.path.exists(CHROMIUM):
+    if os.environ.get("CI"):  # .ci/run installs it: a CI without it must not pass by skipping
+        raise RuntimeError("no chromium on this CI machine: .ci/run should have installed it with apt-get")
+    pytest.skip("no chromium here (apt-get install chromium; .ci/run installs it)", allow_module_level=True)
+
+from _studio_support import LiveServer  # noqa: E402
+
+from plait import SqliteCheckpointer  # noqa: E402
+from plait.cli import demo  # noqa: E402
+from plait.server import create_app  # noqa: E402
+
+WAIT = 15_000
+"""Milliseconds a step may take before the test fails (the page itself updates within 1 s)."""
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    folder = tmp_path_factory.mktemp("browser")
+    db = str(folder / "plait-demo.db")
+    summary = demo.run_demo(db, out=demo.Reporter())
+    waiting = demo.open_graph(db)
+    waiting.invoke({"question": "Ship the new pipeline?"}, thread_id="needs-approval")
+    assert waiting.checkpointer is not None
+    waiting.checkpointer.close()
+    saver = SqliteCheckpointer(db)
+    app = create_app(saver, {"demo": demo.build_graph().compile(name="demo")})
+    with LiveServer(app) as server:
+        yield {"url": server.url, "threads": summary["threads"], "folder": folder}
+    saver.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()
+
+
+class Page:
+    """A tab that records every request it makes."""
+
+    def __init__(self, browser: Any, folder: Path) -> None:
+        self.context = browser.new_context(viewport={"width": 1440, "height": 900})
+        self.page = self.context.new_page()
+        self.requests: list[str] = []
+        self.errors: list[str] = []
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("dialog", lambda d: d.accept())
+        self.folder = folder
+
+    def shot(self, name: str) -> None:
+        self.page.screenshot(path=str(self.folder / f"{name}.png"))
+        extra = os.environ.get("PLAIT_STUDIO_SCREENSHOTS")
+        if extra:
+            self.page.screenshot(path=str(Path(extra) / f"studio-{name}.png"))
+
+    def hosts(self) -> set[str]:
+        return {urlparse(u).hostname or urlparse(u).scheme for u in self.requests}
+
+
+def test_the_studio_in_a_browser(studio: dict[str, Any], browser: Any) -> None:
+    url = studio["url"]
+    main, forked_before = studio["threads"]
+    tab, lst = Page(browser, studio["folder"]), Page(browser, studio["folder"])
+    expect = sync_api.expect
+
+    # The thread list: the demo's two threads and the one waiting for approval, with badges.
+    lst.page.goto(url + "/")
+    rows = lst.page.locator("table.threads tbody tr")
+    expect(rows).to_have_count(3)
+    expect(lst.page.locator('tr[data-thread="needs-approval"] .badge')).to_have_text("interrupted")
+    expect(lst.page.locator(f'tr[data-thread="{main}"] .badge')).to_have_text("idle")
+    lst.page.wait_for_function("document.documentElement.dataset.live === 'on'")
+    lst.shot("threads")
+
+    # Open a thread: its timeline, state and graph.
+    tab.page.goto(url + "/")
+    tab.page.click(f'a[href="/threads/{main}"]')
+    expect(tab.page.locator("h1 .tid")).to_have_text(main)
+    items = tab.page.locator(".timeline li")
+    assert items.count() >= 8
+    expect(tab.page.locator("#graph svg")).to_be_visible()
+    tab.shot("thread")
+
+    # Keyboard: down moves to the previous checkpoint (a deep link), up comes back.
+    first_id = items.nth(0).get_attribute("data-id")
+    second_id = items.nth(1).get_attribute("data-id")
+    tab.page.keyboard.press("ArrowDown")
+    tab.page.wait_for_url(f"**checkpoint={second_id}")
+    expect(tab.page.locator('.timeline li[aria-current="true"]')).to_have_attribute("data-id", second_id or "")
+    tab.page.keyboard.press("k")
+    tab.page.wait_for_url(f"**checkpoint={first_id}")
+
+    # Select two checkpoints and see their diff.
+    tab.page.locator('.timeline input[name="pick"]').nth(0).check()
+    tab.page.locator('.timeline input[name="pick"]').nth(4).check()
+    tab.page.click("#diff-selected")
+    expect(tab.page.locator("#diff")).to_be_visible()
+    expect(tab.page.locator('#diff tr[data-key="messages"] li.add').first).to_be_visible()
+    tab.shot("diff")
+
+    # Across threads: the demo's two branches.
+    tab.page.goto(url + f"/diff?a={main}&b={forked_before}")
+    expect(tab.page.locator('#diff tr[data-key="style"]')).to_contain_text("brief")
+
+    # Fork with an edit; the other tab's thread list shows the new thread without a reload.
+    tab.page.goto(url + f"/threads/{main}")
+    tab.page.fill('#fork-form input[name="target"]', "from-the-browser")
+    tab.page.fill('#fork-form textarea[name="edits"]', '{"style": "brief"}')
+    tab.page.click('#fork-form button[type="submit"]')
+    expect(tab.page.locator("#flash")).to_contain_text("forked")
+    expect(tab.page.locator("h1 .tid")).to_have_text("from-the-browser")
+    expect(lst.page.locator('tr[data-thread="from-the-browser"]')).to_be_visible(timeout=WAIT)
+    expect(rows).to_have_count(4)
+
+    # Answer the interrupt and watch the run finish live.
+    tab.page.goto(url + "/threads/needs-approval")
+    expect(tab.page.locator("#status")).to_have_text("interrupted")
+    tab.page.wait_for_function("document.documentElement.dataset.live === 'on'")
+    tab.shot("interrupt")
+    tab.page.fill('#answer-form textarea[name="resume"]', '{"approved": true, "by": "the browser test"}')
+    tab.page.click('#answer-form button[type="submit"]')
+    expect(tab.page.locator("#flash")).to_contain_text("answered the interrupt")
+    expect(tab.page.locator("#status")).to_have_text("idle", timeout=WAIT)
+    expect(tab.page.locator(".timeline li").first).to_contain_text("summarize")
+    expect(lst.page.locator('tr[data-thread="needs-approval"] .badge')).to_have_text("idle", timeout=WAIT)
+
+    # Dark mode.
+    tab.page.click("#theme")
+    assert tab.page.evaluate("document.documentElement.dataset.theme") in ("dark", "light")
+    tab.page.evaluate("document.documentElement.dataset.theme = 'dark'")
+    tab.shot("dark")
+
+    for t in (tab, lst):
+        assert t.hosts() <= {"127.0.0.1", "data"}, t.requests
+        assert t.errors == []
