@@ -24,7 +24,7 @@ from typing import Any, Literal
 from plait._codec import canonical
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.fork import fork_checkpoint
-from plait.checkpoint.model import Checkpoint, PendingWrite, Status, ThreadInfo
+from plait.checkpoint.model import Checkpoint, PendingWrite, Status, ThreadInfo, waiting_interrupts
 from plait.errors import CheckpointNotFoundError, ThreadExistsError
 from plait.state.diff import StateDiff, diff
 from plait.types import Interrupt
@@ -263,23 +263,6 @@ async def thread_summary(saver: Checkpointer, thread_id: str, *, namespace: str 
 def next_nodes(cp: Checkpoint) -> tuple[str, ...]:
     """The nodes of ``cp``'s next tasks, each once, in order."""
     return tuple(dict.fromkeys(t.node for t in cp.next_tasks))
-
-
-def waiting_interrupts(pending: Sequence[PendingWrite]) -> list[Interrupt]:
-    """The interrupts among ``pending`` still waiting for an answer: their task has no result
-    yet, and fewer resume values were given to it than the interrupt's index needs."""
-    finished = {w.task_id for w in pending if w.kind == "result"}
-    answered = {w.task_id: len(w.value) for w in pending if w.kind == "resume" and isinstance(w.value, list)}
-    waiting: list[Interrupt] = []
-    for w in pending:
-        v = w.value
-        if w.kind != "interrupt" or w.task_id in finished or not isinstance(v, Mapping):
-            continue
-        if v.get("index", 0) >= answered.get(w.task_id, 0):
-            waiting.append(
-                Interrupt(id=v["id"], value=v.get("value"), node=v["node"], task_id=v["task_id"], index=v["index"])
-            )
-    return waiting
 
 
 def stored_errors(pending: Sequence[PendingWrite]) -> list[Mapping[str, Any]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -416,3 +417,55 @@ def test_only_sync_facade_calls_run_on_the_callers_thread(store: tuple[str, str]
         assert ran_on == [caller], "sync facade: the caller's own thread"
     finally:
         cp.close()
+
+
+def test_a_commit_chosen_as_a_deadlock_victim_is_run_again_and_lands(store: tuple[str, str]) -> None:
+    """Another session's DDL (the Studio creating its notify trigger) can deadlock with a
+    commit: the server then rolls the commit back whole, and the checkpointer runs it again.
+    The deadlock is built for real: the other session holds the checkpoints table and waits for
+    the thread's fence lock, which the commit holds while it waits for the table."""
+    import threading
+
+    from plait.checkpoint._pg_schema import _PG_LOCK_KEY
+    from plait.checkpoint.model import Fence
+
+    dsn, schema = store
+    app = f"plait-{schema}"
+    conninfo = psycopg.conninfo.make_conninfo(dsn, application_name=app)
+    cp = postgres.PostgresCheckpointer(conninfo, schema=schema)
+    cp.setup()
+    lease = cp.take_lease("t", "run")
+    table_held, done = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def other_session() -> None:
+        try:
+            with psycopg.connect(dsn) as conn:
+                conn.execute("SET deadlock_timeout = '60s'")  # so the commit is the victim, not this
+                conn.execute(f'LOCK TABLE "{schema}".plait_checkpoints IN SHARE ROW EXCLUSIVE MODE')
+                table_held.set()
+                deadline = time.monotonic() + 30
+                while not sql(  # until the commit waits for the table, holding the fence lock
+                    dsn,
+                    "SELECT 1 FROM pg_stat_activity WHERE application_name = %s AND wait_event_type = 'Lock'",
+                    app,
+                ):
+                    assert time.monotonic() < deadline, "the commit never waited for the table"
+                    time.sleep(0.01)
+                conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_PG_LOCK_KEY, "/t"))
+                conn.rollback()
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            done.set()
+
+    worker = threading.Thread(target=other_session)
+    worker.start()
+    assert table_held.wait(30)
+    first = make("t", None, {"n": 1})
+    cp.commit(checkpoints=[first], fence=Fence(owner="run", token=lease.token))
+    assert done.wait(30)
+    worker.join()
+    assert not errors, errors
+    same(cp.get("t"), first.checkpoint)
+    cp.close()

@@ -222,7 +222,7 @@ def rest_status(next_tasks: Sequence[Task], writes: Iterable[PendingWrite]) -> R
     breakpoint) waits for an answer, ``stale`` when tasks are still to run, else ``idle``.
 
     An interrupt waits while its task has no result and fewer resume values than its index
-    (as :func:`plait.engine.pending.active_interrupts` reads them).
+    (as :func:`plait.checkpoint.model.waiting_interrupts` reads them).
     """
     writes = list(writes)
     if any(w.kind == "error" for w in writes):

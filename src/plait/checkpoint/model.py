@@ -19,6 +19,7 @@ from typing import Any, Final, Literal, NamedTuple, cast, get_args
 
 from plait._codec import freeze_trusted
 from plait.checkpoint.holder import Holder
+from plait.types import Interrupt
 
 __all__ = [
     "ANY_HEAD",
@@ -44,6 +45,7 @@ __all__ = [
     "make_task",
     "new_checkpoint_id",
     "task_from_json",
+    "waiting_interrupts",
 ]
 
 WriteKind = Literal["result", "effect", "resume", "interrupt", "breakpoint", "error"]
@@ -474,3 +476,20 @@ def new_checkpoint_id(after: str | None = None) -> str:
         value = max(now, _last_id[0] + 1)
         _last_id[0] = value
     return f"{value:016x}{_process_tag[0]}"
+
+
+def waiting_interrupts(pending: Sequence[PendingWrite]) -> list[Interrupt]:
+    """The interrupts among ``pending`` still waiting for an answer: their task has no result
+    yet, and fewer resume values were given to it than the interrupt's index needs."""
+    finished = {w.task_id for w in pending if w.kind == "result"}
+    answered = {w.task_id: len(w.value) for w in pending if w.kind == "resume" and isinstance(w.value, list)}
+    waiting: list[Interrupt] = []
+    for w in pending:
+        v = w.value
+        if w.kind != "interrupt" or w.task_id in finished or not isinstance(v, Mapping):
+            continue
+        if v.get("index", 0) >= answered.get(w.task_id, 0):
+            waiting.append(
+                Interrupt(id=v["id"], value=v.get("value"), node=v["node"], task_id=v["task_id"], index=v["index"])
+            )
+    return waiting

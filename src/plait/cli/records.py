@@ -12,8 +12,7 @@ import datetime
 from collections.abc import Sequence
 from typing import Any
 
-from plait.checkpoint.model import Checkpoint, ThreadInfo
-from plait.engine.pending import active_interrupts
+from plait.checkpoint.model import Checkpoint, ThreadInfo, waiting_interrupts
 
 __all__ = ["checkpoint_record", "iso", "ref", "short_ids", "thread_record"]
 
@@ -44,7 +43,7 @@ def checkpoint_record(cp: Checkpoint, *, values: bool | Sequence[str] = True) ->
     """A checkpoint: where it is, what runs next, what waits for input, its metadata, and
     (``values=True``) its values, or only the channels named in ``values``."""
     nodes = list(dict.fromkeys(t.node for t in cp.next_tasks))
-    interrupts = [i.to_json() for i in active_interrupts(cp.pending_writes)] if cp.pending_writes else []
+    interrupts = [i.to_json() for i in waiting_interrupts(cp.pending_writes)] if cp.pending_writes else []
     record: dict[str, Any] = {
         "thread_id": cp.thread_id,
         "namespace": cp.namespace,

@@ -21,7 +21,7 @@ from plait.cli.options import Db, Debug, Json, Namespace, Sets, Step, Thread, Ye
 from plait.cli.records import checkpoint_record, ref, short_ids, thread_record
 from plait.cli.selection import find_checkpoint
 from plait.errors import ArgumentError, CheckpointNotFoundError, ThreadExistsError
-from plait.state.diff import diff
+from plait.inspect import diff_threads
 
 __all__ = [
     "THREAD_COLUMNS",
@@ -153,35 +153,19 @@ def cmd_state(
 
 def cmd_diff(inv: Invocation, a: str, b: str, namespace: str) -> None:
     """Where two threads part ways: compared step by step along their newest lineage."""
-    store = inv.store()
-    ha = list(reversed(run_sync(store.ahistory(a, namespace=namespace))))
-    hb = list(reversed(run_sync(store.ahistory(b, namespace=namespace))))
-    if not ha:
-        raise CheckpointNotFoundError(a, None, namespace)
-    if not hb:
-        raise CheckpointNotFoundError(b, None, namespace)
-    by_a, by_b = {cp.step: cp for cp in ha}, {cp.step: cp for cp in hb}
-    first: int | None = None
-    keys: tuple[str, ...] = ()
-    for step in sorted(set(by_a) & set(by_b)):
-        d = diff(by_a[step].values, by_b[step].values)
-        if d:
-            first, keys = step, d.keys
-            break
-    heads = diff(ha[-1].values, hb[-1].values)
-    if first is None and heads:
-        first, keys = max(ha[-1].step, hb[-1].step), heads.keys
+    d = run_sync(diff_threads(inv.store(), a, b, namespace=namespace))
+    first, keys, heads = d.first_step, d.keys, d.heads
     out = inv.out
     if out.json:
         out.emit(
-            {"a": ref(ha[-1]), "b": ref(hb[-1]), "first_step": first, "keys": list(keys), "heads": heads.to_json()}
+            {"a": ref(d.head_a), "b": ref(d.head_b), "first_step": first, "keys": list(keys), "heads": heads.to_json()}
         )
         return
     if first is None:
         out.line(f"{a} and {b} hold the same state")
         return
     out.line(f"{a} and {b} part ways at step {first}, on: {', '.join(keys)}")
-    out.line(f"heads: {a} step {ha[-1].step}, {b} step {hb[-1].step}")
+    out.line(f"heads: {a} step {d.head_a.step}, {b} step {d.head_b.step}")
     for k, v in heads.added.items():
         out.value(f"+ {k} (only in {b})", v)
     for k, v in heads.removed.items():

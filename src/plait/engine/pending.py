@@ -6,14 +6,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from plait._codec import freeze
-from plait.checkpoint.model import Checkpoint, PendingWrite
+from plait.checkpoint.model import Checkpoint, PendingWrite, waiting_interrupts
 from plait.engine.plan import route_json
 from plait.engine.spec import GraphSpec
 from plait.engine.tasks import TaskOutcome
 from plait.errors import InvalidResumeError
-from plait.types import Interrupt
 
-__all__ = ["active_interrupts", "incompatibilities", "result_write", "resume_values", "resume_writes"]
+__all__ = ["incompatibilities", "result_write", "resume_values", "resume_writes"]
 
 
 def result_write(task_id: str, out: TaskOutcome) -> PendingWrite:
@@ -26,28 +25,13 @@ def resume_values(pending: Sequence[PendingWrite]) -> dict[str, list[Any]]:
     return {p.task_id: list(p.value) for p in pending if p.kind == "resume"}
 
 
-def active_interrupts(pending: Sequence[PendingWrite]) -> list[Interrupt]:
-    """Interrupts still waiting for a resume value: their task has no result yet and the
-    resume values given so far do not reach their index."""
-    done = {p.task_id for p in pending if p.kind == "result"}
-    resumed = resume_values(pending)
-    out = []
-    for p in pending:
-        if p.kind != "interrupt" or p.task_id in done:
-            continue
-        v = p.value
-        if v["index"] >= len(resumed.get(p.task_id, [])):
-            out.append(Interrupt(id=v["id"], value=v["value"], node=v["node"], task_id=v["task_id"], index=v["index"]))
-    return out
-
-
 def resume_writes(thread_id: str | None, pending: Sequence[PendingWrite], resume: Any) -> list[PendingWrite]:
     """The ``resume`` pending writes that answer the thread's waiting interrupts.
 
     One waiting node takes a bare value; with several, ``resume`` maps interrupt ids to
     values. Each task's write holds all its resume values so far, in interrupt order.
     """
-    active = active_interrupts(pending)
+    active = waiting_interrupts(pending)
     if not active:
         raise InvalidResumeError(thread_id, "it has no pending interrupt; use invoke(None, ...) to continue it")
     by_id = {i.id: i for i in active}

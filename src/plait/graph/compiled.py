@@ -25,7 +25,7 @@ from plait.errors import (
     NoCheckpointerError,
 )
 from plait.graph.records import ThreadDiff, ThreadState
-from plait.state.diff import diff
+from plait.inspect import diff_threads
 from plait.types import Command, Durability
 
 __all__ = ["CompiledGraph", "INTERRUPT_KEY", "coerce_checkpointer"]
@@ -501,29 +501,14 @@ class CompiledGraph:
     async def adiff_threads(self, a: str, b: str) -> ThreadDiff:
         """The first step at which two threads' states differ, the keys that differ there,
         and the difference between their heads."""
-        checkpointer = await self._ready_checkpointer()
-        ha = list(reversed(await checkpointer.ahistory(a, namespace=self.namespace)))
-        hb = list(reversed(await checkpointer.ahistory(b, namespace=self.namespace)))
-        if not ha:
-            raise CheckpointNotFoundError(a, None, self.namespace)
-        if not hb:
-            raise CheckpointNotFoundError(b, None, self.namespace)
-        by_step_a = {cp.step: cp for cp in ha}
-        by_step_b = {cp.step: cp for cp in hb}
-        first: int | None = None
-        keys: tuple[str, ...] = ()
-        pa = pb = None
-        for step in sorted(set(by_step_a) & set(by_step_b)):
-            d = diff(by_step_a[step].values, by_step_b[step].values)
-            if d:
-                first, keys = step, d.keys
-                pa, pb = ThreadState.of(by_step_a[step]), ThreadState.of(by_step_b[step])
-                break
-        heads = diff(ha[-1].values, hb[-1].values)
-        if first is None and heads:
-            first, keys = max(ha[-1].step, hb[-1].step), heads.keys
-            pa, pb = ThreadState.of(ha[-1]), ThreadState.of(hb[-1])
-        return ThreadDiff(first_step=first, keys=keys, a=pa, b=pb, heads=heads)
+        d = await diff_threads(await self._ready_checkpointer(), a, b, namespace=self.namespace)
+        return ThreadDiff(
+            first_step=d.first_step,
+            keys=d.keys,
+            a=ThreadState.of(d.a) if d.a is not None else None,
+            b=ThreadState.of(d.b) if d.b is not None else None,
+            heads=d.heads,
+        )
 
     def diff_threads(self, a: str, b: str) -> ThreadDiff:
         return run_sync(self.adiff_threads(a, b))

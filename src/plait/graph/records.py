@@ -9,8 +9,7 @@ from typing import Any
 
 from plait._codec import fingerprint
 from plait._fast_init import positional_maker
-from plait.checkpoint.model import Checkpoint, PendingWrite, Status, Task
-from plait.engine.pending import active_interrupts
+from plait.checkpoint.model import Checkpoint, PendingWrite, Status, Task, waiting_interrupts
 from plait.state.diff import StateDiff
 from plait.types import Interrupt
 
@@ -114,7 +113,7 @@ class ThreadState:
             cp.values,
             _nodes(cp.next_tasks),
             cp.next_tasks,
-            tuple(active_interrupts(pending)) if pending else (),
+            tuple(waiting_interrupts(pending)) if pending else (),
             cp.metadata,
             cp.created_at,
             tuple(TaskError.of(w) for w in pending if w.kind == "error") if pending else (),
