@@ -64,7 +64,7 @@ def _utf8(text: str) -> bool:
 _SURROGATE = "a lone surrogate, which is not valid UTF-8"
 
 
-def _freeze(value: Any, depth: int = 0) -> Any:
+def _freeze(value: Any, depth: int = 0) -> Any:  # noqa: PLR0912 - one pass over every shape a JSON value can take; a call per shape would cost on every write
     t = type(value)
     if t is str:
         if _utf8(value):

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -121,6 +121,27 @@ class Cli:
             check=False,
         )
         return Result(done.returncode, done.stdout, done.stderr)
+
+    def many(self, *calls: Sequence[str]) -> list[Result]:
+        """Several invocations that do not depend on each other (help pages, reads), run at
+        once: each is still the real console script in its own process."""
+        procs = [
+            subprocess.Popen(
+                [*command(), *args],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=self.folder,
+                env=self.env,
+            )
+            for args in calls
+        ]
+        results = []
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            results.append(Result(p.returncode, out, err))
+        return results
 
     def write(self, name: str, text: str) -> pathlib.Path:
         path = self.folder / name

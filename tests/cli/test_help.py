@@ -35,8 +35,7 @@ def test_shell_completion_is_installable(cli: Cli) -> None:
 
 def test_help_has_no_type_noise_and_shows_defaults(cli: Cli) -> None:
     texts = {}
-    for command in COMMANDS:
-        res = cli(*command, "--help")
+    for command, res in zip(COMMANDS, cli.many(*((*c, "--help") for c in COMMANDS)), strict=True):
         assert res.code == EXIT_OK, (command, res.err)
         for noise in ("<bool>", "<str>", "<int>", "<list"):
             assert noise not in res.out, (command, noise)

@@ -296,7 +296,7 @@ _NONE: list[Any] = []
 # -- values ---------------------------------------------------------------------------
 
 
-def checkpoint_values(state: State, cid: str) -> tuple[FrozenDict, dict[str, delta.Chain]]:
+def checkpoint_values(state: State, cid: str) -> tuple[FrozenDict, dict[str, delta.Chain]]:  # noqa: PLR0912 - each record kind and delta link in one loop, the read path's inner loop
     """The values and delta chains of checkpoint ``cid``: the nearest full or memoised
     ancestor, with the records after it applied in order; memoised on ``state``. Raises
     Corrupt."""

@@ -216,7 +216,7 @@ class SqlCommit:
                 raise ConcurrentUpdateError(head.thread_id, head.expected, found_id, pending_writes=True)
         return head
 
-    def _apply(
+    def _apply(  # noqa: PLR0912, PLR0915 - the commit's one transaction body, step by step; split, its order would be harder to check
         self, cur: Cursor, request: CommitRequest, staging: dict[Key, Head], use_cache: bool, now: float | None
     ) -> Exception | None:
         """Write one commit in the caller's transaction; return the error of a fence that

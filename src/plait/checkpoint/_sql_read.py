@@ -165,7 +165,7 @@ class SqlRead:
             lin = self._recursive(cur, namespace, thread_id, start, limit, filter)
         return self._build(cur, namespace, thread_id, lin.rows, lin.metas, lineage=lin)
 
-    def _scan(
+    def _scan(  # noqa: PLR0912 - one scan of the rows of a read, each row kind handled where it is met
         self,
         cur: Cursor,
         namespace: str,
@@ -375,7 +375,7 @@ class SqlRead:
             )
         return out
 
-    def _values(
+    def _values(  # noqa: PLR0912 - the cached, inline and chained cases of a value read in one place, the hot read path
         self,
         cur: Cursor,
         namespace: str,

@@ -288,7 +288,7 @@ def apply(base: Any, delta: Any) -> Any:
     return _frozen(work)
 
 
-def replay(
+def replay(  # noqa: PLR0912 - every delta kind in one replay loop, the hot read path
     rows: Mapping[Hashable, tuple[Hashable | None, bytes]],
     wanted: Iterable[Hashable],
 ) -> dict[Hashable, Any]:
@@ -395,7 +395,7 @@ def unresolved(rows: Mapping[Hashable, tuple[Hashable | None, bytes]], wanted: I
     return out
 
 
-def _replay_path(
+def _replay_path(  # noqa: PLR0912 - every delta kind in one replay loop, the hot read path
     rows: Mapping[Hashable, tuple[Hashable | None, bytes]],
     path: list[Hashable],
     work: Any,

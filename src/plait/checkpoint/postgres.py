@@ -272,7 +272,7 @@ class PostgresCheckpointer(SqlCheckpointer):
             ) from exc
         self._opened = True
 
-    def _transaction(
+    def _transaction(  # noqa: PLR0912 - the retry policy in one place: each failure class and what is retried
         self,
         fn: Callable[[Cursor], T],
         *,

@@ -362,7 +362,7 @@ def run_demo(db: str = DEFAULT_DB, *, out: Reporter | None = None, python: str |
         asyncio.run(app.checkpointer.aclose())
 
 
-def _story(app: CompiledGraph, db: str, out: Reporter, python: str) -> dict[str, Any]:
+def _story(app: CompiledGraph, db: str, out: Reporter, python: str) -> dict[str, Any]:  # noqa: PLR0915 - the demo's story, told in order as the user reads it
     run = time.strftime("%H%M%S") + "-" + uuid.uuid4().hex[:4]
     main, fork = f"demo-{run}", f"demo-{run}-brief"
     started = time.monotonic()

@@ -38,7 +38,7 @@ DB_FORMS = STORE_ADDRESS_FORMS
 """What a ``--db`` (or ``$PLAIT_DB``) can be."""
 
 
-def describe(exc: BaseException, inv: "Invocation") -> str:
+def describe(exc: BaseException, inv: "Invocation") -> str:  # noqa: PLR0912 - one table of errors and the command that mends each
     """One line: what went wrong and, where there is one, the command that helps."""
     target = inv.target or "MODULE:GRAPH"
     flags = inv.flags()

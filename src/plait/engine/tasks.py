@@ -304,7 +304,7 @@ async def _call(spec: NodeSpec, arg: Any, ctx: NodeContext, inline: bool, execut
     return fut.result()
 
 
-async def run_task(
+async def run_task(  # noqa: PLR0912 - each way a node's call can end (result, interrupt, lease lost, refusal, timeout, retry) in one place
     graph: GraphSpec,
     node: NodeSpec,
     arg: Any,

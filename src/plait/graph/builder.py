@@ -199,7 +199,7 @@ class Graph:
             executor=executor,
         )
 
-    def _validate(self) -> None:
+    def _validate(self) -> None:  # noqa: PLR0912 - every rule a graph must keep, each with its own message
         nodes = self._nodes
         if not nodes:
             raise GraphError("the graph has no nodes; add_node() at least one")

@@ -69,7 +69,7 @@ _MERMAID_WORDS = frozenset(
 )
 
 
-def _edges_of(spec: GraphSpec) -> list[_Edge]:
+def _edges_of(spec: GraphSpec) -> list[_Edge]:  # noqa: PLR0912 - each kind of edge (static, join, router, Send) in one pass
     found: dict[tuple[str, str, EdgeKind], _Edge] = {}
 
     def add(src: str, dst: str, kind: EdgeKind, label: str | None = None) -> None:
@@ -108,7 +108,7 @@ def _dynamic_marker(src: str) -> str:
     return f"\x00dynamic:{src}"
 
 
-def _layout(spec: GraphSpec) -> _Layout:
+def _layout(spec: GraphSpec) -> _Layout:  # noqa: PLR0912, PLR0915 - the layered layout in one pass, as the algorithm reads
     edges = _edges_of(spec)
     names = [START, *spec.nodes]
     names += [e.dst for e in edges if e.dst.startswith("\x00") and e.dst not in names]
