@@ -191,7 +191,7 @@ def parse_ref(text: str, namespace: str = "") -> CheckpointRef:
 
 
 async def list_threads(
-    saver: Checkpointer,
+    checkpointer: Checkpointer,
     *,
     namespace: str | None = None,
     status: Status | None = None,
@@ -213,7 +213,7 @@ async def list_threads(
     """
     prefix = prefix or None
     if not metadata:
-        rows = await saver.alist_threads(
+        rows = await checkpointer.alist_threads(
             namespace=namespace, status=status, limit=limit + 1, before=before, prefix=prefix
         )
         page = rows[:limit]
@@ -221,11 +221,11 @@ async def list_threads(
     kept: list[ThreadInfo] = []
     cursor = before
     while True:
-        rows = await saver.alist_threads(
+        rows = await checkpointer.alist_threads(
             namespace=namespace, status=status, limit=_SCAN_PAGE, before=cursor, prefix=prefix
         )
         for info in rows:
-            if await _matches(saver, info, metadata):
+            if await _matches(checkpointer, info, metadata):
                 if len(kept) == limit:  # one more than a page: there is a next page
                     return ThreadPage(threads=tuple(kept), next_cursor=kept[-1].cursor)
                 kept.append(info)
@@ -234,21 +234,21 @@ async def list_threads(
         cursor = rows[-1].cursor
 
 
-async def _matches(saver: Checkpointer, info: ThreadInfo, metadata: Mapping[str, Any]) -> bool:
-    head = await saver.ahistory(info.thread_id, namespace=info.namespace, limit=1)
+async def _matches(checkpointer: Checkpointer, info: ThreadInfo, metadata: Mapping[str, Any]) -> bool:
+    head = await checkpointer.ahistory(info.thread_id, namespace=info.namespace, limit=1)
     return bool(head) and all(
         k in head[0].metadata and not _differ(head[0].metadata[k], v) for k, v in metadata.items()
     )
 
 
-async def thread_summary(saver: Checkpointer, thread_id: str, *, namespace: str = "") -> ThreadSummary:
+async def thread_summary(checkpointer: Checkpointer, thread_id: str, *, namespace: str = "") -> ThreadSummary:
     """How ``thread_id`` stands: its listing record, its head, what runs next, what waits.
 
     Raises:
         CheckpointNotFoundError: the thread has no checkpoint.
     """
-    info = await saver.aget_thread(thread_id, namespace=namespace)
-    head = await saver.aget(thread_id, namespace=namespace)
+    info = await checkpointer.aget_thread(thread_id, namespace=namespace)
+    head = await checkpointer.aget(thread_id, namespace=namespace)
     if info is None or head is None:
         raise CheckpointNotFoundError(thread_id, None, namespace)
     return ThreadSummary(
@@ -276,7 +276,7 @@ def stored_errors(pending: Sequence[PendingWrite]) -> list[Mapping[str, Any]]:
 
 
 async def history(
-    saver: Checkpointer,
+    checkpointer: Checkpointer,
     thread_id: str,
     *,
     namespace: str = "",
@@ -289,11 +289,11 @@ async def history(
     Raises:
         CheckpointNotFoundError: the thread has no checkpoint, or ``before`` is not one of its.
     """
-    rows = await saver.ahistory(
+    rows = await checkpointer.ahistory(
         thread_id, namespace=namespace, limit=None if limit is None else limit + 1, before=before
     )
     if not rows:
-        if before is not None and await saver.aget(thread_id, before, namespace=namespace) is None:
+        if before is not None and await checkpointer.aget(thread_id, before, namespace=namespace) is None:
             raise CheckpointNotFoundError(thread_id, before, namespace)
         if before is None:
             raise CheckpointNotFoundError(thread_id, None, namespace)
@@ -303,21 +303,21 @@ async def history(
 
 
 async def get_checkpoint(
-    saver: Checkpointer, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = ""
+    checkpointer: Checkpointer, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = ""
 ) -> Checkpoint:
     """The thread's head (or ``checkpoint_id``), with its pending writes.
 
     Raises:
         CheckpointNotFoundError: no such thread or checkpoint.
     """
-    cp = await saver.aget(thread_id, checkpoint_id, namespace=namespace)
+    cp = await checkpointer.aget(thread_id, checkpoint_id, namespace=namespace)
     if cp is None:
         raise CheckpointNotFoundError(thread_id, checkpoint_id, namespace)
     return cp
 
 
 async def changes(
-    saver: Checkpointer, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = ""
+    checkpointer: Checkpointer, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = ""
 ) -> CheckpointDiff:
     """What ``checkpoint_id`` (default: the head) changed against its parent; a root (an
     input or a fork) against an empty state.
@@ -325,23 +325,23 @@ async def changes(
     Raises:
         CheckpointNotFoundError: no such thread or checkpoint.
     """
-    cp = await get_checkpoint(saver, thread_id, checkpoint_id, namespace=namespace)
-    parent = await saver.aget(thread_id, cp.parent_id, namespace=namespace) if cp.parent_id else None
+    cp = await get_checkpoint(checkpointer, thread_id, checkpoint_id, namespace=namespace)
+    parent = await checkpointer.aget(thread_id, cp.parent_id, namespace=namespace) if cp.parent_id else None
     return CheckpointDiff(a=parent, b=cp, channels=diff_values(parent.values if parent else {}, cp.values))
 
 
-async def diff_checkpoints(saver: Checkpointer, a: CheckpointRef, b: CheckpointRef) -> CheckpointDiff:
+async def diff_checkpoints(checkpointer: Checkpointer, a: CheckpointRef, b: CheckpointRef) -> CheckpointDiff:
     """The per-channel difference from ``a`` to ``b``, of one thread or of two.
 
     Raises:
         CheckpointNotFoundError: either reference names nothing stored.
     """
-    ca = await get_checkpoint(saver, a.thread_id, a.checkpoint_id, namespace=a.namespace)
-    cb = await get_checkpoint(saver, b.thread_id, b.checkpoint_id, namespace=b.namespace)
+    ca = await get_checkpoint(checkpointer, a.thread_id, a.checkpoint_id, namespace=a.namespace)
+    cb = await get_checkpoint(checkpointer, b.thread_id, b.checkpoint_id, namespace=b.namespace)
     return CheckpointDiff(a=ca, b=cb, channels=diff_values(ca.values, cb.values))
 
 
-async def diff_threads(saver: Checkpointer, a: str, b: str, *, namespace: str = "") -> ThreadsDiff:
+async def diff_threads(checkpointer: Checkpointer, a: str, b: str, *, namespace: str = "") -> ThreadsDiff:
     """Where two threads part ways: their newest lineages compared step by step from the
     root; the first step whose states differ and the keys that do, and how the heads differ.
     Threads that agree on every shared step but whose heads differ part ways at the later
@@ -350,8 +350,8 @@ async def diff_threads(saver: Checkpointer, a: str, b: str, *, namespace: str = 
     Raises:
         CheckpointNotFoundError: either thread has no checkpoint.
     """
-    ha = list(reversed(await saver.ahistory(a, namespace=namespace)))
-    hb = list(reversed(await saver.ahistory(b, namespace=namespace)))
+    ha = list(reversed(await checkpointer.ahistory(a, namespace=namespace)))
+    hb = list(reversed(await checkpointer.ahistory(b, namespace=namespace)))
     if not ha:
         raise CheckpointNotFoundError(a, None, namespace)
     if not hb:
@@ -373,7 +373,7 @@ async def diff_threads(saver: Checkpointer, a: str, b: str, *, namespace: str = 
 
 
 async def copy_checkpoint(
-    saver: Checkpointer, thread_id: str, checkpoint_id: str | None, target: str, *, namespace: str = ""
+    checkpointer: Checkpointer, thread_id: str, checkpoint_id: str | None, target: str, *, namespace: str = ""
 ) -> str:
     """Copy a checkpoint (the head by default) as the root of the new thread ``target``, as
     it is (edits need the graph's reducers: ``CompiledGraph.fork``); returns the new id.
@@ -382,10 +382,10 @@ async def copy_checkpoint(
         CheckpointNotFoundError: no such source.
         ThreadExistsError: ``target`` already has checkpoints; nothing is written.
     """
-    src = await get_checkpoint(saver, thread_id, checkpoint_id, namespace=namespace)
-    if await saver.aget(target, namespace=namespace) is not None:
+    src = await get_checkpoint(checkpointer, thread_id, checkpoint_id, namespace=namespace)
+    if await checkpointer.aget(target, namespace=namespace) is not None:
         raise ThreadExistsError(target, namespace, "Fork into a new thread id, or delete that thread first.")
-    return await fork_checkpoint(saver, src, target)
+    return await fork_checkpoint(checkpointer, src, target)
 
 
 # -- the per-channel diff ------------------------------------------------------------------------

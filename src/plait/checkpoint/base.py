@@ -331,12 +331,12 @@ class Checkpointer(ABC):
         run_sync(self.aclose())
 
 
-async def read_or_release(saver: Checkpointer, lease: Lease, read: Awaitable[T]) -> T:
+async def read_or_release(checkpointer: Checkpointer, lease: Lease, read: Awaitable[T]) -> T:
     """``await read``, giving ``lease`` back when it fails: a run that cannot read the
     checkpoint it would start from does not start, and must not leave its thread leased."""
     try:
         return await read
     except BaseException:
         with contextlib.suppress(Exception):
-            await saver.arelease_lease(lease)
+            await checkpointer.arelease_lease(lease)
         raise

@@ -30,7 +30,7 @@ run's unexpired lease on the target refuses the fork."""
 
 
 async def fork_checkpoint(
-    saver: Checkpointer,
+    checkpointer: Checkpointer,
     src: Checkpoint,
     target_thread: str,
     *,
@@ -83,5 +83,5 @@ async def fork_checkpoint(
         if carried
         else []
     )
-    await saver.acommit(checkpoints=checkpoints, writes=writes, fence=Fence(owner=_FORK_OWNER, expect_head=None))
+    await checkpointer.acommit(checkpoints=checkpoints, writes=writes, fence=Fence(owner=_FORK_OWNER, expect_head=None))
     return cid

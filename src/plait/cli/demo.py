@@ -263,10 +263,10 @@ def _checkpointer(db: str) -> Checkpointer:
 
 async def _store(app: CompiledGraph) -> Checkpointer:
     """The demo graph's store, ready for use (``setup()`` is safe to repeat)."""
-    saver = app.checkpointer
-    assert saver is not None  # open_graph always compiles with one
-    await saver.asetup()
-    return saver
+    checkpointer = app.checkpointer
+    assert checkpointer is not None  # open_graph always compiles with one
+    await checkpointer.asetup()
+    return checkpointer
 
 
 # -- showing progress ------------------------------------------------------------------------
@@ -477,8 +477,8 @@ def heads_differ(d: StateDiff, a: str, b: str) -> dict[str, Any]:
 
 def _finished_task_ids(app: CompiledGraph, thread: str) -> set[str]:
     async def read() -> set[str]:
-        saver = await _store(app)
-        cp = await saver.aget(thread, namespace=app.namespace)
+        checkpointer = await _store(app)
+        cp = await checkpointer.aget(thread, namespace=app.namespace)
         return {w.task_id for w in (cp.pending_writes if cp else ()) if w.kind == "result"}
 
     return asyncio.run(read())

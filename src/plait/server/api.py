@@ -132,7 +132,7 @@ async def list_threads(
 ) -> Response:
     studio = studio_of(request)
     page = await ins.list_threads(
-        studio.saver,
+        studio.checkpointer,
         namespace=namespace,
         status=status,
         prefix=q or None,
@@ -146,7 +146,7 @@ async def list_threads(
 @router.get("/threads/{thread_id}", summary="One thread's summary")
 async def get_thread(request: Request, thread_id: str, namespace: Namespace = "") -> Response:
     studio = studio_of(request)
-    summary = await ins.thread_summary(studio.saver, thread_id, namespace=namespace)
+    summary = await ins.thread_summary(studio.checkpointer, thread_id, namespace=namespace)
     out = summary_json(summary)
     out["runs"] = [r.to_json() for r in studio.runs.of_thread(thread_id, namespace)]
     return json_response(out)
@@ -162,7 +162,9 @@ async def get_history(
     values: Annotated[bool, Query(description="Include each checkpoint's values.")] = False,
 ) -> Response:
     studio = studio_of(request)
-    page, more = await ins.history(studio.saver, thread_id, namespace=namespace, limit=limit, before=before or None)
+    page, more = await ins.history(
+        studio.checkpointer, thread_id, namespace=namespace, limit=limit, before=before or None
+    )
     return json_response({"checkpoints": [checkpoint_json(cp, values=values) for cp in page], "next_before": more})
 
 
@@ -175,7 +177,7 @@ async def get_state(
     key: Annotated[str | None, Query(description="Only this channel's value (what the page loads lazily).")] = None,
 ) -> Response:
     studio = studio_of(request)
-    cp = await ins.get_checkpoint(studio.saver, thread_id, checkpoint_id or None, namespace=namespace)
+    cp = await ins.get_checkpoint(studio.checkpointer, thread_id, checkpoint_id or None, namespace=namespace)
     if key is not None:
         if key not in cp.values:
             raise CheckpointNotFoundError(thread_id, f"{cp.id} (channel {key!r})", namespace)
@@ -189,7 +191,7 @@ async def get_changes(
 ) -> Response:
     studio = studio_of(request)
     return json_response(
-        diff_json(await ins.changes(studio.saver, thread_id, checkpoint_id or None, namespace=namespace))
+        diff_json(await ins.changes(studio.checkpointer, thread_id, checkpoint_id or None, namespace=namespace))
     )
 
 
@@ -201,7 +203,7 @@ async def get_diff(
     namespace: Namespace = "",
 ) -> Response:
     studio = studio_of(request)
-    d = await ins.diff_checkpoints(studio.saver, ins.parse_ref(a, namespace), ins.parse_ref(b, namespace))
+    d = await ins.diff_checkpoints(studio.checkpointer, ins.parse_ref(a, namespace), ins.parse_ref(b, namespace))
     return json_response(diff_json(d))
 
 
@@ -242,10 +244,10 @@ async def list_runs(request: Request, thread_id: str, namespace: Namespace = "")
 
 async def _thread_look(request: Request, thread_id: str, namespace: str) -> dict[str, Any]:
     studio = studio_of(request)
-    info = await studio.saver.aget_thread(thread_id, namespace=namespace)
+    info = await studio.checkpointer.aget_thread(thread_id, namespace=namespace)
     if info is None:
         return {"thread_id": thread_id, "deleted": True}
-    head = await studio.saver.aget(thread_id, namespace=namespace)
+    head = await studio.checkpointer.aget(thread_id, namespace=namespace)
     running = sorted(studio.runs.running_nodes(thread_id, namespace))
     return {
         "thread_id": thread_id,
@@ -265,7 +267,7 @@ _SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 @router.get("/threads/{thread_id}/events", summary="Server-sent events: the thread changed")
 async def thread_events(request: Request, thread_id: str, namespace: Namespace = "") -> StreamingResponse:
     studio = studio_of(request)
-    await ins.get_checkpoint(studio.saver, thread_id, namespace=namespace)  # 404 for an unknown thread
+    await ins.get_checkpoint(studio.checkpointer, thread_id, namespace=namespace)  # 404 for an unknown thread
     frames = changes_of(
         studio.watcher,
         lambda: _thread_look(request, thread_id, namespace),
@@ -280,7 +282,7 @@ async def list_events(request: Request, status: StatusQ | None = None) -> Stream
     studio = studio_of(request)
 
     async def look() -> list[Any]:
-        rows = await studio.saver.alist_threads(status=status, limit=50)
+        rows = await studio.checkpointer.alist_threads(status=status, limit=50)
         return [[t.namespace, t.thread_id, t.head_id, t.status] for t in rows]
 
     frames = changes_of(studio.watcher, look, event="threads", is_disconnected=request.is_disconnected)

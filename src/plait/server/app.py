@@ -73,7 +73,7 @@ class StudioConfig:
 class Studio:
     """What the routes share: the store, the graphs, the runs started here."""
 
-    saver: Checkpointer
+    checkpointer: Checkpointer
     graphs: dict[str, CompiledGraph]
     guard: Guard
     config: StudioConfig
@@ -115,12 +115,14 @@ class Studio:
     async def update(
         self, thread: str, namespace: str, values: Any, as_node: str | None, graph: str | None
     ) -> tuple[str, Any]:
-        head = await ins.get_checkpoint(self.saver, thread, namespace=namespace)
+        head = await ins.get_checkpoint(self.checkpointer, thread, namespace=namespace)
         _, app = self.graph_for("editing the state", head, graph)
         app = self._bound(app, namespace)
         cid = await app.aupdate_state(thread, values, as_node)
         await self.watcher.poke()
-        return cid, (await ins.get_checkpoint(self.saver, thread, cid, namespace=namespace)).metadata.get("writes")
+        return cid, (await ins.get_checkpoint(self.checkpointer, thread, cid, namespace=namespace)).metadata.get(
+            "writes"
+        )
 
     async def fork(
         self,
@@ -131,12 +133,12 @@ class Studio:
         edits: Mapping[str, Any] | None,
         graph: str | None,
     ) -> str:
-        src = await ins.get_checkpoint(self.saver, thread, checkpoint_id, namespace=namespace)
+        src = await ins.get_checkpoint(self.checkpointer, thread, checkpoint_id, namespace=namespace)
         if not edits:
-            cid = await ins.copy_checkpoint(self.saver, thread, src.id, target, namespace=namespace)
+            cid = await ins.copy_checkpoint(self.checkpointer, thread, src.id, target, namespace=namespace)
         else:
             _, app = self.graph_for("a fork with edits", src, graph)
-            if await self.saver.aget(target, namespace=namespace) is not None:
+            if await self.checkpointer.aget(target, namespace=namespace) is not None:
                 raise ThreadExistsError(target, namespace, "Fork into a new thread id, or delete that thread first.")
             cid = await self._bound(app, namespace).afork(thread, target, checkpoint_id=src.id, edits=dict(edits))
         await self.watcher.poke()
@@ -151,7 +153,7 @@ class Studio:
         checkpoint_id: str | None,
         graph: str | None,
     ) -> RunRecord:
-        head = await ins.get_checkpoint(self.saver, thread, checkpoint_id, namespace=namespace)
+        head = await ins.get_checkpoint(self.checkpointer, thread, checkpoint_id, namespace=namespace)
         name, app = self.graph_for(f"{action} (a run)", head, graph)
         app = self._bound(app, namespace)
         active = self.runs.active(thread, namespace)
@@ -169,19 +171,19 @@ class Studio:
         return rec
 
     async def delete(self, thread: str, namespace: str) -> int:
-        info = await self.saver.aget_thread(thread, namespace=namespace)
+        info = await self.checkpointer.aget_thread(thread, namespace=namespace)
         if info is None:
             raise CheckpointNotFoundError(thread, None, namespace)
-        await self.saver.adelete_thread(thread, namespace=namespace)
+        await self.checkpointer.adelete_thread(thread, namespace=namespace)
         await self.watcher.poke()
         return info.checkpoints
 
     def _bound(self, app: CompiledGraph, namespace: str) -> CompiledGraph:
-        if app.checkpointer is self.saver and app.namespace == namespace:
+        if app.checkpointer is self.checkpointer and app.namespace == namespace:
             return app
         return CompiledGraph(
             app.spec,
-            checkpointer=self.saver,
+            checkpointer=self.checkpointer,
             namespace=namespace,
             interrupt_before=tuple(app.interrupt_before),
             interrupt_after=tuple(app.interrupt_after),
@@ -261,33 +263,33 @@ def create_app(
     owned = isinstance(checkpointer, str)
     if isinstance(checkpointer, str):
         cfg = StudioConfig(**{**cfg.__dict__, "store_name": cfg.store_name or redact(checkpointer)})
-        saver = open_store(checkpointer)
+        opened = open_store(checkpointer)
     else:
-        saver = checkpointer
+        opened = checkpointer
         if not cfg.store_name:
-            cfg = StudioConfig(**{**cfg.__dict__, "store_name": _shown(saver)})
+            cfg = StudioConfig(**{**cfg.__dict__, "store_name": _shown(opened)})
     named: dict[str, CompiledGraph] = (
         dict(graphs) if isinstance(graphs, Mapping) else {g.name: g for g in (graphs or ())}
     )
     guard = Guard(token=cfg.token, allowed_hosts=cfg.allowed_hosts)
     studio = Studio(
-        saver=saver,
+        checkpointer=opened,
         graphs=named,
         guard=guard,
         config=cfg,
-        watcher=Watcher(saver, interval=cfg.poll_interval),
+        watcher=Watcher(opened, interval=cfg.poll_interval),
     )
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        await saver.asetup()
+        await opened.asetup()
         try:
             yield
         finally:
             await studio.runs.close()
             await studio.watcher.close()
             if owned:  # opened here from an address: closed here too
-                await saver.aclose()
+                await opened.aclose()
 
     app = FastAPI(
         title="plait Studio",
@@ -342,11 +344,11 @@ def _methods(app: FastAPI, scope: Any) -> set[str]:
     return methods
 
 
-def _shown(saver: Checkpointer) -> str:
+def _shown(checkpointer: Checkpointer) -> str:
     from plait.checkpoint.address import redact
 
-    path = getattr(saver, "path", None) or getattr(saver, "folder", None)
-    return redact(str(path)) if path else type(saver).__name__
+    path = getattr(checkpointer, "path", None) or getattr(checkpointer, "folder", None)
+    return redact(str(path)) if path else type(checkpointer).__name__
 
 
 def _version() -> str:

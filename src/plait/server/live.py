@@ -38,12 +38,12 @@ HEARTBEAT = 15.0
 class Watcher:
     """Wakes every listener when the store may have changed."""
 
-    def __init__(self, saver: Checkpointer, *, interval: float | None = None) -> None:
-        self._saver = saver
+    def __init__(self, checkpointer: Checkpointer, *, interval: float | None = None) -> None:
+        self._saver = checkpointer
         from plait.server.pg_notify import pg_target
 
-        self._path = _sqlite_path(saver)
-        self._pg = pg_target(saver)
+        self._path = _sqlite_path(checkpointer)
+        self._pg = pg_target(checkpointer)
         self.interval = interval if interval is not None else (SQLITE_POLL if self._path else TICK)
         self.listening = asyncio.Event()
         """Set once PostgreSQL notices are being listened for."""
@@ -119,11 +119,11 @@ class Watcher:
             self._conn.close()
 
 
-def _sqlite_path(saver: Checkpointer) -> str | None:
+def _sqlite_path(checkpointer: Checkpointer) -> str | None:
     from plait.checkpoint.sqlite import SqliteCheckpointer
 
-    if isinstance(saver, SqliteCheckpointer) and saver.path != ":memory:":
-        return saver.path
+    if isinstance(checkpointer, SqliteCheckpointer) and checkpointer.path != ":memory:":
+        return checkpointer.path
     return None
 
 

@@ -78,7 +78,7 @@ async def threads_page(
                 raise ValueError(f"metadata filter {metadata!r}: write key=value (a JSON value, or text)")
             meta = {key.strip(): _json_or_text(value)}
         page = await ins.list_threads(
-            studio.saver,
+            studio.checkpointer,
             namespace=namespace or None,
             status=(status or None),  # type: ignore[arg-type]  # checked by the store
             prefix=q or None,
@@ -123,12 +123,12 @@ async def thread_page(
 ) -> HTMLResponse:
     studio = studio_of(request)
     try:
-        summary = await ins.thread_summary(studio.saver, thread_id, namespace=namespace)
+        summary = await ins.thread_summary(studio.checkpointer, thread_id, namespace=namespace)
         page, older = await ins.history(
-            studio.saver, thread_id, namespace=namespace, limit=HISTORY_PAGE, before=before or None
+            studio.checkpointer, thread_id, namespace=namespace, limit=HISTORY_PAGE, before=before or None
         )
-        selected = await ins.get_checkpoint(studio.saver, thread_id, checkpoint or None, namespace=namespace)
-        change = await ins.changes(studio.saver, thread_id, selected.id, namespace=namespace)
+        selected = await ins.get_checkpoint(studio.checkpointer, thread_id, checkpoint or None, namespace=namespace)
+        change = await ins.changes(studio.checkpointer, thread_id, selected.id, namespace=namespace)
     except (PlaitError, ValueError) as exc:
         return _problem(request, exc)
     graph_name, svg, nodes = await _graph_part(studio, summary.head, thread_id, namespace)
@@ -202,7 +202,7 @@ async def diff_page(
     if not a or not b:
         return _render(request, "diff.html", a=a or "", b=b or "", d=None, message=None)
     try:
-        d = await ins.diff_checkpoints(studio.saver, ins.parse_ref(a, namespace), ins.parse_ref(b, namespace))
+        d = await ins.diff_checkpoints(studio.checkpointer, ins.parse_ref(a, namespace), ins.parse_ref(b, namespace))
     except (PlaitError, ValueError) as exc:
         return _render(
             request,

@@ -28,14 +28,14 @@ def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def pg_target(saver: Any) -> tuple[str, str | None] | None:
+def pg_target(checkpointer: Any) -> tuple[str, str | None] | None:
     """``(conninfo, schema)`` of a PostgresCheckpointer; None for any other store."""
     from plait.checkpoint.postgres import PostgresCheckpointer
 
-    if not isinstance(saver, PostgresCheckpointer):
+    if not isinstance(checkpointer, PostgresCheckpointer):
         return None
-    conninfo = saver._conninfo or getattr(saver._pool, "conninfo", None)
-    return (conninfo, saver.schema) if conninfo else None
+    conninfo = checkpointer._conninfo or getattr(checkpointer._pool, "conninfo", None)
+    return (conninfo, checkpointer.schema) if conninfo else None
 
 
 async def install_trigger(conn: Any, schema: str | None) -> None:

@@ -19,10 +19,10 @@ class ManualClock:
     Example::
 
         clock = ManualClock()
-        saver = MemoryCheckpointer(clock=clock)
-        lease = saver.take_lease("t", "A")
-        clock.advance(saver.lease_ttl + 1)   # A's lease has expired
-        saver.take_lease("t", "B")           # taken over: A's writes are refused from now on
+        checkpointer = MemoryCheckpointer(clock=clock)
+        lease = checkpointer.take_lease("t", "A")
+        clock.advance(checkpointer.lease_ttl + 1)   # A's lease has expired
+        checkpointer.take_lease("t", "B")           # taken over: A's writes are refused from now on
     """
 
     def __init__(self, start: float | None = None) -> None:
