@@ -112,13 +112,35 @@ def test_a_store_of_every_older_version_is_refused_then_upgraded_in_place(backen
     _insert(backend, waiting.checkpoint, (asked,))
     _insert(backend, unfinished.checkpoint)
     _insert(backend, running.checkpoint)
-    backend.sql(
-        "INSERT INTO {P}leases (ns, thread_id, owner, expires_at) VALUES (%s, %s, %s, %s)",
-        "",
-        "running",
-        "an older plait",
-        time.time() + 600,
-    )
+    if version < 7:  # the leases table, before thread rows existed
+        backend.sql(
+            "INSERT INTO {P}leases (ns, thread_id, owner, expires_at) VALUES (%s, %s, %s, %s)",
+            "",
+            "running",
+            "an older plait",
+            time.time() + 600,
+        )
+    else:  # the thread rows version 7 keeps, as its commits and leases left them
+        now = time.time()
+        for tid, gen, held, status, expires in (
+            ("done", 0, 0, "idle", 0.0),
+            ("waiting", 0, 0, "interrupted", 0.0),
+            ("unfinished", 0, 0, "stale", 0.0),
+            ("running", 1, 1, "idle", now + 600),
+        ):
+            backend.sql(
+                "INSERT INTO {P}threads (ns, thread_id, gen, owner, holder, taken_at, expires_at, held, status,"
+                " updated_at) VALUES (%s, %s, %s, %s, NULL, %s, %s, %s, %s, %s)",
+                "",
+                tid,
+                gen,
+                "an older plait" if held else None,
+                now,
+                expires,
+                held,
+                status,
+                now,
+            )
 
     if backend.kind == "postgres":  # migrations are explicit there (SQLite's file upgrades itself on open)
         from plait.checkpoint.postgres import PostgresCheckpointer

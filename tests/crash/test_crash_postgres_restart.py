@@ -22,6 +22,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from plait._sync import run_sync
+from plait.errors import ThreadBusyError
 
 if TYPE_CHECKING:  # for the annotations only: at run time pytest gives them as fixtures
     from conftest import Launcher, Outcome, Reference
@@ -327,3 +329,37 @@ def test_a_run_that_loses_postgres_fails_with_a_checkpoint_error_and_resumes_onc
     assert first.exit_code == 1, f"a run without its server: {first.describe()}"
     ended = _finish(thread, first, launcher, reference, f"server lost at {held.event}")
     print(f"\n[{durability}] server lost at {held.event}: {ended}")
+
+
+def test_a_lease_taken_just_before_the_server_crashes_is_never_given_out_again(
+    private_postgres: PrivatePostgres,
+) -> None:
+    """A generation is the fence of every write under it, so the server must not forget one it
+    handed out: taken leases survive a crash of the server right after they were taken, and
+    the next lease on the thread gets a greater generation, never the same one again."""
+    import psycopg
+
+    from plait.checkpoint.postgres import PostgresCheckpointer
+
+    schema = f"lease_{uuid.uuid4().hex[:8]}"
+    first = PostgresCheckpointer(private_postgres.dsn, schema=schema, lease_ttl=0.5)
+    first.setup()
+    taken = [first.take_lease(f"t{i}", "run A") for i in range(5)]
+    first.close()
+    private_postgres.restart()  # at once: nothing else was written to flush them along
+    with psycopg.connect(private_postgres.dsn) as conn:
+        rows = dict(conn.execute(f'SELECT thread_id, gen FROM "{schema}".plait_threads').fetchall())
+    assert rows == {lease.thread_id: lease.token for lease in taken}
+    later = PostgresCheckpointer(private_postgres.dsn, schema=schema, lease_ttl=30)
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # A's leases expire on the server's clock (half a second)
+            try:
+                again = later.take_lease("t0", "run B")
+                break
+            except ThreadBusyError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        assert again.token > taken[0].token
+    finally:
+        later.close()

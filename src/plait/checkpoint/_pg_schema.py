@@ -540,3 +540,13 @@ PG_MIGRATIONS[7] = (
     _FENCE_7,
     _PUT_CHECKPOINT_7,
 )
+
+_TAKE_8 = _TAKE_7.replace("            PERFORM set_config('synchronous_commit', 'off', true);\n", "")
+"""Take a thread's lease, flushed like a commit. Version 7 did not wait for the flush, which
+a crash of the server could undo while the run that took the lease lived on: the next run
+would then be given the same generation, and the two runs' fences could not tell them apart.
+Flushed, a generation is never issued twice. (Renewals and releases stay unflushed: a lost
+renewal only shortens a lease, a lost release only makes the next run wait for the expiry.)"""
+assert _TAKE_8 != _TAKE_7
+
+PG_MIGRATIONS[8] = (_TAKE_8,)

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "STATEMENTS", "joins"]
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """The schema version this code reads and writes."""
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -99,6 +99,10 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
                 expires_at = excluded.expires_at, held = 1""",
         "DROP TABLE {P}leases",
     ),
+    # PostgreSQL's take_lease is flushed from version 8 on (see _pg_schema._TAKE_8); SQLite
+    # only records the version (its lease writes never outlive a crash of the machine: every
+    # run on it dies with it).
+    8: (),
 }
 
 STATEMENTS: dict[str, str] = {
