@@ -1,0 +1,54 @@
+"""Helpers of the runs tests: workers in this process or as `plait worker` subprocesses."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import _run_flows as flows
+
+from plait.runs import Worker, WorkerSettings
+
+FAST = WorkerSettings(concurrency=4, heartbeat=0.5, stalled_after=2.0, sweep_every=1, lease_ttl=3.0, poll=0.5)
+"""Short recovery settings: a dead worker's runs move on within a few seconds."""
+
+GRAPHS = ("steps", "single", "asking", "failing")
+
+
+@contextlib.asynccontextmanager
+async def worker_in_process(
+    dsn: str, schema: str, graphs: list[str] | None = None, settings: WorkerSettings = FAST, name: str | None = None
+) -> AsyncIterator[Worker]:
+    """A worker running in this event loop until the block ends."""
+    graphs = graphs or [flows.name(g) for g in GRAPHS]
+    worker = Worker(dsn, graphs, schema=schema, settings=settings, name=name)
+    task = asyncio.create_task(worker.arun(install_signal_handlers=False))
+    started = asyncio.create_task(worker.started.wait())
+    await asyncio.wait({task, started}, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        task.result()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        worker.stop()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(task, 30)
+
+
+def plait_worker(
+    dsn: str, schema: str, *, args: tuple[str, ...] = (), env: dict[str, str] | None = None, log: Path
+) -> subprocess.Popen[bytes]:
+    """A `plait worker` process serving the test graphs, short recovery settings."""
+    command = [sys.executable, "-m", "plait", "worker", "--db", dsn, "--schema", schema]
+    for g in GRAPHS:
+        command += ["--graph", flows.name(g)]
+    command += ["--heartbeat", "0.5", "--stalled-after", "2", "--sweep-every", "1", "--lease-ttl", "3", "--poll", "0.5"]
+    command += list(args)
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.Popen(command, stdout=log.open("ab"), stderr=subprocess.STDOUT, env=full_env)
