@@ -14,6 +14,7 @@ from plait.cli import EXIT_OK
 COMMANDS = [
     ("demo",), ("run",), ("resume",), ("update",), ("draw",), ("threads",), ("history",), ("state",), ("diff",),
     ("fork",), ("delete",), ("export",), ("import",), ("db",), ("db", "migrate"), ("db", "prune"), ("db", "stats"),
+    ("worker",), ("submit",), ("runs",), ("run-cancel",), ("schedule",), ("schedules",),
 ]  # fmt: skip
 
 
@@ -61,7 +62,7 @@ def test_every_argument_and_option_is_described() -> None:
     from plait.cli.app import build_command
 
     commands = walk(build_command())
-    assert len(commands) == 16
+    assert len(commands) == 22
     for path, command in commands:
         assert command.help, path
         for param in command.params:
@@ -71,7 +72,9 @@ def test_every_argument_and_option_is_described() -> None:
 THREAD_PARAMS = {"thread", "a", "b"}
 
 
-@pytest.mark.parametrize("path", [c for c in COMMANDS if c not in (("db",), ("db", "migrate"), ("db", "stats"))])
+@pytest.mark.parametrize(
+    "path", [c for c in COMMANDS if c not in (("db",), ("db", "migrate"), ("db", "stats"), ("worker",))]
+)
 def test_every_command_that_takes_a_thread_takes_a_namespace(path: tuple[str, ...]) -> None:
     from plait.cli.app import build_command
 

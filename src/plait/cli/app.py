@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from plait.cli import db, graphs, threads, transfer
+from plait.cli import db, graphs, runs, threads, transfer
 
 __all__ = ["build_app", "build_command"]
 
@@ -53,6 +53,7 @@ def build_app() -> typer.Typer:
     threads.register(app)
     transfer.register(app)
     db.register(app)
+    runs.register(app)
     return app
 
 

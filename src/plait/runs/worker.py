@@ -110,6 +110,8 @@ class _RequeueStrategy(BaseRetryStrategy):
     def get_retry_exception(self, exception: BaseException, job: Any) -> Any:
         if isinstance(exception, _Requeue):
             return exceptions.JobRetry(RetryDecision(retry_in={"milliseconds": int(exception.delay * 1000)}))
+        if isinstance(exception, asyncio.CancelledError):  # aborted at shutdown: the run goes on elsewhere
+            return exceptions.JobRetry(RetryDecision())
         return None
 
 
@@ -394,11 +396,12 @@ class Worker:
         stopper = asyncio.create_task(handle.now.wait())
         try:
             done, _ = await asyncio.wait({task, stopper}, timeout=budget, return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:  # Procrastinate aborts the job
+        except asyncio.CancelledError:  # Procrastinate aborts the job (a shutdown past its timeout)
             task.cancel()
             stopper.cancel()
             with contextlib.suppress(BaseException):
                 await task
+            await asyncio.shield(self._put_back(run.run_id))
             raise
         stopper.cancel()
         if task not in done:
@@ -416,8 +419,7 @@ class Worker:
         except LeaseLostError as exc:
             log.warning("run %s lost its thread to another worker: %s", run.run_id, exc)
             return
-        except ThreadBusyError as exc:
-            await self._put_back(run.run_id)
+        except ThreadBusyError as exc:  # another attempt holds the thread (a worker thought dead, still alive)
             raise _Requeue(min(max(exc.expires_in, 0.05), 1.0)) from exc
         except CheckpointError as exc:
             log.warning("run %s: the store failed (%s); it goes back to the queue", run.run_id, exc)
