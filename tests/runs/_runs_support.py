@@ -7,7 +7,7 @@ import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import _run_flows as flows
@@ -51,4 +51,25 @@ def plait_worker(
     command += ["--heartbeat", "0.5", "--stalled-after", "2", "--sweep-every", "1", "--lease-ttl", "3", "--poll", "0.5"]
     command += list(args)
     full_env = {**os.environ, **(env or {})}
-    return subprocess.Popen(command, stdout=log.open("ab"), stderr=subprocess.STDOUT, env=full_env)
+    with log.open("ab") as out:  # the child keeps its own descriptor
+        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=full_env)
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, what: str, pause: float = 0.005) -> None:
+    """Poll ``predicate`` (a cheap check: a file read, a query) until true, or fail naming ``what``."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(pause)
+
+
+def started(log: Path) -> bool:
+    """Whether the `plait worker` writing ``log`` is registered and fetching jobs."""
+    return log.exists() and " started on " in log.read_text(errors="replace")
+
+
+def ledger_lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []

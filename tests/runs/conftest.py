@@ -34,7 +34,9 @@ def workers(runs_db: tuple[str, str], tmp_path: Path) -> Iterator[Callable[..., 
     started: list[subprocess.Popen[bytes]] = []
 
     def start(**options: Any) -> subprocess.Popen[bytes]:
-        proc = plait_worker(*runs_db, log=tmp_path / f"worker-{len(started)}.log", **options)
+        log = tmp_path / f"worker-{len(started)}.log"
+        proc = plait_worker(*runs_db, log=log, **options)
+        proc.log = log  # type: ignore[attr-defined]
         started.append(proc)
         return proc
 

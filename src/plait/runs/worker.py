@@ -35,6 +35,8 @@ from procrastinate import exceptions
 from procrastinate.retry import BaseRetryStrategy, RetryDecision
 
 from plait._frozen import thaw
+from plait.checkpoint.base import CheckpointWrite, Fence, WritesBatch
+from plait.checkpoint.postgres import PostgresCheckpointer
 from plait.engine.events import CheckpointSaved, Interrupted, event_json
 from plait.errors import CheckpointError, LeaseLostError, ThreadBusyError, UnknownGraphError
 from plait.runs import _store
@@ -45,7 +47,6 @@ from plait.runs.schedules import fire_due
 from plait.types import Command
 
 if TYPE_CHECKING:
-    from plait.checkpoint.postgres import PostgresCheckpointer
     from plait.graph.compiled import CompiledGraph
 
 __all__ = ["SWEEP_TASK", "TICK_TASK", "Worker", "WorkerSettings"]
@@ -100,8 +101,38 @@ class _Requeue(Exception):
         self.delay = delay
 
 
-class _AtBoundary(Exception):
-    """The run stopped at a super-step boundary because it was asked to."""
+class _AtBoundary(BaseException):
+    """Raised by the worker's checkpointer right after it committed a run's checkpoint, when
+    the run was asked to stop: the engine stops there, before the next super-step starts, and
+    gives the lease back. A ``BaseException`` (like ``asyncio.CancelledError``), so that no
+    ``except Exception`` on the way can take it for a failure of the run."""
+
+
+class _StoppingStore(PostgresCheckpointer):
+    """A PostgresCheckpointer that stops a run at its next committed checkpoint when asked.
+
+    Why here and not by watching ``astream`` events: an event reaches the worker only when
+    the engine next yields to the event loop, by which time the next super-step's nodes have
+    started; raising from the commit itself stops the run exactly at the boundary, with the
+    checkpoint stored and nothing of the next step begun. Runs are told apart by their lease
+    owner, which every commit of a run carries in its fence.
+    """
+
+    stops: dict[str, _Handle]
+
+    async def acommit(
+        self,
+        *,
+        checkpoints: Sequence[CheckpointWrite] = (),
+        writes: Sequence[WritesBatch] = (),
+        fence: Fence | None = None,
+    ) -> None:
+        await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence)
+        if fence is None or not checkpoints or fence.release:
+            return
+        handle = self.stops.get(fence.owner)
+        if handle is not None and handle.stop is not None:
+            raise _AtBoundary()
 
 
 class _RequeueStrategy(BaseRetryStrategy):
@@ -145,9 +176,11 @@ class Worker:
         )
         self.runs = Runs(dsn, schema=schema, max_connections=max(4, min(self.settings.concurrency + 3, 20)))
         self._schema = schema
-        self._store: PostgresCheckpointer | None = None
+        self._store: _StoppingStore | None = None
         self._bound: dict[tuple[str, str], CompiledGraph] = {}
         self._running: dict[str, _Handle] = {}
+        self._by_owner: dict[str, _Handle] = {}
+        """The running runs by the lease owner their commits carry (see :class:`_StoppingStore`)."""
         self._app: Any = None
         self._limits: Limits | None = None
         self._stopping = 0
@@ -158,15 +191,15 @@ class Worker:
 
     async def arun(self, *, install_signal_handlers: bool = True) -> None:
         """Run until stopped (:meth:`stop`, or SIGTERM/SIGINT when ``install_signal_handlers``)."""
-        from plait.checkpoint.postgres import PostgresCheckpointer
         from plait.runs._db import connect_kwargs
 
         s = self.settings
         await self.runs.aopen()
         db = self.runs.db
-        self._store = PostgresCheckpointer(
+        self._store = _StoppingStore(
             db.dsn, schema=self._schema, lease_ttl=s.lease_ttl, max_connections=max(2, min(s.concurrency, 10))
         )
+        self._store.stops = self._by_owner
         await self._store.asetup()
         self._limits = Limits(db.dsn, connect_kwargs(db.schema), db.pool)
         self._app = app = db.app()
@@ -392,11 +425,14 @@ class Worker:
         await events.open()
         events.add("status", {"status": "running", "worker": owner, "attempt": run.attempts + 1})
         budget = None if run.timeout is None else run.timeout - (time.time() - started_at)
-        task = asyncio.create_task(self._drive(graph, run, input, owner, handle, events))
+        self._by_owner[owner] = handle
+        start_values = {} if head is None else thaw(dict(head.values))
+        task = asyncio.create_task(self._drive(graph, run, input, owner, start_values, events))
         stopper = asyncio.create_task(handle.now.wait())
         try:
             done, _ = await asyncio.wait({task, stopper}, timeout=budget, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:  # Procrastinate aborts the job (a shutdown past its timeout)
+            self._by_owner.pop(owner, None)
             task.cancel()
             stopper.cancel()
             with contextlib.suppress(BaseException):
@@ -404,6 +440,7 @@ class Worker:
             await asyncio.shield(self._put_back(run.run_id))
             raise
         stopper.cancel()
+        self._by_owner.pop(owner, None)
         if task not in done:
             task.cancel()
             with contextlib.suppress(BaseException):
@@ -432,11 +469,12 @@ class Worker:
         await self._end(run, status, events, output=output)
 
     async def _drive(
-        self, graph: CompiledGraph, run: Any, input: Any, owner: str, handle: _Handle, events: _Events
+        self, graph: CompiledGraph, run: Any, input: Any, owner: str, values: dict[str, Any], events: _Events
     ) -> dict[str, Any]:
-        """Run the graph, storing the stream items asked for, and stop after a committed
-        checkpoint when ``handle.stop`` is set."""
-        values: dict[str, Any] = {}
+        """Run the graph, storing the stream items asked for (a batch per checkpoint); the
+        worker's checkpointer stops it at the next committed checkpoint once asked. ``values``
+        are the thread's as the run starts: the output when nothing is left to run (an
+        attempt after a crash that came after the run's last commit)."""
         interrupts: list[Any] = []
         wanted = set(events.modes)
         async for mode, item in graph.astream(
@@ -453,8 +491,6 @@ class Worker:
                 events.add(mode, event_json(item) if mode == "events" else thaw(item))
             if mode == "events" and isinstance(item, CheckpointSaved):
                 await events.flush()
-                if handle.stop is not None:
-                    raise _AtBoundary()
         await events.flush()
         if interrupts:
             values["__interrupt__"] = interrupts
