@@ -5,6 +5,13 @@ import plait
 EXPECTED = sorted(
     [
         "AppendList",
+        "QueueSchemaError",
+        "RunNotFoundError",
+        "RunRejectedError",
+        "RunWaitTimeoutError",
+        "RunsError",
+        "ScheduleNotFoundError",
+        "UnknownGraphError",
         "AppendMessages",
         "Channel",
         "Checkpoint",
@@ -122,7 +129,7 @@ def test_core_import_pulls_in_no_server_or_postgres_packages() -> None:
     import subprocess
     import sys
 
-    heavy = "('psycopg', 'fastapi', 'uvicorn', 'typer', 'rich')"
+    heavy = "('psycopg', 'fastapi', 'uvicorn', 'typer', 'rich', 'procrastinate', 'croniter')"
     code = f"import sys, plait; print([m for m in {heavy} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

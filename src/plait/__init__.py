@@ -59,10 +59,16 @@ from plait.errors import (
     NotConfirmedError,
     NotSerializableError,
     PlaitError,
+    QueueSchemaError,
     ReadOnlyStateError,
     RecursionLimitError,
     ReducerError,
     RunError,
+    RunNotFoundError,
+    RunRejectedError,
+    RunsError,
+    RunWaitTimeoutError,
+    ScheduleNotFoundError,
     SchemaError,
     StateError,
     StoreAddressError,
@@ -72,6 +78,7 @@ from plait.errors import (
     ThreadBusyError,
     ThreadExistsError,
     UnknownChannelError,
+    UnknownGraphError,
 )
 from plait.graph import CompiledGraph, Dag, Graph, ThreadDiff, ThreadState
 from plait.state import (
@@ -191,4 +198,11 @@ __all__ = [
     "message_id",
     "remove_message",
     "thaw",
+    "QueueSchemaError",
+    "RunNotFoundError",
+    "RunRejectedError",
+    "RunWaitTimeoutError",
+    "RunsError",
+    "ScheduleNotFoundError",
+    "UnknownGraphError",
 ]
