@@ -20,14 +20,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import zlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-__all__ = ["Limits"]
+__all__ = ["REREAD", "Limits"]
 
 _SLOT_LOCK = 0x706C5300  # first key base of the slot locks
 _MAX_PAUSE = 0.25
+REREAD = 1.0
+"""Seconds a worker keeps a graph's limits before reading them again."""
 
 
 class Limits:
@@ -37,12 +40,21 @@ class Limits:
         self._dsn = dsn
         self._kwargs = connect_kwargs
         self._pool = pool
+        self._cache: dict[str, tuple[float, int | None, float | None]] = {}
 
     async def _limit(self, graph: str) -> tuple[int | None, float | None]:
+        """The graph's limits, read at most once per :data:`REREAD` seconds: a query per run
+        start would cost more than the limits save, and a changed limit holds within that time."""
+        now = time.monotonic()
+        cached = self._cache.get(graph)
+        if cached is not None and now - cached[0] < REREAD:
+            return cached[1], cached[2]
         async with self._pool.connection() as conn, conn.cursor() as cur:
             await cur.execute("SELECT max_running, rate FROM plait_run_limit WHERE graph = %s", (graph,))
             row = await cur.fetchone()
-        return (None, None) if row is None else (row[0], row[1])
+        found = (None, None) if row is None else (row[0], row[1])
+        self._cache[graph] = (now, *found)
+        return found
 
     @contextlib.asynccontextmanager
     async def admitted(self, graph: str) -> AsyncIterator[None]:
