@@ -143,7 +143,16 @@ class _RequeueStrategy(BaseRetryStrategy):
             return exceptions.JobRetry(RetryDecision(retry_in={"milliseconds": int(exception.delay * 1000)}))
         if isinstance(exception, asyncio.CancelledError):  # aborted at shutdown: the run goes on elsewhere
             return exceptions.JobRetry(RetryDecision())
+        if _database_failure(exception):  # the run's own statements failed: try again once it is back
+            return exceptions.JobRetry(RetryDecision(retry_in={"seconds": 1}))
         return None
+
+
+def _database_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database went away (not that a statement was wrong)."""
+    import psycopg
+
+    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError | exceptions.ConnectorException)
 
 
 class Worker:
@@ -227,14 +236,7 @@ class Worker:
             }
             if s.shutdown_timeout is not None:
                 options["shutdown_graceful_timeout"] = s.shutdown_timeout
-            worker = app._worker(**options)
-            self._worker = worker
-            runner = asyncio.create_task(worker.run(), name="procrastinate worker")  # type: ignore[no-untyped-call]
-            while worker.worker_id is None and not runner.done():
-                await asyncio.sleep(0.01)
-            self.started.set()
-            log.info("worker %s started on %s, graphs %s", self.name, db.shown, ", ".join(self.graphs))
-            await runner
+            await self._serve(app, options, db.shown)
         finally:
             listener.cancel()
             with contextlib.suppress(BaseException):
@@ -244,6 +246,32 @@ class Worker:
                     loop.remove_signal_handler(sig)
             await self._store.aclose()
             await self.runs.aclose()
+
+    async def _serve(self, app: Any, options: dict[str, Any], shown: str) -> None:
+        """Run Procrastinate's worker until stopped; when it stops on a database failure (a
+        PostgreSQL restart, a lost network), start it again once the database answers. The
+        jobs it was running are found by their stalled heartbeat and run again."""
+        pause = 0.5
+        while True:
+            worker = self._worker = app._worker(**options)
+            runner = asyncio.create_task(worker.run(), name="procrastinate worker")
+            while worker.worker_id is None and not runner.done():
+                await asyncio.sleep(0.01)
+            if worker.worker_id is not None:
+                self.started.set()
+                log.info("worker %s started on %s, graphs %s", self.name, shown, ", ".join(self.graphs))
+            why = "it stopped"  # Procrastinate stops its worker when a side task (its listener) fails
+            try:
+                await runner
+            except Exception as exc:
+                why = str(exc).strip() or type(exc).__name__
+            if self._stopping:
+                return
+            log.warning(
+                "worker %s: the job queue stopped (%s: the database?); starting again in %.1fs", self.name, why, pause
+            )
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 5.0)
 
     def run(self) -> None:
         """Sync :meth:`arun` (in a fresh event loop)."""
@@ -454,13 +482,19 @@ class Worker:
             await self._after_stop(run, handle.stop or "shutdown", events)
             return
         except LeaseLostError as exc:
-            log.warning("run %s lost its thread to another worker: %s", run.run_id, exc)
-            return
+            if exc.taken_by is not None:  # another attempt (a worker that took this one for dead) owns it now
+                log.warning("run %s lost its thread to another worker: %s", run.run_id, exc)
+                return
+            # nobody holds it: the lease row was lost (a database crash forgets leases, which are
+            # taken without waiting for the disk) or given back; go on from the stored checkpoints
+            log.warning("run %s lost its lease (%s); it goes back to the queue", run.run_id, exc)
+            raise _Requeue(0.2) from exc
         except ThreadBusyError as exc:  # another attempt holds the thread (a worker thought dead, still alive)
             raise _Requeue(min(max(exc.expires_in, 0.05), 1.0)) from exc
         except CheckpointError as exc:
             log.warning("run %s: the store failed (%s); it goes back to the queue", run.run_id, exc)
-            await self._put_back(run.run_id)
+            with contextlib.suppress(Exception):  # the database may be down: the retry finds it running
+                await self._put_back(run.run_id)
             raise _Requeue(1.0) from exc
         except Exception as exc:
             await self._end(run, "error", events, error=_error(exc))
@@ -512,10 +546,16 @@ class Worker:
             await self._end(run, "interrupted", events, error={"type": "Interrupted", "message": message})
 
     async def _end(self, run: Any, status: str, events: _Events, *, output: Any = None, error: Any = None) -> None:
+        """Record how the run ended. When that fails (the database went away), the job is
+        queued again: its next attempt finds the thread finished and records it then."""
         events.add("status", {"status": status, "error": error})
-        async with self.runs.db.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            await events.flush(cur)
-            await _store.finish(cur, run.run_id, status, output=output, error=error, only_if=("running",))
+        try:
+            async with self.runs.db.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                await events.flush(cur)
+                await _store.finish(cur, run.run_id, status, output=output, error=error, only_if=("running",))
+        except Exception as exc:
+            log.warning("run %s ended %s but that could not be recorded (%s); it is retried", run.run_id, status, exc)
+            raise _Requeue(1.0) from exc
 
     async def _put_back(self, run_id: str) -> None:
         async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
