@@ -10,8 +10,9 @@ under a per-thread advisory lock (so two submits to one thread are decided one a
 other): see :data:`~plait.runs.records.Multitask`.
 
 Async methods are the implementation; each sync method of the same name without the ``a``
-wraps its async twin. One ``Runs`` is used from one event loop (or from sync code only):
-its connection pool belongs to the loop it was opened on.
+wraps its async twin, on a loop the object keeps for its sync calls (its connection pool
+belongs to the loop it was opened on). Use one ``Runs`` either from async code or from sync
+code, not both.
 """
 
 from __future__ import annotations
@@ -20,16 +21,18 @@ import builtins
 import datetime
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from typing import Any, TypeVar
 
-from plait._sync import iterate_sync, run_sync
 from plait.errors import RunNotFoundError, RunRejectedError, RunWaitTimeoutError, ScheduleNotFoundError
 from plait.runs import _schema, _store
 from plait.runs._db import Database
+from plait.runs._portal import Portal
 from plait.runs.records import FINAL, MULTITASK, RUN_STATUSES, Multitask, Run, RunStatus, Schedule
 
 __all__ = ["ADVANCE_TASK", "DEFAULT_QUEUE", "Runs", "thread_lock"]
+
+T = TypeVar("T")
 
 ADVANCE_TASK = "plait.advance_run"
 """The Procrastinate task name of a run's job."""
@@ -62,6 +65,14 @@ class Runs:
         self.db = Database(dsn, schema=schema, max_connections=max_connections)
         self._opened = False
         self._jobs: Any = None
+        self._portal: Portal | None = None
+
+    def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine of this object from sync code, on the object's own loop (see
+        :mod:`plait.runs._portal`)."""
+        if self._portal is None:
+            self._portal = Portal()
+        return self._portal.call(coro)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -89,14 +100,18 @@ class Runs:
 
     def migrate(self) -> tuple[int | None, bool]:
         """Sync :meth:`amigrate`."""
-        return run_sync(self.amigrate())
+        return self._sync(self.amigrate())
 
     async def aclose(self) -> None:
         self._opened = False
         await self.db.close()
 
     def close(self) -> None:
-        run_sync(self.aclose())
+        """Close the pool (and the loop the sync methods run on)."""
+        if self._portal is not None:
+            self._portal.call(self.aclose())
+            self._portal.close()
+            self._portal = None
 
     async def __aenter__(self) -> Runs:
         await self.aopen()
@@ -106,7 +121,7 @@ class Runs:
         await self.aclose()
 
     def __enter__(self) -> Runs:
-        run_sync(self.aopen())
+        self._sync(self.aopen())
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -257,7 +272,7 @@ class Runs:
 
     def submit(self, graph: str, input: Any = None, **options: Any) -> str:
         """Sync :meth:`asubmit` (the same arguments)."""
-        return run_sync(self.asubmit(graph, input, **options))
+        return self._sync(self.asubmit(graph, input, **options))
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -276,7 +291,7 @@ class Runs:
 
     def get(self, run_id: str) -> Run:
         """Sync :meth:`aget`."""
-        return run_sync(self.aget(run_id))
+        return self._sync(self.aget(run_id))
 
     async def alist(
         self,
@@ -300,7 +315,7 @@ class Runs:
 
     def list(self, **filters: Any) -> list[Run]:
         """Sync :meth:`alist` (the same filters)."""
-        return run_sync(self.alist(**filters))
+        return self._sync(self.alist(**filters))
 
     # -- cancelling ----------------------------------------------------------------------------
 
@@ -332,7 +347,7 @@ class Runs:
 
     def cancel(self, run_id: str) -> bool:
         """Sync :meth:`acancel`."""
-        return run_sync(self.acancel(run_id))
+        return self._sync(self.acancel(run_id))
 
     # -- following -----------------------------------------------------------------------------
 
@@ -356,7 +371,7 @@ class Runs:
 
     def wait(self, run_id: str, timeout: float | None = None) -> Run:
         """Sync :meth:`await_run`."""
-        return run_sync(self.await_run(run_id, timeout))
+        return self._sync(self.await_run(run_id, timeout))
 
     async def _follow(self, run_id: str, deadline: float | None, *, events: bool) -> AsyncIterator[Run | None]:
         """Yield the run each time something about it may have changed (an end, new events),
@@ -412,7 +427,9 @@ class Runs:
 
     def stream(self, run_id: str, *, timeout: float | None = None) -> Iterator[dict[str, Any]]:
         """Sync :meth:`astream`."""
-        yield from iterate_sync(self.astream(run_id, timeout=timeout))
+        if self._portal is None:
+            self._portal = Portal()
+        yield from self._portal.iterate(self.astream(run_id, timeout=timeout))
 
     # -- schedules -----------------------------------------------------------------------------
 
@@ -454,7 +471,7 @@ class Runs:
 
     def schedule(self, graph: str, cron: str, input: Any = None, **options: Any) -> str:
         """Sync :meth:`aschedule`."""
-        return run_sync(self.aschedule(graph, cron, input, **options))
+        return self._sync(self.aschedule(graph, cron, input, **options))
 
     async def aschedules(self) -> builtins.list[Schedule]:
         """Every schedule, oldest first."""
@@ -465,7 +482,7 @@ class Runs:
 
     def schedules(self) -> builtins.list[Schedule]:
         """Sync :meth:`aschedules`."""
-        return run_sync(self.aschedules())
+        return self._sync(self.aschedules())
 
     async def aunschedule(self, schedule_id: str) -> None:
         """Remove a schedule (runs it submitted stay).
@@ -481,7 +498,7 @@ class Runs:
 
     def unschedule(self, schedule_id: str) -> None:
         """Sync :meth:`aunschedule`."""
-        run_sync(self.aunschedule(schedule_id))
+        self._sync(self.aunschedule(schedule_id))
 
     # -- limits --------------------------------------------------------------------------------
 
@@ -514,7 +531,7 @@ class Runs:
 
     def set_limit(self, graph: str, **limits: Any) -> None:
         """Sync :meth:`aset_limit`."""
-        run_sync(self.aset_limit(graph, **limits))
+        self._sync(self.aset_limit(graph, **limits))
 
 
 def _modes(stream_mode: str | Sequence[str] | None) -> list[str]:
