@@ -124,3 +124,5 @@ def test_plait_db_migrate_sets_up_the_run_tables_and_the_queue_and_the_run_comma
     assert res.returncode == 2 and "not a cron expression" in res.stderr
     res = plait("worker", *db, schema=postgres_schema)
     assert res.returncode == 2 and "--graph" in res.stderr
+    res = plait("runs", "--db", "plait.db", schema=postgres_schema)
+    assert res.returncode == 2 and "need PostgreSQL" in res.stderr

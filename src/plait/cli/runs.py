@@ -27,7 +27,27 @@ Schema = Annotated[
 ]
 
 
+def _need_runs_extra() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("procrastinate") is None:
+        raise ArgumentError(
+            "--db", "runs and workers need the runs extra (the Procrastinate job queue): pip install 'plait[runs]'"
+        )
+
+
+def _postgres(inv: Invocation) -> None:
+    if not inv.db.startswith(("postgres://", "postgresql://")):
+        raise ArgumentError(
+            "--db",
+            f"runs and workers need PostgreSQL, and the store is {inv.shown_db!r}: pass --db postgresql://... "
+            "(or set $PLAIT_DB)",
+        )
+
+
 def _runs(inv: Invocation, schema: str | None) -> Any:
+    _need_runs_extra()
+    _postgres(inv)
     from plait.runs import Runs
 
     return Runs(inv.db, schema=schema)
@@ -49,6 +69,8 @@ def _seconds(value: float | None, option: str) -> None:
 
 
 def cmd_worker(inv: Invocation, graphs: list[str], schema: str | None, options: dict[str, Any]) -> None:
+    _need_runs_extra()
+    _postgres(inv)
     from plait.runs import Worker, WorkerSettings
 
     if not graphs:
