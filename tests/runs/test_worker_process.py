@@ -61,7 +61,9 @@ def test_sigterm_puts_the_run_back_and_another_worker_finishes_it(
             first.send_signal(signal.SIGTERM)
         assert first.wait(20) == 0
         run = runs.wait(run_id, timeout=60)
-    assert run.status == "success" and run.attempts == 2, run
+    # attempts: 2, or more when the other worker found the thread still leased by the stopping
+    # one (its lease is given back as the run stops) and tried again a moment later
+    assert run.status == "success" and run.attempts >= 2, run
     assert run.output["log"] == [f"t:{i}" for i in range(30)]
     pids = [line.split(":")[2] for line in ledger_lines(ledger)]
     assert {pids[0], pids[-1]} == {str(first.pid), str(second.pid)}
