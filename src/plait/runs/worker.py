@@ -40,6 +40,7 @@ from plait.checkpoint.postgres import PostgresCheckpointer
 from plait.engine.events import CheckpointSaved, Interrupted, event_json
 from plait.errors import CheckpointError, LeaseLostError, ThreadBusyError, UnknownGraphError
 from plait.runs import _store
+from plait.runs._events import Events
 from plait.runs._limits import Limits
 from plait.runs._rewind import rewind
 from plait.runs.client import ADVANCE_TASK, DEFAULT_QUEUE, Runs
@@ -449,7 +450,7 @@ class Worker:
         elif fresh:
             input = run.input
         modes = extra["stream"]
-        events = _Events(self.runs, run.run_id, modes)
+        events = Events(self.runs, run.run_id, modes)
         await events.open()
         events.add("status", {"status": "running", "worker": owner, "attempt": run.attempts + 1})
         budget = None if run.timeout is None else run.timeout - (time.time() - started_at)
@@ -503,7 +504,7 @@ class Worker:
         await self._end(run, status, events, output=output)
 
     async def _drive(
-        self, graph: CompiledGraph, run: Any, input: Any, owner: str, values: dict[str, Any], events: _Events
+        self, graph: CompiledGraph, run: Any, input: Any, owner: str, values: dict[str, Any], events: Events
     ) -> dict[str, Any]:
         """Run the graph, storing the stream items asked for (a batch per checkpoint); the
         worker's checkpointer stops it at the next committed checkpoint once asked. ``values``
@@ -530,7 +531,7 @@ class Worker:
             values["__interrupt__"] = interrupts
         return values
 
-    async def _after_stop(self, run: Any, why: str, events: _Events) -> None:
+    async def _after_stop(self, run: Any, why: str, events: Events) -> None:
         if why == "shutdown":
             await self._put_back(run.run_id)
             events.add("status", {"status": "pending", "reason": "the worker shut down; the run goes on elsewhere"})
@@ -545,7 +546,7 @@ class Worker:
             message = f"stopped at a super-step boundary by a newer run on the thread ({why})"
             await self._end(run, "interrupted", events, error={"type": "Interrupted", "message": message})
 
-    async def _end(self, run: Any, status: str, events: _Events, *, output: Any = None, error: Any = None) -> None:
+    async def _end(self, run: Any, status: str, events: Events, *, output: Any = None, error: Any = None) -> None:
         """Record how the run ended. When that fails (the database went away), the job is
         queued again: its next attempt finds the thread finished and records it then."""
         events.add("status", {"status": status, "error": error})
@@ -563,42 +564,6 @@ class Worker:
                 "UPDATE plait_run SET status = 'pending', updated_at = %s WHERE run_id = %s AND status = 'running'",
                 (time.time(), run_id),
             )
-
-
-class _Events:
-    """A run's stream items, stored in batches (at each committed checkpoint and at the end),
-    numbered on from what earlier attempts stored. Nothing is stored for a run submitted
-    without ``stream_mode``."""
-
-    def __init__(self, runs: Runs, run_id: str, modes: Sequence[str]) -> None:
-        self.runs = runs
-        self.run_id = run_id
-        self.modes = tuple(modes)
-        self.next = 1
-        self.buffer: list[Any] = []
-
-    async def open(self) -> None:
-        if not self.modes:
-            return
-        async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
-            await cur.execute("SELECT coalesce(max(seq), 0) FROM plait_run_event WHERE run_id = %s", (self.run_id,))
-            row = await cur.fetchone()
-        self.next = (row[0] if row else 0) + 1
-
-    def add(self, mode: str, data: Any) -> None:
-        if self.modes:
-            self.buffer.append({"mode": mode, "data": data})
-
-    async def flush(self, cur: Any = None) -> None:
-        if not self.buffer:
-            return
-        items, self.buffer = self.buffer, []
-        if cur is not None:
-            await _store.add_events(cur, self.run_id, self.next, items)
-        else:
-            async with self.runs.db.pool.connection() as conn, conn.cursor() as c:
-                await _store.add_events(c, self.run_id, self.next, items)
-        self.next += len(items)
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
