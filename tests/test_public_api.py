@@ -58,6 +58,7 @@ EXPECTED = [
     "NotSerializableError",
     "PlaitError",
     "PostgresCheckpointer",
+    "QueueSchemaError",
     "ReadOnlyStateError",
     "RecursionLimitError",
     "Reducer",
@@ -65,8 +66,13 @@ EXPECTED = [
     "RetryPolicy",
     "RunError",
     "RunFinished",
+    "RunNotFoundError",
+    "RunRejectedError",
     "RunState",
+    "RunWaitTimeoutError",
+    "RunsError",
     "START",
+    "ScheduleNotFoundError",
     "SchemaError",
     "Send",
     "SqliteCheckpointer",
@@ -87,6 +93,7 @@ EXPECTED = [
     "ThreadInfo",
     "ThreadState",
     "UnknownChannelError",
+    "UnknownGraphError",
     "__version__",
     "diff",
     "event_json",
@@ -127,7 +134,7 @@ def test_core_import_pulls_in_no_server_or_postgres_packages() -> None:
     import subprocess
     import sys
 
-    heavy = "('psycopg', 'fastapi', 'uvicorn', 'typer', 'rich')"
+    heavy = "('psycopg', 'fastapi', 'uvicorn', 'typer', 'rich', 'procrastinate', 'croniter')"
     code = f"import sys, plait; print([m for m in {heavy} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

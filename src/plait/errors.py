@@ -33,12 +33,19 @@ The tree::
     │   ├── TargetLoadError          MODULE:GRAPH names nothing that loads as a graph
     │   ├── ExportFormatError        a file for `plait import` that is not a thread export
     │   └── NotConfirmedError        a deletion that was not confirmed
+    ├── RunsError                    the run queue (plait.runs: runs, workers, schedules) refused or failed
+    │   ├── RunNotFoundError         a run id that is not stored
+    │   ├── ScheduleNotFoundError    a schedule id that is not stored
+    │   ├── UnknownGraphError        a run of a graph the worker was not given
+    │   ├── RunWaitTimeoutError      (also TimeoutError) wait() ran out before the run ended
+    │   └── QueueSchemaError         the runs or job-queue schema is missing or not the version plait knows
     └── CheckpointError              the checkpoint store refused or failed
         ├── CheckpointNotFoundError  a thread or checkpoint id that is not stored
         ├── CheckpointCorruptError   stored data that cannot be read back
         ├── InvalidIdError           (also ValueError) a thread id, namespace or checkpoint id no store can hold
         ├── InvalidRecordError       (also ValueError) a checkpoint or pending write no store can hold
         ├── ThreadBusyError          another run holds the thread's lease
+        │   └── RunRejectedError     submit(multitask="reject") on a thread with an active run
         ├── LeaseLostError           a run's lease was taken over: it may not write any more
         ├── ConcurrentUpdateError    the thread moved on between reading it and committing
         ├── StoreVersionError        a database schema this version of plait does not know
@@ -88,6 +95,13 @@ __all__ = [
     "RecursionLimitError",
     "ReducerError",
     "RunError",
+    "RunNotFoundError",
+    "RunRejectedError",
+    "RunWaitTimeoutError",
+    "RunsError",
+    "ScheduleNotFoundError",
+    "QueueSchemaError",
+    "UnknownGraphError",
     "SchemaError",
     "StateError",
     "StoreAddressError",
@@ -413,6 +427,72 @@ class NotConfirmedError(CommandLineError):
         super().__init__(f"{action}: not done, {why}; pass --yes to do it without asking")
 
 
+class RunsError(PlaitError):
+    """The run queue (:mod:`plait.runs`: runs, workers, schedules) refused a request or failed."""
+
+
+class RunNotFoundError(RunsError):
+    """A run id that is not stored (never submitted, or deleted)."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"no run {run_id!r} is stored; list the runs with runs.list() or `plait runs`.")
+
+
+class ScheduleNotFoundError(RunsError):
+    """A schedule id that is not stored (never made, or removed)."""
+
+    def __init__(self, schedule_id: str) -> None:
+        self.schedule_id = schedule_id
+        super().__init__(
+            f"no schedule {schedule_id!r} is stored; list the schedules with runs.schedules() or `plait schedules`."
+        )
+
+
+class UnknownGraphError(RunsError):
+    """A worker was handed a run of a graph it was not started with. The run ends ``error``
+    with this message, so that it is not retried forever by workers that cannot run it."""
+
+    def __init__(self, graph: str, known: Sequence[str], worker: str) -> None:
+        self.graph = graph
+        self.known = tuple(known)
+        self.worker = worker
+        listed = ", ".join(repr(k) for k in self.known) or "(none)"
+        super().__init__(
+            f"worker {worker} has no graph {graph!r} (it runs {listed}): start the workers of this queue "
+            f"with --graph {graph}, or submit the run under a name they were given."
+        )
+
+
+class RunWaitTimeoutError(RunsError, TimeoutError):
+    """``runs.wait(run_id, timeout)`` ran out of time before the run ended. The run goes on;
+    wait again, or cancel it. Also a ``TimeoutError``."""
+
+    def __init__(self, run_id: str, timeout: float, status: str) -> None:
+        self.run_id = run_id
+        self.timeout = timeout
+        self.status = status
+        """The run's status when the wait gave up (``pending`` or ``running``)."""
+        super().__init__(
+            f"run {run_id!r} did not end within {timeout:g}s (it is {status}); it goes on: wait again, "
+            "or cancel it with runs.cancel() or `plait run-cancel`."
+        )
+
+
+class QueueSchemaError(RunsError):
+    """The database has no runs schema, or the job queue's (Procrastinate's) schema is not
+    the version this plait was tested with, or the runs schema was written by a newer plait."""
+
+    def __init__(self, store: str, found: str | None, expected: str, advice: str) -> None:
+        self.store = store
+        self.found = found
+        """The version found (None: not set up)."""
+        self.expected = expected
+        self.advice = advice
+        have = "is not set up" if found is None else f"is at version {found}"
+        super().__init__(f"{store} {have}, this plait needs {expected}: {advice}")
+
+
 class CheckpointError(PlaitError):
     """The checkpoint store refused a request or failed."""
 
@@ -536,6 +616,30 @@ class ThreadBusyError(CheckpointError):
             f"thread {thread_id!r}{ns} is being run by {owner}{where}; its lease ends in {expires_in:.1f}s "
             "unless renewed. Wait for that run to finish (invoke(..., wait=SECONDS), or "
             "`plait resume --wait SECONDS`), or use another thread_id."
+        )
+
+
+class RunRejectedError(ThreadBusyError):
+    """``submit(..., multitask="reject")`` found an active run (pending or running) on the
+    thread: the new run was not stored. A :class:`ThreadBusyError`, as the thread is busy."""
+
+    def __init__(self, thread_id: str, active_run: str, status: str, *, namespace: str = "") -> None:
+        self.active_run = active_run
+        """The id of the run that keeps the thread busy."""
+        self.status = status
+        self.thread_id = thread_id
+        self.namespace = namespace
+        self.owner = f"run {active_run}"
+        self.token = None
+        self.expires_in = 0.0
+        self.holder = None
+        self.alive = None
+        ns = f" in namespace {namespace!r}" if namespace else ""
+        CheckpointError.__init__(
+            self,
+            f"thread {thread_id!r}{ns} has an active run {active_run!r} ({status}), so this run was refused "
+            '(multitask="reject"). Wait for it (runs.wait), cancel it, or submit with multitask="enqueue" '
+            '(run after it), "interrupt" (stop it at its next super-step and go on from there) or "rollback".',
         )
 
 

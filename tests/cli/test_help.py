@@ -14,7 +14,7 @@ from plait.cli import EXIT_OK
 COMMANDS = [
     ("demo",), ("run",), ("resume",), ("update",), ("draw",), ("threads",), ("history",), ("state",), ("diff",),
     ("fork",), ("delete",), ("watch",), ("export",), ("import",), ("db",), ("db", "migrate"), ("db", "prune"),
-    ("db", "stats"), ("studio",),
+    ("db", "stats"), ("studio",), ("worker",), ("submit",), ("runs",), ("run-cancel",), ("schedule",), ("schedules",),
 ]  # fmt: skip
 
 
@@ -73,7 +73,9 @@ def test_every_argument_and_option_is_described() -> None:
 THREAD_PARAMS = {"thread", "a", "b"}
 
 
-@pytest.mark.parametrize("path", [c for c in COMMANDS if c not in (("db",), ("db", "migrate"), ("db", "stats"))])
+@pytest.mark.parametrize(
+    "path", [c for c in COMMANDS if c not in (("db",), ("db", "migrate"), ("db", "stats"), ("worker",))]
+)
 def test_every_command_that_takes_a_thread_takes_a_namespace(path: tuple[str, ...]) -> None:
     from plait.cli.app import build_command
 

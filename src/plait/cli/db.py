@@ -61,12 +61,17 @@ def _size(n: int | None) -> str:
 
 
 def cmd_db_migrate(inv: Invocation) -> None:
-    inv.store(create=True)
+    store = inv.store(create=True)
     shown = inv.shown_db
+    runs = None
+    if store_kind(store) == "postgres":  # the run tables and the job queue live beside the checkpoints
+        from plait.cli.runs import migrate_runs
+
+        runs = migrate_runs(inv.db)
     if inv.out.json:
-        inv.out.emit({"store": shown, "migrated": True})
+        inv.out.emit({"store": shown, "migrated": True, "runs": runs})
     else:
-        inv.out.line(f"{shown}: up to date")
+        inv.out.line(f"{shown}: up to date" + (f"; {runs}" if runs else ""))
 
 
 def cmd_db_stats(inv: Invocation) -> None:

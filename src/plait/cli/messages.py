@@ -21,6 +21,7 @@ from plait.errors import (
     NodeTimeoutError,
     PlaitError,
     RecursionLimitError,
+    RunRejectedError,
     StoreAddressError,
     StoreNotFoundError,
     StoreVersionError,
@@ -73,6 +74,8 @@ def describe(exc: BaseException, inv: "Invocation") -> str:  # noqa: PLR0912 - o
                 f"list its checkpoints with: plait history {_q(exc.thread_id)}{flags}"
             )
         return f"no thread {exc.thread_id!r}{ns} in {store}; list the threads with: plait threads{flags}"
+    if isinstance(exc, RunRejectedError):
+        return f"RunRejectedError: {exc} (plait submit --multitask enqueue|interrupt|rollback)"
     if isinstance(exc, ThreadBusyError):
         return (
             f"ThreadBusyError: thread {exc.thread_id!r} is being run by {exc.owner} (its lease expires in "

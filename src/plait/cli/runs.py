@@ -1,0 +1,368 @@
+"""The run commands: ``worker``, ``submit``, ``runs``, ``run-cancel``, ``schedule``, ``schedules``.
+
+They need PostgreSQL (``--db postgresql://...`` or ``$PLAIT_DB``) and the ``runs`` extra
+(Procrastinate). ``--schema`` names the Postgres schema of the run tables, the job queue and
+the checkpoints (default: the connection's search path, which ``PGOPTIONS`` can set too).
+"""
+
+import asyncio
+import datetime
+import logging
+from typing import Annotated, Any
+
+import typer
+
+from plait._sync import run_sync
+from plait.cli.arguments import check_positive, parse_json
+from plait.cli.context import Invocation, run_command
+from plait.cli.options import Db, Debug, Json
+from plait.cli.output import EXIT_FAILED, EXIT_INTERRUPTED, Exit
+from plait.errors import ArgumentError
+
+__all__ = ["register"]
+
+Schema = Annotated[
+    str | None,
+    typer.Option("--schema", metavar="NAME", help="The Postgres schema of runs, queue and checkpoints."),
+]
+
+
+def _need_runs_extra() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("procrastinate") is None:
+        raise ArgumentError(
+            "--db", "runs and workers need the runs extra (the Procrastinate job queue): pip install 'plait[runs]'"
+        )
+
+
+def _postgres(inv: Invocation) -> None:
+    if not inv.db.startswith(("postgres://", "postgresql://")):
+        raise ArgumentError(
+            "--db",
+            f"runs and workers need PostgreSQL, and the store is {inv.shown_db!r}: pass --db postgresql://... "
+            "(or set $PLAIT_DB)",
+        )
+
+
+def _runs(inv: Invocation, schema: str | None) -> Any:
+    _need_runs_extra()
+    _postgres(inv)
+    from plait.runs import Runs
+
+    return Runs(inv.db, schema=schema)
+
+
+def _closing(runs: Any, body: Any) -> Any:
+    async def go() -> Any:
+        try:
+            return await body(runs)
+        finally:
+            await runs.aclose()
+
+    return run_sync(go())
+
+
+def _seconds(value: float | None, option: str) -> None:
+    if value is not None and value <= 0:
+        raise ArgumentError(option, f"{option} must be a positive number of seconds, got {value:g}")
+
+
+def cmd_worker(inv: Invocation, graphs: list[str], schema: str | None, options: dict[str, Any]) -> None:
+    _need_runs_extra()
+    _postgres(inv)
+    from plait.runs import Worker, WorkerSettings
+
+    if not graphs:
+        raise ArgumentError("--graph", "give the graphs this worker runs: --graph MODULE:GRAPH (repeatable)")
+    check_positive(options["concurrency"], "--concurrency")
+    for name in ("heartbeat", "stalled_after", "lease_ttl", "poll", "shutdown_timeout"):
+        _seconds(options[name], "--" + name.replace("_", "-"))
+    check_positive(options["sweep_every"], "--sweep-every")
+    name = options.pop("name")
+    queues = tuple(options.pop("queues") or ("plait",))
+    settings = WorkerSettings(queues=queues, **options)
+    worker = Worker(inv.db, graphs, schema=schema, name=name, settings=settings)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("procrastinate").setLevel(logging.WARNING)
+    inv.out.line(f"worker {worker.name}: {len(worker.graphs)} graph(s), queues {', '.join(queues)}, on {inv.shown_db}")
+    asyncio.run(worker.arun())
+
+
+def cmd_submit(
+    inv: Invocation,
+    target: str,
+    schema: str | None,
+    input_text: str | None,
+    wait: float | None,
+    options: dict[str, Any],
+) -> None:
+    data = parse_json(input_text, "--input") if input_text is not None else None
+    if data is not None and not isinstance(data, dict):
+        raise ArgumentError("--input", "--input must be a JSON object of channel values")
+    _seconds(wait, "--wait")
+    delay = options.pop("delay")
+    if delay is not None:
+        options["after"] = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=delay)
+
+    async def body(runs: Any) -> Any:
+        run_id = await runs.asubmit(target, data, **options)
+        return await runs.await_run(run_id, wait) if wait is not None else await runs.aget(run_id)
+
+    run = _closing(_runs(inv, schema), body)
+    if inv.out.json:
+        inv.out.emit(_record(run.to_json()))
+    elif run.done:
+        inv.out.line(f"run {run.run_id} on thread {run.thread_id}: {run.status}")
+        if run.error:
+            inv.out.line(f"  {run.error.get('type')}: {run.error.get('message')}")
+    else:
+        inv.out.line(f"submitted run {run.run_id} on thread {run.thread_id} ({run.status})")
+    if run.status in ("error", "timeout", "cancelled"):
+        raise Exit(EXIT_FAILED)
+    if run.status == "interrupted":
+        raise Exit(EXIT_INTERRUPTED)
+
+
+def cmd_runs(inv: Invocation, schema: str | None, filters: dict[str, Any]) -> None:
+    check_positive(filters.get("limit"), "--limit")
+    found = _closing(_runs(inv, schema), lambda runs: runs.alist(**filters))
+    if inv.out.json:
+        inv.out.emit([_record(r.to_json()) for r in found])
+        return
+    if not found:
+        inv.out.line("no runs")
+        return
+    rows = [
+        (r.run_id, r.status, r.thread_id, r.graph.rsplit("/", 1)[-1], r.attempts, _when(r.created_at), r.worker or "")
+        for r in found
+    ]
+    inv.out.table("runs", ("run", "status", "thread", "graph", "attempts", "submitted", "worker"), rows)
+
+
+def cmd_cancel(inv: Invocation, schema: str | None, run_id: str) -> None:
+    cancelled = _closing(_runs(inv, schema), lambda runs: runs.acancel(run_id))
+    if inv.out.json:
+        inv.out.emit({"run_id": run_id, "cancelled": cancelled})
+    else:
+        inv.out.line(f"run {run_id}: " + ("cancelled" if cancelled else "had ended already; nothing to cancel"))
+
+
+def cmd_schedule(
+    inv: Invocation, schema: str | None, target: str, cron: str, input_text: str | None, **opts: Any
+) -> None:
+    data = parse_json(input_text, "--input") if input_text is not None else None
+    try:
+        schedule_id = _closing(_runs(inv, schema), lambda runs: runs.aschedule(target, cron, data, **opts))
+    except ValueError as exc:
+        raise ArgumentError("--cron", str(exc)) from exc
+    if inv.out.json:
+        inv.out.emit({"schedule_id": schedule_id})
+    else:
+        inv.out.line(f"schedule {schedule_id}: {target} at {cron!r}")
+
+
+def cmd_schedules(inv: Invocation, schema: str | None, remove: str | None) -> None:
+    if remove is not None:
+        _closing(_runs(inv, schema), lambda runs: runs.aunschedule(remove))
+        if inv.out.json:
+            inv.out.emit({"schedule_id": remove, "removed": True})
+        else:
+            inv.out.line(f"schedule {remove}: removed")
+        return
+    found = _closing(_runs(inv, schema), lambda runs: runs.aschedules())
+    if inv.out.json:
+        inv.out.emit([_record(s.to_json()) for s in found])
+        return
+    if not found:
+        inv.out.line("no schedules")
+        return
+    rows = [(s.schedule_id, s.cron, s.graph, s.thread_id or "(new each tick)", _when(s.last_tick)) for s in found]
+    inv.out.table("schedules", ("schedule", "cron", "graph", "thread", "last tick"), rows)
+
+
+def _record(record: dict[str, Any]) -> dict[str, Any]:
+    """A run or schedule record for ``--json``: times as ISO 8601 UTC, as every command prints them."""
+    out = dict(record)
+    for key in ("created_at", "started_at", "finished_at", "updated_at", "last_tick"):
+        if out.get(key) is not None:
+            out[key] = datetime.datetime.fromtimestamp(out[key], datetime.UTC).isoformat()
+    return out
+
+
+def _when(seconds: float | None) -> str:
+    if not seconds:
+        return "-"
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def migrate_runs(dsn: str) -> str | None:
+    """Apply the run tables and Procrastinate's schema to a PostgreSQL store (``plait db
+    migrate``); what to say about it, or None when the ``runs`` extra is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("procrastinate") is None:
+        return None
+    from plait.runs import Runs
+
+    runs = Runs(dsn)
+    found, applied = _closing(runs, lambda r: r.amigrate())
+    if found is None or applied:
+        return "run tables and job queue set up"
+    return "run tables and job queue up to date"
+
+
+# -- registration ----------------------------------------------------------------------------
+
+
+def register(app: typer.Typer) -> None:
+    """The run commands."""
+
+    @app.command()
+    def worker(
+        graph: Annotated[
+            list[str] | None,
+            typer.Option("--graph", "-g", metavar="MODULE:GRAPH", help="A graph to run (repeatable)."),
+        ] = None,
+        concurrency: Annotated[int, typer.Option("--concurrency", "-c", metavar="N", help="Runs at once.")] = 10,
+        queue: Annotated[
+            list[str] | None, typer.Option("--queue", "-q", metavar="NAME", help="Queues to serve (default: plait).")
+        ] = None,
+        name: Annotated[str | None, typer.Option("--name", metavar="NAME", help="Default: host:pid.")] = None,
+        heartbeat: Annotated[float, typer.Option("--heartbeat", metavar="S", help="Seconds between heartbeats.")] = 10,
+        stalled_after: Annotated[
+            float, typer.Option("--stalled-after", metavar="S", help="Seconds without heartbeat: a worker is dead.")
+        ] = 30,
+        sweep_every: Annotated[
+            int, typer.Option("--sweep-every", metavar="S", help="Seconds between sweeps for dead workers' runs.")
+        ] = 5,
+        lease_ttl: Annotated[float, typer.Option("--lease-ttl", metavar="S", help="Thread lease seconds.")] = 30,
+        poll: Annotated[float, typer.Option("--poll", metavar="S", help="Seconds between polls for jobs.")] = 5,
+        shutdown_timeout: Annotated[
+            float | None,
+            typer.Option("--shutdown-timeout", metavar="S", help="On SIGTERM, seconds to wait for step boundaries."),
+        ] = None,
+        schema: Schema = None,
+        db: Db = None,
+        debug: Debug = False,
+    ) -> None:
+        """Run queued runs of the given graphs until SIGTERM (a second SIGTERM: stop at once)."""
+        options = {
+            "concurrency": concurrency,
+            "queues": queue,
+            "name": name,
+            "heartbeat": heartbeat,
+            "stalled_after": stalled_after,
+            "sweep_every": sweep_every,
+            "lease_ttl": lease_ttl,
+            "poll": poll,
+            "shutdown_timeout": shutdown_timeout,
+        }
+        run_command(lambda inv: cmd_worker(inv, graph or [], schema, options), as_json=False, debug=debug, db=db)
+
+    @app.command()
+    def submit(
+        target: Annotated[str, typer.Argument(metavar="MODULE:GRAPH", help="The graph, as workers were given it.")],
+        thread: Annotated[str | None, typer.Option("--thread", "-t", metavar="THREAD", help="Default: new.")] = None,
+        input: Annotated[
+            str | None, typer.Option("--input", "-i", metavar="JSON", help="Channel values (@file for a file).")
+        ] = None,
+        multitask: Annotated[
+            str, typer.Option("--multitask", metavar="HOW", help="reject, enqueue, interrupt or rollback.")
+        ] = "reject",
+        priority: Annotated[int, typer.Option("--priority", metavar="N", help="Higher runs first.")] = 0,
+        delay: Annotated[float | None, typer.Option("--delay", metavar="S", help="Start no sooner than S s.")] = None,
+        timeout: Annotated[float | None, typer.Option("--timeout", metavar="S", help="Run time limit.")] = None,
+        wait: Annotated[float | None, typer.Option("--wait", metavar="S", help="Wait up to S s for the end.")] = None,
+        queue: Annotated[str, typer.Option("--queue", "-q", metavar="NAME", help="The queue.")] = "plait",
+        namespace: Annotated[str, typer.Option("--namespace", metavar="NS", help="The thread's namespace.")] = "",
+        schema: Schema = None,
+        db: Db = None,
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """Queue a run of a graph for the workers (exit 1 if, waited for, it failed; 3 if it paused)."""
+        if multitask not in ("reject", "enqueue", "interrupt", "rollback"):
+            raise typer.BadParameter("use reject, enqueue, interrupt or rollback", param_hint="--multitask")
+        opts = {
+            "thread_id": thread,
+            "multitask": multitask,
+            "priority": priority,
+            "delay": delay,
+            "timeout": timeout,
+            "queue": queue,
+            "namespace": namespace,
+        }
+        run_command(lambda inv: cmd_submit(inv, target, schema, input, wait, opts), as_json=as_json, debug=debug, db=db)
+
+    @app.command("runs")
+    def runs_cmd(
+        status: Annotated[str | None, typer.Option("--status", metavar="STATUS", help="Only this status.")] = None,
+        thread: Annotated[
+            str | None, typer.Option("--thread", "-t", metavar="THREAD", help="Only this thread.")
+        ] = None,
+        graph: Annotated[str | None, typer.Option("--graph", "-g", metavar="MODULE:GRAPH", help="Only it.")] = None,
+        limit: Annotated[int, typer.Option("--limit", "-n", metavar="N", help="At most N runs.")] = 50,
+        before: Annotated[str | None, typer.Option("--before", metavar="RUN", help="The page after RUN.")] = None,
+        namespace: Annotated[
+            str | None, typer.Option("--namespace", metavar="NS", help="Only this namespace (default: all).")
+        ] = None,
+        schema: Schema = None,
+        db: Db = None,
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """List runs, newest first."""
+        filters = {
+            "status": status,
+            "thread_id": thread,
+            "namespace": namespace,
+            "graph": graph,
+            "limit": limit,
+            "before": before,
+        }
+        run_command(lambda inv: cmd_runs(inv, schema, filters), as_json=as_json, debug=debug, db=db)
+
+    @app.command("run-cancel")
+    def run_cancel(
+        run: Annotated[str, typer.Argument(metavar="RUN", help="The run id.")],
+        schema: Schema = None,
+        db: Db = None,
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """Cancel a run: a queued one never starts, a running one stops at once."""
+        run_command(lambda inv: cmd_cancel(inv, schema, run), as_json=as_json, debug=debug, db=db)
+
+    @app.command()
+    def schedule(
+        target: Annotated[str, typer.Argument(metavar="MODULE:GRAPH", help="The graph, as workers were given it.")],
+        cron: Annotated[str, typer.Option("--cron", metavar="CRON", help="'*/5 * * * *'; a 6th field: seconds.")],
+        input: Annotated[str | None, typer.Option("--input", "-i", metavar="JSON", help="Channel values.")] = None,
+        thread: Annotated[
+            str | None, typer.Option("--thread", "-t", metavar="THREAD", help="One thread for every tick.")
+        ] = None,
+        namespace: Annotated[str, typer.Option("--namespace", metavar="NS", help="The threads' namespace.")] = "",
+        schema: Schema = None,
+        db: Db = None,
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """Submit a run of a graph at every cron tick, exactly once per tick."""
+        run_command(
+            lambda inv: cmd_schedule(inv, schema, target, cron, input, thread_id=thread, namespace=namespace),
+            as_json=as_json,
+            debug=debug,
+            db=db,
+        )
+
+    @app.command()
+    def schedules(
+        remove: Annotated[str | None, typer.Option("--remove", metavar="ID", help="Remove this schedule.")] = None,
+        schema: Schema = None,
+        db: Db = None,
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """List the schedules (or remove one with --remove)."""
+        run_command(lambda inv: cmd_schedules(inv, schema, remove), as_json=as_json, debug=debug, db=db)

@@ -1,0 +1,13 @@
+"""Runs and workers: many processes and machines running graphs on one PostgreSQL.
+
+``import plait.runs`` (explicitly: ``import plait`` never pulls in the job queue) gives the run
+model (:class:`Runs`: submit, get, list, cancel, wait, stream, schedules, limits), the
+:class:`Worker` that ``plait worker`` runs, and their records. The queue under it is
+Procrastinate (the ``runs`` extra: ``pip install 'plait[runs]'``); see docs/workers.md.
+"""
+
+from plait.runs.client import Runs
+from plait.runs.records import MULTITASK, RUN_STATUSES, Multitask, Run, RunStatus, Schedule
+from plait.runs.worker import Worker, WorkerSettings
+
+__all__ = ["MULTITASK", "RUN_STATUSES", "Multitask", "Run", "RunStatus", "Runs", "Schedule", "Worker", "WorkerSettings"]

@@ -1,0 +1,102 @@
+"""One connection pool to the runs database, shared by plait's run tables and Procrastinate.
+
+The pool is psycopg's async pool; Procrastinate's :class:`~procrastinate.PsycopgConnector` is
+opened on it (so a client or a worker holds one pool, not two), and plait's own statements
+borrow connections from it too. Connections set ``search_path`` to the chosen Postgres
+schema, where both plait's run tables and Procrastinate's live.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from plait.checkpoint.address import redact
+from plait.errors import RunsError
+
+if TYPE_CHECKING:
+    from procrastinate import App, PsycopgConnector
+    from psycopg_pool import AsyncConnectionPool
+
+__all__ = ["Database", "connect_kwargs"]
+
+
+def _ident(name: str) -> str:
+    if not name or "\x00" in name:
+        raise ValueError(f"invalid Postgres schema name {name!r}")
+    return '"' + name.replace('"', '""') + '"'
+
+
+def connect_kwargs(schema: str | None) -> dict[str, Any]:
+    """The psycopg connection arguments that put the session in ``schema``."""
+    if schema is None:
+        return {}
+    return {"options": f"-c search_path={_ident(schema)},public"}
+
+
+class Database:
+    """The pool, the Procrastinate connector on it, and the DSN as it may be shown."""
+
+    def __init__(self, dsn: str, *, schema: str | None = None, max_connections: int = 10) -> None:
+        if not dsn.startswith(("postgres://", "postgresql://")) and "=" not in dsn:
+            raise RunsError(
+                f"runs need PostgreSQL: {redact(dsn)!r} is not a PostgreSQL DSN (postgresql://user@host:5432/dbname)"
+            )
+        self.dsn = dsn
+        self.schema = schema
+        self.shown = redact(dsn) + (f" schema {schema!r}" if schema else "")
+        self.max_connections = max_connections
+        self._pool: AsyncConnectionPool | None = None
+        self._connector: PsycopgConnector | None = None
+
+    @property
+    def pool(self) -> AsyncConnectionPool:
+        if self._pool is None:
+            raise RuntimeError("the runs database is not open: call await open() first")
+        return self._pool
+
+    async def open(self) -> None:
+        """Open the pool (idempotent)."""
+        if self._pool is not None:
+            return
+        import psycopg_pool
+        from procrastinate import PsycopgConnector
+
+        pool = psycopg_pool.AsyncConnectionPool(
+            self.dsn,
+            min_size=1,
+            max_size=self.max_connections,
+            open=False,
+            kwargs=connect_kwargs(self.schema),
+            check=psycopg_pool.AsyncConnectionPool.check_connection,
+        )
+        try:
+            await pool.open(wait=True, timeout=30.0)
+        except Exception as exc:
+            await pool.close()
+            raise RunsError(f"cannot connect to the runs database {self.shown}: {exc}") from exc
+        if self.schema:
+            async with pool.connection() as conn:
+                await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_ident(self.schema)}")
+        self._pool = pool
+        self._connector = PsycopgConnector(kwargs=connect_kwargs(self.schema))
+        await self._connector.open_async(pool)
+
+    def app(self) -> App:
+        """A Procrastinate app on this pool (tasks are registered by the caller)."""
+        from procrastinate import App
+
+        if self._connector is None:
+            raise RuntimeError("the runs database is not open: call await open() first")
+        return App(connector=self._connector)
+
+    @property
+    def connector(self) -> PsycopgConnector:
+        if self._connector is None:
+            raise RuntimeError("the runs database is not open: call await open() first")
+        return self._connector
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        self._connector = None
+        if pool is not None:
+            await pool.close()

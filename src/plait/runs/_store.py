@@ -1,0 +1,186 @@
+"""The statements on plait's run tables: one function per question or change, on a connection.
+
+Values (input, output, context, metadata, errors, events) are stored as JSON bytes (orjson),
+as checkpoints are: JSON data only, nothing is pickled, and reading a run never runs code.
+Changes that other processes wait for (a run that ended, a stop request, new events) are
+announced with NOTIFY on ``plait_runs``, so waiters wake at once instead of polling.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from plait.runs.records import ACTIVE, Run, Schedule
+
+__all__ = [
+    "CHANNEL",
+    "RUN_COLUMNS",
+    "active_runs",
+    "add_events",
+    "decode",
+    "encode",
+    "finish",
+    "get_run",
+    "list_runs",
+    "notify",
+    "read_events",
+    "row_run",
+]
+
+CHANNEL = "plait_runs"
+"""The NOTIFY channel: payloads ``end:<run_id>``, ``stop:<run_id>``, ``event:<run_id>``."""
+
+RUN_COLUMNS = (
+    "run_id, graph, ns, thread_id, status, multitask, input, resume, has_resume, context, metadata, priority, "
+    "queue, timeout, job_id, attempts, worker, output, error, start_checkpoint, started, stop, rollback_of, "
+    "schedule_id, tick, created_at, started_at, finished_at, updated_at, seq, stream"
+)
+
+
+def encode(value: Any) -> bytes | None:
+    return None if value is None else orjson.dumps(value)
+
+
+def decode(blob: Any) -> Any:
+    return None if blob is None else orjson.loads(bytes(blob))
+
+
+def row_run(row: Sequence[Any]) -> Run:
+    """A :class:`Run` from a row of :data:`RUN_COLUMNS`."""
+    return Run(
+        run_id=row[0],
+        graph=row[1],
+        namespace=row[2],
+        thread_id=row[3],
+        status=row[4],
+        multitask=row[5],
+        input=decode(row[6]),
+        resume=decode(row[7]),
+        has_resume=row[8],
+        context=decode(row[9]),
+        metadata=decode(row[10]),
+        priority=row[11],
+        queue=row[12],
+        timeout=row[13],
+        attempts=row[15],
+        worker=row[16],
+        output=decode(row[17]),
+        error=decode(row[18]),
+        start_checkpoint=row[19],
+        schedule_id=row[23],
+        tick=row[24],
+        created_at=row[25],
+        started_at=row[26],
+        finished_at=row[27],
+        updated_at=row[28],
+    )
+
+
+async def notify(cur: Any, kind: str, run_id: str) -> None:
+    await cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{kind}:{run_id}"))
+
+
+async def get_run(cur: Any, run_id: str) -> tuple[Run, dict[str, Any]] | None:
+    """The run and its worker-side fields (``job_id``, ``started``, ``stop``, ``rollback_of``)."""
+    await cur.execute(f"SELECT {RUN_COLUMNS} FROM plait_run WHERE run_id = %s", (run_id,))
+    row = await cur.fetchone()
+    if row is None:
+        return None
+    return row_run(row), {
+        "job_id": row[14],
+        "started": row[20],
+        "stop": row[21],
+        "rollback_of": row[22] or [],
+        "stream": row[30] or [],
+    }
+
+
+async def active_runs(cur: Any, namespace: str, thread_id: str) -> list[tuple[str, str, int | None, str | None]]:
+    """``(run_id, status, job_id, start_checkpoint)`` of the thread's pending and running runs, oldest first."""
+    await cur.execute(
+        "SELECT run_id, status, job_id, start_checkpoint FROM plait_run "
+        "WHERE ns = %s AND thread_id = %s AND status = ANY(%s) ORDER BY seq",
+        (namespace, thread_id, list(ACTIVE)),
+    )
+    return [(r[0], r[1], r[2], r[3]) for r in await cur.fetchall()]
+
+
+async def list_runs(
+    cur: Any,
+    *,
+    thread_id: str | None,
+    namespace: str | None,
+    status: str | None,
+    graph: str | None,
+    limit: int | None,
+    before: str | None,
+) -> list[Run]:
+    where: list[str] = ["true"]
+    params: list[Any] = []
+    for column, value in (("thread_id", thread_id), ("ns", namespace), ("status", status), ("graph", graph)):
+        if value is not None:
+            where.append(f"{column} = %s")
+            params.append(value)
+    if before is not None:
+        where.append("seq < (SELECT seq FROM plait_run WHERE run_id = %s)")
+        params.append(before)
+    sql = f"SELECT {RUN_COLUMNS} FROM plait_run WHERE {' AND '.join(where)} ORDER BY seq DESC"
+    if limit is not None:
+        sql += " LIMIT %s"
+        params.append(limit)
+    await cur.execute(sql, params)
+    return [row_run(r) for r in await cur.fetchall()]
+
+
+async def finish(
+    cur: Any, run_id: str, status: str, *, output: Any = None, error: Any = None, only_if: Sequence[str] = ACTIVE
+) -> bool:
+    """End a run (only from one of ``only_if``); announce it. False when it had ended already."""
+    now = time.time()
+    await cur.execute(
+        "UPDATE plait_run SET status = %s, output = coalesce(%s, output), error = %s, finished_at = %s, "
+        "updated_at = %s WHERE run_id = %s AND status = ANY(%s) RETURNING run_id",
+        (status, encode(output), encode(error), now, now, run_id, list(only_if)),
+    )
+    done = await cur.fetchone() is not None
+    if done:
+        await notify(cur, "end", run_id)
+    return done
+
+
+async def add_events(cur: Any, run_id: str, first: int, events: Sequence[Any]) -> None:
+    """Store a run's stream items numbered from ``first``; announce them."""
+    await cur.executemany(
+        "INSERT INTO plait_run_event (run_id, seq, event) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+        [(run_id, first + i, orjson.dumps(e)) for i, e in enumerate(events)],
+    )
+    await notify(cur, "event", run_id)
+
+
+async def read_events(cur: Any, run_id: str, after: int) -> list[tuple[int, Any]]:
+    await cur.execute(
+        "SELECT seq, event FROM plait_run_event WHERE run_id = %s AND seq > %s ORDER BY seq", (run_id, after)
+    )
+    return [(r[0], orjson.loads(bytes(r[1]))) for r in await cur.fetchall()]
+
+
+SCHEDULE_COLUMNS = "schedule_id, graph, cron, input, thread_id, ns, multitask, metadata, last_tick, created_at, queue"
+
+
+def row_schedule(row: Sequence[Any]) -> Schedule:
+    return Schedule(
+        schedule_id=row[0],
+        graph=row[1],
+        cron=row[2],
+        input=decode(row[3]),
+        thread_id=row[4],
+        namespace=row[5],
+        multitask=row[6],
+        metadata=decode(row[7]),
+        last_tick=row[8],
+        created_at=row[9],
+    )

@@ -1,0 +1,87 @@
+"""Firing cron schedules exactly once per tick, whatever the number of workers.
+
+Every worker registers one Procrastinate periodic task that ticks every second; Procrastinate
+defers it once per second across all workers (its ``defer_periodic_job`` is unique per task,
+periodic id and timestamp), and one worker runs each such job. That job, in one transaction,
+locks the schedules (``FOR UPDATE SKIP LOCKED``: a slow job and the next one never fire one
+schedule together), submits a run for each tick in ``(last_tick, now]`` and moves
+``last_tick``. The run rows are unique per ``(schedule_id, tick)``, so a fire job that a crash
+made run twice submits nothing the second time: each tick gets exactly one run.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from plait.errors import RunRejectedError
+from plait.runs import _store
+
+if TYPE_CHECKING:
+    from plait.runs.client import Runs
+
+__all__ = ["CATCH_UP", "check_cron", "fire_due", "ticks"]
+
+CATCH_UP = 100
+"""The most ticks of one schedule fired at once, after a time no worker ran."""
+
+
+def check_cron(cron: str) -> None:
+    """Refuse a cron expression croniter cannot read, with what is wrong."""
+    import croniter  # type: ignore[import-untyped]
+
+    if not croniter.croniter.is_valid(cron):
+        raise ValueError(
+            f"cron {cron!r} is not a cron expression: use five fields (minute hour day month weekday), "
+            "or six with seconds last, e.g. '*/5 * * * *' or '* * * * * */10'"
+        )
+
+
+def ticks(cron: str, after: int, until: int, limit: int = CATCH_UP) -> list[int]:
+    """The ticks of ``cron`` in ``(after, until]`` (unix seconds), the last ``limit`` of them."""
+    import croniter
+
+    it = croniter.croniter(cron, after)
+    found: list[int] = []
+    while True:
+        t = int(it.get_next(float))
+        if t > until:
+            break
+        found.append(t)
+        if len(found) > limit:
+            found.pop(0)
+    return found
+
+
+async def fire_due(runs: Runs, now: int) -> int:
+    """Submit the due ticks of every schedule (see the module docstring); the number submitted."""
+    fired = 0
+    async with runs.db.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+        await cur.execute(
+            f"SELECT {_store.SCHEDULE_COLUMNS} FROM plait_schedule ORDER BY schedule_id FOR UPDATE SKIP LOCKED"
+        )
+        rows: list[Any] = await cur.fetchall()
+        for row in rows:
+            schedule = _store.row_schedule(row)
+            due = ticks(schedule.cron, schedule.last_tick or 0, now)
+            for tick in due:
+                try:
+                    async with conn.transaction():  # a savepoint: a refused tick leaves the others
+                        run_id = await runs.asubmit(
+                            schedule.graph,
+                            schedule.input,
+                            thread_id=schedule.thread_id or f"{schedule.schedule_id}:{tick}",
+                            namespace=schedule.namespace,
+                            multitask=schedule.multitask,
+                            metadata=schedule.metadata,
+                            queue=row[10],
+                            _schedule=(schedule.schedule_id, tick),
+                            _conn=conn,
+                        )
+                except RunRejectedError:
+                    continue  # multitask="reject" and the previous tick's run still runs: this tick is skipped
+                fired += bool(run_id)
+            if due:
+                await cur.execute(
+                    "UPDATE plait_schedule SET last_tick = %s WHERE schedule_id = %s", (due[-1], schedule.schedule_id)
+                )
+    return fired

@@ -1,0 +1,573 @@
+"""The worker: a Procrastinate worker whose one job is "advance run R from its thread's latest
+committed checkpoint".
+
+Procrastinate claims jobs, heartbeats, finds the jobs of workers whose heartbeat stopped
+(swept by a periodic task here, every ``sweep_every`` seconds) and runs them again elsewhere;
+its job lock per thread keeps each thread's runs in order. plait runs the graph with the
+thread's lease taken under the worker's own owner name, so a stalled worker that lost its
+lease can never write again, and records the run's outcome.
+
+Why a run resumes right: a job never replays code, it reloads state. On its first attempt
+a run notes the thread's head (``start_checkpoint``); an attempt that finds the head moved
+past it knows the input landed and continues the thread (``invoke(None)``), one that finds
+it unmoved applies the input. Only the super-step that was in flight runs again.
+
+Stopping: ``interrupt``/``rollback`` by a newer run and the first SIGTERM stop a run at its
+next super-step boundary (after a checkpoint is committed, so nothing is lost); ``cancel``,
+a ``timeout`` and a second SIGTERM stop it at once (the step in flight re-runs when the
+thread resumes). A run stopped by SIGTERM is put back in the queue for another worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from procrastinate import exceptions
+from procrastinate.retry import BaseRetryStrategy, RetryDecision
+
+from plait._frozen import thaw
+from plait.checkpoint.model import CheckpointWrite, Fence, WritesBatch
+from plait.checkpoint.postgres import PostgresCheckpointer
+from plait.engine.events import CheckpointSaved, Interrupted, event_json
+from plait.errors import CheckpointError, LeaseLostError, ThreadBusyError, UnknownGraphError
+from plait.runs import _store
+from plait.runs._events import Events
+from plait.runs._limits import Limits
+from plait.runs._rewind import rewind
+from plait.runs.client import ADVANCE_TASK, DEFAULT_QUEUE, Runs
+from plait.runs.schedules import fire_due
+from plait.types import Command
+
+if TYPE_CHECKING:
+    from plait.graph.compiled import StreamMode
+from plait.graph.compiled import CompiledGraph
+
+__all__ = ["SWEEP_TASK", "TICK_TASK", "Worker", "WorkerSettings"]
+
+log = logging.getLogger("plait.runs.worker")
+
+SWEEP_TASK = "plait.sweep_stalled"
+TICK_TASK = "plait.fire_schedules"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerSettings:
+    """How a worker claims, heartbeats and recovers (``plait worker`` options of the same names)."""
+
+    concurrency: int = 10
+    """Runs this worker runs at once (async nodes share one event loop)."""
+    queues: tuple[str, ...] = (DEFAULT_QUEUE,)
+    heartbeat: float = 10.0
+    """Seconds between this worker's heartbeats."""
+    stalled_after: float = 30.0
+    """Seconds without a heartbeat after which a worker is taken for dead and its runs are
+    given to others. Keep it several heartbeats long."""
+    sweep_every: int = 5
+    """Seconds between sweeps for stalled runs (a periodic job, run by one worker each time)."""
+    lease_ttl: float = 30.0
+    """Seconds a run's thread lease lasts unless renewed; a run of a dead worker on another
+    machine is resumed once it ran out (on the same machine: at once)."""
+    poll: float = 5.0
+    """Seconds between polls for new jobs when no notification came (LISTEN/NOTIFY wakes
+    workers at once; the poll is the fallback)."""
+    shutdown_timeout: float | None = None
+    """Seconds a SIGTERM'd worker waits for its runs to reach a super-step boundary before
+    stopping them at once (None: no limit; a second SIGTERM stops them at once)."""
+
+
+@dataclass(slots=True)
+class _Handle:
+    """A run this worker is running: how to stop it."""
+
+    run_id: str
+    stop: str | None = None
+    """Why it must stop at the next boundary: ``interrupt``, ``rollback`` or ``shutdown``."""
+    now: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set to stop at once; :attr:`stop_now` says why (``cancel``, ``shutdown``)."""
+    stop_now: str | None = None
+
+
+class _Requeue(Exception):
+    """Raised out of a job to have Procrastinate queue it again (in ``delay`` seconds)."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+
+
+class _AtBoundary(BaseException):
+    """Raised by the worker's checkpointer right after it committed a run's checkpoint, when
+    the run was asked to stop: the engine stops there, before the next super-step starts, and
+    gives the lease back. A ``BaseException`` (like ``asyncio.CancelledError``), so that no
+    ``except Exception`` on the way can take it for a failure of the run."""
+
+
+class _StoppingStore(PostgresCheckpointer):
+    """A PostgresCheckpointer that stops a run at its next committed checkpoint when asked.
+
+    Why here and not by watching ``astream`` events: an event reaches the worker only when
+    the engine next yields to the event loop, by which time the next super-step's nodes have
+    started; raising from the commit itself stops the run exactly at the boundary, with the
+    checkpoint stored and nothing of the next step begun. Runs are told apart by their lease
+    owner, which every commit of a run carries in its fence.
+    """
+
+    stops: dict[str, _Handle]
+
+    async def acommit(
+        self,
+        *,
+        checkpoints: Sequence[CheckpointWrite] = (),
+        writes: Sequence[WritesBatch] = (),
+        fence: Fence | None = None,
+    ) -> None:
+        await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence)
+        if fence is None or not checkpoints or fence.release:
+            return
+        handle = self.stops.get(fence.owner)
+        if handle is not None and handle.stop is not None:
+            raise _AtBoundary()
+
+
+class _RequeueStrategy(BaseRetryStrategy):
+    """Retry a job that raised :class:`_Requeue` (and only that), as often as it asks."""
+
+    def get_retry_exception(self, exception: BaseException, job: Any) -> Any:
+        if isinstance(exception, _Requeue):
+            return exceptions.JobRetry(RetryDecision(retry_in={"milliseconds": int(exception.delay * 1000)}))
+        if isinstance(exception, asyncio.CancelledError):  # aborted at shutdown: the run goes on elsewhere
+            return exceptions.JobRetry(RetryDecision())
+        if _database_failure(exception):  # the run's own statements failed: try again once it is back
+            return exceptions.JobRetry(RetryDecision(retry_in={"seconds": 1}))
+        return None
+
+
+def _database_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database went away (not that a statement was wrong)."""
+    import psycopg
+
+    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError | exceptions.ConnectorException)
+
+
+class Worker:
+    """Runs the runs of the given graphs queued on ``dsn``, until stopped.
+
+    Args:
+        dsn: the PostgreSQL database of the runs and the checkpoints.
+        graphs: the graphs this worker runs, by the names runs are submitted under: a mapping
+            of name to graph, or names to load (``pkg.module:graph``, ``file.py:graph``).
+        schema: the Postgres schema of the runs, the job queue and the checkpoints.
+        name: the worker's name in lease owners and logs (default ``host:pid``).
+        settings: see :class:`WorkerSettings`.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        graphs: Mapping[str, CompiledGraph] | Sequence[str],
+        *,
+        schema: str | None = None,
+        name: str | None = None,
+        settings: WorkerSettings | None = None,
+    ) -> None:
+        from plait.graph.loading import load_graph
+
+        self.settings = settings or WorkerSettings()
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}"
+        self.graphs: dict[str, CompiledGraph] = (
+            dict(graphs) if isinstance(graphs, Mapping) else {g: load_graph(g) for g in graphs}
+        )
+        self.runs = Runs(dsn, schema=schema, max_connections=max(4, min(self.settings.concurrency + 3, 20)))
+        self._schema = schema
+        self._store: _StoppingStore | None = None
+        self._bound: dict[tuple[str, str], CompiledGraph] = {}
+        self._running: dict[str, _Handle] = {}
+        self._by_owner: dict[str, _Handle] = {}
+        """The running runs by the lease owner their commits carry (see :class:`_StoppingStore`)."""
+        self._app: Any = None
+        self._limits: Limits | None = None
+        self._stopping = 0
+        self.started = asyncio.Event()
+        """Set once the worker is registered and fetching jobs (tests wait on it)."""
+
+    # -- running the worker ---------------------------------------------------------------------
+
+    async def arun(self, *, install_signal_handlers: bool = True) -> None:
+        """Run until stopped (:meth:`stop`, or SIGTERM/SIGINT when ``install_signal_handlers``)."""
+        from plait.runs._db import connect_kwargs
+
+        s = self.settings
+        await self.runs.aopen()
+        db = self.runs.db
+        self._store = _StoppingStore(
+            db.dsn, schema=self._schema, lease_ttl=s.lease_ttl, max_connections=max(2, min(s.concurrency, 10))
+        )
+        self._store.stops = self._by_owner
+        await self._store.asetup()
+        self._limits = Limits(db.dsn, connect_kwargs(db.schema), db.pool)
+        self._app = app = db.app()
+        app.task(name=ADVANCE_TASK, pass_context=True, retry=_RequeueStrategy(), queue=DEFAULT_QUEUE)(self._advance)
+        sweep = app.task(name=SWEEP_TASK, queue=s.queues[0])(self._sweep)
+        app.periodic(cron=f"* * * * * */{max(1, int(s.sweep_every))}", periodic_id="plait-sweep")(sweep)
+        tick = app.task(name=TICK_TASK, queue=s.queues[0])(self._tick)
+        app.periodic(cron="* * * * * *", periodic_id="plait-schedules")(tick)
+        loop = asyncio.get_running_loop()
+        if install_signal_handlers:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self.stop)
+        listener = asyncio.create_task(self._listen(), name="plait stop listener")
+        try:
+            await app.job_manager.prune_stalled_workers(s.stalled_after)
+            options: dict[str, Any] = {
+                "queues": list(s.queues),
+                "name": self.name,
+                "concurrency": s.concurrency,
+                "fetch_job_polling_interval": s.poll,
+                "abort_job_polling_interval": s.poll,
+                "install_signal_handlers": False,
+                "update_heartbeat_interval": s.heartbeat,
+                "stalled_worker_timeout": s.stalled_after,
+            }
+            if s.shutdown_timeout is not None:
+                options["shutdown_graceful_timeout"] = s.shutdown_timeout
+            await self._serve(app, options, db.shown)
+        finally:
+            listener.cancel()
+            with contextlib.suppress(BaseException):
+                await listener
+            if install_signal_handlers:
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    loop.remove_signal_handler(sig)
+            await self._store.aclose()
+            await self.runs.aclose()
+
+    async def _serve(self, app: Any, options: dict[str, Any], shown: str) -> None:
+        """Run Procrastinate's worker until stopped; when it stops on a database failure (a
+        PostgreSQL restart, a lost network), start it again once the database answers. The
+        jobs it was running are found by their stalled heartbeat and run again."""
+        pause = 0.5
+        while True:
+            worker = self._worker = app._worker(**options)
+            runner = asyncio.create_task(worker.run(), name="procrastinate worker")
+            while worker.worker_id is None and not runner.done():
+                await asyncio.sleep(0.01)
+            if worker.worker_id is not None:
+                self.started.set()
+                log.info("worker %s started on %s, graphs %s", self.name, shown, ", ".join(self.graphs))
+            why = "it stopped"  # Procrastinate stops its worker when a side task (its listener) fails
+            try:
+                await runner
+            except Exception as exc:
+                why = str(exc).strip() or type(exc).__name__
+            if self._stopping:
+                return
+            log.warning(
+                "worker %s: the job queue stopped (%s: the database?); starting again in %.1fs", self.name, why, pause
+            )
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 5.0)
+
+    def run(self) -> None:
+        """Sync :meth:`arun` (in a fresh event loop)."""
+        asyncio.run(self.arun())
+
+    def stop(self) -> None:
+        """The first call: take no new runs, stop the running ones at their next super-step
+        boundary, put them back in the queue and exit. The second: stop them at once."""
+        self._stopping += 1
+        worker = getattr(self, "_worker", None)
+        if self._stopping == 1:
+            log.info("worker %s stopping: runs stop at their next super-step boundary", self.name)
+            for handle in self._running.values():
+                handle.stop = handle.stop or "shutdown"
+        else:
+            log.info("worker %s stopping now", self.name)
+            for handle in self._running.values():
+                handle.stop_now = handle.stop_now or "shutdown"
+                handle.now.set()
+        if worker is not None:
+            worker.stop()
+
+    async def _listen(self) -> None:
+        """Stop requests for the runs running here, as they come (NOTIFY), and by a poll
+        once a second besides (a notification sent while the connection was down is lost)."""
+        import psycopg
+
+        from plait.runs._db import connect_kwargs
+
+        db = self.runs.db
+        while True:
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                    db.dsn, autocommit=True, **connect_kwargs(db.schema)
+                ) as conn:
+                    await conn.execute(f"LISTEN {_store.CHANNEL}")
+                    while True:
+                        await self._poll_stops()
+                        async for note in conn.notifies(timeout=1.0):
+                            if note.payload.startswith("stop:") and note.payload[5:] in self._running:
+                                await self._poll_stops()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("stop listener: %s; reconnecting", exc)
+                await asyncio.sleep(1.0)
+
+    async def _poll_stops(self) -> None:
+        if not self._running:
+            return
+        async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+            await cur.execute(
+                "SELECT run_id, stop FROM plait_run WHERE run_id = ANY(%s) AND stop IS NOT NULL",
+                (list(self._running),),
+            )
+            for run_id, stop in await cur.fetchall():
+                handle = self._running.get(run_id)
+                if handle is None:
+                    continue
+                if stop == "cancel":
+                    handle.stop_now = "cancel"
+                    handle.now.set()
+                else:
+                    handle.stop = handle.stop or stop
+
+    # -- periodic jobs --------------------------------------------------------------------------
+
+    async def _sweep(self, timestamp: int) -> None:
+        """Give the runs of dead workers (no heartbeat for ``stalled_after``) to live ones."""
+        manager = self._app.job_manager
+        stalled = await manager.get_stalled_jobs(seconds_since_heartbeat=self.settings.stalled_after)
+        for job in stalled:
+            log.info("resuming %s of a worker that stopped heartbeating", job.call_string)
+            await manager.retry_job(job)
+        await manager.prune_stalled_workers(self.settings.stalled_after)
+
+    async def _tick(self, timestamp: int) -> None:
+        await fire_due(self.runs, timestamp)
+
+    # -- one run --------------------------------------------------------------------------------
+
+    def _graph(self, name: str, namespace: str) -> CompiledGraph:
+        from plait.graph.compiled import CompiledGraph
+
+        key = (name, namespace)
+        found = self._bound.get(key)
+        if found is None:
+            app = self.graphs.get(name)
+            if app is None:
+                raise UnknownGraphError(name, sorted(self.graphs), self.name)
+            found = self._bound[key] = CompiledGraph(
+                app.spec,
+                checkpointer=self._store,
+                namespace=namespace,
+                interrupt_before=tuple(app.interrupt_before),
+                interrupt_after=tuple(app.interrupt_after),
+                name=app.name,
+            )
+        return found
+
+    async def _advance(self, context: Any, run_id: str) -> None:
+        pool = self.runs.db.pool
+        async with pool.connection() as conn, conn.cursor() as cur:
+            found = await _store.get_run(cur, run_id)
+        if found is None:
+            return
+        run, extra = found
+        if run.done:
+            return
+        async with pool.connection() as conn, conn.cursor() as cur:
+            if extra["stop"] == "cancel":
+                await _store.finish(cur, run_id, "cancelled", error={"type": "Cancelled", "message": "cancelled"})
+                return
+            if extra["stop"] in ("interrupt", "rollback"):
+                why = {"type": "Interrupted", "message": f"stopped by a newer run ({extra['stop']})"}
+                await _store.finish(cur, run_id, "interrupted", error=why)
+                return
+            try:
+                graph = self._graph(run.graph, run.namespace)
+            except UnknownGraphError as exc:
+                await _store.finish(cur, run_id, "error", error=_error(exc))
+                return
+        handle = self._running[run_id] = _Handle(run_id)
+        try:
+            if self._stopping:
+                raise _Requeue(0.0)
+            assert self._store is not None and self._limits is not None
+            if extra["rollback_of"] and not extra["started"]:
+                await self._roll_back(run, extra["rollback_of"])
+            async with self._limits.admitted(run.graph):
+                await self._attempt(run, extra, graph, handle, context.job.id)
+        finally:
+            self._running.pop(run_id, None)
+
+    async def _roll_back(self, run: Any, stopped: Sequence[str]) -> None:
+        assert self._store is not None
+        async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+            await cur.execute(
+                "SELECT start_checkpoint FROM plait_run WHERE run_id = ANY(%s) AND started ORDER BY seq LIMIT 1",
+                (list(stopped),),
+            )
+            row = await cur.fetchone()
+        if row is not None:
+            dropped = await rewind(self._store, run.thread_id, run.namespace, row[0])
+            log.info(
+                "run %s rolled thread %r back to %s (%d checkpoints dropped)",
+                run.run_id,
+                run.thread_id,
+                row[0],
+                dropped,
+            )
+
+    async def _attempt(  # noqa: PLR0915 - one attempt of a run, in the order its steps happen
+        self, run: Any, extra: dict[str, Any], graph: CompiledGraph, handle: _Handle, job: int
+    ) -> None:
+        assert self._store is not None
+        owner = f"{self.name}/job-{job}"
+        head = await self._store.aget(run.thread_id, namespace=run.namespace)
+        head_id = head.id if head is not None else None
+        now = time.time()
+        async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+            await cur.execute(
+                "UPDATE plait_run SET status = 'running', attempts = attempts + 1, worker = %s, "
+                "started_at = coalesce(started_at, %s), updated_at = %s, "
+                "start_checkpoint = CASE WHEN started THEN start_checkpoint ELSE %s END, started = true "
+                "WHERE run_id = %s AND status IN ('pending', 'running') RETURNING started_at, start_checkpoint",
+                (owner, now, now, head_id, run.run_id),
+            )
+            row = await cur.fetchone()
+        if row is None:
+            return  # it ended meanwhile (cancelled)
+        started_at, start = row
+        fresh = head_id == start  # nothing of this run was committed yet
+        input: Any = None
+        if fresh and run.has_resume:
+            input = Command(resume=run.resume)
+        elif fresh:
+            input = run.input
+        modes = extra["stream"]
+        events = Events(self.runs, run.run_id, modes)
+        await events.open()
+        events.add("status", {"status": "running", "worker": owner, "attempt": run.attempts + 1})
+        budget = None if run.timeout is None else run.timeout - (time.time() - started_at)
+        self._by_owner[owner] = handle
+        start_values = {} if head is None else thaw(dict(head.values))
+        task = asyncio.create_task(self._drive(graph, run, input, owner, start_values, events))
+        stopper = asyncio.create_task(handle.now.wait())
+        try:
+            done, _ = await asyncio.wait({task, stopper}, timeout=budget, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # Procrastinate aborts the job (a shutdown past its timeout)
+            self._by_owner.pop(owner, None)
+            task.cancel()
+            stopper.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+            await asyncio.shield(self._put_back(run.run_id))
+            raise
+        stopper.cancel()
+        self._by_owner.pop(owner, None)
+        if task not in done:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+            why = handle.stop_now or "timeout"
+            await self._after_stop(run, why, events)
+            return
+        try:
+            output = task.result()
+        except _AtBoundary:
+            await self._after_stop(run, handle.stop or "shutdown", events)
+            return
+        except LeaseLostError as exc:
+            if exc.taken_by is not None:  # another attempt (a worker that took this one for dead) owns it now
+                log.warning("run %s lost its thread to another worker: %s", run.run_id, exc)
+                return
+            # nobody holds it: the lease row was lost (a database crash forgets leases, which are
+            # taken without waiting for the disk) or given back; go on from the stored checkpoints
+            log.warning("run %s lost its lease (%s); it goes back to the queue", run.run_id, exc)
+            raise _Requeue(0.2) from exc
+        except ThreadBusyError as exc:  # another attempt holds the thread (a worker thought dead, still alive)
+            raise _Requeue(min(max(exc.expires_in, 0.05), 1.0)) from exc
+        except CheckpointError as exc:
+            log.warning("run %s: the store failed (%s); it goes back to the queue", run.run_id, exc)
+            with contextlib.suppress(Exception):  # the database may be down: the retry finds it running
+                await self._put_back(run.run_id)
+            raise _Requeue(1.0) from exc
+        except Exception as exc:
+            await self._end(run, "error", events, error=_error(exc))
+            return
+        status = "interrupted" if "__interrupt__" in output else "success"
+        await self._end(run, status, events, output=output)
+
+    async def _drive(
+        self, graph: CompiledGraph, run: Any, input: Any, owner: str, values: dict[str, Any], events: Events
+    ) -> dict[str, Any]:
+        """Run the graph, storing the stream items asked for (a batch per checkpoint); the
+        worker's checkpointer stops it at the next committed checkpoint once asked. ``values``
+        are the thread's as the run starts: the output when nothing is left to run (an
+        attempt after a crash that came after the run's last commit)."""
+        interrupts: list[Any] = []
+        wanted: set[StreamMode] = {*events.modes}  # type: ignore[arg-type]  # checked when the run was submitted
+        async for mode, item in graph.astream(
+            input,
+            mode=sorted(wanted | {"values", "events"}),
+            thread_id=run.thread_id,
+            owner=owner,
+        ):
+            if mode == "values":
+                values = thaw(item)
+            elif mode == "events" and isinstance(item, Interrupted):
+                interrupts = [i.to_json() for i in item.interrupts]
+            if mode in wanted:
+                events.add(mode, event_json(item) if mode == "events" else thaw(item))
+            if mode == "events" and isinstance(item, CheckpointSaved):
+                await events.flush()
+        await events.flush()
+        if interrupts:
+            values["__interrupt__"] = interrupts
+        return values
+
+    async def _after_stop(self, run: Any, why: str, events: Events) -> None:
+        if why == "shutdown":
+            await self._put_back(run.run_id)
+            events.add("status", {"status": "pending", "reason": "the worker shut down; the run goes on elsewhere"})
+            await events.flush()
+            raise _Requeue(0.0)
+        if why == "cancel":
+            await self._end(run, "cancelled", events, error={"type": "Cancelled", "message": "cancelled while running"})
+        elif why == "timeout":
+            message = f"the run took longer than its timeout of {run.timeout:g}s"
+            await self._end(run, "timeout", events, error={"type": "Timeout", "message": message})
+        else:
+            message = f"stopped at a super-step boundary by a newer run on the thread ({why})"
+            await self._end(run, "interrupted", events, error={"type": "Interrupted", "message": message})
+
+    async def _end(self, run: Any, status: str, events: Events, *, output: Any = None, error: Any = None) -> None:
+        """Record how the run ended. When that fails (the database went away), the job is
+        queued again: its next attempt finds the thread finished and records it then."""
+        events.add("status", {"status": status, "error": error})
+        try:
+            async with self.runs.db.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                await events.flush(cur)
+                await _store.finish(cur, run.run_id, status, output=output, error=error, only_if=("running",))
+        except Exception as exc:
+            log.warning("run %s ended %s but that could not be recorded (%s); it is retried", run.run_id, status, exc)
+            raise _Requeue(1.0) from exc
+
+    async def _put_back(self, run_id: str) -> None:
+        async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+            await cur.execute(
+                "UPDATE plait_run SET status = 'pending', updated_at = %s WHERE run_id = %s AND status = 'running'",
+                (time.time(), run_id),
+            )
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    return {"type": type(exc).__name__, "message": str(exc)}

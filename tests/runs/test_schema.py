@@ -1,0 +1,128 @@
+"""The run tables' own migrations, and Procrastinate's schema applied by plait and refused at
+any version other than the one plait was tested with."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+
+import psycopg
+import pytest
+
+from plait.errors import QueueSchemaError, RunsError
+from plait.runs import Runs
+from plait.runs._db import connect_kwargs
+from plait.runs._schema import RUNS_VERSION, TESTED_QUEUE_SCHEMA, installed_queue_schema
+
+pytestmark = pytest.mark.postgres
+
+
+def sql(dsn: str, schema: str, statement: str) -> None:
+    with psycopg.connect(dsn, autocommit=True, **connect_kwargs(schema)) as conn:
+        conn.execute(statement)
+
+
+def test_the_installed_procrastinate_is_the_one_plait_was_tested_with() -> None:
+    assert installed_queue_schema() == TESTED_QUEUE_SCHEMA
+
+
+def test_migrate_sets_up_both_components_once_and_is_safe_to_repeat(postgres_dsn: str, postgres_schema: str) -> None:
+    async def go() -> None:
+        runs = Runs(postgres_dsn, schema=postgres_schema)
+        with pytest.raises(QueueSchemaError, match="plait db migrate"):
+            await runs.aopen()
+        assert await runs.amigrate() == (None, True)
+        assert await asyncio.gather(runs.amigrate(), runs.amigrate()) == [(RUNS_VERSION, False)] * 2
+        await runs.aopen()
+        await runs.aclose()
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize(
+    ("tamper", "match"),
+    [
+        ("UPDATE plait_run_meta SET value = '02.00.00_01_old' WHERE key = 'queue_schema'", "not the one this plait"),
+        ("INSERT INTO plait_run_migrations VALUES (99, 0)", "newer plait"),
+    ],
+)
+def test_a_database_at_another_version_is_refused(runs_db: tuple[str, str], tamper: str, match: str) -> None:
+    dsn, schema = runs_db
+    sql(dsn, schema, tamper)
+
+    async def go() -> None:
+        runs = Runs(dsn, schema=schema)
+        with pytest.raises(QueueSchemaError, match=match):
+            await runs.aopen()
+        with pytest.raises(QueueSchemaError, match=match):
+            await runs.amigrate()
+        await runs.aclose()
+
+    asyncio.run(go())
+
+
+def test_a_procrastinate_schema_plait_did_not_apply_is_refused(postgres_dsn: str, postgres_schema: str) -> None:
+    from procrastinate import schema
+
+    sql(postgres_dsn, postgres_schema, schema.SchemaManager.get_schema())
+
+    async def go() -> None:
+        runs = Runs(postgres_dsn, schema=postgres_schema)
+        with pytest.raises(QueueSchemaError, match="did not apply") as info:
+            await runs.amigrate()
+        assert info.value.found == "unknown" and info.value.expected == TESTED_QUEUE_SCHEMA
+        await runs.aclose()
+
+    asyncio.run(go())
+
+
+def test_a_store_that_is_not_postgres_is_refused() -> None:
+    with pytest.raises(RunsError, match="runs need PostgreSQL"):
+        Runs("plait.db")
+
+
+def plait(*args: str, schema: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PGOPTIONS": f"-c search_path={schema}"}
+    env.pop("PLAIT_DB", None)
+    return subprocess.run(
+        [sys.executable, "-m", "plait", *args], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+
+
+def test_plait_db_migrate_sets_up_the_run_tables_and_the_queue_and_the_run_commands_use_them(
+    postgres_dsn: str, postgres_schema: str
+) -> None:
+    db = ("--db", postgres_dsn)
+    res = plait("db", "migrate", *db, "--json", schema=postgres_schema)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["runs"] == "run tables and job queue set up"
+    res = plait("db", "migrate", *db, schema=postgres_schema)
+    assert res.returncode == 0 and "run tables and job queue up to date" in res.stdout
+    res = plait("submit", "g.py:graph", "--thread", "t", "--input", '{"a": 1}', "--delay", "3600", *db, "--json",
+                schema=postgres_schema)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    run = json.loads(res.stdout)
+    assert run["status"] == "pending" and run["input"] == {"a": 1} and run["created_at"].endswith("+00:00")
+    res = plait("submit", "g.py:graph", "--thread", "t", *db, schema=postgres_schema)
+    assert res.returncode == 1 and "has an active run" in res.stderr
+    res = plait("runs", "--thread", "t", *db, "--json", schema=postgres_schema)
+    assert [r["run_id"] for r in json.loads(res.stdout)] == [run["run_id"]]
+    res = plait("run-cancel", run["run_id"], *db, schema=postgres_schema)
+    assert res.returncode == 0 and "cancelled" in res.stdout
+    res = plait("runs", "--status", "cancelled", *db, schema=postgres_schema)
+    assert run["run_id"] in res.stdout
+    res = plait("schedule", "g.py:graph", "--cron", "*/5 * * * *", *db, "--json", schema=postgres_schema)
+    schedule_id = json.loads(res.stdout)["schedule_id"]
+    res = plait("schedules", *db, schema=postgres_schema)
+    assert schedule_id in res.stdout and "*/5 * * * *" in res.stdout
+    res = plait("schedules", "--remove", schedule_id, *db, schema=postgres_schema)
+    assert res.returncode == 0 and "removed" in res.stdout
+    res = plait("schedule", "g.py:graph", "--cron", "sometimes", *db, schema=postgres_schema)
+    assert res.returncode == 2 and "not a cron expression" in res.stderr
+    res = plait("worker", *db, schema=postgres_schema)
+    assert res.returncode == 2 and "--graph" in res.stderr
+    res = plait("runs", "--db", "plait.db", schema=postgres_schema)
+    assert res.returncode == 2 and "need PostgreSQL" in res.stderr
