@@ -52,7 +52,7 @@ ABOVE = {
 @pytest.mark.parametrize("layer", sorted(ABOVE))
 def test_a_layer_imports_nothing_above_it(layer: str) -> None:
     for path in modules_under(layer):
-        bad = sorted(m for m in imports(path) if m.startswith(ABOVE[layer]))
+        bad = sorted(m for m in imports(path) if m.startswith(ABOVE[layer]) and not m.startswith(f"plait.{layer}."))
         assert not bad, f"{path.relative_to(SRC)} imports {bad}"
 
 
@@ -143,5 +143,5 @@ def test_no_module_is_over_the_size_budget() -> None:
     assert not big, f"modules over 600 lines: {big}"
 
 
-_BEING_SPLIT = {"errors.py"}
+_BEING_SPLIT: set[str] = set()
 """The modules being split in the house issue (17); this set only shrinks."""

@@ -1,0 +1,256 @@
+"""Every exception a plait user can hit.
+
+All of them derive from :class:`PlaitError`, so ``except plait.PlaitError`` catches anything
+plait raises on purpose. Each carries the structured facts of the failure as attributes
+(``channel``, ``node``, ``step``, ``thread_id``, ...) so callers can react without parsing
+messages, and each message says what happened, where, and what to do about it.
+
+The tree::
+
+    PlaitError
+    ├── SchemaError                  a schema was declared wrongly (duplicate key, bad reducer)
+    ├── StateError                   a write or read of run state was refused
+    │   ├── UnknownChannelError      a write to a key the schema does not declare
+    │   ├── MissingValueError        (also KeyError) state[key] for a key with no value yet
+    │   ├── NotSerializableError     (also TypeError) a value that is not JSON data
+    │   ├── InvalidUpdateError       a value the channel's reducer cannot take
+    │   │   └── MessageNotFoundError a removal marker names a message that is not there
+    │   ├── ReducerError             a reducer raised; the cause is chained
+    │   ├── ConcurrentWriteError     two tasks wrote one last-write-wins channel in one step
+    │   └── ReadOnlyStateError       (also TypeError) an attempt to mutate a stored value
+    ├── GraphError                   a graph is built or used wrongly
+    │   ├── MissingNodeError         a node name that the graph does not have
+    │   ├── GraphChangedError        a thread was checkpointed by an incompatible graph
+    │   └── GraphRequiredError       an action that needs the graph (its reducers, its nodes) got none
+    ├── RunError                     a run stopped with a failure
+    │   ├── NodeError                a node raised; the cause is chained
+    │   │   └── NodeTimeoutError     (also TimeoutError) a node ran past its timeout
+    │   ├── RecursionLimitError      a run took more super-steps than allowed
+    │   ├── InvalidResumeError       a Command(resume=...) that matches no pending interrupt
+    │   └── NoCheckpointerError      a feature that needs a checkpointer was used without one
+    ├── CommandLineError             the plait command was used wrongly (it exits with code 2)
+    │   ├── ArgumentError            an argument or option value that cannot be used
+    │   ├── TargetLoadError          MODULE:GRAPH names nothing that loads as a graph
+    │   ├── ExportFormatError        a file for `plait import` that is not a thread export
+    │   └── NotConfirmedError        a deletion that was not confirmed
+    ├── RunsError                    the run queue (plait.runs: runs, workers, schedules) refused or failed
+    │   ├── RunNotFoundError         a run id that is not stored
+    │   ├── ScheduleNotFoundError    a schedule id that is not stored
+    │   ├── UnknownGraphError        a run of a graph the worker was not given
+    │   ├── RunWaitTimeoutError      (also TimeoutError) wait() ran out before the run ended
+    │   └── QueueSchemaError         the runs or job-queue schema is missing or not the version plait knows
+    └── CheckpointError              the checkpoint store refused or failed
+        ├── CheckpointNotFoundError  a thread or checkpoint id that is not stored
+        ├── CheckpointCorruptError   stored data that cannot be read back
+        ├── InvalidIdError           (also ValueError) a thread id, namespace or checkpoint id no store can hold
+        ├── InvalidRecordError       (also ValueError) a checkpoint or pending write no store can hold
+        ├── ThreadBusyError          another run holds the thread's lease
+        │   └── RunRejectedError     submit(multitask="reject") on a thread with an active run
+        ├── LeaseLostError           a run's lease was taken over: it may not write any more
+        ├── ConcurrentUpdateError    the thread moved on between reading it and committing
+        ├── StoreVersionError        a database schema this version of plait does not know
+        ├── StoreAddressError        (also ValueError) a store address that names no store plait can open
+        │   └── StoreNotFoundError   a store address naming a file or folder that does not exist
+        ├── AmbiguousCheckpointError a checkpoint id prefix that more than one checkpoint has
+        └── ThreadExistsError        a thread that must not exist yet (an import, a fork) exists
+
+The signal raised by :func:`plait.interrupt` is deliberately *not* here: it derives from
+``BaseException`` (like ``asyncio.CancelledError``) so that a node's ``except Exception``
+cannot swallow the pause, and users never need to catch it.
+"""
+
+from plait.errors._base import PlaitError as PlaitError
+from plait.errors._cli import (
+    ArgumentError as ArgumentError,
+)
+from plait.errors._cli import (
+    CommandLineError as CommandLineError,
+)
+from plait.errors._cli import (
+    ExportFormatError as ExportFormatError,
+)
+from plait.errors._cli import (
+    NotConfirmedError as NotConfirmedError,
+)
+from plait.errors._cli import (
+    QueueSchemaError as QueueSchemaError,
+)
+from plait.errors._cli import (
+    RunNotFoundError as RunNotFoundError,
+)
+from plait.errors._cli import (
+    RunsError as RunsError,
+)
+from plait.errors._cli import (
+    RunWaitTimeoutError as RunWaitTimeoutError,
+)
+from plait.errors._cli import (
+    ScheduleNotFoundError as ScheduleNotFoundError,
+)
+from plait.errors._cli import (
+    TargetLoadError as TargetLoadError,
+)
+from plait.errors._cli import (
+    UnknownGraphError as UnknownGraphError,
+)
+from plait.errors._graph import (
+    GraphChangedError as GraphChangedError,
+)
+from plait.errors._graph import (
+    GraphError as GraphError,
+)
+from plait.errors._graph import (
+    GraphRequiredError as GraphRequiredError,
+)
+from plait.errors._graph import (
+    InvalidResumeError as InvalidResumeError,
+)
+from plait.errors._graph import (
+    MissingNodeError as MissingNodeError,
+)
+from plait.errors._graph import (
+    NoCheckpointerError as NoCheckpointerError,
+)
+from plait.errors._graph import (
+    NodeError as NodeError,
+)
+from plait.errors._graph import (
+    NodeTimeoutError as NodeTimeoutError,
+)
+from plait.errors._graph import (
+    RecursionLimitError as RecursionLimitError,
+)
+from plait.errors._graph import (
+    RunError as RunError,
+)
+from plait.errors._state import (
+    ConcurrentWriteError as ConcurrentWriteError,
+)
+from plait.errors._state import (
+    InvalidUpdateError as InvalidUpdateError,
+)
+from plait.errors._state import (
+    MessageNotFoundError as MessageNotFoundError,
+)
+from plait.errors._state import (
+    MissingValueError as MissingValueError,
+)
+from plait.errors._state import (
+    NotSerializableError as NotSerializableError,
+)
+from plait.errors._state import (
+    ReadOnlyStateError as ReadOnlyStateError,
+)
+from plait.errors._state import (
+    ReducerError as ReducerError,
+)
+from plait.errors._state import (
+    SchemaError as SchemaError,
+)
+from plait.errors._state import (
+    StateError as StateError,
+)
+from plait.errors._state import (
+    UnknownChannelError as UnknownChannelError,
+)
+from plait.errors._store import (
+    MAX_ID_BYTES as MAX_ID_BYTES,
+)
+from plait.errors._store import (
+    STORE_ADDRESS_FORMS as STORE_ADDRESS_FORMS,
+)
+from plait.errors._store import (
+    AmbiguousCheckpointError as AmbiguousCheckpointError,
+)
+from plait.errors._store import (
+    CheckpointCorruptError as CheckpointCorruptError,
+)
+from plait.errors._store import (
+    CheckpointError as CheckpointError,
+)
+from plait.errors._store import (
+    CheckpointNotFoundError as CheckpointNotFoundError,
+)
+from plait.errors._store import (
+    ConcurrentUpdateError as ConcurrentUpdateError,
+)
+from plait.errors._store import (
+    InvalidIdError as InvalidIdError,
+)
+from plait.errors._store import (
+    InvalidRecordError as InvalidRecordError,
+)
+from plait.errors._store import (
+    LeaseLostError as LeaseLostError,
+)
+from plait.errors._store import (
+    RunRejectedError as RunRejectedError,
+)
+from plait.errors._store import (
+    StoreAddressError as StoreAddressError,
+)
+from plait.errors._store import (
+    StoreNotFoundError as StoreNotFoundError,
+)
+from plait.errors._store import (
+    StoreVersionError as StoreVersionError,
+)
+from plait.errors._store import (
+    ThreadBusyError as ThreadBusyError,
+)
+from plait.errors._store import (
+    ThreadExistsError as ThreadExistsError,
+)
+
+__all__ = [
+    "AmbiguousCheckpointError",
+    "ArgumentError",
+    "CheckpointCorruptError",
+    "CheckpointError",
+    "CheckpointNotFoundError",
+    "CommandLineError",
+    "ConcurrentUpdateError",
+    "ConcurrentWriteError",
+    "ExportFormatError",
+    "GraphChangedError",
+    "GraphError",
+    "GraphRequiredError",
+    "InvalidIdError",
+    "InvalidRecordError",
+    "InvalidResumeError",
+    "InvalidUpdateError",
+    "LeaseLostError",
+    "MessageNotFoundError",
+    "MissingNodeError",
+    "MissingValueError",
+    "NoCheckpointerError",
+    "NodeError",
+    "NodeTimeoutError",
+    "NotConfirmedError",
+    "NotSerializableError",
+    "PlaitError",
+    "ReadOnlyStateError",
+    "RecursionLimitError",
+    "ReducerError",
+    "RunError",
+    "RunNotFoundError",
+    "RunRejectedError",
+    "RunWaitTimeoutError",
+    "RunsError",
+    "ScheduleNotFoundError",
+    "QueueSchemaError",
+    "UnknownGraphError",
+    "SchemaError",
+    "StateError",
+    "StoreAddressError",
+    "StoreNotFoundError",
+    "StoreVersionError",
+    "TargetLoadError",
+    "ThreadBusyError",
+    "ThreadExistsError",
+    "UnknownChannelError",
+]
+
+for _name in __all__:  # shown (tracebacks, stored errors) under the module users import them from
+    globals()[_name].__module__ = __name__
+del _name

@@ -1,0 +1,26 @@
+"""The root of the tree and what every exception module shares (see :mod:`plait.errors`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["PlaitError", "describe"]
+
+
+def _where(node: str | None) -> str:
+    return f" (written by node {node!r})" if node else ""
+
+
+class PlaitError(Exception):
+    """Root of every error plait raises on purpose."""
+
+
+def _utc(seconds: float) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).isoformat(timespec="milliseconds")
+
+
+def describe(value: Any) -> str:
+    """A short type name for messages (``datetime``, ``MyClass``)."""
+    return type(value).__name__

@@ -1,0 +1,139 @@
+"""Errors of the command line and of the run queue (plait.runs)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from plait.errors._base import PlaitError
+
+__all__ = [
+    "ArgumentError",
+    "CommandLineError",
+    "ExportFormatError",
+    "NotConfirmedError",
+    "QueueSchemaError",
+    "RunNotFoundError",
+    "RunWaitTimeoutError",
+    "RunsError",
+    "ScheduleNotFoundError",
+    "TargetLoadError",
+    "UnknownGraphError",
+]
+
+
+class CommandLineError(PlaitError):
+    """The ``plait`` command was given something it cannot use; it exits with code 2.
+
+    Raised by the command line only, before anything is written: the message names the
+    argument or option, what was wrong with it, and the command to run instead.
+    """
+
+
+class ArgumentError(CommandLineError):
+    """An argument or option whose value cannot be used (JSON that does not parse,
+    ``--limit 0``, two options that exclude each other)."""
+
+    def __init__(self, option: str, message: str) -> None:
+        self.option = option
+        """The option or argument, as written on the command line (``--limit``, ``THREAD``)."""
+        super().__init__(message)
+
+
+class TargetLoadError(CommandLineError):
+    """``MODULE:GRAPH`` could not be loaded: no such file or module, an error while importing
+    it, no such attribute, or an object that is not a graph."""
+
+    def __init__(self, target: str, reason: str) -> None:
+        self.target = target
+        self.reason = reason
+        super().__init__(f"cannot load {target!r}: {reason}")
+
+
+class ExportFormatError(CommandLineError):
+    """A file given to ``plait import`` that is not a thread export this plait can read."""
+
+    def __init__(self, source: str, line: int, reason: str) -> None:
+        self.source = source
+        self.line = line
+        self.reason = reason
+        super().__init__(
+            f"{source} line {line}: {reason}; `plait import` reads what `plait export THREAD` writes "
+            "(format plait-thread, version 1)"
+        )
+
+
+class NotConfirmedError(CommandLineError):
+    """A command that deletes data asked for a confirmation and did not get one."""
+
+    def __init__(self, action: str, *, declined: bool) -> None:
+        self.action = action
+        self.declined = declined
+        """True when the answer was no; False when there was nobody to ask (no input)."""
+        why = "declined" if declined else "there was no answer to the question (stdin is closed)"
+        super().__init__(f"{action}: not done, {why}; pass --yes to do it without asking")
+
+
+class RunsError(PlaitError):
+    """The run queue (:mod:`plait.runs`: runs, workers, schedules) refused a request or failed."""
+
+
+class RunNotFoundError(RunsError):
+    """A run id that is not stored (never submitted, or deleted)."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"no run {run_id!r} is stored; list the runs with runs.list() or `plait runs`.")
+
+
+class ScheduleNotFoundError(RunsError):
+    """A schedule id that is not stored (never made, or removed)."""
+
+    def __init__(self, schedule_id: str) -> None:
+        self.schedule_id = schedule_id
+        super().__init__(
+            f"no schedule {schedule_id!r} is stored; list the schedules with runs.schedules() or `plait schedules`."
+        )
+
+
+class UnknownGraphError(RunsError):
+    """A worker was handed a run of a graph it was not started with. The run ends ``error``
+    with this message, so that it is not retried forever by workers that cannot run it."""
+
+    def __init__(self, graph: str, known: Sequence[str], worker: str) -> None:
+        self.graph = graph
+        self.known = tuple(known)
+        self.worker = worker
+        listed = ", ".join(repr(k) for k in self.known) or "(none)"
+        super().__init__(
+            f"worker {worker} has no graph {graph!r} (it runs {listed}): start the workers of this queue "
+            f"with --graph {graph}, or submit the run under a name they were given."
+        )
+
+
+class RunWaitTimeoutError(RunsError, TimeoutError):
+    """``runs.wait(run_id, timeout)`` ran out of time before the run ended. The run goes on;
+    wait again, or cancel it. Also a ``TimeoutError``."""
+
+    def __init__(self, run_id: str, timeout: float, status: str) -> None:
+        self.run_id = run_id
+        self.timeout = timeout
+        self.status = status
+        """The run's status when the wait gave up (``pending`` or ``running``)."""
+        super().__init__(
+            f"run {run_id!r} did not end within {timeout:g}s (it is {status}); it goes on: wait again, "
+            "or cancel it with runs.cancel() or `plait run-cancel`."
+        )
+
+
+class QueueSchemaError(RunsError):
+    """The database has no runs schema, or the job queue's (Procrastinate's) schema is not
+    the version this plait was tested with, or the runs schema was written by a newer plait."""
+
+    def __init__(self, store: str, found: str | None, expected: str, advice: str) -> None:
+        self.store = store
+        self.found = found
+        """The version found (None: not set up)."""
+        self.expected = expected
+        self.advice = advice
+        have = "is not set up" if found is None else f"is at version {found}"
+        super().__init__(f"{store} {have}, this plait needs {expected}: {advice}")

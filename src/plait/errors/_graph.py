@@ -1,0 +1,125 @@
+"""Errors of graphs and runs: a graph built or used wrongly, a run that failed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from plait.errors._base import PlaitError
+
+__all__ = [
+    "GraphChangedError",
+    "GraphError",
+    "GraphRequiredError",
+    "InvalidResumeError",
+    "MissingNodeError",
+    "NoCheckpointerError",
+    "NodeError",
+    "NodeTimeoutError",
+    "RecursionLimitError",
+    "RunError",
+]
+
+
+class GraphError(PlaitError):
+    """A graph was built or used wrongly. Compile-time checks raise this, naming the culprit."""
+
+
+class MissingNodeError(GraphError):
+    """A node name that the graph does not have."""
+
+    def __init__(self, node: str, known: Sequence[str]) -> None:
+        self.node = node
+        self.known = tuple(known)
+        super().__init__(
+            f"the graph has no node {node!r}; its nodes are: " + (", ".join(repr(k) for k in self.known) or "(none)")
+        )
+
+
+class GraphChangedError(GraphError):
+    """A thread's checkpoint was written by a graph that this graph cannot safely continue."""
+
+    def __init__(self, thread_id: str, changes: Sequence[str]) -> None:
+        self.thread_id = thread_id
+        self.changes = tuple(changes)
+        super().__init__(
+            f"thread {thread_id!r} was checkpointed by an incompatible version of this graph: "
+            + "; ".join(self.changes)
+            + ". Resume it with the graph that wrote it, fork it and fix the state with "
+            "update_state, or start a new thread."
+        )
+
+
+class GraphRequiredError(GraphError):
+    """An action that folds values through reducers or runs nodes (an edit, a fork with edits,
+    an answer to an interrupt, a continued run) was asked of a tool that was given no graph,
+    or no graph that fits the thread. Nothing was written."""
+
+    def __init__(self, action: str, advice: str) -> None:
+        self.action = action
+        super().__init__(f"{action} needs the thread's graph: {advice}")
+
+
+class RunError(PlaitError):
+    """A run stopped with a failure; the thread stays resumable from its last checkpoint."""
+
+
+class NodeError(RunError):
+    """A node raised. Its siblings finished and their writes were kept; the cause is chained."""
+
+    def __init__(self, node: str, step: int, thread_id: str | None, cause: BaseException) -> None:
+        self.node = node
+        self.step = step
+        self.thread_id = thread_id
+        where = f" of thread {thread_id!r}" if thread_id else ""
+        resume = (
+            f" The thread is resumable: invoke(None, thread_id={thread_id!r}) re-runs only the "
+            "tasks that did not finish."
+            if thread_id
+            else ""
+        )
+        super().__init__(f"node {node!r} failed in super-step {step}{where}: {type(cause).__name__}: {cause}.{resume}")
+
+
+class NodeTimeoutError(NodeError, TimeoutError):
+    """A node ran past its ``timeout``.
+
+    Also a ``TimeoutError`` (which ``asyncio.TimeoutError`` is), so code that treats every
+    timeout alike, a ``RetryPolicy(retry_on=TimeoutError)`` included, treats this one so too.
+    """
+
+    def __init__(self, node: str, step: int, thread_id: str | None, timeout: float) -> None:
+        self.timeout = timeout
+        super().__init__(node, step, thread_id, TimeoutError(f"did not finish within {timeout:g}s"))
+
+
+class RecursionLimitError(RunError):
+    """A run took more super-steps than ``recursion_limit`` allows."""
+
+    def __init__(self, limit: int, thread_id: str | None) -> None:
+        self.limit = limit
+        self.thread_id = thread_id
+        super().__init__(
+            f"the run reached the recursion limit of {limit} super-steps without finishing. "
+            "If the graph is meant to loop that long, pass a larger recursion_limit to "
+            "invoke()/stream(); otherwise check the conditions that end its loops."
+        )
+
+
+class InvalidResumeError(RunError):
+    """``Command(resume=...)`` that does not match the thread's pending interrupts."""
+
+    def __init__(self, thread_id: str | None, reason: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(f"cannot resume thread {thread_id!r}: {reason}")
+
+
+class NoCheckpointerError(RunError):
+    """A feature that needs a checkpointer (interrupts, threads, history) was used without one."""
+
+    def __init__(self, feature: str) -> None:
+        self.feature = feature
+        super().__init__(
+            f"{feature} needs a checkpointer: compile the graph with "
+            "checkpointer=MemoryCheckpointer() or checkpointer='plait.db' (SQLite), and pass a "
+            "thread_id when you invoke it."
+        )
