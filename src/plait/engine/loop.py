@@ -31,7 +31,7 @@ from plait.engine.emitter import Emitter, Sink
 from plait.engine.events import Interrupted, NodeStarted, RunFinished
 from plait.engine.executor import NodeExecutor
 from plait.engine.lease import ThreadLease, renews_off_loop
-from plait.engine.merge import Results, error_write, merge_step, read_pending, written_keys
+from plait.engine.merge import Results, StepInputs, error_write, merge_step, read_pending, written_keys
 from plait.engine.pending import incompatibilities, result_write, resume_writes
 from plait.engine.plan import plan_next
 from plait.engine.spec import GraphSpec
@@ -61,7 +61,7 @@ def checkpoint_metadata(
     spec: GraphSpec,
     graph_fp: str,
     *,
-    writes: Mapping[str, Sequence[str]] | None = None,
+    writes: Mapping[str, list[str]] | None = None,
     run_id: str | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
@@ -71,7 +71,7 @@ def checkpoint_metadata(
     place a run, an update and a fork build it."""
     meta: dict[str, Any] = {"source": source, "step": step}
     if writes is not None:
-        meta["writes"] = {k: list(v) for k, v in writes.items()}
+        meta["writes"] = writes
     meta.update(extra)
     meta["graph"] = graph_fp
     meta["reducers"] = spec.reducer_specs
@@ -137,7 +137,11 @@ class Run:
         """The run's lease owner (a worker may give its own): who the thread's lease names."""
         self.loop = asyncio.get_running_loop()
         self.emit = Emitter(sink, modes, self.loop)
-        self.committer = Committer(checkpointer, self.emit.committed) if checkpointer is not None else None
+        self.committer = (
+            Committer(checkpointer, self.emit.committed if self.emit.events else None)
+            if checkpointer is not None
+            else None
+        )
         self.store: Durable | None = None if self.committer is None else durability_for(durability, self.committer)
         self.hold: ThreadLease | None = None
         """The run's lease on its thread, while it runs (None without a checkpointer)."""
@@ -355,16 +359,21 @@ class Run:
     ) -> tuple[Checkpoint, tuple[Task, ...]]:
         """One super-step: run what is not done yet, stop on a failure or an interrupt, merge,
         plan, checkpoint."""
-        self._check_lease()
-        inputs = read_pending(pending, self.spec.schema)
+        hold = self.hold
+        if hold is not None and hold.error is not None:
+            raise hold.error
+        inputs = read_pending(pending, self.spec.schema) if pending else StepInputs()
         results = inputs.results
         to_run = [t for t in tasks if t.id not in results]
         if self.before and not inputs.breakpoint_taken and any(t.node in self.before for t in to_run):
             await self._pause(cur, [PendingWrite(task_id="", kind="breakpoint")], ())
         base = self.state.table  # the live table: nothing changes it until the merge
         outcomes = await self._run_tasks(cur, to_run, inputs, results, base)
-        self._check_lease()  # a node's effect found the lease lost, or the renewer did
-        await self._stop_if_failed_or_paused(cur, to_run, outcomes)
+        if hold is not None and hold.error is not None:  # a node's effect found the lease lost, or the renewer did
+            raise hold.error
+        for o in outcomes:
+            if o.error is not None or o.interrupt is not None:
+                await self._stop_if_failed_or_paused(cur, to_run, outcomes)
         try:
             changed = merge_step(self.state, tasks, results, base, cur.step, self._lww)
         except PlaitError as error:
@@ -376,7 +385,8 @@ class Run:
         st = self.state
         if changed:
             st.apply(changed, None)
-            self.emit.state_updated(tasks, results, st.version, cur.step)
+            if self.emit.events:
+                self.emit.state_updated(tasks, results, st.version, cur.step)
         st.advance()
         new, next_tasks = await self._next_checkpoint(cur, tasks, results, changed, bool(pending))
         self._emit_values()
@@ -425,7 +435,7 @@ class Run:
                 self.state,
                 base,
                 inline=inline,
-                on_retry=emit.retry_hook(task, step),
+                on_retry=emit.retry_hook(task, step) if emit.events else None,
                 executor=self.executor,
             )
             if out.error is None and out.interrupt is None:
@@ -433,7 +443,8 @@ class Run:
                 if flush:
                     assert self.committer is not None
                     self.committer.submit(writes=self._batch([result_write(task.id, out)], cur.id))
-                emit.task_done(task, out, step)
+                if emit.active:
+                    emit.task_done(task, out, step)
             return out
 
         if not multi:
@@ -492,7 +503,7 @@ class Run:
         tasks: Sequence[Task],
         barriers: Mapping[str, tuple[str, ...]],
         source: str,
-        writes: Mapping[str, Sequence[str]] | None,
+        writes: Mapping[str, list[str]] | None,
         **extra: Any,
     ) -> Checkpoint:
         st = self.state
@@ -503,7 +514,7 @@ class Run:
             parent_id=parent,
             step=step,
             values=dict(st.table),
-            versions=dict(st.channel_versions),
+            versions=st.channel_versions,  # a copy already
             next_tasks=tuple(tasks),
             barriers=dict(barriers),
             metadata=checkpoint_metadata(
@@ -567,7 +578,8 @@ class Run:
         )
 
     def _emit_values(self) -> None:
-        self.emit.values(self.state.table)
+        if self.emit.sink is not None:
+            self.emit.values(self.state.table)
 
 
 def _bare_checkpoint(
