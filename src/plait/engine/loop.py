@@ -127,6 +127,7 @@ class Run:
         self.thread_id = thread_id
         self.namespace = namespace
         self.recursion_limit = recursion_limit
+        self.durability: Durability = durability
         self.before = interrupt_before
         self.after = interrupt_after
         self.wait = wait
@@ -197,6 +198,15 @@ class Run:
                 hold.released = self.committer.released
                 if self.store is not None:
                     hold.rest = self.store.rest
+
+    async def execute_inside(self, input: Any, head: Checkpoint | None, hold: Any, fence: Fence) -> RunResult:
+        """Run as a subgraph of another run (see :mod:`plait.engine.subgraph`): from ``head``
+        (read by the caller) under the parent's lease ``hold`` (borrowed: never renewed or
+        given back here), every commit fenced by ``fence`` (the parent's lease token)."""
+        self.hold = hold
+        assert self.committer is not None
+        self.committer.fence = fence
+        return await self._outcome(input, None, head)
 
     async def _outcome(self, input: Any, checkpoint_id: str | None, head: Checkpoint | None) -> RunResult:
         """Run to the end, then wait for the commits (every outcome is durable on return)."""

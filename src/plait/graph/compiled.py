@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
@@ -15,10 +16,12 @@ from plait._sync import iterate_sync, run_sync
 from plait.checkpoint.address import open as open_store
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.model import Status, ThreadInfo
+from plait.engine.context import _current
 from plait.engine.edit import fork_thread, update_thread
 from plait.engine.executor import NodeExecutor
 from plait.engine.loop import Run, RunResult
 from plait.engine.spec import GraphSpec
+from plait.engine.subgraph import NestedSink
 from plait.errors import (
     CheckpointNotFoundError,
     GraphError,
@@ -185,6 +188,11 @@ class CompiledGraph:
             The channel values; when the run paused on ``interrupt()``, the pending
             interrupts are under ``"__interrupt__"``.
         """
+        if thread_id is None and self.checkpointer is None and (ctx := _current.get()) is not None:
+            # Called inside a node: a subgraph of that node's run (see plait.graph.subgraph).
+            from plait.graph.subgraph import call_subgraph
+
+            return await call_subgraph(ctx, self, input)
         result = await self._run(
             input,
             thread_id=thread_id,
@@ -231,6 +239,7 @@ class CompiledGraph:
         durability: Durability = "sync",
         wait: float | None = None,
         owner: str | None = None,
+        subgraphs: bool = False,
     ) -> AsyncIterator[Any]:
         """Run the graph and yield what happens as it happens.
 
@@ -244,6 +253,11 @@ class CompiledGraph:
         once; when it wrote a key more than once (a list of pairs, a ``Command`` update with
         repeats), a list of one-key dicts, one per write in the order written, so that no
         write the state got is missing from the item.
+
+        With ``subgraphs=True`` the subgraphs' items come too, each item as ``(namespace,
+        item)`` (``(namespace, (mode, item))`` with a list of modes): ``namespace`` is ``()``
+        for this graph and a tuple of ``"node:task_id"`` segments for a subgraph, as in
+        LangGraph.
         """
         modes = (mode,) if isinstance(mode, str) else tuple(mode)
         for m in modes:
@@ -252,8 +266,13 @@ class CompiledGraph:
         queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
         single = isinstance(mode, str)
 
-        def sink(m: str, item: Any) -> None:
+        def put(m: str, item: Any) -> None:
             queue.put_nowait((m, item))
+
+        def nested(m: str, ns: tuple[str, ...], item: Any) -> None:
+            queue.put_nowait((m, (ns, item) if single else (ns, (m, item))))
+
+        sink: Any = NestedSink(nested) if subgraphs else put
 
         async def drive() -> RunResult:
             try:
@@ -274,7 +293,7 @@ class CompiledGraph:
         task = asyncio.get_running_loop().create_task(drive())
         try:
             while (item := await queue.get()) is not None:
-                yield item[1] if single else item
+                yield item[1] if single or subgraphs else item
             await task
         finally:
             if not task.done():
@@ -293,6 +312,7 @@ class CompiledGraph:
         durability: Durability = "sync",
         wait: float | None = None,
         owner: str | None = None,
+        subgraphs: bool = False,
     ) -> Iterator[Any]:
         """Sync :meth:`astream`: items are yielded as the run produces them."""
         yield from iterate_sync(
@@ -305,6 +325,7 @@ class CompiledGraph:
                 durability=durability,
                 wait=wait,
                 owner=owner,
+                subgraphs=subgraphs,
             )
         )
 
@@ -331,7 +352,7 @@ class CompiledGraph:
     # -- inspecting ----------------------------------------------------------------------
 
     async def aget_state(
-        self, thread_id: str, checkpoint_id: str | None = None, *, default: Any = _REQUIRED
+        self, thread_id: str, checkpoint_id: str | None = None, *, default: Any = _REQUIRED, subgraphs: bool = False
     ) -> ThreadState:
         """The thread's latest state (or the state at ``checkpoint_id``), with how the
         thread stands (:attr:`ThreadState.status`) and the errors stored with it.
@@ -339,6 +360,8 @@ class CompiledGraph:
         Args:
             default: returned instead of raising when there is no such thread or
                 checkpoint (``get_state(t, default=None)``: the restart idiom).
+            subgraphs: fill in :attr:`ThreadState.subgraphs`, the state of the subgraphs
+                the next step's tasks run (paused or unfinished inside).
 
         Raises:
             CheckpointNotFoundError: no such thread or checkpoint, and no ``default``.
@@ -350,11 +373,18 @@ class CompiledGraph:
                 return default  # type: ignore[no-any-return]
             raise CheckpointNotFoundError(thread_id, checkpoint_id, self.namespace)
         info = await checkpointer.aget_thread(thread_id, namespace=self.namespace)
-        return ThreadState.of(cp, info.status if info is not None else None)
+        state = ThreadState.of(cp, info.status if info is not None else None)
+        if subgraphs:
+            from plait.graph.subgraph import nested_states
 
-    def get_state(self, thread_id: str, checkpoint_id: str | None = None, *, default: Any = _REQUIRED) -> ThreadState:
+            state = dataclasses.replace(state, subgraphs=await nested_states(checkpointer, cp, self.spec))
+        return state
+
+    def get_state(
+        self, thread_id: str, checkpoint_id: str | None = None, *, default: Any = _REQUIRED, subgraphs: bool = False
+    ) -> ThreadState:
         """Sync :meth:`aget_state`."""
-        return run_sync(self.aget_state(thread_id, checkpoint_id, default=default))
+        return run_sync(self.aget_state(thread_id, checkpoint_id, default=default, subgraphs=subgraphs))
 
     async def ahas_thread(self, thread_id: str) -> bool:
         """Whether the thread has a checkpoint: ``invoke(None if app.has_thread(t) else

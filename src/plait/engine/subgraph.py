@@ -1,0 +1,188 @@
+"""Running a graph inside a node of another: subgraphs.
+
+A subgraph's run is a :class:`~plait.engine.loop.Run` of its own graph on the parent's
+thread id, in a child namespace named after the parent task that runs it
+(:func:`child_namespace`: ``parent_ns|node:task_id``), so its checkpoints are stored, and
+resumed, like any thread's, with the same delta rule. Task ids are fixed when a step is
+planned, so a parent task re-run after a crash, an interrupt or a failure finds its child's
+checkpoints again and continues them: finished subgraph steps never run again.
+
+The child takes no lease: it runs inside its parent's (:class:`BorrowedLease`), and its
+commits carry the parent's lease token with :attr:`Fence.lease_namespace` naming the
+parent's namespace, so a parent that lost its lease cannot write its subgraph's
+checkpoints either, and no second lease can deadlock against the first.
+
+An ``interrupt()`` inside the child pauses the child (stored in its namespace) and then the
+parent task, whose interrupt carries the child's; the parent's ``Command(resume=v)`` re-runs
+the parent task, which hands ``v`` to the child's waiting interrupt. Which parent interrupt
+index answers which child interrupt is recorded as an effect of the parent task, so a
+re-run never answers a new child interrupt with an old value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from plait.checkpoint.model import Checkpoint, Fence
+from plait.engine.context import GraphInterrupt, NodeContext
+from plait.engine.pending import active_interrupts
+from plait.engine.spec import GraphSpec
+from plait.types import Command, Interrupt
+
+if TYPE_CHECKING:
+    from plait.engine.loop import RunResult
+
+__all__ = ["BorrowedLease", "NestedSink", "SubgraphRunner", "child_namespace", "run_subgraph"]
+
+_EFFECT = "__subgraph_interrupt:"
+"""Effect names on the parent task: ``_EFFECT + str(i)`` holds the id of the child interrupt
+that the parent's ``i``-th interrupt stands for."""
+
+
+def child_namespace(parent: str, node: str, task_id: str) -> str:
+    """The namespace of the subgraph run by ``task_id`` (of ``node``) in namespace ``parent``."""
+    return f"{parent}|{node}:{task_id}" if parent else f"{node}:{task_id}"
+
+
+class NestedSink:
+    """A stream sink that tells which graph an item comes from: ``stream(subgraphs=True)``
+    yields ``(namespace, item)``, ``namespace`` a tuple of ``node:task_id`` segments (``()``
+    for the parent graph), as LangGraph does."""
+
+    __slots__ = ("out", "path")
+
+    def __init__(self, out: Callable[[str, tuple[str, ...], Any], None], path: tuple[str, ...] = ()) -> None:
+        self.out = out
+        self.path = path
+
+    def __call__(self, mode: str, item: Any) -> None:
+        self.out(mode, self.path, item)
+
+    def child(self, segment: str) -> NestedSink:
+        return NestedSink(self.out, (*self.path, segment))
+
+
+class BorrowedLease:
+    """The parent run's lease as its subgraph's run sees it: the same checks (a lost lease
+    stops the child too), but never renewed, stopped or given back by the child."""
+
+    def __init__(self, parent: Any) -> None:
+        self._parent = parent
+        """The parent's ThreadLease (or BorrowedLease, for a subgraph's subgraph)."""
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._parent.error  # type: ignore[no-any-return]
+
+    def check(self) -> None:
+        self._parent.check()
+
+    async def confirm(self) -> None:
+        await self._parent.confirm()
+
+    def stop_renewing(self) -> None:
+        """The parent's lease outlives the child's run: nothing to stop."""
+
+
+@dataclass(frozen=True, slots=True)
+class SubgraphRunner:
+    """What a parent needs to run a compiled graph as a subgraph (its spec, fingerprint and
+    breakpoints)."""
+
+    spec: GraphSpec
+    graph_fp: str
+    interrupt_before: frozenset[str] = frozenset()
+    interrupt_after: frozenset[str] = frozenset()
+
+
+async def run_subgraph(
+    ctx: NodeContext, sub: SubgraphRunner, input: Mapping[str, Any], *, segment: str | None = None
+) -> RunResult:
+    """Run ``sub`` for the parent task of ``ctx`` with ``input``, or continue its stored run
+    (after a crash, a failure, an interrupt); the child's final result.
+
+    Raises:
+        GraphInterrupt: the child paused; the parent task pauses with it.
+    """
+    from plait.engine.loop import Run
+
+    host = ctx.host
+    assert isinstance(host, Run)
+    segment = segment or f"{ctx.node}:{ctx.task_id}"
+    ns = f"{ctx.namespace}|{segment}" if ctx.namespace else segment
+    sink = host.emit.sink.child(segment) if isinstance(host.emit.sink, NestedSink) else None
+    child = Run(
+        sub.spec,
+        host.checkpointer,
+        graph_fp=sub.graph_fp,
+        thread_id=host.thread_id,
+        namespace=ns,
+        durability=host.durability,
+        recursion_limit=host.recursion_limit,
+        interrupt_before=sub.interrupt_before,
+        interrupt_after=sub.interrupt_after,
+        sink=sink,
+        modes=host.emit.modes if sink is not None else frozenset(),
+        owner=host.owner,
+        executor=host.executor,
+    )
+    if host.checkpointer is None or host.thread_id is None or host.hold is None or host.committer is None:
+        return await child.execute(dict(input), None)
+    head = await host.checkpointer.aget(host.thread_id, namespace=ns)
+    go: Any = dict(input)
+    if head is not None:
+        go = _continue_with(ctx, head)
+        if go is _FINISHED:
+            return _finished(head)
+    parent_fence = host.committer.fence
+    assert parent_fence is not None
+    fence = Fence(
+        owner=parent_fence.owner,
+        token=parent_fence.token,
+        lease_namespace=parent_fence.lease_namespace if parent_fence.lease_namespace is not None else host.namespace,
+    )
+    result = await child.execute_inside(go, head, BorrowedLease(host.hold), fence)
+    if result.status == "interrupted":
+        await _pause_parent(ctx, result.interrupts)
+    return result
+
+
+_FINISHED: Any = object()
+
+
+def _continue_with(ctx: NodeContext, head: Checkpoint) -> Any:
+    """How to continue a child that has a stored run: its answer when it waits on an
+    interrupt the parent has a resume value for, None to go on, _FINISHED when done."""
+    waiting = active_interrupts(head.pending_writes)
+    if waiting:
+        for i, value in enumerate(ctx.resume_values):
+            answered = ctx.effects.get(_EFFECT + str(i))
+            if any(w.id == answered for w in waiting):
+                return Command(resume={answered: value})
+        return None  # asks again: the same interrupt pauses the parent again
+    if not head.next_tasks:
+        return _FINISHED
+    return None
+
+
+def _finished(head: Checkpoint) -> RunResult:
+    """A child that finished before the parent's step was stored: its result, nothing re-run."""
+    from plait.engine.loop import RunResult
+
+    return RunResult(values=dict(head.values), interrupts=(), status="done", checkpoint_id=head.id, step=head.step)
+
+
+async def _pause_parent(ctx: NodeContext, interrupts: tuple[Interrupt, ...]) -> None:
+    """Pause the parent task on the child's first waiting interrupt (recorded as the parent
+    task's next interrupt index, unless an earlier pause of it already was)."""
+    first = interrupts[0]
+    index = next(
+        (i for i in range(len(ctx.effects) + 1) if ctx.effects.get(_EFFECT + str(i)) == first.id),
+        None,
+    )
+    if index is None:
+        index = sum(1 for k in ctx.effects if k.startswith(_EFFECT))
+        await ctx.aonce(_EFFECT + str(index), lambda: first.id)
+    raise GraphInterrupt(Interrupt(id=first.id, value=first.value, node=ctx.node, task_id=ctx.task_id, index=index))
