@@ -143,6 +143,10 @@ async def run_subgraph(
         token=parent_fence.token,
         lease_namespace=parent_fence.lease_namespace if parent_fence.lease_namespace is not None else host.namespace,
     )
+    if host.durability != "exit":
+        # The parent's checkpoint that planned this task (and so names the child's namespace)
+        # is stored before the child's first commit: a crash finds the child's steps again.
+        await host.committer.drain()
     result = await child.execute_inside(go, head, BorrowedLease(host.hold), fence)
     if result.status == "interrupted":
         await _pause_parent(ctx, result.interrupts)
