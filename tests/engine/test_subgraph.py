@@ -18,6 +18,7 @@ from plait import (
     Checkpointer,
     Command,
     Graph,
+    GraphError,
     LeaseLostError,
     NodeContext,
     Sum,
@@ -192,3 +193,56 @@ def test_a_parent_that_lost_its_lease_cannot_write_its_subgraphs_checkpoints(
     ns = child_namespace("", "sub", head.next_tasks[0].id)
     steps = [cp.step for cp in asyncio.run(saver.ahistory("t", namespace=ns))]
     assert steps == [0], "the child's input checkpoint only: nothing after the steal"
+
+
+class Ask(TypedDict):
+    topic: str
+    ok: str
+
+
+def _asking_app(saver: Checkpointer, runs: list[str]) -> Any:
+    def draft(s: Any) -> Any:
+        runs.append("draft")
+        return {"topic": s["topic"] + "!"}
+
+    def ask(s: Any) -> Any:
+        runs.append("ask")
+        return {"ok": s["topic"] + ":" + interrupt("approve?")}
+
+    inner = Graph(Ask).add_node("draft", draft).add_node("ask", ask)
+    inner.add_edge(START, "draft").add_edge("draft", "ask").add_edge("ask", END)
+    return Graph(Ask).add_node("sub", inner.compile()).add_edge(START, "sub").add_edge("sub", END).compile(saver)
+
+
+def test_update_state_addresses_a_subgraph_and_the_resume_continues_from_it(
+    make_saver: Callable[..., Checkpointer],
+) -> None:
+    runs: list[str] = []
+    app = _asking_app(make_saver(), runs)
+    app.invoke({"topic": "t"}, thread_id="t")
+    (key,) = app.get_state("t", subgraphs=True).subgraphs
+    app.update_state("t", {"topic": "edited"}, subgraph=key)
+    child = app.get_state("t", subgraphs=True).subgraphs[key]
+    assert child.values["topic"] == "edited" and child.source == "update" and child.next == ("ask",)
+    assert app.invoke(Command(resume="yes"), thread_id="t") == {"topic": "edited", "ok": "edited:yes"}
+    assert runs == ["draft", "ask", "ask"], "draft did not run again"
+    with pytest.raises(GraphError):
+        app.update_state("t", {"topic": "x"}, subgraph="nosuch:123")
+
+
+def test_a_fork_of_a_paused_thread_carries_its_subgraph_and_time_travel_reruns_it(
+    make_saver: Callable[..., Checkpointer],
+) -> None:
+    runs: list[str] = []
+    app = _asking_app(make_saver(), runs)
+    app.invoke({"topic": "t"}, thread_id="t")
+    app.fork("t", "f")
+    assert app.get_state("f", subgraphs=True).subgraphs, "the fork has the subgraph's run"
+    assert app.invoke(Command(resume="in fork"), thread_id="f") == {"topic": "t!", "ok": "t!:in fork"}
+    assert app.invoke(Command(resume="in source"), thread_id="t")["ok"] == "t!:in source"
+    assert runs == ["draft", "ask", "ask", "ask"], "neither resume ran draft again"
+    # time travel to the input checkpoint: a branch whose subgraph runs afresh
+    first = app.get_state_history("t")[-1]
+    again = app.invoke(None, thread_id="t", checkpoint_id=first.checkpoint_id)
+    assert again["__interrupt__"][0].value == "approve?" and runs[-2:] == ["draft", "ask"]
+    assert app.invoke(Command(resume="branch"), thread_id="t")["ok"] == "t!:branch"

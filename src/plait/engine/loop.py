@@ -35,6 +35,7 @@ from plait.engine.merge import Results, error_write, merge_step, read_pending, w
 from plait.engine.pending import incompatibilities, result_write, resume_writes
 from plait.engine.plan import plan_next
 from plait.engine.spec import GraphSpec
+from plait.engine.subgraph import renamed_tasks
 from plait.engine.tasks import StateView, TaskOutcome, compute_routes, run_all, run_task
 from plait.errors import (
     CheckpointNotFoundError,
@@ -302,9 +303,10 @@ class Run:
         that the branch it starts is the thread's from the first step: an interrupt or a
         failure there is what ``get_state`` shows and what ``Command(resume=...)`` answers."""
         cid = new_checkpoint_id(after=start.id)
-        cp = self._checkpoint(
-            cid, start.id, start.step, start.next_tasks, start.barriers, "replay", None, replayed_from=start.id
-        )
+        # With no result of the step saved, the branch's tasks get ids of their own, so that
+        # a subgraph among them runs afresh rather than continuing the original task's run.
+        tasks = start.next_tasks if pending else renamed_tasks(start.next_tasks, cid)
+        cp = self._checkpoint(cid, start.id, start.step, tasks, start.barriers, "replay", None, replayed_from=start.id)
         self._store(cp, set())
         self._carry(cp, pending)
         await self._sync_point()

@@ -22,21 +22,32 @@ re-run never answers a new child interrupt with an old value.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from plait.checkpoint.model import Checkpoint, Fence
+from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.fork import SUBGRAPH_EFFECT, fork_checkpoint
+from plait.checkpoint.model import Checkpoint, Fence, Task
 from plait.engine.context import GraphInterrupt, NodeContext
 from plait.engine.pending import active_interrupts
+from plait.engine.plan import task_id
 from plait.engine.spec import GraphSpec
 from plait.types import Command, Interrupt
 
 if TYPE_CHECKING:
     from plait.engine.loop import RunResult
 
-__all__ = ["BorrowedLease", "NestedSink", "SubgraphRunner", "child_namespace", "run_subgraph"]
+__all__ = [
+    "BorrowedLease",
+    "NestedSink",
+    "SubgraphRunner",
+    "child_namespace",
+    "fork_subgraphs",
+    "renamed_tasks",
+    "run_subgraph",
+]
 
-_EFFECT = "__subgraph_interrupt:"
+_EFFECT = SUBGRAPH_EFFECT
 """Effect names on the parent task: ``_EFFECT + str(i)`` holds the id of the child interrupt
 that the parent's ``i``-th interrupt stands for."""
 
@@ -190,3 +201,30 @@ async def _pause_parent(ctx: NodeContext, interrupts: tuple[Interrupt, ...]) -> 
         index = sum(1 for k in ctx.effects if k.startswith(_EFFECT))
         await ctx.aonce(_EFFECT + str(index), lambda: first.id)
     raise GraphInterrupt(Interrupt(id=first.id, value=first.value, node=ctx.node, task_id=ctx.task_id, index=index))
+
+
+async def fork_subgraphs(saver: Checkpointer, src: Checkpoint, target_thread: str) -> int:
+    """Copy the stored runs of the subgraphs that ``src``'s next tasks run (added as nodes,
+    or called explicitly: ``#0``, ``#1``, ...), nested ones too, to the same namespaces of
+    ``target_thread`` (a fork keeps the task ids); how many were copied. Each copy is the
+    subgraph's head, as a root of its namespace (its history stays with the source)."""
+    copied = 0
+    for task in src.next_tasks:
+        base = child_namespace(src.namespace, task.node, task.id)
+        for n in range(-1, 1 << 16):
+            ns = base if n < 0 else f"{base}#{n}"
+            child = await saver.aget(src.thread_id, namespace=ns)
+            if child is None:
+                if n < 0:
+                    continue
+                break
+            await fork_checkpoint(saver, child, target_thread)
+            copied += 1 + await fork_subgraphs(saver, child, target_thread)
+    return copied
+
+
+def renamed_tasks(tasks: tuple[Task, ...], checkpoint_id: str) -> tuple[Task, ...]:
+    """``tasks`` with ids of their own for a branch started at ``checkpoint_id`` (time
+    travel), so that their subgraphs run afresh in namespaces of their own instead of
+    continuing the runs of the original tasks."""
+    return tuple(replace(t, id=task_id(checkpoint_id, t.node, i)) for i, t in enumerate(tasks))

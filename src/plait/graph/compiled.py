@@ -451,7 +451,9 @@ class CompiledGraph:
 
     # -- editing -------------------------------------------------------------------------
 
-    async def aupdate_state(self, thread_id: str, update: Any, as_node: str | None = None) -> str:
+    async def aupdate_state(
+        self, thread_id: str, update: Any, as_node: str | None = None, *, subgraph: str | Sequence[str] | None = None
+    ) -> str:
         """Fold ``update`` (a mapping or (key, value) pairs) through the reducers as a new
         checkpoint (source ``update``) and return its id.
 
@@ -462,19 +464,25 @@ class CompiledGraph:
             ThreadBusyError: a run holds the thread.
             ConcurrentUpdateError: other writes kept moving the thread's head, more times
                 in a row than the update retries.
+
+        With ``subgraph`` (``"node:task_id"`` as :attr:`ThreadState.subgraphs` names it, or
+        a path of them for a nested one) the update goes to that subgraph's state, in its
+        namespace, through its reducers (``as_node`` a node of the subgraph); a paused parent
+        resumed afterwards continues the subgraph from the updated state.
         """
+        spec, fp, namespace = self.spec, self.fingerprint, self.namespace
+        if subgraph is not None:
+            from plait.graph.subgraph import subgraph_target
+
+            spec, fp, namespace = subgraph_target(spec, fp, namespace, subgraph)
         return await update_thread(
-            await self._ready_checkpointer(),
-            self.spec,
-            self.fingerprint,
-            thread_id,
-            update,
-            as_node,
-            namespace=self.namespace,
+            await self._ready_checkpointer(), spec, fp, thread_id, update, as_node, namespace=namespace
         )
 
-    def update_state(self, thread_id: str, update: Any, as_node: str | None = None) -> str:
-        return run_sync(self.aupdate_state(thread_id, update, as_node))
+    def update_state(
+        self, thread_id: str, update: Any, as_node: str | None = None, *, subgraph: str | Sequence[str] | None = None
+    ) -> str:
+        return run_sync(self.aupdate_state(thread_id, update, as_node, subgraph=subgraph))
 
     async def abulk_update_state(
         self, thread_id: str, updates: Sequence[tuple[Any, str | None] | Mapping[str, Any]]

@@ -12,11 +12,12 @@ any other change writes the subgraph's final value.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from plait.engine.context import NodeContext
 from plait.engine.subgraph import SubgraphRunner, child_namespace, run_subgraph
+from plait.errors import GraphError
 from plait.state.reducers import AppendMessages, LastWriteWins, Sum
 from plait.state.schema import StateSchema
 
@@ -27,7 +28,15 @@ if TYPE_CHECKING:
     from plait.graph.compiled import CompiledGraph
     from plait.graph.records import ThreadState
 
-__all__ = ["SubgraphNode", "call_subgraph", "nested_states", "is_subgraph", "runner_of", "write_back"]
+__all__ = [
+    "SubgraphNode",
+    "call_subgraph",
+    "nested_states",
+    "subgraph_target",
+    "is_subgraph",
+    "runner_of",
+    "write_back",
+]
 
 
 def is_subgraph(obj: Any) -> bool:
@@ -125,3 +134,30 @@ async def nested_states(saver: Checkpointer, cp: Checkpoint, spec: GraphSpec) ->
             inner = await nested_states(saver, child, node.fn.runner.spec)
             out[f"{task.node}:{task.id}"] = replace(ThreadState.of(child), subgraphs=inner)
     return out
+
+
+def subgraph_target(
+    spec: GraphSpec, graph_fp: str, namespace: str, path: str | Sequence[str]
+) -> tuple[GraphSpec, str, str]:
+    """The graph, fingerprint and namespace of the subgraph at ``path`` (``"node:task_id"``
+    segments, as :attr:`ThreadState.subgraphs` and ``stream(subgraphs=True)`` name them; a
+    ``|``-joined str or a tuple), below the graph ``spec`` in ``namespace``.
+
+    Raises:
+        GraphError: a segment names no subgraph node (or a subgraph a node calls explicitly,
+            whose graph only the node knows).
+    """
+    segments = path.split("|") if isinstance(path, str) else list(path)
+    if not segments:
+        raise GraphError("a subgraph path needs at least one 'node:task_id' segment")
+    for segment in segments:
+        node_name, _, task = segment.partition(":")
+        node = spec.nodes.get(node_name)
+        if node is None or not task or not isinstance(node.fn, SubgraphNode):
+            raise GraphError(
+                f"{segment!r} names no subgraph of this graph: give 'node:task_id' of a node added as a "
+                "compiled graph, as get_state(thread, subgraphs=True).subgraphs names them"
+            )
+        spec, graph_fp = node.fn.runner.spec, node.fn.runner.graph_fp
+        namespace = f"{namespace}|{segment}" if namespace else segment
+    return spec, graph_fp, namespace
