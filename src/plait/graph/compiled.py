@@ -331,11 +331,12 @@ class CompiledGraph:
 
     # -- drawing -------------------------------------------------------------------------
 
-    def draw_mermaid(self) -> str:
-        """The graph as Mermaid flowchart text (joins thick, conditional edges dashed)."""
+    def draw_mermaid(self, *, xray: bool = False) -> str:
+        """The graph as Mermaid flowchart text (joins thick, conditional edges dashed,
+        subgraphs as double-sided boxes, or expanded into their own graphs with ``xray``)."""
         from plait.graph.draw import draw_mermaid
 
-        return draw_mermaid(self.spec)
+        return draw_mermaid(self.spec, xray=xray)
 
     def draw_ascii(self) -> str:
         """A plain-text sketch of the graph, layer by layer."""
