@@ -43,6 +43,7 @@ __all__ = [
     "SubgraphRunner",
     "child_namespace",
     "fork_subgraphs",
+    "queue_sink",
     "renamed_tasks",
     "run_subgraph",
 ]
@@ -73,6 +74,14 @@ class NestedSink:
 
     def child(self, segment: str) -> NestedSink:
         return NestedSink(self.out, (*self.path, segment))
+
+
+def queue_sink(put: Callable[[tuple[str, Any]], None], *, subgraphs: bool, single: bool) -> Callable[[str, Any], None]:
+    """The sink of a stream that puts ``(mode, item)`` pairs on a queue: with ``subgraphs``
+    the item is ``(namespace, item)`` (``(namespace, (mode, item))`` for several modes)."""
+    if not subgraphs:
+        return lambda mode, item: put((mode, item))
+    return NestedSink(lambda mode, ns, item: put((mode, (ns, item) if single else (ns, (mode, item)))))
 
 
 class BorrowedLease:

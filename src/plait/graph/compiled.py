@@ -21,7 +21,7 @@ from plait.engine.edit import fork_thread, update_thread
 from plait.engine.executor import NodeExecutor
 from plait.engine.loop import Run, RunResult
 from plait.engine.spec import GraphSpec
-from plait.engine.subgraph import NestedSink
+from plait.engine.subgraph import queue_sink
 from plait.errors import (
     CheckpointNotFoundError,
     GraphError,
@@ -266,13 +266,7 @@ class CompiledGraph:
         queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
         single = isinstance(mode, str)
 
-        def put(m: str, item: Any) -> None:
-            queue.put_nowait((m, item))
-
-        def nested(m: str, ns: tuple[str, ...], item: Any) -> None:
-            queue.put_nowait((m, (ns, item) if single else (ns, (m, item))))
-
-        sink: Any = NestedSink(nested) if subgraphs else put
+        sink = queue_sink(queue.put_nowait, subgraphs=subgraphs, single=single)
 
         async def drive() -> RunResult:
             try:
