@@ -21,6 +21,7 @@ from plait import (
     GraphError,
     LeaseLostError,
     NodeContext,
+    Send,
     Sum,
     interrupt,
 )
@@ -110,6 +111,8 @@ def test_an_interrupt_inside_a_subgraph_pauses_the_parent_and_resumes_in_place(
     assert state.subgraphs is not None
     (child,) = state.subgraphs.values()
     assert child.next == ("ask",) and child.interrupts[0].value == "approve q"
+    assert state.to_json()["subgraphs"] == {key: child.to_json() for key, child in state.subgraphs.items()}
+    assert "subgraphs" not in app.get_state("t").to_json()
     # continuing without an answer asks the same question again
     assert app.invoke(None, thread_id="t")["__interrupt__"] == [pause]
     second = app.invoke(Command(resume="yes"), thread_id="t")["__interrupt__"][0]
@@ -246,3 +249,29 @@ def test_a_fork_of_a_paused_thread_carries_its_subgraph_and_time_travel_reruns_i
     again = app.invoke(None, thread_id="t", checkpoint_id=first.checkpoint_id)
     assert again["__interrupt__"][0].value == "approve?" and runs[-2:] == ["draft", "ask"]
     assert app.invoke(Command(resume="branch"), thread_id="t")["ok"] == "t!:branch"
+
+
+def test_a_sync_nodes_invoke_stays_a_plain_run_and_sends_may_target_a_subgraph(
+    make_saver: Callable[..., Checkpointer],
+) -> None:
+    class S(TypedDict):
+        log: Annotated[list[str], AppendList]
+        n: int
+
+    leaf = Graph(S).add_node("leaf", lambda s: {"log": [f"leaf{s.get('n', -1)}"]}).add_edge(START, "leaf").compile()
+
+    def sync_caller(s: Any) -> Any:
+        return {"log": leaf.invoke({"log": ["y"]})["log"]}
+
+    saver = make_saver()
+    app = Graph(S).add_node("c", sync_caller).add_edge(START, "c").compile(saver)
+    assert app.invoke({"log": []}, thread_id="t") == {"log": ["y", "leaf-1"]}
+    (task,) = app.get_state_history("t")[-1].tasks
+    # as before subgraphs: a plain run, not checkpointed (a sync node cannot hand the run's
+    # loop to a subgraph; an async node's ``await leaf.ainvoke(x)`` is one)
+    assert asyncio.run(saver.aget("t", namespace=f"c:{task.id}#0")) is None
+    fan = Graph(S).add_node("sub", leaf)
+    fan.add_conditional_edges(START, lambda s: [Send("sub", {"n": i}) for i in range(3)])
+    for durability in ("sync", "async", "exit"):
+        out = fan.compile(saver).invoke({"log": []}, thread_id=f"fan-{durability}", durability=durability)
+        assert out == {"log": ["leaf0", "leaf1", "leaf2"]}, durability

@@ -140,6 +140,7 @@ class ThreadState:
             "created_at": self.created,
             "status": self.status,
             "errors": [e.to_json() for e in self.errors],
+            **({} if self.subgraphs is None else {"subgraphs": {k: v.to_json() for k, v in self.subgraphs.items()}}),
         }
 
 

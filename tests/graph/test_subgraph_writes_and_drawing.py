@@ -1,5 +1,6 @@
-"""The node side of subgraphs: what a subgraph writes back to its parent, and how drawings
-show it."""
+"""The node side of subgraphs (plait.graph.subgraph: this file is named apart from
+tests/engine/test_subgraph.py, as test modules share one namespace): what a subgraph writes
+back to its parent, and how drawings show it."""
 
 from __future__ import annotations
 
