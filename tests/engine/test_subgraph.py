@@ -166,6 +166,9 @@ def test_three_levels_nest_namespaces_and_a_node_may_call_a_subgraph(
     )
     leaf_ns = f"mid:{tasks['mid']}|deep:{mid_task}"
     assert leaf_ns.count("|") == 1 and asyncio.run(saver.aget("t", namespace=leaf_ns)) is not None
+    app.compile(saver).delete_thread("t")  # the subgraphs' runs go with the thread
+    for ns in ("", f"mid:{tasks['mid']}", leaf_ns, f"caller:{tasks['caller']}#0", f"caller:{tasks['caller']}#1"):
+        assert asyncio.run(saver.aget("t", namespace=ns)) is None, ns
 
 
 def test_a_parent_that_lost_its_lease_cannot_write_its_subgraphs_checkpoints(
@@ -275,3 +278,24 @@ def test_a_sync_nodes_invoke_stays_a_plain_run_and_sends_may_target_a_subgraph(
     for durability in ("sync", "async", "exit"):
         out = fan.compile(saver).invoke({"log": []}, thread_id=f"fan-{durability}", durability=durability)
         assert out == {"log": ["leaf0", "leaf1", "leaf2"]}, durability
+
+
+def test_an_interrupt_in_a_subgraph_a_node_calls_resumes_that_call(make_saver: Callable[..., Checkpointer]) -> None:
+    calls: list[str] = []
+
+    def ask(s: Any) -> Any:
+        return {"ok": interrupt(s["topic"])}
+
+    inner = Graph(Ask).add_node("ask", ask).add_edge(START, "ask").compile()
+
+    async def caller(s: Any, ctx: NodeContext) -> Any:
+        calls.append("caller")
+        first = await ctx.subgraph(inner, {"topic": "one?"})
+        second = await ctx.subgraph(inner, {"topic": "two?"})
+        return {"ok": first["ok"] + second["ok"]}
+
+    app = Graph(Ask).add_node("caller", caller).add_edge(START, "caller").compile(make_saver())
+    assert app.invoke({"topic": "x"}, thread_id="t")["__interrupt__"][0].value == "one?"
+    assert app.invoke(Command(resume="1"), thread_id="t")["__interrupt__"][0].value == "two?"
+    assert app.invoke(Command(resume="2"), thread_id="t") == {"topic": "x", "ok": "12"}
+    assert calls == ["caller"] * 3

@@ -21,12 +21,8 @@ from plait.engine.edit import fork_thread, update_thread
 from plait.engine.executor import NodeExecutor
 from plait.engine.loop import Run, RunResult
 from plait.engine.spec import GraphSpec
-from plait.engine.subgraph import queue_sink
-from plait.errors import (
-    CheckpointNotFoundError,
-    GraphError,
-    NoCheckpointerError,
-)
+from plait.engine.subgraph import delete_with_subgraphs, queue_sink
+from plait.errors import CheckpointNotFoundError, GraphError, NoCheckpointerError
 from plait.graph.records import ThreadDiff, ThreadState
 from plait.state.diff import diff
 from plait.types import Command, Durability
@@ -433,7 +429,8 @@ class CompiledGraph:
         return run_sync(self.alist_threads(status=status, limit=limit, before=before))
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await (await self._ready_checkpointer()).adelete_thread(thread_id, namespace=self.namespace)
+        """Delete the thread, and the stored runs of the subgraphs its history's tasks ran."""
+        await delete_with_subgraphs(await self._ready_checkpointer(), thread_id, self.namespace)
 
     def delete_thread(self, thread_id: str) -> None:
         run_sync(self.adelete_thread(thread_id))
