@@ -340,6 +340,15 @@ class _CutsCycles(MemoryCheckpointer):
         return out
 
 
+class _FencesEachNamespace(MemoryCheckpointer):
+    """Checks a subgraph's commit against its own namespace's lease (none: any token passes)."""
+
+    def _check_fence(self, checkpoints: Any, writes: Any, fence: Fence, now: float) -> Any:
+        if fence.lease_namespace is not None:
+            return {}
+        return super()._check_fence(checkpoints, writes, fence, now)
+
+
 class _OldestThreadFirst(MemoryCheckpointer):
     async def alist_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
         return list(reversed(await super().alist_threads(namespace=namespace)))
@@ -360,6 +369,7 @@ class _OldestThreadFirst(MemoryCheckpointer):
         (_DeleteKeepsWrites, "delete_thread"),
         (_OldestThreadFirst, "list_threads"),
         (_IgnoresNoWrites, "fence_expect_no_writes"),
+        (_FencesEachNamespace, "fence_lease_namespace"),
         (_ReadsBadIdsAsMissing, "invalid_ids_are_refused"),
         (_StoresAnyRecord, "records_of_other_types_are_refused"),
         (_CutsCycles, "parent_cycles_are_reported"),

@@ -34,6 +34,8 @@ whether or not the child lived to report it. Not fsync'd: a line is in the kerne
 With ``"mode": "chat"`` in its arguments a child runs the chat graph instead: one node that
 appends one message per step for ``CHAT_STEPS`` steps, a list long enough for the SQL stores
 to link its chain through several anchors (see ``plait.checkpoint.delta.encode_linked``).
+With ``"mode": "sub"`` it runs the subgraph graph: a parent whose middle node is a subgraph
+looping ``SUB_STEPS`` steps in its own namespace of the thread.
 """
 
 from __future__ import annotations
@@ -306,6 +308,28 @@ def build_chat_graph() -> Graph:
     return g
 
 
+SUB_STEPS = 10
+"""The subgraph graph's inner loop appends this many messages, one per step of the subgraph."""
+
+
+def _note(state: Mapping[str, Any], ctx: NodeContext) -> dict[str, Any]:
+    _started(ctx)
+    return {"messages": [f"{ctx.node}:{len(state['messages'])}"]}
+
+
+def build_sub_graph() -> Graph:
+    """The parent's ``research`` node is a subgraph (``say`` looping SUB_STEPS times, a chat
+    graph of its own), between two plain nodes: ``before`` and ``fin``."""
+    inner = Graph(StateSchema.builder().add("messages", AppendList()).build())
+    inner.add_node("say", _say)
+    inner.add_edge(START, "say")
+    inner.add_conditional_edges("say", lambda s: "say" if len(s["messages"]) < SUB_STEPS + 1 else END)
+    g = Graph(StateSchema.builder().add("messages", AppendList()).build())
+    g.add_node("before", _note).add_node("research", inner.compile()).add_node("fin", _note)
+    g.add_edge(START, "before").add_edge("before", "research").add_edge("research", "fin")
+    return g
+
+
 def expected_items(rounds: int) -> list[str]:
     return [f"{w}:{r}" for r in range(rounds) for w in WORKERS]
 
@@ -381,9 +405,10 @@ def run_child(args: Mapping[str, Any]) -> int:
     options = {"connect_timeout": args["connect_timeout"]} if "connect_timeout" in args else {}
     saver = open_checkpointer(args["backend"], args["store"], args.get("pg_schema"), reporting=True, **options)
     saver.lease_ttl = float(args.get("lease_ttl", LEASE_TTL))
-    chat = args.get("mode") == "chat"
-    graph = (build_chat_graph() if chat else build_graph()).compile(checkpointer=saver)
-    start = (CHAT_INPUT if chat else INPUT) if args["fresh"] else None
+    mode = args.get("mode")
+    build = {"chat": build_chat_graph, "sub": build_sub_graph}.get(mode or "", build_graph)
+    graph = build().compile(checkpointer=saver)
+    start = (CHAT_INPUT if mode in ("chat", "sub") else INPUT) if args["fresh"] else None
     report("ready")
     give_up = time.monotonic() + 20.0
     while True:
@@ -440,6 +465,7 @@ def _preload() -> None:
             importlib.import_module(name)
     build_graph()
     build_chat_graph()
+    build_sub_graph()
 
 
 class _Control:

@@ -324,7 +324,13 @@ class FileCheckpointer(FileReads, Checkpointer):
             except BaseException:  # (a full disk, say, at the next file's header)
                 self._forget_created(list(opened), opened)
                 raise
-            rows = self._lock_rows(stack, order)
+            # A subgraph's commit is fenced by its parent thread's lease: lock that lease file too.
+            leased = (
+                order
+                if fence is None or fence.lease_namespace is None
+                else fence_targets(checkpoints, writes, fence)[0]
+            )
+            rows = self._lock_rows(stack, sorted(set(order) | set(leased), key=lambda k: file_stem(*k)))
             now = self.clock()
             if fence is not None:
                 try:
@@ -449,6 +455,8 @@ class FileCheckpointer(FileReads, Checkpointer):
             ConcurrentUpdateError: the head is not the one the fence expects.
         """
         _, head = fence_targets(checkpoints, [], fence)  # the commit's threads are ``order``: writes included
+        if fence.lease_namespace is not None:  # a subgraph's commit: its parent's lease fences it
+            order = sorted({(fence.lease_namespace, tid) for _, tid in order})
         for key in order:
             fd, row = rows[key]
             changed = rules.check_fence(row, fence, thread_id=key[1], namespace=key[0], now=now)

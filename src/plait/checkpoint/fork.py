@@ -22,7 +22,12 @@ from typing import Any
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.model import Checkpoint, CheckpointWrite, Fence, WritesBatch, new_checkpoint_id
 
-__all__ = ["fork_checkpoint"]
+__all__ = ["SUBGRAPH_EFFECT", "fork_checkpoint"]
+
+SUBGRAPH_EFFECT = "__subgraph_interrupt:"
+"""Effects recorded under names with this prefix are no effects on the outside world: which
+subgraph interrupt a parent task's interrupt stands for (see :mod:`plait.engine.subgraph`).
+A fork keeps them, so that a forked pause resumes its subgraph."""
 
 _FORK_OWNER = f"fork:{uuid.uuid4().hex}"
 """The fence owner of a fork: a name no lease is ever taken under (one per process), so any
@@ -47,7 +52,7 @@ async def fork_checkpoint(
     The source is never modified. The fork keeps the source's next tasks, join barriers,
     finished results, interrupts and resume values, but not its effects ledger: the fork's
     tasks get new idempotency keys, so an effect recorded for the source is not the fork's
-    to skip.
+    to skip (except the subgraph bookkeeping of :data:`SUBGRAPH_EFFECT`).
 
     Raises:
         ConcurrentUpdateError: ``target_thread`` already has checkpoints.
@@ -76,7 +81,7 @@ async def fork_checkpoint(
         metadata=meta,
         created_at=time.time(),
     )
-    carried = tuple(w for w in src.pending_writes if w.kind != "effect")
+    carried = tuple(w for w in src.pending_writes if w.kind != "effect" or w.key.startswith(SUBGRAPH_EFFECT))
     checkpoints = [CheckpointWrite(checkpoint=cp, changed=frozenset(cp.values))]
     writes = (
         [WritesBatch(thread_id=target_thread, namespace=src.namespace, checkpoint_id=cid, writes=carried)]

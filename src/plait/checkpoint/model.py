@@ -285,12 +285,23 @@ class Fence:
     per run). A refused commit releases nothing."""
     status: RestStatus | None = None
     """With ``release``: how the run leaves the thread (None: as it was)."""
+    lease_namespace: str | None = None
+    """The namespace whose lease ``token`` names, when it is not the namespace written: a
+    subgraph's run writes its checkpoints in a child namespace of its parent's thread, under
+    the parent run's lease (none of its own), so its commits are checked against the lease
+    of ``(lease_namespace, thread_id)``; a parent that lost its lease cannot write its
+    subgraphs' checkpoints either. None: each thread written is checked against its own."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.owner, str):
             raise TypeError(f"Fence.owner must be a str, not {type(self.owner).__name__}")
         if self.release and self.token is None:
             raise ValueError("Fence.release gives back the lease of Fence.token: a release needs a token")
+        if self.lease_namespace is not None and (self.token is None or self.release):
+            raise ValueError(
+                "Fence.lease_namespace fences a subgraph's commits by its parent's lease: "
+                "it needs a token and no release"
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -386,12 +397,17 @@ def fence_targets(
     checkpoints: Sequence[CheckpointWrite], writes: Sequence[WritesBatch], fence: Fence
 ) -> tuple[list[tuple[str, str]], HeadCondition | None]:
     """What a backend checks for ``fence``: every ``(namespace, thread_id)`` the commit
-    touches, sorted (one lock order for every caller, so two fenced commits cannot wait on
-    each other), and the head condition, or None when the head is not checked.
+    touches (with :attr:`Fence.lease_namespace`: that namespace's thread of each thread id
+    touched, whose lease fences the commit), sorted (one lock order for every caller, so
+    two fenced commits cannot wait on each other), and the head condition, or None when the head is not checked.
 
     Raises:
         ValueError: ``expect_head`` is given but the commit stores no checkpoint.
     """
+    if fence.lease_namespace is not None:  # a subgraph's commit: the parent's lease fences it
+        lease_ns = fence.lease_namespace
+        touched = {cw.checkpoint.thread_id for cw in checkpoints} | {b.thread_id for b in writes}
+        return sorted((lease_ns, tid) for tid in touched), None
     expected = fence.expect_head
     if len(checkpoints) == 1 and all(
         (b.namespace, b.thread_id) == (checkpoints[0].checkpoint.namespace, checkpoints[0].checkpoint.thread_id)

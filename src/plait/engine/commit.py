@@ -110,7 +110,8 @@ class Committer:
         The caller queues the run's last work right after this, with no ``await`` between
         (so no commit can start with part of it): that commit is then the run's last.
         """
-        if self.fence is not None and self.fence.token is not None:
+        # A subgraph's run (``lease_namespace``) borrows its parent's lease: never gives it back.
+        if self.fence is not None and self.fence.token is not None and self.fence.lease_namespace is None:
             self._last_fence = replace(self.fence, release=True, status=status)
 
     async def commit_now(self, checkpoint: CheckpointWrite) -> None:

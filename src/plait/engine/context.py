@@ -63,6 +63,8 @@ class NodeContext:
     resume_values: list[Any] = field(default_factory=list, repr=False)
     effects: dict[str, Any] = field(default_factory=dict, repr=False)
     _interrupts_seen: int = field(default=0, repr=False)
+    _subgraph_calls: int = field(default=0, repr=False)
+    """Subgraphs this task called explicitly so far (each gets a namespace of its own)."""
 
     @property
     def idempotency_key(self) -> str:
@@ -119,6 +121,19 @@ class NodeContext:
             await self.host.record_effect(self.task_id, name, value)
         self.effects[name] = value
         return value
+
+    async def subgraph(self, graph: Any, input: Any) -> dict[str, Any]:
+        """Run ``graph`` (a compiled graph without a checkpointer of its own, or a builder)
+        on ``input`` as a subgraph of this task: checkpointed in a child namespace of the
+        thread, under this run's lease, so a crash or an interrupt resumes it where it
+        stood; its final values. The same as ``await graph.ainvoke(input)`` inside a node
+        (see :mod:`plait.graph.subgraph`)."""
+        compiled = graph if hasattr(graph, "ainvoke") else graph.compile()
+        token = _current.set(self)  # ainvoke sees which task calls it
+        try:
+            return await compiled.ainvoke(input)  # type: ignore[no-any-return]
+        finally:
+            _current.reset(token)
 
     def _next_interrupt(self, value: Any) -> Any:
         index = self._interrupts_seen

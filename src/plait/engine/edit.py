@@ -17,9 +17,10 @@ from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.fork import fork_checkpoint
 from plait.checkpoint.lease import rest_status
 from plait.checkpoint.model import Checkpoint, CheckpointWrite, Fence, Task, WritesBatch, new_checkpoint_id
-from plait.engine.loop import checkpoint_metadata
+from plait.engine.merge import checkpoint_metadata
 from plait.engine.plan import plan_next
 from plait.engine.spec import GraphSpec
+from plait.engine.subgraph import fork_subgraphs
 from plait.engine.tasks import compute_routes
 from plait.errors import CheckpointNotFoundError, ConcurrentUpdateError, GraphError, MissingNodeError, ThreadBusyError
 from plait.state.run_state import RunState
@@ -195,7 +196,7 @@ async def fork_thread(
         if changed:
             state.apply(changed, "fork")
         edited = sorted(changed)
-    return await fork_checkpoint(
+    forked = await fork_checkpoint(
         checkpointer,
         src,
         target_thread,
@@ -205,3 +206,7 @@ async def fork_thread(
         edited=edited,
         checkpoint_id=cid,
     )
+    head = src if checkpoint_id is None else await checkpointer.aget(source_thread, namespace=namespace)
+    if head is not None and head.id == src.id:  # a step under way: its subgraphs' runs come along
+        await fork_subgraphs(checkpointer, src, target_thread)
+    return forked

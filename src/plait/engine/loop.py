@@ -31,10 +31,19 @@ from plait.engine.emitter import Emitter, Sink
 from plait.engine.events import Interrupted, NodeStarted, RunFinished
 from plait.engine.executor import NodeExecutor
 from plait.engine.lease import ThreadLease, renews_off_loop
-from plait.engine.merge import Results, StepInputs, error_write, merge_step, read_pending, written_keys
+from plait.engine.merge import (
+    Results,
+    StepInputs,
+    checkpoint_metadata,
+    error_write,
+    merge_step,
+    read_pending,
+    written_keys,
+)
 from plait.engine.pending import incompatibilities, result_write, resume_writes
 from plait.engine.plan import plan_next
 from plait.engine.spec import GraphSpec
+from plait.engine.subgraph import renamed_tasks
 from plait.engine.tasks import StateView, TaskOutcome, compute_routes, run_all, run_task
 from plait.errors import (
     CheckpointNotFoundError,
@@ -47,37 +56,12 @@ from plait.state.reducers import LastWriteWins
 from plait.state.run_state import RunState
 from plait.types import START, Command, Durability, Interrupt
 
-__all__ = ["Run", "RunResult", "Sink", "checkpoint_metadata"]
+__all__ = ["Run", "RunResult", "Sink"]
 
 
 def _host() -> str:
     """``host:pid`` of this process (a forked child names itself)."""
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def checkpoint_metadata(
-    source: str,
-    step: int,
-    spec: GraphSpec,
-    graph_fp: str,
-    *,
-    writes: Mapping[str, list[str]] | None = None,
-    run_id: str | None = None,
-    **extra: Any,
-) -> dict[str, Any]:
-    """The metadata every checkpoint plait writes carries: where it came from (``source``:
-    input, loop, update, replay, fork), its step, which node wrote which channels, and the
-    graph's fingerprint and reducers (what a resume checks compatibility against). The one
-    place a run, an update and a fork build it."""
-    meta: dict[str, Any] = {"source": source, "step": step}
-    if writes is not None:
-        meta["writes"] = writes
-    meta.update(extra)
-    meta["graph"] = graph_fp
-    meta["reducers"] = spec.reducer_specs
-    if run_id is not None:
-        meta["run_id"] = run_id
-    return meta
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,6 +111,7 @@ class Run:
         self.thread_id = thread_id
         self.namespace = namespace
         self.recursion_limit = recursion_limit
+        self.durability: Durability = durability
         self.before = interrupt_before
         self.after = interrupt_after
         self.wait = wait
@@ -201,6 +186,15 @@ class Run:
                 hold.released = self.committer.released
                 if self.store is not None:
                     hold.rest = self.store.rest
+
+    async def execute_inside(self, input: Any, head: Checkpoint | None, hold: Any, fence: Fence) -> RunResult:
+        """Run as a subgraph of another run (see :mod:`plait.engine.subgraph`): from ``head``
+        (read by the caller) under the parent's lease ``hold`` (borrowed: never renewed or
+        given back here), every commit fenced by ``fence`` (the parent's lease token)."""
+        self.hold = hold
+        assert self.committer is not None
+        self.committer.fence = fence
+        return await self._outcome(input, None, head)
 
     async def _outcome(self, input: Any, checkpoint_id: str | None, head: Checkpoint | None) -> RunResult:
         """Run to the end, then wait for the commits (every outcome is durable on return)."""
@@ -296,9 +290,10 @@ class Run:
         that the branch it starts is the thread's from the first step: an interrupt or a
         failure there is what ``get_state`` shows and what ``Command(resume=...)`` answers."""
         cid = new_checkpoint_id(after=start.id)
-        cp = self._checkpoint(
-            cid, start.id, start.step, start.next_tasks, start.barriers, "replay", None, replayed_from=start.id
-        )
+        # With no result of the step saved, the branch's tasks get ids of their own, so that
+        # a subgraph among them runs afresh rather than continuing the original task's run.
+        tasks = start.next_tasks if pending else renamed_tasks(start.next_tasks, cid)
+        cp = self._checkpoint(cid, start.id, start.step, tasks, start.barriers, "replay", None, replayed_from=start.id)
         self._store(cp, set())
         self._carry(cp, pending)
         await self._sync_point()

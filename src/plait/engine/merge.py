@@ -15,11 +15,12 @@ from typing import Any
 from plait.checkpoint.model import PendingWrite, Task
 from plait.engine.pending import resume_values
 from plait.engine.plan import Route, routes_from_json
+from plait.engine.spec import GraphSpec
 from plait.errors import ConcurrentWriteError, NodeError
 from plait.state.run_state import RunState
 from plait.state.schema import StateSchema
 
-__all__ = ["Results", "StepInputs", "error_write", "merge_step", "read_pending", "written_keys"]
+__all__ = ["Results", "StepInputs", "checkpoint_metadata", "error_write", "merge_step", "read_pending", "written_keys"]
 
 Results = dict[str, tuple[list[tuple[str, Any]], list[Route]]]
 """A step's finished tasks: task id -> (its writes in order, its routes)."""
@@ -121,3 +122,28 @@ def error_write(task_id: str, node: str, step: int, error: BaseException) -> Pen
             "traceback": text[-TRACEBACK_MAX:],
         },
     )
+
+
+def checkpoint_metadata(
+    source: str,
+    step: int,
+    spec: GraphSpec,
+    graph_fp: str,
+    *,
+    writes: Mapping[str, list[str]] | None = None,
+    run_id: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The metadata every checkpoint plait writes carries: where it came from (``source``:
+    input, loop, update, replay, fork), its step, which node wrote which channels, and the
+    graph's fingerprint and reducers (what a resume checks compatibility against). The one
+    place a run, an update and a fork build it."""
+    meta: dict[str, Any] = {"source": source, "step": step}
+    if writes is not None:
+        meta["writes"] = writes
+    meta.update(extra)
+    meta["graph"] = graph_fp
+    meta["reducers"] = spec.reducer_specs
+    if run_id is not None:
+        meta["run_id"] = run_id
+    return meta

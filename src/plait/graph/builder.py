@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from plait.engine.spec import GraphSpec, Join, NodeSpec, RouterSpec, is_async_callable, takes_context
 from plait.errors import GraphError, MissingNodeError
+from plait.graph.subgraph import SubgraphNode, is_subgraph
 from plait.state.schema import StateSchema
 from plait.types import END, START, RetryPolicy
 
@@ -54,7 +55,9 @@ class Graph:
         timeout: float | None = None,
         destinations: Sequence[str] | None = None,
     ) -> Graph:
-        """Add a node: ``fn(state)`` or ``fn(state, ctx)``, sync or async.
+        """Add a node: ``fn(state)`` or ``fn(state, ctx)``, sync or async, or a compiled
+        graph (or a Graph builder): a subgraph sharing this graph's channels by name, with
+        its checkpoints in a child namespace of the thread (see :mod:`plait.graph.subgraph`).
 
         Args:
             output_key: write a plain return value under this channel.
@@ -69,6 +72,8 @@ class Graph:
             raise GraphError(f"node name {name!r} is reserved (names starting with '__' belong to plait)")
         if name in self._nodes:
             raise GraphError(f"node {name!r} is added twice; node names are unique")
+        if is_subgraph(fn):  # a graph as a node: a subgraph sharing channels by name
+            fn = SubgraphNode(fn, self.schema)
         if not callable(fn):
             raise GraphError(f"node {name!r}: {fn!r} is not callable")
         if timeout is not None and timeout <= 0:

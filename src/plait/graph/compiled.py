@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
@@ -15,15 +16,13 @@ from plait._sync import iterate_sync, run_sync
 from plait.checkpoint.address import open as open_store
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.model import Status, ThreadInfo
+from plait.engine.context import _current
 from plait.engine.edit import fork_thread, update_thread
 from plait.engine.executor import NodeExecutor
 from plait.engine.loop import Run, RunResult
 from plait.engine.spec import GraphSpec
-from plait.errors import (
-    CheckpointNotFoundError,
-    GraphError,
-    NoCheckpointerError,
-)
+from plait.engine.subgraph import delete_with_subgraphs, queue_sink
+from plait.errors import CheckpointNotFoundError, GraphError, NoCheckpointerError
 from plait.graph.records import ThreadDiff, ThreadState
 from plait.inspect import diff_threads
 from plait.types import Command, Durability
@@ -185,6 +184,11 @@ class CompiledGraph:
             The channel values; when the run paused on ``interrupt()``, the pending
             interrupts are under ``"__interrupt__"``.
         """
+        if thread_id is None and self.checkpointer is None and (ctx := _current.get()) is not None:
+            # Called inside a node: a subgraph of that node's run (see plait.graph.subgraph).
+            from plait.graph.subgraph import call_subgraph
+
+            return await call_subgraph(ctx, self, input)
         result = await self._run(
             input,
             thread_id=thread_id,
@@ -231,6 +235,7 @@ class CompiledGraph:
         durability: Durability = "sync",
         wait: float | None = None,
         owner: str | None = None,
+        subgraphs: bool = False,
     ) -> AsyncIterator[Any]:
         """Run the graph and yield what happens as it happens.
 
@@ -244,6 +249,11 @@ class CompiledGraph:
         once; when it wrote a key more than once (a list of pairs, a ``Command`` update with
         repeats), a list of one-key dicts, one per write in the order written, so that no
         write the state got is missing from the item.
+
+        With ``subgraphs=True`` the subgraphs' items come too, each item as ``(namespace,
+        item)`` (``(namespace, (mode, item))`` with a list of modes): ``namespace`` is ``()``
+        for this graph and a tuple of ``"node:task_id"`` segments for a subgraph, as in
+        LangGraph.
         """
         modes = (mode,) if isinstance(mode, str) else tuple(mode)
         for m in modes:
@@ -252,8 +262,7 @@ class CompiledGraph:
         queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
         single = isinstance(mode, str)
 
-        def sink(m: str, item: Any) -> None:
-            queue.put_nowait((m, item))
+        sink = queue_sink(queue.put_nowait, subgraphs=subgraphs, single=single)
 
         async def drive() -> RunResult:
             try:
@@ -274,7 +283,7 @@ class CompiledGraph:
         task = asyncio.get_running_loop().create_task(drive())
         try:
             while (item := await queue.get()) is not None:
-                yield item[1] if single else item
+                yield item[1] if single or subgraphs else item
             await task
         finally:
             if not task.done():
@@ -293,6 +302,7 @@ class CompiledGraph:
         durability: Durability = "sync",
         wait: float | None = None,
         owner: str | None = None,
+        subgraphs: bool = False,
     ) -> Iterator[Any]:
         """Sync :meth:`astream`: items are yielded as the run produces them."""
         yield from iterate_sync(
@@ -305,16 +315,18 @@ class CompiledGraph:
                 durability=durability,
                 wait=wait,
                 owner=owner,
+                subgraphs=subgraphs,
             )
         )
 
     # -- drawing -------------------------------------------------------------------------
 
-    def draw_mermaid(self) -> str:
-        """The graph as Mermaid flowchart text (joins thick, conditional edges dashed)."""
+    def draw_mermaid(self, *, xray: bool = False) -> str:
+        """The graph as Mermaid flowchart text (joins thick, conditional edges dashed,
+        subgraphs as double-sided boxes, or expanded into their own graphs with ``xray``)."""
         from plait.graph.draw import draw_mermaid
 
-        return draw_mermaid(self.spec)
+        return draw_mermaid(self.spec, xray=xray)
 
     def draw_ascii(self) -> str:
         """A plain-text sketch of the graph, layer by layer."""
@@ -331,7 +343,7 @@ class CompiledGraph:
     # -- inspecting ----------------------------------------------------------------------
 
     async def aget_state(
-        self, thread_id: str, checkpoint_id: str | None = None, *, default: Any = _REQUIRED
+        self, thread_id: str, checkpoint_id: str | None = None, *, default: Any = _REQUIRED, subgraphs: bool = False
     ) -> ThreadState:
         """The thread's latest state (or the state at ``checkpoint_id``), with how the
         thread stands (:attr:`ThreadState.status`) and the errors stored with it.
@@ -339,6 +351,8 @@ class CompiledGraph:
         Args:
             default: returned instead of raising when there is no such thread or
                 checkpoint (``get_state(t, default=None)``: the restart idiom).
+            subgraphs: fill in :attr:`ThreadState.subgraphs`, the state of the subgraphs
+                the next step's tasks run (paused or unfinished inside).
 
         Raises:
             CheckpointNotFoundError: no such thread or checkpoint, and no ``default``.
@@ -350,11 +364,18 @@ class CompiledGraph:
                 return default  # type: ignore[no-any-return]
             raise CheckpointNotFoundError(thread_id, checkpoint_id, self.namespace)
         info = await checkpointer.aget_thread(thread_id, namespace=self.namespace)
-        return ThreadState.of(cp, info.status if info is not None else None)
+        state = ThreadState.of(cp, info.status if info is not None else None)
+        if subgraphs:
+            from plait.graph.subgraph import nested_states
 
-    def get_state(self, thread_id: str, checkpoint_id: str | None = None, *, default: Any = _REQUIRED) -> ThreadState:
+            state = dataclasses.replace(state, subgraphs=await nested_states(checkpointer, cp, self.spec))
+        return state
+
+    def get_state(
+        self, thread_id: str, checkpoint_id: str | None = None, *, default: Any = _REQUIRED, subgraphs: bool = False
+    ) -> ThreadState:
         """Sync :meth:`aget_state`."""
-        return run_sync(self.aget_state(thread_id, checkpoint_id, default=default))
+        return run_sync(self.aget_state(thread_id, checkpoint_id, default=default, subgraphs=subgraphs))
 
     async def ahas_thread(self, thread_id: str) -> bool:
         """Whether the thread has a checkpoint: ``invoke(None if app.has_thread(t) else
@@ -408,7 +429,8 @@ class CompiledGraph:
         return run_sync(self.alist_threads(status=status, limit=limit, before=before))
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await (await self._ready_checkpointer()).adelete_thread(thread_id, namespace=self.namespace)
+        """Delete the thread, and the stored runs of the subgraphs its history's tasks ran."""
+        await delete_with_subgraphs(await self._ready_checkpointer(), thread_id, self.namespace)
 
     def delete_thread(self, thread_id: str) -> None:
         run_sync(self.adelete_thread(thread_id))
@@ -421,7 +443,9 @@ class CompiledGraph:
 
     # -- editing -------------------------------------------------------------------------
 
-    async def aupdate_state(self, thread_id: str, update: Any, as_node: str | None = None) -> str:
+    async def aupdate_state(
+        self, thread_id: str, update: Any, as_node: str | None = None, *, subgraph: str | Sequence[str] | None = None
+    ) -> str:
         """Fold ``update`` (a mapping or (key, value) pairs) through the reducers as a new
         checkpoint (source ``update``) and return its id.
 
@@ -432,19 +456,25 @@ class CompiledGraph:
             ThreadBusyError: a run holds the thread.
             ConcurrentUpdateError: other writes kept moving the thread's head, more times
                 in a row than the update retries.
+
+        With ``subgraph`` (``"node:task_id"`` as :attr:`ThreadState.subgraphs` names it, or
+        a path of them for a nested one) the update goes to that subgraph's state, in its
+        namespace, through its reducers (``as_node`` a node of the subgraph); a paused parent
+        resumed afterwards continues the subgraph from the updated state.
         """
+        spec, fp, namespace = self.spec, self.fingerprint, self.namespace
+        if subgraph is not None:
+            from plait.graph.subgraph import subgraph_target
+
+            spec, fp, namespace = subgraph_target(spec, fp, namespace, subgraph)
         return await update_thread(
-            await self._ready_checkpointer(),
-            self.spec,
-            self.fingerprint,
-            thread_id,
-            update,
-            as_node,
-            namespace=self.namespace,
+            await self._ready_checkpointer(), spec, fp, thread_id, update, as_node, namespace=namespace
         )
 
-    def update_state(self, thread_id: str, update: Any, as_node: str | None = None) -> str:
-        return run_sync(self.aupdate_state(thread_id, update, as_node))
+    def update_state(
+        self, thread_id: str, update: Any, as_node: str | None = None, *, subgraph: str | Sequence[str] | None = None
+    ) -> str:
+        return run_sync(self.aupdate_state(thread_id, update, as_node, subgraph=subgraph))
 
     async def abulk_update_state(
         self, thread_id: str, updates: Sequence[tuple[Any, str | None] | Mapping[str, Any]]

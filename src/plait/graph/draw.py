@@ -22,12 +22,13 @@ from typing import Literal
 from xml.sax.saxutils import escape
 
 from plait.engine.spec import GraphSpec
+from plait.graph.subgraph import SubgraphNode
 from plait.types import END, START
 
 __all__ = ["draw_ascii", "draw_mermaid", "draw_svg"]
 
 EdgeKind = Literal["edge", "join", "conditional", "dynamic"]
-NodeKind = Literal["start", "end", "node", "dynamic"]
+NodeKind = Literal["start", "end", "node", "dynamic", "subgraph"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -163,7 +164,7 @@ def _layout(spec: GraphSpec) -> _Layout:  # noqa: PLR0912, PLR0915 - the layered
     used: set[str] = set()
     for name in names:
         nodes[name] = _Node(
-            name=name, id=_mermaid_id(name, used), label=_label(name), kind=_kind(name), layer=layer[name]
+            name=name, id=_mermaid_id(name, used), label=_label(name), kind=_kind(name, spec), layer=layer[name]
         )
     bottom = max(layer.values(), default=0) + 1  # END is drawn even when no edge reaches it
     nodes[END] = _Node(name=END, id=_mermaid_id(END, used), label="END", kind="end", layer=bottom)
@@ -204,12 +205,15 @@ def _order(layers: list[list[str]], nodes: dict[str, _Node], edges: list[_Edge])
                 nodes[n].order = float(i)
 
 
-def _kind(name: str) -> NodeKind:
+def _kind(name: str, spec: GraphSpec) -> NodeKind:
     if name == START:
         return "start"
     if name == END:
         return "end"
-    return "dynamic" if name.startswith("\x00") else "node"
+    if name.startswith("\x00"):
+        return "dynamic"
+    node = spec.nodes.get(name)
+    return "subgraph" if node is not None and isinstance(node.fn, SubgraphNode) else "node"
 
 
 def _label(name: str) -> str:
@@ -241,33 +245,49 @@ def _mermaid_text(text: str) -> str:
     return '"' + text.replace('"', "#quot;") + '"'
 
 
-def draw_mermaid(spec: GraphSpec) -> str:
+def draw_mermaid(spec: GraphSpec, *, xray: bool = False) -> str:
     """The graph as a Mermaid flowchart (paste it into any Markdown that renders Mermaid).
 
     Static edges are solid arrows, joins thick arrows labelled ``join``, conditional edges
     dashed arrows labelled with the router's return values, and routers without a path_map
-    dashed arrows labelled ``dynamic``.
+    dashed arrows labelled ``dynamic``. A subgraph node is a box with double sides; with
+    ``xray`` it is expanded into a Mermaid ``subgraph`` block showing its own graph (nested
+    subgraphs too), its node ids prefixed with the node's.
     """
+    lines = ["flowchart TD", *_mermaid_body(spec, "", "    ", xray)]
+    lines.append("    classDef terminal fill:#eef,stroke:#446")
+    lines.append("    classDef dynamic fill:#fff,stroke:#888,stroke-dasharray:4 3")
+    lines.append("    classDef nested fill:#eef7ee,stroke:#2e6b2e")
+    return "\n".join(lines) + "\n"
+
+
+def _mermaid_body(spec: GraphSpec, prefix: str, indent: str, xray: bool) -> list[str]:
     lay = _layout(spec)
-    lines = ["flowchart TD"]
+    lines: list[str] = []
     for row in lay.layers:
         for name in row:
             n = lay.nodes[name]
-            text = _mermaid_text(n.label)
+            text, ident = _mermaid_text(n.label), prefix + n.id
             if n.kind in ("start", "end"):
-                lines.append(f"    {n.id}([{text}]):::terminal")
+                lines.append(f"{indent}{ident}([{text}]):::terminal")
             elif n.kind == "dynamic":
-                lines.append(f"    {n.id}{{{{{text}}}}}:::dynamic")
+                lines.append(f"{indent}{ident}{{{{{text}}}}}:::dynamic")
+            elif n.kind == "subgraph" and xray:
+                fn = spec.nodes[name].fn
+                assert isinstance(fn, SubgraphNode)
+                lines.append(f"{indent}subgraph {ident}[{text}]")
+                lines += _mermaid_body(fn.runner.spec, ident + "__", indent + "    ", xray)
+                lines.append(f"{indent}end")
+            elif n.kind == "subgraph":
+                lines.append(f"{indent}{ident}[[{text}]]:::nested")
             else:
-                lines.append(f"    {n.id}[{text}]")
+                lines.append(f"{indent}{ident}[{text}]")
     for e in lay.edges:
-        a, b = lay.nodes[e.src].id, lay.nodes[e.dst].id
+        a, b = prefix + lay.nodes[e.src].id, prefix + lay.nodes[e.dst].id
         label = f"|{_mermaid_text(e.label)}|" if e.label else ""
         arrow = {"edge": "-->", "join": "==>", "conditional": "-.->", "dynamic": "-.->"}[e.kind]
-        lines.append(f"    {a} {arrow}{label} {b}")
-    lines.append("    classDef terminal fill:#eef,stroke:#446")
-    lines.append("    classDef dynamic fill:#fff,stroke:#888,stroke-dasharray:4 3")
-    return "\n".join(lines) + "\n"
+        lines.append(f"{indent}{a} {arrow}{label} {b}")
+    return lines
 
 
 # -- ASCII -----------------------------------------------------------------------------------
@@ -278,6 +298,8 @@ def _box(n: _Node) -> str:
         return f"({n.label})"
     if n.kind == "dynamic":
         return "<dynamic>"
+    if n.kind == "subgraph":
+        return f"[[{n.label}]]"
     return f"[{n.label}]"
 
 
@@ -412,6 +434,13 @@ def _svg_node(n: _Node, centre: tuple[float, float], width: float) -> str:
         shape = (
             f'<rect x="{x:.1f}" y="{y:.1f}" width="{width:.1f}" height="{_NODE_H:.0f}" rx="4" '
             'fill="#fff" stroke="#7a2e8a" stroke-dasharray="4 3"/>'
+        )
+    elif n.kind == "subgraph":  # a graph of its own: a double border
+        shape = (
+            f'<rect x="{x:.1f}" y="{y:.1f}" width="{width:.1f}" height="{_NODE_H:.0f}" rx="6" '
+            'fill="#eef7ee" stroke="#2e6b2e"/>'
+            f'<rect x="{x + 3:.1f}" y="{y + 3:.1f}" width="{width - 6:.1f}" height="{_NODE_H - 6:.0f}" rx="4" '
+            'fill="none" stroke="#2e6b2e"/>'
         )
     else:
         shape = (

@@ -81,6 +81,10 @@ class ThreadState:
     """The failures stored with this checkpoint: tasks of its next step that failed."""
     status: Status | None = None
     """How the thread stands (``get_state`` fills it in; None in a history)."""
+    subgraphs: Mapping[str, ThreadState] | None = None
+    """With ``get_state(..., subgraphs=True)``: the state of each subgraph a task of the
+    next step runs (an interrupted or unfinished one), by ``"node:task_id"``, nested the
+    same way (None: not asked for)."""
 
     @property
     def error(self) -> TaskError | None:
@@ -118,6 +122,7 @@ class ThreadState:
             cp.created_at,
             tuple(TaskError.of(w) for w in pending if w.kind == "error") if pending else (),
             status,
+            None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -134,6 +139,7 @@ class ThreadState:
             "created_at": self.created,
             "status": self.status,
             "errors": [e.to_json() for e in self.errors],
+            **({} if self.subgraphs is None else {"subgraphs": {k: v.to_json() for k, v in self.subgraphs.items()}}),
         }
 
 

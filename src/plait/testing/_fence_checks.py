@@ -108,6 +108,39 @@ async def _token(env: Env) -> None:
     await all_read_back("after the stale run's refused commits", cp, th)
 
 
+@check("fence_lease_namespace")
+async def _lease_namespace(env: Env) -> None:
+    """A commit with ``Fence.lease_namespace`` (a subgraph's, in a child namespace) is fenced by
+    the lease of that namespace's thread: it lands while that lease is current, and is refused
+    with LeaseLostError, writing nothing, once it was given back or taken over."""
+    cp = await env.new()
+    parent = await cp.atake_lease("t", "A", ttl=30)
+    child = ThreadBuilder("t", namespace="sub:1")
+    fence = Fence(owner="A", token=parent.token, lease_namespace="")
+    root = child.step({"n": 0}, root=True)
+    await cp.acommit(checkpoints=[root], fence=fence)
+    await all_read_back("a child namespace written under its parent's lease", cp, child)
+    await cp.arelease_lease(parent)
+    taken = await cp.atake_lease("t", "B", ttl=30)
+    for what in ("after the parent's lease was taken over", "after the taker gave it back"):
+        if what == "after the taker gave it back":
+            await cp.arelease_lease(taken)
+        late = child.step({"n": 1}, parent=root.checkpoint)
+        try:
+            await cp.acommit(checkpoints=[late], fence=fence)
+        except LeaseLostError as exc:
+            same("LeaseLostError.token", exc.token, parent.token)
+        else:
+            fail(f"a child namespace's commit under its parent's old lease was stored {what}")
+        del child.by_id[late.checkpoint.id]
+        child.head = root.checkpoint
+        expect(
+            await cp.aget("t", late.checkpoint.id, namespace="sub:1") is None,
+            f"a refused child commit stored its checkpoint {what}",
+        )
+    await all_read_back("the child namespace after the refused commits", cp, child)
+
+
 @check("fence_allows_expired_released_or_no_lease")
 async def _allows(env: Env) -> None:
     """A one-off commit lands when the lease expired (revoking it), was given back, or never was."""

@@ -1,0 +1,259 @@
+"""Running a graph inside a node of another: subgraphs.
+
+A subgraph's run is a :class:`~plait.engine.loop.Run` of its own graph on the parent's
+thread id, in a child namespace named after the parent task that runs it
+(:func:`child_namespace`: ``parent_ns|node:task_id``), so its checkpoints are stored, and
+resumed, like any thread's, with the same delta rule. Task ids are fixed when a step is
+planned, so a parent task re-run after a crash, an interrupt or a failure finds its child's
+checkpoints again and continues them: finished subgraph steps never run again.
+
+The child takes no lease: it runs inside its parent's (:class:`BorrowedLease`), and its
+commits carry the parent's lease token with :attr:`Fence.lease_namespace` naming the
+parent's namespace, so a parent that lost its lease cannot write its subgraph's
+checkpoints either, and no second lease can deadlock against the first.
+
+An ``interrupt()`` inside the child pauses the child (stored in its namespace) and then the
+parent task, whose interrupt carries the child's; the parent's ``Command(resume=v)`` re-runs
+the parent task, which hands ``v`` to the child's waiting interrupt. Which parent interrupt
+index answers which child interrupt is recorded as an effect of the parent task, so a
+re-run never answers a new child interrupt with an old value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.fork import SUBGRAPH_EFFECT, fork_checkpoint
+from plait.checkpoint.model import Checkpoint, Fence, Task, waiting_interrupts
+from plait.engine.context import GraphInterrupt, NodeContext
+from plait.engine.plan import task_id
+from plait.engine.spec import GraphSpec
+from plait.types import Command, Interrupt
+
+if TYPE_CHECKING:
+    from plait.engine.loop import RunResult
+
+__all__ = [
+    "BorrowedLease",
+    "NestedSink",
+    "SubgraphRunner",
+    "child_namespace",
+    "delete_with_subgraphs",
+    "fork_subgraphs",
+    "queue_sink",
+    "renamed_tasks",
+    "run_subgraph",
+    "stored_children",
+]
+
+_EFFECT = SUBGRAPH_EFFECT
+"""Effect names on the parent task: ``_EFFECT + str(i)`` holds the id of the child interrupt
+that the parent's ``i``-th interrupt stands for."""
+
+
+def child_namespace(parent: str, node: str, task_id: str) -> str:
+    """The namespace of the subgraph run by ``task_id`` (of ``node``) in namespace ``parent``."""
+    return f"{parent}|{node}:{task_id}" if parent else f"{node}:{task_id}"
+
+
+class NestedSink:
+    """A stream sink that tells which graph an item comes from: ``stream(subgraphs=True)``
+    yields ``(namespace, item)``, ``namespace`` a tuple of ``node:task_id`` segments (``()``
+    for the parent graph), as LangGraph does."""
+
+    __slots__ = ("out", "path")
+
+    def __init__(self, out: Callable[[str, tuple[str, ...], Any], None], path: tuple[str, ...] = ()) -> None:
+        self.out = out
+        self.path = path
+
+    def __call__(self, mode: str, item: Any) -> None:
+        self.out(mode, self.path, item)
+
+    def child(self, segment: str) -> NestedSink:
+        return NestedSink(self.out, (*self.path, segment))
+
+
+def queue_sink(put: Callable[[tuple[str, Any]], None], *, subgraphs: bool, single: bool) -> Callable[[str, Any], None]:
+    """The sink of a stream that puts ``(mode, item)`` pairs on a queue: with ``subgraphs``
+    the item is ``(namespace, item)`` (``(namespace, (mode, item))`` for several modes)."""
+    if not subgraphs:
+        return lambda mode, item: put((mode, item))
+    return NestedSink(lambda mode, ns, item: put((mode, (ns, item) if single else (ns, (mode, item)))))
+
+
+class BorrowedLease:
+    """The parent run's lease as its subgraph's run sees it: the same checks (a lost lease
+    stops the child too), but never renewed, stopped or given back by the child."""
+
+    def __init__(self, parent: Any) -> None:
+        self._parent = parent
+        """The parent's ThreadLease (or BorrowedLease, for a subgraph's subgraph)."""
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._parent.error  # type: ignore[no-any-return]
+
+    def check(self) -> None:
+        self._parent.check()
+
+    async def confirm(self) -> None:
+        await self._parent.confirm()
+
+    def stop_renewing(self) -> None:
+        """The parent's lease outlives the child's run: nothing to stop."""
+
+
+@dataclass(frozen=True, slots=True)
+class SubgraphRunner:
+    """What a parent needs to run a compiled graph as a subgraph (its spec, fingerprint and
+    breakpoints)."""
+
+    spec: GraphSpec
+    graph_fp: str
+    interrupt_before: frozenset[str] = frozenset()
+    interrupt_after: frozenset[str] = frozenset()
+
+
+async def run_subgraph(
+    ctx: NodeContext, sub: SubgraphRunner, input: Mapping[str, Any], *, segment: str | None = None
+) -> RunResult:
+    """Run ``sub`` for the parent task of ``ctx`` with ``input``, or continue its stored run
+    (after a crash, a failure, an interrupt); the child's final result.
+
+    Raises:
+        GraphInterrupt: the child paused; the parent task pauses with it.
+    """
+    from plait.engine.loop import Run
+
+    host = ctx.host
+    assert isinstance(host, Run)
+    segment = segment or f"{ctx.node}:{ctx.task_id}"
+    ns = f"{ctx.namespace}|{segment}" if ctx.namespace else segment
+    sink = host.emit.sink.child(segment) if isinstance(host.emit.sink, NestedSink) else None
+    child = Run(
+        sub.spec,
+        host.checkpointer,
+        graph_fp=sub.graph_fp,
+        thread_id=host.thread_id,
+        namespace=ns,
+        durability=host.durability,
+        recursion_limit=host.recursion_limit,
+        interrupt_before=sub.interrupt_before,
+        interrupt_after=sub.interrupt_after,
+        sink=sink,
+        modes=host.emit.modes if sink is not None else frozenset(),
+        owner=host.owner,
+        executor=host.executor,
+    )
+    if host.checkpointer is None or host.thread_id is None or host.hold is None or host.committer is None:
+        return await child.execute(dict(input), None)
+    head = await host.checkpointer.aget(host.thread_id, namespace=ns)
+    go: Any = dict(input)
+    if head is not None:
+        go = _continue_with(ctx, head)
+        if go is _FINISHED:
+            return _finished(head)
+    parent_fence = host.committer.fence
+    assert parent_fence is not None
+    fence = Fence(
+        owner=parent_fence.owner,
+        token=parent_fence.token,
+        lease_namespace=parent_fence.lease_namespace if parent_fence.lease_namespace is not None else host.namespace,
+    )
+    if host.durability != "exit":
+        # The parent's checkpoint that planned this task (and so names the child's namespace)
+        # is stored before the child's first commit: a crash finds the child's steps again.
+        await host.committer.drain()
+    result = await child.execute_inside(go, head, BorrowedLease(host.hold), fence)
+    if result.status == "interrupted":
+        await _pause_parent(ctx, result.interrupts)
+    return result
+
+
+_FINISHED: Any = object()
+
+
+def _continue_with(ctx: NodeContext, head: Checkpoint) -> Any:
+    """How to continue a child that has a stored run: its answer when it waits on an
+    interrupt the parent has a resume value for, None to go on, _FINISHED when done."""
+    waiting = waiting_interrupts(head.pending_writes)
+    if waiting:
+        for i, value in enumerate(ctx.resume_values):
+            answered = ctx.effects.get(_EFFECT + str(i))
+            if any(w.id == answered for w in waiting):
+                return Command(resume={answered: value})
+        return None  # asks again: the same interrupt pauses the parent again
+    if not head.next_tasks:
+        return _FINISHED
+    return None
+
+
+def _finished(head: Checkpoint) -> RunResult:
+    """A child that finished before the parent's step was stored: its result, nothing re-run."""
+    from plait.engine.loop import RunResult
+
+    return RunResult(values=dict(head.values), interrupts=(), status="done", checkpoint_id=head.id, step=head.step)
+
+
+async def _pause_parent(ctx: NodeContext, interrupts: tuple[Interrupt, ...]) -> None:
+    """Pause the parent task on the child's first waiting interrupt (recorded as the parent
+    task's next interrupt index, unless an earlier pause of it already was)."""
+    first = interrupts[0]
+    index = next(
+        (i for i in range(len(ctx.effects) + 1) if ctx.effects.get(_EFFECT + str(i)) == first.id),
+        None,
+    )
+    if index is None:
+        index = sum(1 for k in ctx.effects if k.startswith(_EFFECT))
+        await ctx.aonce(_EFFECT + str(index), lambda: first.id)
+    raise GraphInterrupt(Interrupt(id=first.id, value=first.value, node=ctx.node, task_id=ctx.task_id, index=index))
+
+
+async def stored_children(saver: Checkpointer, cp: Checkpoint) -> list[Checkpoint]:
+    """The heads of the subgraph runs that ``cp``'s next tasks started (added as nodes, or
+    called explicitly: ``#0``, ``#1``, ...), as stored in their namespaces of the thread."""
+    found: list[Checkpoint] = []
+    for task in cp.next_tasks:
+        base = child_namespace(cp.namespace, task.node, task.id)
+        for n in range(-1, 1 << 16):
+            child = await saver.aget(cp.thread_id, namespace=base if n < 0 else f"{base}#{n}")
+            if child is None and n >= 0:
+                break
+            if child is not None:
+                found.append(child)
+    return found
+
+
+async def fork_subgraphs(saver: Checkpointer, src: Checkpoint, target_thread: str) -> int:
+    """Copy the stored runs of the subgraphs that ``src``'s next tasks run, nested ones too,
+    to the same namespaces of ``target_thread`` (a fork keeps the task ids); how many were
+    copied. Each copy is the subgraph's head, as a root of its namespace (its history stays
+    with the source)."""
+    copied = 0
+    for child in await stored_children(saver, src):
+        await fork_checkpoint(saver, child, target_thread)
+        copied += 1 + await fork_subgraphs(saver, child, target_thread)
+    return copied
+
+
+async def delete_with_subgraphs(saver: Checkpointer, thread_id: str, namespace: str) -> int:
+    """Delete a thread and the namespaces of the subgraphs its checkpoints' tasks ran, nested
+    ones too (found through the tasks of its history: the head's lineage); how many
+    subgraph namespaces were deleted."""
+    deleted = 0
+    for cp in await saver.ahistory(thread_id, namespace=namespace):
+        for child in await stored_children(saver, cp):
+            deleted += 1 + await delete_with_subgraphs(saver, thread_id, child.namespace)
+    await saver.adelete_thread(thread_id, namespace=namespace)
+    return deleted
+
+
+def renamed_tasks(tasks: tuple[Task, ...], checkpoint_id: str) -> tuple[Task, ...]:
+    """``tasks`` with ids of their own for a branch started at ``checkpoint_id`` (time
+    travel), so that their subgraphs run afresh in namespaces of their own instead of
+    continuing the runs of the original tasks."""
+    return tuple(replace(t, id=task_id(checkpoint_id, t.node, i)) for i, t in enumerate(tasks))
