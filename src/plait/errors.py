@@ -21,6 +21,8 @@ The tree::
     ├── GraphError                   a graph is built or used wrongly
     │   ├── MissingNodeError         a node name that the graph does not have
     │   ├── GraphChangedError        a thread was checkpointed by an incompatible graph
+    │   ├── NodeSignatureError       a node's parameters plait cannot call it with (``config``)
+    │   ├── ContextError             a run's ``context=`` that does not fit the graph's context type
     │   └── GraphRequiredError       an action that needs the graph (its reducers, its nodes) got none
     ├── RunError                     a run stopped with a failure
     │   ├── NodeError                a node raised; the cause is chained
@@ -66,6 +68,7 @@ __all__ = [
     "CommandLineError",
     "ConcurrentUpdateError",
     "ConcurrentWriteError",
+    "ContextError",
     "ExportFormatError",
     "GraphChangedError",
     "GraphError",
@@ -80,6 +83,7 @@ __all__ = [
     "MissingValueError",
     "NoCheckpointerError",
     "NodeError",
+    "NodeSignatureError",
     "NodeTimeoutError",
     "NotConfirmedError",
     "NotSerializableError",
@@ -282,6 +286,33 @@ class GraphChangedError(GraphError):
             + "; ".join(self.changes)
             + ". Resume it with the graph that wrote it, fork it and fix the state with "
             "update_state, or start a new thread."
+        )
+
+
+class NodeSignatureError(GraphError):
+    """A node (or router) whose parameters plait cannot call it with, such as LangGraph's
+    ``def node(state, config)``: plait passes a :class:`~plait.NodeContext`, not a config."""
+
+    def __init__(self, node: str, param: str) -> None:
+        self.node = node
+        self.param = param
+        super().__init__(
+            f"node {node!r} takes a second parameter named {param!r} (LangGraph's RunnableConfig): plait "
+            "passes a NodeContext there instead. Rename it `ctx` and read per-run values from "
+            "`ctx.context` (given by invoke(..., context=...)), the thread id from `ctx.thread_id`"
+        )
+
+
+class ContextError(GraphError):
+    """A run's ``context=`` that does not fit the context type the graph declares
+    (``Graph(State, context=Ctx)``): a missing or unknown field, or a value of another type."""
+
+    def __init__(self, declared: str, problem: str) -> None:
+        self.declared = declared
+        self.problem = problem
+        super().__init__(
+            f"invoke(..., context=...) does not fit the graph's context type {declared}: {problem}. "
+            f"Pass a {declared} or a dict with its fields"
         )
 
 

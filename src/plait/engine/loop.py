@@ -63,13 +63,15 @@ def checkpoint_metadata(
     *,
     writes: Mapping[str, Sequence[str]] | None = None,
     run_id: str | None = None,
+    user: Mapping[str, Any] | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
     """The metadata every checkpoint plait writes carries: where it came from (``source``:
     input, loop, update, replay, fork), its step, which node wrote which channels, and the
     graph's fingerprint and reducers (what a resume checks compatibility against). The one
-    place a run, an update and a fork build it."""
-    meta: dict[str, Any] = {"source": source, "step": step}
+    place a run, an update and a fork build it. ``user`` is the caller's ``metadata=``: its
+    keys come first, so plait's own keys (``source``, ``step``, ...) always win."""
+    meta: dict[str, Any] = {**user, "source": source, "step": step} if user else {"source": source, "step": step}
     if writes is not None:
         meta["writes"] = {k: list(v) for k, v in writes.items()}
     meta.update(extra)
@@ -114,6 +116,9 @@ class Run:
         wait: float | None = None,
         owner: str | None = None,
         executor: NodeExecutor | None = None,
+        context: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        max_concurrency: int | None = None,
     ) -> None:
         if durability not in ("sync", "async", "exit"):
             raise ValueError(f"durability must be 'sync', 'async' or 'exit', got {durability!r}")
@@ -132,6 +137,14 @@ class Run:
         self.wait = wait
         self.executor = executor
         """Where sync nodes run (None: the process's shared pool)."""
+        if max_concurrency is not None and max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1 (or None for no cap)")
+        self.context = context
+        """The caller's per-run values, given to every node as ``ctx.context``; never stored."""
+        self.user_metadata = dict(metadata) if metadata else None
+        """The caller's ``metadata=``, recorded on every checkpoint this run writes."""
+        self.max_concurrency = max_concurrency
+        """At most this many tasks of a super-step run at once (None: all of them)."""
         self.run_id = uuid.uuid4().hex[:16]
         self.owner = owner or f"{_host()}:{self.run_id}"
         """The run's lease owner (a worker may give its own): who the thread's lease names."""
@@ -412,6 +425,7 @@ class Run:
                 host=self,
                 resume_values=inputs.resume.get(task.id, []),
                 effects=inputs.effects.get(task.id, {}),
+                context=self.context,
             )
             if emit.active:
                 emit.event(NodeStarted(node=task.node, task_id=task.id, step=step))
@@ -438,7 +452,7 @@ class Run:
 
         if not multi:
             return [await one(to_run[0])] if to_run else []
-        return await run_all(one(t) for t in to_run)
+        return await run_all((one(t) for t in to_run), limit=self.max_concurrency)
 
     async def _stop_if_failed_or_paused(
         self, cur: Checkpoint, to_run: Sequence[Task], outcomes: Sequence[TaskOutcome]
@@ -507,7 +521,14 @@ class Run:
             next_tasks=tuple(tasks),
             barriers=dict(barriers),
             metadata=checkpoint_metadata(
-                source, step, self.spec, self.graph_fp, writes=writes, run_id=self.run_id, **extra
+                source,
+                step,
+                self.spec,
+                self.graph_fp,
+                writes=writes,
+                run_id=self.run_id,
+                user=self.user_metadata,
+                **extra,
             ),
             created_at=time.time(),
         )

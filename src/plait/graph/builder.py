@@ -35,8 +35,15 @@ class Graph:
         >>> app = g.compile(checkpointer="plait.db")
     """
 
-    def __init__(self, schema: StateSchema | type) -> None:
+    def __init__(self, schema: StateSchema | type, *, context: type | None = None) -> None:
+        """Args:
+        schema: the state: a TypedDict, a StateSchema.
+        context: the type of a run's ``invoke(..., context=...)`` (a dataclass, a
+            TypedDict, a pydantic model): a dict given there is made into it (a TypedDict
+            stays a dict), and nodes read it as ``ctx.context``.
+        """
         self.schema = StateSchema.coerce(schema)
+        self.context_schema = context
         self._nodes: dict[str, NodeSpec] = {}
         self._edges: dict[str, list[str]] = {}
         self._joins: list[Join] = []
@@ -76,7 +83,7 @@ class Graph:
         self._nodes[name] = NodeSpec(
             name=name,
             fn=fn,
-            takes_ctx=takes_context(fn),
+            takes_ctx=takes_context(fn, name),
             is_async=is_async_callable(fn),
             output_key=output_key,
             retry=retry,
@@ -157,6 +164,7 @@ class Graph:
             routers={k: tuple(v) for k, v in self._routers.items()},
             joins_by_source={k: tuple(v) for k, v in joins_by_source.items()},
             writers={k: tuple(v) for k, v in writers.items()},
+            context_schema=self.context_schema,
         )
 
     def compile(

@@ -18,6 +18,7 @@ from plait.checkpoint.model import Status, ThreadInfo
 from plait.engine.edit import fork_thread, update_thread
 from plait.engine.executor import NodeExecutor
 from plait.engine.loop import Run, RunResult
+from plait.engine.runtime import coerce_context
 from plait.engine.spec import GraphSpec
 from plait.errors import (
     CheckpointNotFoundError,
@@ -25,7 +26,6 @@ from plait.errors import (
     NoCheckpointerError,
 )
 from plait.graph.records import ThreadDiff, ThreadState
-from plait.state.diff import diff
 from plait.types import Command, Durability
 
 __all__ = ["CompiledGraph", "INTERRUPT_KEY", "coerce_checkpointer"]
@@ -120,7 +120,11 @@ class CompiledGraph:
         modes: frozenset[str] = frozenset(),
         wait: float | None = None,
         owner: str | None = None,
+        context: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        max_concurrency: int | None = None,
     ) -> RunResult:
+        context = coerce_context(self.spec.context_schema, context)
         checkpointer = None
         if self.checkpointer is not None:
             checkpointer = await self._ready_checkpointer()
@@ -146,6 +150,9 @@ class CompiledGraph:
             wait=wait,
             owner=owner,
             executor=self.executor,
+            context=context,
+            metadata=metadata,
+            max_concurrency=max_concurrency,
         )
         return await run.execute(input, checkpoint_id)
 
@@ -159,6 +166,9 @@ class CompiledGraph:
         durability: Durability = "sync",
         wait: float | None = None,
         owner: str | None = None,
+        context: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        max_concurrency: int | None = None,
     ) -> dict[str, Any]:
         """Run the graph to the end (or to an interrupt) and return the final values.
 
@@ -180,6 +190,15 @@ class CompiledGraph:
             owner: the name the thread's lease is taken under (a worker passes its claim,
                 so an operator sees which worker holds the thread); None mints one from the
                 host and the run id.
+            context: per-run values for the nodes (``ctx.context``): a model name, a user
+                id, a client. Made into the graph's context type when it declares one
+                (``Graph(State, context=Ctx)``); never checkpointed, so pass it again on a
+                resume.
+            metadata: JSON data recorded on every checkpoint this run writes (plait's own
+                keys, such as ``source`` and ``step``, win); ``get_state_history(thread,
+                filter={...})`` finds them.
+            max_concurrency: at most this many tasks of a super-step run at once (a wide
+                ``Send`` fan-out against a rate-limited API); None runs them all at once.
 
         Returns:
             The channel values; when the run paused on ``interrupt()``, the pending
@@ -193,6 +212,9 @@ class CompiledGraph:
             durability=durability,
             wait=wait,
             owner=owner,
+            context=context,
+            metadata=metadata,
+            max_concurrency=max_concurrency,
         )
         return _output(result)
 
@@ -206,6 +228,9 @@ class CompiledGraph:
         durability: Durability = "sync",
         wait: float | None = None,
         owner: str | None = None,
+        context: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        max_concurrency: int | None = None,
     ) -> dict[str, Any]:
         """Sync :meth:`ainvoke`."""
         return run_sync(
@@ -217,6 +242,9 @@ class CompiledGraph:
                 durability=durability,
                 wait=wait,
                 owner=owner,
+                context=context,
+                metadata=metadata,
+                max_concurrency=max_concurrency,
             )
         )
 
@@ -231,6 +259,9 @@ class CompiledGraph:
         durability: Durability = "sync",
         wait: float | None = None,
         owner: str | None = None,
+        context: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        max_concurrency: int | None = None,
     ) -> AsyncIterator[Any]:
         """Run the graph and yield what happens as it happens.
 
@@ -267,6 +298,9 @@ class CompiledGraph:
                     modes=frozenset(modes),
                     wait=wait,
                     owner=owner,
+                    context=context,
+                    metadata=metadata,
+                    max_concurrency=max_concurrency,
                 )
             finally:
                 queue.put_nowait(None)
@@ -293,6 +327,9 @@ class CompiledGraph:
         durability: Durability = "sync",
         wait: float | None = None,
         owner: str | None = None,
+        context: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        max_concurrency: int | None = None,
     ) -> Iterator[Any]:
         """Sync :meth:`astream`: items are yielded as the run produces them."""
         yield from iterate_sync(
@@ -305,6 +342,9 @@ class CompiledGraph:
                 durability=durability,
                 wait=wait,
                 owner=owner,
+                context=context,
+                metadata=metadata,
+                max_concurrency=max_concurrency,
             )
         )
 
@@ -508,22 +548,7 @@ class CompiledGraph:
             raise CheckpointNotFoundError(a, None, self.namespace)
         if not hb:
             raise CheckpointNotFoundError(b, None, self.namespace)
-        by_step_a = {cp.step: cp for cp in ha}
-        by_step_b = {cp.step: cp for cp in hb}
-        first: int | None = None
-        keys: tuple[str, ...] = ()
-        pa = pb = None
-        for step in sorted(set(by_step_a) & set(by_step_b)):
-            d = diff(by_step_a[step].values, by_step_b[step].values)
-            if d:
-                first, keys = step, d.keys
-                pa, pb = ThreadState.of(by_step_a[step]), ThreadState.of(by_step_b[step])
-                break
-        heads = diff(ha[-1].values, hb[-1].values)
-        if first is None and heads:
-            first, keys = max(ha[-1].step, hb[-1].step), heads.keys
-            pa, pb = ThreadState.of(ha[-1]), ThreadState.of(hb[-1])
-        return ThreadDiff(first_step=first, keys=keys, a=pa, b=pb, heads=heads)
+        return ThreadDiff.between(ha, hb)
 
     def diff_threads(self, a: str, b: str) -> ThreadDiff:
         return run_sync(self.adiff_threads(a, b))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,7 +11,7 @@ from plait._codec import fingerprint
 from plait._fast_init import positional_maker
 from plait.checkpoint.model import Checkpoint, PendingWrite, Status, Task
 from plait.engine.pending import active_interrupts
-from plait.state.diff import StateDiff
+from plait.state.diff import StateDiff, diff
 from plait.types import Interrupt
 
 __all__ = ["TaskError", "ThreadDiff", "ThreadState"]
@@ -155,6 +155,26 @@ class ThreadDiff:
 
     def __bool__(self) -> bool:
         return self.first_step is not None or bool(self.heads)
+
+    @classmethod
+    def between(cls, ha: Sequence[Checkpoint], hb: Sequence[Checkpoint]) -> ThreadDiff:
+        """The diff of two non-empty lineages, each oldest first."""
+        by_step_a = {cp.step: cp for cp in ha}
+        by_step_b = {cp.step: cp for cp in hb}
+        first: int | None = None
+        keys: tuple[str, ...] = ()
+        pa = pb = None
+        for step in sorted(set(by_step_a) & set(by_step_b)):
+            d = diff(by_step_a[step].values, by_step_b[step].values)
+            if d:
+                first, keys = step, d.keys
+                pa, pb = ThreadState.of(by_step_a[step]), ThreadState.of(by_step_b[step])
+                break
+        heads = diff(ha[-1].values, hb[-1].values)
+        if first is None and heads:
+            first, keys = max(ha[-1].step, hb[-1].step), heads.keys
+            pa, pb = ThreadState.of(ha[-1]), ThreadState.of(hb[-1])
+        return cls(first_step=first, keys=keys, a=pa, b=pb, heads=heads)
 
 
 _thread_state = positional_maker(ThreadState)
