@@ -566,6 +566,7 @@ class Run:
 
     async def _pause(self, cur: Checkpoint, writes: list[PendingWrite], interrupts: tuple[Interrupt, ...]) -> None:
         await self._save_pending(cur, writes, status="interrupted")
+        self.emit.interrupted(interrupts)
         self.emit.event(Interrupted(interrupts=interrupts, step=cur.step))
         raise _Stop(self._result(cur, interrupts, "interrupted"))
 

@@ -16,6 +16,7 @@ from plait.checkpoint.address import open as open_store
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.model import Status, ThreadInfo
 from plait.engine.edit import fork_thread, update_thread
+from plait.engine.emitter import INTERRUPT_KEY
 from plait.engine.executor import NodeExecutor
 from plait.engine.loop import Run, RunResult
 from plait.engine.runtime import coerce_context
@@ -30,8 +31,6 @@ from plait.types import Command, Durability
 
 __all__ = ["CompiledGraph", "INTERRUPT_KEY", "coerce_checkpointer"]
 
-INTERRUPT_KEY = "__interrupt__"
-"""Key under which ``invoke`` returns pending interrupts, when the run paused."""
 
 StreamMode = Literal["values", "updates", "events", "custom"]
 """What ``stream(mode=...)`` yields (see :meth:`CompiledGraph.astream`)."""
@@ -269,7 +268,9 @@ class CompiledGraph:
         ``"updates"`` (``{node: writes}`` as each task finishes), ``"events"`` (event
         records: node started / finished / failed, state updated, checkpoint saved,
         interrupted, run finished), ``"custom"`` (what nodes pass to ``ctx.emit``). With a
-        list of modes, items come as ``(mode, item)`` pairs.
+        list of modes, items come as ``(mode, item)`` pairs. When the run pauses, ``"values"``
+        and ``"updates"`` yield ``{"__interrupt__": (Interrupt, ...)}`` last (an empty tuple
+        at a breakpoint).
 
         An ``"updates"`` item's writes are ``{key: value, ...}`` when the task wrote each key
         once; when it wrote a key more than once (a list of pairs, a ``Command`` update with
