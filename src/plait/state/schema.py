@@ -78,7 +78,10 @@ class StateSchema:
         """A schema from a ``TypedDict`` whose fields are ``Annotated[T, reducer]``, and
         ``Annotated[T, reducer, Default(value)]`` for a field that starts with a value.
 
-        A field without a reducer annotation is last-write-wins. Field order is kept.
+        A field without a reducer annotation is last-write-wins. Field order is kept. A
+        field whose reducer is a plain function (``Annotated[list, operator.add]``) starts
+        from its type's empty value (``[]``, ``{}``, ``0``, ``""``) as in LangGraph, unless it
+        declares a ``Default``; plait's own reducers keep their natural starting values.
         """
         if not typing.is_typeddict(typed_dict):
             raise SchemaError(f"{typed_dict!r} is not a TypedDict")
@@ -108,6 +111,8 @@ class StateSchema:
                         or callable(meta)
                     ):
                         reducer = meta
+            if default is NO_DEFAULT and _is_function_reducer(reducer):
+                default = _empty_of(get_args(hint)[0] if get_origin(hint) is Annotated else hint)
             builder.add(key, LastWriteWins() if reducer is None else reducer, default=default)
         return builder.build()
 
@@ -204,6 +209,23 @@ class StateSchema:
     def __repr__(self) -> str:
         inner = ", ".join(f"{c.key}: {c.reducer!r}" for c in self._channels.values())
         return f"StateSchema({inner})"
+
+
+_EMPTY: dict[Any, Any] = {list: [], tuple: [], dict: {}, int: 0, float: 0.0, str: ""}
+"""The starting value of a channel declared ``Annotated[T, fn]`` with a plain function
+reducer, by ``T``: LangGraph's binary-operator channels start from ``T()``, so that
+``state["items"]`` works in a first node and ``operator.add`` has a left side."""
+
+
+def _is_function_reducer(reducer: Any) -> bool:
+    return reducer is not None and not (
+        isinstance(reducer, Reducer) or (isinstance(reducer, type) and issubclass(reducer, Reducer))
+    )
+
+
+def _empty_of(declared: Any) -> Any:
+    """``T()`` as JSON data for the types that have one (``list[int]`` -> ``[]``), else no default."""
+    return _EMPTY.get(get_origin(declared) or declared, NO_DEFAULT)
 
 
 @dataclass(slots=True)
