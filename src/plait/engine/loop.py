@@ -139,12 +139,10 @@ class Run:
         """Where sync nodes run (None: the process's shared pool)."""
         if max_concurrency is not None and max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1 (or None for no cap)")
-        self.context = context
-        """The caller's per-run values, given to every node as ``ctx.context``; never stored."""
+        # The caller's per-run values (``ctx.context``, never stored), the metadata= recorded
+        # on every checkpoint of the run, and how many tasks of a step may run at once.
+        self.context, self.max_concurrency = context, max_concurrency
         self.user_metadata = dict(metadata) if metadata else None
-        """The caller's ``metadata=``, recorded on every checkpoint this run writes."""
-        self.max_concurrency = max_concurrency
-        """At most this many tasks of a super-step run at once (None: all of them)."""
         self.run_id = uuid.uuid4().hex[:16]
         self.owner = owner or f"{_host()}:{self.run_id}"
         """The run's lease owner (a worker may give its own): who the thread's lease names."""

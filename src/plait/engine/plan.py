@@ -66,7 +66,8 @@ def plan_next(
                 got = arrived.setdefault(j.id, set())
                 got.add(task.node)
                 if got >= j.sources:
-                    nodes[j.target] = None
+                    if j.target != END:  # a join to END: the branches just end together
+                        nodes[j.target] = None
                     del arrived[j.id]
     tasks = [Task(id=task_id(checkpoint_id, n, 0), node=n) for n in nodes]
     if sends:

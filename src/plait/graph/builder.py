@@ -7,6 +7,7 @@ reserved or duplicate names, and no ``output_key`` that is not a channel.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -53,8 +54,8 @@ class Graph:
 
     def add_node(
         self,
-        name: str,
-        fn: Callable[..., Any],
+        name: str | Callable[..., Any],
+        fn: Callable[..., Any] | None = None,
         *,
         output_key: str | None = None,
         retry: RetryPolicy | None = None,
@@ -62,6 +63,7 @@ class Graph:
         destinations: Sequence[str] | None = None,
     ) -> Graph:
         """Add a node: ``fn(state)`` or ``fn(state, ctx)``, sync or async.
+        ``add_node(fn)`` names it after the function (``fn.__name__``).
 
         Args:
             output_key: write a plain return value under this channel.
@@ -70,6 +72,9 @@ class Graph:
             destinations: where the node may route with ``Command(goto=...)``, for
                 validation and drawings.
         """
+        if fn is None and callable(name):
+            fn = name
+            name = _node_name(fn)
         if not isinstance(name, str) or not name:
             raise GraphError(f"a node name is a non-empty str, got {name!r}")
         if name in _RESERVED or name.startswith("__"):
@@ -142,6 +147,25 @@ class Graph:
     def set_entry_point(self, node: str) -> Graph:
         """Same as ``add_edge(START, node)``."""
         return self.add_edge(START, node)
+
+    def set_finish_point(self, node: str) -> Graph:
+        """Same as ``add_edge(node, END)``."""
+        return self.add_edge(node, END)
+
+    def add_sequence(self, nodes: Sequence[Callable[..., Any] | tuple[str, Callable[..., Any]]]) -> Graph:
+        """Add nodes that run one after the other, each with an edge to the next: functions
+        (named after themselves) or ``(name, fn)`` pairs. Connect the first and the last
+        yourself (``add_edge(START, first)``, ``add_edge(last, END)``)."""
+        if not nodes:
+            raise GraphError("add_sequence() needs at least one node")
+        names = []
+        for item in nodes:
+            name, fn = item if isinstance(item, tuple) else (_node_name(item), item)
+            self.add_node(name, fn)
+            names.append(name)
+        for a, b in itertools.pairwise(names):
+            self.add_edge(a, b)
+        return self
 
     # -- compiling -----------------------------------------------------------------------
 
@@ -231,7 +255,7 @@ class Graph:
             for s in j.sources:
                 if s not in nodes:
                     raise GraphError(f"join {j.id!r} waits for unknown node {s!r}")
-            if j.target not in nodes:
+            if j.target not in nodes and j.target != END:
                 raise GraphError(f"join {j.id!r} goes to unknown node {j.target!r}")
         for source, routers in self._routers.items():
             if source not in nodes and source != START:
@@ -282,6 +306,14 @@ class Graph:
                 + ". Connect them with add_edge / add_conditional_edges, give a router a path_map, or "
                 "list Command targets in add_node(..., destinations=[...])."
             )
+
+
+def _node_name(fn: Callable[..., Any]) -> str:
+    """The name ``add_node(fn)`` gives a node: the function's (a lambda has none worth keeping)."""
+    name = getattr(fn, "__name__", None)
+    if not isinstance(name, str) or name == "<lambda>":
+        raise GraphError(f"cannot name a node after {fn!r}: give it a name, add_node('name', fn)")
+    return name
 
 
 class Dag:

@@ -121,6 +121,8 @@ class StateSchema:
         """Accept either a schema or a ``TypedDict`` wherever a schema is expected."""
         if isinstance(schema, StateSchema):
             return schema
+        if isinstance(schema, type) and not typing.is_typeddict(schema):
+            raise SchemaError(_not_a_typed_dict(schema))
         return cls.from_typed_dict(schema)
 
     @property
@@ -215,6 +217,24 @@ _EMPTY: dict[Any, Any] = {list: [], tuple: [], dict: {}, int: 0, float: 0.0, str
 """The starting value of a channel declared ``Annotated[T, fn]`` with a plain function
 reducer, by ``T``: LangGraph's binary-operator channels start from ``T()``, so that
 ``state["items"]`` works in a first node and ``operator.add`` has a left side."""
+
+
+def _not_a_typed_dict(cls: type) -> str:
+    """Why a dataclass, a pydantic model or another class is not a state type, and what to
+    write instead: the state is JSON channels that nodes read as a mapping."""
+    kind = (
+        "a dataclass"
+        if hasattr(cls, "__dataclass_fields__")
+        else "a pydantic model"
+        if hasattr(cls, "model_fields")
+        else "a class"
+    )
+    return (
+        f"Graph({cls.__name__}): {cls.__name__} is {kind}, and plait's state is a TypedDict or a "
+        "StateSchema (channels of JSON data that nodes read as a mapping, state['key']). Declare "
+        f"`class {cls.__name__}(TypedDict)` with the same fields (reducers as Annotated[T, reducer], "
+        "starting values as Default(...)), or build one with StateSchema.builder().add(...)"
+    )
 
 
 def _is_function_reducer(reducer: Any) -> bool:
