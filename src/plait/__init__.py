@@ -81,6 +81,7 @@ from plait.state import (
     LastWriteWins,
     MaxByTimestamp,
     MergeMap,
+    Overwrite,
     Reducer,
     RunState,
     StateDiff,
@@ -90,6 +91,7 @@ from plait.state import (
     Sum,
     diff,
     message_id,
+    remove_all_messages,
     remove_message,
 )
 from plait.types import END, START, Command, Durability, Interrupt, RetryPolicy, Send
@@ -150,6 +152,7 @@ __all__ = [
     "NodeTimeoutError",
     "NotConfirmedError",
     "NotSerializableError",
+    "Overwrite",
     "PlaitError",
     "PostgresCheckpointer",
     "ReadOnlyStateError",
@@ -186,6 +189,7 @@ __all__ = [
     "event_json",
     "interrupt",
     "message_id",
+    "remove_all_messages",
     "remove_message",
     "thaw",
     "tool_node",

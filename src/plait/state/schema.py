@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
 from plait._codec import fingerprint, freeze
+from plait._frozen import FrozenDict
 from plait.errors import InvalidUpdateError, MissingValueError, SchemaError, UnknownChannelError
-from plait.state.reducers import NO_DEFAULT, LastWriteWins, Reducer, as_reducer
+from plait.state.reducers import NO_DEFAULT, OVERWRITE_KEY, LastWriteWins, Reducer, as_reducer, is_overwrite
 
 __all__ = ["Channel", "Default", "SchemaBuilder", "StateSchema"]
 
@@ -160,7 +161,10 @@ class StateSchema:
         out = []
         position = 0
         for key, value in writes:
-            if key in self._id_keys:
+            if key in self._id_keys and is_overwrite(value):  # name the messages it sets
+                named, position = self._channels[key].reducer.assign_ids(value[OVERWRITE_KEY], seed, position)
+                out.append((key, FrozenDict({OVERWRITE_KEY: named})))
+            elif key in self._id_keys:
                 named, position = self._channels[key].reducer.assign_ids(value, seed, position)
                 out.append((key, named))
             else:
