@@ -84,9 +84,11 @@ async def update_thread(
         head = known if attempt == 0 else None
         if head is None:
             head = await checkpointer.aget(thread_id, namespace=namespace)
-        if head is None:
-            raise CheckpointNotFoundError(thread_id, None, namespace)
-        fence = Fence(owner=UPDATE_OWNER, expect_head=head.id, expect_no_writes=head is known)
+        if head is None:  # a new thread: the update is its first checkpoint
+            fence = Fence(owner=UPDATE_OWNER, expect_head=None)
+            head = _empty_head(spec, thread_id, namespace)
+        else:
+            fence = Fence(owner=UPDATE_OWNER, expect_head=head.id, expect_no_writes=head is known)
         try:
             return await _write_update(checkpointer, spec, graph_fp, head, update, as_node, fence)
         except ConcurrentUpdateError:
@@ -97,6 +99,25 @@ async def update_thread(
                 raise
             return await _update_over_the_dead(checkpointer, spec, graph_fp, thread_id, update, as_node, namespace)
     raise AssertionError("unreachable")
+
+
+_NO_HEAD = ""
+"""The id of the stand-in head of a thread with no checkpoint yet (never stored)."""
+
+
+def _empty_head(spec: GraphSpec, thread_id: str, namespace: str) -> Checkpoint:
+    """What an update of a thread with no checkpoint builds on: the schema's starting
+    values, one step before the first (so the update's checkpoint is step 0, a root)."""
+    return Checkpoint(
+        thread_id=thread_id,
+        namespace=namespace,
+        id=_NO_HEAD,
+        parent_id=None,
+        step=-1,
+        values=spec.schema.initial_values(),
+        next_tasks=(),
+        barriers={},
+    )
 
 
 async def _update_over_the_dead(
@@ -134,7 +155,7 @@ async def _write_update(
 ) -> str:
     state = _restored(spec, head)
     who = as_node or "update"
-    cid = new_checkpoint_id(after=head.id)  # names the update's messages
+    cid = new_checkpoint_id(after=head.id or None)  # names the update's messages
     writes = spec.schema.prepare(update, who, cid)
     base = dict(state.values)
     changed = state.fold(base, writes, who)
@@ -149,7 +170,7 @@ async def _write_update(
         thread_id=head.thread_id,
         namespace=head.namespace,
         id=cid,
-        parent_id=head.id,
+        parent_id=head.id or None,
         step=head.step + 1,
         values=dict(state.table),
         versions=dict(state.channel_versions),

@@ -468,6 +468,8 @@ class CompiledGraph:
 
         With ``as_node`` the write counts as that node's: the next tasks become its
         successors. Without it, the next tasks (and any pending results) stay as they were.
+        On a thread with no checkpoint yet, the update is its first (from the schema's
+        starting values), so a thread can be seeded before its first run.
 
         Raises:
             ThreadBusyError: a run holds the thread.
