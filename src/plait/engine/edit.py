@@ -23,6 +23,7 @@ from plait.engine.spec import GraphSpec
 from plait.engine.tasks import compute_routes
 from plait.errors import CheckpointNotFoundError, ConcurrentUpdateError, GraphError, MissingNodeError, ThreadBusyError
 from plait.state.run_state import RunState
+from plait.types import END
 
 __all__ = ["fork_thread", "update_thread"]
 
@@ -49,6 +50,8 @@ def check_update_node(spec: GraphSpec, as_node: str) -> None:
         MissingNodeError: the graph has no such node.
         GraphError: the node routes only by ``Command``, so its successors are unknown.
     """
+    if as_node == END:  # ending the thread by hand: nothing runs next
+        return
     if as_node not in spec.nodes:
         raise MissingNodeError(as_node, tuple(spec.nodes))
     if not (spec.edges.get(as_node) or spec.routers.get(as_node) or spec.joins_by_source.get(as_node)):
@@ -161,7 +164,11 @@ async def _write_update(
     changed = state.fold(base, writes, who)
     if changed:
         state.apply(changed, who)
-    if as_node is not None:
+    tasks: tuple[Task, ...]
+    barriers: dict[str, tuple[str, ...]]
+    if as_node == END:  # the thread ends here: its next tasks and what they had pending are dropped
+        tasks, barriers = (), {}
+    elif as_node is not None:
         routes = await compute_routes(spec, as_node, state, base, writes, None)
         tasks, barriers = plan_next(spec, cid, [(Task(id="", node=as_node), routes)], head.barriers)
     else:

@@ -32,8 +32,8 @@ from plait.engine.events import Interrupted, NodeStarted, RunFinished
 from plait.engine.executor import NodeExecutor
 from plait.engine.lease import ThreadLease, renews_off_loop
 from plait.engine.merge import Results, error_write, merge_step, read_pending, written_keys
-from plait.engine.pending import incompatibilities, result_write, resume_writes
-from plait.engine.plan import plan_next
+from plait.engine.pending import goto_tasks, incompatibilities, result_write, resume_writes
+from plait.engine.plan import bare_checkpoint, plan_next
 from plait.engine.spec import GraphSpec
 from plait.engine.tasks import StateView, TaskOutcome, compute_routes, run_all, run_task
 from plait.errors import (
@@ -250,8 +250,8 @@ class Run:
             if head is None:
                 raise InvalidResumeError(self.thread_id, "the thread has no checkpoint to resume")
             cur = head
-            if input.update is not None:
-                cur, pending = await self._apply_update(cur, pending, input.update)
+            if input.update is not None or input.goto:
+                cur, pending = await self._apply_update(cur, pending, input.update, input.goto)
             if input.has_resume:
                 pending = await self._apply_resume(cur, pending, input.resume)
             return await self._loop(cur, cur.next_tasks, pending)
@@ -322,16 +322,18 @@ class Run:
             )
 
     async def _apply_update(
-        self, cur: Checkpoint, pending: list[PendingWrite], update: Any
+        self, cur: Checkpoint, pending: list[PendingWrite], update: Any, goto: Any = ()
     ) -> tuple[Checkpoint, list[PendingWrite]]:
+        """A Command input's update as a checkpoint (source ``update``); with a ``goto``, its
+        targets replace the thread's next tasks (and what their step had pending)."""
         st = self.state
         cid = new_checkpoint_id(after=cur.id)  # names the update's messages
-        changed = st.fold(st.values, self.spec.schema.prepare(update, "update", cid), "update")
+        changed = st.fold(st.values, self.spec.schema.prepare(update or {}, "update", cid), "update")
         if changed:
             st.apply(changed, "update")
-        cp = self._checkpoint(
-            cid, cur.id, cur.step + 1, cur.next_tasks, cur.barriers, "update", {"update": sorted(changed)}
-        )
+        tasks, barriers = goto_tasks(self.spec, cid, goto) if goto else (cur.next_tasks, cur.barriers)
+        pending = [] if goto else pending
+        cp = self._checkpoint(cid, cur.id, cur.step + 1, tasks, barriers, "update", {"update": sorted(changed)})
         self._store(cp, set(changed))
         self._carry(cp, pending)
         await self._sync_point()
@@ -480,7 +482,7 @@ class Run:
         cid = new_checkpoint_id(after=cur.id) if store is not None else f"{self.run_id}.{cur.step + 1}"
         next_tasks, barriers = plan_next(self.spec, cid, [(t, results[t.id][1]) for t in tasks], cur.barriers)
         if store is None:
-            return _bare_checkpoint(cid, cur, next_tasks, barriers), next_tasks
+            return bare_checkpoint(cid, cur, next_tasks, barriers), next_tasks
         new = self._checkpoint(
             cid, store.parent_for_next(cur), cur.step + 1, next_tasks, barriers, "loop", written_keys(tasks, results)
         )
@@ -588,12 +590,3 @@ class Run:
 
     def _emit_values(self) -> None:
         self.emit.values(self.state.table)
-
-
-def _bare_checkpoint(
-    cid: str, cur: Checkpoint, tasks: tuple[Task, ...], barriers: dict[str, tuple[str, ...]]
-) -> Checkpoint:
-    """Without a checkpointer nothing is stored: keep only what the loop reads next."""
-    return Checkpoint(
-        thread_id="", id=cid, parent_id=None, step=cur.step + 1, values={}, next_tasks=tasks, barriers=barriers
-    )

@@ -12,11 +12,11 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from plait.checkpoint.model import Task, make_task
+from plait.checkpoint.model import Checkpoint, Task, make_task
 from plait.engine.spec import GraphSpec
 from plait.types import END
 
-__all__ = ["Route", "plan_next", "route_json", "task_id"]
+__all__ = ["Route", "bare_checkpoint", "plan_next", "route_json", "task_id"]
 
 Route = str | tuple[str, Any]
 """A node name, or ``(node, arg)`` for a Send."""
@@ -90,3 +90,12 @@ def _send_tasks(checkpoint_id: str, sends: Sequence[tuple[str, Any]]) -> list[Ta
         h.update(str(i).encode())
         out.append(make_task(h.hexdigest(), node, True, arg))
     return out
+
+
+def bare_checkpoint(
+    cid: str, cur: Checkpoint, tasks: tuple[Task, ...], barriers: dict[str, tuple[str, ...]]
+) -> Checkpoint:
+    """Without a checkpointer nothing is stored: keep only what the loop reads next."""
+    return Checkpoint(
+        thread_id="", id=cid, parent_id=None, step=cur.step + 1, values={}, next_tasks=tasks, barriers=barriers
+    )

@@ -175,7 +175,8 @@ class CompiledGraph:
             input: a mapping of channel values to start a run with; None to continue the
                 thread from its latest checkpoint (after a failure, a crash, a breakpoint)
                 or from ``checkpoint_id`` (time travel: a new branch); a
-                ``Command(resume=...)`` to answer an ``interrupt()``.
+                ``Command(resume=...)`` to answer an ``interrupt()``; a
+                ``Command(goto=node, update=...)`` to run ``node`` next instead.
             thread_id: required with a checkpointer; the thread's checkpoints are stored
                 and resumed under it.
             durability: ``"sync"`` commits each super-step before the next starts;
@@ -467,7 +468,8 @@ class CompiledGraph:
         checkpoint (source ``update``) and return its id.
 
         With ``as_node`` the write counts as that node's: the next tasks become its
-        successors. Without it, the next tasks (and any pending results) stay as they were.
+        successors (``as_node=END``: none; pending tasks and interrupts are dropped).
+        Without it, the next tasks (and any pending results) stay as they were.
         On a thread with no checkpoint yet, the update is its first (from the schema's
         starting values), so a thread can be seeded before its first run.
 
