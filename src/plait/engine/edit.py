@@ -70,9 +70,12 @@ async def update_thread(
     as_node: str | None,
     *,
     namespace: str = "",
+    checkpoint_id: str | None = None,
 ) -> str:
     """Fold ``update`` onto the thread's head as a new checkpoint (source ``update``) and
-    return its id; see :meth:`plait.CompiledGraph.aupdate_state`.
+    return its id; see :meth:`plait.CompiledGraph.aupdate_state`. With ``checkpoint_id``
+    the update is folded onto that checkpoint instead, and becomes the thread's new head: a
+    new branch of the same thread (the old one stays readable by id).
 
     No lease of its own: the commit's fence refuses it if a run holds the thread
     (ThreadBusyError) or if another write moved the head since it was read; the update is
@@ -82,23 +85,28 @@ async def update_thread(
     """
     if as_node is not None:
         check_update_node(spec, as_node)
-    known = checkpointer.known_head(thread_id, namespace=namespace)
+    known = None if checkpoint_id is not None else checkpointer.known_head(thread_id, namespace=namespace)
     for attempt in range(UPDATE_RETRIES + 1):
         head = known if attempt == 0 else None
         if head is None:
             head = await checkpointer.aget(thread_id, namespace=namespace)
-        if head is None:  # a new thread: the update is its first checkpoint
+        start = head
+        if checkpoint_id is not None:  # a past checkpoint: the update is a new branch, fenced on the head
+            start = await checkpointer.aget(thread_id, checkpoint_id, namespace=namespace)
+            if head is None or start is None:
+                raise CheckpointNotFoundError(thread_id, checkpoint_id, namespace)
+        if head is None or start is None:  # a new thread: the update is its first checkpoint
             fence = Fence(owner=UPDATE_OWNER, expect_head=None)
-            head = _empty_head(spec, thread_id, namespace)
+            head = start = _empty_head(spec, thread_id, namespace)
         else:
             fence = Fence(owner=UPDATE_OWNER, expect_head=head.id, expect_no_writes=head is known)
         try:
-            return await _write_update(checkpointer, spec, graph_fp, head, update, as_node, fence)
+            return await _write_update(checkpointer, spec, graph_fp, start, update, as_node, fence, after=head.id)
         except ConcurrentUpdateError:
             if attempt == UPDATE_RETRIES:
                 raise
         except ThreadBusyError as busy:
-            if busy.alive is not False:
+            if busy.alive is not False or checkpoint_id is not None:
                 raise
             return await _update_over_the_dead(checkpointer, spec, graph_fp, thread_id, update, as_node, namespace)
     raise AssertionError("unreachable")
@@ -155,10 +163,14 @@ async def _write_update(
     update: Any,
     as_node: str | None,
     fence: Fence,
+    *,
+    after: str | None = None,
 ) -> str:
+    """``after``: the thread's head when ``head`` is a past checkpoint (the new id must sort
+    after every stored one to become the head)."""
     state = _restored(spec, head)
     who = as_node or "update"
-    cid = new_checkpoint_id(after=head.id or None)  # names the update's messages
+    cid = new_checkpoint_id(after=after or head.id or None)  # names the update's messages
     writes = spec.schema.prepare(update, who, cid)
     base = dict(state.values)
     changed = state.fold(base, writes, who)

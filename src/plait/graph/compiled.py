@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from plait._sync import iterate_sync, run_sync
-from plait.checkpoint.address import open as open_store
+from plait.checkpoint.address import coerce_checkpointer
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.model import Status, ThreadInfo
 from plait.engine.edit import fork_thread, update_thread
@@ -44,20 +44,6 @@ class _Required:
 
 
 _REQUIRED: Any = _Required()
-
-
-def coerce_checkpointer(checkpointer: Checkpointer | str | None) -> Checkpointer | None:
-    """A Checkpointer from an instance or a store address (a SQLite path, ``sqlite:///x.db``,
-    a ``postgresql://`` DSN, ``file:///folder``, ``memory:``; see :func:`plait.checkpoint.open`).
-
-    Raises:
-        StoreAddressError: an address that names no store plait can open.
-    """
-    if checkpointer is None or isinstance(checkpointer, Checkpointer):
-        return checkpointer
-    if isinstance(checkpointer, str):
-        return open_store(checkpointer)
-    raise TypeError(f"checkpointer must be a Checkpointer or a store address (a str), got {checkpointer!r}")
 
 
 class CompiledGraph:
@@ -463,7 +449,9 @@ class CompiledGraph:
 
     # -- editing -------------------------------------------------------------------------
 
-    async def aupdate_state(self, thread_id: str, update: Any, as_node: str | None = None) -> str:
+    async def aupdate_state(
+        self, thread_id: str, update: Any, as_node: str | None = None, *, checkpoint_id: str | None = None
+    ) -> str:
         """Fold ``update`` (a mapping or (key, value) pairs) through the reducers as a new
         checkpoint (source ``update``) and return its id.
 
@@ -472,6 +460,9 @@ class CompiledGraph:
         Without it, the next tasks (and any pending results) stay as they were.
         On a thread with no checkpoint yet, the update is its first (from the schema's
         starting values), so a thread can be seeded before its first run.
+        With ``checkpoint_id`` the update is folded onto that (past) checkpoint and becomes
+        the thread's head: a new branch, which the history then follows (the old branch
+        stays readable by id); ``as_node`` works there too.
 
         Raises:
             ThreadBusyError: a run holds the thread.
@@ -486,10 +477,13 @@ class CompiledGraph:
             update,
             as_node,
             namespace=self.namespace,
+            checkpoint_id=checkpoint_id,
         )
 
-    def update_state(self, thread_id: str, update: Any, as_node: str | None = None) -> str:
-        return run_sync(self.aupdate_state(thread_id, update, as_node))
+    def update_state(
+        self, thread_id: str, update: Any, as_node: str | None = None, *, checkpoint_id: str | None = None
+    ) -> str:
+        return run_sync(self.aupdate_state(thread_id, update, as_node, checkpoint_id=checkpoint_id))
 
     async def abulk_update_state(
         self, thread_id: str, updates: Sequence[tuple[Any, str | None] | Mapping[str, Any]]
