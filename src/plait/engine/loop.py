@@ -28,12 +28,12 @@ from plait.engine.commit import Committer
 from plait.engine.context import NodeContext
 from plait.engine.durability import Durable, durability_for
 from plait.engine.emitter import Emitter, Sink
-from plait.engine.events import Interrupted, NodeStarted, RunFinished
+from plait.engine.events import NodeStarted, RunFinished
 from plait.engine.executor import NodeExecutor
 from plait.engine.lease import ThreadLease, renews_off_loop
 from plait.engine.merge import Results, error_write, merge_step, read_pending, written_keys
 from plait.engine.pending import goto_tasks, incompatibilities, result_write, resume_writes
-from plait.engine.plan import bare_checkpoint, plan_next
+from plait.engine.plan import bare_checkpoint, hold_deferred, plan_next, with_held
 from plait.engine.spec import GraphSpec
 from plait.engine.tasks import StateView, TaskOutcome, compute_routes, run_all, run_task
 from plait.errors import (
@@ -369,6 +369,7 @@ class Run:
         """One super-step: run what is not done yet, stop on a failure or an interrupt, merge,
         plan, checkpoint."""
         self._check_lease()
+        tasks, held = hold_deferred(self.spec, tasks)
         inputs = read_pending(pending, self.spec.schema)
         results = inputs.results
         to_run = [t for t in tasks if t.id not in results]
@@ -391,7 +392,7 @@ class Run:
             st.apply(changed, None)
             self.emit.state_updated(tasks, results, st.version, cur.step)
         st.advance()
-        new, next_tasks = await self._next_checkpoint(cur, tasks, results, changed, bool(pending))
+        new, next_tasks = await self._next_checkpoint(cur, tasks, results, changed, bool(pending), held)
         self._emit_values()
         if self.after and next_tasks and any(t.node in self.after for t in tasks):
             await self._pause(new, [PendingWrite(task_id="", kind="breakpoint", key="after")], ())
@@ -475,12 +476,19 @@ class Run:
         await self._pause(cur, saved, interrupts)
 
     async def _next_checkpoint(
-        self, cur: Checkpoint, tasks: Sequence[Task], results: Results, changed: Mapping[str, Any], resumed: bool
+        self,
+        cur: Checkpoint,
+        tasks: Sequence[Task],
+        results: Results,
+        changed: Mapping[str, Any],
+        resumed: bool,
+        held: tuple[Task, ...],
     ) -> tuple[Checkpoint, tuple[Task, ...]]:
-        """Plan the next tasks and store the step's checkpoint."""
+        """Plan the next tasks (plus the deferred ones ``held`` back) and store the checkpoint."""
         store = self.store
         cid = new_checkpoint_id(after=cur.id) if store is not None else f"{self.run_id}.{cur.step + 1}"
         next_tasks, barriers = plan_next(self.spec, cid, [(t, results[t.id][1]) for t in tasks], cur.barriers)
+        next_tasks = with_held(next_tasks, held)
         if store is None:
             return bare_checkpoint(cid, cur, next_tasks, barriers), next_tasks
         new = self._checkpoint(
@@ -566,8 +574,7 @@ class Run:
 
     async def _pause(self, cur: Checkpoint, writes: list[PendingWrite], interrupts: tuple[Interrupt, ...]) -> None:
         await self._save_pending(cur, writes, status="interrupted")
-        self.emit.interrupted(interrupts)
-        self.emit.event(Interrupted(interrupts=interrupts, step=cur.step))
+        self.emit.interrupted(interrupts, cur.step)
         raise _Stop(self._result(cur, interrupts, "interrupted"))
 
     def _batch(self, writes: Sequence[PendingWrite], checkpoint_id: str | None = None) -> WritesBatch:

@@ -34,6 +34,8 @@ class NodeSpec:
     timeout: float | None = None
     destinations: tuple[str, ...] | None = None
     """Where a node that routes by Command may go (for validation and drawings)."""
+    defer: bool = False
+    """Run once the run has no other task pending (``add_node(..., defer=True)``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

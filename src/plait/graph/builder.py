@@ -61,6 +61,7 @@ class Graph:
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
         destinations: Sequence[str] | None = None,
+        defer: bool = False,
     ) -> Graph:
         """Add a node: ``fn(state)`` or ``fn(state, ctx)``, sync or async.
         ``add_node(fn)`` names it after the function (``fn.__name__``).
@@ -71,6 +72,8 @@ class Graph:
             timeout: seconds before the node fails with NodeTimeoutError.
             destinations: where the node may route with ``Command(goto=...)``, for
                 validation and drawings.
+            defer: when triggered, wait until the run has no other task pending, then run
+                once (a reduce after a fan-out of branches of different lengths).
         """
         if fn is None and callable(name):
             fn = name
@@ -94,6 +97,7 @@ class Graph:
             retry=retry,
             timeout=timeout,
             destinations=tuple(destinations) if destinations is not None else None,
+            defer=defer,
         )
         return self
 
