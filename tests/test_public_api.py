@@ -84,6 +84,7 @@ EXPECTED = [
     "StoreVersionError",
     "Sum",
     "TargetLoadError",
+    "TaskState",
     "ThreadBusyError",
     "ThreadDiff",
     "ThreadExistsError",

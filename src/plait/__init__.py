@@ -71,7 +71,7 @@ from plait.errors import (
     ThreadExistsError,
     UnknownChannelError,
 )
-from plait.graph import CompiledGraph, Dag, Graph, ThreadDiff, ThreadState
+from plait.graph import CompiledGraph, Dag, Graph, TaskState, ThreadDiff, ThreadState
 from plait.prebuilt import MessagesState, tool_node, tools_condition
 from plait.state import (
     AppendList,
@@ -178,6 +178,7 @@ __all__ = [
     "StoreVersionError",
     "Sum",
     "TargetLoadError",
+    "TaskState",
     "ThreadBusyError",
     "ThreadDiff",
     "ThreadExistsError",
