@@ -93,3 +93,19 @@ def test_a_langgraph_config_parameter_is_refused_at_build_time() -> None:
 
     with pytest.raises(NodeSignatureError, match=r"node 'n'.*'config'.*ctx\.context"):
         Graph(State).add_node("n", node)
+
+
+def test_a_pydantic_model_context_is_validated() -> None:
+    pydantic = pytest.importorskip("pydantic")
+
+    class Settings(pydantic.BaseModel):
+        user: str
+        model: str = "small"
+
+    def node(state: Any, ctx: NodeContext) -> dict[str, Any]:
+        return {"who": f"{ctx.context.user}/{ctx.context.model}", "seen": 1}
+
+    app = Graph(State, context=Settings).add_node("n", node).add_edge(START, "n").add_edge("n", END).compile()
+    assert app.invoke({}, context={"user": "ann"})["who"] == "ann/small"
+    with pytest.raises(ContextError, match="Settings"):
+        app.invoke({}, context={"model": "x"})

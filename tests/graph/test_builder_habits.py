@@ -83,3 +83,13 @@ def test_a_dataclass_or_a_plain_class_as_state_points_to_typeddict() -> None:
         Graph(DataState)
     with pytest.raises(SchemaError, match=r"is a class"):
         Graph(int)
+
+
+def test_a_pydantic_state_points_to_typeddict() -> None:
+    pydantic = pytest.importorskip("pydantic")
+
+    class Model(pydantic.BaseModel):
+        log: list[str] = []
+
+    with pytest.raises(SchemaError, match="is a pydantic model"):
+        Graph(Model)
