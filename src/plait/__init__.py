@@ -37,6 +37,7 @@ from plait.errors import (
     CommandLineError,
     ConcurrentUpdateError,
     ConcurrentWriteError,
+    ContextError,
     ExportFormatError,
     GraphChangedError,
     GraphError,
@@ -51,6 +52,7 @@ from plait.errors import (
     MissingValueError,
     NoCheckpointerError,
     NodeError,
+    NodeSignatureError,
     NodeTimeoutError,
     NotConfirmedError,
     NotSerializableError,
@@ -76,7 +78,7 @@ from plait.errors import (
     UnknownChannelError,
     UnknownGraphError,
 )
-from plait.graph import CompiledGraph, Dag, Graph, ThreadDiff, ThreadState
+from plait.graph import CompiledGraph, Dag, Graph, TaskState, ThreadDiff, ThreadState
 from plait.prebuilt import MessagesState, tool_node, tools_condition
 from plait.state import (
     AppendList,
@@ -86,6 +88,7 @@ from plait.state import (
     LastWriteWins,
     MaxByTimestamp,
     MergeMap,
+    Overwrite,
     Reducer,
     RunState,
     StateDiff,
@@ -95,6 +98,7 @@ from plait.state import (
     Sum,
     diff,
     message_id,
+    remove_all_messages,
     remove_message,
 )
 from plait.types import END, START, Command, Durability, Interrupt, RetryPolicy, Send
@@ -116,6 +120,7 @@ __all__ = [
     "CompiledGraph",
     "ConcurrentUpdateError",
     "ConcurrentWriteError",
+    "ContextError",
     "CustomEvent",
     "Dag",
     "Default",
@@ -149,10 +154,12 @@ __all__ = [
     "NodeError",
     "NodeFailed",
     "NodeFinished",
+    "NodeSignatureError",
     "NodeStarted",
     "NodeTimeoutError",
     "NotConfirmedError",
     "NotSerializableError",
+    "Overwrite",
     "PlaitError",
     "PostgresCheckpointer",
     "QueueSchemaError",
@@ -184,6 +191,7 @@ __all__ = [
     "StoreVersionError",
     "Sum",
     "TargetLoadError",
+    "TaskState",
     "ThreadBusyError",
     "ThreadDiff",
     "ThreadExistsError",
@@ -196,6 +204,7 @@ __all__ = [
     "event_json",
     "interrupt",
     "message_id",
+    "remove_all_messages",
     "remove_message",
     "thaw",
     "tool_node",

@@ -52,3 +52,41 @@ def test_resume_waits_for_the_run_holding_the_thread(cli: Cli, tmp_path: pathlib
         store.close()
     done = cli("resume", "flow.py:with_question", "t", "--db", "t.db", "--wait", "5")
     assert done.code == 0 and "is finished" in done.out and "nothing to resume" in done.out
+
+
+CONTEXT_FLOW = """
+from dataclasses import dataclass
+from typing import Annotated, TypedDict
+from plait import END, START, AppendList, Graph, interrupt
+
+class S(TypedDict):
+    log: Annotated[list, AppendList()]
+
+@dataclass
+class Ctx:
+    user: str
+
+def greet(state, ctx):
+    return {"log": ["hello " + ctx.context.user]}
+
+def ask(state, ctx):
+    interrupt("go on?")
+    return {"log": ["bye " + ctx.context.user]}
+
+def graph():
+    g = Graph(S, context=Ctx).add_node("greet", greet).add_node("ask", ask)
+    return g.add_edge(START, "greet").add_edge("greet", "ask").add_edge("ask", END)
+"""
+
+
+def test_run_and_resume_pass_context_to_the_nodes(cli: Cli) -> None:
+    cli.write("ctxflow.py", CONTEXT_FLOW)
+    run = cli("run", "ctxflow.py:graph", "-t", "t", "--db", "t.db", "--context", '{"user": "ann"}')
+    assert run.code == 3, run.err
+    resumed = cli(
+        "resume", "ctxflow.py:graph", "t", "--resume", "1", "--db", "t.db", "--context", '{"user": "bo"}', "--json"
+    )
+    assert resumed.code == 0, resumed.err
+    assert resumed.json()["values"]["log"] == ["hello ann", "bye bo"]
+    bad = cli("run", "ctxflow.py:graph", "-t", "u", "--db", "t.db", "--context", "[1]")
+    assert bad.code == 2 and "--context is a JSON object" in bad.err

@@ -16,7 +16,6 @@ from plait import (
     END,
     START,
     AppendList,
-    CheckpointNotFoundError,
     CompiledGraph,
     ConcurrentUpdateError,
     FileCheckpointer,
@@ -421,8 +420,9 @@ def test_an_update_on_a_remembered_head_lands_after_another_process_moved_it(
     app.update_state("t", {"log": ["here"]})
     assert app.get_state("t").values["log"] == ["a", "there", "here"]
     elsewhere.delete_thread("t")
-    with pytest.raises(CheckpointNotFoundError):
-        app.update_state("t", {"log": ["gone"]})
+    app.update_state("t", {"log": ["again"]})  # the remembered head is gone: a new thread starts
+    state = app.get_state("t")
+    assert state.values["log"] == ["again"] and state.parent_id is None
 
 
 def test_a_process_forgets_the_head_it_wrote_once_writes_are_saved_on_it(tmp_path: Path) -> None:

@@ -304,9 +304,10 @@ def test_update_state_as_a_node_that_routes_only_by_command_is_refused() -> None
         app.update_state("T", {"log": ["x"]}, as_node="router")
 
 
-def test_update_state_before_any_checkpoint_is_checkpoint_not_found() -> None:
-    with pytest.raises(CheckpointNotFoundError, match="'nobody'"):
-        abc().update_state("nobody", {"log": ["x"]})
+def test_update_state_before_any_checkpoint_starts_the_thread() -> None:
+    app = abc()
+    app.update_state("nobody", {"log": ["x"]})
+    assert app.get_state("nobody").values["log"] == ["x"]
 
 
 def test_bulk_update_state_applies_updates_in_order() -> None:

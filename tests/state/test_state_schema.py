@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import operator
-from typing import Annotated, NotRequired, Required, TypedDict
+from typing import Annotated, Any, NotRequired, Required, TypedDict
 
 import pytest
 
@@ -300,3 +300,43 @@ def test_a_typed_dict_default_is_frozen_and_given_once() -> None:
         TODO.pop()
     with pytest.raises(SchemaError, match="two Default"):
         StateSchema.from_typed_dict(Twice)
+
+
+# -- channels declared with a plain function reducer start from their type's empty value -----
+
+
+def _merge_dicts(current: Any, incoming: Any) -> Any:
+    return {**(current or {}), **incoming}
+
+
+class _LangGraphStyle(TypedDict):
+    items: Annotated[list[int], operator.add]
+    count: Annotated[int, operator.add]
+    scores: Annotated[dict, _merge_dicts]
+    text: Annotated[str, operator.add]
+    seeded: Annotated[list, operator.add, Default([1])]
+    log: Annotated[list, AppendList()]
+    anything: Annotated[object, _merge_dicts]
+    phase: str
+
+
+def test_function_reducers_start_from_the_type_s_empty_value_plait_reducers_keep_theirs() -> None:
+    assert StateSchema.from_typed_dict(_LangGraphStyle).initial_values() == {
+        "items": [],
+        "count": 0,
+        "scores": {},
+        "text": "",
+        "seeded": [1],
+        "log": [],
+    }
+
+
+def test_a_first_node_reads_a_function_reduced_channel(make_saver: Any) -> None:
+    from plait import END, START, Graph
+
+    def first(state: Any) -> dict[str, Any]:
+        return {"items": [len(state["items"])], "count": state["count"] + 1}
+
+    app = Graph(_LangGraphStyle).add_node("first", first).add_edge(START, "first").add_edge("first", END)
+    out = app.compile(make_saver()).invoke({"items": [7]}, thread_id="t")
+    assert out["items"] == [7, 1] and out["count"] == 1

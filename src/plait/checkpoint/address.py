@@ -29,14 +29,12 @@ import builtins
 import os
 import re
 import urllib.parse
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from plait.checkpoint.base import Checkpointer
 from plait.errors import StoreAddressError, StoreNotFoundError
 
-if TYPE_CHECKING:
-    from plait.checkpoint.base import Checkpointer
-
-__all__ = ["SQLITE_HEADER", "open", "redact", "sqlite_path"]
+__all__ = ["SQLITE_HEADER", "coerce_checkpointer", "open", "redact", "sqlite_path"]
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 """The first 16 bytes of every SQLite database file."""
@@ -245,3 +243,17 @@ def _postgres(dsn: str, shown: str, options: dict[str, Any]) -> Checkpointer:
         raise StoreAddressError(
             shown, "PostgreSQL needs psycopg, which is not installed", "Install it: pip install 'plait[postgres]'."
         ) from None
+
+
+def coerce_checkpointer(checkpointer: Checkpointer | str | None) -> Checkpointer | None:
+    """A Checkpointer from an instance or a store address (a SQLite path, ``sqlite:///x.db``,
+    a ``postgresql://`` DSN, ``file:///folder``, ``memory:``; see :func:`plait.checkpoint.open`).
+
+    Raises:
+        StoreAddressError: an address that names no store plait can open.
+    """
+    if checkpointer is None or isinstance(checkpointer, Checkpointer):
+        return checkpointer
+    if isinstance(checkpointer, str):
+        return open(checkpointer)
+    raise TypeError(f"checkpointer must be a Checkpointer or a store address (a str), got {checkpointer!r}")

@@ -21,6 +21,7 @@ from plait.errors import ArgumentError, NotConfirmedError
 __all__ = [
     "check_positive",
     "confirm",
+    "parse_context",
     "parse_input",
     "parse_json",
     "parse_keys",
@@ -51,12 +52,13 @@ def parse_json(text: str, what: str) -> Any:
 
 def parse_input(text: str) -> dict[str, Any]:
     """``--input``: a JSON object of channel values (or ``@file`` holding one)."""
-    value = parse_json(text, "--input")
+    return _json_object(text, "--input", "channel values", '{"topic": "tides"}')
+
+
+def _json_object(text: str, option: str, what: str, example: str) -> dict[str, Any]:
+    value = parse_json(text, option)
     if not isinstance(value, dict):
-        raise ArgumentError(
-            "--input",
-            f'--input is a JSON object of channel values, like \'{{"topic": "tides"}}\'; got {_kind(value)}',
-        )
+        raise ArgumentError(option, f"{option} is a JSON object of {what}, like '{example}'; got {_kind(value)}")
     return value
 
 
@@ -152,3 +154,8 @@ def _kind(value: Any) -> str:
     if value is None:
         return "null"
     return f"a {type(value).__name__}"
+
+
+def parse_context(text: str | None) -> dict[str, Any] | None:
+    """``--context``: the run's per-run values (a JSON object, or @file), None when not given."""
+    return None if text is None else _json_object(text, "--context", "per-run values", '{"model": "small"}')

@@ -388,9 +388,8 @@ def _story(app: CompiledGraph, db: str, out: Reporter, python: str) -> dict[str,
     out.line(f"child exited with code {code} (a hard crash: no cleanup, no goodbye)")
     after_crash = app.get_state(main)
     finished = [t.node for t in after_crash.tasks if t.id in _finished_task_ids(app, main)]
-    out.line(
-        f"the head is step {after_crash.step}; step {after_crash.step + 1}'s tasks are {', '.join(after_crash.next)}"
-    )
+    planned = ", ".join(t.node for t in after_crash.tasks)
+    out.line(f"the head is step {after_crash.step}; step {after_crash.step + 1}'s tasks are {planned}")
     out.line(f"already saved before the crash: {', '.join(finished) or 'none'}")
 
     out.section("4. Resume in this process: finished work is not redone")

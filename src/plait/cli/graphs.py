@@ -15,7 +15,7 @@ import typer
 
 from plait._sync import run_sync
 from plait.checkpoint.model import Checkpoint
-from plait.cli.arguments import check_positive, parse_input, parse_json, parse_sets
+from plait.cli.arguments import check_positive, parse_context, parse_input, parse_json, parse_sets
 from plait.cli.context import Invocation, run_command
 from plait.cli.options import (
     Checkpoint as CheckpointOpt,
@@ -26,6 +26,7 @@ from plait.cli.options import (
     Json,
     OptNamespace,
     RecursionLimit,
+    RunContext,
     Sets,
     Step,
     Target,
@@ -63,6 +64,7 @@ def cmd_run(
     recursion_limit: int = 10_000,
     checkpoint_id: str | None = None,
     wait: float | None = None,
+    context: Any = None,
 ) -> None:
     """Run ``app`` on ``thread_id`` with live progress, then print where it stopped.
 
@@ -90,6 +92,7 @@ def cmd_run(
             durability=cast("Durability", durability),
             recursion_limit=recursion_limit,
             wait=wait,
+            context=context,
         ):
             waiting.close()
             if isinstance(ev, NodeFinished):
@@ -194,6 +197,7 @@ def cmd_resume(
     step: int | None,
     recursion_limit: int,
     wait: float | None = None,
+    context: Any = None,
 ) -> None:
     """Continue a thread, or say there is nothing to continue."""
     from plait.types import Command
@@ -221,6 +225,7 @@ def cmd_resume(
         recursion_limit=recursion_limit,
         checkpoint_id=start.id if replay else None,
         wait=wait,
+        context=context,
     )
 
 
@@ -324,6 +329,7 @@ def register(app: typer.Typer) -> None:
             ),
         ] = "sync",
         recursion_limit: RecursionLimit = 10_000,
+        context: RunContext = None,
         as_json: Json = False,
         debug: Debug = False,
     ) -> None:
@@ -331,9 +337,16 @@ def register(app: typer.Typer) -> None:
 
         def body(inv: Invocation) -> None:
             value = parse_input(input)
+            given = parse_context(context)
             graph = inv.graph(target, namespace=namespace)
             cmd_run(
-                inv, graph, value, thread or new_thread_id(), durability=durability, recursion_limit=recursion_limit
+                inv,
+                graph,
+                value,
+                thread or new_thread_id(),
+                durability=durability,
+                recursion_limit=recursion_limit,
+                context=given,
             )
 
         run_command(body, as_json=as_json, debug=debug, db=db)
@@ -362,12 +375,14 @@ def register(app: typer.Typer) -> None:
                 help="If another run holds the thread, wait up to SECONDS for it to finish (default: fail at once).",
             ),
         ] = None,
+        context: RunContext = None,
         as_json: Json = False,
         debug: Debug = False,
     ) -> None:
         """Continue a thread after a pause, a failure or a crash; with --checkpoint or --step, replay from there."""
 
         def body(inv: Invocation) -> None:
+            given = parse_context(context)
             graph = inv.graph(target, namespace=namespace, create=False)
             cmd_resume(
                 inv,
@@ -378,6 +393,7 @@ def register(app: typer.Typer) -> None:
                 step=step,
                 recursion_limit=recursion_limit,
                 wait=wait,
+                context=given,
             )
 
         run_command(body, as_json=as_json, debug=debug, db=db)

@@ -17,6 +17,7 @@ __all__ = [
     "Namespace",
     "OptNamespace",
     "RecursionLimit",
+    "RunContext",
     "Sets",
     "Step",
     "Target",
@@ -72,4 +73,12 @@ Sets = Annotated[
 ]
 RecursionLimit = Annotated[
     int, typer.Option("--recursion-limit", metavar="N", help="The most super-steps the run may take.")
+]
+RunContext = Annotated[
+    str | None,
+    typer.Option(
+        "--context",
+        metavar="JSON",
+        help="Per-run values for the nodes (ctx.context): a JSON object, or @file; never stored.",
+    ),
 ]

@@ -60,6 +60,9 @@ class NodeContext:
     node: str
     task_id: str
     host: TaskHost = field(repr=False)
+    context: Any = field(default=None, repr=False)
+    """The run's ``invoke(..., context=...)`` value (as the graph's context type when it
+    declares one); never checkpointed, so a resume passes it again."""
     resume_values: list[Any] = field(default_factory=list, repr=False)
     effects: dict[str, Any] = field(default_factory=dict, repr=False)
     _interrupts_seen: int = field(default=0, repr=False)

@@ -24,6 +24,7 @@ from plait.engine.subgraph import fork_subgraphs
 from plait.engine.tasks import compute_routes
 from plait.errors import CheckpointNotFoundError, ConcurrentUpdateError, GraphError, MissingNodeError, ThreadBusyError
 from plait.state.run_state import RunState
+from plait.types import END
 
 __all__ = ["fork_thread", "update_thread"]
 
@@ -50,6 +51,8 @@ def check_update_node(spec: GraphSpec, as_node: str) -> None:
         MissingNodeError: the graph has no such node.
         GraphError: the node routes only by ``Command``, so its successors are unknown.
     """
+    if as_node == END:  # ending the thread by hand: nothing runs next
+        return
     if as_node not in spec.nodes:
         raise MissingNodeError(as_node, tuple(spec.nodes))
     if not (spec.edges.get(as_node) or spec.routers.get(as_node) or spec.joins_by_source.get(as_node)):
@@ -68,9 +71,12 @@ async def update_thread(
     as_node: str | None,
     *,
     namespace: str = "",
+    checkpoint_id: str | None = None,
 ) -> str:
     """Fold ``update`` onto the thread's head as a new checkpoint (source ``update``) and
-    return its id; see :meth:`plait.CompiledGraph.aupdate_state`.
+    return its id; see :meth:`plait.CompiledGraph.aupdate_state`. With ``checkpoint_id``
+    the update is folded onto that checkpoint instead, and becomes the thread's new head: a
+    new branch of the same thread (the old one stays readable by id).
 
     No lease of its own: the commit's fence refuses it if a run holds the thread
     (ThreadBusyError) or if another write moved the head since it was read; the update is
@@ -80,24 +86,50 @@ async def update_thread(
     """
     if as_node is not None:
         check_update_node(spec, as_node)
-    known = checkpointer.known_head(thread_id, namespace=namespace)
+    known = None if checkpoint_id is not None else checkpointer.known_head(thread_id, namespace=namespace)
     for attempt in range(UPDATE_RETRIES + 1):
         head = known if attempt == 0 else None
         if head is None:
             head = await checkpointer.aget(thread_id, namespace=namespace)
-        if head is None:
-            raise CheckpointNotFoundError(thread_id, None, namespace)
-        fence = Fence(owner=UPDATE_OWNER, expect_head=head.id, expect_no_writes=head is known)
+        start = head
+        if checkpoint_id is not None:  # a past checkpoint: the update is a new branch, fenced on the head
+            start = await checkpointer.aget(thread_id, checkpoint_id, namespace=namespace)
+            if head is None or start is None:
+                raise CheckpointNotFoundError(thread_id, checkpoint_id, namespace)
+        if head is None or start is None:  # a new thread: the update is its first checkpoint
+            fence = Fence(owner=UPDATE_OWNER, expect_head=None)
+            head = start = _empty_head(spec, thread_id, namespace)
+        else:
+            fence = Fence(owner=UPDATE_OWNER, expect_head=head.id, expect_no_writes=head is known)
         try:
-            return await _write_update(checkpointer, spec, graph_fp, head, update, as_node, fence)
+            return await _write_update(checkpointer, spec, graph_fp, start, update, as_node, fence, after=head.id)
         except ConcurrentUpdateError:
             if attempt == UPDATE_RETRIES:
                 raise
         except ThreadBusyError as busy:
-            if busy.alive is not False:
+            if busy.alive is not False or checkpoint_id is not None:
                 raise
             return await _update_over_the_dead(checkpointer, spec, graph_fp, thread_id, update, as_node, namespace)
     raise AssertionError("unreachable")
+
+
+_NO_HEAD = ""
+"""The id of the stand-in head of a thread with no checkpoint yet (never stored)."""
+
+
+def _empty_head(spec: GraphSpec, thread_id: str, namespace: str) -> Checkpoint:
+    """What an update of a thread with no checkpoint builds on: the schema's starting
+    values, one step before the first (so the update's checkpoint is step 0, a root)."""
+    return Checkpoint(
+        thread_id=thread_id,
+        namespace=namespace,
+        id=_NO_HEAD,
+        parent_id=None,
+        step=-1,
+        values=spec.schema.initial_values(),
+        next_tasks=(),
+        barriers={},
+    )
 
 
 async def _update_over_the_dead(
@@ -132,16 +164,24 @@ async def _write_update(
     update: Any,
     as_node: str | None,
     fence: Fence,
+    *,
+    after: str | None = None,
 ) -> str:
+    """``after``: the thread's head when ``head`` is a past checkpoint (the new id must sort
+    after every stored one to become the head)."""
     state = _restored(spec, head)
     who = as_node or "update"
-    cid = new_checkpoint_id(after=head.id)  # names the update's messages
+    cid = new_checkpoint_id(after=after or head.id or None)  # names the update's messages
     writes = spec.schema.prepare(update, who, cid)
     base = dict(state.values)
     changed = state.fold(base, writes, who)
     if changed:
         state.apply(changed, who)
-    if as_node is not None:
+    tasks: tuple[Task, ...]
+    barriers: dict[str, tuple[str, ...]]
+    if as_node == END:  # the thread ends here: its next tasks and what they had pending are dropped
+        tasks, barriers = (), {}
+    elif as_node is not None:
         routes = await compute_routes(spec, as_node, state, base, writes, None)
         tasks, barriers = plan_next(spec, cid, [(Task(id="", node=as_node), routes)], head.barriers)
     else:
@@ -150,7 +190,7 @@ async def _write_update(
         thread_id=head.thread_id,
         namespace=head.namespace,
         id=cid,
-        parent_id=head.id,
+        parent_id=head.id or None,
         step=head.step + 1,
         values=dict(state.table),
         versions=dict(state.channel_versions),

@@ -12,12 +12,15 @@ from typing import Any
 
 from plait._sync import on_loop_thread
 from plait.checkpoint.model import CheckpointWrite, Task
-from plait.engine.events import CheckpointSaved, CustomEvent, NodeFailed, NodeFinished, update_item
+from plait.engine.events import CheckpointSaved, CustomEvent, Interrupted, NodeFailed, NodeFinished, update_item
 from plait.engine.merge import Results
 from plait.engine.tasks import TaskOutcome
 from plait.state.run_state import StateUpdated
 
-__all__ = ["Emitter", "Sink"]
+__all__ = ["INTERRUPT_KEY", "Emitter", "Sink"]
+
+INTERRUPT_KEY = "__interrupt__"
+"""Key under which ``invoke`` returns, and streams yield, the pending interrupts of a pause."""
 
 Sink = Callable[[str, Any], None]
 """Receives ``(mode, item)`` for the stream modes a caller asked for."""
@@ -63,6 +66,17 @@ class Emitter:
             self.sink("custom", payload)
         if self.events:
             self.sink("events", CustomEvent(node=node, step=step, payload=payload))
+
+    def interrupted(self, interrupts: tuple[Any, ...], step: int) -> None:
+        """The run paused: ``values`` and ``updates`` streams get ``{"__interrupt__":
+        (Interrupt, ...)}`` (empty at a breakpoint), so a UI can prompt without ``get_state``;
+        ``events`` an ``Interrupted`` record."""
+        if self.sink is None:
+            return
+        self.event(Interrupted(interrupts=interrupts, step=step))
+        for mode in ("values", "updates"):
+            if mode in self.modes:
+                self.sink(mode, {INTERRUPT_KEY: interrupts})
 
     def committed(self, checkpoints: Sequence[CheckpointWrite]) -> None:
         """The committer's report: these checkpoints are stored."""

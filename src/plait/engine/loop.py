@@ -1,13 +1,10 @@
 """The super-step loop: the thin async driver around planning, running and merging.
 
-Per super-step: run the planned tasks concurrently (saving each finished task's result as a
-pending write when the step has several), merge all writes through the reducers in planned
-task order, plan the next tasks, commit one checkpoint, advance. Planning
-(:mod:`~plait.engine.plan`) and merging (:mod:`~plait.engine.merge`) are pure; when a
-checkpoint reaches the store is the durability strategy's (:mod:`~plait.engine.durability`);
-the lease is the :class:`~plait.engine.lease.ThreadLease`'s; the stream the
-:class:`~plait.engine.emitter.Emitter`'s; everything that talks to storage goes through the
-:class:`~plait.engine.commit.Committer`.
+Per super-step: run the planned tasks concurrently, merge all writes through the reducers in
+planned task order, plan the next tasks, commit one checkpoint, advance. Planning and merging
+are pure (``plan``, ``merge``); when a checkpoint reaches the store is the durability
+strategy's, the lease the ThreadLease's, the stream the Emitter's; all storage goes through
+the Committer.
 """
 
 from __future__ import annotations
@@ -28,7 +25,7 @@ from plait.engine.commit import Committer
 from plait.engine.context import NodeContext
 from plait.engine.durability import Durable, durability_for
 from plait.engine.emitter import Emitter, Sink
-from plait.engine.events import Interrupted, NodeStarted, RunFinished
+from plait.engine.events import NodeStarted, RunFinished
 from plait.engine.executor import NodeExecutor
 from plait.engine.lease import ThreadLease, renews_off_loop
 from plait.engine.merge import (
@@ -40,8 +37,8 @@ from plait.engine.merge import (
     read_pending,
     written_keys,
 )
-from plait.engine.pending import incompatibilities, result_write, resume_writes
-from plait.engine.plan import plan_next
+from plait.engine.pending import goto_tasks, incompatibilities, result_write, resume_writes
+from plait.engine.plan import bare_checkpoint, hold_deferred, plan_next, with_held
 from plait.engine.spec import GraphSpec
 from plait.engine.subgraph import renamed_tasks
 from plait.engine.tasks import StateView, TaskOutcome, compute_routes, run_all, run_task
@@ -57,11 +54,6 @@ from plait.state.run_state import RunState
 from plait.types import START, Command, Durability, Interrupt
 
 __all__ = ["Run", "RunResult", "Sink"]
-
-
-def _host() -> str:
-    """``host:pid`` of this process (a forked child names itself)."""
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,6 +90,9 @@ class Run:
         wait: float | None = None,
         owner: str | None = None,
         executor: NodeExecutor | None = None,
+        context: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        max_concurrency: int | None = None,
     ) -> None:
         if durability not in ("sync", "async", "exit"):
             raise ValueError(f"durability must be 'sync', 'async' or 'exit', got {durability!r}")
@@ -117,8 +112,16 @@ class Run:
         self.wait = wait
         self.executor = executor
         """Where sync nodes run (None: the process's shared pool)."""
+        if max_concurrency is not None and max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1 (or None for no cap)")
+        # The caller's per-run values (``ctx.context``, never stored), the metadata= recorded
+        # on every checkpoint of the run, and how many tasks of a step may run at once.
+        self.context, self.max_concurrency = context, max_concurrency
+        self.user_metadata = dict(metadata) if metadata else None
         self.run_id = uuid.uuid4().hex[:16]
-        self.owner = owner or f"{_host()}:{self.run_id}"
+        self.owner = (
+            owner or f"{socket.gethostname()}:{os.getpid()}:{self.run_id}"
+        )  # host:pid (a forked child names itself)
         """The run's lease owner (a worker may give its own): who the thread's lease names."""
         self.loop = asyncio.get_running_loop()
         self.emit = Emitter(sink, modes, self.loop)
@@ -237,8 +240,8 @@ class Run:
             if head is None:
                 raise InvalidResumeError(self.thread_id, "the thread has no checkpoint to resume")
             cur = head
-            if input.update is not None:
-                cur, pending = await self._apply_update(cur, pending, input.update)
+            if input.update is not None or input.goto:
+                cur, pending = await self._apply_update(cur, pending, input.update, input.goto)
             if input.has_resume:
                 pending = await self._apply_resume(cur, pending, input.resume)
             return await self._loop(cur, cur.next_tasks, pending)
@@ -310,16 +313,18 @@ class Run:
             )
 
     async def _apply_update(
-        self, cur: Checkpoint, pending: list[PendingWrite], update: Any
+        self, cur: Checkpoint, pending: list[PendingWrite], update: Any, goto: Any = ()
     ) -> tuple[Checkpoint, list[PendingWrite]]:
+        """A Command input's update as a checkpoint (source ``update``); with a ``goto``, its
+        targets replace the thread's next tasks (and what their step had pending)."""
         st = self.state
         cid = new_checkpoint_id(after=cur.id)  # names the update's messages
-        changed = st.fold(st.values, self.spec.schema.prepare(update, "update", cid), "update")
+        changed = st.fold(st.values, self.spec.schema.prepare(update or {}, "update", cid), "update")
         if changed:
             st.apply(changed, "update")
-        cp = self._checkpoint(
-            cid, cur.id, cur.step + 1, cur.next_tasks, cur.barriers, "update", {"update": sorted(changed)}
-        )
+        tasks, barriers = goto_tasks(self.spec, cid, goto) if goto else (cur.next_tasks, cur.barriers)
+        pending = [] if goto else pending
+        cp = self._checkpoint(cid, cur.id, cur.step + 1, tasks, barriers, "update", {"update": sorted(changed)})
         self._store(cp, set(changed))
         self._carry(cp, pending)
         await self._sync_point()
@@ -357,6 +362,7 @@ class Run:
         hold = self.hold
         if hold is not None and hold.error is not None:
             raise hold.error
+        tasks, held = hold_deferred(self.spec, tasks)
         inputs = read_pending(pending, self.spec.schema) if pending else StepInputs()
         results = inputs.results
         to_run = [t for t in tasks if t.id not in results]
@@ -383,7 +389,7 @@ class Run:
             if self.emit.events:
                 self.emit.state_updated(tasks, results, st.version, cur.step)
         st.advance()
-        new, next_tasks = await self._next_checkpoint(cur, tasks, results, changed, bool(pending))
+        new, next_tasks = await self._next_checkpoint(cur, tasks, results, changed, bool(pending), held)
         self._emit_values()
         if self.after and next_tasks and any(t.node in self.after for t in tasks):
             await self._pause(new, [PendingWrite(task_id="", kind="breakpoint", key="after")], ())
@@ -417,6 +423,7 @@ class Run:
                 host=self,
                 resume_values=inputs.resume.get(task.id, []),
                 effects=inputs.effects.get(task.id, {}),
+                context=self.context,
             )
             if emit.active:
                 emit.event(NodeStarted(node=task.node, task_id=task.id, step=step))
@@ -444,7 +451,7 @@ class Run:
 
         if not multi:
             return [await one(to_run[0])] if to_run else []
-        return await run_all(one(t) for t in to_run)
+        return await run_all((one(t) for t in to_run), limit=self.max_concurrency)
 
     async def _stop_if_failed_or_paused(
         self, cur: Checkpoint, to_run: Sequence[Task], outcomes: Sequence[TaskOutcome]
@@ -467,14 +474,21 @@ class Run:
         await self._pause(cur, saved, interrupts)
 
     async def _next_checkpoint(
-        self, cur: Checkpoint, tasks: Sequence[Task], results: Results, changed: Mapping[str, Any], resumed: bool
+        self,
+        cur: Checkpoint,
+        tasks: Sequence[Task],
+        results: Results,
+        changed: Mapping[str, Any],
+        resumed: bool,
+        held: tuple[Task, ...],
     ) -> tuple[Checkpoint, tuple[Task, ...]]:
-        """Plan the next tasks and store the step's checkpoint."""
+        """Plan the next tasks (plus the deferred ones ``held`` back) and store the checkpoint."""
         store = self.store
         cid = new_checkpoint_id(after=cur.id) if store is not None else f"{self.run_id}.{cur.step + 1}"
         next_tasks, barriers = plan_next(self.spec, cid, [(t, results[t.id][1]) for t in tasks], cur.barriers)
+        next_tasks = with_held(next_tasks, held)
         if store is None:
-            return _bare_checkpoint(cid, cur, next_tasks, barriers), next_tasks
+            return bare_checkpoint(cid, cur, next_tasks, barriers), next_tasks
         new = self._checkpoint(
             cid, store.parent_for_next(cur), cur.step + 1, next_tasks, barriers, "loop", written_keys(tasks, results)
         )
@@ -513,7 +527,14 @@ class Run:
             next_tasks=tuple(tasks),
             barriers=dict(barriers),
             metadata=checkpoint_metadata(
-                source, step, self.spec, self.graph_fp, writes=writes, run_id=self.run_id, **extra
+                source,
+                step,
+                self.spec,
+                self.graph_fp,
+                writes=writes,
+                run_id=self.run_id,
+                user=self.user_metadata,
+                **extra,
             ),
             created_at=time.time(),
         )
@@ -551,7 +572,7 @@ class Run:
 
     async def _pause(self, cur: Checkpoint, writes: list[PendingWrite], interrupts: tuple[Interrupt, ...]) -> None:
         await self._save_pending(cur, writes, status="interrupted")
-        self.emit.event(Interrupted(interrupts=interrupts, step=cur.step))
+        self.emit.interrupted(interrupts, cur.step)
         raise _Stop(self._result(cur, interrupts, "interrupted"))
 
     def _batch(self, writes: Sequence[PendingWrite], checkpoint_id: str | None = None) -> WritesBatch:
@@ -575,12 +596,3 @@ class Run:
     def _emit_values(self) -> None:
         if self.emit.sink is not None:
             self.emit.values(self.state.table)
-
-
-def _bare_checkpoint(
-    cid: str, cur: Checkpoint, tasks: tuple[Task, ...], barriers: dict[str, tuple[str, ...]]
-) -> Checkpoint:
-    """Without a checkpointer nothing is stored: keep only what the loop reads next."""
-    return Checkpoint(
-        thread_id="", id=cid, parent_id=None, step=cur.step + 1, values={}, next_tasks=tasks, barriers=barriers
-    )

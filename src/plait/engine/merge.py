@@ -132,13 +132,15 @@ def checkpoint_metadata(
     *,
     writes: Mapping[str, list[str]] | None = None,
     run_id: str | None = None,
+    user: Mapping[str, Any] | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
     """The metadata every checkpoint plait writes carries: where it came from (``source``:
     input, loop, update, replay, fork), its step, which node wrote which channels, and the
     graph's fingerprint and reducers (what a resume checks compatibility against). The one
-    place a run, an update and a fork build it."""
-    meta: dict[str, Any] = {"source": source, "step": step}
+    place a run, an update and a fork build it. ``user`` is the caller's ``metadata=``: its
+    keys come first, so plait's own keys (``source``, ``step``, ...) always win."""
+    meta: dict[str, Any] = {**user, "source": source, "step": step} if user else {"source": source, "step": step}
     if writes is not None:
         meta["writes"] = writes
     meta.update(extra)

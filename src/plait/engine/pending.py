@@ -6,13 +6,31 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from plait._codec import freeze
-from plait.checkpoint.model import Checkpoint, PendingWrite, waiting_interrupts
-from plait.engine.plan import route_json
+from plait.checkpoint.model import Checkpoint, PendingWrite, Task, waiting_interrupts
+from plait.engine.plan import plan_next, route_json
 from plait.engine.spec import GraphSpec
-from plait.engine.tasks import TaskOutcome
+from plait.engine.tasks import TaskOutcome, goto_routes
 from plait.errors import InvalidResumeError
+from plait.types import START
 
-__all__ = ["incompatibilities", "result_write", "resume_values", "resume_writes"]
+__all__ = [
+    "goto_tasks",
+    "incompatibilities",
+    "result_write",
+    "resume_values",
+    "resume_writes",
+]
+
+
+def goto_tasks(spec: GraphSpec, checkpoint_id: str, goto: Any) -> tuple[tuple[Task, ...], dict[str, tuple[str, ...]]]:
+    """What ``invoke(Command(goto=...))`` runs next on a paused or finished thread: the
+    targets, planned as if START routed there (a fresh step: no join is half-way).
+
+    Raises:
+        MissingNodeError: a target the graph does not have.
+    """
+    tasks, _ = plan_next(spec, checkpoint_id, [(Task(id="", node=START), goto_routes(goto, spec.nodes, START))], {})
+    return tasks, {}
 
 
 def result_write(task_id: str, out: TaskOutcome) -> PendingWrite:

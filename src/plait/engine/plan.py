@@ -12,11 +12,11 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from plait.checkpoint.model import Task, make_task
+from plait.checkpoint.model import Checkpoint, Task, make_task
 from plait.engine.spec import GraphSpec
 from plait.types import END
 
-__all__ = ["Route", "plan_next", "route_json", "task_id"]
+__all__ = ["Route", "bare_checkpoint", "hold_deferred", "plan_next", "route_json", "task_id", "with_held"]
 
 Route = str | tuple[str, Any]
 """A node name, or ``(node, arg)`` for a Send."""
@@ -66,7 +66,8 @@ def plan_next(
                 got = arrived.setdefault(j.id, set())
                 got.add(task.node)
                 if got >= j.sources:
-                    nodes[j.target] = None
+                    if j.target != END:  # a join to END: the branches just end together
+                        nodes[j.target] = None
                     del arrived[j.id]
     tasks = [Task(id=task_id(checkpoint_id, n, 0), node=n) for n in nodes]
     if sends:
@@ -74,6 +75,24 @@ def plan_next(
     if arrived is None:
         return tuple(tasks), dict(barriers)
     return tuple(tasks), {k: tuple(sorted(v)) for k, v in arrived.items() if v}
+
+
+def hold_deferred(spec: GraphSpec, tasks: Sequence[Task]) -> tuple[Sequence[Task], tuple[Task, ...]]:
+    """``(tasks to run now, deferred tasks held back)``: a deferred node's task waits while
+    any other task is pending, and runs in the first step that has only deferred ones."""
+    held = tuple(t for t in tasks if spec.nodes[t.node].defer)
+    if not held or len(held) == len(tasks):
+        return tasks, ()
+    return [t for t in tasks if not spec.nodes[t.node].defer], held
+
+
+def with_held(planned: tuple[Task, ...], held: tuple[Task, ...]) -> tuple[Task, ...]:
+    """The next step's tasks: those planned, then the held-back deferred ones (a deferred
+    node planned again is the same task: it runs once)."""
+    if not held:
+        return planned
+    nodes = {t.node for t in planned if not t.send}
+    return planned + tuple(t for t in held if t.send or t.node not in nodes)
 
 
 def _send_tasks(checkpoint_id: str, sends: Sequence[tuple[str, Any]]) -> list[Task]:
@@ -89,3 +108,12 @@ def _send_tasks(checkpoint_id: str, sends: Sequence[tuple[str, Any]]) -> list[Ta
         h.update(str(i).encode())
         out.append(make_task(h.hexdigest(), node, True, arg))
     return out
+
+
+def bare_checkpoint(
+    cid: str, cur: Checkpoint, tasks: tuple[Task, ...], barriers: dict[str, tuple[str, ...]]
+) -> Checkpoint:
+    """Without a checkpointer nothing is stored: keep only what the loop reads next."""
+    return Checkpoint(
+        thread_id="", id=cid, parent_id=None, step=cur.step + 1, values={}, next_tasks=tasks, barriers=barriers
+    )

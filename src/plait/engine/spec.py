@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from plait._codec import fingerprint
+from plait.errors import NodeSignatureError
 from plait.state.schema import StateSchema
 from plait.types import RetryPolicy
 
@@ -33,6 +34,8 @@ class NodeSpec:
     timeout: float | None = None
     destinations: tuple[str, ...] | None = None
     """Where a node that routes by Command may go (for validation and drawings)."""
+    defer: bool = False
+    """Run once the run has no other task pending (``add_node(..., defer=True)``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,6 +67,8 @@ class GraphSpec:
     routers: Mapping[str, tuple[RouterSpec, ...]] = field(default_factory=dict)
     joins_by_source: Mapping[str, tuple[Join, ...]] = field(default_factory=dict)
     writers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    context_schema: type | None = None
+    """The type of a run's ``context=`` (``Graph(State, context=Ctx)``); None: any value."""
 
     def describe(self) -> dict[str, Any]:
         """JSON data describing the structure (nodes, edges, joins, routers, channels)."""
@@ -93,9 +98,14 @@ def _router_name(r: RouterSpec) -> str:
     return name
 
 
-def takes_context(fn: Callable[..., Any]) -> bool:
+def takes_context(fn: Callable[..., Any], node: str = "") -> bool:
     """True when ``fn`` wants the NodeContext: a second positional parameter without a
-    default, or one named ``ctx`` / ``context`` (a defaulted ``i=i`` is not a context)."""
+    default, or one named ``ctx`` / ``context`` (a defaulted ``i=i`` is not a context).
+
+    Raises:
+        NodeSignatureError: the second parameter is named ``config`` (a LangGraph node, which
+            would silently get a NodeContext where it expects a RunnableConfig).
+    """
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
@@ -103,6 +113,8 @@ def takes_context(fn: Callable[..., Any]) -> bool:
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len(positional) >= 2:
         second = positional[1]
+        if second.name == "config":
+            raise NodeSignatureError(node or getattr(fn, "__name__", repr(fn)), second.name)
         return second.default is inspect.Parameter.empty or second.name in ("ctx", "context")
     return any(p.kind is p.VAR_POSITIONAL for p in params)
 

@@ -40,7 +40,7 @@ __all__ = ["StateView", "TaskOutcome", "run_all", "run_task"]
 _T = TypeVar("_T")
 
 
-async def run_all(coros: Iterable[Coroutine[Any, Any, _T]]) -> list[_T]:
+async def run_all(coros: Iterable[Coroutine[Any, Any, _T]], *, limit: int | None = None) -> list[_T]:
     """Run a super-step's tasks concurrently; their results in the order given.
 
     ``asyncio.gather`` does this with a third more overhead per task (its gathering future
@@ -49,7 +49,12 @@ async def run_all(coros: Iterable[Coroutine[Any, Any, _T]]) -> list[_T]:
     for them to end before the CancelledError reaches it. Unlike gather, a task that raises
     (tasks report node failures in their outcome; only a BaseException such as a
     cancellation gets here) does not return control while its siblings still run.
+
+    ``limit`` (a run's ``max_concurrency``) caps how many run at once; the others wait
+    their turn in order.
     """
+    if limit is not None:
+        coros = _capped(coros, limit)
     loop = asyncio.get_running_loop()
     tasks = _start(loop, coros)
     running = [task for task in tasks if not task.done()]
@@ -76,6 +81,20 @@ async def run_all(coros: Iterable[Coroutine[Any, Any, _T]]) -> list[_T]:
         if not task.cancelled():
             task.exception()
     return [task.result() for task in tasks]
+
+
+def _capped(coros: Iterable[Coroutine[Any, Any, _T]], limit: int) -> list[Coroutine[Any, Any, _T]]:
+    """``coros``, each waiting for one of ``limit`` slots before it starts."""
+    slots = asyncio.Semaphore(limit)
+
+    async def in_slot(coro: Coroutine[Any, Any, _T]) -> _T:
+        try:
+            async with slots:
+                return await coro
+        finally:
+            coro.close()  # one cancelled before its turn never started: no "never awaited"
+
+    return [in_slot(c) for c in coros]
 
 
 def _start(loop: asyncio.AbstractEventLoop, coros: Iterable[Coroutine[Any, Any, _T]]) -> list[asyncio.Task[_T]]:
@@ -183,6 +202,8 @@ def normalise(spec: NodeSpec, result: Any, schema: StateSchema, task_id: str) ->
     """A node's return value as (frozen writes, goto); messages written without an id are
     named by ``task_id`` (so a re-run of the task names them alike)."""
     goto: Any = ()
+    if isinstance(result, list | tuple) and any(isinstance(r, Command) for r in result):
+        result = _joined_commands(spec, result)
     if isinstance(result, Command):
         goto = result.goto
         raw: Any = result.update
@@ -208,6 +229,32 @@ def normalise(spec: NodeSpec, result: Any, schema: StateSchema, task_id: str) ->
         schema.channel(key, spec.name)  # UnknownChannelError naming the node
         writes.append((key, freeze(value, key, spec.name)))
     return schema.with_ids(writes, task_id), goto
+
+
+def _joined_commands(spec: NodeSpec, items: list[Any] | tuple[Any, ...]) -> Command:
+    """A returned list mixing Commands and updates (mappings or ``(key, value)``
+    pairs) as one Command: the writes in the order returned, every goto."""
+    pairs: list[tuple[str, Any]] = []
+    goto: list[Any] = []
+    for item in items:
+        update = item
+        if isinstance(item, Command):
+            goto.extend([item.goto] if isinstance(item.goto, str | Send) else item.goto)
+            update = item.update
+        if update is None:
+            continue
+        if isinstance(update, Mapping):
+            pairs.extend(update.items())
+        elif isinstance(update, list | tuple) and len(update) == 2 and isinstance(update[0], str):
+            pairs.append((update[0], update[1]))
+        elif isinstance(update, list | tuple) and all(isinstance(p, list | tuple) and len(p) == 2 for p in update):
+            pairs.extend((p[0], p[1]) for p in update)
+        else:
+            raise TypeError(
+                f"node {spec.name!r} returned a list with {type(item).__name__} {item!r} beside Commands: "
+                "each item is a Command, a dict of writes or a (key, value) pair"
+            )
+    return Command(update=pairs, goto=goto)
 
 
 def goto_routes(goto: Any, nodes: Mapping[str, NodeSpec], source: str) -> list[Route]:

@@ -21,6 +21,8 @@ The tree::
     ├── GraphError                   a graph is built or used wrongly
     │   ├── MissingNodeError         a node name that the graph does not have
     │   ├── GraphChangedError        a thread was checkpointed by an incompatible graph
+    │   ├── NodeSignatureError       a node's parameters plait cannot call it with (``config``)
+    │   ├── ContextError             a run's ``context=`` that does not fit the graph's context type
     │   └── GraphRequiredError       an action that needs the graph (its reducers, its nodes) got none
     ├── RunError                     a run stopped with a failure
     │   ├── NodeError                a node raised; the cause is chained
@@ -94,6 +96,9 @@ from plait.errors._cli import (
     UnknownGraphError as UnknownGraphError,
 )
 from plait.errors._graph import (
+    ContextError as ContextError,
+)
+from plait.errors._graph import (
     GraphChangedError as GraphChangedError,
 )
 from plait.errors._graph import (
@@ -113,6 +118,9 @@ from plait.errors._graph import (
 )
 from plait.errors._graph import (
     NodeError as NodeError,
+)
+from plait.errors._graph import (
+    NodeSignatureError as NodeSignatureError,
 )
 from plait.errors._graph import (
     NodeTimeoutError as NodeTimeoutError,
@@ -211,6 +219,7 @@ __all__ = [
     "CommandLineError",
     "ConcurrentUpdateError",
     "ConcurrentWriteError",
+    "ContextError",
     "ExportFormatError",
     "GraphChangedError",
     "GraphError",
@@ -225,6 +234,7 @@ __all__ = [
     "MissingValueError",
     "NoCheckpointerError",
     "NodeError",
+    "NodeSignatureError",
     "NodeTimeoutError",
     "NotConfirmedError",
     "NotSerializableError",

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from plait.errors._base import PlaitError
 
 __all__ = [
+    "ContextError",
     "GraphChangedError",
     "GraphError",
     "GraphRequiredError",
@@ -14,6 +15,7 @@ __all__ = [
     "MissingNodeError",
     "NoCheckpointerError",
     "NodeError",
+    "NodeSignatureError",
     "NodeTimeoutError",
     "RecursionLimitError",
     "RunError",
@@ -46,6 +48,33 @@ class GraphChangedError(GraphError):
             + "; ".join(self.changes)
             + ". Resume it with the graph that wrote it, fork it and fix the state with "
             "update_state, or start a new thread."
+        )
+
+
+class NodeSignatureError(GraphError):
+    """A node (or router) whose parameters plait cannot call it with, such as LangGraph's
+    ``def node(state, config)``: plait passes a :class:`~plait.NodeContext`, not a config."""
+
+    def __init__(self, node: str, param: str) -> None:
+        self.node = node
+        self.param = param
+        super().__init__(
+            f"node {node!r} takes a second parameter named {param!r} (LangGraph's RunnableConfig): plait "
+            "passes a NodeContext there instead. Rename it `ctx` and read per-run values from "
+            "`ctx.context` (given by invoke(..., context=...)), the thread id from `ctx.thread_id`"
+        )
+
+
+class ContextError(GraphError):
+    """A run's ``context=`` that does not fit the context type the graph declares
+    (``Graph(State, context=Ctx)``): a missing or unknown field, or a value of another type."""
+
+    def __init__(self, declared: str, problem: str) -> None:
+        self.declared = declared
+        self.problem = problem
+        super().__init__(
+            f"invoke(..., context=...) does not fit the graph's context type {declared}: {problem}. "
+            f"Pass a {declared} or a dict with its fields"
         )
 
 

@@ -2,6 +2,6 @@
 
 from plait.graph.builder import Dag, Graph
 from plait.graph.compiled import CompiledGraph
-from plait.graph.records import ThreadDiff, ThreadState
+from plait.graph.records import TaskState, ThreadDiff, ThreadState
 
-__all__ = ["CompiledGraph", "Dag", "Graph", "ThreadDiff", "ThreadState"]
+__all__ = ["CompiledGraph", "Dag", "Graph", "TaskState", "ThreadDiff", "ThreadState"]

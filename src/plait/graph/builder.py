@@ -7,6 +7,7 @@ reserved or duplicate names, and no ``output_key`` that is not a channel.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -36,8 +37,15 @@ class Graph:
         >>> app = g.compile(checkpointer="plait.db")
     """
 
-    def __init__(self, schema: StateSchema | type) -> None:
+    def __init__(self, schema: StateSchema | type, *, context: type | None = None) -> None:
+        """Args:
+        schema: the state: a TypedDict, a StateSchema.
+        context: the type of a run's ``invoke(..., context=...)`` (a dataclass, a
+            TypedDict, a pydantic model): a dict given there is made into it (a TypedDict
+            stays a dict), and nodes read it as ``ctx.context``.
+        """
         self.schema = StateSchema.coerce(schema)
+        self.context_schema = context
         self._nodes: dict[str, NodeSpec] = {}
         self._edges: dict[str, list[str]] = {}
         self._joins: list[Join] = []
@@ -47,17 +55,19 @@ class Graph:
 
     def add_node(
         self,
-        name: str,
-        fn: Callable[..., Any],
+        name: str | Callable[..., Any],
+        fn: Callable[..., Any] | None = None,
         *,
         output_key: str | None = None,
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
         destinations: Sequence[str] | None = None,
+        defer: bool = False,
     ) -> Graph:
         """Add a node: ``fn(state)`` or ``fn(state, ctx)``, sync or async, or a compiled
         graph (or a Graph builder): a subgraph sharing this graph's channels by name, with
         its checkpoints in a child namespace of the thread (see :mod:`plait.graph.subgraph`).
+        ``add_node(fn)`` names it after the function (``fn.__name__``).
 
         Args:
             output_key: write a plain return value under this channel.
@@ -65,7 +75,12 @@ class Graph:
             timeout: seconds before the node fails with NodeTimeoutError.
             destinations: where the node may route with ``Command(goto=...)``, for
                 validation and drawings.
+            defer: when triggered, wait until the run has no other task pending, then run
+                once (a reduce after a fan-out of branches of different lengths).
         """
+        if fn is None and callable(name):
+            fn = name
+            name = _node_name(fn)
         if not isinstance(name, str) or not name:
             raise GraphError(f"a node name is a non-empty str, got {name!r}")
         if name in _RESERVED or name.startswith("__"):
@@ -81,12 +96,13 @@ class Graph:
         self._nodes[name] = NodeSpec(
             name=name,
             fn=fn,
-            takes_ctx=takes_context(fn),
+            takes_ctx=takes_context(fn, name),
             is_async=is_async_callable(fn),
             output_key=output_key,
             retry=retry,
             timeout=timeout,
             destinations=tuple(destinations) if destinations is not None else None,
+            defer=defer,
         )
         return self
 
@@ -141,6 +157,25 @@ class Graph:
         """Same as ``add_edge(START, node)``."""
         return self.add_edge(START, node)
 
+    def set_finish_point(self, node: str) -> Graph:
+        """Same as ``add_edge(node, END)``."""
+        return self.add_edge(node, END)
+
+    def add_sequence(self, nodes: Sequence[Callable[..., Any] | tuple[str, Callable[..., Any]]]) -> Graph:
+        """Add nodes that run one after the other, each with an edge to the next: functions
+        (named after themselves) or ``(name, fn)`` pairs. Connect the first and the last
+        yourself (``add_edge(START, first)``, ``add_edge(last, END)``)."""
+        if not nodes:
+            raise GraphError("add_sequence() needs at least one node")
+        names = []
+        for item in nodes:
+            name, fn = item if isinstance(item, tuple) else (_node_name(item), item)
+            self.add_node(name, fn)
+            names.append(name)
+        for a, b in itertools.pairwise(names):
+            self.add_edge(a, b)
+        return self
+
     # -- compiling -----------------------------------------------------------------------
 
     def spec(self) -> GraphSpec:
@@ -162,6 +197,7 @@ class Graph:
             routers={k: tuple(v) for k, v in self._routers.items()},
             joins_by_source={k: tuple(v) for k, v in joins_by_source.items()},
             writers={k: tuple(v) for k, v in writers.items()},
+            context_schema=self.context_schema,
         )
 
     def compile(
@@ -228,7 +264,7 @@ class Graph:
             for s in j.sources:
                 if s not in nodes:
                     raise GraphError(f"join {j.id!r} waits for unknown node {s!r}")
-            if j.target not in nodes:
+            if j.target not in nodes and j.target != END:
                 raise GraphError(f"join {j.id!r} goes to unknown node {j.target!r}")
         for source, routers in self._routers.items():
             if source not in nodes and source != START:
@@ -279,6 +315,14 @@ class Graph:
                 + ". Connect them with add_edge / add_conditional_edges, give a router a path_map, or "
                 "list Command targets in add_node(..., destinations=[...])."
             )
+
+
+def _node_name(fn: Callable[..., Any]) -> str:
+    """The name ``add_node(fn)`` gives a node: the function's (a lambda has none worth keeping)."""
+    name = getattr(fn, "__name__", None)
+    if not isinstance(name, str) or name == "<lambda>":
+        raise GraphError(f"cannot name a node after {fn!r}: give it a name, add_node('name', fn)")
+    return name
 
 
 class Dag:

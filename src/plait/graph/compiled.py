@@ -13,54 +13,32 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from plait._sync import iterate_sync, run_sync
-from plait.checkpoint.address import open as open_store
+from plait.checkpoint.address import coerce_checkpointer
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.model import Status, ThreadInfo
 from plait.engine.context import _current
 from plait.engine.edit import fork_thread, update_thread
+from plait.engine.emitter import INTERRUPT_KEY
 from plait.engine.executor import NodeExecutor
 from plait.engine.loop import Run, RunResult
+from plait.engine.runtime import coerce_context
 from plait.engine.spec import GraphSpec
 from plait.engine.subgraph import delete_with_subgraphs, queue_sink
 from plait.errors import CheckpointNotFoundError, GraphError, NoCheckpointerError
+from plait.graph.closing import REQUIRED as _REQUIRED
+from plait.graph.closing import Closing
 from plait.graph.records import ThreadDiff, ThreadState
 from plait.inspect import diff_threads
 from plait.types import Command, Durability
 
 __all__ = ["CompiledGraph", "INTERRUPT_KEY", "coerce_checkpointer"]
 
-INTERRUPT_KEY = "__interrupt__"
-"""Key under which ``invoke`` returns pending interrupts, when the run paused."""
 
 StreamMode = Literal["values", "updates", "events", "custom"]
 """What ``stream(mode=...)`` yields (see :meth:`CompiledGraph.astream`)."""
 
 
-class _Required:
-    """The type of ``get_state``'s default: raise when the thread or checkpoint is not stored."""
-
-    def __repr__(self) -> str:  # as the signature shows it (docs/api.md is generated)
-        return "<raise>"
-
-
-_REQUIRED: Any = _Required()
-
-
-def coerce_checkpointer(checkpointer: Checkpointer | str | None) -> Checkpointer | None:
-    """A Checkpointer from an instance or a store address (a SQLite path, ``sqlite:///x.db``,
-    a ``postgresql://`` DSN, ``file:///folder``, ``memory:``; see :func:`plait.checkpoint.open`).
-
-    Raises:
-        StoreAddressError: an address that names no store plait can open.
-    """
-    if checkpointer is None or isinstance(checkpointer, Checkpointer):
-        return checkpointer
-    if isinstance(checkpointer, str):
-        return open_store(checkpointer)
-    raise TypeError(f"checkpointer must be a Checkpointer or a store address (a str), got {checkpointer!r}")
-
-
-class CompiledGraph:
+class CompiledGraph(Closing):
     """A validated graph, bound to a checkpointer. Thread-safe to share; each call is a run."""
 
     def __init__(
@@ -119,7 +97,11 @@ class CompiledGraph:
         modes: frozenset[str] = frozenset(),
         wait: float | None = None,
         owner: str | None = None,
+        context: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        max_concurrency: int | None = None,
     ) -> RunResult:
+        context = coerce_context(self.spec.context_schema, context)
         checkpointer = None
         if self.checkpointer is not None:
             checkpointer = await self._ready_checkpointer()
@@ -145,6 +127,9 @@ class CompiledGraph:
             wait=wait,
             owner=owner,
             executor=self.executor,
+            context=context,
+            metadata=metadata,
+            max_concurrency=max_concurrency,
         )
         return await run.execute(input, checkpoint_id)
 
@@ -158,6 +143,9 @@ class CompiledGraph:
         durability: Durability = "sync",
         wait: float | None = None,
         owner: str | None = None,
+        context: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        max_concurrency: int | None = None,
     ) -> dict[str, Any]:
         """Run the graph to the end (or to an interrupt) and return the final values.
 
@@ -165,7 +153,8 @@ class CompiledGraph:
             input: a mapping of channel values to start a run with; None to continue the
                 thread from its latest checkpoint (after a failure, a crash, a breakpoint)
                 or from ``checkpoint_id`` (time travel: a new branch); a
-                ``Command(resume=...)`` to answer an ``interrupt()``.
+                ``Command(resume=...)`` to answer an ``interrupt()``; a
+                ``Command(goto=node, update=...)`` to run ``node`` next instead.
             thread_id: required with a checkpointer; the thread's checkpoints are stored
                 and resumed under it.
             durability: ``"sync"`` commits each super-step before the next starts;
@@ -179,6 +168,15 @@ class CompiledGraph:
             owner: the name the thread's lease is taken under (a worker passes its claim,
                 so an operator sees which worker holds the thread); None mints one from the
                 host and the run id.
+            context: per-run values for the nodes (``ctx.context``): a model name, a user
+                id, a client. Made into the graph's context type when it declares one
+                (``Graph(State, context=Ctx)``); never checkpointed, so pass it again on a
+                resume.
+            metadata: JSON data recorded on every checkpoint this run writes (plait's own
+                keys, such as ``source`` and ``step``, win); ``get_state_history(thread,
+                filter={...})`` finds them.
+            max_concurrency: at most this many tasks of a super-step run at once (a wide
+                ``Send`` fan-out against a rate-limited API); None runs them all at once.
 
         Returns:
             The channel values; when the run paused on ``interrupt()``, the pending
@@ -197,6 +195,9 @@ class CompiledGraph:
             durability=durability,
             wait=wait,
             owner=owner,
+            context=context,
+            metadata=metadata,
+            max_concurrency=max_concurrency,
         )
         return _output(result)
 
@@ -210,6 +211,9 @@ class CompiledGraph:
         durability: Durability = "sync",
         wait: float | None = None,
         owner: str | None = None,
+        context: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        max_concurrency: int | None = None,
     ) -> dict[str, Any]:
         """Sync :meth:`ainvoke`."""
         return run_sync(
@@ -221,6 +225,9 @@ class CompiledGraph:
                 durability=durability,
                 wait=wait,
                 owner=owner,
+                context=context,
+                metadata=metadata,
+                max_concurrency=max_concurrency,
             )
         )
 
@@ -236,6 +243,9 @@ class CompiledGraph:
         wait: float | None = None,
         owner: str | None = None,
         subgraphs: bool = False,
+        context: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        max_concurrency: int | None = None,
     ) -> AsyncIterator[Any]:
         """Run the graph and yield what happens as it happens.
 
@@ -243,7 +253,9 @@ class CompiledGraph:
         ``"updates"`` (``{node: writes}`` as each task finishes), ``"events"`` (event
         records: node started / finished / failed, state updated, checkpoint saved,
         interrupted, run finished), ``"custom"`` (what nodes pass to ``ctx.emit``). With a
-        list of modes, items come as ``(mode, item)`` pairs.
+        list of modes, items come as ``(mode, item)`` pairs. When the run pauses, ``"values"``
+        and ``"updates"`` yield ``{"__interrupt__": (Interrupt, ...)}`` last (an empty tuple
+        at a breakpoint).
 
         An ``"updates"`` item's writes are ``{key: value, ...}`` when the task wrote each key
         once; when it wrote a key more than once (a list of pairs, a ``Command`` update with
@@ -276,6 +288,9 @@ class CompiledGraph:
                     modes=frozenset(modes),
                     wait=wait,
                     owner=owner,
+                    context=context,
+                    metadata=metadata,
+                    max_concurrency=max_concurrency,
                 )
             finally:
                 queue.put_nowait(None)
@@ -303,6 +318,9 @@ class CompiledGraph:
         wait: float | None = None,
         owner: str | None = None,
         subgraphs: bool = False,
+        context: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        max_concurrency: int | None = None,
     ) -> Iterator[Any]:
         """Sync :meth:`astream`: items are yielded as the run produces them."""
         yield from iterate_sync(
@@ -316,6 +334,9 @@ class CompiledGraph:
                 wait=wait,
                 owner=owner,
                 subgraphs=subgraphs,
+                context=context,
+                metadata=metadata,
+                max_concurrency=max_concurrency,
             )
         )
 
@@ -444,13 +465,25 @@ class CompiledGraph:
     # -- editing -------------------------------------------------------------------------
 
     async def aupdate_state(
-        self, thread_id: str, update: Any, as_node: str | None = None, *, subgraph: str | Sequence[str] | None = None
+        self,
+        thread_id: str,
+        update: Any,
+        as_node: str | None = None,
+        *,
+        subgraph: str | Sequence[str] | None = None,
+        checkpoint_id: str | None = None,
     ) -> str:
         """Fold ``update`` (a mapping or (key, value) pairs) through the reducers as a new
         checkpoint (source ``update``) and return its id.
 
         With ``as_node`` the write counts as that node's: the next tasks become its
-        successors. Without it, the next tasks (and any pending results) stay as they were.
+        successors (``as_node=END``: none; pending tasks and interrupts are dropped).
+        Without it, the next tasks (and any pending results) stay as they were.
+        On a thread with no checkpoint yet, the update is its first (from the schema's
+        starting values), so a thread can be seeded before its first run.
+        With ``checkpoint_id`` the update is folded onto that (past) checkpoint and becomes
+        the thread's head: a new branch, which the history then follows (the old branch
+        stays readable by id); ``as_node`` works there too.
 
         Raises:
             ThreadBusyError: a run holds the thread.
@@ -468,13 +501,26 @@ class CompiledGraph:
 
             spec, fp, namespace = subgraph_target(spec, fp, namespace, subgraph)
         return await update_thread(
-            await self._ready_checkpointer(), spec, fp, thread_id, update, as_node, namespace=namespace
+            await self._ready_checkpointer(),
+            spec,
+            fp,
+            thread_id,
+            update,
+            as_node,
+            namespace=namespace,
+            checkpoint_id=checkpoint_id,
         )
 
     def update_state(
-        self, thread_id: str, update: Any, as_node: str | None = None, *, subgraph: str | Sequence[str] | None = None
+        self,
+        thread_id: str,
+        update: Any,
+        as_node: str | None = None,
+        *,
+        subgraph: str | Sequence[str] | None = None,
+        checkpoint_id: str | None = None,
     ) -> str:
-        return run_sync(self.aupdate_state(thread_id, update, as_node, subgraph=subgraph))
+        return run_sync(self.aupdate_state(thread_id, update, as_node, subgraph=subgraph, checkpoint_id=checkpoint_id))
 
     async def abulk_update_state(
         self, thread_id: str, updates: Sequence[tuple[Any, str | None] | Mapping[str, Any]]
@@ -542,37 +588,6 @@ class CompiledGraph:
 
     def diff_threads(self, a: str, b: str) -> ThreadDiff:
         return run_sync(self.adiff_threads(a, b))
-
-    # -- closing: the graph's checkpointer, by hand or with `with` / `async with` ---------------
-
-    async def aclose(self) -> None:
-        """Close the graph's checkpointer (whether the graph opened it from an address or
-        was given it), giving back its connections and files; nothing without one.
-
-        Call it, or use the graph as a context manager, when a script is done with a store:
-        SQLite then folds its write-ahead log into the database file, so that the file alone
-        (copied, mailed, opened elsewhere) holds every thread. Several graphs that share one
-        checkpointer object should leave it open and close the checkpointer once instead.
-        Idempotent; the graph cannot run on a closed checkpointer.
-        """
-        if self.checkpointer is not None:
-            await self.checkpointer.aclose()
-
-    def close(self) -> None:
-        """Sync :meth:`aclose`."""
-        run_sync(self.aclose())
-
-    def __enter__(self) -> CompiledGraph:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    async def __aenter__(self) -> CompiledGraph:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 def _output(result: RunResult) -> dict[str, Any]:

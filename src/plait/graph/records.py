@@ -5,15 +5,16 @@ from __future__ import annotations
 import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from plait._codec import fingerprint
 from plait._fast_init import positional_maker
 from plait.checkpoint.model import Checkpoint, PendingWrite, Status, Task, waiting_interrupts
+from plait.engine.events import update_item
 from plait.state.diff import StateDiff
 from plait.types import Interrupt
 
-__all__ = ["TaskError", "ThreadDiff", "ThreadState"]
+__all__ = ["TaskError", "TaskState", "ThreadDiff", "ThreadState"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,6 +61,49 @@ class TaskError:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class TaskState:
+    """One task of a thread's next step, and how far it got: a step stopped by a failure or
+    an interrupt keeps its finished tasks' writes (they are not run again on resume)."""
+
+    id: str
+    node: str
+    send: bool = False
+    """True for a task made by a ``Send``; its input is then ``arg``."""
+    arg: Any = None
+    status: Literal["pending", "done", "failed", "interrupted"] = "pending"
+    result: dict[str, Any] | list[dict[str, Any]] | None = None
+    """A finished task's saved writes (as a ``stream(mode="updates")`` item shows them)."""
+    error: TaskError | None = None
+    """Why the task failed (``status == "failed"``)."""
+    interrupts: tuple[Interrupt, ...] = ()
+    """The interrupts it waits on (``status == "interrupted"``)."""
+
+
+def _task_states(
+    tasks: tuple[Task, ...], pending: tuple[PendingWrite, ...], interrupts: tuple[Interrupt, ...]
+) -> tuple[TaskState, ...]:
+    """The next step's tasks, each with what the checkpoint's pending writes say of it."""
+    if not pending:
+        return tuple(TaskState(id=t.id, node=t.node, send=t.send, arg=t.arg) for t in tasks)
+    results = {w.task_id: w.value for w in pending if w.kind == "result"}
+    errors = {w.task_id: TaskError.of(w) for w in pending if w.kind == "error"}
+    out = []
+    for t in tasks:
+        waits = tuple(i for i in interrupts if i.task_id == t.id)
+        if t.id in results:
+            r = results[t.id]
+            done = TaskState(id=t.id, node=t.node, send=t.send, arg=t.arg, status="done", result=update_item(r["w"]))
+            out.append(done)
+        elif t.id in errors:
+            out.append(TaskState(id=t.id, node=t.node, send=t.send, arg=t.arg, status="failed", error=errors[t.id]))
+        elif waits:
+            out.append(TaskState(id=t.id, node=t.node, send=t.send, arg=t.arg, status="interrupted", interrupts=waits))
+        else:
+            out.append(TaskState(id=t.id, node=t.node, send=t.send, arg=t.arg))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ThreadState:
     """A thread's state at one checkpoint, as ``get_state`` and the history return it."""
 
@@ -71,8 +115,11 @@ class ThreadState:
     values: Mapping[str, Any]
     """Channel values (read-only; plait.thaw() gives a mutable copy)."""
     next: tuple[str, ...]
-    """The nodes that run next; empty when the run is finished."""
-    tasks: tuple[Task, ...]
+    """The nodes that run next; empty when the run is finished. A task of the step that
+    already finished (its writes saved, see :attr:`tasks`) is not among them."""
+    tasks: tuple[TaskState, ...]
+    """The next step's tasks, with what each got to: done (its saved writes), failed (and
+    why), interrupted (on what), or pending."""
     interrupts: tuple[Interrupt, ...]
     """Interrupts waiting for ``Command(resume=...)``."""
     metadata: Mapping[str, Any]
@@ -108,6 +155,8 @@ class ThreadState:
     @classmethod
     def of(cls, cp: Checkpoint, status: Status | None = None) -> ThreadState:
         pending = cp.pending_writes
+        interrupts = tuple(waiting_interrupts(pending)) if pending else ()
+        tasks = _task_states(cp.next_tasks, pending, interrupts)
         return _thread_state(
             cp.thread_id,
             cp.namespace,
@@ -115,9 +164,9 @@ class ThreadState:
             cp.parent_id,
             cp.step,
             cp.values,
-            _nodes(cp.next_tasks),
-            cp.next_tasks,
-            tuple(waiting_interrupts(pending)) if pending else (),
+            _nodes(tasks if not pending or _step_failed(pending) else tuple(t for t in tasks if t.status != "done")),
+            tasks,
+            interrupts,
             cp.metadata,
             cp.created_at,
             tuple(TaskError.of(w) for w in pending if w.kind == "error") if pending else (),
@@ -166,7 +215,13 @@ _thread_state = positional_maker(ThreadState)
 """``ThreadState(...)`` with every field, in order: a history builds one per checkpoint."""
 
 
-def _nodes(tasks: tuple[Task, ...]) -> tuple[str, ...]:
+def _step_failed(pending: tuple[PendingWrite, ...]) -> bool:
+    """Whether the step itself failed (its merge, the recursion limit): then its finished
+    tasks are not past, and every task stays in ``next``."""
+    return any(w.kind == "error" and not w.task_id for w in pending)
+
+
+def _nodes(tasks: tuple[TaskState, ...]) -> tuple[str, ...]:
     """The nodes of ``tasks``, each once, in order (a history builds one per checkpoint, and
     most checkpoints plan zero or one task)."""
     if len(tasks) < 2:

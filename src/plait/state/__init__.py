@@ -8,9 +8,11 @@ from plait.state.reducers import (
     LastWriteWins,
     MaxByTimestamp,
     MergeMap,
+    Overwrite,
     Reducer,
     Sum,
     message_id,
+    remove_all_messages,
     remove_message,
 )
 from plait.state.run_state import RunState, StateSnapshot, StateUpdated
@@ -26,6 +28,7 @@ __all__ = [
     "LastWriteWins",
     "MaxByTimestamp",
     "MergeMap",
+    "Overwrite",
     "Reducer",
     "RunState",
     "SchemaBuilder",
@@ -36,5 +39,6 @@ __all__ = [
     "Sum",
     "diff",
     "message_id",
+    "remove_all_messages",
     "remove_message",
 ]

@@ -69,6 +69,9 @@ def _kind(value: Any) -> str:
 
 NO_DEFAULT: Final = _NoDefault()
 REMOVE_KEY: Final = "$remove"
+OVERWRITE_KEY: Final = "$overwrite"
+REMOVE_ALL: Final = "__remove_all__"
+"""The id a :func:`remove_all_messages` marker names: every message (LangGraph's spelling)."""
 
 
 class Reducer:
@@ -186,6 +189,43 @@ def remove_message(message_id: str) -> dict[str, str]:
     return {REMOVE_KEY: message_id}
 
 
+def remove_all_messages() -> dict[str, str]:
+    """A marker that, written to an :class:`AppendMessages` channel, deletes every message
+    before it; messages written after it in the same update are kept (a summary replacing
+    the history: ``[remove_all_messages(), summary]``)."""
+    return {REMOVE_KEY: REMOVE_ALL}
+
+
+def Overwrite(value: Any) -> dict[str, Any]:  # LangGraph's name for it
+    """A write that replaces a channel's value with ``value``, past its reducer:
+    ``{"log": Overwrite([])}`` empties an :class:`AppendList` channel, ``{"total":
+    Overwrite(0)}`` resets a :class:`Sum`. A marker of JSON data (``{"$overwrite": value}``),
+    so it is stored like any write; the value must suit the channel (a list for a list
+    channel)."""
+    return {OVERWRITE_KEY: value}
+
+
+def is_overwrite(value: Any) -> bool:
+    """Whether a frozen write is an :func:`Overwrite` marker."""
+    return isinstance(value, dict) and len(value) == 1 and OVERWRITE_KEY in value
+
+
+def overwritten(reducer: Reducer, marker: Any, channel: str) -> Any:
+    """The value an :func:`Overwrite` marker sets, checked by the reducer.
+
+    Raises:
+        InvalidUpdateError: a value of another kind than the channel holds (a dict for a list).
+    """
+    value = marker[OVERWRITE_KEY]
+    empty = reducer.default()
+    for kind in (list, dict):
+        if isinstance(empty, kind) and not isinstance(value, kind):
+            raise InvalidUpdateError(
+                channel, f"Overwrite() of a {kind.__name__} channel takes a {kind.__name__}, got {_kind(value)}"
+            )
+    return reducer.normalize(value, channel)
+
+
 _START: Final = "start"
 """The name of a starting history's write: its messages without an id are named by position."""
 
@@ -229,6 +269,9 @@ class AppendMessages(Reducer):
                 target = msg[REMOVE_KEY]
                 if len(msg) != 1 or not isinstance(target, str):
                     raise InvalidUpdateError(channel, "a removal marker is exactly {'$remove': <id>}")
+                if target == REMOVE_ALL:
+                    out, index = [], None
+                    continue
                 if target not in index:
                     raise MessageNotFoundError(channel, target)
                 del out[index[target]]
@@ -397,9 +440,9 @@ class CallableReducer(Reducer):
     """Adapts a plain two-argument function ``fn(current, incoming) -> new``.
 
     ``fn`` sees every write, the channel's first included: ``current`` is then the channel's
-    default, or None when it has none (``Annotated[list, fn]`` and ``.add(key, fn)`` give no
-    default), so a function that filters, sorts or caps what it is given does so from the
-    first write on. Write ``fn`` to accept None, or give the channel a default.
+    default, or None when it has none (``.add(key, fn)`` gives no default; a TypedDict's
+    ``Annotated[list, fn]`` starts from ``[]``), so a function that filters, sorts or caps
+    what it is given does so from the first write on. Write ``fn`` to accept None, or give the channel a default.
     """
 
     def __init__(self, fn: Callable[[Any, Any], Any]) -> None:

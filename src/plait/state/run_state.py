@@ -16,7 +16,7 @@ from typing import Any
 from plait._codec import fingerprint, freeze
 from plait._frozen import FrozenDict, thaw
 from plait.errors import InvalidUpdateError, ReducerError
-from plait.state.reducers import NO_DEFAULT, AppendList, Reducer
+from plait.state.reducers import NO_DEFAULT, AppendList, Reducer, is_overwrite, overwritten
 from plait.state.schema import StateSchema
 
 __all__ = ["RunState", "StateSnapshot", "StateUpdated", "Subscriber"]
@@ -243,7 +243,12 @@ class RunState:
         for key, group in groups.items():
             reducer = schema.channel(key, group[0][1]).reducer
             current = base.get(key, NO_DEFAULT)
-            if len(group) > 1 and type(reducer) is AppendList and current is not NO_DEFAULT:
+            if (
+                len(group) > 1
+                and type(reducer) is AppendList
+                and current is not NO_DEFAULT
+                and not any(is_overwrite(raw) for raw, _ in group)
+            ):
                 out[key] = reducer.extend_all(current, [freeze(raw, key, node) for raw, node in group])
                 continue
             for raw, node in group:
@@ -313,7 +318,9 @@ class RunState:
 def _fold_one(reducer: Reducer, key: str, current: Any, incoming: Any, node: str | None) -> Any:
     """One frozen write folded into ``current`` (NO_DEFAULT: the channel has no value yet)."""
     try:
-        if current is NO_DEFAULT:
+        if is_overwrite(incoming):
+            new = overwritten(reducer, incoming, key)
+        elif current is NO_DEFAULT:
             new = reducer.first(incoming, key)
         else:
             new = reducer.reduce(current, incoming, key)

@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, get_args, get_origin, get_type_hints
 
 from plait._codec import fingerprint, freeze
+from plait._frozen import FrozenDict
 from plait.errors import InvalidUpdateError, MissingValueError, SchemaError, UnknownChannelError
-from plait.state.reducers import NO_DEFAULT, LastWriteWins, Reducer, as_reducer
+from plait.state.reducers import NO_DEFAULT, OVERWRITE_KEY, LastWriteWins, Reducer, as_reducer, is_overwrite
 
 __all__ = ["Channel", "Default", "SchemaBuilder", "StateSchema"]
 
@@ -78,7 +79,10 @@ class StateSchema:
         """A schema from a ``TypedDict`` whose fields are ``Annotated[T, reducer]``, and
         ``Annotated[T, reducer, Default(value)]`` for a field that starts with a value.
 
-        A field without a reducer annotation is last-write-wins. Field order is kept.
+        A field without a reducer annotation is last-write-wins. Field order is kept. A
+        field whose reducer is a plain function (``Annotated[list, operator.add]``) starts
+        from its type's empty value (``[]``, ``{}``, ``0``, ``""``) as in LangGraph, unless it
+        declares a ``Default``; plait's own reducers keep their natural starting values.
         """
         if not typing.is_typeddict(typed_dict):
             raise SchemaError(f"{typed_dict!r} is not a TypedDict")
@@ -108,6 +112,8 @@ class StateSchema:
                         or callable(meta)
                     ):
                         reducer = meta
+            if default is NO_DEFAULT and _is_function_reducer(reducer):
+                default = _empty_of(get_args(hint)[0] if get_origin(hint) is Annotated else hint)
             builder.add(key, LastWriteWins() if reducer is None else reducer, default=default)
         return builder.build()
 
@@ -116,6 +122,8 @@ class StateSchema:
         """Accept either a schema or a ``TypedDict`` wherever a schema is expected."""
         if isinstance(schema, StateSchema):
             return schema
+        if isinstance(schema, type) and not typing.is_typeddict(schema):
+            raise SchemaError(_not_a_typed_dict(schema))
         return cls.from_typed_dict(schema)
 
     @property
@@ -153,7 +161,10 @@ class StateSchema:
         out = []
         position = 0
         for key, value in writes:
-            if key in self._id_keys:
+            if key in self._id_keys and is_overwrite(value):  # name the messages it sets
+                named, position = self._channels[key].reducer.assign_ids(value[OVERWRITE_KEY], seed, position)
+                out.append((key, FrozenDict({OVERWRITE_KEY: named})))
+            elif key in self._id_keys:
                 named, position = self._channels[key].reducer.assign_ids(value, seed, position)
                 out.append((key, named))
             else:
@@ -204,6 +215,41 @@ class StateSchema:
     def __repr__(self) -> str:
         inner = ", ".join(f"{c.key}: {c.reducer!r}" for c in self._channels.values())
         return f"StateSchema({inner})"
+
+
+_EMPTY: dict[Any, Any] = {list: [], tuple: [], dict: {}, int: 0, float: 0.0, str: ""}
+"""The starting value of a channel declared ``Annotated[T, fn]`` with a plain function
+reducer, by ``T``: LangGraph's binary-operator channels start from ``T()``, so that
+``state["items"]`` works in a first node and ``operator.add`` has a left side."""
+
+
+def _not_a_typed_dict(cls: type) -> str:
+    """Why a dataclass, a pydantic model or another class is not a state type, and what to
+    write instead: the state is JSON channels that nodes read as a mapping."""
+    kind = (
+        "a dataclass"
+        if hasattr(cls, "__dataclass_fields__")
+        else "a pydantic model"
+        if hasattr(cls, "model_fields")
+        else "a class"
+    )
+    return (
+        f"Graph({cls.__name__}): {cls.__name__} is {kind}, and plait's state is a TypedDict or a "
+        "StateSchema (channels of JSON data that nodes read as a mapping, state['key']). Declare "
+        f"`class {cls.__name__}(TypedDict)` with the same fields (reducers as Annotated[T, reducer], "
+        "starting values as Default(...)), or build one with StateSchema.builder().add(...)"
+    )
+
+
+def _is_function_reducer(reducer: Any) -> bool:
+    return reducer is not None and not (
+        isinstance(reducer, Reducer) or (isinstance(reducer, type) and issubclass(reducer, Reducer))
+    )
+
+
+def _empty_of(declared: Any) -> Any:
+    """``T()`` as JSON data for the types that have one (``list[int]`` -> ``[]``), else no default."""
+    return _EMPTY.get(get_origin(declared) or declared, NO_DEFAULT)
 
 
 @dataclass(slots=True)

@@ -1,0 +1,52 @@
+"""``update_state(thread, values, checkpoint_id=C)``: a new branch of the same thread from a
+past checkpoint. The history follows it; the old branch stays readable by id; on every
+backend, with and without ``as_node``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, TypedDict
+
+import pytest
+
+from plait import END, START, AppendList, Checkpointer, CheckpointNotFoundError, Graph
+
+
+class State(TypedDict):
+    log: Annotated[list, AppendList()]
+
+
+def graph() -> Graph:
+    g = Graph(State).add_node("a", lambda s: {"log": ["a"]}).add_node("b", lambda s: {"log": ["b"]})
+    return g.add_edge(START, "a").add_edge("a", "b").add_edge("b", END)
+
+
+def test_an_update_of_a_past_checkpoint_branches_the_thread(make_saver: Callable[..., Checkpointer]) -> None:
+    app = graph().compile(make_saver())
+    app.invoke({"log": ["in"]}, thread_id="t")
+    old = app.get_state_history("t")
+    after_a = next(h for h in old if h.values["log"] == ["in", "a"])
+    new_id = app.update_state("t", {"log": ["edited"]}, checkpoint_id=after_a.checkpoint_id)
+    head = app.get_state("t")
+    assert head.checkpoint_id == new_id and head.parent_id == after_a.checkpoint_id
+    assert head.values["log"] == ["in", "a", "edited"] and head.next == ("b",)  # what after_a had next
+    assert app.invoke(None, thread_id="t")["log"] == ["in", "a", "edited", "b"]
+    history = [h.checkpoint_id for h in app.get_state_history("t")]
+    assert new_id in history and old[0].checkpoint_id not in history  # the history follows the new branch
+    assert app.get_state("t", old[0].checkpoint_id).values["log"] == ["in", "a", "b"]  # the old one stays
+
+
+def test_as_node_works_on_a_past_checkpoint(make_saver: Callable[..., Checkpointer]) -> None:
+    app = graph().compile(make_saver())
+    app.invoke({}, thread_id="t")
+    first = app.get_state_history("t")[-1]  # the input checkpoint: "a" was next
+    app.update_state("t", {"log": ["a by hand"]}, as_node="a", checkpoint_id=first.checkpoint_id)
+    assert app.get_state("t").next == ("b",)
+    assert app.invoke(None, thread_id="t")["log"] == ["a by hand", "b"]
+
+
+def test_an_unknown_checkpoint_is_not_found(make_saver: Callable[..., Checkpointer]) -> None:
+    app = graph().compile(make_saver())
+    app.invoke({}, thread_id="t")
+    with pytest.raises(CheckpointNotFoundError):
+        app.update_state("t", {"log": ["x"]}, checkpoint_id="0" * 32)
