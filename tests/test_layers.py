@@ -145,3 +145,13 @@ def test_no_module_is_over_the_size_budget() -> None:
 
 _BEING_SPLIT: set[str] = set()
 """The modules being split in the house issue (17); this set only shrinks."""
+
+
+def test_no_two_test_files_share_a_name() -> None:
+    """pytest imports test files by basename (the test folders are not packages): a second
+    ``test_schema.py`` elsewhere stops the collection of the first."""
+    seen: dict[str, str] = {}
+    tests = SRC.parent.parent / "tests"
+    for path in sorted(tests.rglob("test_*.py")):
+        other = seen.setdefault(path.name, str(path.relative_to(tests)))
+        assert other == str(path.relative_to(tests)), f"{other} and {path.relative_to(tests)} share a name"
