@@ -28,7 +28,7 @@ _lock = threading.Lock()
 _signal: Any = getattr(signal, "_signal", signal)
 """The C module behind :mod:`signal`: its functions take and return handlers as they are,
 where the wrappers first try to turn each into an enum, which fails (an exception) for a
-function: about 3 µs a call, and a sync call makes four."""
+function, at a cost a sync call would pay four times (figures in docs/benchmarks.md)."""
 
 
 def _loop() -> asyncio.AbstractEventLoop:
@@ -47,8 +47,8 @@ class _Interrupt:
     and a run releases its lease), a second one raises KeyboardInterrupt where the code is.
 
     Not ``asyncio.Runner`` itself: Python 3.11's formats its task (``repr``, coroutine and
-    frame included) whenever it puts the default handler back, about 20 µs per call; this
-    handler's ``repr`` is a constant.
+    frame included) whenever it puts the default handler back, on every call; this handler's
+    ``repr`` is a constant.
     """
 
     __slots__ = ("count", "loop", "task")

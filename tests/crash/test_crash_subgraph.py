@@ -81,5 +81,9 @@ def test_a_kill_inside_a_subgraph_resumes_inside_it_without_repeating_finished_s
     again = sorted(task for task, times in started.items() if times > 1)
     if durability == "sync":  # every step is stored before the next starts: only the killed tasks ran twice
         assert len(started) == 1 + steps + 1 and len(again) == len(kills), started
-    else:  # a step whose commit had not returned is planned again, under new task ids
-        assert len(again) <= len(kills) and len(started) <= 1 + steps + 1 + len(kills), started
+    else:
+        # Steps whose group commit had not returned when the kill landed (there may be several
+        # queued behind the one in flight) are planned again, under new task ids: how many
+        # depends on the moment, so only the laws hold: no task seen finished ran again (above),
+        # the messages are exact (above), and each kill re-ran at most the task it cut off.
+        assert len(again) <= len(kills), started

@@ -163,6 +163,7 @@ def test_svg_boxes_do_not_overlap() -> None:
             assert r is not None
             x, y, w, h = (float(r.get(k, "0")) for k in ("x", "y", "width", "height"))
             boxes.append((x, y, x + w, y + h))
+    assert len(boxes) == len(agent_spec().nodes) + 2  # a box per node, START and END: none would check nothing
     for i, a in enumerate(boxes):
         for b in boxes[i + 1 :]:
             assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], (a, b)

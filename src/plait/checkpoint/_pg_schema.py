@@ -206,7 +206,7 @@ PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
     # The usual commit (a run's step: its fence and its checkpoint row, nothing else; a
     # run's last step also gives its lease back) as one call: one statement, which psycopg
     # prepares after a few uses, where the two statements sent as one query were parsed and
-    # planned at every step (~80 µs of server time here).
+    # planned at every step.
     4: (
         """CREATE OR REPLACE FUNCTION {P}put_checkpoint(
             f_ns text, f_tid text, f_owner text, f_check_head boolean, f_expect text, f_own text, f_parent text,
@@ -279,8 +279,8 @@ PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
     # The usual commit again, with the checks of fence() and require_parent() written into
     # it instead of called: each nested call of a plpgsql function is a query of its own
-    # (put_checkpoint() -> fence() -> the six-argument fence() and require_parent()), 20-25
-    # µs of server time per commit here, 5-6 % of a commit. A commit that checks the head
+    # (put_checkpoint() -> fence() -> the six-argument fence() and require_parent()), a few
+    # per cent of a commit's server time. A commit that checks the head
     # (update_state) still calls fence(), which has that check.
     5: (_PUT_CHECKPOINT_5,),
     # A fence that can also require the expected head to have no pending writes (f_quiet:

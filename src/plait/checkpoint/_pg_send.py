@@ -123,8 +123,8 @@ class Fusion:
 class Cursors:
     """One reusable cursor per pooled connection, for the one-statement commit.
 
-    ``conn.execute()`` builds a cursor (and its adapters map) per call, about 15 µs of CPU
-    and 20 µs of wall time per commit here, as much as the fence's checks on the server. A
+    ``conn.execute()`` builds a cursor (and its adapters map) per call, which costs a commit
+    as much as the fence's checks on the server. A
     connection is used by one thread at a time (the pool lends it), so its cursor is too.
     Entries of closed connections are dropped when a new one is added.
     """

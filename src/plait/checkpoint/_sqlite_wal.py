@@ -2,9 +2,9 @@
 the log file already has instead of growing it.
 
 Why: on a journaling file system (ext4 here) ``fdatasync`` of a write that grows a file must
-also commit the new size to the journal: a second flush. Measured on this project's machine,
-an fsync'd append costs 300-450 µs against 140-280 µs for the same bytes written over blocks
-that already hold data (zeros written and synced once), and a WAL-mode commit is exactly such
+also commit the new size to the journal: a second flush, so an fsync'd append costs about
+twice what the same bytes written over blocks that already hold data cost (zeros written and
+synced once; figures in docs/benchmarks.md), and a WAL-mode commit is exactly such
 an append: SQLite writes its frames at the end of the ``-wal`` file and fsyncs it. The log only
 stops growing once a checkpoint resets it, about 4 MB later, and it is deleted when the last
 connection closes, so every process that opens the database pays the growing rate for its
@@ -73,8 +73,8 @@ class WalReserve:
         fd = self._fd
         if fd is not None:
             try:
-                # The size by lseek, not fstat: measured here, an fstat of the log makes the
-                # next commit's fsync 60-100 µs slower (the file system then records a change
+                # The size by lseek, not fstat: an fstat of the log makes the next commit's
+                # fsync slower (the file system then records a change
                 # of the inode with the next write), where lseek costs nothing of the kind.
                 if os.lseek(fd, 0, os.SEEK_END) == self._end:
                     return

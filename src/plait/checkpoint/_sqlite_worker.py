@@ -36,8 +36,8 @@ class Worker:
     """A thread that owns one connection and runs jobs from a queue, in order.
 
     A job may also run on the caller's thread (:meth:`inline`) when the worker is idle: a
-    round trip to the worker and back costs two thread wake-ups (about 80-250 µs on a small
-    virtual machine, as much as an fsync), which a lone caller waiting for the result gains
+    round trip to the worker and back costs two thread wake-ups (on a small virtual machine
+    as much as an fsync), which a lone caller waiting for the result gains
     nothing from. The connection's lock keeps the two paths from ever using it at once.
     """
 

@@ -307,7 +307,7 @@ class PostgresCheckpointer(SqlCheckpointer):
                     else:
                         # getconn/putconn, not pool.connection(): its context (a generator and
                         # the connection's own commit-on-exit, a no-op in autocommit) costs
-                        # ~10 µs a commit; send() leaves no transaction open, and putconn()
+                        # something on every commit; send() leaves no transaction open, and putconn()
                         # rolls back and warns if one ever were.
                         conn = self._pool.getconn()
                         try:
@@ -366,8 +366,8 @@ class PostgresCheckpointer(SqlCheckpointer):
         """Run a blocking job on a query thread, or on the caller's thread when nothing else
         can be kept waiting by it.
 
-        A hop to a query thread and back costs two thread wake-ups (80-250 µs on a small
-        virtual machine, about a round trip to the server), which a lone caller waiting for
+        A hop to a query thread and back costs two thread wake-ups (on a small virtual
+        machine about a round trip to the server), which a lone caller waiting for
         the answer gains nothing from. So a call of the sync facade (a loop of its own, with
         nothing else ready on it) runs the job right here when no other job of this
         checkpointer is running (a pooled connection is then free). An async caller's loop

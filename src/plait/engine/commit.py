@@ -34,12 +34,12 @@ class Committer:
 
     def __init__(
         self,
-        saver: Checkpointer,
+        checkpointer: Checkpointer,
         on_commit: Callable[[Sequence[CheckpointWrite]], None] | None = None,
         guard: Callable[[], None] | None = None,
         fence: Fence | None = None,
     ) -> None:
-        self.saver = saver
+        self.checkpointer = checkpointer
         self.on_commit = on_commit
         self.guard = guard
         """Called before every commit; raises to refuse it (the run lost its lease)."""
@@ -83,7 +83,7 @@ class Committer:
         try:
             if self.guard is not None:
                 self.guard()
-            await self.saver.acommit(checkpoints=cps, writes=ws, fence=fence)
+            await self.checkpointer.acommit(checkpoints=cps, writes=ws, fence=fence)
         except BaseException as exc:
             self._error = exc
             self._checkpoints, self._writes = [], []

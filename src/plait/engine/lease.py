@@ -21,11 +21,11 @@ LostHandler = Callable[[BaseException], None]
 """Told why a renewal failed (a LeaseLostError, or the store's own failure)."""
 
 
-def renews_off_loop(saver: Checkpointer | None) -> bool:
-    """Whether a run on ``saver`` renews its lease from a plain thread, leaving the event
+def renews_off_loop(checkpointer: Checkpointer | None) -> bool:
+    """Whether a run on ``checkpointer`` renews its lease from a plain thread, leaving the event
     loop free to be blocked by a lone sync node run inline: when the backend declares that
     its methods work from any loop (:attr:`Capabilities.any_loop`)."""
-    return saver is None or saver.capabilities.any_loop
+    return checkpointer is None or checkpointer.capabilities.any_loop
 
 
 class LeaseRenewer:
@@ -40,14 +40,14 @@ class LeaseRenewer:
     """
 
     def __init__(
-        self, saver: Checkpointer, lease: Lease, on_lost: LostHandler, *, loop: asyncio.AbstractEventLoop
+        self, checkpointer: Checkpointer, lease: Lease, on_lost: LostHandler, *, loop: asyncio.AbstractEventLoop
     ) -> None:
-        self.saver: Checkpointer | None = saver
+        self.checkpointer: Checkpointer | None = checkpointer
         """None once stopped: a renewer waiting in the renewal thread's queue keeps nothing
         of a finished run alive."""
         self.lease = lease
         self.on_lost: LostHandler | None = on_lost
-        self.period = max(saver.lease_ttl / 3, 0.02)
+        self.period = max(checkpointer.lease_ttl / 3, 0.02)
         self.renewals = 0
         """How many renewals succeeded (tests wait on it rather than on the clock)."""
         self._task: asyncio.Task[None] | None = None
@@ -56,7 +56,7 @@ class LeaseRenewer:
         """Held through a renewal from the renewal thread, and by :meth:`stop`: a renewal in
         flight when the run ends finishes before the run releases its lease, so it cannot
         land after the release."""
-        if renews_off_loop(saver):
+        if renews_off_loop(checkpointer):
             _RenewalThread.get().add(self)
         else:
             self._task = loop.create_task(self._renew())
@@ -65,10 +65,10 @@ class LeaseRenewer:
         try:
             while True:
                 await asyncio.sleep(self.period)
-                saver = self.saver
-                if saver is None:
+                checkpointer = self.checkpointer
+                if checkpointer is None:
                     return
-                self.lease = await saver.arenew_lease(self.lease)
+                self.lease = await checkpointer.arenew_lease(self.lease)
                 self.renewals += 1
         except asyncio.CancelledError:
             raise
@@ -79,11 +79,11 @@ class LeaseRenewer:
         """Renew once from the renewal thread (``loop`` is that thread's own); False when
         the renewal failed or the run is over, which ends this renewer."""
         with self._renewing:
-            saver = self.saver
-            if saver is None:
+            checkpointer = self.checkpointer
+            if checkpointer is None:
                 return False
             try:
-                self.lease = loop.run_until_complete(saver.arenew_lease(self.lease))
+                self.lease = loop.run_until_complete(checkpointer.arenew_lease(self.lease))
             except Exception as exc:
                 self._lost(exc)
                 return False
@@ -99,7 +99,7 @@ class LeaseRenewer:
         """End the renewals; returns once no renewal of this run is in flight."""
         with self._renewing:
             self.stopped = True
-            self.saver = None
+            self.checkpointer = None
             self.on_lost = None
         if self._task is not None:
             self._task.cancel()
