@@ -86,6 +86,8 @@ def check_commit(checkpoints: Sequence[CheckpointWrite], writes: Sequence[Writes
         InvalidRecordError: a field is not of the type its record declares.
     """
     for cw in checkpoints:
+        if cw.checked:  # a run's step checkpoint: see CheckpointWrite.checked
+            continue
         cp = cw.checkpoint
         ids = (cp.thread_id, cp.namespace, cp.id, cp.parent_id or "")
         if not (_STR.issuperset(map(type, ids)) and _plain("".join(ids))) or max(map(len, ids)) > MAX_ID_BYTES:

@@ -216,6 +216,12 @@ class CheckpointWrite:
     folds_parent_writes: bool = False
     """Delete the parent's pending writes in the same transaction: this checkpoint is the
     completed super-step they belonged to."""
+    checked: bool = False
+    """Whether the record's ids and fields are known to pass the rules a commit checks, so
+    that a backend need not check them again. The engine sets it on a run's step checkpoints
+    alone: their thread and namespace are the run's, checked when it took its lease or
+    stored its first checkpoint, and every other field is made by the engine (ids, versions,
+    tasks, plait's metadata keys). Anything else built elsewhere leaves it False."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -44,18 +44,22 @@ class Durable:
         """The run continues from ``head``, which is stored."""
         self.persisted_id = head.id
 
-    def store(self, cp: Checkpoint, changed: set[str], *, folds: bool) -> None:
-        """Queue ``cp`` for commit."""
+    def store(self, cp: Checkpoint, changed: set[str], *, folds: bool, checked: bool = False) -> None:
+        """Queue ``cp`` for commit (``checked``: see :attr:`CheckpointWrite.checked`)."""
         self.current = cp
         self.rest = "stale" if cp.next_tasks else "idle"
         self.committer.submit(
-            checkpoint=CheckpointWrite(checkpoint=cp, changed=frozenset(changed), folds_parent_writes=folds)
+            checkpoint=CheckpointWrite(
+                checkpoint=cp, changed=frozenset(changed), folds_parent_writes=folds, checked=checked
+            )
         )
         self.persisted_id = cp.id
 
     async def store_step(self, cp: Checkpoint, changed: set[str], *, folds: bool) -> None:
-        """Store a step's checkpoint (the loop's one call per step)."""
-        self.store(cp, changed, folds=folds)
+        """Store a step's checkpoint (the loop's one call per step). A step checkpoint is
+        :attr:`~plait.checkpoint.model.CheckpointWrite.checked`: the engine made every field
+        of it, on a thread whose ids were checked before the run's first write."""
+        self.store(cp, changed, folds=folds, checked=True)
 
     async def persist_current(self, cur: Checkpoint | None = None) -> None:
         """Make sure ``cur`` (by default the newest checkpoint) is stored or queued: a
@@ -78,7 +82,7 @@ class _Sync(Durable):
         self.persisted_id = cp.id
         self.rest = "stale" if cp.next_tasks else "idle"
         await self.committer.commit_now(
-            CheckpointWrite(checkpoint=cp, changed=frozenset(changed), folds_parent_writes=folds)
+            CheckpointWrite(checkpoint=cp, changed=frozenset(changed), folds_parent_writes=folds, checked=True)
         )
 
     async def sync_point(self) -> None:
@@ -96,7 +100,7 @@ class _Exit(Durable):
         self._folds = False
         """Whether a skipped checkpoint folded its parent's pending writes."""
 
-    def store(self, cp: Checkpoint, changed: set[str], *, folds: bool) -> None:
+    def store(self, cp: Checkpoint, changed: set[str], *, folds: bool, checked: bool = False) -> None:
         self.current = cp
         self.rest = "stale" if cp.next_tasks else "idle"
         self._unpersisted |= changed

@@ -29,7 +29,7 @@ Sink = Callable[[str, Any], None]
 class Emitter:
     """The stream of one run: ``values``, ``updates``, ``events`` and ``custom`` items."""
 
-    __slots__ = ("events", "loop", "modes", "sink")
+    __slots__ = ("active", "events", "loop", "modes", "sink")
 
     def __init__(self, sink: Sink | None, modes: frozenset[str], loop: asyncio.AbstractEventLoop) -> None:
         self.sink = sink
@@ -37,11 +37,8 @@ class Emitter:
         self.loop = loop
         self.events = sink is not None and "events" in modes
         """Whether event records are wanted (tested on the hot path before building one)."""
-
-    @property
-    def active(self) -> bool:
+        self.active = sink is not None
         """Whether anything is streamed at all."""
-        return self.sink is not None
 
     def event(self, event: Any) -> None:
         if self.events:

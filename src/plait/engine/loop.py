@@ -362,7 +362,7 @@ class Run:
         hold = self.hold
         if hold is not None and hold.error is not None:
             raise hold.error
-        tasks, held = hold_deferred(self.spec, tasks)
+        tasks, held = hold_deferred(self.spec, tasks) if self.spec.defers else (tasks, ())
         inputs = read_pending(pending, self.spec.schema) if pending else StepInputs()
         results = inputs.results
         to_run = [t for t in tasks if t.id not in results]
@@ -486,7 +486,8 @@ class Run:
         store = self.store
         cid = new_checkpoint_id(after=cur.id) if store is not None else f"{self.run_id}.{cur.step + 1}"
         next_tasks, barriers = plan_next(self.spec, cid, [(t, results[t.id][1]) for t in tasks], cur.barriers)
-        next_tasks = with_held(next_tasks, held)
+        if held:
+            next_tasks = with_held(next_tasks, held)
         if store is None:
             return bare_checkpoint(cid, cur, next_tasks, barriers), next_tasks
         new = self._checkpoint(

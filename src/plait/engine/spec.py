@@ -85,6 +85,11 @@ class GraphSpec:
         return fingerprint(self.describe())
 
     @functools.cached_property
+    def defers(self) -> bool:
+        """Whether any node is deferred (most graphs have none, and skip holding tasks back)."""
+        return any(n.defer for n in self.nodes.values())
+
+    @functools.cached_property
     def reducer_specs(self) -> Mapping[str, Any]:
         """Each channel's reducer spec, as checkpoint metadata records them (shared by every
         checkpoint of the graph: never mutate it)."""

@@ -16,7 +16,7 @@ from typing import Any
 from plait._codec import fingerprint, freeze
 from plait._frozen import FrozenDict, thaw
 from plait.errors import InvalidUpdateError, ReducerError
-from plait.state.reducers import NO_DEFAULT, AppendList, Reducer, is_overwrite, overwritten
+from plait.state.reducers import NO_DEFAULT, OVERWRITE_KEY, AppendList, Reducer, is_overwrite, overwritten
 from plait.state.schema import StateSchema
 
 __all__ = ["RunState", "StateSnapshot", "StateUpdated", "Subscriber"]
@@ -318,7 +318,7 @@ class RunState:
 def _fold_one(reducer: Reducer, key: str, current: Any, incoming: Any, node: str | None) -> Any:
     """One frozen write folded into ``current`` (NO_DEFAULT: the channel has no value yet)."""
     try:
-        if is_overwrite(incoming):
+        if isinstance(incoming, dict) and len(incoming) == 1 and OVERWRITE_KEY in incoming:  # is_overwrite, inline
             new = overwritten(reducer, incoming, key)
         elif current is NO_DEFAULT:
             new = reducer.first(incoming, key)
