@@ -147,9 +147,23 @@ _BEING_SPLIT: set[str] = set()
 """The modules being split in the house issue (17); this set only shrinks."""
 
 
+def test_every_test_folder_is_a_package() -> None:
+    """pytest imports a test file by its dotted name (``tests.cli.test_json``) only while every
+    folder above it has an ``__init__.py``; in a folder without one it falls back to the bare
+    name, where a second ``test_schema.py`` stops the collection of the first, and the
+    folder's ``from ._helpers import ...`` fails. mypy names the modules the same way."""
+    tests = SRC.parent.parent / "tests"
+    bare = sorted(
+        str(d.relative_to(tests)) or "."
+        for d in [tests, *tests.rglob("*")]
+        if d.is_dir() and any(d.glob("*.py")) and not (d / "__init__.py").exists()
+    )
+    assert not bare, f"test folders without an __init__.py: {bare}"
+
+
 def test_no_two_test_files_share_a_name() -> None:
-    """pytest imports test files by basename (the test folders are not packages): a second
-    ``test_schema.py`` elsewhere stops the collection of the first."""
+    """A test file's name means one file, in ``-k``, in tracebacks and for the subprocesses that
+    import a test module by its bare name from its folder (test_state_properties.py does)."""
     seen: dict[str, str] = {}
     tests = SRC.parent.parent / "tests"
     for path in sorted(tests.rglob("test_*.py")):

@@ -1,8 +1,8 @@
 """Helpers shared by the SQL backend tests (test_sqlite.py, test_postgres.py, ...).
 
-A plain module, imported as ``_backend_helpers``: this folder has no ``__init__.py``, so
-pytest's default import mode (prepend) puts the folder on ``sys.path`` before importing the
-test modules in it, and mypy resolves it the same way.
+Tests import it as ``from ._backend_helpers import ...`` (the test folders are packages).
+The writer processes of test_sqlite_wal.py import it by its bare name, this folder on their
+``sys.path``: so it imports nothing relatively itself.
 """
 
 from __future__ import annotations
@@ -117,8 +117,8 @@ class Backend:
                 return conn.execute(statement.replace("%s", "?").replace("{P}", "plait_"), params).fetchall()
         import psycopg
 
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            cur = conn.execute(statement.replace("{P}", f'"{self.schema}".plait_'), params or None)
+        with psycopg.connect(self.dsn, autocommit=True) as pg:
+            cur = pg.execute(statement.replace("{P}", f'"{self.schema}".plait_'), params or None)
             return cur.fetchall() if cur.description else []
 
 

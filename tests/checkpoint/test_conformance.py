@@ -195,36 +195,58 @@ class _Tracked(MemoryCheckpointer):
 class _ForgetsUnchanged(MemoryCheckpointer):
     """Stores only the changed channels and forgets to inherit the rest."""
 
-    async def acommit(self, *, checkpoints: Sequence[CheckpointWrite] = (), writes: Sequence[WritesBatch] = ()) -> None:
+    async def acommit(
+        self,
+        *,
+        checkpoints: Sequence[CheckpointWrite] = (),
+        writes: Sequence[WritesBatch] = (),
+        fence: Fence | None = None,
+    ) -> None:
         slim = []
         for cw in checkpoints:
             cp = cw.checkpoint
             if cp.parent_id is not None:
                 cp = replace(cp, values={k: v for k, v in cp.values.items() if k in cw.changed})
             slim.append(replace(cw, checkpoint=cp))
-        await super().acommit(checkpoints=slim, writes=writes)
+        await super().acommit(checkpoints=slim, writes=writes, fence=fence)
 
 
 class _IgnoresFold(MemoryCheckpointer):
-    async def acommit(self, *, checkpoints: Sequence[CheckpointWrite] = (), writes: Sequence[WritesBatch] = ()) -> None:
-        await super().acommit(checkpoints=[replace(cw, folds_parent_writes=False) for cw in checkpoints], writes=writes)
+    async def acommit(
+        self,
+        *,
+        checkpoints: Sequence[CheckpointWrite] = (),
+        writes: Sequence[WritesBatch] = (),
+        fence: Fence | None = None,
+    ) -> None:
+        await super().acommit(
+            checkpoints=[replace(cw, folds_parent_writes=False) for cw in checkpoints], writes=writes, fence=fence
+        )
 
 
 class _AnyoneGetsTheLease(MemoryCheckpointer):
-    async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> None:
+    async def atake_lease(  # type: ignore[override]  # broken on purpose: no lease, and no refusal either
+        self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None
+    ) -> None:
         return None
 
 
 class _NotAtomic(MemoryCheckpointer):
     """Encodes and stores checkpoint by checkpoint: a failure leaves the first ones behind."""
 
-    async def acommit(self, *, checkpoints: Sequence[CheckpointWrite] = (), writes: Sequence[WritesBatch] = ()) -> None:
+    async def acommit(
+        self,
+        *,
+        checkpoints: Sequence[CheckpointWrite] = (),
+        writes: Sequence[WritesBatch] = (),
+        fence: Fence | None = None,
+    ) -> None:
         for cw in checkpoints:
             canonical(dict(cw.checkpoint.values))
-            await super().acommit(checkpoints=[cw])
+            await super().acommit(checkpoints=[cw], fence=fence)
         for batch in writes:
             canonical([w.to_json() for w in batch.writes])
-            await super().acommit(writes=[batch])
+            await super().acommit(writes=[batch], fence=fence)
 
 
 class _MutableValues(MemoryCheckpointer):
@@ -249,13 +271,20 @@ class _PrunesOneTooFew(MemoryCheckpointer):
 class _FoldsCase(MemoryCheckpointer):
     """Thread ids compared case-insensitively, like files on a case-insensitive disk."""
 
-    async def acommit(self, *, checkpoints: Sequence[CheckpointWrite] = (), writes: Sequence[WritesBatch] = ()) -> None:
+    async def acommit(
+        self,
+        *,
+        checkpoints: Sequence[CheckpointWrite] = (),
+        writes: Sequence[WritesBatch] = (),
+        fence: Fence | None = None,
+    ) -> None:
         await super().acommit(
             checkpoints=[
                 replace(cw, checkpoint=replace(cw.checkpoint, thread_id=cw.checkpoint.thread_id.lower()))
                 for cw in checkpoints
             ],
             writes=[replace(b, thread_id=b.thread_id.lower()) for b in writes],
+            fence=fence,
         )
 
     async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
@@ -350,8 +379,8 @@ class _FencesEachNamespace(MemoryCheckpointer):
 
 
 class _OldestThreadFirst(MemoryCheckpointer):
-    async def alist_threads(self, *, namespace: str | None = None) -> list[ThreadInfo]:
-        return list(reversed(await super().alist_threads(namespace=namespace)))
+    async def alist_threads(self, *, namespace: str | None = None, **filters: Any) -> list[ThreadInfo]:
+        return list(reversed(await super().alist_threads(namespace=namespace, **filters)))
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,6 @@ from typing import Any
 
 import orjson
 import pytest
-from _backend_helpers import RowStore as Store
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,6 +28,8 @@ from plait.checkpoint._records import RecordError
 from plait.checkpoint.file import FileCheckpointer
 from plait.checkpoint.model import Checkpoint, Task
 from plait.errors import CheckpointCorruptError, StoreVersionError
+
+from ._backend_helpers import RowStore as Store
 
 FUZZ = settings(
     max_examples=150,
@@ -65,7 +66,7 @@ def _mutated(base: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
 
     @st.composite
     def mutate(draw: Any) -> dict[str, Any]:
-        out = orjson.loads(orjson.dumps(base))
+        out: dict[str, Any] = orjson.loads(orjson.dumps(base))
         for _ in range(draw(st.integers(1, 3))):
             target: Any = out
             while isinstance(target, dict | list) and target and draw(st.booleans()):
@@ -239,7 +240,7 @@ def test_sql_rows_of_any_shape_read_as_corrupt(rows: list[Any], blobs: list[Any]
                 "VALUES ('', 't', 'c2', ?, ?, ?, ?)",
                 (task_id, kind, key, value),
             )
-    reads = [
+    reads: list[Callable[[], object]] = [
         lambda: store.get(None),
         lambda: store.get("c1"),
         lambda: store.get("c2"),

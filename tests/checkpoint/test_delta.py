@@ -248,7 +248,8 @@ def test_unresolved_names_the_first_missing_link_of_each_chain() -> None:
 
 def _path(rows: dict[str, tuple[str | None, bytes]], key: str) -> int:
     """Rows read to replay ``key``: it, its bases, down to a full value."""
-    n, cursor = 0, key
+    n = 0
+    cursor: str | None = key
     while cursor is not None:
         n, cursor = n + 1, rows[cursor][0]
     return n

@@ -12,13 +12,14 @@ from typing import Any
 
 import orjson
 import pytest
-from _backend_helpers import Backend, make
 
 from plait import END, START, AppendList, Command, Graph, StateSchema, interrupt
 from plait.checkpoint._file_format import file_stem
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.file import FileCheckpointer
 from plait.errors import CheckpointCorruptError
+
+from ._backend_helpers import Backend, make
 
 Edit = Callable[[dict[str, Any]], None]
 """Changes a stored checkpoint record (a SQL body, or a file's checkpoint record) in place."""

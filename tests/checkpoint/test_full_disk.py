@@ -23,7 +23,6 @@ from typing import Any
 
 import orjson
 import pytest
-from _backend_helpers import make, same
 
 from plait.checkpoint._file_format import file_stem
 from plait.checkpoint.base import Checkpointer
@@ -31,6 +30,8 @@ from plait.checkpoint.file import FileCheckpointer
 from plait.checkpoint.model import Checkpoint
 from plait.checkpoint.sqlite import SqliteCheckpointer
 from plait.errors import CheckpointError
+
+from ._backend_helpers import make, same
 
 pytestmark = pytest.mark.timeout(120)
 

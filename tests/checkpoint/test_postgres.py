@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _backend_helpers import append_chat, make, same
 
 from plait._codec import canonical
 from plait.checkpoint._sql_schema import SCHEMA_VERSION
@@ -24,6 +23,8 @@ from plait.errors import (
     StoreVersionError,
     ThreadBusyError,
 )
+
+from ._backend_helpers import append_chat, make, same
 
 pytestmark = pytest.mark.postgres
 psycopg = pytest.importorskip("psycopg")
@@ -403,7 +404,7 @@ def test_only_sync_facade_calls_run_on_the_callers_thread(store: tuple[str, str]
         ran_on.append(threading.get_ident())
         return original(fn, **kw)
 
-    cp._transaction = spy  # type: ignore[method-assign]
+    cp._transaction = spy
 
     async def lone() -> int:
         await cp.aget("t")

@@ -15,12 +15,13 @@ from typing import Any
 
 import orjson
 import pytest
-from _backend_helpers import Backend, make, read_back_all, same
 
 from plait.checkpoint._sql_commit import INLINE_MAX
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.model import Checkpoint
 from plait.errors import CheckpointCorruptError
+
+from ._backend_helpers import Backend, make, read_back_all, same
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

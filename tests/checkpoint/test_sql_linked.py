@@ -14,12 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _backend_helpers import Backend, append_chat, make, read_back_all, same
 
 from plait._codec import canonical, freeze
 from plait._frozen import FrozenList
 from plait.checkpoint import delta
 from plait.checkpoint.model import Checkpoint
+
+from ._backend_helpers import Backend, append_chat, make, read_back_all, same
 
 STEPS = 100
 
@@ -46,7 +47,8 @@ def chains(backend: Backend) -> dict[str, str | None]:
 
 
 def path_length(links: dict[str, str | None], cid: str) -> int:
-    n, cursor = 0, cid
+    n = 0
+    cursor: str | None = cid
     while cursor is not None:
         n, cursor = n + 1, links[cursor]
     return n

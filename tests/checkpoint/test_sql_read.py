@@ -18,7 +18,6 @@ from unittest import mock
 
 import orjson
 import pytest
-from _backend_helpers import RowStore as Store
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,6 +30,8 @@ from plait.checkpoint._sqlite_worker import transaction as _transaction
 from plait.checkpoint.model import Checkpoint
 from plait.checkpoint.sqlite import _DIALECT
 from plait.errors import CheckpointCorruptError
+
+from ._backend_helpers import RowStore as Store
 
 Draw = Callable[[st.SearchStrategy[Any]], Any]
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import orjson
 import pytest
-from _backend_helpers import Backend, make, same
 
 from plait import END, START, AppendList, Graph, StateSchema, ThreadBusyError
 from plait.checkpoint._records import encode_body, encode_json
@@ -21,6 +20,8 @@ from plait.checkpoint._sql import SqlCore
 from plait.checkpoint._sql_schema import SCHEMA_VERSION
 from plait.checkpoint.model import Checkpoint, PendingWrite, Task
 from plait.errors import StoreVersionError
+
+from ._backend_helpers import Backend, make, same
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -44,7 +45,7 @@ def _build(backend: Backend, version: int) -> None:
 
         from plait.checkpoint.postgres import _dialect
 
-        with psycopg.connect(backend.dsn) as conn, conn.cursor() as cur:
+        with psycopg.connect(backend.dsn) as pg, pg.cursor() as cur:
             cur.execute(f'CREATE SCHEMA IF NOT EXISTS "{backend.schema}"')
             SqlCore(_dialect(backend.schema), "old store").migrate(cur, target=version)
 

@@ -16,7 +16,6 @@ from typing import Any
 
 import orjson
 import pytest
-from _backend_helpers import append_chat, make, same
 
 from plait._codec import canonical, freeze
 from plait._frozen import FrozenDict, FrozenList
@@ -34,6 +33,8 @@ from plait.errors import (
     StoreVersionError,
     ThreadBusyError,
 )
+
+from ._backend_helpers import append_chat, make, same
 
 
 @pytest.fixture

@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _backend_helpers import make, same
 
 from plait.checkpoint import _sqlite_wal
 from plait.checkpoint._sqlite_wal import WalReserve
 from plait.checkpoint.model import Checkpoint
 from plait.checkpoint.sqlite import SqliteCheckpointer
+
+from ._backend_helpers import make, same
 
 
 def _frames_end(wal: Path) -> int:

@@ -1,9 +1,8 @@
 """What the command-line tests share: the real ``plait`` console script, run in a
 subprocess in a fresh folder, its exit code and output checked.
 
-A plain module, imported as ``_cli_support`` (like ``_backend_helpers``): a name no other
-test folder uses, where ``from conftest import ...`` would find whichever folder's conftest
-was imported last.
+A module of its own, imported as ``from ._cli_support import ...``, rather than names in
+conftest.py: pytest imports that for the fixtures, and a test reads what it needs from here.
 
 ``cli`` runs ``.venv/bin/plait`` (the console script pip installed, so the entry point is
 tested too), or ``python -m plait`` where there is none. ``$PLAIT_DB`` is removed from the

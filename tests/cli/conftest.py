@@ -7,7 +7,8 @@ import pathlib
 from typing import Any
 
 import pytest
-from _cli_support import FLOW, SCHEMAS, Cli
+
+from ._cli_support import FLOW, SCHEMAS, Cli
 
 
 @pytest.fixture

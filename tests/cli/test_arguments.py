@@ -7,9 +7,10 @@ from __future__ import annotations
 import os
 
 import pytest
-from _cli_support import Cli, Result
 
 from plait.cli import EXIT_OK, EXIT_USAGE
+
+from ._cli_support import Cli, Result
 
 
 def ran(cli: Cli, thread: str = "t", topic: str = "x") -> None:

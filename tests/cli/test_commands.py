@@ -12,9 +12,10 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 import pytest
-from _cli_support import FLOW
 
 from plait.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, main
+
+from ._cli_support import FLOW
 
 
 @pytest.fixture

@@ -9,9 +9,10 @@ import re
 import shutil
 
 import pytest
-from _cli_support import FLOW, Cli
 
 from plait.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+
+from ._cli_support import FLOW, Cli
 
 DOCS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 

@@ -9,10 +9,11 @@ import queue
 import subprocess
 
 import pytest
-from _cli_support import Cli, command, expect, lines_of
 
 from plait import SqliteCheckpointer
 from plait.cli import EXIT_OK, main
+
+from ._cli_support import Cli, command, expect, lines_of
 
 
 def test_run_numbers_steps_as_history_does(

@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _cli_support import Cli
 
 import plait
 from plait.cli import EXIT_OK
+
+from ._cli_support import Cli
 
 COMMANDS = [
     ("demo",), ("run",), ("resume",), ("update",), ("draw",), ("threads",), ("history",), ("state",), ("diff",),

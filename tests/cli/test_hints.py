@@ -3,9 +3,9 @@ graph, store and namespace that were given, never Python calls."""
 
 from __future__ import annotations
 
-from _cli_support import Cli
-
 from plait.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+
+from ._cli_support import Cli
 
 PYTHON_CALLS = ("invoke(", "list_threads()", "get_state_history()", "update_state", "thread_id=", "setup()")
 

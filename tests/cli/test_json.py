@@ -9,9 +9,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from _cli_support import Cli
 
 from plait.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+
+from ._cli_support import Cli
 
 Validate = Callable[[str, Any], None]
 

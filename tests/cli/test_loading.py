@@ -4,9 +4,10 @@ as part of its package, and any failure to load is one line and exit code 2."""
 from __future__ import annotations
 
 import pytest
-from _cli_support import Cli
 
 from plait.cli import EXIT_OK, EXIT_USAGE
+
+from ._cli_support import Cli
 
 SIBLING_FLOW = """
     from helpers import greet

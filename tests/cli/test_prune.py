@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import os
 
-from _cli_support import Cli
-
 from plait.cli import EXIT_FAILED, EXIT_OK
+
+from ._cli_support import Cli
 
 LOOP = """
     from plait import END, START, AppendList, Graph, StateSchema

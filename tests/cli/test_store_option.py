@@ -7,9 +7,10 @@ import os
 import pathlib
 
 import pytest
-from _cli_support import Cli
 
 from plait.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+
+from ._cli_support import Cli
 
 FORMS = "A --db is a SQLite file (plait.db, sqlite:///relative/path.db"
 

@@ -11,7 +11,8 @@ import time
 import urllib.request
 
 import pytest
-from _cli_support import SCRIPT, Cli
+
+from ._cli_support import SCRIPT, Cli
 
 pytest.importorskip("fastapi", reason="the Studio needs the studio extra: pip install 'plait[studio]'")
 

@@ -9,11 +9,12 @@ import pathlib
 import time
 
 import pytest
-from _cli_support import FLOW
 
 from plait.cli import EXIT_OK, EXIT_USAGE, main
 from plait.cli.arguments import parse_since
 from plait.errors import ArgumentError
+
+from ._cli_support import FLOW
 
 
 @pytest.fixture

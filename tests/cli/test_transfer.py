@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from _cli_support import Cli
 
 from plait.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+
+from ._cli_support import Cli
 
 FANOUT = """
     from plait import END, START, AppendList, Graph, StateSchema

@@ -14,10 +14,11 @@ import threading
 from typing import Any
 
 import pytest
-from _cli_support import FLOW, Cli, command, expect, lines_of
 
 from plait import END, START, AppendList, Graph, SqliteCheckpointer, StateSchema
 from plait.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
+
+from ._cli_support import FLOW, Cli, command, expect, lines_of
 
 
 def test_watch_follows_a_running_thread_until_it_stops(cli: Cli, tmp_path: pathlib.Path) -> None:

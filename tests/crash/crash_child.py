@@ -389,7 +389,8 @@ def open_checkpointer(
         options["schema"] = pg_schema
     else:
         raise ValueError(f"unknown backend {backend!r}")
-    return (_reporting(cls) if reporting else cls)(store, **options)
+    make: Callable[..., Checkpointer] = _reporting(cls) if reporting else cls  # each backend's own arguments
+    return make(store, **options)
 
 
 def _close(saver: Checkpointer) -> None:

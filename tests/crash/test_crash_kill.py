@@ -53,7 +53,7 @@ from plait import Checkpoint, Checkpointer, thaw
 from plait._sync import run_sync
 
 if TYPE_CHECKING:  # for the annotations only: at run time pytest gives them as fixtures
-    from conftest import Launcher, Outcome, Reference, Store
+    from .conftest import Launcher, Outcome, Reference, Store
 
 pytestmark = pytest.mark.slow
 
@@ -449,8 +449,8 @@ def _anchors(store: Store, thread: str) -> int:
     elif store.backend == "postgres":
         import psycopg
 
-        with psycopg.connect(store.reader_location) as conn:
-            rows = conn.execute(SQL_ANCHORS.replace("{P}", f'"{store.pg_schema}".plait_'), (thread,)).fetchall()
+        with psycopg.connect(store.reader_location) as pg:
+            rows = pg.execute(SQL_ANCHORS.replace("{P}", f'"{store.pg_schema}".plait_'), (thread,)).fetchall()
     else:
         return -1
     return int(rows[0][0])

@@ -36,7 +36,7 @@ from plait._sync import run_sync
 from plait.errors import ThreadBusyError
 
 if TYPE_CHECKING:  # for the annotations only: at run time pytest gives them as fixtures
-    from conftest import Launcher, Outcome, Reference
+    from .conftest import Launcher, Outcome, Reference
 
 pytestmark = pytest.mark.slow
 
@@ -348,7 +348,7 @@ def test_a_lease_taken_just_before_the_server_crashes_is_never_given_out_again(
     first.close()
     private_postgres.restart()  # at once: nothing else was written to flush them along
     with psycopg.connect(private_postgres.dsn) as conn:
-        rows = dict(conn.execute(f'SELECT thread_id, gen FROM "{schema}".plait_threads').fetchall())
+        rows: dict[str, int] = dict(conn.execute(f'SELECT thread_id, gen FROM "{schema}".plait_threads').fetchall())
     assert rows == {lease.thread_id: lease.token for lease in taken}
     later = PostgresCheckpointer(private_postgres.dsn, schema=schema, lease_ttl=30)
     try:

@@ -19,7 +19,7 @@ import pytest
 from plait._sync import run_sync
 
 if TYPE_CHECKING:  # for the annotations only: at run time pytest gives them as fixtures
-    from conftest import Launcher, Outcome, Reference, Store
+    from .conftest import Launcher, Outcome, Reference, Store
 
 pytestmark = pytest.mark.slow
 
@@ -53,6 +53,7 @@ def test_a_stalled_run_whose_thread_was_taken_over_writes_nothing_more(
     b_args = {**base, "ledger": str(b_ledger), "result": str(tmp_path / "b.json"), "fresh": False}
     reader = store.open(reader=True)
     run_sync(reader.asetup())
+    a_outcome: Outcome | None
     try:
         # A's three workers are all held as they start (before their effects), then A is
         # stopped: no task is between checking its lease and running its effect (that window

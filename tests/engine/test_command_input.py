@@ -13,7 +13,7 @@ from plait import END, START, AppendList, Checkpointer, Command, Graph, MissingN
 
 
 class State(TypedDict):
-    log: Annotated[list, AppendList()]
+    log: Annotated[list[Any], AppendList()]
 
 
 def ask(state: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from plait import END, START, AppendList, Graph, Send
 
 
 class State(TypedDict):
-    done: Annotated[list, AppendList()]
+    done: Annotated[list[Any], AppendList()]
 
 
 class Gauge:

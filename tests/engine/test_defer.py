@@ -10,7 +10,7 @@ from plait import END, START, AppendList, Checkpointer, Command, Graph, Send, in
 
 
 class State(TypedDict):
-    log: Annotated[list, AppendList()]
+    log: Annotated[list[Any], AppendList()]
 
 
 def log(name: str) -> Any:

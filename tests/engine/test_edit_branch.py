@@ -13,7 +13,7 @@ from plait import END, START, AppendList, Checkpointer, CheckpointNotFoundError,
 
 
 class State(TypedDict):
-    log: Annotated[list, AppendList()]
+    log: Annotated[list[str], AppendList()]
 
 
 def graph() -> Graph:

@@ -10,7 +10,7 @@ from plait import END, START, AppendList, Checkpointer, Graph
 
 
 class State(TypedDict):
-    log: Annotated[list, AppendList()]
+    log: Annotated[list[Any], AppendList()]
     topic: str
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _intruder import try_to_take_lease
 
 from plait import (
     END,
@@ -30,6 +29,8 @@ from plait._codec import canonical
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.model import Checkpoint, Fence, PendingWrite, WritesBatch
 from plait.testing import ManualClock
+
+from ._intruder import try_to_take_lease
 
 
 def schema() -> StateSchema:
@@ -133,7 +134,7 @@ def test_a_run_whose_lease_was_taken_over_cannot_commit_its_next_step(
 
 def test_a_run_commits_with_its_lease_owner_as_fence() -> None:
     seen: list[Fence | None] = []
-    holders: list[str] = []
+    holders: list[tuple[str | None, int]] = []
 
     class Spy(MemoryCheckpointer):
         async def acommit(

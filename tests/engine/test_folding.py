@@ -18,6 +18,7 @@ from plait import (
     START,
     AppendList,
     Command,
+    Durability,
     Graph,
     MemoryCheckpointer,
     NodeContext,
@@ -29,7 +30,7 @@ from plait import (
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.model import PendingWrite
 
-DURABILITIES = ["sync", "async", "exit"]
+DURABILITIES: list[Durability] = ["sync", "async", "exit"]
 
 
 def schema() -> StateSchema:
@@ -65,7 +66,7 @@ def assert_no_writes_left(saver: Checkpointer, thread: str) -> None:
     assert {cid: w for cid, w in found.items() if w} == {}
 
 
-def test_a_fan_out_step_whose_results_were_flushed_is_folded(saver: Checkpointer, durability: str) -> None:
+def test_a_fan_out_step_whose_results_were_flushed_is_folded(saver: Checkpointer, durability: Durability) -> None:
     g = Graph(schema())
     for name in ("a", "b", "c"):
         g.add_node(name, lambda s, name=name: {"log": [name]})
@@ -76,7 +77,7 @@ def test_a_fan_out_step_whose_results_were_flushed_is_folded(saver: Checkpointer
     assert_no_writes_left(saver, "t")
 
 
-def test_a_lone_node_with_a_recorded_effect_is_folded(saver: Checkpointer, durability: str) -> None:
+def test_a_lone_node_with_a_recorded_effect_is_folded(saver: Checkpointer, durability: Durability) -> None:
     def pay(s: Any, ctx: NodeContext) -> dict[str, Any]:
         return {"log": [ctx.once("charge", lambda: "ch-1")]}
 
@@ -85,7 +86,7 @@ def test_a_lone_node_with_a_recorded_effect_is_folded(saver: Checkpointer, durab
     assert_no_writes_left(saver, "t")
 
 
-def test_a_step_resumed_after_a_failure_is_folded(saver: Checkpointer, durability: str) -> None:
+def test_a_step_resumed_after_a_failure_is_folded(saver: Checkpointer, durability: Durability) -> None:
     failures = [1]
 
     def flaky(s: Any) -> dict[str, Any]:
@@ -103,7 +104,7 @@ def test_a_step_resumed_after_a_failure_is_folded(saver: Checkpointer, durabilit
     assert_no_writes_left(saver, "t")
 
 
-def test_a_step_resumed_after_an_interrupt_is_folded(saver: Checkpointer, durability: str) -> None:
+def test_a_step_resumed_after_an_interrupt_is_folded(saver: Checkpointer, durability: Durability) -> None:
     def ask(s: Any) -> dict[str, Any]:
         return {"log": [interrupt("ok?")]}
 
@@ -115,5 +116,6 @@ def test_a_step_resumed_after_an_interrupt_is_folded(saver: Checkpointer, durabi
 
 
 @pytest.fixture(params=DURABILITIES)
-def durability(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+def durability(request: pytest.FixtureRequest) -> Durability:
+    mode: Durability = request.param
+    return mode

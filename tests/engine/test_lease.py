@@ -266,9 +266,9 @@ def test_a_run_that_fails_or_cannot_start_gives_its_lease_back(tmp_path: Path) -
 def test_a_run_whose_thread_was_taken_over_runs_no_effect_and_no_further_node() -> None:
     """The lease is checked with the store right before an effect: the run that stalled
     past its lease stops there (LeaseLostError) instead of charging the card again."""
-    from _intruder import try_to_take_lease
-
     from plait import LeaseLostError, NodeContext
+
+    from ._intruder import try_to_take_lease
 
     clock = ManualClock()
     saver = MemoryCheckpointer(clock=clock)
@@ -278,11 +278,20 @@ def test_a_run_whose_thread_was_taken_over_runs_no_effect_and_no_further_node() 
     def pay(state: Any, ctx: NodeContext) -> Any:
         clock.advance(saver.lease_ttl + 1)  # this run stalls past its lease...
         assert try_to_take_lease(saver, "t") == "taken"  # ...and another takes the thread
-        ctx.once("charge", lambda: charged.append("card") or "charged")
+
+        def charge() -> str:
+            charged.append("card")
+            return "charged"
+
+        ctx.once("charge", charge)
         return {"log": ["paid"]}
 
+    def ship(state: Any) -> dict[str, Any]:
+        later.append("ship")
+        return {}
+
     schema = StateSchema.builder().add("log", AppendList()).build()
-    g = Graph(schema).add_node("pay", pay).add_node("ship", lambda s: later.append("ship") or {})
+    g = Graph(schema).add_node("pay", pay).add_node("ship", ship)
     app = g.add_edge(START, "pay").add_edge("pay", "ship").compile(saver)
     with pytest.raises(LeaseLostError) as info:
         app.invoke({}, thread_id="t")
@@ -362,7 +371,12 @@ def test_a_stalled_run_on_memory_whose_thread_was_taken_over_writes_nothing_more
         elif continued == "while the taker runs":  # run B: holds the thread while A goes on
             b_inside.set()
             assert b_go.wait(30)
-        ctx.once("charge", lambda: charged.append(ctx.task_id) or "ok")
+
+        def charge() -> str:
+            charged.append(ctx.task_id)
+            return "ok"
+
+        ctx.once("charge", charge)
         return {"log": ["paid"]}
 
     schema = StateSchema.builder().add("log", AppendList()).build()

@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from _intruder import try_to_take_lease
 
 from plait import (
     END,
@@ -43,6 +42,8 @@ from plait import (
 from plait._codec import freeze
 from plait.checkpoint.model import CheckpointWrite, Fence, PendingWrite, WritesBatch
 from plait.testing import ManualClock
+
+from ._intruder import try_to_take_lease
 
 
 def schema() -> StateSchema:
@@ -881,6 +882,8 @@ def test_a_second_concurrent_run_on_one_thread_is_thread_busy() -> None:
 class _Renewed(MemoryCheckpointer):
     """Counts renewals; a node waits for them while blocking the loop, as a slow sync node
     (an LLM call, a big computation) does."""
+
+    clock: ManualClock
 
     def __init__(self) -> None:
         self.clock = ManualClock()

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from plait import AppendList, LastWriteWins, StateSchema
 from plait.checkpoint.model import PendingWrite, Task
-from plait.engine.merge import error_write, merge_step, read_pending, written_keys
+from plait.engine.merge import Results, error_write, merge_step, read_pending, written_keys
 from plait.errors import ConcurrentWriteError, NodeError
 from plait.state.run_state import RunState
 
@@ -25,7 +25,7 @@ def _tasks(n: int) -> list[Task]:
 
 def test_writes_merge_in_planned_task_order_whatever_order_they_finished_in() -> None:
     tasks = _tasks(3)
-    finished_backwards = {f"t{i}": ([("log", f"from n{i}")], []) for i in reversed(range(3))}
+    finished_backwards: Results = {f"t{i}": ([("log", f"from n{i}")], []) for i in reversed(range(3))}
     state = RunState(_schema())
     changed = merge_step(state, tasks, finished_backwards, state.table, 0, frozenset({"phase"}))
     assert changed == {"log": ["from n0", "from n1", "from n2"]}
@@ -35,7 +35,7 @@ def test_writes_merge_in_planned_task_order_whatever_order_they_finished_in() ->
 @given(st.permutations(range(4)))
 def test_the_merge_is_the_same_for_every_finishing_order(order: list[int]) -> None:
     tasks = _tasks(4)
-    results = {f"t{i}": ([("log", i), ("log", i * 10)], []) for i in order}
+    results: Results = {f"t{i}": ([("log", i), ("log", i * 10)], []) for i in order}
     state = RunState(_schema())
     assert merge_step(state, tasks, results, state.table, 0, frozenset())["log"] == [0, 0, 1, 10, 2, 20, 3, 30]
 

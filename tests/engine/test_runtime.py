@@ -96,9 +96,10 @@ def test_a_langgraph_config_parameter_is_refused_at_build_time() -> None:
 
 
 def test_a_pydantic_model_context_is_validated() -> None:
-    pydantic = pytest.importorskip("pydantic")
+    pytest.importorskip("pydantic")
+    from pydantic import BaseModel
 
-    class Settings(pydantic.BaseModel):
+    class Settings(BaseModel):
         user: str
         model: str = "small"
 

@@ -9,7 +9,6 @@ from collections.abc import AsyncGenerator, Generator, Sequence
 from typing import Any, cast
 
 import pytest
-from _intruder import try_to_take_lease
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -36,6 +35,8 @@ from plait import (
 )
 from plait.checkpoint.model import CheckpointWrite, Fence, WritesBatch
 from plait.engine.events import update_item
+
+from ._intruder import try_to_take_lease
 
 
 def schema() -> StateSchema:
@@ -230,7 +231,7 @@ def test_a_list_of_modes_yields_mode_item_pairs() -> None:
 
 def test_an_unknown_mode_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="'nope'"):
-        list(fan_graph().compile().stream({}, mode="nope"))
+        list(fan_graph().compile().stream({}, mode="nope"))  # type: ignore[arg-type]  # a wrong mode on purpose
 
 
 def test_stream_and_astream_yield_the_same_items() -> None:

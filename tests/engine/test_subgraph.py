@@ -9,7 +9,6 @@ from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from test_fencing import Steal, backend  # noqa: F401 - the fixture: every backend, its lease stealable
 
 from plait import (
     END,
@@ -26,6 +25,8 @@ from plait import (
     interrupt,
 )
 from plait.engine.subgraph import child_namespace
+
+from .test_fencing import Steal, backend  # noqa: F401 - the fixture: every backend, its lease stealable
 
 
 class Inner(TypedDict):

@@ -119,6 +119,7 @@ def test_each_coroutine_runs_as_its_own_task_so_asyncio_timeout_works_inside() -
 
     async def main() -> None:
         caller = asyncio.current_task()
+        assert caller is not None
         got = await asyncio.wait_for(run_all([node(0), node(1)]), timeout=5)
         assert [i for i, _ in got] == [0, 1]
         own = {task for _, task in got}

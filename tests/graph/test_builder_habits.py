@@ -12,7 +12,7 @@ from plait import END, START, AppendList, Command, Graph, GraphError, NodeError,
 
 
 class State(TypedDict):
-    log: Annotated[list, AppendList()]
+    log: Annotated[list[Any], AppendList()]
     note: str
 
 
@@ -86,9 +86,10 @@ def test_a_dataclass_or_a_plain_class_as_state_points_to_typeddict() -> None:
 
 
 def test_a_pydantic_state_points_to_typeddict() -> None:
-    pydantic = pytest.importorskip("pydantic")
+    pytest.importorskip("pydantic")
+    from pydantic import BaseModel
 
-    class Model(pydantic.BaseModel):
+    class Model(BaseModel):
         log: list[str] = []
 
     with pytest.raises(SchemaError, match="is a pydantic model"):

@@ -537,7 +537,11 @@ def test_a_fork_keeps_interrupts_but_not_the_effects_ledger() -> None:
     charges: list[str] = []
 
     def pay(state: Any, ctx: Any) -> Any:
-        receipt = ctx.once("charge", lambda: charges.append(ctx.thread_id) or f"r{len(charges)}")
+        def charge() -> str:
+            charges.append(ctx.thread_id)
+            return f"r{len(charges)}"
+
+        receipt = ctx.once("charge", charge)
         answer = interrupt("confirm?")
         return {"log": [f"{receipt}:{answer}"]}
 

@@ -104,7 +104,7 @@ def test_svg_parses_and_has_a_text_per_node() -> None:
     root = ET.fromstring(draw_svg(spec))
     assert root.tag == f"{SVG}svg"
     groups = [g for g in root.iter(f"{SVG}g") if "node" in (g.get("class") or "").split()]
-    names = [g.findtext(f"{SVG}text") for g in groups]
+    names = [g.findtext(f"{SVG}text", default="") for g in groups]
     assert sorted(names) == sorted(["START", "END", *spec.nodes])
     texts = {t.text for t in root.iter(f"{SVG}text")}
     assert set(spec.nodes) <= texts

@@ -12,7 +12,7 @@ from plait import END, START, AppendList, Checkpointer, Command, Graph, NodeErro
 
 
 class State(TypedDict):
-    log: Annotated[list, AppendList()]
+    log: Annotated[list[Any], AppendList()]
 
 
 def boom(state: Any) -> dict[str, Any]:

@@ -10,14 +10,20 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-import _run_flows as flows
-
 from plait.runs import Worker, WorkerSettings
+
+from . import _run_flows as flows
 
 FAST = WorkerSettings(concurrency=4, heartbeat=0.5, stalled_after=2.0, sweep_every=1, lease_ttl=3.0, poll=0.5)
 """Short recovery settings: a dead worker's runs move on within a few seconds."""
 
 GRAPHS = ("steps", "single", "asking", "failing")
+
+
+class WorkerProcess(subprocess.Popen[bytes]):
+    """A `plait worker` subprocess, and the file its output goes to (what tests watch)."""
+
+    log: Path
 
 
 @contextlib.asynccontextmanager
@@ -43,7 +49,7 @@ async def worker_in_process(
 
 def plait_worker(
     dsn: str, schema: str, *, args: tuple[str, ...] = (), env: dict[str, str] | None = None, log: Path
-) -> subprocess.Popen[bytes]:
+) -> WorkerProcess:
     """A `plait worker` process serving the test graphs, short recovery settings."""
     command = [sys.executable, "-m", "plait", "worker", "--db", dsn, "--schema", schema]
     for g in GRAPHS:
@@ -52,7 +58,9 @@ def plait_worker(
     command += list(args)
     full_env = {**os.environ, **(env or {})}
     with log.open("ab") as out:  # the child keeps its own descriptor
-        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=full_env)
+        proc = WorkerProcess(command, stdout=out, stderr=subprocess.STDOUT, env=full_env)
+    proc.log = log
+    return proc
 
 
 def wait_for(predicate: Callable[[], object], timeout: float, what: str, pause: float = 0.005) -> None:

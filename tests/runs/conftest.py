@@ -4,15 +4,15 @@ processes serving it (killed when the test ends)."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _runs_support import plait_worker
 
 from plait.runs import Runs
+
+from ._runs_support import WorkerProcess, plait_worker
 
 
 @pytest.fixture
@@ -29,14 +29,12 @@ def runs_db(postgres_dsn: str, postgres_schema: str) -> tuple[str, str]:
 
 
 @pytest.fixture
-def workers(runs_db: tuple[str, str], tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+def workers(runs_db: tuple[str, str], tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
     """Start `plait worker` processes; each is killed at the end of the test."""
-    started: list[subprocess.Popen[bytes]] = []
+    started: list[WorkerProcess] = []
 
-    def start(**options: Any) -> subprocess.Popen[bytes]:
-        log = tmp_path / f"worker-{len(started)}.log"
-        proc = plait_worker(*runs_db, log=log, **options)
-        proc.log = log  # type: ignore[attr-defined]
+    def start(**options: Any) -> WorkerProcess:
+        proc = plait_worker(*runs_db, log=tmp_path / f"worker-{len(started)}.log", **options)
         started.append(proc)
         return proc
 

@@ -8,12 +8,13 @@ import datetime
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import _run_flows as flows
 import pytest
-from _runs_support import worker_in_process
 
 from plait.errors import RunNotFoundError, RunWaitTimeoutError
 from plait.runs import Runs
+
+from . import _run_flows as flows
+from ._runs_support import worker_in_process
 
 pytestmark = pytest.mark.postgres
 

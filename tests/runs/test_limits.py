@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
-import _run_flows as flows
 import pytest
-from _runs_support import worker_in_process
 
 from plait.runs import Run, Runs
+
+from . import _run_flows as flows
+from ._runs_support import worker_in_process
 
 pytestmark = pytest.mark.postgres
 

@@ -7,13 +7,14 @@ import asyncio
 import statistics
 import time
 
-import _run_flows as flows
 import pytest
-from _runs_support import worker_in_process
 
 from plait.checkpoint.postgres import PostgresCheckpointer
 from plait.errors import RunRejectedError, ThreadBusyError
 from plait.runs import Runs
+
+from . import _run_flows as flows
+from ._runs_support import worker_in_process
 
 pytestmark = pytest.mark.postgres
 

@@ -5,18 +5,19 @@ shared one."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
-import subprocess
 import sys
 from pathlib import Path
 
-import _run_flows as flows
 import pytest
-from _runs_support import ledger_lines, plait_worker, started, wait_for
 
 from plait._sync import run_sync
 from plait.checkpoint.postgres import PostgresCheckpointer
 from plait.runs import Runs
+
+from . import _run_flows as flows
+from ._runs_support import WorkerProcess, ledger_lines, plait_worker, started, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -45,13 +46,13 @@ def test_workers_reconnect_after_a_postgres_restart_and_every_run_finishes(
     runs.migrate()
     runs.close()
     ledger = tmp_path / "ledger"
-    procs: list[subprocess.Popen[bytes]] = []
+    procs: list[WorkerProcess] = []
     try:
         for i in range(2):
             log = tmp_path / f"worker-{i}.log"
             proc = plait_worker(dsn, "public", log=log, env={"PLAIT_TEST_LEDGER": str(ledger)})
             procs.append(proc)
-            wait_for(lambda log=log: started(log), 30, "the workers to start")
+            wait_for(functools.partial(started, log), 30, "the workers to start")
         with Runs(dsn) as runs:
             ids = [
                 runs.submit(flows.name("steps"), {"steps": STEPS, "pause": 0.05, "tag": f"p{k}"}, thread_id=f"pg{k}")

@@ -3,19 +3,20 @@ tick with four `plait worker` processes serving the queue."""
 
 from __future__ import annotations
 
-import subprocess
+import functools
 import time
 from collections.abc import Callable
 
-import _run_flows as flows
 import psycopg
 import pytest
-from _runs_support import started, wait_for
 
 from plait.errors import ScheduleNotFoundError
 from plait.runs import Runs
 from plait.runs._db import connect_kwargs
 from plait.runs.schedules import ticks
+
+from . import _run_flows as flows
+from ._runs_support import WorkerProcess, started, wait_for
 
 pytestmark = pytest.mark.postgres
 
@@ -30,12 +31,12 @@ def test_ticks_are_the_cron_times_after_the_last_one_and_a_catch_up_is_bounded()
 
 @pytest.mark.slow
 def test_four_workers_fire_each_tick_of_a_one_second_schedule_exactly_once(
-    runs_db: tuple[str, str], workers: Callable[..., subprocess.Popen[bytes]]
+    runs_db: tuple[str, str], workers: Callable[..., WorkerProcess]
 ) -> None:
     dsn, schema = runs_db
     procs = [workers() for _ in range(4)]
     for p in procs:
-        wait_for(lambda p=p: started(p.log), 30, "the workers to start")  # type: ignore[attr-defined]
+        wait_for(functools.partial(started, p.log), 30, "the workers to start")
     with Runs(dsn, schema=schema) as runs:
         schedule_id = runs.schedule(flows.name("single"), "* * * * * *", {"tag": "cron"})
         made = time.time()

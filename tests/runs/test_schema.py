@@ -35,7 +35,7 @@ def test_migrate_sets_up_both_components_once_and_is_safe_to_repeat(postgres_dsn
         with pytest.raises(QueueSchemaError, match="plait db migrate"):
             await runs.aopen()
         assert await runs.amigrate() == (None, True)
-        assert await asyncio.gather(runs.amigrate(), runs.amigrate()) == [(RUNS_VERSION, False)] * 2
+        assert list(await asyncio.gather(runs.amigrate(), runs.amigrate())) == [(RUNS_VERSION, False)] * 2
         await runs.aopen()
         await runs.aclose()
 

@@ -4,34 +4,35 @@ no committed step. Driven by what the workers report (their log, the node ledger
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import signal
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import _run_flows as flows
 import pytest
-from _runs_support import ledger_lines, started, wait_for
 
 from plait._sync import run_sync
 from plait.checkpoint.postgres import PostgresCheckpointer
 from plait.runs import Runs
 
+from . import _run_flows as flows
+from ._runs_support import WorkerProcess, ledger_lines, started, wait_for
+
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
-Start = Callable[..., subprocess.Popen[bytes]]
+Start = Callable[..., WorkerProcess]
 
 SEED = int(os.environ.get("PLAIT_TEST_SEED", "20261201"))
 KILLS = 22
 
 
-def ready(*procs: subprocess.Popen[bytes]) -> None:
+def ready(*procs: WorkerProcess) -> None:
     for proc in procs:
-        wait_for(lambda p=proc: started(p.log), 30, f"worker {proc.pid} to start")  # type: ignore[attr-defined]
+        wait_for(functools.partial(started, proc.log), 30, f"worker {proc.pid} to start")
 
 
 def check_thread(store: PostgresCheckpointer, thread: str, tag: str, steps: int) -> None:
@@ -119,8 +120,8 @@ def test_sigkill_at_random_moments_loses_no_run_and_reruns_no_committed_step(
             seen = len(lines)
             # the victim: a worker that is up (one starting is left to start), most often the one
             # that just started a node, so that a step is in flight; one at least stays up
-            wait_for(lambda: sum(started(p.log) for p in live) >= 2, 30, "two workers up")  # type: ignore[attr-defined]
-            up = [p for p in live if started(p.log)]  # type: ignore[attr-defined]
+            wait_for(lambda: sum(started(p.log) for p in live) >= 2, 30, "two workers up")
+            up = [p for p in live if started(p.log)]
             last = next((p for p in up if p.pid == int(lines[-1].split(":")[2])), None)
             victim = last if last is not None and rng.random() < 0.6 else rng.choice(up)
             victim.kill()

@@ -9,10 +9,11 @@ import pytest
 
 pytest.importorskip("fastapi", reason="the Studio needs the studio extra: pip install 'plait[studio]'")
 
-from _studio_support import compiled, make_client  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
 from plait import Command, SqliteCheckpointer  # noqa: E402
+
+from ._studio_support import compiled, make_client  # noqa: E402
 
 
 @pytest.fixture

@@ -6,10 +6,11 @@ import asyncio
 import time
 from typing import Any
 
-from _studio_support import write_headers
 from fastapi.testclient import TestClient
 
 from plait.server import StudioConfig, create_app
+
+from ._studio_support import write_headers
 
 
 def test_threads_list_filters_searches_and_pages(client: TestClient) -> None:
@@ -141,10 +142,10 @@ def test_fork_copies_or_folds_edits_into_a_new_thread_only(client: TestClient, b
     assert r.status_code == 400 and r.json()["error"] == "GraphRequiredError" and "--graph" in r.json()["message"]
 
 
-def _wait_run(client: TestClient, thread: str, run_id: str) -> dict:
+def _wait_run(client: TestClient, thread: str, run_id: str) -> dict[str, Any]:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        runs = {r["run_id"]: r for r in client.get(f"/api/threads/{thread}/runs").json()}
+        runs: dict[str, dict[str, Any]] = {r["run_id"]: r for r in client.get(f"/api/threads/{thread}/runs").json()}
         if runs[run_id]["status"] != "running":
             return runs[run_id]
         time.sleep(0.02)
@@ -264,9 +265,9 @@ def test_the_running_node_is_marked_and_a_cancelled_run_leaves_the_thread(tmp_pa
 
 
 def test_the_studio_reads_and_writes_every_backend(make_saver: Any) -> None:
-    from _studio_support import compiled
-
     from plait import Command
+
+    from ._studio_support import compiled
 
     saver = make_saver()
     g = compiled(saver)

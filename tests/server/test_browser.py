@@ -25,11 +25,11 @@ if not os.path.exists(CHROMIUM):
         raise RuntimeError("no chromium on this CI machine: .ci/run should have installed it with apt-get")
     pytest.skip("no chromium here (apt-get install chromium; .ci/run installs it)", allow_module_level=True)
 
-from _studio_support import LiveServer  # noqa: E402
-
 from plait import SqliteCheckpointer  # noqa: E402
 from plait.cli import demo  # noqa: E402
 from plait.server import create_app  # noqa: E402
+
+from ._studio_support import LiveServer  # noqa: E402
 
 WAIT = 15_000
 """Milliseconds a step may take before the test fails (the page itself updates within 1 s)."""

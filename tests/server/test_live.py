@@ -10,11 +10,12 @@ from typing import Any
 
 import httpx
 import pytest
-from _studio_support import LiveServer, compiled
 
 from plait import Command, PostgresCheckpointer, SqliteCheckpointer
 from plait.server import StudioConfig, create_app
 from plait.server.live import Watcher
+
+from ._studio_support import LiveServer, compiled
 
 
 def events(lines: Iterator[str]) -> Iterator[tuple[str, Any]]:

@@ -7,8 +7,9 @@ import re
 from typing import Any
 
 import pytest
-from _studio_support import ORIGIN
 from fastapi.testclient import TestClient
+
+from ._studio_support import ORIGIN
 
 
 def _csrf(page: str) -> str:
@@ -110,9 +111,9 @@ def test_without_a_graph_the_forms_say_to_pass_one(bare: TestClient) -> None:
 
 
 def test_a_failed_thread_shows_its_stored_error(tmp_path: Any) -> None:
-    from _studio_support import make_client
-
     from plait import END, START, Graph, NodeError, SqliteCheckpointer, StateSchema
+
+    from ._studio_support import make_client
 
     def boom(state: Any) -> dict[str, Any]:
         raise ValueError("the API said no")

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from _studio_support import ORIGIN, make_client, write_headers
 from fastapi.testclient import TestClient
+
+from ._studio_support import ORIGIN, make_client, write_headers
 
 
 def test_a_foreign_host_header_is_refused(client: TestClient) -> None:

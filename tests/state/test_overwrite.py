@@ -27,9 +27,9 @@ from plait import (
 
 
 class State(TypedDict):
-    log: Annotated[list, AppendList()]
+    log: Annotated[list[Any], AppendList()]
     total: Annotated[int, Sum()]
-    messages: Annotated[list, AppendMessages()]
+    messages: Annotated[list[Any], AppendMessages()]
 
 
 def test_overwrite_replaces_past_the_reducer_and_later_writes_fold_on_it() -> None:

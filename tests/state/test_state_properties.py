@@ -363,7 +363,8 @@ def test_deep_merge_map_is_associative(a: dict[str, Any], b: dict[str, Any], c: 
 
 def test_deep_merge_is_not_associative_when_a_key_switches_kind() -> None:
     """The documented exception: a non-dict replaces a whole subtree, so order matters."""
-    a, b, c = {"a": {"a": None}}, {"a": None}, {"a": {}}
+    a, b = {"a": {"a": None}}, {"a": None}
+    c: dict[str, dict[str, Any]] = {"a": {}}
     m = MergeMap(deep=True)
     fa, fb, fc = (freeze(x, "ch") for x in (a, b, c))
     assert m.reduce(m.reduce(fa, fb, "ch"), fc, "ch") == {"a": {}}

@@ -312,10 +312,10 @@ def _merge_dicts(current: Any, incoming: Any) -> Any:
 class _LangGraphStyle(TypedDict):
     items: Annotated[list[int], operator.add]
     count: Annotated[int, operator.add]
-    scores: Annotated[dict, _merge_dicts]
+    scores: Annotated[dict[str, Any], _merge_dicts]
     text: Annotated[str, operator.add]
-    seeded: Annotated[list, operator.add, Default([1])]
-    log: Annotated[list, AppendList()]
+    seeded: Annotated[list[Any], operator.add, Default([1])]
+    log: Annotated[list[Any], AppendList()]
     anything: Annotated[object, _merge_dicts]
     phase: str
 

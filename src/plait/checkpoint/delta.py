@@ -36,7 +36,7 @@ import itertools
 import operator
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import orjson
 
@@ -68,6 +68,11 @@ _MISSING: Final = object()
 _LISTS = (list, FrozenList)
 _DICTS = (dict, FrozenDict)
 _CONTAINERS: Final = frozenset((dict, list))
+
+
+RowKey = TypeVar("RowKey", bound=Hashable)
+"""A row's key: a checkpoint id, or the SQL backends' ``(channel, blob id)``; a reader's
+rows and the keys it wants are of one kind, whatever it is."""
 
 
 class DeltaError(ValueError):
@@ -195,10 +200,10 @@ def encode_linked(
 
 
 def chain_of(
-    rows: Mapping[Hashable, tuple[Hashable | None, bytes]],
-    key: Hashable,
+    rows: Mapping[RowKey, tuple[RowKey | None, bytes]],
+    key: RowKey,
     value: Any,
-    blob_id: Callable[[Hashable], str],
+    blob_id: Callable[[RowKey], str],
 ) -> Chain | None:
     """Where the stored value ``value`` (row ``key``) sits in its chain, from the rows a read
     replayed it from; None when they do not hold its whole chain.
@@ -213,9 +218,9 @@ def chain_of(
     Args:
         blob_id: the blob id of a row key (what :attr:`Chain.anchor` holds).
     """
-    path: list[Hashable] = []
+    path: list[RowKey] = []
     sizes: list[int] = []
-    cursor: Hashable | None = key
+    cursor: RowKey | None = key
     while cursor is not None:
         row = rows.get(cursor)
         if row is None or len(path) > K_MAX:
@@ -237,7 +242,7 @@ _ANCHOR_MARK: Final = b'{"k":1,'
 
 
 def _linked_position(
-    rows: Mapping[Hashable, tuple[Hashable | None, bytes]], path: list[Hashable], length: int
+    rows: Mapping[RowKey, tuple[RowKey | None, bytes]], path: list[RowKey], length: int
 ) -> tuple[int, int] | None:
     """``(index on path, item count)`` of the last anchor of a list's chain, when it lies
     within ``2 * K_STEP`` rows of the top and every row above it is an append of the very
@@ -289,9 +294,9 @@ def apply(base: Any, delta: Any) -> Any:
 
 
 def replay(  # noqa: PLR0912 - every delta kind in one replay loop, the hot read path
-    rows: Mapping[Hashable, tuple[Hashable | None, bytes]],
-    wanted: Iterable[Hashable],
-) -> dict[Hashable, Any]:
+    rows: Mapping[RowKey, tuple[RowKey | None, bytes]],
+    wanted: Iterable[RowKey],
+) -> dict[RowKey, Any]:
     """Rebuild stored values from their rows, sharing work between values of one chain.
 
     Each row is decoded once, into plain lists and dicts; deltas are applied to a plain
@@ -317,12 +322,12 @@ def replay(  # noqa: PLR0912 - every delta kind in one replay loop, the hot read
         DeltaError: a row that is not JSON, a delta of the wrong shape or whose base is
             missing, or a cycle of bases.
     """
-    memo: dict[Hashable, Any] = {}
+    memo: dict[RowKey, Any] = {}
     # The working copy left by the last value computed on each chain, keyed by that value's
     # key: when the next key continues the chain (a history, oldest first), it goes on from
     # there instead of copying the value again, so N values of a chain cost N list copies
     # (the values themselves) and no more.
-    live: dict[Hashable, tuple[Any, int]] = {}
+    live: dict[RowKey, tuple[Any, int]] = {}
     targets = set(wanted)
     for key in _in_order(targets):
         if key in memo:
@@ -343,18 +348,19 @@ def replay(  # noqa: PLR0912 - every delta kind in one replay loop, the hot read
                         continue
             live[key] = _replay_path(rows, [key], work, fresh, targets, memo)
             continue
-        path: list[Hashable] = []  # deltas, newest first
-        cursor: Hashable | None = key
+        path: list[RowKey] = []  # deltas, newest first
+        cursor = key
         while cursor not in memo:
             row = rows.get(cursor)
             if row is None:
                 raise DeltaError(path[-1] if path else key, f"its base {cursor!r} is not stored")
-            if row[0] is None:
+            base = row[0]
+            if base is None:
                 break
             path.append(cursor)
             if len(path) > len(rows):
                 raise DeltaError(key, "its chain of deltas loops")
-            cursor = row[0]
+            cursor = base
         if not path:
             memo[key] = _freeze_value(_decode(key, rows[key][1]))
             continue
@@ -371,17 +377,17 @@ def replay(  # noqa: PLR0912 - every delta kind in one replay loop, the hot read
     return memo
 
 
-def unresolved(rows: Mapping[Hashable, tuple[Hashable | None, bytes]], wanted: Iterable[Hashable]) -> set[Hashable]:
+def unresolved(rows: Mapping[RowKey, tuple[RowKey | None, bytes]], wanted: Iterable[RowKey]) -> set[RowKey]:
     """The keys, or bases of keys, in ``wanted``'s chains that ``rows`` lacks.
 
     A reader that fetched rows by a cheap guess (an id range) fetches these, and the chains
     below them, before :func:`replay`; a loop is left for :func:`replay` to report.
     """
-    done: set[Hashable] = set()
-    out: set[Hashable] = set()
+    done: set[RowKey] = set()
+    out: set[RowKey] = set()
     for key in wanted:
-        path: list[Hashable] = []
-        cursor: Hashable | None = key
+        path: list[RowKey] = []
+        cursor: RowKey | None = key
         while cursor is not None and cursor not in done:
             row = rows.get(cursor)
             if row is None:
@@ -396,12 +402,12 @@ def unresolved(rows: Mapping[Hashable, tuple[Hashable | None, bytes]], wanted: I
 
 
 def _replay_path(  # noqa: PLR0912 - every delta kind in one replay loop, the hot read path
-    rows: Mapping[Hashable, tuple[Hashable | None, bytes]],
-    path: list[Hashable],
+    rows: Mapping[RowKey, tuple[RowKey | None, bytes]],
+    path: list[RowKey],
     work: Any,
     fresh: int,
-    targets: set[Hashable],
-    memo: dict[Hashable, Any],
+    targets: set[RowKey],
+    memo: dict[RowKey, Any],
 ) -> tuple[Any, int]:
     """Apply the deltas of ``path`` (newest first) to ``work``, memoizing each target's value.
 
@@ -456,7 +462,7 @@ def _replay_path(  # noqa: PLR0912 - every delta kind in one replay loop, the ho
     return work, fresh
 
 
-def _in_order(keys: set[Hashable]) -> list[Hashable]:
+def _in_order(keys: set[RowKey]) -> list[RowKey]:
     """``keys`` oldest first: by blob id, then channel, for the ``(channel, blob id)`` keys of
     the SQL backends (checkpoint ids sort by time); any other keys by their text."""
     try:

@@ -56,7 +56,7 @@ class Graph:
     def add_node(
         self,
         name: str | Callable[..., Any],
-        fn: Callable[..., Any] | None = None,
+        fn: Callable[..., Any] | CompiledGraph | Graph | None = None,
         *,
         output_key: str | None = None,
         retry: RetryPolicy | None = None,
