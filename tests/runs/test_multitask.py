@@ -124,6 +124,10 @@ def test_rollback_stops_the_running_run_and_drops_its_checkpoints(runs_db: tuple
             base = await runs.await_run(
                 await runs.asubmit(flows.name("steps"), {"steps": 1, "tag": "z"}, thread_id="rb"), timeout=20
             )
+            first_branch = [cp.id for cp in await store.ahistory("rb")]  # newest first
+            # time travel before run a: a replay from the thread's first checkpoint makes a
+            # second branch, the head; the first branch's tip is on no lineage of the head
+            await flows.steps.compile(checkpointer=store).ainvoke(None, thread_id="rb", checkpoint_id=first_branch[-1])
             before = {cp.id for cp in await store.ahistory("rb")}
             a = await runs.asubmit(flows.name("steps"), {**LONG, "tag": "a"}, thread_id="rb", stream_mode="events")
             made = await started_steps(runs, a, 3)
@@ -135,6 +139,8 @@ def test_rollback_stops_the_running_run_and_drops_its_checkpoints(runs_db: tuple
             after = {cp.id for cp in await store.ahistory("rb")}
             assert before <= after and not (set(made) & after)
             assert base.status == "success"
+            # what was written before run a started stays, the other branch included
+            assert all([await store.aget("rb", cid) is not None for cid in first_branch])
         await store.aclose()
 
     asyncio.run(go())

@@ -8,13 +8,14 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from plait.checkpoint.model import Status, ThreadInfo, check_listing, decode_cursor
-from plait.errors import CheckpointCorruptError
+from plait.errors import CheckpointCorruptError, CheckpointNotFoundError
 
 T = TypeVar("T")
 
 __all__ = [
     "FILTER_KEY",
     "check_filter",
+    "check_prune",
     "cycle_error",
     "keep_set",
     "matches",
@@ -45,12 +46,48 @@ def matches(metadata: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bo
     return not filter or all(k in metadata and metadata[k] == v for k, v in filter.items())
 
 
-def keep_set(parents: Mapping[str, str | None], keep_last: int) -> set[str]:
-    """The checkpoint ids ``prune`` keeps: the ``keep_last`` newest of every branch head's
-    lineage. A branch head is a checkpoint no other checkpoint names as parent; the
-    thread's head is one of them, and so is the tip of every time-travel branch."""
-    if keep_last < 1:
+def check_prune(keep_last: int | None, newer_than: str | None) -> None:
+    """Refuse a ``prune`` that does not say what to keep in exactly one way.
+
+    Raises:
+        ValueError: neither or both of ``keep_last`` and ``newer_than``, or ``keep_last`` < 1.
+    """
+    if (keep_last is None) == (newer_than is None):
+        raise ValueError(
+            "prune() takes either keep_last= (how many checkpoints of each branch to keep) or "
+            "newer_than= (a checkpoint id: drop everything written after it), not both or neither"
+        )
+    if keep_last is not None and keep_last < 1:
         raise ValueError("prune(keep_last=...) must keep at least 1 checkpoint")
+
+
+def keep_set(
+    parents: Mapping[str, str | None],
+    keep_last: int | None,
+    newer_than: str | None = None,
+    *,
+    thread_id: str = "",
+    namespace: str = "",
+) -> set[str]:
+    """The checkpoint ids ``prune`` keeps.
+
+    With ``keep_last``: the ``keep_last`` newest of every branch head's lineage. A branch
+    head is a checkpoint no other checkpoint names as parent; the thread's head is one of
+    them, and so is the tip of every time-travel branch.
+
+    With ``newer_than``: every checkpoint not newer than it, in the order that makes the
+    newest checkpoint the thread's head (the id order), so that it is the head again and
+    what was written after it is gone, branches made before it included.
+
+    Raises:
+        CheckpointNotFoundError: ``newer_than`` is not a checkpoint of the thread.
+    """
+    check_prune(keep_last, newer_than)
+    if newer_than is not None:
+        if newer_than not in parents:
+            raise CheckpointNotFoundError(thread_id, newer_than, namespace)
+        return {cid for cid in parents if cid <= newer_than}
+    assert keep_last is not None
     children = {p for p in parents.values() if p is not None}
     keep: set[str] = set()
     for head in (cid for cid in parents if cid not in children):

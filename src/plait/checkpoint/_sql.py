@@ -209,7 +209,9 @@ class SqlCore:
         self.threads.tombstone(cur, (namespace, thread_id), now)
         self.forget(namespace, thread_id)
 
-    def prune(self, cur: Cursor, namespace: str, thread_id: str, keep_last: int) -> int:
+    def prune(
+        self, cur: Cursor, namespace: str, thread_id: str, keep_last: int | None, newer_than: str | None = None
+    ) -> int:
         """Drop what ``keep_last`` does not keep, and every blob no kept checkpoint needs.
 
         Kept checkpoints whose parent is dropped become roots. A blob kept in the body of a
@@ -221,7 +223,8 @@ class SqlCore:
         tree = {cid: (parent, body) for cid, parent, body in cur.execute(self._sql["tree"], where)}
         if not tree:
             return 0
-        keep = keep_set({cid: parent for cid, (parent, _) in tree.items()}, keep_last)
+        parents = {cid: parent for cid, (parent, _) in tree.items()}
+        keep = keep_set(parents, keep_last, newer_than, thread_id=thread_id, namespace=namespace)
         dropped = [cid for cid in tree if cid not in keep]
         need: set[tuple[str, str]] = set()
         inline: dict[tuple[str, str], tuple[str | None, bytes]] = {}

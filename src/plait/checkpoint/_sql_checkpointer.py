@@ -14,6 +14,7 @@ from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from plait.checkpoint._common import check_prune
 from plait.checkpoint._sql import CommitRequest, Cursor, SqlCore
 from plait.checkpoint._validate import check_id, check_thread
 from plait.checkpoint.base import Checkpointer
@@ -122,11 +123,12 @@ class SqlCheckpointer(Checkpointer):
         check_thread(thread_id, namespace)
         await self._writing(lambda cur: self._core.delete_thread(cur, namespace, thread_id, self._now()))
 
-    async def aprune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
-        if keep_last < 1:
-            raise ValueError("prune(keep_last=...) must keep at least 1 checkpoint")
+    async def aprune(
+        self, thread_id: str, *, keep_last: int | None = None, newer_than: str | None = None, namespace: str = ""
+    ) -> int:
+        check_prune(keep_last, newer_than)
         check_thread(thread_id, namespace)
-        return await self._writing(lambda cur: self._core.prune(cur, namespace, thread_id, keep_last))
+        return await self._writing(lambda cur: self._core.prune(cur, namespace, thread_id, keep_last, newer_than))
 
     async def arelease_lease(self, lease: Lease, *, status: RestStatus | None = None) -> None:
         check_thread(lease.thread_id, lease.namespace)

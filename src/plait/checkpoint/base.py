@@ -182,9 +182,21 @@ class Checkpointer(ABC):
         """
 
     @abstractmethod
-    async def aprune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
-        """Drop old checkpoints of a thread, keeping the ``keep_last`` newest of every branch
-        head's lineage and everything they need; returns how many were dropped."""
+    async def aprune(
+        self, thread_id: str, *, keep_last: int | None = None, newer_than: str | None = None, namespace: str = ""
+    ) -> int:
+        """Drop checkpoints of a thread in one atomic step, keeping what the kept ones need;
+        returns how many were dropped.
+
+        Say what to keep in exactly one way: ``keep_last``, the ``keep_last`` newest of every
+        branch head's lineage (old history goes); or ``newer_than``, a checkpoint id: every
+        checkpoint written after it goes, so that it is the thread's head again (what a
+        rolled-back run wrote goes, branches made before it stay).
+
+        Raises:
+            ValueError: neither or both of them given, or ``keep_last`` < 1.
+            CheckpointNotFoundError: ``newer_than`` is not a checkpoint of the thread.
+        """
 
     @abstractmethod
     async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> Lease:
@@ -298,9 +310,11 @@ class Checkpointer(ABC):
         """Sync :meth:`adelete_thread`."""
         run_sync(self.adelete_thread(thread_id, namespace=namespace))
 
-    def prune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
+    def prune(
+        self, thread_id: str, *, keep_last: int | None = None, newer_than: str | None = None, namespace: str = ""
+    ) -> int:
         """Sync :meth:`aprune`."""
-        return run_sync(self.aprune(thread_id, keep_last=keep_last, namespace=namespace))
+        return run_sync(self.aprune(thread_id, keep_last=keep_last, newer_than=newer_than, namespace=namespace))
 
     def take_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> Lease:
         """Sync :meth:`atake_lease`."""

@@ -56,7 +56,7 @@ from typing import Any, TypeVar
 
 from plait.checkpoint import delta
 from plait.checkpoint import lease as rules
-from plait.checkpoint._common import check_filter, keep_set, page_threads
+from plait.checkpoint._common import check_filter, check_prune, keep_set, page_threads
 from plait.checkpoint._file_format import (
     Corrupt,
     Key,
@@ -204,11 +204,12 @@ class FileCheckpointer(FileReads, Checkpointer):
         finally:
             os.close(fd)
 
-    async def aprune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
-        if keep_last < 1:
-            raise ValueError("prune(keep_last=...) must keep at least 1 checkpoint")
+    async def aprune(
+        self, thread_id: str, *, keep_last: int | None = None, newer_than: str | None = None, namespace: str = ""
+    ) -> int:
+        check_prune(keep_last, newer_than)
         check_thread(thread_id, namespace)
-        return await asyncio.to_thread(self._prune, (namespace, thread_id), keep_last)
+        return await asyncio.to_thread(self._prune, (namespace, thread_id), keep_last, newer_than)
 
     async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> Lease:
         check_thread(thread_id, namespace)  # before the lease file is created
@@ -524,12 +525,18 @@ class FileCheckpointer(FileReads, Checkpointer):
             self._written.pop(key, None)
 
     @disk_errors
-    def _prune(self, key: Key, keep_last: int) -> int:
+    def _prune(self, key: Key, keep_last: int | None, newer_than: str | None) -> int:
         with self._lock, self._locked(key, create=False) as handle:
             if handle is None:
                 return 0
             state = handle[1]
-            keep = keep_set({cid: rec.parent_id for cid, rec in state.records.items()}, keep_last)
+            keep = keep_set(
+                {cid: rec.parent_id for cid, rec in state.records.items()},
+                keep_last,
+                newer_than,
+                thread_id=key[1],
+                namespace=key[0],
+            )
             dropped = len(state.records) - len(keep)
             if dropped == 0:
                 return 0

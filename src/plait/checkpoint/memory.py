@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from plait.checkpoint import lease as rules
-from plait.checkpoint._common import check_filter, keep_set, page_threads, walk_lineage
+from plait.checkpoint._common import check_filter, check_prune, keep_set, page_threads, walk_lineage
 from plait.checkpoint._validate import check_commit, check_id, check_thread
 from plait.checkpoint.base import Capabilities, Checkpointer
 from plait.checkpoint.holder import Holder
@@ -229,12 +229,21 @@ class MemoryCheckpointer(Checkpointer):
         for key in [k for k in self._writes if k[0] == namespace and k[1] == thread_id]:
             del self._writes[key]
 
-    async def aprune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
+    async def aprune(
+        self, thread_id: str, *, keep_last: int | None = None, newer_than: str | None = None, namespace: str = ""
+    ) -> int:
         check_thread(thread_id, namespace)
+        check_prune(keep_last, newer_than)
         thread = self._checkpoints.get((namespace, thread_id))
         if not thread:
             return 0
-        keep = keep_set({cid: cp.parent_id for cid, cp in thread.items()}, keep_last)
+        keep = keep_set(
+            {cid: cp.parent_id for cid, cp in thread.items()},
+            keep_last,
+            newer_than,
+            thread_id=thread_id,
+            namespace=namespace,
+        )
         dropped = [cid for cid in thread if cid not in keep]
         self._heads.pop((namespace, thread_id), None)  # recomputed on the next read
         for cid in dropped:

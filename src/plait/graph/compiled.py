@@ -456,11 +456,14 @@ class CompiledGraph(Closing):
     def delete_thread(self, thread_id: str) -> None:
         run_sync(self.adelete_thread(thread_id))
 
-    async def aprune(self, thread_id: str, *, keep_last: int) -> int:
-        return await (await self._ready_checkpointer()).aprune(thread_id, keep_last=keep_last, namespace=self.namespace)
+    async def aprune(self, thread_id: str, *, keep_last: int | None = None, newer_than: str | None = None) -> int:
+        checkpointer = await self._ready_checkpointer()
+        return await checkpointer.aprune(
+            thread_id, keep_last=keep_last, newer_than=newer_than, namespace=self.namespace
+        )
 
-    def prune(self, thread_id: str, *, keep_last: int) -> int:
-        return run_sync(self.aprune(thread_id, keep_last=keep_last))
+    def prune(self, thread_id: str, *, keep_last: int | None = None, newer_than: str | None = None) -> int:
+        return run_sync(self.aprune(thread_id, keep_last=keep_last, newer_than=newer_than))
 
     # -- editing -------------------------------------------------------------------------
 

@@ -1,11 +1,13 @@
-"""Checks of whole threads: listing them, namespaces, deleting and pruning."""
+"""Checks of whole threads: listing them, namespaces, deleting and pruning (by age and back to a checkpoint)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from plait.checkpoint.model import CheckpointWrite, ThreadInfo, WritesBatch
+from plait.errors import CheckpointNotFoundError
 from plait.testing._harness import (
     Checks,
     Env,
@@ -165,3 +167,69 @@ async def _prune(env: Env) -> None:
     after = th.step({"log": [*range(4), 99, 100]})  # only 'log' changed; the rest comes from kept data
     await cp.acommit(checkpoints=[after])
     same_checkpoint("a child committed after prune", await cp.aget("t"), after.checkpoint)
+
+
+@check("prune_newer_than")
+async def _prune_newer_than(env: Env) -> None:
+    """prune(newer_than=C) drops what was written after C, in every branch, and keeps what came
+    before it (older branches included), so C is the head again, reading back identically."""
+    cp = await env.new()
+    th = ThreadBuilder("t")
+    main = [th.step({"log": [0], "const": "root only"}, root=True)]
+    for i in range(1, 4):
+        main.append(th.step({"log": [*range(i + 1)]}))
+    await cp.acommit(checkpoints=main)
+    early = th.step({"log": [0, 1, 77]}, parent=main[1].checkpoint, source="fork")  # a branch before C
+    await cp.acommit(checkpoints=[early])
+    c = th.step({"log": [*range(5)]}, parent=main[3].checkpoint)
+    await cp.acommit(checkpoints=[c])
+    pending = make_writes(("t", "result", "", {"writes": [["log", 5]], "routes": []}))
+    await cp.acommit(writes=[WritesBatch(thread_id="t", checkpoint_id=c.checkpoint.id, writes=pending)])
+    kept = set(th.by_id)
+    later = [th.step({"log": [*range(6)]}, parent=c.checkpoint), th.step({"log": [*range(7)]})]
+    late_branch = th.step({"log": [0, 1, 2, 88]}, parent=main[2].checkpoint, source="fork")
+    await cp.acommit(checkpoints=[*later, late_branch])
+    dropped = await cp.aprune("t", newer_than=c.checkpoint.id)
+    expect(dropped == 3, f"prune(newer_than=) returned {dropped}, expected the 3 checkpoints written after it")
+    for cid, want in th.by_id.items():
+        got = await cp.aget("t", cid)
+        if cid in kept:
+            expect(got is not None, f"prune(newer_than=) dropped {cid}, written before the checkpoint it names")
+            assert got is not None
+            same_checkpoint(f"kept checkpoint {cid}", got, want)
+        else:
+            expect(got is None, f"prune(newer_than=) kept {cid}, written after the checkpoint it names")
+    head = await cp.aget("t")
+    same_checkpoint("the head after prune(newer_than=)", head, c.checkpoint)
+    assert head is not None
+    same_writes("pending writes of the checkpoint prune(newer_than=) names", head.pending_writes, pending)
+    same(
+        "history() after prune(newer_than=)",
+        [x.id for x in await cp.ahistory("t")],
+        [x.id for x in th.lineage(c.checkpoint)],
+    )
+    infos = {t.thread_id: t for t in await cp.alist_threads()}
+    expect(infos["t"].checkpoints == len(kept), f"list_threads() counts {infos['t'].checkpoints} after prune")
+    expect(await cp.aprune("t", newer_than=c.checkpoint.id) == 0, "a second prune(newer_than=) dropped more")
+    expect(
+        await cp.aprune("never-existed", newer_than=c.checkpoint.id) == 0, "prune of an unknown thread did not return 0"
+    )
+    refusals = (
+        ("a checkpoint id the thread lacks", partial(cp.aprune, "t", newer_than="f" * 22), CheckpointNotFoundError),
+        ("neither keep_last= nor newer_than=", partial(cp.aprune, "t"), ValueError),
+        (
+            "both keep_last= and newer_than=",
+            partial(cp.aprune, "t", keep_last=1, newer_than=c.checkpoint.id),
+            ValueError,
+        ),
+    )
+    for what, call, error in refusals:
+        try:
+            await call()
+        except error:
+            pass
+        else:
+            fail(f"prune() given {what} did not raise {error.__name__}")
+    after = th.step({"log": [*range(5), 100]}, parent=c.checkpoint)
+    await cp.acommit(checkpoints=[after])
+    same_checkpoint("a child committed after prune(newer_than=)", await cp.aget("t"), after.checkpoint)
