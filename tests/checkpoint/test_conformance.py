@@ -264,8 +264,11 @@ class _HistoryByIdOrder(MemoryCheckpointer):
 
 
 class _PrunesOneTooFew(MemoryCheckpointer):
-    async def aprune(self, thread_id: str, *, keep_last: int, namespace: str = "") -> int:
-        return await super().aprune(thread_id, keep_last=keep_last + 1, namespace=namespace)
+    async def aprune(
+        self, thread_id: str, *, keep_last: int | None = None, newer_than: str | None = None, namespace: str = ""
+    ) -> int:
+        more = None if keep_last is None else keep_last + 1
+        return await super().aprune(thread_id, keep_last=more, newer_than=newer_than, namespace=namespace)
 
 
 class _FoldsCase(MemoryCheckpointer):
