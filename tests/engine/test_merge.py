@@ -92,3 +92,26 @@ def test_an_error_write_keeps_the_node_error_cause_and_its_traceback() -> None:
     assert pw.value["node"] == "fetch" and pw.value["step"] == 3
     assert pw.value["error"] == "NodeError" and pw.value["type"] == "builtins.ValueError"
     assert pw.value["message"] == "bad input" and "ValueError: bad input" in pw.value["traceback"]
+
+
+def test_a_lone_task_folded_for_its_routers_is_merged_from_that_fold() -> None:
+    rs = RunState(StateSchema.builder().add_lww("n").build())
+    folded = {"n": 7}
+    assert merge_step(rs, [Task(id="a", node="a")], {"a": ([("n", 1)], [])}, {}, 0, frozenset(), folded) is folded
+
+
+def test_a_function_reducer_runs_once_per_write_even_when_a_router_reads_the_write() -> None:
+    from plait import END, START, Graph
+
+    calls: list[tuple[Any, Any]] = []
+
+    def total(current: Any, incoming: Any) -> Any:
+        calls.append((current, incoming))
+        return (current or 0) + incoming
+
+    g = Graph(StateSchema.builder().add("n", total).build())
+    g.add_node("inc", lambda s: {"n": 1})
+    g.add_edge(START, "inc")
+    g.add_conditional_edges("inc", lambda s: "inc" if s["n"] < 5 else END)
+    assert g.compile().invoke({"n": 0})["n"] == 5
+    assert calls == [(None, 0), (0, 1), (1, 1), (2, 1), (3, 1), (4, 1)]

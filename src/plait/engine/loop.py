@@ -375,8 +375,9 @@ class Run:
         for o in outcomes:
             if o.error is not None or o.interrupt is not None:
                 await self._stop_if_failed_or_paused(cur, to_run, outcomes)
+        folded = outcomes[0].folded if len(tasks) == 1 and len(outcomes) == 1 else None
         try:
-            changed = merge_step(self.state, tasks, results, base, cur.step, self._lww)
+            changed = merge_step(self.state, tasks, results, base, cur.step, self._lww, folded)
         except PlaitError as error:
             saved = [result_write(t.id, TaskOutcome(writes=results[t.id][0], routes=results[t.id][1])) for t in to_run]
             await self._save_pending(

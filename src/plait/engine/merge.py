@@ -63,16 +63,21 @@ def merge_step(
     base: Mapping[str, Any],
     step: int,
     lww: frozenset[str],
+    folded: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Fold every task's writes through the reducers in planned task order (the order that
     makes a merge deterministic whatever order the tasks finished in) and return the changed
-    values, without applying them.
+    values, without applying them. ``folded``: a lone task's writes already folded on
+    ``base`` (:attr:`TaskOutcome.folded <plait.engine.tasks.TaskOutcome.folded>`), returned
+    as they are.
 
     Raises:
         ConcurrentWriteError: two tasks wrote one last-write-wins channel (in ``lww``).
         StateError: a reducer refused a write.
     """
     if len(tasks) == 1:
+        if folded is not None:
+            return folded
         writes = results[tasks[0].id][0]
         return state.fold(base, writes, tasks[0].node) if writes else {}
     batches = [(results[t.id][0], t.node) for t in tasks]

@@ -196,6 +196,9 @@ class TaskOutcome:
     routes: list[Route] = field(default_factory=list)
     interrupt: InterruptRecord | None = None
     error: BaseException | None = None
+    folded: dict[str, Any] | None = None
+    """Its writes folded on the step's base, when its routers needed them (None: not
+    computed): a step of this one task merges to exactly these values."""
 
 
 def normalise(spec: NodeSpec, result: Any, schema: StateSchema, task_id: str) -> tuple[list[tuple[str, Any]], Any]:
@@ -301,8 +304,17 @@ async def compute_routes(
     spec: GraphSpec, node: str, state: RunState, base: Mapping[str, Any], writes: list[tuple[str, Any]], goto: Any
 ) -> list[Route]:
     """Static edges, then what the routers choose (seeing the node's own writes), then goto."""
+    return (await routes_and_fold(spec, node, state, base, writes, goto))[0]
+
+
+async def routes_and_fold(
+    spec: GraphSpec, node: str, state: RunState, base: Mapping[str, Any], writes: list[tuple[str, Any]], goto: Any
+) -> tuple[list[Route], dict[str, Any] | None]:
+    """:func:`compute_routes`, and the node's writes folded on ``base`` when its routers
+    needed them (None otherwise), so that a step of one task need not fold them again."""
     routes: list[Route] = list(spec.edges.get(node, ()))
     routers = spec.routers.get(node)
+    own = None
     if routers:
         own = state.fold(base, writes, node) if writes else {}
         view = StateView({**base, **own}, spec) if own else StateView(base, spec)
@@ -310,7 +322,7 @@ async def compute_routes(
             routes.extend(await router_routes(r, view, spec.nodes))
     if goto:
         routes.extend(goto_routes(goto, spec.nodes, node))
-    return routes
+    return routes, own
 
 
 class _NodeTimedOut(Exception):
@@ -395,7 +407,7 @@ async def run_task(  # noqa: PLR0912 - each way a node's call can end (result, i
         else:
             try:
                 writes, goto = normalise(node, result, graph.schema, ctx.task_id)
-                routes = await compute_routes(graph, node.name, state, base, writes, goto)
+                routes, folded = await routes_and_fold(graph, node.name, state, base, writes, goto)
             except PlaitError as exc:  # a refused write or route: the state layer's own words
                 return TaskOutcome(error=exc)
             except TypeError as exc:  # a return value that is not writes
@@ -408,7 +420,7 @@ async def run_task(  # noqa: PLR0912 - each way a node's call can end (result, i
                 err = NodeError(node.name, ctx.step, ctx.thread_id, exc)
                 err.__cause__ = exc
                 return TaskOutcome(error=err)
-            return TaskOutcome(writes=writes, routes=routes)
+            return TaskOutcome(writes=writes, routes=routes, folded=folded)
         if on_retry is not None:
             on_retry(attempt, err, retry)
         if not retry or policy is None:
