@@ -378,7 +378,7 @@ async def queue_run_events(
 
     async def look() -> list[Any]:
         found, _ = await studio.queue.page(status=status, thread_id=thread_id or None, namespace=namespace)
-        return [[r.run_id, r.status, r.updated_at] for r in found]
+        return [[r.run_id, r.status, r.attempts] for r in found]  # what the rows show changing
 
     frames = changes_of(studio.watcher, look, event="runs", is_disconnected=request.is_disconnected)
     return StreamingResponse(frames, media_type="text/event-stream", headers=_SSE_HEADERS)
