@@ -36,7 +36,8 @@ def worker(postgres_dsn: str, postgres_schema: str, tmp_path: Path) -> Iterator[
 
     def start() -> None:
         log = tmp_path / "worker.log"
-        proc = plait_worker(postgres_dsn, postgres_schema, log=log)
+        # unhurried: a busy machine's pause is never taken for a dead worker
+        proc = plait_worker(postgres_dsn, postgres_schema, log=log, args=("--stalled-after", "60", "--lease-ttl", "60"))
         procs.append(proc)
         wait_for(lambda: started(log) or proc.poll() is not None, 60, "the worker to start")
         assert proc.poll() is None, log.read_text()

@@ -61,6 +61,11 @@ def queue_db(postgres_dsn: str, postgres_schema: str) -> tuple[str, str]:
     return postgres_dsn, postgres_schema
 
 
+UNHURRIED = ("--heartbeat", "2", "--stalled-after", "60", "--lease-ttl", "60")
+"""Worker settings for tests that do not kill workers: a busy machine's pause is never taken
+for a dead worker (whose run would go back to the queue and run its step again)."""
+
+
 @pytest.fixture
 def queue_worker(queue_db: tuple[str, str], tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
     """``start(env=...)``: a `plait worker` process serving tests/runs' graphs on ``queue_db``,
@@ -71,7 +76,7 @@ def queue_worker(queue_db: tuple[str, str], tmp_path: Path) -> Iterator[Callable
 
     def start(env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         log = tmp_path / f"worker-{len(procs)}.log"
-        proc = plait_worker(*queue_db, log=log, env=env)
+        proc = plait_worker(*queue_db, log=log, env=env, args=UNHURRIED)
         procs.append(proc)
         wait_for(lambda: started(log) or proc.poll() is not None, 60, "the worker to start")
         assert proc.poll() is None, log.read_text()
