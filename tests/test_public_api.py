@@ -49,6 +49,7 @@ EXPECTED = [
     "MissingNodeError",
     "MissingValueError",
     "NoCheckpointerError",
+    "NoRunQueueError",
     "NodeContext",
     "NodeError",
     "NodeFailed",

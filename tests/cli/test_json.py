@@ -5,6 +5,7 @@ node prints reaches stdout."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -158,3 +159,14 @@ def test_times_are_iso_utc_everywhere(cli: Cli) -> None:
         data = cli(*args, "--db", "t.db", "--json").json()
         for item in data if isinstance(data, list) else [data]:
             assert item["created_at"].endswith("+00:00") and "T" in item["created_at"]
+
+
+def test_every_schema_is_named_in_the_docs() -> None:
+    """A schema added for a command is listed in docs/cli.md too (time.json is a part of the others)."""
+    from ._cli_support import SCHEMAS
+
+    text = (SCHEMAS.parent / "cli.md").read_text()
+    unnamed = [
+        p.name for p in SCHEMAS.glob("*.json") if p.name != "time.json" and not re.search(rf"[`/]{p.name}`", text)
+    ]
+    assert not unnamed, f"docs/cli.md names no {unnamed}"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,43 @@ def bare(saver: SqliteCheckpointer) -> Iterator[TestClient]:
     """The Studio without a graph."""
     with make_client(saver, graphs=False) as c:
         yield c
+
+
+@pytest.fixture
+def queue_db(postgres_dsn: str, postgres_schema: str) -> tuple[str, str]:
+    """(dsn, schema) of a fresh schema set up for runs (``plait db migrate``'s work). The sync
+    client: it runs on a loop of its own, so that a test's own loop (Playwright's) is no bar."""
+    from plait.runs import Runs
+
+    runs = Runs(postgres_dsn, schema=postgres_schema)
+    runs.migrate()
+    runs.close()
+    return postgres_dsn, postgres_schema
+
+
+UNHURRIED = ("--heartbeat", "2", "--stalled-after", "60", "--lease-ttl", "60")
+"""Worker settings for tests that do not kill workers: a busy machine's pause is never taken
+for a dead worker (whose run would go back to the queue and run its step again)."""
+
+
+@pytest.fixture
+def queue_worker(queue_db: tuple[str, str], tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    """``start(env=...)``: a `plait worker` process serving tests/runs' graphs on ``queue_db``,
+    started and registered when it returns; killed when the test ends."""
+    from ._queue_support import plait_worker, started, wait_for
+
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        log = tmp_path / f"worker-{len(procs)}.log"
+        proc = plait_worker(*queue_db, log=log, env=env, args=UNHURRIED)
+        procs.append(proc)
+        wait_for(lambda: started(log) or proc.poll() is not None, 60, "the worker to start")
+        assert proc.poll() is None, log.read_text()
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)

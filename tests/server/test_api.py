@@ -222,6 +222,10 @@ def test_the_openapi_document_names_the_routes(client: TestClient) -> None:
         "/api/diff",
         "/api/graphs",
         "/api/graphs/{name}/svg",
+        "/api/runs",
+        "/api/runs/{run_id}",
+        "/api/runs/{run_id}/cancel",
+        "/api/events/runs",
     ):
         assert p in paths, p
 

@@ -1,7 +1,8 @@
 """The Studio in a real headless Chromium (Debian's, driven by Playwright; no browser
 download): the demo's store, a thread's timeline, a diff of two checkpoints, a fork with an
 edit appearing live in another tab's thread list, an interrupt answered and the run watched
-to its end, keyboard navigation, dark mode; and no request leaves 127.0.0.1.
+to its end, keyboard navigation, dark mode; a queued run that a `plait worker` is running,
+cancelled with its Cancel button; and no request leaves 127.0.0.1.
 
 Screenshots go to the test's temporary folder (and to ``$PLAIT_STUDIO_SCREENSHOTS`` when set:
 ``docs/img`` is made that way).
@@ -25,7 +26,7 @@ if not os.path.exists(CHROMIUM):
         raise RuntimeError("no chromium on this CI machine: .ci/run should have installed it with apt-get")
     pytest.skip("no chromium here (apt-get install chromium; .ci/run installs it)", allow_module_level=True)
 
-from plait import SqliteCheckpointer  # noqa: E402
+from plait import PostgresCheckpointer, SqliteCheckpointer  # noqa: E402
 from plait.cli import demo  # noqa: E402
 from plait.server import create_app  # noqa: E402
 
@@ -158,3 +159,49 @@ def test_the_studio_in_a_browser(studio: dict[str, Any], browser: Any) -> None:
     for t in (tab, lst):
         assert t.hosts() <= {"127.0.0.1", "data"}, t.requests
         assert t.errors == []
+
+
+@pytest.mark.postgres
+def test_a_running_queued_run_is_cancelled_with_its_button(
+    queue_db: tuple[str, str], queue_worker: Any, browser: Any, tmp_path: Path
+) -> None:
+    from plait.runs import Runs
+
+    from ._queue_support import flows, ledger_lines, wait_for
+
+    dsn, schema = queue_db
+    ledger = tmp_path / "ledger"
+    queue_worker(env={"PLAIT_TEST_LEDGER": str(ledger), "PLAIT_TEST_GATE": str(tmp_path / "gate")})
+    expect = sync_api.expect
+    with Runs(dsn, schema=schema) as runs:
+        done = runs.submit(flows.name("single"), {}, thread_id="browser-done")
+        runs.wait(done, timeout=60)
+        long = runs.submit(flows.name("steps"), {"steps": 10, "tag": "b"}, thread_id="browser-long")
+        wait_for(lambda: len(ledger_lines(ledger)) >= 4, 60, "the run's fourth step (held at a gate never opened)")
+        store = PostgresCheckpointer(dsn, schema=schema)
+        with LiveServer(create_app(store)) as server:
+            tab = Page(browser, tmp_path)
+            tab.page.goto(server.url + "/")
+            tab.page.click('nav a[href="/runs"]')
+            row = tab.page.locator(f'tr[data-run="{long}"]')
+            expect(row.locator(".badge")).to_have_text("running")
+            expect(tab.page.locator(f'tr[data-run="{done}"] .badge')).to_have_text("success")
+            expect(tab.page.locator(f'tr[data-run="{done}"] button.cancel-run')).to_have_count(0)
+            tab.page.wait_for_function("document.documentElement.dataset.live === 'on'")
+            row.locator("button.cancel-run").click()  # confirmed (the tab accepts dialogs)
+            expect(tab.page.locator("#flash")).to_contain_text(f"run {long}", timeout=WAIT)
+            expect(row.locator(".badge")).to_have_text("cancelled", timeout=WAIT)
+            expect(row.locator("button.cancel-run")).to_have_count(0)
+            expect(row.locator(".run-error")).to_contain_text("Cancelled")
+            tab.shot("runs")
+            row.locator("td a").first.click()
+            expect(tab.page.locator("#run-status")).to_have_text("cancelled")
+            tab.shot("run")
+            tab.page.click('a[href="/threads/browser-long"]')
+            expect(tab.page.locator(f'#queue-runs li[data-run="{long}"] .badge')).to_have_text("cancelled")
+            tab.shot("thread-runs")
+            assert tab.hosts() <= {"127.0.0.1", "data"}, tab.requests
+            assert tab.errors == []
+        store.close()
+        assert runs.get(long).status == "cancelled"
+    assert len(ledger_lines(ledger)) == 4

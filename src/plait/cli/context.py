@@ -31,6 +31,8 @@ from plait.errors import (
     GraphError,
     InvalidResumeError,
     NotConfirmedError,
+    RunNotFoundError,
+    ScheduleNotFoundError,
     StateError,
     StoreAddressError,
     ThreadExistsError,
@@ -166,9 +168,10 @@ def exit_code(exc: BaseException, *, running: bool) -> int:
     """The exit code an error ends a command with.
 
     2 for what the operator named wrongly (an option, a thread, a checkpoint, a node, a
-    channel, a store, a graph that does not fit the thread); 1 for a run that failed and for
-    a command the store could not carry out. A state or graph error raised while the graph
-    runs (a node writing an unknown channel, routing to a missing node) is the run failing.
+    channel, a store, a graph that does not fit the thread, a queued run or a schedule); 1 for
+    a run that failed and for a command the store could not carry out. A state or graph error
+    raised while the graph runs (a node writing an unknown channel, routing to a missing node)
+    is the run failing.
     """
     if isinstance(exc, NotConfirmedError):
         return EXIT_FAILED if exc.declined else EXIT_USAGE
@@ -180,7 +183,9 @@ def exit_code(exc: BaseException, *, running: bool) -> int:
         | AmbiguousCheckpointError
         | ThreadExistsError
         | InvalidResumeError
-        | GraphChangedError,
+        | GraphChangedError
+        | RunNotFoundError
+        | ScheduleNotFoundError,
     ):
         return EXIT_USAGE
     if isinstance(exc, StateError | GraphError):

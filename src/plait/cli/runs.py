@@ -17,6 +17,7 @@ from plait.cli.arguments import check_positive, parse_json
 from plait.cli.context import Invocation, run_command
 from plait.cli.options import Db, Debug, Json
 from plait.cli.output import EXIT_FAILED, EXIT_INTERRUPTED, Exit
+from plait.cli.records import iso
 from plait.errors import ArgumentError
 
 __all__ = ["register"]
@@ -182,11 +183,12 @@ def cmd_schedules(inv: Invocation, schema: str | None, remove: str | None) -> No
 
 
 def _record(record: dict[str, Any]) -> dict[str, Any]:
-    """A run or schedule record for ``--json``: times as ISO 8601 UTC, as every command prints them."""
+    """A run or schedule record for ``--json``: times (a cron tick too) as ISO 8601 UTC with
+    microseconds, as every command prints them (docs/cli-schemas/run-record.json)."""
     out = dict(record)
-    for key in ("created_at", "started_at", "finished_at", "updated_at", "last_tick"):
+    for key in ("created_at", "started_at", "finished_at", "updated_at", "tick", "last_tick"):
         if out.get(key) is not None:
-            out[key] = datetime.datetime.fromtimestamp(out[key], datetime.UTC).isoformat()
+            out[key] = iso(out[key])
     return out
 
 

@@ -65,7 +65,7 @@ def cmd_studio(
     url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
     inv.out.line(f"plait Studio on {inv.shown_db}: {url}")
     if not apps:
-        inv.out.line("read-only for runs: pass --graph MODULE:GRAPH to edit state, answer interrupts and run")
+        inv.out.line("no graph: pass --graph MODULE:GRAPH to edit state, answer interrupts and run from the page")
     inv.out.line("press Ctrl-C to stop")
     if open_browser:
         import webbrowser

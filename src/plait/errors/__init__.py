@@ -40,7 +40,8 @@ The tree::
     │   ├── ScheduleNotFoundError    a schedule id that is not stored
     │   ├── UnknownGraphError        a run of a graph the worker was not given
     │   ├── RunWaitTimeoutError      (also TimeoutError) wait() ran out before the run ended
-    │   └── QueueSchemaError         the runs or job-queue schema is missing or not the version plait knows
+    │   ├── QueueSchemaError         the runs or job-queue schema is missing or not the version plait knows
+    │   └── NoRunQueueError          the Studio's store has no run queue (not PostgreSQL, or not set up)
     └── CheckpointError              the checkpoint store refused or failed
         ├── CheckpointNotFoundError  a thread or checkpoint id that is not stored
         ├── CheckpointCorruptError   stored data that cannot be read back
@@ -70,6 +71,9 @@ from plait.errors._cli import (
 )
 from plait.errors._cli import (
     ExportFormatError as ExportFormatError,
+)
+from plait.errors._cli import (
+    NoRunQueueError as NoRunQueueError,
 )
 from plait.errors._cli import (
     NotConfirmedError as NotConfirmedError,
@@ -233,6 +237,7 @@ __all__ = [
     "MissingNodeError",
     "MissingValueError",
     "NoCheckpointerError",
+    "NoRunQueueError",
     "NodeError",
     "NodeSignatureError",
     "NodeTimeoutError",

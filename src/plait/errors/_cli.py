@@ -137,3 +137,16 @@ class QueueSchemaError(RunsError):
         self.advice = advice
         have = "is not set up" if found is None else f"is at version {found}"
         super().__init__(f"{store} {have}, this plait needs {expected}: {advice}")
+
+
+class NoRunQueueError(RunsError):
+    """The Studio's store has no run queue to show: it is not PostgreSQL, the ``runs`` extra
+    is not installed, or its database was never set up for runs (``plait db migrate``)."""
+
+    def __init__(self, store: str, reason: str, advice: str) -> None:
+        self.store = store
+        self.reason = reason
+        """Why there is no run queue (the store is SQLite, the run tables are absent, ...)."""
+        self.advice = advice
+        """How to enable it: the command to run, or the store to use."""
+        super().__init__(f"{store} has no run queue: {reason}; {advice}")

@@ -1,14 +1,17 @@
 """The JSON API under ``/api/``, named after the nouns of LangGraph's platform API.
 
 Reads go through :mod:`plait.inspect`; writes through :class:`~plait.server.app.Studio`'s
-actions, each behind :func:`~plait.server.app.check_write` (Origin and CSRF token).
+actions, each behind :func:`~plait.server.app.check_write` (Origin and CSRF token). Two kinds
+of run: ``/api/threads/{id}/runs`` are Studio runs (started here, in this process);
+``/api/runs`` are the run queue's (:mod:`plait.runs`, served by ``plait worker``), read and
+cancelled through :mod:`plait.server.queue`.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response, StreamingResponse
@@ -20,8 +23,12 @@ from plait.errors import CheckpointNotFoundError, GraphRequiredError
 from plait.server.app import StudioRefusal, check_write, json_response, studio_of
 from plait.server.graphs import graph_svg
 from plait.server.live import changes_of
+from plait.server.queue import CANCEL_WAIT, PAGE
 
-__all__ = ["checkpoint_json", "diff_json", "router", "summary_json", "thread_json"]
+if TYPE_CHECKING:
+    from plait.runs.records import Run
+
+__all__ = ["RunStatusQ", "checkpoint_json", "diff_json", "router", "run_json", "summary_json", "thread_json"]
 
 
 class ErrorBody(BaseModel):
@@ -34,7 +41,7 @@ class ErrorBody(BaseModel):
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "Bad input: plait's error says why."},
     403: {"model": ErrorBody, "description": "A write without this Studio's Origin and CSRF token."},
-    404: {"model": ErrorBody, "description": "No such thread, checkpoint, channel or run."},
+    404: {"model": ErrorBody, "description": "No such thread, checkpoint, channel or run, or no run queue here."},
     409: {"model": ErrorBody, "description": "The thread is busy, moved on, or already exists."},
     422: {"model": ErrorBody, "description": "The request does not have the documented shape."},
 }
@@ -43,6 +50,9 @@ router = APIRouter(prefix="/api", responses=_ERRORS)
 
 Namespace = Annotated[str, Query(description="The threads' namespace.")]
 StatusQ = Literal["idle", "busy", "interrupted", "error", "stale"]
+RunStatusQ = Literal["pending", "running", "interrupted", "success", "error", "cancelled", "timeout"]
+"""A queued run's status: ``plait.runs.RUN_STATUSES``, written out because importing
+:mod:`plait.runs` needs the runs extra (a test holds the two equal)."""
 
 
 def iso(ts: float) -> str:
@@ -105,6 +115,43 @@ def diff_json(d: ins.CheckpointDiff) -> dict[str, Any]:
     return {"a": ref(d.a), "b": ref(d.b), "keys": list(d.keys), "channels": [c.to_json() for c in d.channels]}
 
 
+def run_json(run: Run, *, full: bool = True) -> dict[str, Any]:
+    """A queued run as the API gives it (times ISO 8601 UTC); a list's rows leave out the
+    values (``full=False``), as a thread list leaves out its heads' values."""
+    out: dict[str, Any] = {
+        "run_id": run.run_id,
+        "graph": run.graph,
+        "thread_id": run.thread_id,
+        "namespace": run.namespace,
+        "status": run.status,
+        "multitask": run.multitask,
+        "queue": run.queue,
+        "priority": run.priority,
+        "timeout": run.timeout,
+        "attempts": run.attempts,
+        "worker": run.worker,
+        "error": run.error,
+        "schedule_id": run.schedule_id,
+        "tick": run.tick,
+        "created_at": iso(run.created_at),
+        "started_at": None if run.started_at is None else iso(run.started_at),
+        "finished_at": None if run.finished_at is None else iso(run.finished_at),
+        "updated_at": iso(run.updated_at),
+        "cancellable": not run.done,
+    }
+    if full:
+        out |= {
+            "input": run.input,
+            "resume": run.resume,
+            "has_resume": run.has_resume,
+            "context": run.context,
+            "metadata": run.metadata,
+            "output": run.output,
+            "start_checkpoint": run.start_checkpoint,
+        }
+    return out
+
+
 def _metadata(text: str | None) -> dict[str, Any] | None:
     if not text:
         return None
@@ -148,7 +195,7 @@ async def get_thread(request: Request, thread_id: str, namespace: Namespace = ""
     studio = studio_of(request)
     summary = await ins.thread_summary(studio.checkpointer, thread_id, namespace=namespace)
     out = summary_json(summary)
-    out["runs"] = [r.to_json() for r in studio.runs.of_thread(thread_id, namespace)]
+    out["runs"] = [r.to_json() for r in studio.studio_runs.of_thread(thread_id, namespace)]
     return json_response(out)
 
 
@@ -234,9 +281,9 @@ async def get_csrf(request: Request) -> Response:
     return json_response({"csrf_token": studio_of(request).guard.csrf, "header": "X-CSRF-Token"})
 
 
-@router.get("/threads/{thread_id}/runs", summary="Runs of this thread started from this Studio")
+@router.get("/threads/{thread_id}/runs", summary="Studio runs of this thread (started here, in this process)")
 async def list_runs(request: Request, thread_id: str, namespace: Namespace = "") -> Response:
-    return json_response([r.to_json() for r in studio_of(request).runs.of_thread(thread_id, namespace)])
+    return json_response([r.to_json() for r in studio_of(request).studio_runs.of_thread(thread_id, namespace)])
 
 
 # -- live --------------------------------------------------------------------------------------
@@ -248,7 +295,11 @@ async def _thread_look(request: Request, thread_id: str, namespace: str) -> dict
     if info is None:
         return {"thread_id": thread_id, "deleted": True}
     head = await studio.checkpointer.aget(thread_id, namespace=namespace)
-    running = sorted(studio.runs.running_nodes(thread_id, namespace))
+    running = sorted(studio.studio_runs.running_nodes(thread_id, namespace))
+    queued: list[list[str]] = []
+    if studio.queue.ready:  # found by the thread page already: no check here, a look a second
+        found, _ = await studio.queue.page(thread_id=thread_id, namespace=namespace, limit=20)
+        queued = [[r.run_id, r.status] for r in found]
     return {
         "thread_id": thread_id,
         "status": info.status,
@@ -257,7 +308,8 @@ async def _thread_look(request: Request, thread_id: str, namespace: str) -> dict
         "checkpoints": info.checkpoints,
         "pending": len(head.pending_writes) if head else 0,
         "running": running,
-        "runs": [r.status for r in studio.runs.of_thread(thread_id, namespace)],
+        "runs": [r.status for r in studio.studio_runs.of_thread(thread_id, namespace)],
+        "queue_runs": queued,
     }
 
 
@@ -286,6 +338,49 @@ async def list_events(request: Request, status: StatusQ | None = None) -> Stream
         return [[t.namespace, t.thread_id, t.head_id, t.status] for t in rows]
 
     frames = changes_of(studio.watcher, look, event="threads", is_disconnected=request.is_disconnected)
+    return StreamingResponse(frames, media_type="text/event-stream", headers=_SSE_HEADERS)
+
+
+# -- the run queue's runs ----------------------------------------------------------------------
+
+RunThread = Annotated[str | None, Query(description="Only this thread's runs.")]
+RunNamespace = Annotated[str | None, Query(description="Only this namespace (default: all).")]
+
+
+@router.get("/runs", summary="The run queue's runs, newest first (404: the store has no run queue)")
+async def list_queue_runs(
+    request: Request,
+    status: RunStatusQ | None = None,
+    thread_id: RunThread = None,
+    namespace: RunNamespace = None,
+    graph: Annotated[str | None, Query(description="Only runs of this graph (its name, as submitted).")] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = PAGE,
+    cursor: Annotated[str | None, Query(description="next_cursor of the previous page.")] = None,
+) -> Response:
+    found, more = await studio_of(request).queue.page(
+        status=status, thread_id=thread_id or None, namespace=namespace, graph=graph or None, limit=limit,
+        before=cursor or None,
+    )  # fmt: skip
+    return json_response({"runs": [run_json(r, full=False) for r in found], "next_cursor": more})
+
+
+@router.get("/runs/{run_id}", summary="One run of the run queue: its input, output and stored error")
+async def get_queue_run(request: Request, run_id: str) -> Response:
+    return json_response(run_json(await studio_of(request).queue.get(run_id)))
+
+
+@router.get("/events/runs", summary="Server-sent events: the run queue's runs changed")
+async def queue_run_events(
+    request: Request, status: RunStatusQ | None = None, thread_id: RunThread = None, namespace: RunNamespace = None
+) -> StreamingResponse:
+    studio = studio_of(request)
+    await studio.queue.client()  # 404 when there is no run queue, rather than a stream of errors
+
+    async def look() -> list[Any]:
+        found, _ = await studio.queue.page(status=status, thread_id=thread_id or None, namespace=namespace)
+        return [[r.run_id, r.status, r.attempts] for r in found]  # what the rows show changing
+
+    frames = changes_of(studio.watcher, look, event="runs", is_disconnected=request.is_disconnected)
     return StreamingResponse(frames, media_type="text/event-stream", headers=_SSE_HEADERS)
 
 
@@ -339,15 +434,33 @@ async def post_run(request: Request, thread_id: str, body: RunBody, namespace: N
     return json_response(rec.to_json(), 202)
 
 
-@router.delete("/threads/{thread_id}/runs/{run_id}", dependencies=[Write], summary="Cancel a run started here")
+@router.delete("/threads/{thread_id}/runs/{run_id}", dependencies=[Write], summary="Cancel a Studio run (started here)")
 async def cancel_run(request: Request, thread_id: str, run_id: str, namespace: Namespace = "") -> Response:
     studio = studio_of(request)
-    rec = studio.runs.get(run_id)
+    rec = studio.studio_runs.get(run_id)
     if rec is None or rec.thread_id != thread_id or rec.namespace != namespace:
         raise StudioRefusal(404, f"no run {run_id!r} of thread {thread_id!r} was started from this Studio")
-    await studio.runs.cancel(rec)
+    await studio.studio_runs.cancel(rec)
     await studio.watcher.poke()
     return json_response(rec.to_json())
+
+
+@router.post(
+    "/runs/{run_id}/cancel",
+    dependencies=[Write],
+    summary="Cancel a run of the run queue (runs.cancel): a pending one never starts, a running one stops",
+)
+async def cancel_queue_run(
+    request: Request,
+    run_id: str,
+    wait: Annotated[
+        float, Query(ge=0, le=60, description="Seconds to wait for a running run's worker to end it.")
+    ] = CANCEL_WAIT,
+) -> Response:
+    studio = studio_of(request)
+    cancelled, run = await studio.queue.cancel(run_id, wait)
+    await studio.watcher.poke()
+    return json_response({"run_id": run_id, "cancelled": cancelled, "run": run_json(run)})
 
 
 @router.delete("/threads/{thread_id}", dependencies=[Write], summary="Delete a thread and all its checkpoints")

@@ -31,14 +31,17 @@ from plait.errors import (
     GraphRequiredError,
     InvalidResumeError,
     LeaseLostError,
+    NoRunQueueError,
     PlaitError,
+    RunNotFoundError,
     ThreadBusyError,
     ThreadExistsError,
 )
 from plait.graph.compiled import CompiledGraph
 from plait.server.live import Watcher
-from plait.server.runs import RunRecord, Runs
+from plait.server.queue import RunQueue
 from plait.server.security import CSRF_FIELD, CSRF_HEADER, Guard, SecurityMiddleware, origin_ok
+from plait.server.studio_runs import StudioRun, StudioRuns
 from plait.types import Command
 
 __all__ = ["Studio", "StudioConfig", "StudioRefusal", "check_write", "create_app", "read_form", "studio_of"]
@@ -71,13 +74,15 @@ class StudioConfig:
 
 @dataclass(kw_only=True)
 class Studio:
-    """What the routes share: the store, the graphs, the runs started here."""
+    """What the routes share: the store, the graphs, the Studio runs started here (in this
+    process) and the store's run queue (the runs ``plait worker`` processes serve)."""
 
     checkpointer: Checkpointer
     graphs: dict[str, CompiledGraph]
     guard: Guard
     config: StudioConfig
-    runs: Runs = field(default_factory=Runs)
+    studio_runs: StudioRuns = field(default_factory=StudioRuns)
+    queue: RunQueue
     watcher: Watcher
     flashes: dict[str, str] = field(default_factory=dict)
 
@@ -152,21 +157,21 @@ class Studio:
         resume: Any,
         checkpoint_id: str | None,
         graph: str | None,
-    ) -> RunRecord:
+    ) -> StudioRun:
         head = await ins.get_checkpoint(self.checkpointer, thread, checkpoint_id, namespace=namespace)
         name, app = self.graph_for(f"{action} (a run)", head, graph)
         app = self._bound(app, namespace)
-        active = self.runs.active(thread, namespace)
+        active = self.studio_runs.active(thread, namespace)
         if active is not None:
             raise ThreadBusyError(thread, f"studio:{active.id}", 0.0, namespace=namespace, alive=True)
         if action == "resume":
             if not ins.waiting_interrupts(head.pending_writes):
                 raise InvalidResumeError(thread, "it has no interrupt waiting for an answer; continue it instead")
-            rec = self.runs.start(app, name, thread, Command(resume=resume), action=action)
+            rec = self.studio_runs.start(app, name, thread, Command(resume=resume), action=action)
         elif action == "replay":
-            rec = self.runs.start(app, name, thread, None, action=action, checkpoint_id=head.id)
+            rec = self.studio_runs.start(app, name, thread, None, action=action, checkpoint_id=head.id)
         else:
-            rec = self.runs.start(app, name, thread, None, action=action)
+            rec = self.studio_runs.start(app, name, thread, None, action=action)
         await self.watcher.poke()
         return rec
 
@@ -224,7 +229,7 @@ async def read_form(request: Request) -> dict[str, str]:
 
 
 def status_of(exc: PlaitError) -> int:
-    if isinstance(exc, CheckpointNotFoundError):
+    if isinstance(exc, CheckpointNotFoundError | RunNotFoundError | NoRunQueueError):
         return 404
     if isinstance(exc, ThreadBusyError | ConcurrentUpdateError | ThreadExistsError | LeaseLostError):
         return 409
@@ -277,6 +282,7 @@ def create_app(
         graphs=named,
         guard=guard,
         config=cfg,
+        queue=RunQueue(opened, cfg.store_name),
         watcher=Watcher(opened, interval=cfg.poll_interval),
     )
 
@@ -286,7 +292,8 @@ def create_app(
         try:
             yield
         finally:
-            await studio.runs.close()
+            await studio.studio_runs.close()
+            await studio.queue.close()
             await studio.watcher.close()
             if owned:  # opened here from an address: closed here too
                 await opened.aclose()
@@ -294,7 +301,8 @@ def create_app(
     app = FastAPI(
         title="plait Studio",
         version=_version(),
-        description="The JSON API of plait's Studio: threads, history, state, diffs, edits, forks and runs.",
+        description="The JSON API of plait's Studio: threads, history, state, diffs, edits, forks, Studio runs, "
+        "and the run queue's runs (list, read, cancel).",
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,

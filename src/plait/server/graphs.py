@@ -30,7 +30,7 @@ async def graph_svg(studio: Studio, app: CompiledGraph, thread_id: str | None, n
     if thread_id is None:
         return svg
     head = await ins.get_checkpoint(studio.checkpointer, thread_id, namespace=namespace)
-    running = studio.runs.running_nodes(thread_id, namespace)
+    running = studio.studio_runs.running_nodes(thread_id, namespace)
     return mark_nodes(
         svg, {n: NEXT for n in ins.next_nodes(head) if n not in running} | dict.fromkeys(running, RUNNING)
     )

@@ -1,9 +1,10 @@
 """The page: server-rendered HTML (Jinja2, autoescaped), readable without JavaScript.
 
 ``/`` lists threads, ``/threads/{id}`` shows one (``?checkpoint=`` selects a checkpoint: a
-deep link), ``/diff?a=&b=`` compares two checkpoints of one thread or two. The forms post to
-``/threads/{id}/do/{action}`` and redirect back (POST, redirect, GET) with a confirmation of
-what was done. ``static/studio.js`` adds the live parts (SSE), keyboard navigation, lazy
+deep link), ``/diff?a=&b=`` compares two checkpoints of one thread or two, ``/runs`` lists the
+run queue's runs and ``/runs/{id}`` shows one. The forms post to ``/threads/{id}/do/{action}``
+(and a run's Cancel to ``/runs/{id}/cancel``) and redirect back (POST, redirect, GET) with a
+confirmation of what was done. ``static/studio.js`` adds the live parts (SSE), keyboard navigation, lazy
 values and confirmations; without it every page still reads and every form still works.
 """
 
@@ -22,10 +23,11 @@ from markupsafe import Markup
 
 from plait import inspect as ins
 from plait.checkpoint.model import STATUSES, Checkpoint
-from plait.errors import ArgumentError, PlaitError
+from plait.errors import ArgumentError, PlaitError, RunNotFoundError, RunsError
 from plait.server.app import HERE, Studio, check_write, read_form, status_of, studio_of
 from plait.server.graphs import graph_svg
-from plait.server.render import change_html, state_html
+from plait.server.queue import error_summary
+from plait.server.render import change_html, state_html, tree_html
 
 __all__ = ["router"]
 
@@ -35,7 +37,11 @@ _env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=selec
 _env.filters["when"] = lambda ts: datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
 _env.filters["short"] = lambda cid: cid[:12] if cid else ""
 _env.filters["q"] = lambda s: quote(str(s), safe="")
+_env.filters["graph_name"] = lambda graph: str(graph).rsplit("/", 1)[-1]
 _env.globals["change_html"] = change_html
+_env.globals["error_summary"] = error_summary
+_env.globals["tree"] = tree_html
+_env.globals["run_url"] = lambda run_id: f"/runs/{quote(run_id, safe='')}"
 _env.globals["statuses"] = STATUSES
 
 HISTORY_PAGE = 100
@@ -132,6 +138,11 @@ async def thread_page(
     except (PlaitError, ValueError) as exc:
         return _problem(request, exc)
     graph_name, svg, nodes = await _graph_part(studio, summary.head, thread_id, namespace)
+    queue_runs, queue_problem = None, None
+    try:
+        queue_runs = await studio.queue.of_thread(thread_id, namespace)
+    except RunsError as exc:  # the queue is there but unusable (another version, unreachable): say so
+        queue_problem = str(exc)
     query = {"namespace": namespace, "checkpoint_id": selected.id} if namespace else {"checkpoint_id": selected.id}
     return _render(
         request,
@@ -146,8 +157,11 @@ async def thread_page(
         graph_name=graph_name,
         svg=Markup(svg) if svg else None,
         nodes=nodes,
-        runs=studio.runs.of_thread(thread_id, namespace),
-        active=studio.runs.active(thread_id, namespace),
+        runs=studio.studio_runs.of_thread(thread_id, namespace),
+        queue_runs=queue_runs,
+        queue_problem=queue_problem,
+        thread_query=urlencode({"thread": thread_id, "namespace": namespace}),
+        active=studio.studio_runs.active(thread_id, namespace),
         namespace=namespace,
         url=_thread_url,
         writes=_writes,
@@ -268,10 +282,10 @@ async def act(request: Request, thread_id: str, action: str, namespace: str = ""
             done += f": run {rec.id} started"
             target = _thread_url(thread_id, namespace)
         elif action == "cancel":
-            found = studio.runs.get(form.get("run_id", ""))
+            found = studio.studio_runs.get(form.get("run_id", ""))
             if found is None or found.thread_id != thread_id:
                 raise ArgumentError("run_id", "no such run of this thread was started from this Studio")
-            await studio.runs.cancel(found)
+            await studio.studio_runs.cancel(found)
             done, target = f"run {found.id} cancelled", back
         elif action == "delete":
             if form.get("confirm") != "yes":
@@ -284,3 +298,110 @@ async def act(request: Request, thread_id: str, action: str, namespace: str = ""
         return _problem(request, exc, back)
     key = studio.flash(done)
     return RedirectResponse(target + ("&" if "?" in target else "?") + f"flash={key}", status_code=303)
+
+
+# -- the run queue's runs ------------------------------------------------------------------------
+
+
+def _local(path: str | None) -> str | None:
+    """``path`` when it is a path on this Studio (a form's ``back``), else None: never a
+    redirect to another site."""
+    if not path or not path.startswith("/") or path.startswith("//") or "\\" in path:
+        return None
+    return path
+
+
+def _run_url(run_id: str) -> str:
+    return f"/runs/{quote(run_id, safe='')}"
+
+
+def _no_queue(request: Request, exc: RunsError) -> HTMLResponse:
+    """The Runs pages on a store without a (usable) run queue: why, and how to enable it."""
+    return _render(request, "runs.html", unavailable=exc)
+
+
+@router.get("/runs", response_class=HTMLResponse)
+async def runs_page(
+    request: Request,
+    status: str | None = None,
+    thread: str | None = None,
+    graph: str | None = None,
+    namespace: str | None = None,
+    cursor: str | None = None,
+) -> HTMLResponse:
+    studio = studio_of(request)
+    # No namespace: every namespace. An empty one counts with a thread (the thread page's link
+    # names the thread's namespace, the default one included); alone it means no filter.
+    ns = namespace if namespace or (namespace == "" and thread) else None
+    filters = {"status": status or None, "thread": thread or None, "graph": graph or None, "namespace": ns}
+    try:
+        found, more = await studio.queue.page(
+            status=filters["status"],
+            thread_id=filters["thread"],
+            namespace=ns,
+            graph=filters["graph"],
+            before=cursor or None,
+        )
+    except RunsError as exc:
+        return _no_queue(request, exc)
+    except ValueError as exc:
+        return _problem(request, exc, "/runs")
+    from plait.runs.records import RUN_STATUSES
+
+    kept = {k: v for k, v in filters.items() if v is not None}
+    watched = {k: v for k, v in {"status": status, "thread_id": thread, "namespace": ns}.items() if v is not None}
+    return _render(
+        request,
+        "runs.html",
+        unavailable=None,
+        runs=found,
+        more="/runs?" + urlencode({**kept, "cursor": more}) if more else None,
+        run_statuses=RUN_STATUSES,
+        status=status or "",
+        thread=thread or "",
+        graph=graph or "",
+        namespace=ns,
+        url=_thread_url,
+        back=request.url.path + (f"?{request.url.query}" if request.url.query else ""),
+        events="/api/events/runs" + (f"?{urlencode(watched)}" if watched else ""),
+    )
+
+
+@router.get("/runs/{run_id}", response_class=HTMLResponse)
+async def run_page(request: Request, run_id: str) -> HTMLResponse:
+    studio = studio_of(request)
+    try:
+        run = await studio.queue.get(run_id)
+    except RunNotFoundError as exc:
+        return _problem(request, exc, "/runs")
+    except RunsError as exc:
+        return _no_queue(request, exc)
+    return _render(
+        request,
+        "run.html",
+        r=run,
+        url=_thread_url,
+        back=_run_url(run_id),
+        thread_query=urlencode({"thread": run.thread_id, "namespace": run.namespace}),
+        events="/api/events/runs?" + urlencode({"thread_id": run.thread_id, "namespace": run.namespace}),
+    )
+
+
+@router.post("/runs/{run_id}/cancel", dependencies=[Depends(check_write)])
+async def cancel_run(request: Request, run_id: str) -> Response:
+    studio = studio_of(request)
+    form = await read_form(request)
+    back = _local(form.get("back")) or _run_url(run_id)
+    try:
+        cancelled, run = await studio.queue.cancel(run_id)
+    except (PlaitError, ValueError) as exc:
+        return _problem(request, exc, back)
+    await studio.watcher.poke()
+    if not cancelled:
+        done = f"run {run_id} had ended already ({run.status}): nothing to cancel"
+    elif run.done:
+        done = f"run {run_id} cancelled: it is now {run.status}"
+    else:
+        done = f"run {run_id}: cancel asked; it is still {run.status}, its worker ends it when it hears of it"
+    key = studio.flash(done)
+    return RedirectResponse(back + ("&" if "?" in back else "?") + f"flash={key}", status_code=303)

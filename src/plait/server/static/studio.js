@@ -1,6 +1,7 @@
 // plait Studio: the live parts of the page. Without this file every page still reads and
-// every form still works; with it: live updates (server-sent events), keyboard navigation
-// of the timeline, lazily loaded large values, confirmations and the dark/light switch.
+// every form still works; with it: live updates (server-sent events: a thread, the thread
+// list, the run queue's runs), keyboard navigation of the timeline, lazily loaded large
+// values, confirmations and the dark/light switch.
 // No framework and no build step: a plain ES module, served from the package.
 
 const root = document.documentElement;
@@ -176,6 +177,7 @@ if (stream && "EventSource" in window) {
   const onChange = () => refresh();
   source.addEventListener("thread", onChange);
   source.addEventListener("threads", onChange);
+  source.addEventListener("runs", onChange);
   root.dataset.live = "on";
 }
 

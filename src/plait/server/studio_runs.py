@@ -1,7 +1,12 @@
-"""Runs started from the Studio: asyncio tasks in the Studio's own process, cancellable.
+"""Studio runs: runs started from the Studio's page, as asyncio tasks in the Studio's own
+process, cancellable.
 
-A run is ``CompiledGraph.astream(..., mode="events")``: the Studio watches its events to
-show which node is running, and the store shows every checkpoint it commits, to this page
+Not the run queue's runs (:mod:`plait.runs`, served by ``plait worker`` processes, which the
+Studio shows through :mod:`plait.server.queue`): a Studio run lives and dies with the Studio
+process, and only the checkpoints it commits outlast it.
+
+A Studio run is ``CompiledGraph.astream(..., mode="events")``: the Studio watches its events
+to show which node is running, and the store shows every checkpoint it commits, to this page
 and to any other process reading the store.
 """
 
@@ -18,23 +23,23 @@ from plait.engine.events import NodeFailed, NodeFinished, NodeStarted
 from plait.errors import PlaitError
 from plait.graph.compiled import CompiledGraph
 
-__all__ = ["RunRecord", "Runs"]
+__all__ = ["StudioRun", "StudioRuns"]
 
-RunStatus = Literal["running", "done", "interrupted", "error", "cancelled"]
+StudioRunStatus = Literal["running", "done", "interrupted", "error", "cancelled"]
 KEEP = 500
 """Finished runs remembered (the oldest finished are forgotten first; running ones never)."""
 
 
 @dataclass(kw_only=True)
-class RunRecord:
-    """One run started here."""
+class StudioRun:
+    """One run started from this Studio."""
 
     id: str
     thread_id: str
     namespace: str
     action: str
     graph: str
-    status: RunStatus = "running"
+    status: StudioRunStatus = "running"
     started_at: float = field(default_factory=time.time)
     finished_at: float | None = None
     error: str | None = None
@@ -57,11 +62,11 @@ class RunRecord:
         }
 
 
-class Runs:
+class StudioRuns:
     """The runs this Studio started, by id, newest last."""
 
     def __init__(self) -> None:
-        self._runs: dict[str, RunRecord] = {}
+        self._runs: dict[str, StudioRun] = {}
 
     def start(
         self,
@@ -72,9 +77,9 @@ class Runs:
         *,
         action: str,
         checkpoint_id: str | None = None,
-    ) -> RunRecord:
+    ) -> StudioRun:
         """Start a run as a task on the running loop and return its record at once."""
-        rec = RunRecord(
+        rec = StudioRun(
             id=uuid.uuid4().hex[:12], thread_id=thread_id, namespace=app.namespace, action=action, graph=graph
         )
         rec.task = asyncio.get_running_loop().create_task(self._drive(rec, app, input, checkpoint_id))
@@ -84,7 +89,7 @@ class Runs:
             del self._runs[k]
         return rec
 
-    async def _drive(self, rec: RunRecord, app: CompiledGraph, input: Any, checkpoint_id: str | None) -> None:
+    async def _drive(self, rec: StudioRun, app: CompiledGraph, input: Any, checkpoint_id: str | None) -> None:
         try:
             stream = app.astream(
                 input, thread_id=rec.thread_id, checkpoint_id=checkpoint_id, mode="events", owner=f"studio:{rec.id}"
@@ -107,10 +112,10 @@ class Runs:
             rec.running.clear()
             rec.finished_at = time.time()
 
-    def get(self, run_id: str) -> RunRecord | None:
+    def get(self, run_id: str) -> StudioRun | None:
         return self._runs.get(run_id)
 
-    def of_thread(self, thread_id: str, namespace: str = "") -> list[RunRecord]:
+    def of_thread(self, thread_id: str, namespace: str = "") -> list[StudioRun]:
         return [r for r in self._runs.values() if r.thread_id == thread_id and r.namespace == namespace]
 
     def running_nodes(self, thread_id: str, namespace: str = "") -> set[str]:
@@ -120,10 +125,10 @@ class Runs:
                 out |= r.running
         return out
 
-    def active(self, thread_id: str, namespace: str = "") -> RunRecord | None:
+    def active(self, thread_id: str, namespace: str = "") -> StudioRun | None:
         return next((r for r in self.of_thread(thread_id, namespace) if r.status == "running"), None)
 
-    async def cancel(self, rec: RunRecord) -> None:
+    async def cancel(self, rec: StudioRun) -> None:
         """Cancel the run and wait for it to stop (its lease is given back by the run)."""
         if rec.task is not None and not rec.task.done():
             rec.task.cancel()
