@@ -470,3 +470,43 @@ def test_a_commit_chosen_as_a_deadlock_victim_is_run_again_and_lands(store: tupl
     assert not errors, errors
     same(cp.get("t"), first.checkpoint)
     cp.close()
+
+
+def test_a_store_set_up_through_the_search_path_writes_its_own_tables_when_named_by_schema(
+    postgres_dsn: str, postgres_schema: str
+) -> None:
+    """Set up with no schema= (the search path names it) and then used with schema=, from a
+    session whose search path names another plait schema: every write lands in its own."""
+    from plait import END, START, AppendList, Graph, StateSchema
+
+    decoy = postgres_schema + "_decoy"
+    sep = "&" if "?" in postgres_dsn else "?"
+
+    def on_path(name: str) -> str:
+        return f"{postgres_dsn}{sep}options=-csearch_path%3D{name}"
+
+    setup = postgres.PostgresCheckpointer(on_path(postgres_schema))
+    other = postgres.PostgresCheckpointer(postgres_dsn, schema=decoy)
+    try:
+        setup.setup()
+        other.setup()
+        store = postgres.PostgresCheckpointer(on_path(decoy), schema=postgres_schema)
+        try:
+            g = Graph(StateSchema.builder().add("log", AppendList()).build())
+            g.add_node("n", lambda s: {"log": ["x" * 200]})  # big enough for the blobs table
+            g.add_edge(START, "n")
+            g.add_edge("n", END)
+            app = g.compile(checkpointer=store)
+            app.invoke({}, thread_id="t")
+            app.invoke({}, thread_id="t")
+            assert app.get_state("t").values["log"] == ["x" * 200] * 2
+        finally:
+            store.close()
+        for table in ("checkpoints", "blobs", "threads"):
+            mine = sql(postgres_dsn, f'SELECT count(*) FROM "{postgres_schema}".plait_{table}')[0][0]
+            theirs = sql(postgres_dsn, f'SELECT count(*) FROM "{decoy}".plait_{table}')[0][0]
+            assert (mine > 0, theirs) == (True, 0), table
+    finally:
+        setup.close()
+        other.close()
+        sql(postgres_dsn, f'DROP SCHEMA IF EXISTS "{decoy}" CASCADE')

@@ -128,6 +128,20 @@ _PUT_CHECKPOINT_6 = _PUT_CHECKPOINT_5.replace(
 ).replace("f_expect, f_own, f_parent);", "f_expect, f_own, f_parent, f_quiet);")
 """Schema 6's: the same with ``f_quiet`` (Fence.expect_no_writes) passed on to ``fence()``."""
 
+_REQUIRE_PARENT_3 = """CREATE OR REPLACE FUNCTION {P}require_parent(f_ns text, f_tid text, f_parent text)
+        RETURNS integer
+        LANGUAGE plpgsql VOLATILE AS $require$
+        BEGIN
+            PERFORM 1 FROM {P}checkpoints c WHERE c.ns = f_ns AND c.thread_id = f_tid AND c.id = f_parent;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION USING ERRCODE = 'PLT03', MESSAGE = 'plait: the parent checkpoint is gone',
+                    DETAIL = json_build_object('namespace', f_ns, 'thread_id', f_tid, 'parent', f_parent)::text;
+            END IF;
+            RETURN 1;
+        END
+        $require$"""
+"""Raise PLT03 when a commit's parent checkpoint is gone (another process deleted it)."""
+
 PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
     # The fence of a commit as one statement that raises server-side, so a pipelined commit
     # sends it with its other statements and waits for no answer: a refusal aborts the
@@ -148,17 +162,7 @@ PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
     # that raises PLT01, as fence() does, when another owner holds the lease; a holder that
     # released meanwhile is retried.
     3: (
-        """CREATE OR REPLACE FUNCTION {P}require_parent(f_ns text, f_tid text, f_parent text) RETURNS integer
-        LANGUAGE plpgsql VOLATILE AS $require$
-        BEGIN
-            PERFORM 1 FROM {P}checkpoints c WHERE c.ns = f_ns AND c.thread_id = f_tid AND c.id = f_parent;
-            IF NOT FOUND THEN
-                RAISE EXCEPTION USING ERRCODE = 'PLT03', MESSAGE = 'plait: the parent checkpoint is gone',
-                    DETAIL = json_build_object('namespace', f_ns, 'thread_id', f_tid, 'parent', f_parent)::text;
-            END IF;
-            RETURN 1;
-        END
-        $require$""",
+        _REQUIRE_PARENT_3,
         """CREATE OR REPLACE FUNCTION {P}fence(
             f_ns text, f_tid text, f_owner text, f_check_head boolean, f_expect text, f_own text, f_parent text)
             RETURNS integer
@@ -550,3 +554,20 @@ renewal only shortens a lease, a lost release only makes the next run wait for t
 assert _TAKE_8 != _TAKE_7
 
 PG_MIGRATIONS[8] = (_TAKE_8,)
+
+PG_MIGRATIONS[9] = (
+    # Every function of version 8 again, as it was, but created by a migration that names
+    # its tables with their schema even when the store was set up through the search path
+    # (no schema=): an unqualified name in a function body is looked up in the *caller's*
+    # search path, so a store set up that way and then used with schema= wrote through its
+    # functions into another schema's tables (public's, when they existed). See
+    # PostgresCheckpointer.migrate.
+    _REQUIRE_PARENT_3,
+    _LEASE_LOST_7,
+    _TAKE_8,
+    _TAKE_AND_GET_7,
+    _RENEW_7,
+    _GIVE_7,
+    _FENCE_7,
+    _PUT_CHECKPOINT_7,
+)

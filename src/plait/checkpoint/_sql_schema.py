@@ -39,7 +39,7 @@ from __future__ import annotations
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "STATEMENTS", "joins"]
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 """The schema version this code reads and writes."""
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -103,6 +103,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     # only records the version (its lease writes never outlive a crash of the machine: every
     # run on it dies with it).
     8: (),
+    9: (),  # PostgreSQL's functions again, bound to their schema (see _pg_schema)
 }
 
 STATEMENTS: dict[str, str] = {

@@ -425,7 +425,18 @@ class PostgresCheckpointer(SqlCheckpointer):
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             if self.schema:
                 cur.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote_ident(self.schema)}")
-            return self._core.migrate(cur)
+                return self._core.migrate(cur)
+            # Set up through the search path: migrate with the schema it names spelled out, so
+            # that the functions' bodies name their own tables (an unqualified name there would
+            # be looked up in each caller's search path, not where the function lives).
+            (current,) = cur.execute("SELECT current_schema()").fetchone()
+            if current is None:
+                raise CheckpointError(
+                    f"{self._store}: the connection's search_path names no schema that exists, so plait "
+                    "has nowhere to create its tables; pass schema=... (plait --db '...?options=-csearch_path%3D"
+                    "NAME') naming one, or create the schema first"
+                )
+            return SqlCore(_dialect(str(current)), self._store).migrate(cur)
 
         found = self._transaction(migrate, check=False)
         self._checked = True
