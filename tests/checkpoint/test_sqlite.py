@@ -30,6 +30,7 @@ from plait.errors import (
     CheckpointCorruptError,
     CheckpointError,
     ConcurrentUpdateError,
+    LeaseLostError,
     StoreVersionError,
     ThreadBusyError,
 )
@@ -543,27 +544,34 @@ def test_a_parent_deleted_by_another_process_is_not_built_upon(db: Path) -> None
     run(go())
 
 
+class _Traced:
+    """A bare SQL core on a fresh file, its statements traced: which commits look a parent up."""
+
+    def __init__(self, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+        self.conn = sqlite3.connect(tmp_path / "f.db", isolation_level=None)
+        request.addfinalizer(self.conn.close)
+        self.core = SqlCore(_DIALECT, "test store")
+        _transaction(self.conn, self.core.migrate)
+        self.seen: list[str] = []
+        self.conn.set_trace_callback(self.seen.append)
+
+    def commit(self, cw: CheckpointWrite, fence: Fence) -> Exception | None:
+        self.seen.clear()
+        request = CommitRequest(checkpoints=[cw], writes=(), fence=fence)
+        (result,) = self.core.commit_all(lambda fn: _transaction(self.conn, fn), [request], time.time)
+        return result
+
+    def parent_lookups(self) -> int:
+        return sum(1 for sql in self.seen if sql.startswith("SELECT 1 FROM plait_checkpoints"))
+
+
 def test_a_fence_that_checks_the_head_spares_the_parent_lookup_and_still_refuses_a_gone_one(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """A cached commit looks its parent up (another process may have deleted it), unless its
     fence checks that the parent is the thread's head: a head found equal to it exists."""
-    conn = sqlite3.connect(tmp_path / "f.db", isolation_level=None)
-    request.addfinalizer(conn.close)
-    core = SqlCore(_DIALECT, "test store")
-    _transaction(conn, core.migrate)
-    seen: list[str] = []
-    conn.set_trace_callback(seen.append)
-
-    def commit(cw: CheckpointWrite, fence: Fence) -> Exception | None:
-        seen.clear()
-        (result,) = core.commit_all(
-            lambda fn: _transaction(conn, fn), [CommitRequest(checkpoints=[cw], writes=(), fence=fence)], time.time
-        )
-        return result
-
-    def parent_lookups() -> int:
-        return sum(1 for sql in seen if sql.startswith("SELECT 1 FROM plait_checkpoints"))
+    store = _Traced(tmp_path, request)
+    conn, commit, parent_lookups = store.conn, store.commit, store.parent_lookups
 
     root = make("t", None, {"n": 0})
     assert commit(root, Fence(owner="a")) is None
@@ -722,3 +730,50 @@ def test_vacuum_gives_the_space_of_pruned_checkpoints_back_and_keeps_what_is_kep
         assert saver.get("t") is not None and saver.get("t").values["blob"] == "after"  # type: ignore[union-attr]
     finally:
         saver.close()
+
+
+def test_a_commit_under_a_current_lease_builds_on_its_cached_parent_without_looking_it_up(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A run's commit whose lease the transaction found current trusts the cached parent (a
+    delete or a prune back to a checkpoint would have revoked the lease); a one-off write and
+    a subgraph's commit (another namespace's lease) still look it up."""
+    store = _Traced(tmp_path, request)
+    conn, core, commit, parent_lookups = store.conn, store.core, store.commit, store.parent_lookups
+
+    lease = _transaction(conn, lambda cur: core.take_lease(cur, "", "t", "run", 30.0, time.time()))
+    run_fence = Fence(owner="run", token=lease.token)
+    root = make("t", None, {"n": 0})
+    assert commit(root, run_fence) is None
+    child = make("t", root.checkpoint, {"n": 1})
+    assert commit(child, run_fence) is None and parent_lookups() == 0
+    sub_root = make("t", None, {"n": 0}, namespace="sub")
+    sub_fence = Fence(owner="run", token=lease.token, lease_namespace="")
+    assert commit(sub_root, sub_fence) is None
+    assert commit(make("t", sub_root.checkpoint, {"n": 1}, namespace="sub"), sub_fence) is None
+    assert parent_lookups() == 1
+
+
+def test_a_run_whose_thread_was_pruned_back_under_it_writes_nothing_more(db: Path) -> None:
+    """Another process prunes the thread back while a run holds its lease: the run's next
+    commit (on a cached parent that is gone) is refused as a lost lease, leaving no deltas on
+    nothing, and the thread reads back as pruned."""
+
+    async def go() -> None:
+        a, b = SqliteCheckpointer(db), SqliteCheckpointer(db)
+        lease = await a.atake_lease("t", "run")
+        fence = Fence(owner="run", token=lease.token)
+        root = make("t", None, {"n": 0})
+        await a.acommit(checkpoints=[root], fence=fence)
+        child = make("t", root.checkpoint, {"n": 1})
+        await a.acommit(checkpoints=[child], fence=fence)  # a's cache: child, the head
+        assert await b.aprune("t", newer_than=root.checkpoint.id) == 1
+        with pytest.raises(LeaseLostError):
+            await a.acommit(checkpoints=[make("t", child.checkpoint, {"n": 2})], fence=fence)
+        for cp in (a, b):
+            same(await cp.aget("t"), root.checkpoint)
+            assert [c.id for c in await cp.ahistory("t")] == [root.checkpoint.id]
+        await a.aclose()
+        await b.aclose()
+
+    run(go())

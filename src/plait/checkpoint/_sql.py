@@ -28,6 +28,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from plait.checkpoint import lease as rules
 from plait.checkpoint._common import keep_set
 from plait.checkpoint._migrations import Component
 from plait.checkpoint._records import RecordError, decode_body
@@ -210,7 +211,13 @@ class SqlCore:
         self.forget(namespace, thread_id)
 
     def prune(
-        self, cur: Cursor, namespace: str, thread_id: str, keep_last: int | None, newer_than: str | None = None
+        self,
+        cur: Cursor,
+        namespace: str,
+        thread_id: str,
+        keep_last: int | None,
+        newer_than: str | None = None,
+        now: float | None = None,
     ) -> int:
         """Drop what ``keep_last`` does not keep, and every blob no kept checkpoint needs.
 
@@ -266,7 +273,21 @@ class SqlCore:
         if reroot:
             cur.executemany(self._sql["reroot"], reroot)
         self.forget(namespace, thread_id)
+        self._revoke_after_rewind(cur, namespace, thread_id, now, rewound=newer_than is not None and bool(dropped))
         return len(dropped)
+
+    def _revoke_after_rewind(
+        self, cur: Cursor, namespace: str, thread_id: str, now: float | None, *, rewound: bool
+    ) -> None:
+        """Revoke the lease of a thread ``rewound`` (pruned back to a checkpoint): it was
+        rewritten under any run holding the lease, which must write nothing more (and so a
+        commit may trust a lease it checked to mean that its cached parent still exists: see
+        :meth:`SqlCommit._apply <plait.checkpoint._sql_commit.SqlCommit._apply>`)."""
+        if not rewound:
+            return
+        head = self.get(cur, namespace, thread_id, None)
+        assert head is not None
+        self.threads.revoke(cur, (namespace, thread_id), rules.rest_status(head.next_tasks, head.pending_writes), now)
 
     # -- leases (see plait.checkpoint.lease) -------------------------------------------------
 

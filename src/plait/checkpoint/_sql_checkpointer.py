@@ -128,7 +128,9 @@ class SqlCheckpointer(Checkpointer):
     ) -> int:
         check_prune(keep_last, newer_than)
         check_thread(thread_id, namespace)
-        return await self._writing(lambda cur: self._core.prune(cur, namespace, thread_id, keep_last, newer_than))
+        return await self._writing(
+            lambda cur: self._core.prune(cur, namespace, thread_id, keep_last, newer_than, self._now())
+        )
 
     async def arelease_lease(self, lease: Lease, *, status: RestStatus | None = None) -> None:
         check_thread(lease.thread_id, lease.namespace)

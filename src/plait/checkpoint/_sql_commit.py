@@ -237,6 +237,10 @@ class SqlCommit:
                 if cached is not None and cached.id == cp.parent_id:
                     parents[key] = cp.parent_id
         checked: HeadCondition | None = None
+        # A run's commit whose lease this transaction found current: no process deleted its
+        # cached parent, since whatever could (a delete, a prune back to a checkpoint)
+        # revokes the lease, and nobody else committed on the thread (see _trusts_cache).
+        leased = _trusts_cache(request.fence)
         if request.fence is not None:
             try:
                 checked = self._check_fence(cur, request, request.fence, parents, now)
@@ -259,6 +263,7 @@ class SqlCommit:
             check = hit and staged is None and not _found_as_head(checked, cp)
             if (
                 check
+                and not leased
                 and not self.dialect.server_checks
                 and cur.execute(sql["has_cp"], (ns, tid, parent_id)).fetchone() is None
             ):
@@ -323,6 +328,21 @@ class SqlCommit:
         except RecordError:
             return {}  # a damaged parent: store this checkpoint's values in full
         return {ch: Chan(blob, None, None) for ch, blob in blobs.items()}
+
+
+def _trusts_cache(fence: Fence | None) -> bool:
+    """Whether a commit that passed ``fence`` may build on a cached parent without looking it
+    up: one made under a thread's own lease (a token, and no other namespace's lease), which
+    the fence check found current and held in this very transaction.
+
+    The cached parent is the last checkpoint this process committed on the thread; under the
+    lease nobody else committed on it since, so it is the head of its branch, which a prune by
+    ``keep_last`` always keeps, and everything that drops it otherwise (a delete, a prune back
+    to an older checkpoint, an import that replaces the thread) revokes the lease first, which
+    the fence would have found. A subgraph's commit (``lease_namespace``) is not trusted: its
+    namespace has no lease of its own that such an operation would revoke.
+    """
+    return fence is not None and fence.token is not None and fence.lease_namespace is None
 
 
 def _found_as_head(checked: HeadCondition | None, cp: Checkpoint) -> bool:

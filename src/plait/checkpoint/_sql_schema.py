@@ -114,7 +114,8 @@ STATEMENTS: dict[str, str] = {
         body = excluded.body""",
     # Whether a checkpoint exists: on a cache hit a commit writes deltas against the parent's
     # blobs without reading them, and this check, in the commit's transaction, catches a
-    # parent that another process deleted since, so that those deltas are never committed.
+    # parent that another process deleted since, so that those deltas are never committed
+    # (skipped by a run's commit under a lease it found current: see _sql_commit._trusts_cache).
     # (A RETURNING subquery on the insert did the same in one statement, at 2.5 times the
     # cost of both statements together in SQLite 3.40.)
     "has_cp": "SELECT 1 FROM {P}checkpoints WHERE ns = ? AND thread_id = ? AND id = ?",
@@ -208,6 +209,10 @@ STATEMENTS: dict[str, str] = {
     # A deleted thread keeps its row, its lease revoked: generations never restart, so a run
     # that held the thread cannot write into a new thread of the same id.
     "tombstone": """UPDATE {P}threads SET gen = gen + 1, owner = ?, holder = NULL, held = 0, status = 'idle',
+        updated_at = {clock} WHERE ns = ? AND thread_id = ?""",
+    # A prune back to a checkpoint revokes the lease the same way, leaving the status of the
+    # checkpoint that is the head again.
+    "revoke": """UPDATE {P}threads SET gen = gen + 1, owner = ?, holder = NULL, held = 0, status = ?,
         updated_at = {clock} WHERE ns = ? AND thread_id = ?""",
     # Listings: the thread rows newest first (an index scan), each with its head and its count.
     "threads": """SELECT {clock}, t.ns, t.thread_id, t.gen, t.owner, t.holder, t.taken_at, t.expires_at, t.held,

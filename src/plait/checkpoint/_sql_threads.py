@@ -168,6 +168,11 @@ class SqlThreads:
         """Record how a one-off write leaves the thread."""
         cur.execute(self._sql["settle"], (*key, status, now))
 
+    def revoke(self, cur: Cursor, key: Key, status: RestStatus, now: float | None) -> None:
+        """Revoke the lease of a thread rewritten under it (a prune back to a checkpoint),
+        leaving it ``status``."""
+        cur.execute(self._sql["revoke"], ("prune", status, now, *key))
+
     def tombstone(self, cur: Cursor, key: Key, now: float | None) -> None:
         """Revoke a deleted thread's lease, keeping its row (generations never restart)."""
         cur.execute(self._sql["tombstone"], ("delete", now, *key))

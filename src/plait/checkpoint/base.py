@@ -191,7 +191,8 @@ class Checkpointer(ABC):
         Say what to keep in exactly one way: ``keep_last``, the ``keep_last`` newest of every
         branch head's lineage (old history goes); or ``newer_than``, a checkpoint id: every
         checkpoint written after it goes, so that it is the thread's head again (what a
-        rolled-back run wrote goes, branches made before it stay).
+        rolled-back run wrote goes, branches made before it stay), and the thread's lease is
+        revoked, since a run holding it was writing onto what went.
 
         Raises:
             ValueError: neither or both of them given, or ``keep_last`` < 1.

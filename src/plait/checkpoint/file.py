@@ -182,10 +182,12 @@ class FileCheckpointer(FileReads, Checkpointer):
         await asyncio.to_thread(self._revoke, (namespace, thread_id))
 
     @disk_errors
-    def _revoke(self, key: Key) -> None:
+    def _revoke(self, key: Key, status: RestStatus | None = None) -> None:
         """After a delete: a thread that ever had a lease keeps its lease file, the lease
         revoked (generations never restart, so a run that held it cannot write into a new
-        thread of the same id); one that never had a lease leaves no file."""
+        thread of the same id); one that never had a lease leaves no file. With a
+        ``status`` (a prune back to a checkpoint, leaving the thread so): the lease is
+        revoked and the file kept."""
         path = self._path(key, ".lease")
         try:
             fd = os.open(path, os.O_RDWR)
@@ -194,7 +196,10 @@ class FileCheckpointer(FileReads, Checkpointer):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             row = read_row(fd)
-            if row is None or row.gen == 0:
+            if status is not None:
+                if row is not None:
+                    write_row(fd, key, rules.revoked(row, owner="prune", status=status, now=self.clock()))
+            elif row is None or row.gen == 0:
                 path.unlink()
             else:
                 now = self.clock()
@@ -540,6 +545,12 @@ class FileCheckpointer(FileReads, Checkpointer):
             dropped = len(state.records) - len(keep)
             if dropped == 0:
                 return 0
+            if newer_than is not None:
+                # First, so that a crash before the rewrite leaves the history whole and the
+                # lease revoked: a run holding it was writing onto what is about to go.
+                head = max(keep)
+                pending = state.writes.get(head, {}).values()
+                self._revoke(key, rules.rest_status(state.records[head].next_tasks, pending))
             path = self._path(key)
             try:
                 lines = [header_line(key)]

@@ -54,6 +54,7 @@ __all__ = [
     "release",
     "renew",
     "rest_status",
+    "revoked",
     "settled",
     "shown_status",
     "take",
@@ -188,6 +189,13 @@ def release(row: LeaseRow | None, token: int, *, status: RestStatus | None, now:
     if row is None or row.gen != token or not row.held:
         return None
     return replace(row, held=False, status=status or row.status, updated_at=now)
+
+
+def revoked(row: LeaseRow, *, owner: str, status: RestStatus, now: float) -> LeaseRow:
+    """The row after its lease is revoked by an operation that rewrote the thread under it
+    (a delete, a prune back to a checkpoint): a new generation that nobody holds, so a run
+    that held the old one can write nothing more, and how the thread now stands."""
+    return replace(row, gen=row.gen + 1, owner=owner, holder=None, held=False, status=status, updated_at=now)
 
 
 def check_fence(row: LeaseRow | None, fence: Fence, *, thread_id: str, namespace: str, now: float) -> LeaseRow | None:

@@ -253,6 +253,16 @@ class MemoryCheckpointer(Checkpointer):
         for cid, cp in list(thread.items()):
             if cp.parent_id is not None and cp.parent_id not in thread:
                 thread[cid] = replace(cp, parent_id=None)
+        if newer_than is not None and dropped:
+            # the thread was rewritten under any run holding its lease: that run must stop
+            head = thread[max(thread)]
+            status = rules.rest_status(head.next_tasks, self._writes.get((namespace, thread_id, head.id), {}).values())
+            with self._lease_lock:
+                row = self._rows.get((namespace, thread_id))
+                if row is not None:
+                    self._rows[(namespace, thread_id)] = rules.revoked(
+                        row, owner="prune", status=status, now=self.clock()
+                    )
         return len(dropped)
 
     async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> Lease:

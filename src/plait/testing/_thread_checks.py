@@ -6,8 +6,8 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from plait.checkpoint.model import CheckpointWrite, ThreadInfo, WritesBatch
-from plait.errors import CheckpointNotFoundError
+from plait.checkpoint.model import CheckpointWrite, Fence, Task, ThreadInfo, WritesBatch
+from plait.errors import CheckpointNotFoundError, LeaseLostError
 from plait.testing._harness import (
     Checks,
     Env,
@@ -233,3 +233,34 @@ async def _prune_newer_than(env: Env) -> None:
     after = th.step({"log": [*range(5), 100]}, parent=c.checkpoint)
     await cp.acommit(checkpoints=[after])
     same_checkpoint("a child committed after prune(newer_than=)", await cp.aget("t"), after.checkpoint)
+
+
+@check("prune_newer_than_revokes_the_lease")
+async def _prune_newer_than_revokes(env: Env) -> None:
+    """prune(newer_than=) rewrites the thread under any run holding its lease: the lease is
+    revoked (no renewal, no commit under it), and the thread stands as its new head leaves it."""
+    cp = await env.new()
+    th = ThreadBuilder("t")
+    root = th.step({"n": 0}, root=True)
+    back = th.step({"n": 1}, next_tasks=[Task(id="next", node="work")])  # still work to do
+    await cp.acommit(checkpoints=[root, back, th.step({"n": 2})])
+    lease = await cp.atake_lease("t", "a-run")
+    expect(await cp.aprune("t", newer_than=back.checkpoint.id) == 1, "prune(newer_than=) did not drop one checkpoint")
+    info = await cp.aget_thread("t")
+    assert info is not None
+    expect(info.lease is None, f"prune(newer_than=) left the run's lease held: {info.lease!r}")
+    expect(info.status == "stale", f"the thread is {info.status!r} after prune(newer_than=), not stale (work to do)")
+    try:
+        await cp.arenew_lease(lease)
+    except LeaseLostError:
+        pass
+    else:
+        fail("a lease taken before prune(newer_than=) could still be renewed after it")
+    late = th.step({"n": 3}, parent=back.checkpoint)
+    try:
+        await cp.acommit(checkpoints=[late], fence=Fence(owner="a-run", token=lease.token))
+    except LeaseLostError:
+        pass
+    else:
+        fail("a commit under a lease taken before prune(newer_than=) was taken after it")
+    same_checkpoint("the head after the refused commit", await cp.aget("t"), back.checkpoint)
