@@ -22,6 +22,7 @@ throughput figure, to name the bound. It is a tool, not a test.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import statistics
@@ -58,6 +59,43 @@ def cpu_seconds(pids: set[int] | None = None, comm: str | None = None) -> float:
         if (pids is not None and pid in pids) or (comm is not None and name == comm):
             total += (int(fields[11]) + int(fields[12])) / TICK
     return total
+
+
+def backends_of(dsn: str, pids: set[int]) -> set[int]:
+    """The PostgreSQL backend pids serving the TCP connections the given processes hold now
+    (their local ports, matched against ``pg_stat_activity.client_port``), so that the
+    server CPU of the workers can be told from that of other sessions on the same server."""
+    inodes: set[str] = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    if target.startswith("socket:["):
+                        inodes.add(target[8:-1])
+    ports: list[int] = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[9] in inodes:
+                    ports.append(int(fields[1].rsplit(":", 1)[1], 16))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE client_port = ANY(%s)", (ports,)).fetchall()
+    return {int(r[0]) for r in rows}
+
+
+def cpu_by_pid(comm: str) -> dict[int, float]:
+    """CPU seconds used so far by each process named ``comm``."""
+    found: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                raw = Path(f"/proc/{entry}/stat").read_text()
+                if raw[raw.index("(") + 1 : raw.rindex(")")] == comm:
+                    fields = raw[raw.rindex(")") + 2 :].split()
+                    found[int(entry)] = (int(fields[11]) + int(fields[12])) / TICK
+    return found
 
 
 class Bench:
@@ -130,7 +168,9 @@ def throughput(bench: Bench, workers: int, n: int, graph: str = "one", concurren
         procs = [bench.worker([graph], "--concurrency", str(concurrency)) for _ in range(workers)]
         bench.ready(*procs)
         pids = {p.pid for p in procs}
-        cpu_w, cpu_pg, wall = cpu_seconds(pids=pids), cpu_seconds(comm="postgres"), time.monotonic()
+        load = os.getloadavg()[0]
+        pg_before = cpu_by_pid("postgres")
+        cpu_w, cpu_pg, wall = cpu_seconds(pids=pids), sum(pg_before.values()), time.monotonic()
         last = runs.wait(ids[-1], timeout=600)
         while True:
             pending = runs.list(status="pending", limit=1) + runs.list(status="running", limit=1)
@@ -138,7 +178,11 @@ def throughput(bench: Bench, workers: int, n: int, graph: str = "one", concurren
                 break
             time.sleep(0.05)
         elapsed = time.monotonic() - wall
-        used_w, used_pg = cpu_seconds(pids=pids) - cpu_w, cpu_seconds(comm="postgres") - cpu_pg
+        pg_after = cpu_by_pid("postgres")
+        used_w, used_pg = cpu_seconds(pids=pids) - cpu_w, sum(pg_after.values()) - cpu_pg
+        own = backends_of(bench.dsn, pids)
+        used_own = sum(pg_after.get(p, 0.0) - pg_before.get(p, 0.0) for p in own)
+        load = max(load, os.getloadavg()[0])
         done = runs.list(limit=None)
     bench.stop(*procs)
     assert last.status == "success" and all(r.status == "success" for r in done), "a run failed"
@@ -151,6 +195,9 @@ def throughput(bench: Bench, workers: int, n: int, graph: str = "one", concurren
         "submits_per_s": submit_rate,
         "worker_cores": used_w / elapsed,
         "postgres_cores": used_pg / elapsed,
+        "worker_ms_per_run": 1000 * used_w / n,
+        "backend_ms_per_run": 1000 * used_own / n,
+        "load": load,
     }
 
 

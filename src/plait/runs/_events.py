@@ -37,13 +37,18 @@ class Events:
         if self.modes:
             self.buffer.append({"mode": mode, "data": data})
 
-    async def flush(self, cur: Any = None) -> None:
+    def take(self) -> tuple[int, list[Any]] | None:
+        """The buffered items with the number of the first, for a statement that stores them
+        along with something else (the run's end); None when there are none."""
         if not self.buffer:
-            return
+            return None
         items, self.buffer = self.buffer, []
-        if cur is not None:
-            await _store.add_events(cur, self.run_id, self.next, items)
-        else:
-            async with self.runs.db.pool.connection() as conn, conn.cursor() as c:
-                await _store.add_events(c, self.run_id, self.next, items)
-        self.next += len(items)
+        first, self.next = self.next, self.next + len(items)
+        return first, items
+
+    async def flush(self) -> None:
+        taken = self.take()
+        if taken is None:
+            return
+        async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+            await _store.add_events(cur, self.run_id, *taken)

@@ -136,29 +136,54 @@ async def list_runs(
     return [row_run(r) for r in await cur.fetchall()]
 
 
+_ADD_EVENTS = (
+    "added AS (INSERT INTO plait_run_event (run_id, seq, event) "
+    "SELECT %s, %s + t.n - 1, t.event FROM unnest(%s::bytea[]) WITH ORDINALITY AS t (event, n) "
+    "ON CONFLICT DO NOTHING)"
+)
+_FINISH = (
+    "ended AS (UPDATE plait_run SET status = %s, output = coalesce(%s, output), error = %s, finished_at = %s, "
+    "updated_at = %s WHERE run_id = %s AND status = ANY(%s) RETURNING run_id)"
+)
+
+
 async def finish(
-    cur: Any, run_id: str, status: str, *, output: Any = None, error: Any = None, only_if: Sequence[str] = ACTIVE
+    cur: Any,
+    run_id: str,
+    status: str,
+    *,
+    output: Any = None,
+    error: Any = None,
+    only_if: Sequence[str] = ACTIVE,
+    events: tuple[int, Sequence[Any]] | None = None,
 ) -> bool:
-    """End a run (only from one of ``only_if``); announce it. False when it had ended already."""
+    """End a run (only from one of ``only_if``) and announce it, storing with it the stream
+    items ``events`` (the first one's number, the items) if given, by one statement (so one
+    round trip, and all or nothing even on an autocommit connection). False when it had
+    ended already (the items are stored all the same)."""
     now = time.time()
-    await cur.execute(
-        "UPDATE plait_run SET status = %s, output = coalesce(%s, output), error = %s, finished_at = %s, "
-        "updated_at = %s WHERE run_id = %s AND status = ANY(%s) RETURNING run_id",
-        (status, encode(output), encode(error), now, now, run_id, list(only_if)),
-    )
-    done = await cur.fetchone() is not None
-    if done:
-        await notify(cur, "end", run_id)
-    return done
+    params: list[Any] = [status, encode(output), encode(error), now, now, run_id, list(only_if)]
+    if events:
+        first, items = events
+        sql = (
+            f"WITH {_ADD_EVENTS}, {_FINISH} SELECT pg_notify(%s, %s), "
+            "(SELECT pg_notify(%s, 'end:' || run_id) FROM ended), (SELECT count(*) FROM ended)"
+        )
+        params = [run_id, first, [orjson.dumps(e) for e in items], *params, CHANNEL, f"event:{run_id}", CHANNEL]
+    else:
+        sql = f"WITH {_FINISH} SELECT pg_notify(%s, 'end:' || run_id), 1 FROM ended"
+        params.append(CHANNEL)
+    await cur.execute(sql, params)
+    row = await cur.fetchone()
+    return row is not None and bool(row[-1])
 
 
 async def add_events(cur: Any, run_id: str, first: int, events: Sequence[Any]) -> None:
-    """Store a run's stream items numbered from ``first``; announce them."""
-    await cur.executemany(
-        "INSERT INTO plait_run_event (run_id, seq, event) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-        [(run_id, first + i, orjson.dumps(e)) for i, e in enumerate(events)],
+    """Store a run's stream items numbered from ``first`` and announce them, by one statement."""
+    await cur.execute(
+        f"WITH {_ADD_EVENTS} SELECT pg_notify(%s, %s)",
+        (run_id, first, [orjson.dumps(e) for e in events], CHANNEL, f"event:{run_id}"),
     )
-    await notify(cur, "event", run_id)
 
 
 async def read_events(cur: Any, run_id: str, after: int) -> list[tuple[int, Any]]:

@@ -554,9 +554,10 @@ class Worker:
         queued again: its next attempt finds the thread finished and records it then."""
         events.add("status", {"status": status, "error": error})
         try:
-            async with self.runs.db.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-                await events.flush(cur)
-                await _store.finish(cur, run.run_id, status, output=output, error=error, only_if=("running",))
+            async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+                await _store.finish(
+                    cur, run.run_id, status, output=output, error=error, only_if=("running",), events=events.take()
+                )
         except Exception as exc:
             log.warning("run %s ended %s but that could not be recorded (%s); it is retried", run.run_id, status, exc)
             raise _Requeue(1.0) from exc
