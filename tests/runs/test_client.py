@@ -12,6 +12,7 @@ import _run_flows as flows
 import pytest
 from _runs_support import worker_in_process
 
+from plait.checkpoint.postgres import PostgresCheckpointer
 from plait.errors import RunNotFoundError, RunWaitTimeoutError
 from plait.runs import Runs
 
@@ -48,6 +49,30 @@ def test_a_submitted_run_is_run_by_the_worker_and_ends_success_with_its_output(r
         second = await runs.asubmit(flows.name("steps"), {"steps": 1, "tag": "b"}, thread_id="t1")
         done = await runs.await_run(second, timeout=20)
         assert done.output["log"] == ["a:0", "a:1", "a:2", "b:0"] and done.start_checkpoint is not None
+
+    with_worker(runs_db, body)
+
+
+def test_runs_on_namespaced_threads_whose_job_locks_read_alike_each_continue_their_own_thread(
+    runs_db: tuple[str, str],
+) -> None:
+    # namespace "a/b" thread "c" and namespace "a" thread "b/c" have the same job lock text;
+    # a worker that took the thread from the lock would read the other thread's head
+    async def body(runs: Runs, dsn: str, schema: str) -> None:
+        store = PostgresCheckpointer(dsn, schema=schema)
+        threads = [("a/b", "c", "x"), ("a", "b/c", "y")]
+        for round in range(2):
+            for namespace, thread_id, tag in threads:
+                head = await store.aget(thread_id, namespace=namespace)
+                run_id = await runs.asubmit(
+                    flows.name("steps"), {"steps": 1, "tag": f"{tag}{round}"}, thread_id=thread_id, namespace=namespace
+                )
+                run = await runs.await_run(run_id, timeout=20)
+                assert run.status == "success" and run.namespace == namespace, run
+                assert run.output["log"] == [f"{tag}{r}:0" for r in range(round + 1)]
+                # the thread's own head as the run started, which a retry would compare with
+                assert run.start_checkpoint == (head.id if head is not None else None)
+        await store.aclose()
 
     with_worker(runs_db, body)
 

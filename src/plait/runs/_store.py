@@ -21,6 +21,7 @@ __all__ = [
     "RUN_COLUMNS",
     "active_runs",
     "add_events",
+    "claim",
     "decode",
     "encode",
     "finish",
@@ -88,8 +89,33 @@ async def get_run(cur: Any, run_id: str) -> tuple[Run, dict[str, Any]] | None:
     """The run and its worker-side fields (``job_id``, ``started``, ``stop``, ``rollback_of``)."""
     await cur.execute(f"SELECT {RUN_COLUMNS} FROM plait_run WHERE run_id = %s", (run_id,))
     row = await cur.fetchone()
-    if row is None:
-        return None
+    return None if row is None else _with_extra(row)
+
+
+_CLAIM = (
+    "UPDATE plait_run SET status = 'running', attempts = attempts + 1, worker = %s, "
+    "started_at = coalesce(started_at, %s), updated_at = %s, "
+    "start_checkpoint = CASE WHEN started THEN start_checkpoint ELSE %s END, started = true "
+    "WHERE run_id = %s AND ns = %s AND thread_id = %s AND status IN ('pending', 'running') AND stop IS NULL "
+    "AND (started OR coalesce(cardinality(rollback_of), 0) = 0) AND graph = ANY(%s) "
+    f"RETURNING {RUN_COLUMNS}"
+)
+
+
+async def claim(
+    cur: Any, run_id: str, namespace: str, thread_id: str, graphs: Sequence[str], worker: str, head: str | None
+) -> tuple[Run, dict[str, Any]] | None:
+    """Mark a run running for an attempt by ``worker``, from the thread head ``head``, and read
+    it, by one statement: the usual start of a run, when it is on that thread, active, asked to
+    stop by no one, rolls nothing back and is of one of ``graphs``. None otherwise (the run is
+    unchanged): the caller takes the long way, which handles each of those cases."""
+    now = time.time()
+    await cur.execute(_CLAIM, (worker, now, now, head, run_id, namespace, thread_id, list(graphs)))
+    row = await cur.fetchone()
+    return None if row is None else _with_extra(row)
+
+
+def _with_extra(row: Sequence[Any]) -> tuple[Run, dict[str, Any]]:
     return row_run(row), {
         "job_id": row[14],
         "started": row[20],
