@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from plait.runs import _store
 
 if TYPE_CHECKING:
+    from plait.runs._notify import Notifier
     from plait.runs.client import Runs
 
 __all__ = ["Events"]
@@ -18,8 +19,9 @@ class Events:
     numbered on from what earlier attempts stored. Nothing is stored for a run submitted
     without ``stream_mode``."""
 
-    def __init__(self, runs: Runs, run_id: str, modes: Sequence[str]) -> None:
+    def __init__(self, runs: Runs, run_id: str, modes: Sequence[str], notifier: Notifier) -> None:
         self.runs = runs
+        self.notifier = notifier
         self.run_id = run_id
         self.modes = tuple(modes)
         self.next = 1
@@ -52,3 +54,4 @@ class Events:
             return
         async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
             await _store.add_events(cur, self.run_id, *taken)
+        self.notifier.send("event", self.run_id)

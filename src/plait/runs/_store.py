@@ -2,8 +2,14 @@
 
 Values (input, output, context, metadata, errors, events) are stored as JSON bytes (orjson),
 as checkpoints are: JSON data only, nothing is pickled, and reading a run never runs code.
-Changes that other processes wait for (a run that ended, a stop request, new events) are
-announced with NOTIFY on ``plait_runs``, so waiters wake at once instead of polling.
+Changes that other processes wait for (a run that ended, new events, a stop request) are
+announced with NOTIFY (on :data:`CHANNEL`, stops on :data:`STOP_CHANNEL`), so waiters wake at
+once instead of polling. The statements that change runs do not notify themselves: a
+transaction that notifies holds a lock every other notifying transaction of the server waits
+for until it has committed, its WAL flush included, so notifying runs' ends would make them
+commit one at a time. A worker's notifications go after the change, coalesced, in statements
+that wait for no flush (see :mod:`plait.runs._notify`); a client's few (submit, cancel) go in
+the transaction of their change.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from plait.runs.records import ACTIVE, Run, Schedule
 
 __all__ = [
     "CHANNEL",
+    "STOP_CHANNEL",
     "RUN_COLUMNS",
     "active_runs",
     "add_events",
@@ -33,7 +40,10 @@ __all__ = [
 ]
 
 CHANNEL = "plait_runs"
-"""The NOTIFY channel: payloads ``end:<run_id>``, ``stop:<run_id>``, ``event:<run_id>``."""
+"""The NOTIFY channel of waiters: payloads ``end:<run_id>`` and ``event:<run_id>``."""
+STOP_CHANNEL = "plait_run_stops"
+"""The NOTIFY channel of workers: payloads ``stop:<run_id>`` (workers need not wake for every
+run's end)."""
 
 RUN_COLUMNS = (
     "run_id, graph, ns, thread_id, status, multitask, input, resume, has_resume, context, metadata, priority, "
@@ -82,7 +92,8 @@ def row_run(row: Sequence[Any]) -> Run:
 
 
 async def notify(cur: Any, kind: str, run_id: str) -> None:
-    await cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{kind}:{run_id}"))
+    """Announce ``kind:run_id`` within the caller's transaction."""
+    await cur.execute("SELECT pg_notify(%s, %s)", (STOP_CHANNEL if kind == "stop" else CHANNEL, f"{kind}:{run_id}"))
 
 
 async def get_run(cur: Any, run_id: str) -> tuple[Run, dict[str, Any]] | None:
@@ -183,33 +194,26 @@ async def finish(
     only_if: Sequence[str] = ACTIVE,
     events: tuple[int, Sequence[Any]] | None = None,
 ) -> bool:
-    """End a run (only from one of ``only_if``) and announce it, storing with it the stream
-    items ``events`` (the first one's number, the items) if given, by one statement (so one
-    round trip, and all or nothing even on an autocommit connection). False when it had
-    ended already (the items are stored all the same)."""
+    """End a run (only from one of ``only_if``), storing with it the stream items ``events``
+    (the first one's number, the items) if given, by one statement (one round trip, all or
+    nothing on an autocommit connection too). Not announced (see the module docstring).
+    False when it had ended already (the items are stored all the same)."""
     now = time.time()
     params: list[Any] = [status, encode(output), encode(error), now, now, run_id, list(only_if)]
     if events:
         first, items = events
-        sql = (
-            f"WITH {_ADD_EVENTS}, {_FINISH} SELECT pg_notify(%s, %s), "
-            "(SELECT pg_notify(%s, 'end:' || run_id) FROM ended), (SELECT count(*) FROM ended)"
-        )
-        params = [run_id, first, [orjson.dumps(e) for e in items], *params, CHANNEL, f"event:{run_id}", CHANNEL]
+        sql = f"WITH {_ADD_EVENTS}, {_FINISH} SELECT count(*) FROM ended"
+        params = [run_id, first, [orjson.dumps(e) for e in items], *params]
     else:
-        sql = f"WITH {_FINISH} SELECT pg_notify(%s, 'end:' || run_id), 1 FROM ended"
-        params.append(CHANNEL)
+        sql = f"WITH {_FINISH} SELECT count(*) FROM ended"
     await cur.execute(sql, params)
     row = await cur.fetchone()
-    return row is not None and bool(row[-1])
+    return row is not None and bool(row[0])
 
 
 async def add_events(cur: Any, run_id: str, first: int, events: Sequence[Any]) -> None:
-    """Store a run's stream items numbered from ``first`` and announce them, by one statement."""
-    await cur.execute(
-        f"WITH {_ADD_EVENTS} SELECT pg_notify(%s, %s)",
-        (run_id, first, [orjson.dumps(e) for e in events], CHANNEL, f"event:{run_id}"),
-    )
+    """Store a run's stream items numbered from ``first``, by one statement (not announced)."""
+    await cur.execute(f"WITH {_ADD_EVENTS} SELECT 1", (run_id, first, [orjson.dumps(e) for e in events]))
 
 
 async def read_events(cur: Any, run_id: str, after: int) -> list[tuple[int, Any]]:

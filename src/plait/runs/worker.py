@@ -39,6 +39,7 @@ from plait.errors import CheckpointError, InvalidIdError, LeaseLostError, Thread
 from plait.runs import _store
 from plait.runs._events import Events
 from plait.runs._limits import Limits
+from plait.runs._notify import Notifier
 from plait.runs._rewind import rewind
 from plait.runs._stops import AtBoundary, Handle, Requeue, RequeueStrategy, StoppingStore
 from plait.runs.client import ADVANCE_TASK, DEFAULT_QUEUE, Runs
@@ -121,6 +122,7 @@ class Worker:
         """The running runs by the lease owner their commits carry (see :class:`StoppingStore`)."""
         self._app: Any = None
         self._limits: Limits | None = None
+        self._notifier: Notifier = Notifier(None)
         self._stopping = 0
         self.started = asyncio.Event()
         """Set once the worker is registered and fetching jobs (tests wait on it)."""
@@ -133,6 +135,7 @@ class Worker:
 
         s = self.settings
         await self.runs.aopen()
+        self._notifier = Notifier(self.runs.db.pool)
         db = self.runs.db
         self._store = StoppingStore(
             db.dsn, schema=self._schema, lease_ttl=s.lease_ttl, max_connections=max(2, min(s.concurrency, 10))
@@ -174,6 +177,7 @@ class Worker:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     loop.remove_signal_handler(sig)
             await self._store.aclose()
+            await self._notifier.aclose()
             await self.runs.aclose()
 
     async def _serve(self, app: Any, options: dict[str, Any], shown: str) -> None:
@@ -236,7 +240,7 @@ class Worker:
                 async with await psycopg.AsyncConnection.connect(
                     db.dsn, autocommit=True, **connect_kwargs(db.schema)
                 ) as conn:
-                    await conn.execute(f"LISTEN {_store.CHANNEL}")
+                    await conn.execute(f"LISTEN {_store.STOP_CHANNEL}")
                     while True:
                         await self._poll_stops()
                         async for note in conn.notifies(timeout=1.0):
@@ -312,16 +316,16 @@ class Worker:
                 return
             run, extra = found
             if extra["stop"] == "cancel":
-                await _store.finish(cur, run_id, "cancelled", error={"type": "Cancelled", "message": "cancelled"})
+                await self._finish(cur, run_id, "cancelled", error={"type": "Cancelled", "message": "cancelled"})
                 return
             if extra["stop"] in ("interrupt", "rollback"):
                 why = {"type": "Interrupted", "message": f"stopped by a newer run ({extra['stop']})"}
-                await _store.finish(cur, run_id, "interrupted", error=why)
+                await self._finish(cur, run_id, "interrupted", error=why)
                 return
             try:
                 graph = self._graph(run.graph, run.namespace)
             except UnknownGraphError as exc:
-                await _store.finish(cur, run_id, "error", error=_error(exc))
+                await self._finish(cur, run_id, "error", error=_error(exc))
                 return
         handle = self._running[run_id] = Handle(run_id)
         try:
@@ -366,7 +370,12 @@ class Worker:
             if found is None:
                 return False
             run, extra = found
-            graph = self._graph(run.graph, run.namespace)
+            try:
+                graph = self._graph(run.graph, run.namespace)
+            except Exception as exc:  # a graph object the worker cannot bind: the run cannot run here
+                async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+                    await self._finish(cur, run_id, "error", error=_error(exc))
+                return True
             assert run.started_at is not None
             await self._execute(run, extra, graph, handle, owner, head, run.started_at, run.start_checkpoint)
             return True
@@ -435,7 +444,7 @@ class Worker:
         elif fresh:
             input = run.input
         modes = extra["stream"]
-        events = Events(self.runs, run.run_id, modes)
+        events = Events(self.runs, run.run_id, modes, self._notifier)
         await events.open()
         events.add("status", {"status": "running", "worker": owner, "attempt": run.attempts})
         budget = None if run.timeout is None else run.timeout - (time.time() - started_at)
@@ -537,12 +546,20 @@ class Worker:
         events.add("status", {"status": status, "error": error})
         try:
             async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
-                await _store.finish(
+                await self._finish(
                     cur, run.run_id, status, output=output, error=error, only_if=("running",), events=events.take()
                 )
         except Exception as exc:
             log.warning("run %s ended %s but that could not be recorded (%s); it is retried", run.run_id, status, exc)
             raise Requeue(1.0) from exc
+
+    async def _finish(self, cur: Any, run_id: str, status: str, **fields: Any) -> None:
+        """:func:`_store.finish`, then announce what it stored."""
+        ended = await _store.finish(cur, run_id, status, **fields)
+        if fields.get("events"):
+            self._notifier.send("event", run_id)
+        if ended:
+            self._notifier.send("end", run_id)
 
     async def _put_back(self, run_id: str) -> None:
         async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
