@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -73,6 +74,25 @@ def test_runs_on_namespaced_threads_whose_job_locks_read_alike_each_continue_the
                 # the thread's own head as the run started, which a retry would compare with
                 assert run.start_checkpoint == (head.id if head is not None else None)
         await store.aclose()
+
+    with_worker(runs_db, body)
+
+
+def test_the_queue_keeps_no_job_of_a_run_that_ended(runs_db: tuple[str, str]) -> None:
+    async def body(runs: Runs, dsn: str, schema: str) -> None:
+        ids = [await runs.asubmit(flows.name("steps"), {"steps": 1, "tag": "q"}, thread_id=f"q{i}") for i in range(3)]
+        for run_id in ids:
+            assert (await runs.await_run(run_id, timeout=20)).status == "success"
+        async with runs.db.pool.connection() as conn, conn.cursor() as cur:
+            await cur.execute("SELECT count(*) FROM plait_run WHERE job_id IS NOT NULL AND run_id = ANY(%s)", (ids,))
+            assert await cur.fetchone() == (3,)
+            jobs = (
+                "SELECT count(*) FROM procrastinate_jobs j JOIN plait_run r ON r.job_id = j.id WHERE r.run_id = ANY(%s)"
+            )
+            deadline = time.monotonic() + 20
+            while (await (await cur.execute(jobs, (ids,))).fetchone()) != (0,):  # the job ends just after its run
+                assert time.monotonic() < deadline, "the jobs of ended runs are still in the queue"
+                await asyncio.sleep(0.005)
 
     with_worker(runs_db, body)
 

@@ -165,6 +165,9 @@ class Worker:
                 "install_signal_handlers": False,
                 "update_heartbeat_interval": s.heartbeat,
                 "stalled_worker_timeout": s.stalled_after,
+                # the run table is the record of a run: a job that did its work is deleted, not
+                # kept as a row (and three event rows) the queue's tables would keep growing by
+                "delete_jobs": "successful",
             }
             if s.shutdown_timeout is not None:
                 options["shutdown_graceful_timeout"] = s.shutdown_timeout
