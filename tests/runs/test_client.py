@@ -111,9 +111,23 @@ def test_an_interrupt_pauses_the_run_and_a_resume_run_answers_it(runs_db: tuple[
         run = await runs.await_run(await runs.asubmit(flows.name("asking"), {}, thread_id="h"), timeout=20)
         assert run.status == "interrupted" and run.error is None
         assert run.output["__interrupt__"][0]["value"] == {"question": "yes?"}
+        assert run.output["steps"] == 1 and run.output["answer"] is None  # the state, as invoke returns it
         answered = await runs.asubmit(flows.name("asking"), thread_id="h", resume="yes")
         done = await runs.await_run(answered, timeout=20)
         assert done.status == "success" and done.output["answer"] == "yes"
+
+    with_worker(runs_db, body)
+
+
+def test_a_run_that_stops_at_a_breakpoint_ends_interrupted_with_its_state_and_the_next_run_goes_on(
+    runs_db: tuple[str, str],
+) -> None:
+    async def body(runs: Runs, dsn: str, schema: str) -> None:
+        run = await runs.await_run(await runs.asubmit(flows.name("held"), {}, thread_id="bp"), timeout=20)
+        assert run.status == "interrupted" and run.error is None, run
+        assert run.output["log"] == [] and run.output["steps"] == 1 and run.output["__interrupt__"] == []
+        after = await runs.await_run(await runs.asubmit(flows.name("held"), None, thread_id="bp"), timeout=20)
+        assert after.status == "success" and after.output["log"] == ["one"] and "__interrupt__" not in after.output
 
     with_worker(runs_db, body)
 

@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 from plait._frozen import thaw
 from plait.checkpoint.model import Checkpoint
-from plait.engine.events import CheckpointSaved, Interrupted, event_json
+from plait.engine.emitter import INTERRUPT_KEY
+from plait.engine.events import CheckpointSaved, event_json
 from plait.errors import CheckpointError, InvalidIdError, LeaseLostError, ThreadBusyError, UnknownGraphError
 from plait.runs import _store
 from plait.runs._events import Events
@@ -497,7 +498,7 @@ class Worker:
         except Exception as exc:
             await self._end(run, "error", events, error=_error(exc))
             return
-        status = "interrupted" if "__interrupt__" in output else "success"
+        status = "interrupted" if INTERRUPT_KEY in output else "success"
         await self._end(run, status, events, output=output)
 
     async def _drive(
@@ -506,26 +507,29 @@ class Worker:
         """Run the graph, storing the stream items asked for (a batch per checkpoint); the
         worker's checkpointer stops it at the next committed checkpoint once asked. ``values``
         are the thread's as the run starts: the output when nothing is left to run (an
-        attempt after a crash that came after the run's last commit)."""
-        interrupts: list[Any] = []
+        attempt after a crash that came after the run's last commit). A run that paused
+        returns its state with the pending interrupts under ``"__interrupt__"``, as
+        ``invoke`` does (an empty list at a breakpoint).
+
+        The ``events`` mode only when stream items are stored (its checkpoint records say when
+        to store a batch): the engine builds event records only for a run that asks for them,
+        and the ``values`` mode alone says where the run paused."""
+        interrupts: list[Any] | None = None
         wanted: set[StreamMode] = {*events.modes}  # type: ignore[arg-type]  # checked when the run was submitted
-        async for mode, item in graph.astream(
-            input,
-            mode=sorted(wanted | {"values", "events"}),
-            thread_id=run.thread_id,
-            owner=owner,
-        ):
+        modes: list[StreamMode] = sorted(wanted | {"values", "events"}) if wanted else ["values"]
+        async for mode, item in graph.astream(input, mode=modes, thread_id=run.thread_id, owner=owner):
             if mode == "values":
-                values = thaw(item)
-            elif mode == "events" and isinstance(item, Interrupted):
-                interrupts = [i.to_json() for i in item.interrupts]
+                if INTERRUPT_KEY in item:  # the run paused; the state is the item before
+                    interrupts = [i.to_json() for i in item[INTERRUPT_KEY]]
+                else:
+                    values = thaw(item)
             if mode in wanted:
                 events.add(mode, event_json(item) if mode == "events" else thaw(item))
             if mode == "events" and isinstance(item, CheckpointSaved):
                 await events.flush()
         await events.flush()
-        if interrupts:
-            values["__interrupt__"] = interrupts
+        if interrupts is not None:
+            values[INTERRUPT_KEY] = interrupts
         return values
 
     async def _after_stop(self, run: Any, why: str, events: Events) -> None:
