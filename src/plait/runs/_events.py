@@ -27,8 +27,13 @@ class Events:
         self.next = 1
         self.buffer: list[Any] = []
 
-    async def open(self) -> None:
+    async def open(self, stored: int | None = None) -> None:
+        """Number on from the items earlier attempts stored: ``stored`` of them, or as many
+        as a query finds (None)."""
         if not self.modes:
+            return
+        if stored is not None:
+            self.next = stored + 1
             return
         async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
             await cur.execute("SELECT coalesce(max(seq), 0) FROM plait_run_event WHERE run_id = %s", (self.run_id,))

@@ -109,7 +109,8 @@ _CLAIM = (
     "start_checkpoint = CASE WHEN started THEN start_checkpoint ELSE %s END, started = true "
     "WHERE run_id = %s AND ns = %s AND thread_id = %s AND status IN ('pending', 'running') AND stop IS NULL "
     "AND (started OR coalesce(cardinality(rollback_of), 0) = 0) AND graph = ANY(%s) "
-    f"RETURNING {RUN_COLUMNS}"
+    f"RETURNING {RUN_COLUMNS}, CASE WHEN stream IS NULL THEN 0 ELSE "
+    "(SELECT coalesce(max(e.seq), 0) FROM plait_run_event e WHERE e.run_id = plait_run.run_id) END"
 )
 
 
@@ -119,11 +120,16 @@ async def claim(
     """Mark a run running for an attempt by ``worker``, from the thread head ``head``, and read
     it, by one statement: the usual start of a run, when it is on that thread, active, asked to
     stop by no one, rolls nothing back and is of one of ``graphs``. None otherwise (the run is
-    unchanged): the caller takes the long way, which handles each of those cases."""
+    unchanged): the caller takes the long way, which handles each of those cases. Its extra
+    fields include ``events``: how many stream items earlier attempts stored."""
     now = time.time()
     await cur.execute(_CLAIM, (worker, now, now, head, run_id, namespace, thread_id, list(graphs)))
     row = await cur.fetchone()
-    return None if row is None else _with_extra(row)
+    if row is None:
+        return None
+    run, extra = _with_extra(row)
+    extra["events"] = row[31]
+    return run, extra
 
 
 def _with_extra(row: Sequence[Any]) -> tuple[Run, dict[str, Any]]:

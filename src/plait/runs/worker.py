@@ -449,7 +449,7 @@ class Worker:
             input = run.input
         modes = extra["stream"]
         events = Events(self.runs, run.run_id, modes, self._notifier)
-        await events.open()
+        await events.open(extra.get("events"))
         events.add("status", {"status": "running", "worker": owner, "attempt": run.attempts})
         budget = None if run.timeout is None else run.timeout - (time.time() - started_at)
         self._by_owner[owner] = handle
