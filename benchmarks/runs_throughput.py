@@ -15,8 +15,11 @@ the end. Workers are real ``plait worker`` processes. What it measures:
 4. I/O-bound efficiency: 4 workers x concurrency 10, a node that sleeps 1 s: runs/s against
    the ideal 40/s.
 
-CPU use of the worker processes and of PostgreSQL (from /proc) is printed with each
-throughput figure, to name the bound. It is a tool, not a test.
+CPU use (from /proc) is printed with each throughput figure, to name the bound: the worker
+processes' and that of the PostgreSQL backends serving their connections, a run's worth of
+each, and the cores busy in the workers and in all of PostgreSQL (other sessions included).
+The queue's table is analysed once the runs are queued, as autovacuum keeps it on a live
+database (the TRUNCATE between cases drops its statistics). It is a tool, not a test.
 """
 
 from __future__ import annotations
@@ -122,6 +125,13 @@ class Bench:
             conn.execute("TRUNCATE procrastinate_jobs, procrastinate_events, procrastinate_periodic_defers CASCADE")
             conn.execute("TRUNCATE plait_checkpoints, plait_writes, plait_threads, plait_blobs")
 
+    def analyze(self) -> None:
+        """Give the queue's table statistics, as autovacuum keeps them on a live database
+        (``reset``'s TRUNCATE drops them; without them the planner's fetch checks every
+        waiting job: see docs/benchmarks.md)."""
+        with psycopg.connect(self.dsn, autocommit=True, options=f"-c search_path={self.schema}") as conn:
+            conn.execute("ANALYZE procrastinate_jobs")
+
     def worker(self, graphs: list[str], *options: str) -> subprocess.Popen[bytes]:
         log = self.folder / f"worker-{len(self.procs)}.log"
         command = [sys.executable, "-m", "plait", "worker", "--db", self.dsn, "--schema", self.schema]
@@ -159,12 +169,16 @@ class Bench:
             conn.execute(f'DROP SCHEMA "{self.schema}" CASCADE')
 
 
-def throughput(bench: Bench, workers: int, n: int, graph: str = "one", concurrency: int = 10) -> dict[str, Any]:
+def throughput(
+    bench: Bench, workers: int, n: int, graph: str = "one", concurrency: int = 10, analyze: bool = True
+) -> dict[str, Any]:
     bench.reset()
     with bench.runs() as runs:
         t0 = time.perf_counter()
         ids = [runs.submit(flows.name(graph), {}, thread_id=f"t{i}") for i in range(n)]
         submit_rate = n / (time.perf_counter() - t0)
+        if analyze:
+            bench.analyze()
         procs = [bench.worker([graph], "--concurrency", str(concurrency)) for _ in range(workers)]
         bench.ready(*procs)
         pids = {p.pid for p in procs}
@@ -271,8 +285,9 @@ def main() -> None:
             r = throughput(bench, w, n)
             print(
                 f"one-node runs, {w} worker(s) x concurrency 10: {r['runs_per_s']:.0f} runs/s "
-                f"(submits {r['submits_per_s']:.0f}/s; CPU: workers {r['worker_cores']:.2f} cores, "
-                f"postgres {r['postgres_cores']:.2f} cores)"
+                f"(submits {r['submits_per_s']:.0f}/s; CPU a run: workers {r['worker_ms_per_run']:.2f} ms, "
+                f"their PostgreSQL backends {r['backend_ms_per_run']:.2f} ms; cores busy: workers "
+                f"{r['worker_cores']:.2f}, all of PostgreSQL {r['postgres_cores']:.2f}; load {r['load']:.1f})"
             )
         lat = latency(bench, 50 if args.quick else 300)
         print(f"submit -> first node start: p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms")
