@@ -18,11 +18,9 @@ missing, by every :func:`migrate`; nothing refuses a database without it, and no
 Procrastinate migration uses the name). Why: every job of a run carries its thread as its
 lock, and Procrastinate's fetch rejects a candidate job whose lock has an earlier job
 waiting or running. Its own index on (id, lock) cannot look a lock up, so that check scans
-every waiting and running job, and a fetch costs more the deeper the queue (measured in
-docs/benchmarks.md: with table statistics 0.36-0.49 ms at 10,000 queued jobs, 0.17-0.23 ms
-with this index; without statistics, as in a table truncated or filled faster than
-autovacuum analyses it, the planner checks every waiting job: 40-145 ms a fetch at
-2,000-3,000 queued, 1-5 ms with this index).
+every waiting and running job: a fetch costs more the deeper the queue, and much more when
+the table has no statistics (truncated, or filled faster than autovacuum analyses it), as
+the planner then checks every waiting job (figures in docs/benchmarks.md).
 
 Every name is unqualified: the connections of :mod:`plait.runs` set ``search_path`` to the
 chosen Postgres schema (see :func:`plait.runs._db.connect_options`), which is also where
