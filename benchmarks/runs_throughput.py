@@ -15,13 +15,17 @@ the end. Workers are real ``plait worker`` processes. What it measures:
 4. I/O-bound efficiency: 4 workers x concurrency 10, a node that sleeps 1 s: runs/s against
    the ideal 40/s.
 
-CPU use of the worker processes and of PostgreSQL (from /proc) is printed with each
-throughput figure, to name the bound. It is a tool, not a test.
+CPU use (from /proc) is printed with each throughput figure, to name the bound: the worker
+processes' and that of the PostgreSQL backends serving their connections, a run's worth of
+each, and the cores busy in the workers and in all of PostgreSQL (other sessions included).
+The queue's table is analysed once the runs are queued, as autovacuum keeps it on a live
+database (the TRUNCATE between cases drops its statistics). It is a tool, not a test.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import statistics
@@ -60,6 +64,43 @@ def cpu_seconds(pids: set[int] | None = None, comm: str | None = None) -> float:
     return total
 
 
+def backends_of(dsn: str, pids: set[int]) -> set[int]:
+    """The PostgreSQL backend pids serving the TCP connections the given processes hold now
+    (their local ports, matched against ``pg_stat_activity.client_port``), so that the
+    server CPU of the workers can be told from that of other sessions on the same server."""
+    inodes: set[str] = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    if target.startswith("socket:["):
+                        inodes.add(target[8:-1])
+    ports: list[int] = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[9] in inodes:
+                    ports.append(int(fields[1].rsplit(":", 1)[1], 16))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE client_port = ANY(%s)", (ports,)).fetchall()
+    return {int(r[0]) for r in rows}
+
+
+def cpu_by_pid(comm: str) -> dict[int, float]:
+    """CPU seconds used so far by each process named ``comm``."""
+    found: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                raw = Path(f"/proc/{entry}/stat").read_text()
+                if raw[raw.index("(") + 1 : raw.rindex(")")] == comm:
+                    fields = raw[raw.rindex(")") + 2 :].split()
+                    found[int(entry)] = (int(fields[11]) + int(fields[12])) / TICK
+    return found
+
+
 class Bench:
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
@@ -83,6 +124,13 @@ class Bench:
             conn.execute("TRUNCATE plait_run, plait_run_event, plait_run_limit CASCADE")
             conn.execute("TRUNCATE procrastinate_jobs, procrastinate_events, procrastinate_periodic_defers CASCADE")
             conn.execute("TRUNCATE plait_checkpoints, plait_writes, plait_threads, plait_blobs")
+
+    def analyze(self) -> None:
+        """Give the queue's table statistics, as autovacuum keeps them on a live database
+        (``reset``'s TRUNCATE drops them; without them the planner's fetch checks every
+        waiting job: see docs/benchmarks.md)."""
+        with psycopg.connect(self.dsn, autocommit=True, options=f"-c search_path={self.schema}") as conn:
+            conn.execute("ANALYZE procrastinate_jobs")
 
     def worker(self, graphs: list[str], *options: str) -> subprocess.Popen[bytes]:
         log = self.folder / f"worker-{len(self.procs)}.log"
@@ -121,16 +169,22 @@ class Bench:
             conn.execute(f'DROP SCHEMA "{self.schema}" CASCADE')
 
 
-def throughput(bench: Bench, workers: int, n: int, graph: str = "one", concurrency: int = 10) -> dict[str, Any]:
+def throughput(
+    bench: Bench, workers: int, n: int, graph: str = "one", concurrency: int = 10, analyze: bool = True
+) -> dict[str, Any]:
     bench.reset()
     with bench.runs() as runs:
         t0 = time.perf_counter()
         ids = [runs.submit(flows.name(graph), {}, thread_id=f"t{i}") for i in range(n)]
         submit_rate = n / (time.perf_counter() - t0)
+        if analyze:
+            bench.analyze()
         procs = [bench.worker([graph], "--concurrency", str(concurrency)) for _ in range(workers)]
         bench.ready(*procs)
         pids = {p.pid for p in procs}
-        cpu_w, cpu_pg, wall = cpu_seconds(pids=pids), cpu_seconds(comm="postgres"), time.monotonic()
+        load = os.getloadavg()[0]
+        pg_before = cpu_by_pid("postgres")
+        cpu_w, cpu_pg, wall = cpu_seconds(pids=pids), sum(pg_before.values()), time.monotonic()
         last = runs.wait(ids[-1], timeout=600)
         while True:
             pending = runs.list(status="pending", limit=1) + runs.list(status="running", limit=1)
@@ -138,7 +192,11 @@ def throughput(bench: Bench, workers: int, n: int, graph: str = "one", concurren
                 break
             time.sleep(0.05)
         elapsed = time.monotonic() - wall
-        used_w, used_pg = cpu_seconds(pids=pids) - cpu_w, cpu_seconds(comm="postgres") - cpu_pg
+        pg_after = cpu_by_pid("postgres")
+        used_w, used_pg = cpu_seconds(pids=pids) - cpu_w, sum(pg_after.values()) - cpu_pg
+        own = backends_of(bench.dsn, pids)
+        used_own = sum(pg_after.get(p, 0.0) - pg_before.get(p, 0.0) for p in own)
+        load = max(load, os.getloadavg()[0])
         done = runs.list(limit=None)
     bench.stop(*procs)
     assert last.status == "success" and all(r.status == "success" for r in done), "a run failed"
@@ -151,6 +209,9 @@ def throughput(bench: Bench, workers: int, n: int, graph: str = "one", concurren
         "submits_per_s": submit_rate,
         "worker_cores": used_w / elapsed,
         "postgres_cores": used_pg / elapsed,
+        "worker_ms_per_run": 1000 * used_w / n,
+        "backend_ms_per_run": 1000 * used_own / n,
+        "load": load,
     }
 
 
@@ -224,8 +285,9 @@ def main() -> None:
             r = throughput(bench, w, n)
             print(
                 f"one-node runs, {w} worker(s) x concurrency 10: {r['runs_per_s']:.0f} runs/s "
-                f"(submits {r['submits_per_s']:.0f}/s; CPU: workers {r['worker_cores']:.2f} cores, "
-                f"postgres {r['postgres_cores']:.2f} cores)"
+                f"(submits {r['submits_per_s']:.0f}/s; CPU a run: workers {r['worker_ms_per_run']:.2f} ms, "
+                f"their PostgreSQL backends {r['backend_ms_per_run']:.2f} ms; cores busy: workers "
+                f"{r['worker_cores']:.2f}, all of PostgreSQL {r['postgres_cores']:.2f}; load {r['load']:.1f})"
             )
         lat = latency(bench, 50 if args.quick else 300)
         print(f"submit -> first node start: p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms")

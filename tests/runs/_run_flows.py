@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from plait import END, START, AppendList, Graph, LastWriteWins, StateSchema, interrupt
+from plait import END, START, AppendList, Graph, LastWriteWins, MemoryCheckpointer, StateSchema, interrupt
 
 HERE = Path(__file__).resolve().parent
 FILE = str(HERE / "_run_flows.py")
@@ -76,6 +76,10 @@ single = Graph(schema)
 single.add_node("one", one)
 single.add_edge(START, "one")
 single.add_edge("one", END)
+
+
+held = single.compile(checkpointer=MemoryCheckpointer(), interrupt_before=["one"])
+"""``single`` with a breakpoint before its node (a worker binds it to its own checkpointer)."""
 
 
 def ask(state: Any) -> dict[str, Any]:

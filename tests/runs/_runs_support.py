@@ -17,7 +17,7 @@ from . import _run_flows as flows
 FAST = WorkerSettings(concurrency=4, heartbeat=0.5, stalled_after=2.0, sweep_every=1, lease_ttl=3.0, poll=0.5)
 """Short recovery settings: a dead worker's runs move on within a few seconds."""
 
-GRAPHS = ("steps", "single", "asking", "failing")
+GRAPHS = ("steps", "single", "held", "asking", "failing")
 
 
 class WorkerProcess(subprocess.Popen[bytes]):

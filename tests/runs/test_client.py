@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
+from plait.checkpoint.postgres import PostgresCheckpointer
 from plait.errors import RunNotFoundError, RunWaitTimeoutError
 from plait.runs import Runs
 
@@ -53,6 +55,49 @@ def test_a_submitted_run_is_run_by_the_worker_and_ends_success_with_its_output(r
     with_worker(runs_db, body)
 
 
+def test_runs_on_namespaced_threads_whose_job_locks_read_alike_each_continue_their_own_thread(
+    runs_db: tuple[str, str],
+) -> None:
+    # namespace "a/b" thread "c" and namespace "a" thread "b/c" have the same job lock text;
+    # a worker that took the thread from the lock would read the other thread's head
+    async def body(runs: Runs, dsn: str, schema: str) -> None:
+        store = PostgresCheckpointer(dsn, schema=schema)
+        threads = [("a/b", "c", "x"), ("a", "b/c", "y")]
+        for round in range(2):
+            for namespace, thread_id, tag in threads:
+                head = await store.aget(thread_id, namespace=namespace)
+                run_id = await runs.asubmit(
+                    flows.name("steps"), {"steps": 1, "tag": f"{tag}{round}"}, thread_id=thread_id, namespace=namespace
+                )
+                run = await runs.await_run(run_id, timeout=20)
+                assert run.status == "success" and run.namespace == namespace, run
+                assert run.output["log"] == [f"{tag}{r}:0" for r in range(round + 1)]
+                # the thread's own head as the run started, which a retry would compare with
+                assert run.start_checkpoint == (head.id if head is not None else None)
+        await store.aclose()
+
+    with_worker(runs_db, body)
+
+
+def test_the_queue_keeps_no_job_of_a_run_that_ended(runs_db: tuple[str, str]) -> None:
+    async def body(runs: Runs, dsn: str, schema: str) -> None:
+        ids = [await runs.asubmit(flows.name("steps"), {"steps": 1, "tag": "q"}, thread_id=f"q{i}") for i in range(3)]
+        for run_id in ids:
+            assert (await runs.await_run(run_id, timeout=20)).status == "success"
+        async with runs.db.pool.connection() as conn, conn.cursor() as cur:
+            await cur.execute("SELECT count(*) FROM plait_run WHERE job_id IS NOT NULL AND run_id = ANY(%s)", (ids,))
+            assert await cur.fetchone() == (3,)
+            jobs = (
+                "SELECT count(*) FROM procrastinate_jobs j JOIN plait_run r ON r.job_id = j.id WHERE r.run_id = ANY(%s)"
+            )
+            deadline = time.monotonic() + 20
+            while (await (await cur.execute(jobs, (ids,))).fetchone()) != (0,):  # the job ends just after its run
+                assert time.monotonic() < deadline, "the jobs of ended runs are still in the queue"
+                await asyncio.sleep(0.005)
+
+    with_worker(runs_db, body)
+
+
 def test_a_failing_node_ends_the_run_error_with_the_error_stored(runs_db: tuple[str, str]) -> None:
     async def body(runs: Runs, dsn: str, schema: str) -> None:
         run = await runs.await_run(await runs.asubmit(flows.name("failing"), {}, thread_id="f"), timeout=20)
@@ -67,9 +112,23 @@ def test_an_interrupt_pauses_the_run_and_a_resume_run_answers_it(runs_db: tuple[
         run = await runs.await_run(await runs.asubmit(flows.name("asking"), {}, thread_id="h"), timeout=20)
         assert run.status == "interrupted" and run.error is None
         assert run.output["__interrupt__"][0]["value"] == {"question": "yes?"}
+        assert run.output["steps"] == 1 and run.output["answer"] is None  # the state, as invoke returns it
         answered = await runs.asubmit(flows.name("asking"), thread_id="h", resume="yes")
         done = await runs.await_run(answered, timeout=20)
         assert done.status == "success" and done.output["answer"] == "yes"
+
+    with_worker(runs_db, body)
+
+
+def test_a_run_that_stops_at_a_breakpoint_ends_interrupted_with_its_state_and_the_next_run_goes_on(
+    runs_db: tuple[str, str],
+) -> None:
+    async def body(runs: Runs, dsn: str, schema: str) -> None:
+        run = await runs.await_run(await runs.asubmit(flows.name("held"), {}, thread_id="bp"), timeout=20)
+        assert run.status == "interrupted" and run.error is None, run
+        assert run.output["log"] == [] and run.output["steps"] == 1 and run.output["__interrupt__"] == []
+        after = await runs.await_run(await runs.asubmit(flows.name("held"), None, thread_id="bp"), timeout=20)
+        assert after.status == "success" and after.output["log"] == ["one"] and "__interrupt__" not in after.output
 
     with_worker(runs_db, body)
 

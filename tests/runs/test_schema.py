@@ -42,6 +42,32 @@ def test_migrate_sets_up_both_components_once_and_is_safe_to_repeat(postgres_dsn
     asyncio.run(go())
 
 
+def test_migrate_adds_plaits_index_on_the_jobs_locks_also_to_a_database_set_up_without_it(
+    runs_db: tuple[str, str],
+) -> None:
+    dsn, schema = runs_db
+
+    def index() -> list[tuple[str, ...]]:
+        with psycopg.connect(dsn, autocommit=True, **connect_kwargs(schema)) as conn:
+            rows = conn.execute(
+                "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND indexname = 'plait_jobs_lock'", (schema,)
+            ).fetchall()
+        return [tuple(r) for r in rows]
+
+    (found,) = index()
+    assert "procrastinate_jobs USING btree (lock) WHERE" in found[0] and "'todo'" in found[0] and "'doing'" in found[0]
+    sql(dsn, schema, "DROP INDEX plait_jobs_lock")  # a database set up by a plait before the index
+
+    async def go() -> None:
+        runs = Runs(dsn, schema=schema)
+        await runs.aopen()  # usable without it
+        assert await runs.amigrate() == (RUNS_VERSION, False)
+        await runs.aclose()
+
+    asyncio.run(go())
+    assert index() == [found]
+
+
 @pytest.mark.parametrize(
     ("tamper", "match"),
     [

@@ -53,7 +53,9 @@ def test_sigterm_puts_the_run_back_and_another_worker_finishes_it(
     first = workers(env=env)
     ready(first)
     with Runs(dsn, schema=schema) as runs:
-        run_id = runs.submit(flows.name("steps"), {"steps": 30, "pause": 0.05, "tag": "t"}, thread_id="term")
+        run_id = runs.submit(
+            flows.name("steps"), {"steps": 30, "pause": 0.05, "tag": "t"}, thread_id="term", stream_mode="updates"
+        )
         wait_for(lambda: len(ledger_lines(ledger)) >= 4, 30, "the fourth step to start (it waits at the gate)")
         second = workers(env=env)
         ready(second)
@@ -63,6 +65,7 @@ def test_sigterm_puts_the_run_back_and_another_worker_finishes_it(
         gate.touch()  # the step in flight may finish now: the run cannot have ended before the signal
         assert first.wait(20) == 0
         run = runs.wait(run_id, timeout=60)
+        stream = list(runs.stream(run_id, timeout=30))
     # attempts: 2, or more when the other worker found the thread still leased by the stopping
     # one (its lease is given back as the run stops) and tried again a moment later
     assert run.status == "success" and run.attempts >= 2, run
@@ -72,6 +75,13 @@ def test_sigterm_puts_the_run_back_and_another_worker_finishes_it(
     steps = [line.rsplit(":", 1)[0] for line in ledger_lines(ledger)]
     rerun = len(steps) - len(set(steps))
     assert rerun <= (1 if twice else 0), steps  # a boundary stop re-runs nothing; a hard stop the step in flight
+    # one stream across the attempts: the second numbers its items on from the first's, losing none
+    statuses = [i["data"]["status"] for i in stream if i["mode"] == "status"]
+    assert statuses[0] == "running" and statuses[-1] == "success" and "pending" in statuses, statuses
+    attempts = [i["data"]["attempt"] for i in stream if i["mode"] == "status" and i["data"]["status"] == "running"]
+    assert attempts == sorted(attempts) and len(attempts) == run.attempts, attempts
+    updated = {x for i in stream if i["mode"] == "updates" for x in i["data"]["step"]["log"]}
+    assert updated == {f"t:{i}" for i in range(30)}, sorted(updated)
     store = PostgresCheckpointer(dsn, schema=schema)
     check_thread(store, "term", "t", 30)
     store.close()

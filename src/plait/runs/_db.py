@@ -4,6 +4,14 @@ The pool is psycopg's async pool; Procrastinate's :class:`~procrastinate.Psycopg
 opened on it (so a client or a worker holds one pool, not two), and plait's own statements
 borrow connections from it too. Connections set ``search_path`` to the chosen Postgres
 schema, where both plait's run tables and Procrastinate's live.
+
+Round trips: the pool's connections are in autocommit, so a lone statement (each of
+Procrastinate's queries, and most of plait's) is one round trip, not three (BEGIN, the
+statement, COMMIT); statements that must stand or fall together are sent in an explicit
+``conn.transaction()`` or as one statement. A connection taken from the pool is checked
+with a round trip only when its socket has something to say (the server closed it, or sent
+a message while it was idle): an idle, healthy connection has nothing to read, while a
+connection the server ended (a restart) has the end of its stream waiting there.
 """
 
 from __future__ import annotations
@@ -24,6 +32,26 @@ def _ident(name: str) -> str:
     if not name or "\x00" in name:
         raise ValueError(f"invalid Postgres schema name {name!r}")
     return '"' + name.replace('"', '""') + '"'
+
+
+async def _autocommit(conn: Any) -> None:
+    await conn.set_autocommit(True)
+
+
+async def _check(conn: Any) -> None:
+    """The pool's check of a connection it hands out: a round trip only when the socket is
+    readable (see the module docstring); psycopg_pool drops a connection this raises for."""
+    import select
+
+    import psycopg
+    import psycopg_pool
+
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("the connection is closed")
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN | select.POLLPRI)
+    if poller.poll(0):
+        await psycopg_pool.AsyncConnectionPool.check_connection(conn)
 
 
 def connect_kwargs(schema: str | None) -> dict[str, Any]:
@@ -67,7 +95,8 @@ class Database:
             max_size=self.max_connections,
             open=False,
             kwargs=connect_kwargs(self.schema),
-            check=psycopg_pool.AsyncConnectionPool.check_connection,
+            configure=_autocommit,
+            check=_check,
         )
         try:
             await pool.open(wait=True, timeout=30.0)

@@ -41,6 +41,24 @@ class Limits:
         self._kwargs = connect_kwargs
         self._pool = pool
         self._cache: dict[str, tuple[float, int | None, float | None]] = {}
+        self._limited: tuple[float, frozenset[str]] | None = None
+
+    async def limited(self, graphs: frozenset[str]) -> frozenset[str]:
+        """Which of ``graphs`` have a limit, read by one query at most once per :data:`REREAD`
+        seconds (as :meth:`_limit`), so that the runs of the others can start without a
+        query of their own."""
+        now = time.monotonic()
+        if self._limited is not None and now - self._limited[0] < REREAD:
+            return self._limited[1]
+        async with self._pool.connection() as conn, conn.cursor() as cur:
+            await cur.execute(
+                "SELECT graph FROM plait_run_limit WHERE graph = ANY(%s) "
+                "AND (max_running IS NOT NULL OR rate IS NOT NULL)",
+                (sorted(graphs),),
+            )
+            found = frozenset(r[0] for r in await cur.fetchall())
+        self._limited = (now, found)
+        return found
 
     async def _limit(self, graph: str) -> tuple[int | None, float | None]:
         """The graph's limits, read at most once per :data:`REREAD` seconds: a query per run

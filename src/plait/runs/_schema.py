@@ -13,6 +13,15 @@ that one can move without the other:
   and refuses any other, found in the database or installed, with a message saying what to do,
   rather than let workers fetch jobs through functions whose meaning may have changed.
 
+One index is plait's own on Procrastinate's jobs table, ``plait_jobs_lock`` (created, if
+missing, by every :func:`migrate`; nothing refuses a database without it, and no
+Procrastinate migration uses the name). Why: every job of a run carries its thread as its
+lock, and Procrastinate's fetch rejects a candidate job whose lock has an earlier job
+waiting or running. Its own index on (id, lock) cannot look a lock up, so that check scans
+every waiting and running job: a fetch costs more the deeper the queue, and much more when
+the table has no statistics (truncated, or filled faster than autovacuum analyses it), as
+the planner then checks every waiting job (figures in docs/benchmarks.md).
+
 Every name is unqualified: the connections of :mod:`plait.runs` set ``search_path`` to the
 chosen Postgres schema (see :func:`plait.runs._db.connect_options`), which is also where
 Procrastinate's own unqualified SQL then finds its tables.
@@ -41,6 +50,11 @@ TESTED_QUEUE_SCHEMA = "03.04.00_50_post_add_retry_failed_job_procedure"
 """The newest Procrastinate migration in the schema plait was tested with (Procrastinate 3.10)."""
 
 _MIGRATION_LOCK = 0x706C61697252  # "plaitR": pg_advisory_xact_lock key of migrate()
+
+JOBS_LOCK_INDEX = (
+    "CREATE INDEX IF NOT EXISTS plait_jobs_lock ON procrastinate_jobs (lock) WHERE status IN ('todo', 'doing')"
+)
+"""plait's index on Procrastinate's jobs table (see the module docstring)."""
 
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: (
@@ -165,8 +179,8 @@ def _refuse_installed(store: str) -> None:
 
 
 async def migrate(conn: Any, store: str) -> tuple[int | None, bool]:
-    """Create or upgrade plait's run tables and apply Procrastinate's schema, in one
-    transaction under an advisory lock (concurrent calls are safe).
+    """Create or upgrade plait's run tables, apply Procrastinate's schema and add plait's
+    index on its jobs, in one transaction under an advisory lock (concurrent calls are safe).
 
     Returns:
         The run tables' version found before (None: none), and whether Procrastinate's schema
@@ -222,6 +236,7 @@ async def migrate(conn: Any, store: str) -> tuple[int | None, bool]:
                 "up, or migrate it with Procrastinate's own migrations to that version and record it in "
                 "plait_run_meta",
             )
+        await cur.execute(JOBS_LOCK_INDEX)
     return found, applied
 
 

@@ -2,8 +2,14 @@
 
 Values (input, output, context, metadata, errors, events) are stored as JSON bytes (orjson),
 as checkpoints are: JSON data only, nothing is pickled, and reading a run never runs code.
-Changes that other processes wait for (a run that ended, a stop request, new events) are
-announced with NOTIFY on ``plait_runs``, so waiters wake at once instead of polling.
+Changes that other processes wait for (a run that ended, new events, a stop request) are
+announced with NOTIFY (on :data:`CHANNEL`, stops on :data:`STOP_CHANNEL`), so waiters wake at
+once instead of polling. The statements that change runs do not notify themselves: a
+transaction that notifies holds a lock every other notifying transaction of the server waits
+for until it has committed, its WAL flush included, so notifying runs' ends would make them
+commit one at a time. A worker's notifications go after the change, coalesced, in statements
+that wait for no flush (see :mod:`plait.runs._notify`); a client's few (submit, cancel) go in
+the transaction of their change.
 """
 
 from __future__ import annotations
@@ -18,9 +24,11 @@ from plait.runs.records import ACTIVE, Run, Schedule
 
 __all__ = [
     "CHANNEL",
+    "STOP_CHANNEL",
     "RUN_COLUMNS",
     "active_runs",
     "add_events",
+    "claim",
     "decode",
     "encode",
     "finish",
@@ -32,7 +40,10 @@ __all__ = [
 ]
 
 CHANNEL = "plait_runs"
-"""The NOTIFY channel: payloads ``end:<run_id>``, ``stop:<run_id>``, ``event:<run_id>``."""
+"""The NOTIFY channel of waiters: payloads ``end:<run_id>`` and ``event:<run_id>``."""
+STOP_CHANNEL = "plait_run_stops"
+"""The NOTIFY channel of workers: payloads ``stop:<run_id>`` (workers need not wake for every
+run's end)."""
 
 RUN_COLUMNS = (
     "run_id, graph, ns, thread_id, status, multitask, input, resume, has_resume, context, metadata, priority, "
@@ -81,15 +92,47 @@ def row_run(row: Sequence[Any]) -> Run:
 
 
 async def notify(cur: Any, kind: str, run_id: str) -> None:
-    await cur.execute("SELECT pg_notify(%s, %s)", (CHANNEL, f"{kind}:{run_id}"))
+    """Announce ``kind:run_id`` within the caller's transaction."""
+    await cur.execute("SELECT pg_notify(%s, %s)", (STOP_CHANNEL if kind == "stop" else CHANNEL, f"{kind}:{run_id}"))
 
 
 async def get_run(cur: Any, run_id: str) -> tuple[Run, dict[str, Any]] | None:
     """The run and its worker-side fields (``job_id``, ``started``, ``stop``, ``rollback_of``)."""
     await cur.execute(f"SELECT {RUN_COLUMNS} FROM plait_run WHERE run_id = %s", (run_id,))
     row = await cur.fetchone()
+    return None if row is None else _with_extra(row)
+
+
+_CLAIM = (
+    "UPDATE plait_run SET status = 'running', attempts = attempts + 1, worker = %s, "
+    "started_at = coalesce(started_at, %s), updated_at = %s, "
+    "start_checkpoint = CASE WHEN started THEN start_checkpoint ELSE %s END, started = true "
+    "WHERE run_id = %s AND ns = %s AND thread_id = %s AND status IN ('pending', 'running') AND stop IS NULL "
+    "AND (started OR coalesce(cardinality(rollback_of), 0) = 0) AND graph = ANY(%s) "
+    f"RETURNING {RUN_COLUMNS}, CASE WHEN stream IS NULL THEN 0 ELSE "
+    "(SELECT coalesce(max(e.seq), 0) FROM plait_run_event e WHERE e.run_id = plait_run.run_id) END"
+)
+
+
+async def claim(
+    cur: Any, run_id: str, namespace: str, thread_id: str, graphs: Sequence[str], worker: str, head: str | None
+) -> tuple[Run, dict[str, Any]] | None:
+    """Mark a run running for an attempt by ``worker``, from the thread head ``head``, and read
+    it, by one statement: the usual start of a run, when it is on that thread, active, asked to
+    stop by no one, rolls nothing back and is of one of ``graphs``. None otherwise (the run is
+    unchanged): the caller takes the long way, which handles each of those cases. Its extra
+    fields include ``events``: how many stream items earlier attempts stored."""
+    now = time.time()
+    await cur.execute(_CLAIM, (worker, now, now, head, run_id, namespace, thread_id, list(graphs)))
+    row = await cur.fetchone()
     if row is None:
         return None
+    run, extra = _with_extra(row)
+    extra["events"] = row[31]
+    return run, extra
+
+
+def _with_extra(row: Sequence[Any]) -> tuple[Run, dict[str, Any]]:
     return row_run(row), {
         "job_id": row[14],
         "started": row[20],
@@ -136,29 +179,47 @@ async def list_runs(
     return [row_run(r) for r in await cur.fetchall()]
 
 
+_ADD_EVENTS = (
+    "added AS (INSERT INTO plait_run_event (run_id, seq, event) "
+    "SELECT %s, %s + t.n - 1, t.event FROM unnest(%s::bytea[]) WITH ORDINALITY AS t (event, n) "
+    "ON CONFLICT DO NOTHING)"
+)
+_FINISH = (
+    "ended AS (UPDATE plait_run SET status = %s, output = coalesce(%s, output), error = %s, finished_at = %s, "
+    "updated_at = %s WHERE run_id = %s AND status = ANY(%s) RETURNING run_id)"
+)
+
+
 async def finish(
-    cur: Any, run_id: str, status: str, *, output: Any = None, error: Any = None, only_if: Sequence[str] = ACTIVE
+    cur: Any,
+    run_id: str,
+    status: str,
+    *,
+    output: Any = None,
+    error: Any = None,
+    only_if: Sequence[str] = ACTIVE,
+    events: tuple[int, Sequence[Any]] | None = None,
 ) -> bool:
-    """End a run (only from one of ``only_if``); announce it. False when it had ended already."""
+    """End a run (only from one of ``only_if``), storing with it the stream items ``events``
+    (the first one's number, the items) if given, by one statement (one round trip, all or
+    nothing on an autocommit connection too). Not announced (see the module docstring).
+    False when it had ended already (the items are stored all the same)."""
     now = time.time()
-    await cur.execute(
-        "UPDATE plait_run SET status = %s, output = coalesce(%s, output), error = %s, finished_at = %s, "
-        "updated_at = %s WHERE run_id = %s AND status = ANY(%s) RETURNING run_id",
-        (status, encode(output), encode(error), now, now, run_id, list(only_if)),
-    )
-    done = await cur.fetchone() is not None
-    if done:
-        await notify(cur, "end", run_id)
-    return done
+    params: list[Any] = [status, encode(output), encode(error), now, now, run_id, list(only_if)]
+    if events:
+        first, items = events
+        sql = f"WITH {_ADD_EVENTS}, {_FINISH} SELECT count(*) FROM ended"
+        params = [run_id, first, [orjson.dumps(e) for e in items], *params]
+    else:
+        sql = f"WITH {_FINISH} SELECT count(*) FROM ended"
+    await cur.execute(sql, params)
+    row = await cur.fetchone()
+    return row is not None and bool(row[0])
 
 
 async def add_events(cur: Any, run_id: str, first: int, events: Sequence[Any]) -> None:
-    """Store a run's stream items numbered from ``first``; announce them."""
-    await cur.executemany(
-        "INSERT INTO plait_run_event (run_id, seq, event) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
-        [(run_id, first + i, orjson.dumps(e)) for i, e in enumerate(events)],
-    )
-    await notify(cur, "event", run_id)
+    """Store a run's stream items numbered from ``first``, by one statement (not announced)."""
+    await cur.execute(f"WITH {_ADD_EVENTS} SELECT 1", (run_id, first, [orjson.dumps(e) for e in events]))
 
 
 async def read_events(cur: Any, run_id: str, after: int) -> list[tuple[int, Any]]:

@@ -265,7 +265,8 @@ class Runs:
             if job_id is not None:
                 await self._jobs.cancel_job_by_id_async(job_id, connection=conn)
             reason = {"type": "Interrupted", "message": f"stopped before it started by a newer run ({why})"}
-            await _store.finish(cur, run_id, "interrupted", error=reason, only_if=("pending",))
+            if await _store.finish(cur, run_id, "interrupted", error=reason, only_if=("pending",)):
+                await _store.notify(cur, "end", run_id)
         # a pending run whose job a worker fetched meanwhile is stopped by its worker, too
         await cur.execute("UPDATE plait_run SET stop = %s WHERE run_id = %s AND status = 'running'", (why, run_id))
         await _store.notify(cur, "stop", run_id)
@@ -338,7 +339,8 @@ class Runs:
             if status == "pending":
                 if job_id is not None:
                     await self._jobs.cancel_job_by_id_async(job_id, connection=conn)
-                await _store.finish(cur, run_id, "cancelled", error={"type": "Cancelled", "message": "cancelled"})
+                if await _store.finish(cur, run_id, "cancelled", error={"type": "Cancelled", "message": "cancelled"}):
+                    await _store.notify(cur, "end", run_id)
             await cur.execute(
                 "UPDATE plait_run SET stop = 'cancel' WHERE run_id = %s AND status = 'running'", (run_id,)
             )

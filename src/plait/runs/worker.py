@@ -22,28 +22,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
 import socket
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from procrastinate import exceptions
-from procrastinate.retry import BaseRetryStrategy, RetryDecision
-
 from plait._frozen import thaw
-from plait.checkpoint.model import CheckpointWrite, Fence, WritesBatch
-from plait.checkpoint.postgres import PostgresCheckpointer
-from plait.engine.events import CheckpointSaved, Interrupted, event_json
-from plait.errors import CheckpointError, LeaseLostError, ThreadBusyError, UnknownGraphError
+from plait.checkpoint.model import Checkpoint
+from plait.engine.emitter import INTERRUPT_KEY
+from plait.engine.events import CheckpointSaved, event_json
+from plait.errors import CheckpointError, InvalidIdError, LeaseLostError, ThreadBusyError, UnknownGraphError
 from plait.runs import _store
 from plait.runs._events import Events
 from plait.runs._limits import Limits
+from plait.runs._notify import Notifier
 from plait.runs._rewind import rewind
+from plait.runs._stops import AtBoundary, Handle, Requeue, RequeueStrategy, StoppingStore
 from plait.runs.client import ADVANCE_TASK, DEFAULT_QUEUE, Runs
+from plait.runs.records import Run
 from plait.runs.schedules import fire_due
 from plait.types import Command
 
@@ -84,79 +85,6 @@ class WorkerSettings:
     stopping them at once (None: no limit; a second SIGTERM stops them at once)."""
 
 
-@dataclass(slots=True)
-class _Handle:
-    """A run this worker is running: how to stop it."""
-
-    run_id: str
-    stop: str | None = None
-    """Why it must stop at the next boundary: ``interrupt``, ``rollback`` or ``shutdown``."""
-    now: asyncio.Event = field(default_factory=asyncio.Event)
-    """Set to stop at once; :attr:`stop_now` says why (``cancel``, ``shutdown``)."""
-    stop_now: str | None = None
-
-
-class _Requeue(Exception):
-    """Raised out of a job to have Procrastinate queue it again (in ``delay`` seconds)."""
-
-    def __init__(self, delay: float) -> None:
-        self.delay = delay
-
-
-class _AtBoundary(BaseException):
-    """Raised by the worker's checkpointer right after it committed a run's checkpoint, when
-    the run was asked to stop: the engine stops there, before the next super-step starts, and
-    gives the lease back. A ``BaseException`` (like ``asyncio.CancelledError``), so that no
-    ``except Exception`` on the way can take it for a failure of the run."""
-
-
-class _StoppingStore(PostgresCheckpointer):
-    """A PostgresCheckpointer that stops a run at its next committed checkpoint when asked.
-
-    Why here and not by watching ``astream`` events: an event reaches the worker only when
-    the engine next yields to the event loop, by which time the next super-step's nodes have
-    started; raising from the commit itself stops the run exactly at the boundary, with the
-    checkpoint stored and nothing of the next step begun. Runs are told apart by their lease
-    owner, which every commit of a run carries in its fence.
-    """
-
-    stops: dict[str, _Handle]
-
-    async def acommit(
-        self,
-        *,
-        checkpoints: Sequence[CheckpointWrite] = (),
-        writes: Sequence[WritesBatch] = (),
-        fence: Fence | None = None,
-    ) -> None:
-        await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence)
-        if fence is None or not checkpoints or fence.release:
-            return
-        handle = self.stops.get(fence.owner)
-        if handle is not None and handle.stop is not None:
-            raise _AtBoundary()
-
-
-class _RequeueStrategy(BaseRetryStrategy):
-    """Retry a job that raised :class:`_Requeue` (and only that), as often as it asks."""
-
-    def get_retry_exception(self, exception: BaseException, job: Any) -> Any:
-        if isinstance(exception, _Requeue):
-            return exceptions.JobRetry(RetryDecision(retry_in={"milliseconds": int(exception.delay * 1000)}))
-        if isinstance(exception, asyncio.CancelledError):  # aborted at shutdown: the run goes on elsewhere
-            return exceptions.JobRetry(RetryDecision())
-        if _database_failure(exception):  # the run's own statements failed: try again once it is back
-            return exceptions.JobRetry(RetryDecision(retry_in={"seconds": 1}))
-        return None
-
-
-def _database_failure(exc: BaseException) -> bool:
-    """Whether ``exc`` says the database went away (not that a statement was wrong)."""
-    import psycopg
-
-    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError | exceptions.ConnectorException)
-
-
 class Worker:
     """Runs the runs of the given graphs queued on ``dsn``, until stopped.
 
@@ -187,13 +115,15 @@ class Worker:
         )
         self.runs = Runs(dsn, schema=schema, max_connections=max(4, min(self.settings.concurrency + 3, 20)))
         self._schema = schema
-        self._store: _StoppingStore | None = None
+        self._store: StoppingStore | None = None
         self._bound: dict[tuple[str, str], CompiledGraph] = {}
-        self._running: dict[str, _Handle] = {}
-        self._by_owner: dict[str, _Handle] = {}
-        """The running runs by the lease owner their commits carry (see :class:`_StoppingStore`)."""
+        self._names = frozenset(self.graphs)
+        self._running: dict[str, Handle] = {}
+        self._by_owner: dict[str, Handle] = {}
+        """The running runs by the lease owner their commits carry (see :class:`StoppingStore`)."""
         self._app: Any = None
         self._limits: Limits | None = None
+        self._notifier: Notifier = Notifier(None)
         self._stopping = 0
         self.started = asyncio.Event()
         """Set once the worker is registered and fetching jobs (tests wait on it)."""
@@ -206,15 +136,16 @@ class Worker:
 
         s = self.settings
         await self.runs.aopen()
+        self._notifier = Notifier(self.runs.db.pool)
         db = self.runs.db
-        self._store = _StoppingStore(
+        self._store = StoppingStore(
             db.dsn, schema=self._schema, lease_ttl=s.lease_ttl, max_connections=max(2, min(s.concurrency, 10))
         )
         self._store.stops = self._by_owner
         await self._store.asetup()
         self._limits = Limits(db.dsn, connect_kwargs(db.schema), db.pool)
         self._app = app = db.app()
-        app.task(name=ADVANCE_TASK, pass_context=True, retry=_RequeueStrategy(), queue=DEFAULT_QUEUE)(self._advance)
+        app.task(name=ADVANCE_TASK, pass_context=True, retry=RequeueStrategy(), queue=DEFAULT_QUEUE)(self._advance)
         sweep = app.task(name=SWEEP_TASK, queue=s.queues[0])(self._sweep)
         app.periodic(cron=f"* * * * * */{max(1, int(s.sweep_every))}", periodic_id="plait-sweep")(sweep)
         tick = app.task(name=TICK_TASK, queue=s.queues[0])(self._tick)
@@ -235,6 +166,9 @@ class Worker:
                 "install_signal_handlers": False,
                 "update_heartbeat_interval": s.heartbeat,
                 "stalled_worker_timeout": s.stalled_after,
+                # the run table is the record of a run: a job that did its work is deleted, not
+                # kept as a row (and three event rows) the queue's tables would keep growing by
+                "delete_jobs": "successful",
             }
             if s.shutdown_timeout is not None:
                 options["shutdown_graceful_timeout"] = s.shutdown_timeout
@@ -247,6 +181,7 @@ class Worker:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     loop.remove_signal_handler(sig)
             await self._store.aclose()
+            await self._notifier.aclose()
             await self.runs.aclose()
 
     async def _serve(self, app: Any, options: dict[str, Any], shown: str) -> None:
@@ -309,7 +244,7 @@ class Worker:
                 async with await psycopg.AsyncConnection.connect(
                     db.dsn, autocommit=True, **connect_kwargs(db.schema)
                 ) as conn:
-                    await conn.execute(f"LISTEN {_store.CHANNEL}")
+                    await conn.execute(f"LISTEN {_store.STOP_CHANNEL}")
                     while True:
                         await self._poll_stops()
                         async for note in conn.notifies(timeout=1.0):
@@ -375,36 +310,79 @@ class Worker:
         return found
 
     async def _advance(self, context: Any, run_id: str) -> None:
+        job = context.job
+        if not self._stopping and await self._claimed(run_id, job.lock or "", job.id):
+            return
         pool = self.runs.db.pool
         async with pool.connection() as conn, conn.cursor() as cur:
             found = await _store.get_run(cur, run_id)
-        if found is None:
-            return
-        run, extra = found
-        if run.done:
-            return
-        async with pool.connection() as conn, conn.cursor() as cur:
+            if found is None or found[0].done:
+                return
+            run, extra = found
             if extra["stop"] == "cancel":
-                await _store.finish(cur, run_id, "cancelled", error={"type": "Cancelled", "message": "cancelled"})
+                await self._finish(cur, run_id, "cancelled", error={"type": "Cancelled", "message": "cancelled"})
                 return
             if extra["stop"] in ("interrupt", "rollback"):
                 why = {"type": "Interrupted", "message": f"stopped by a newer run ({extra['stop']})"}
-                await _store.finish(cur, run_id, "interrupted", error=why)
+                await self._finish(cur, run_id, "interrupted", error=why)
                 return
             try:
                 graph = self._graph(run.graph, run.namespace)
             except UnknownGraphError as exc:
-                await _store.finish(cur, run_id, "error", error=_error(exc))
+                await self._finish(cur, run_id, "error", error=_error(exc))
                 return
-        handle = self._running[run_id] = _Handle(run_id)
+        handle = self._running[run_id] = Handle(run_id)
         try:
             if self._stopping:
-                raise _Requeue(0.0)
+                raise Requeue(0.0)
             assert self._store is not None and self._limits is not None
             if extra["rollback_of"] and not extra["started"]:
                 await self._roll_back(run, extra["rollback_of"])
             async with self._limits.admitted(run.graph):
-                await self._attempt(run, extra, graph, handle, context.job.id)
+                await self._attempt(run, extra, graph, handle, job.id)
+        finally:
+            self._running.pop(run_id, None)
+
+    async def _claimed(self, run_id: str, lock: str, job: int) -> bool:
+        """The short way into a run, and the usual one: read the thread's head, then mark the
+        run running and read it in one statement (:func:`_store.claim`), and run it. False
+        when the run is not one this way can start (stopped, rolling back, a graph with a
+        limit or unknown here, ended): :meth:`_advance` then takes the long way, which reads
+        the run first. The thread comes from the job's lock, which :func:`thread_lock` made
+        from it; a namespace with a ``/`` in it splits wrongly, which the claim, naming the
+        thread it expects, finds out."""
+        prefix, _, rest = lock.partition(":")
+        namespace, slash, thread_id = rest.partition("/")
+        if prefix != "plait-thread" or not slash or not thread_id:
+            return False
+        assert self._store is not None and self._limits is not None
+        limited = await self._limits.limited(self._names)
+        graphs = [g for g in self.graphs if g not in limited]
+        if not graphs:
+            return False
+        try:
+            head = await self._store.aget(thread_id, namespace=namespace)
+        except InvalidIdError:  # not a thread id plait accepts: not this run's thread
+            return False
+        owner = f"{self.name}/job-{job}"
+        handle = self._running[run_id] = Handle(run_id)
+        try:
+            async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+                found = await _store.claim(
+                    cur, run_id, namespace, thread_id, graphs, owner, head.id if head is not None else None
+                )
+            if found is None:
+                return False
+            run, extra = found
+            try:
+                graph = self._graph(run.graph, run.namespace)
+            except Exception as exc:  # a graph object the worker cannot bind: the run cannot run here
+                async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+                    await self._finish(cur, run_id, "error", error=_error(exc))
+                return True
+            assert run.started_at is not None
+            await self._execute(run, extra, graph, handle, owner, head, run.started_at, run.start_checkpoint)
+            return True
         finally:
             self._running.pop(run_id, None)
 
@@ -426,9 +404,8 @@ class Worker:
                 dropped,
             )
 
-    async def _attempt(  # noqa: PLR0915 - one attempt of a run, in the order its steps happen
-        self, run: Any, extra: dict[str, Any], graph: CompiledGraph, handle: _Handle, job: int
-    ) -> None:
+    async def _attempt(self, run: Run, extra: dict[str, Any], graph: CompiledGraph, handle: Handle, job: int) -> None:
+        """The long way's attempt: read the thread's head, mark the run running, run it."""
         assert self._store is not None
         owner = f"{self.name}/job-{job}"
         head = await self._store.aget(run.thread_id, namespace=run.namespace)
@@ -439,13 +416,31 @@ class Worker:
                 "UPDATE plait_run SET status = 'running', attempts = attempts + 1, worker = %s, "
                 "started_at = coalesce(started_at, %s), updated_at = %s, "
                 "start_checkpoint = CASE WHEN started THEN start_checkpoint ELSE %s END, started = true "
-                "WHERE run_id = %s AND status IN ('pending', 'running') RETURNING started_at, start_checkpoint",
+                "WHERE run_id = %s AND status IN ('pending', 'running') "
+                "RETURNING started_at, start_checkpoint, attempts",
                 (owner, now, now, head_id, run.run_id),
             )
             row = await cur.fetchone()
         if row is None:
             return  # it ended meanwhile (cancelled)
-        started_at, start = row
+        started_at, start, attempts = row
+        run = dataclasses.replace(run, attempts=attempts)
+        await self._execute(run, extra, graph, handle, owner, head, started_at, start)
+
+    async def _execute(  # noqa: PLR0915 - one attempt of a run, in the order its steps happen
+        self,
+        run: Run,
+        extra: dict[str, Any],
+        graph: CompiledGraph,
+        handle: Handle,
+        owner: str,
+        head: Checkpoint | None,
+        started_at: float,
+        start: str | None,
+    ) -> None:
+        """Run an attempt of a run marked running (``run`` as marked: its attempts counted),
+        from the thread's head as it was read before."""
+        head_id = head.id if head is not None else None
         fresh = head_id == start  # nothing of this run was committed yet
         input: Any = None
         if fresh and run.has_resume:
@@ -453,9 +448,9 @@ class Worker:
         elif fresh:
             input = run.input
         modes = extra["stream"]
-        events = Events(self.runs, run.run_id, modes)
-        await events.open()
-        events.add("status", {"status": "running", "worker": owner, "attempt": run.attempts + 1})
+        events = Events(self.runs, run.run_id, modes, self._notifier)
+        await events.open(extra.get("events"))
+        events.add("status", {"status": "running", "worker": owner, "attempt": run.attempts})
         budget = None if run.timeout is None else run.timeout - (time.time() - started_at)
         self._by_owner[owner] = handle
         start_values = {} if head is None else thaw(dict(head.values))
@@ -482,7 +477,7 @@ class Worker:
             return
         try:
             output = task.result()
-        except _AtBoundary:
+        except AtBoundary:
             await self._after_stop(run, handle.stop or "shutdown", events)
             return
         except LeaseLostError as exc:
@@ -492,18 +487,18 @@ class Worker:
             # nobody holds it: the lease row was lost (a database crash forgets leases, which are
             # taken without waiting for the disk) or given back; go on from the stored checkpoints
             log.warning("run %s lost its lease (%s); it goes back to the queue", run.run_id, exc)
-            raise _Requeue(0.2) from exc
+            raise Requeue(0.2) from exc
         except ThreadBusyError as exc:  # another attempt holds the thread (a worker thought dead, still alive)
-            raise _Requeue(min(max(exc.expires_in, 0.05), 1.0)) from exc
+            raise Requeue(min(max(exc.expires_in, 0.05), 1.0)) from exc
         except CheckpointError as exc:
             log.warning("run %s: the store failed (%s); it goes back to the queue", run.run_id, exc)
             with contextlib.suppress(Exception):  # the database may be down: the retry finds it running
                 await self._put_back(run.run_id)
-            raise _Requeue(1.0) from exc
+            raise Requeue(1.0) from exc
         except Exception as exc:
             await self._end(run, "error", events, error=_error(exc))
             return
-        status = "interrupted" if "__interrupt__" in output else "success"
+        status = "interrupted" if INTERRUPT_KEY in output else "success"
         await self._end(run, status, events, output=output)
 
     async def _drive(
@@ -512,26 +507,29 @@ class Worker:
         """Run the graph, storing the stream items asked for (a batch per checkpoint); the
         worker's checkpointer stops it at the next committed checkpoint once asked. ``values``
         are the thread's as the run starts: the output when nothing is left to run (an
-        attempt after a crash that came after the run's last commit)."""
-        interrupts: list[Any] = []
+        attempt after a crash that came after the run's last commit). A run that paused
+        returns its state with the pending interrupts under ``"__interrupt__"``, as
+        ``invoke`` does (an empty list at a breakpoint).
+
+        The ``events`` mode only when stream items are stored (its checkpoint records say when
+        to store a batch): the engine builds event records only for a run that asks for them,
+        and the ``values`` mode alone says where the run paused."""
+        interrupts: list[Any] | None = None
         wanted: set[StreamMode] = {*events.modes}  # type: ignore[arg-type]  # checked when the run was submitted
-        async for mode, item in graph.astream(
-            input,
-            mode=sorted(wanted | {"values", "events"}),
-            thread_id=run.thread_id,
-            owner=owner,
-        ):
+        modes: list[StreamMode] = sorted(wanted | {"values", "events"}) if wanted else ["values"]
+        async for mode, item in graph.astream(input, mode=modes, thread_id=run.thread_id, owner=owner):
             if mode == "values":
-                values = thaw(item)
-            elif mode == "events" and isinstance(item, Interrupted):
-                interrupts = [i.to_json() for i in item.interrupts]
+                if INTERRUPT_KEY in item:  # the run paused; the state is the item before
+                    interrupts = [i.to_json() for i in item[INTERRUPT_KEY]]
+                else:
+                    values = thaw(item)
             if mode in wanted:
                 events.add(mode, event_json(item) if mode == "events" else thaw(item))
             if mode == "events" and isinstance(item, CheckpointSaved):
                 await events.flush()
         await events.flush()
-        if interrupts:
-            values["__interrupt__"] = interrupts
+        if interrupts is not None:
+            values[INTERRUPT_KEY] = interrupts
         return values
 
     async def _after_stop(self, run: Any, why: str, events: Events) -> None:
@@ -539,7 +537,7 @@ class Worker:
             await self._put_back(run.run_id)
             events.add("status", {"status": "pending", "reason": "the worker shut down; the run goes on elsewhere"})
             await events.flush()
-            raise _Requeue(0.0)
+            raise Requeue(0.0)
         if why == "cancel":
             await self._end(run, "cancelled", events, error={"type": "Cancelled", "message": "cancelled while running"})
         elif why == "timeout":
@@ -554,12 +552,21 @@ class Worker:
         queued again: its next attempt finds the thread finished and records it then."""
         events.add("status", {"status": status, "error": error})
         try:
-            async with self.runs.db.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-                await events.flush(cur)
-                await _store.finish(cur, run.run_id, status, output=output, error=error, only_if=("running",))
+            async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+                await self._finish(
+                    cur, run.run_id, status, output=output, error=error, only_if=("running",), events=events.take()
+                )
         except Exception as exc:
             log.warning("run %s ended %s but that could not be recorded (%s); it is retried", run.run_id, status, exc)
-            raise _Requeue(1.0) from exc
+            raise Requeue(1.0) from exc
+
+    async def _finish(self, cur: Any, run_id: str, status: str, **fields: Any) -> None:
+        """:func:`_store.finish`, then announce what it stored."""
+        ended = await _store.finish(cur, run_id, status, **fields)
+        if fields.get("events"):
+            self._notifier.send("event", run_id)
+        if ended:
+            self._notifier.send("end", run_id)
 
     async def _put_back(self, run_id: str) -> None:
         async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
