@@ -107,6 +107,17 @@ def test_a_failing_node_ends_the_run_error_with_the_error_stored(runs_db: tuple[
     with_worker(runs_db, body)
 
 
+def test_a_run_with_no_input_on_a_thread_nothing_started_ends_error_at_once(runs_db: tuple[str, str]) -> None:
+    """Not a store failure to retry: every attempt would find the thread empty the same way."""
+
+    async def body(runs: Runs, dsn: str, schema: str) -> None:
+        run = await runs.await_run(await runs.asubmit(flows.name("single"), None, thread_id="empty"), timeout=20)
+        assert run.status == "error" and run.error["type"] == "CheckpointNotFoundError", run
+        assert run.attempts == 1
+
+    with_worker(runs_db, body)
+
+
 def test_an_interrupt_pauses_the_run_and_a_resume_run_answers_it(runs_db: tuple[str, str]) -> None:
     async def body(runs: Runs, dsn: str, schema: str) -> None:
         run = await runs.await_run(await runs.asubmit(flows.name("asking"), {}, thread_id="h"), timeout=20)

@@ -147,12 +147,14 @@ class SqlThreads:
             LeaseLostError: the run's lease was lost.
             ThreadBusyError: a one-off write found a live lease.
         """
+        # The hot paths, once per step of every run and once per update_state: two columns,
+        # no holder decoding; the whole row is read only to explain a refusal or to revoke.
+        gen_held = cur.execute(self._sql["fence_gen"], key).fetchone()
         if fence.token is not None:
-            # The hot path, once per step of every run: two columns, no holder decoding; the
-            # whole row is read only to explain a refusal.
-            gen_held = cur.execute(self._sql["fence_gen"], key).fetchone()
             if gen_held is not None and int(gen_held[0]) == fence.token and gen_held[1]:
                 return
+        elif gen_held is None or not gen_held[1]:
+            return  # a one-off write on a thread no lease holds: nothing to refuse or revoke
         changed = rules.check_fence(self.row(cur, key), fence, thread_id=key[1], namespace=key[0], now=now)
         if changed is not None:
             self.put_row(cur, key, changed)

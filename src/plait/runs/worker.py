@@ -36,7 +36,15 @@ from plait._frozen import thaw
 from plait.checkpoint.model import Checkpoint
 from plait.engine.emitter import INTERRUPT_KEY
 from plait.engine.events import CheckpointSaved, event_json
-from plait.errors import CheckpointError, InvalidIdError, LeaseLostError, ThreadBusyError, UnknownGraphError
+from plait.errors import (
+    CheckpointCorruptError,
+    CheckpointError,
+    CheckpointNotFoundError,
+    InvalidIdError,
+    LeaseLostError,
+    ThreadBusyError,
+    UnknownGraphError,
+)
 from plait.runs import _store
 from plait.runs._events import Events
 from plait.runs._limits import Limits
@@ -490,6 +498,11 @@ class Worker:
             raise Requeue(0.2) from exc
         except ThreadBusyError as exc:  # another attempt holds the thread (a worker thought dead, still alive)
             raise Requeue(min(max(exc.expires_in, 0.05), 1.0)) from exc
+        except (CheckpointNotFoundError, CheckpointCorruptError) as exc:
+            # what is stored decides it, not the store's health: every attempt would fail the
+            # same way (a run with no input on a thread nothing started, a damaged record)
+            await self._end(run, "error", events, error=_error(exc))
+            return
         except CheckpointError as exc:
             log.warning("run %s: the store failed (%s); it goes back to the queue", run.run_id, exc)
             with contextlib.suppress(Exception):  # the database may be down: the retry finds it running
