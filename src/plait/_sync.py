@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-__all__ = ["in_sync_call", "iterate_sync", "loop_is_idle", "on_loop_thread", "run_sync"]
+__all__ = ["drain_items", "in_sync_call", "iterate_sync", "loop_is_idle", "on_loop_thread", "pump_items", "run_sync"]
 
 T = TypeVar("T")
 _local = threading.local()
@@ -143,6 +143,30 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, _flagged(coro)).result()
 
 
+async def pump_items(agen: AsyncIterator[Any], items: queue.SimpleQueue[tuple[int, Any]]) -> None:
+    """Put ``agen``'s items into ``items`` as it produces them, then its end or its error:
+    the async half of a stream that sync code reads with :func:`drain_items`."""
+    try:
+        async for item in agen:
+            items.put((0, item))
+    except BaseException as exc:
+        items.put((1, exc))
+    else:
+        items.put((2, None))
+
+
+def drain_items(items: queue.SimpleQueue[tuple[int, Any]]) -> Iterator[Any]:
+    """The items :func:`pump_items` puts, as they come; re-raises the stream's error."""
+    while True:
+        kind, value = items.get()
+        if kind == 0:
+            yield value
+        elif kind == 1:
+            raise value
+        else:
+            return
+
+
 def iterate_sync(agen: AsyncIterator[T]) -> Iterator[T]:
     """Iterate an async generator from sync code, item by item, as items are produced.
 
@@ -155,13 +179,7 @@ def iterate_sync(agen: AsyncIterator[T]) -> Iterator[T]:
 
     async def pump() -> None:
         _in_sync_call.set(True)
-        try:
-            async for item in agen:
-                items.put((0, item))
-        except BaseException as exc:
-            items.put((1, exc))
-        else:
-            items.put((2, None))
+        await pump_items(agen, items)
 
     task = loop.create_task(pump())
 
@@ -177,14 +195,7 @@ def iterate_sync(agen: AsyncIterator[T]) -> Iterator[T]:
     thread = threading.Thread(target=drive, name="plait-stream", daemon=True)
     thread.start()
     try:
-        while True:
-            kind, value = items.get()
-            if kind == 0:
-                yield value
-            elif kind == 1:
-                raise value
-            else:
-                return
+        yield from drain_items(items)
     finally:
         if thread.is_alive():
             with contextlib.suppress(RuntimeError):  # the loop may have just closed

@@ -15,6 +15,8 @@ import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, TypeVar
 
+from plait._sync import drain_items, pump_items
+
 __all__ = ["Portal"]
 
 T = TypeVar("T")
@@ -35,26 +37,9 @@ class Portal:
     def iterate(self, agen: AsyncIterator[T]) -> Iterator[T]:
         """Items of ``agen`` as the portal's loop produces them; closing early cancels it."""
         items: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()
-
-        async def pump() -> None:
-            try:
-                async for item in agen:
-                    items.put((0, item))
-            except BaseException as exc:
-                items.put((1, exc))
-                raise
-            items.put((2, None))
-
-        future = asyncio.run_coroutine_threadsafe(pump(), self.loop)
+        future = asyncio.run_coroutine_threadsafe(pump_items(agen, items), self.loop)
         try:
-            while True:
-                kind, value = items.get()
-                if kind == 0:
-                    yield value
-                elif kind == 1:
-                    raise value
-                else:
-                    return
+            yield from drain_items(items)
         finally:
             if not future.done():
                 future.cancel()
