@@ -1,6 +1,7 @@
 """Which checkpoints the engine marks as already checked, in every durability mode: a run's
-step checkpoints only, and never a thread's first write, so that the commit rule still sees
-every id a run introduces (see ``CheckpointWrite.checked``)."""
+step checkpoints and hand updates built on a stored checkpoint, never a thread's first
+write, so that the commit rule still sees every id a caller introduces (see
+``CheckpointWrite.checked``)."""
 
 from __future__ import annotations
 
@@ -43,9 +44,14 @@ def _counter() -> Graph:
 
 
 @pytest.mark.parametrize("durability", MODES)
-def test_only_step_checkpoints_are_marked_checked(durability: Durability) -> None:
+def test_only_steps_and_updates_of_stored_heads_are_marked_checked(durability: Durability) -> None:
     store = Recording()
     app = _counter().compile(checkpointer=store)
+    app.update_state("fresh", {"n": 5})  # a thread's first write: its ids are the caller's
+    with pytest.raises(InvalidIdError):
+        app.update_state("bad\x00id", {"n": 5})
+    assert [cw.checked for cw in store.seen] == [False]
+    store.seen.clear()
     app.invoke({"n": 0}, thread_id="t", durability=durability)
     app.update_state("t", {"n": 0})
     app.invoke(None, thread_id="t", durability=durability)
@@ -56,8 +62,8 @@ def test_only_step_checkpoints_are_marked_checked(durability: Durability) -> Non
     by_source: dict[str, set[bool]] = {}
     for cw in store.seen:
         by_source.setdefault(cw.checkpoint.metadata["source"], set()).add(cw.checked)
-    assert {source for source, marks in by_source.items() if True in marks} <= {"loop"}
-    assert by_source["update"] == {False}
+    assert {source for source, marks in by_source.items() if True in marks} <= {"loop", "update"}
+    assert by_source["update"] == {True}
     assert by_source["fork"] == {False}
     if durability != "exit":  # exit stores only a run's last checkpoint, through its own path, unmarked
         assert by_source["input"] == by_source["replay"] == {False}

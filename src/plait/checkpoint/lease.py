@@ -254,6 +254,9 @@ def settled(checkpoints: Sequence[CheckpointWrite], writes: Sequence[WritesBatch
     with a checkpoint in the commit, its newest one with the writes the commit saves on it;
     for a thread with writes only, what those say (an error or an interrupt; nothing else
     changes how it stands)."""
+    if len(checkpoints) == 1 and not writes:  # the usual one: an update or a fork, nothing pending
+        cp = checkpoints[0].checkpoint
+        return {(cp.namespace, cp.thread_id): "stale" if cp.next_tasks else "idle"}
     newest: dict[tuple[str, str], Checkpoint] = {}
     for cw in checkpoints:
         cp = cw.checkpoint

@@ -218,10 +218,12 @@ class CheckpointWrite:
     completed super-step they belonged to."""
     checked: bool = False
     """Whether the record's ids and fields are known to pass the rules a commit checks, so
-    that a backend need not check them again. The engine sets it on a run's step checkpoints
-    alone: their thread and namespace are the run's, checked when it took its lease or
-    stored its first checkpoint, and every other field is made by the engine (ids, versions,
-    tasks, plait's metadata keys). Anything else built elsewhere leaves it False."""
+    that a backend need not check them again. The engine sets it on two kinds only, whose
+    every field it made itself (ids, versions, tasks, plait's metadata keys): a run's step
+    checkpoints, whose thread and namespace are the run's, checked when it took its lease or
+    stored its first checkpoint; and a hand update (``update_state``) built on a stored
+    checkpoint, whose thread, namespace and id were checked when that one was stored.
+    Anything else (a thread's first write, a fork, an import) leaves it False."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -200,7 +200,9 @@ async def _write_update(
         created_at=time.time(),
     )
     carried = head.pending_writes if as_node is None else ()
-    checkpoints = [CheckpointWrite(checkpoint=cp, changed=frozenset(changed))]
+    # Built on a stored checkpoint (its ids were checked when it was stored), every other
+    # field made here: nothing for the commit to check again (see CheckpointWrite.checked).
+    checkpoints = [CheckpointWrite(checkpoint=cp, changed=frozenset(changed), checked=head.id != _NO_HEAD)]
     batches = (
         [WritesBatch(thread_id=cp.thread_id, namespace=cp.namespace, checkpoint_id=cid, writes=carried)]
         if carried
