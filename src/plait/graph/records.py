@@ -83,8 +83,11 @@ def _task_states(
     tasks: tuple[Task, ...], pending: tuple[PendingWrite, ...], interrupts: tuple[Interrupt, ...]
 ) -> tuple[TaskState, ...]:
     """The next step's tasks, each with what the checkpoint's pending writes say of it."""
-    if not pending:
-        return tuple(TaskState(id=t.id, node=t.node, send=t.send, arg=t.arg) for t in tasks)
+    if not pending:  # a history's usual checkpoint: every task pending, built without __init__
+        if len(tasks) == 1:
+            t = tasks[0]
+            return (_task_state(t.id, t.node, t.send, t.arg, "pending", None, None, ()),)
+        return tuple(_task_state(t.id, t.node, t.send, t.arg, "pending", None, None, ()) for t in tasks)
     results = {w.task_id: w.value for w in pending if w.kind == "result"}
     errors = {w.task_id: TaskError.of(w) for w in pending if w.kind == "error"}
     out = []
@@ -210,6 +213,9 @@ class ThreadDiff:
     def __bool__(self) -> bool:
         return self.first_step is not None or bool(self.heads)
 
+
+_task_state = positional_maker(TaskState)
+"""``TaskState(...)`` with every field, in order: a history builds one per task of each checkpoint."""
 
 _thread_state = positional_maker(ThreadState)
 """``ThreadState(...)`` with every field, in order: a history builds one per checkpoint."""
