@@ -6,7 +6,6 @@ EXPECTED = [
     "AmbiguousCheckpointError",
     "AppendList",
     "AppendMessages",
-    "ArgumentError",
     "Channel",
     "Checkpoint",
     "CheckpointCorruptError",
@@ -15,7 +14,6 @@ EXPECTED = [
     "CheckpointSaved",
     "Checkpointer",
     "Command",
-    "CommandLineError",
     "CompiledGraph",
     "ConcurrentUpdateError",
     "ConcurrentWriteError",
@@ -25,12 +23,10 @@ EXPECTED = [
     "Default",
     "Durability",
     "END",
-    "ExportFormatError",
     "FileCheckpointer",
     "Graph",
     "GraphChangedError",
     "GraphError",
-    "GraphRequiredError",
     "Interrupt",
     "Interrupted",
     "InvalidIdError",
@@ -49,20 +45,18 @@ EXPECTED = [
     "MissingNodeError",
     "MissingValueError",
     "NoCheckpointerError",
-    "NoRunQueueError",
     "NodeContext",
     "NodeError",
+    "NodeExecutor",
     "NodeFailed",
     "NodeFinished",
     "NodeSignatureError",
     "NodeStarted",
     "NodeTimeoutError",
-    "NotConfirmedError",
     "NotSerializableError",
     "Overwrite",
     "PlaitError",
     "PostgresCheckpointer",
-    "QueueSchemaError",
     "ReadOnlyStateError",
     "RecursionLimitError",
     "Reducer",
@@ -70,13 +64,10 @@ EXPECTED = [
     "RetryPolicy",
     "RunError",
     "RunFinished",
-    "RunNotFoundError",
-    "RunRejectedError",
+    "RunHooks",
+    "RunResult",
     "RunState",
-    "RunWaitTimeoutError",
-    "RunsError",
     "START",
-    "ScheduleNotFoundError",
     "SchemaError",
     "Send",
     "SqliteCheckpointer",
@@ -89,8 +80,8 @@ EXPECTED = [
     "StoreAddressError",
     "StoreNotFoundError",
     "StoreVersionError",
+    "StreamMode",
     "Sum",
-    "TargetLoadError",
     "TaskState",
     "ThreadBusyError",
     "ThreadDiff",
@@ -98,7 +89,6 @@ EXPECTED = [
     "ThreadInfo",
     "ThreadState",
     "UnknownChannelError",
-    "UnknownGraphError",
     "__version__",
     "diff",
     "event_json",
@@ -122,6 +112,21 @@ def test_the_backend_authors_names_live_in_plait_checkpoint_not_plait() -> None:
 
     for name in ("ANY_HEAD", "CheckpointWrite", "Fence", "PendingWrite", "Task", "WritesBatch", "Capabilities"):
         assert name in plait.checkpoint.__all__ and not hasattr(plait, name), name
+
+
+def test_the_command_line_queue_and_studio_errors_live_in_their_own_packages() -> None:
+    """``plait`` exports what a library user catches; the CLI's, the run queue's and the
+    Studio's errors stay in ``plait.errors`` (and ``plait.runs`` exports the queue's)."""
+    import plait.errors
+    import plait.runs
+
+    queue: tuple[str, ...] = ("RunsError", "RunNotFoundError", "ScheduleNotFoundError", "UnknownGraphError")
+    queue += ("RunWaitTimeoutError", "QueueSchemaError", "NoRunQueueError", "RunRejectedError")
+    others = ("CommandLineError", "ArgumentError", "TargetLoadError", "ExportFormatError", "NotConfirmedError")
+    for name in (*queue, *others, "GraphRequiredError"):
+        assert name in plait.errors.__all__ and name not in plait.__all__, name
+    for name in queue:
+        assert name in plait.runs.__all__, name
 
 
 def test_every_public_name_imports() -> None:

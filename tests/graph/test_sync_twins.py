@@ -9,9 +9,10 @@ from plait import CompiledGraph
 
 
 def _async_methods() -> list[str]:
-    return sorted(
+    return sorted(  # the class's own methods and its bases' (running, binding)
         name
-        for name, fn in vars(CompiledGraph).items()
+        for klass in CompiledGraph.__mro__
+        for name, fn in vars(klass).items()
         if name.startswith("a")
         and not name.startswith("_")
         and (inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn))

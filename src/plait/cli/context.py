@@ -125,20 +125,15 @@ class Invocation:
         or edits a thread wants); ``store``, one this command opened already, is used as it is.
         """
         from plait.cli.loading import load_graph
-        from plait.graph.compiled import CompiledGraph
 
         self.target = target
         app = load_graph(target)
         if store is None and need_store and (app.checkpointer is None or self.db_chosen):
             store = self.store(create=create)
         if store is not None or (namespace is not None and namespace != app.namespace):
-            app = CompiledGraph(
-                app.spec,
+            app = app.bind(
                 checkpointer=store if store is not None else app.checkpointer,
                 namespace=app.namespace if namespace is None else namespace,
-                interrupt_before=tuple(app.interrupt_before),
-                interrupt_after=tuple(app.interrupt_after),
-                name=app.name,
             )
         self.namespace = app.namespace
         return app

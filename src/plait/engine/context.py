@@ -13,14 +13,30 @@ import hashlib
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from plait._codec import freeze
 from plait._sync import on_loop_thread
 from plait.errors import NoCheckpointerError, PlaitError
 from plait.types import Interrupt
 
-__all__ = ["GraphInterrupt", "NodeContext", "TaskHost", "interrupt"]
+if TYPE_CHECKING:
+    from plait.checkpoint.base import Checkpointer
+    from plait.checkpoint.model import Checkpoint, Fence
+    from plait.engine.options import RunResult
+    from plait.engine.spec import SubgraphRunner
+
+__all__ = [
+    "ChildRun",
+    "GraphInterrupt",
+    "NodeContext",
+    "SubgraphScope",
+    "TaskHost",
+    "current_node",
+    "interrupt",
+    "next_subgraph_call",
+    "restart",
+]
 
 
 class GraphInterrupt(BaseException):
@@ -35,8 +51,41 @@ class GraphInterrupt(BaseException):
         self.interrupt = interrupt
 
 
+class BorrowableLease(Protocol):
+    """What a subgraph's run may do with its parent's lease: check it, never renew or free it."""
+
+    @property
+    def error(self) -> BaseException | None: ...
+
+    def check(self) -> None: ...
+
+    async def confirm(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubgraphScope:
+    """Where a subgraph of a durable run stores its steps: the parent's thread, under the
+    parent's lease, every commit fenced by the parent's token."""
+
+    checkpointer: Checkpointer
+    thread_id: str
+    lease: BorrowableLease
+    fence: Fence
+
+
+class ChildRun(Protocol):
+    """A subgraph's run, as its parent's task drives it."""
+
+    namespace: str
+    """The child namespace its checkpoints are stored in."""
+
+    async def execute(self, input: Any) -> RunResult: ...
+
+    async def execute_inside(self, input: Any, head: Checkpoint | None, hold: Any, fence: Fence) -> RunResult: ...
+
+
 class TaskHost(Protocol):
-    """The part of the loop a context talks to."""
+    """The part of the loop a context (and a subgraph the task runs) talks to."""
 
     loop: asyncio.AbstractEventLoop
     durable: bool
@@ -46,6 +95,10 @@ class TaskHost(Protocol):
     async def confirm_lease(self) -> None: ...
 
     async def record_effect(self, task_id: str, name: str, value: Any) -> None: ...
+
+    def subgraph_run(self, sub: SubgraphRunner, segment: str) -> ChildRun: ...
+
+    async def subgraph_scope(self) -> SubgraphScope | None: ...
 
 
 @dataclass(kw_only=True)
@@ -132,11 +185,11 @@ class NodeContext:
         stood; its final values. The same as ``await graph.ainvoke(input)`` inside a node
         (see :mod:`plait.graph.subgraph`)."""
         compiled = graph if hasattr(graph, "ainvoke") else graph.compile()
-        token = _current.set(self)  # ainvoke sees which task calls it
+        token = current_node.set(self)  # ainvoke sees which task calls it
         try:
             return await compiled.ainvoke(input)  # type: ignore[no-any-return]
         finally:
-            _current.reset(token)
+            current_node.reset(token)
 
     def _next_interrupt(self, value: Any) -> Any:
         index = self._interrupts_seen
@@ -151,7 +204,21 @@ class NodeContext:
         )
 
 
-_current: contextvars.ContextVar[NodeContext | None] = contextvars.ContextVar("plait_node_context", default=None)
+current_node: contextvars.ContextVar[NodeContext | None] = contextvars.ContextVar("plait_node_context", default=None)
+
+
+def restart(ctx: NodeContext) -> None:
+    """Before a task's next attempt (a retry): its ``interrupt()`` calls count from the first
+    again, so that each is matched to the same resume value as before."""
+    ctx._interrupts_seen = 0
+
+
+def next_subgraph_call(ctx: NodeContext) -> int:
+    """The number of the task's next explicit subgraph call (0, 1, ...): the ``n``-th call runs
+    in a namespace of its own, found again when the task re-runs."""
+    n = ctx._subgraph_calls
+    ctx._subgraph_calls += 1
+    return n
 
 
 def interrupt(value: Any = None) -> Any:
@@ -162,7 +229,7 @@ def interrupt(value: Any = None) -> Any:
     thread_id=...)`` re-runs the node from its start, and this call then returns ``v``.
     Several calls in one node are matched to resume values by order.
     """
-    ctx = _current.get()
+    ctx = current_node.get()
     if ctx is None:
         raise PlaitError("interrupt() was called outside a running node")
     if not ctx.host.durable:

@@ -14,10 +14,11 @@ from plait._sync import on_loop_thread
 from plait.checkpoint.model import CheckpointWrite, Task
 from plait.engine.events import CheckpointSaved, CustomEvent, Interrupted, NodeFailed, NodeFinished, update_item
 from plait.engine.merge import Results
+from plait.engine.options import RunHooks
 from plait.engine.tasks import TaskOutcome
 from plait.state.run_state import StateUpdated
 
-__all__ = ["INTERRUPT_KEY", "Emitter", "Sink"]
+__all__ = ["INTERRUPT_KEY", "Emitter", "NestedSink", "Sink", "queue_sink", "with_hooks"]
 
 INTERRUPT_KEY = "__interrupt__"
 """Key under which ``invoke`` returns, and streams yield, the pending interrupts of a pause."""
@@ -118,3 +119,46 @@ class Emitter:
             )
 
         return hook
+
+
+class NestedSink:
+    """A stream sink that tells which graph an item comes from: ``stream(subgraphs=True)``
+    yields ``(namespace, item)``, ``namespace`` a tuple of ``node:task_id`` segments (``()``
+    for the parent graph), as LangGraph does."""
+
+    __slots__ = ("out", "path")
+
+    def __init__(self, out: Callable[[str, tuple[str, ...], Any], None], path: tuple[str, ...] = ()) -> None:
+        self.out = out
+        self.path = path
+
+    def __call__(self, mode: str, item: Any) -> None:
+        self.out(mode, self.path, item)
+
+    def child(self, segment: str) -> NestedSink:
+        return NestedSink(self.out, (*self.path, segment))
+
+
+def queue_sink(put: Callable[[tuple[str, Any]], None], *, subgraphs: bool, single: bool) -> Callable[[str, Any], None]:
+    """The sink of a stream that puts ``(mode, item)`` pairs on a queue: with ``subgraphs``
+    the item is ``(namespace, item)`` (``(namespace, (mode, item))`` for several modes)."""
+    if not subgraphs:
+        return lambda mode, item: put((mode, item))
+    return NestedSink(lambda mode, ns, item: put((mode, (ns, item) if single else (ns, (mode, item)))))
+
+
+def with_hooks(sink: Sink | None, modes: frozenset[str], hooks: RunHooks) -> tuple[Sink, frozenset[str]]:
+    """One sink for the caller's stream and the hooks' items: each item goes to whichever
+    asked for its mode (both, when both did)."""
+    wanted = hooks.modes
+    if sink is None:
+        return hooks.on_item, wanted
+    caller = sink
+
+    def both(mode: str, item: Any) -> None:
+        if mode in wanted:
+            hooks.on_item(mode, item)
+        if mode in modes:
+            caller(mode, item)
+
+    return both, modes | wanted

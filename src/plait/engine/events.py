@@ -79,7 +79,7 @@ class RunFinished:
     thread_id: str | None
     step: int
     status: str
-    """``done``, ``interrupted`` or ``failed``."""
+    """``done``, ``interrupted``, ``stopped`` (at a step boundary, by the run's hooks) or ``failed``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,56 +13,43 @@ import asyncio
 import contextlib
 import os
 import socket
-import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import replace
+from typing import Any
 
-from plait.checkpoint.base import Checkpointer
-from plait.checkpoint.model import Checkpoint, Fence, PendingWrite, RestStatus, Task, WritesBatch, new_checkpoint_id
+from plait.checkpoint.model import Checkpoint, Fence, PendingWrite, RestStatus, Task, new_checkpoint_id
 from plait.engine.commit import Committer
-from plait.engine.context import NodeContext
+from plait.engine.context import NodeContext, SubgraphScope
 from plait.engine.durability import Durable, durability_for
-from plait.engine.emitter import Emitter, Sink
+from plait.engine.emitter import Emitter, NestedSink, Sink, with_hooks
 from plait.engine.events import NodeStarted, RunFinished
-from plait.engine.executor import NodeExecutor
 from plait.engine.lease import ThreadLease, renews_off_loop
 from plait.engine.merge import (
     Results,
     StepInputs,
-    checkpoint_metadata,
     error_write,
     merge_step,
     read_pending,
     written_keys,
 )
-from plait.engine.pending import goto_tasks, incompatibilities, result_write, resume_writes
+from plait.engine.options import Binding, RunOptions, RunOutcome, RunResult
+from plait.engine.pending import result_write
 from plait.engine.plan import bare_checkpoint, hold_deferred, plan_next, with_held
-from plait.engine.spec import GraphSpec
-from plait.engine.subgraph import renamed_tasks
-from plait.engine.tasks import StateView, TaskOutcome, compute_routes, run_all, run_task
+from plait.engine.spec import GraphSpec, SubgraphRunner
+from plait.engine.starting import Starting
+from plait.engine.tasks import StateView, TaskOutcome, run_all, run_task
 from plait.errors import (
     CheckpointNotFoundError,
-    GraphChangedError,
     InvalidResumeError,
     PlaitError,
     RecursionLimitError,
 )
 from plait.state.reducers import LastWriteWins
 from plait.state.run_state import RunState
-from plait.types import START, Command, Durability, Interrupt
+from plait.types import Command, Durability, Interrupt
 
-__all__ = ["Run", "RunResult", "Sink"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunResult:
-    values: dict[str, Any]
-    interrupts: tuple[Interrupt, ...]
-    status: Literal["done", "interrupted"]
-    checkpoint_id: str | None
-    step: int
+__all__ = ["Driver"]
 
 
 class _Stop(Exception):
@@ -70,67 +57,52 @@ class _Stop(Exception):
         self.result = result
 
 
-class Run:
-    """One ``invoke``: owns the run state, the committer and the lease for its duration."""
+class Driver(Starting):
+    """One run of a graph (one ``invoke``): owns the run state, the committer and the lease
+    for its duration. ``binding`` says where and how the graph runs, ``options`` what this
+    call asked for; ``sink``/``modes`` are the caller's stream."""
 
     def __init__(
         self,
         spec: GraphSpec,
-        checkpointer: Checkpointer | None,
-        *,
         graph_fp: str,
-        thread_id: str | None,
-        namespace: str,
-        durability: Durability,
-        recursion_limit: int,
-        interrupt_before: frozenset[str],
-        interrupt_after: frozenset[str],
+        binding: Binding,
+        options: RunOptions,
+        *,
         sink: Sink | None = None,
         modes: frozenset[str] = frozenset(),
-        wait: float | None = None,
-        owner: str | None = None,
-        executor: NodeExecutor | None = None,
-        context: Any = None,
-        metadata: Mapping[str, Any] | None = None,
-        max_concurrency: int | None = None,
     ) -> None:
-        if durability not in ("sync", "async", "exit"):
-            raise ValueError(f"durability must be 'sync', 'async' or 'exit', got {durability!r}")
-        if recursion_limit < 1:
-            raise ValueError("recursion_limit must be at least 1")
-        if wait is not None and wait < 0:
-            raise ValueError("wait must be a number of seconds (0 or more), or None not to wait")
         self.spec = spec
-        self.checkpointer = checkpointer
         self.graph_fp = graph_fp
-        self.thread_id = thread_id
-        self.namespace = namespace
-        self.recursion_limit = recursion_limit
-        self.durability: Durability = durability
-        self.before = interrupt_before
-        self.after = interrupt_after
-        self.wait = wait
-        self.executor = executor
-        """Where sync nodes run (None: the process's shared pool)."""
-        if max_concurrency is not None and max_concurrency < 1:
-            raise ValueError("max_concurrency must be at least 1 (or None for no cap)")
-        # The caller's per-run values (``ctx.context``, never stored), the metadata= recorded
-        # on every checkpoint of the run, and how many tasks of a step may run at once.
-        self.context, self.max_concurrency = context, max_concurrency
-        self.user_metadata = dict(metadata) if metadata else None
+        self.binding = binding
+        self.options = options
+        self.checkpointer = checkpointer = binding.checkpointer
+        self.thread_id = options.thread_id
+        self.namespace = binding.namespace
+        self.durability: Durability = options.durability
+        self.before = binding.interrupt_before
+        self.after = binding.interrupt_after
+        self.hooks = binding.hooks
         self.run_id = uuid.uuid4().hex[:16]
         self.owner = (
-            owner or f"{socket.gethostname()}:{os.getpid()}:{self.run_id}"
+            options.owner or f"{socket.gethostname()}:{os.getpid()}:{self.run_id}"
         )  # host:pid (a forked child names itself)
         """The run's lease owner (a worker may give its own): who the thread's lease names."""
         self.loop = asyncio.get_running_loop()
+        self.caller_sink, self.caller_modes = sink, modes
+        """The caller's own stream (a subgraph's items go to its child, never to the hooks)."""
+        if self.hooks is not None and self.hooks.modes:
+            sink, modes = with_hooks(sink, modes, self.hooks)
         self.emit = Emitter(sink, modes, self.loop)
         self.committer = (
             Committer(checkpointer, self.emit.committed if self.emit.events else None)
             if checkpointer is not None
             else None
         )
-        self.store: Durable | None = None if self.committer is None else durability_for(durability, self.committer)
+        self.persist: Durable | None = (
+            None if self.committer is None else durability_for(options.durability, self.committer)
+        )
+        """When checkpoints reach the checkpointer (the durability mode's strategy)."""
         self.hold: ThreadLease | None = None
         """The run's lease on its thread, while it runs (None without a checkpointer)."""
         self.durable = checkpointer is not None
@@ -161,14 +133,61 @@ class Run:
             await self.hold.confirm()
 
     async def record_effect(self, task_id: str, name: str, value: Any) -> None:
-        assert self.committer is not None and self.store is not None
-        await self.store.persist_current()
+        assert self.committer is not None and self.persist is not None
+        await self.persist.persist_current()
         self.committer.submit(writes=self._batch([PendingWrite(task_id=task_id, kind="effect", key=name, value=value)]))
         await self.committer.drain()
 
+    # -- subgraphs: a child run inherits this run's options and binding whole -------------
+
+    def subgraph_run(self, sub: SubgraphRunner, segment: str) -> Driver:
+        """The run of subgraph ``sub`` for one of this run's tasks (``segment``:
+        ``node:task_id``), in the child namespace: the same thread, options (context,
+        metadata, limits, durability) and binding, but the subgraph's own breakpoints, no
+        lease of its own (it borrows this one) and no hooks (they steer the top-level run)."""
+        ns = f"{self.namespace}|{segment}" if self.namespace else segment
+        sink = self.caller_sink.child(segment) if isinstance(self.caller_sink, NestedSink) else None
+        return Driver(
+            sub.spec,
+            sub.graph_fp,
+            replace(
+                self.binding,
+                namespace=ns,
+                interrupt_before=sub.interrupt_before,
+                interrupt_after=sub.interrupt_after,
+                hooks=None,
+            ),
+            replace(self.options, checkpoint_id=None, wait=None, owner=self.owner),
+            sink=sink,
+            modes=self.caller_modes if sink is not None else frozenset(),
+        )
+
+    async def subgraph_scope(self) -> SubgraphScope | None:
+        """Where a subgraph of this run stores its steps (None: not durable). This run's
+        checkpoint that planned the subgraph's task is stored first (but with exit
+        durability), so that a crash finds the child's steps again."""
+        if self.checkpointer is None or self.thread_id is None or self.hold is None or self.committer is None:
+            return None
+        fence = self.committer.fence
+        assert fence is not None
+        if self.durability != "exit":
+            await self.committer.drain()
+        return SubgraphScope(
+            checkpointer=self.checkpointer,
+            thread_id=self.thread_id,
+            lease=self.hold,
+            fence=Fence(
+                owner=fence.owner,
+                token=fence.token,
+                lease_namespace=fence.lease_namespace if fence.lease_namespace is not None else self.namespace,
+            ),
+        )
+
     # -- entry point ---------------------------------------------------------------------
 
-    async def execute(self, input: Any, checkpoint_id: str | None) -> RunResult:
+    async def execute(self, input: Any) -> RunResult:
+        """Run from the thread's head (or ``options.checkpoint_id``) under a lease of its own."""
+        checkpoint_id = self.options.checkpoint_id
         if self.checkpointer is None or self.thread_id is None:
             return await self._outcome(input, checkpoint_id, None)
         async with ThreadLease(
@@ -177,7 +196,7 @@ class Run:
             self.owner,
             namespace=self.namespace,
             checkpoint_id=checkpoint_id,
-            wait=self.wait,
+            wait=self.options.wait,
         ) as hold:
             self.hold = hold
             assert self.committer is not None and hold.lease is not None
@@ -187,8 +206,8 @@ class Run:
             finally:
                 hold.stop_renewing()
                 hold.released = self.committer.released
-                if self.store is not None:
-                    hold.rest = self.store.rest
+                if self.persist is not None:
+                    hold.rest = self.persist.rest
 
     async def execute_inside(self, input: Any, head: Checkpoint | None, hold: Any, fence: Fence) -> RunResult:
         """Run as a subgraph of another run (see :mod:`plait.engine.subgraph`): from ``head``
@@ -209,6 +228,8 @@ class Run:
             if self.committer is not None:
                 await self.committer.drain()
             self.emit.event(RunFinished(thread_id=self.thread_id, step=result.step, status=result.status))
+            if self.hooks is not None:
+                self.hooks.on_finish(result)
             return result
         except BaseException:
             if self.committer is not None:
@@ -231,8 +252,8 @@ class Run:
                 self.spec.schema, head.values, head.versions, version=head.version, super_step=head.step
             )
             self.state.writers = self.spec.writers
-            if self.store is not None:
-                self.store.started_from(head)
+            if self.persist is not None:
+                self.persist.started_from(head)
         pending = list(head.pending_writes) if head is not None else []
         if head is not None and checkpoint_id is not None and not isinstance(input, Mapping):
             head, pending = await self._branch(head, pending)
@@ -252,106 +273,23 @@ class Run:
         cur, tasks = await self._start(head, input)
         return await self._loop(cur, tasks, [])
 
-    # -- starting ------------------------------------------------------------------------
-
-    async def _check_compatible(self, head: Checkpoint) -> None:
-        if head.metadata.get("graph") in (None, self.graph_fp):
-            return
-        reducers = head.metadata.get("reducers")
-        if reducers is None and self.checkpointer is not None and self.thread_id is not None:
-            for cp in await self.checkpointer.ahistory(self.thread_id, namespace=self.namespace):
-                if "reducers" in cp.metadata:
-                    reducers = cp.metadata["reducers"]
-                    break
-        changes = incompatibilities(self.spec, head, reducers)
-        if changes:
-            raise GraphChangedError(self.thread_id or "", changes)
-
-    async def _start(self, head: Checkpoint | None, input: Any) -> tuple[Checkpoint, tuple[Task, ...]]:
-        if not isinstance(input, Mapping):
-            raise TypeError(f"invoke() takes a mapping of channel values, None (to resume) or a Command, got {input!r}")
-        st = self.state
-        cid = new_checkpoint_id(after=head.id if head else None)  # names the input's messages
-        changed = st.fold(st.values, self.spec.schema.prepare(input, "input", cid), "input")
-        if changed:
-            st.apply(changed, "input")
-        step = head.step + 1 if head is not None else 0
-        st.super_step = step
-        routes = await compute_routes(self.spec, START, st, st.values, [], None)
-        tasks, _ = plan_next(self.spec, cid, [(Task(id="", node=START), routes)], {})
-        cp = self._checkpoint(
-            cid, head.id if head else None, step, tasks, {}, "input", {"input": sorted(changed)}
-        )  # a new run starts with no join half-way
-        self._emit_values()
-        self._store(cp, set(changed))
-        await self._sync_point()
-        return cp, tasks
-
-    async def _branch(self, start: Checkpoint, pending: list[PendingWrite]) -> tuple[Checkpoint, list[PendingWrite]]:
-        """A run from a checkpoint of the past (time travel) starts with a copy of it as the
-        thread's new head (source ``replay``, the same step, its pending writes carried), so
-        that the branch it starts is the thread's from the first step: an interrupt or a
-        failure there is what ``get_state`` shows and what ``Command(resume=...)`` answers."""
-        cid = new_checkpoint_id(after=start.id)
-        # With no result of the step saved, the branch's tasks get ids of their own, so that
-        # a subgraph among them runs afresh rather than continuing the original task's run.
-        tasks = start.next_tasks if pending else renamed_tasks(start.next_tasks, cid)
-        cp = self._checkpoint(cid, start.id, start.step, tasks, start.barriers, "replay", None, replayed_from=start.id)
-        self._store(cp, set())
-        self._carry(cp, pending)
-        await self._sync_point()
-        return cp, pending
-
-    def _carry(self, cp: Checkpoint, pending: Sequence[PendingWrite]) -> None:
-        """Save ``pending`` (what the step of ``cp``'s parent produced so far) on ``cp``."""
-        if pending and self.committer is not None:
-            self._with_writes.add(cp.id)
-            self.committer.submit(
-                writes=WritesBatch(
-                    thread_id=cp.thread_id, namespace=self.namespace, checkpoint_id=cp.id, writes=tuple(pending)
-                )
-            )
-
-    async def _apply_update(
-        self, cur: Checkpoint, pending: list[PendingWrite], update: Any, goto: Any = ()
-    ) -> tuple[Checkpoint, list[PendingWrite]]:
-        """A Command input's update as a checkpoint (source ``update``); with a ``goto``, its
-        targets replace the thread's next tasks (and what their step had pending)."""
-        st = self.state
-        cid = new_checkpoint_id(after=cur.id)  # names the update's messages
-        changed = st.fold(st.values, self.spec.schema.prepare(update or {}, "update", cid), "update")
-        if changed:
-            st.apply(changed, "update")
-        tasks, barriers = goto_tasks(self.spec, cid, goto) if goto else (cur.next_tasks, cur.barriers)
-        pending = [] if goto else pending
-        cp = self._checkpoint(cid, cur.id, cur.step + 1, tasks, barriers, "update", {"update": sorted(changed)})
-        self._store(cp, set(changed))
-        self._carry(cp, pending)
-        await self._sync_point()
-        return cp, pending
-
-    async def _apply_resume(self, cur: Checkpoint, pending: list[PendingWrite], resume: Any) -> list[PendingWrite]:
-        new = resume_writes(self.thread_id, pending, resume)
-        if self.committer is not None:
-            self.committer.submit(writes=self._batch(new, cur.id))
-            await self.committer.drain()
-        answered = {n.task_id for n in new}
-        return [p for p in pending if not (p.kind == "resume" and p.task_id in answered)] + new
-
     # -- the loop ------------------------------------------------------------------------
 
     async def _loop(self, cur: Checkpoint, tasks: Sequence[Task], pending: list[PendingWrite]) -> RunResult:
         steps = 0
+        hooks = self.hooks
         while tasks:
-            if steps >= self.recursion_limit:
-                error = RecursionLimitError(self.recursion_limit, self.thread_id)
+            if hooks is not None and await hooks.at_step(cur):
+                await self._stop_at(cur)
+            if steps >= self.options.recursion_limit:
+                error = RecursionLimitError(self.options.recursion_limit, self.thread_id)
                 await self._save_pending(cur, [error_write("", "", cur.step, error)], status="error")
                 raise error
             cur, tasks = await self._step(cur, tasks, pending)
             pending = []
             steps += 1
-        if self.store is not None:
-            await self.store.persist_current(cur)
+        if self.persist is not None:
+            await self.persist.persist_current(cur)
         return self._result(cur, (), "done")
 
     async def _step(
@@ -408,7 +346,7 @@ class Run:
         # (always, for plait's own backends); otherwise it runs in a worker thread so that a
         # slow node (an LLM call) cannot starve the lease renewal.
         inline = not multi and self._inline_ok
-        flush = multi and self.store is not None and self.store.flushes_results
+        flush = multi and self.persist is not None and self.persist.flushes_results
         emit = self.emit
 
         async def one(task: Task) -> TaskOutcome:
@@ -424,7 +362,7 @@ class Run:
                 host=self,
                 resume_values=inputs.resume.get(task.id, []),
                 effects=inputs.effects.get(task.id, {}),
-                context=self.context,
+                context=self.options.context,
             )
             if emit.active:
                 emit.event(NodeStarted(node=task.node, task_id=task.id, step=step))
@@ -439,7 +377,7 @@ class Run:
                 base,
                 inline=inline,
                 on_retry=emit.retry_hook(task, step) if emit.events else None,
-                executor=self.executor,
+                executor=self.binding.executor,
             )
             if out.error is None and out.interrupt is None:
                 results[task.id] = (out.writes, out.routes)
@@ -452,7 +390,7 @@ class Run:
 
         if not multi:
             return [await one(to_run[0])] if to_run else []
-        return await run_all((one(t) for t in to_run), limit=self.max_concurrency)
+        return await run_all((one(t) for t in to_run), limit=self.options.max_concurrency)
 
     async def _stop_if_failed_or_paused(
         self, cur: Checkpoint, to_run: Sequence[Task], outcomes: Sequence[TaskOutcome]
@@ -484,15 +422,15 @@ class Run:
         held: tuple[Task, ...],
     ) -> tuple[Checkpoint, tuple[Task, ...]]:
         """Plan the next tasks (plus the deferred ones ``held`` back) and store the checkpoint."""
-        store = self.store
-        cid = new_checkpoint_id(after=cur.id) if store is not None else f"{self.run_id}.{cur.step + 1}"
+        persist = self.persist
+        cid = new_checkpoint_id(after=cur.id) if persist is not None else f"{self.run_id}.{cur.step + 1}"
         next_tasks, barriers = plan_next(self.spec, cid, [(t, results[t.id][1]) for t in tasks], cur.barriers)
         if held:
             next_tasks = with_held(next_tasks, held)
-        if store is None:
+        if persist is None:
             return bare_checkpoint(cid, cur, next_tasks, barriers), next_tasks
         new = self._checkpoint(
-            cid, store.parent_for_next(cur), cur.step + 1, next_tasks, barriers, "loop", written_keys(tasks, results)
+            cid, persist.parent_for_next(cur), cur.step + 1, next_tasks, barriers, "loop", written_keys(tasks, results)
         )
         parent = new.parent_id
         folds = resumed or parent in self._with_writes
@@ -501,53 +439,10 @@ class Run:
             # The run's last checkpoint gives the lease back in its own commit (a round
             # trip fewer per run, in every durability mode).
             self._finishing("idle")
-        await store.store_step(new, set(changed), folds=folds)
+        await persist.store_step(new, set(changed), folds=folds)
         return new, next_tasks
 
     # -- persistence ---------------------------------------------------------------------
-
-    def _checkpoint(
-        self,
-        cid: str,
-        parent: str | None,
-        step: int,
-        tasks: Sequence[Task],
-        barriers: Mapping[str, tuple[str, ...]],
-        source: str,
-        writes: Mapping[str, list[str]] | None,
-        **extra: Any,
-    ) -> Checkpoint:
-        st = self.state
-        return Checkpoint(
-            thread_id=self.thread_id or "",
-            namespace=self.namespace,
-            id=cid,
-            parent_id=parent,
-            step=step,
-            values=dict(st.table),
-            versions=st.channel_versions,  # a copy already
-            next_tasks=tuple(tasks),
-            barriers=dict(barriers),
-            metadata=checkpoint_metadata(
-                source,
-                step,
-                self.spec,
-                self.graph_fp,
-                writes=writes,
-                run_id=self.run_id,
-                user=self.user_metadata,
-                **extra,
-            ),
-            created_at=time.time(),
-        )
-
-    def _store(self, cp: Checkpoint, changed: set[str]) -> None:
-        if self.store is not None:
-            self.store.store(cp, changed, folds=False)
-
-    async def _sync_point(self) -> None:
-        if self.store is not None:
-            await self.store.sync_point()
 
     def _finishing(self, status: RestStatus) -> None:
         """The next commit is the run's last: it gives the lease back, leaving the thread
@@ -562,31 +457,30 @@ class Run:
         first, if exit durability skipped it), and wait until it is durable: the run stops
         here (``status`` says how), and a resume must find these results. The same commit
         gives the lease back."""
-        if self.committer is None or self.store is None:
+        if self.committer is None or self.persist is None:
             return
         self._check_lease()
         self._finishing(status)
-        await self.store.persist_current(cur)
-        self.store.rest = status
+        await self.persist.persist_current(cur)
+        self.persist.rest = status
         if writes:
             self.committer.submit(writes=self._batch(writes, cur.id))
         await self.committer.drain()
+
+    async def _stop_at(self, cur: Checkpoint) -> None:
+        """End the run at a super-step boundary, as its hooks asked: ``cur`` is stored (in
+        every durability mode) and nothing of the next step has started; the lease is given
+        back leaving the thread ``stale``, and the next run continues from ``cur``."""
+        if self.persist is not None:
+            await self.persist.persist_current(cur)
+        raise _Stop(self._result(cur, (), "stopped"))
 
     async def _pause(self, cur: Checkpoint, writes: list[PendingWrite], interrupts: tuple[Interrupt, ...]) -> None:
         await self._save_pending(cur, writes, status="interrupted")
         self.emit.interrupted(interrupts, cur.step)
         raise _Stop(self._result(cur, interrupts, "interrupted"))
 
-    def _batch(self, writes: Sequence[PendingWrite], checkpoint_id: str | None = None) -> WritesBatch:
-        cid = checkpoint_id or (self.store.persisted_id if self.store is not None else None) or ""
-        self._with_writes.add(cid)
-        return WritesBatch(
-            thread_id=self.thread_id or "", namespace=self.namespace, checkpoint_id=cid, writes=tuple(writes)
-        )
-
-    def _result(
-        self, cur: Checkpoint, interrupts: tuple[Interrupt, ...], status: Literal["done", "interrupted"]
-    ) -> RunResult:
+    def _result(self, cur: Checkpoint, interrupts: tuple[Interrupt, ...], status: RunOutcome) -> RunResult:
         return RunResult(
             values=dict(self.state.table),
             interrupts=interrupts,
@@ -594,7 +488,3 @@ class Run:
             checkpoint_id=cur.id if self.checkpointer is not None else None,
             step=cur.step,
         )
-
-    def _emit_values(self) -> None:
-        if self.emit.sink is not None:
-            self.emit.values(self.state.table)

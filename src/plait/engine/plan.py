@@ -10,13 +10,23 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from plait.checkpoint.model import Checkpoint, Task, make_task
 from plait.engine.spec import GraphSpec
 from plait.types import END
 
-__all__ = ["Route", "bare_checkpoint", "hold_deferred", "plan_next", "route_json", "task_id", "with_held"]
+__all__ = [
+    "Route",
+    "bare_checkpoint",
+    "hold_deferred",
+    "plan_next",
+    "renamed_tasks",
+    "route_json",
+    "task_id",
+    "with_held",
+]
 
 Route = str | tuple[str, Any]
 """A node name, or ``(node, arg)`` for a Send."""
@@ -117,3 +127,10 @@ def bare_checkpoint(
     return Checkpoint(
         thread_id="", id=cid, parent_id=None, step=cur.step + 1, values={}, next_tasks=tasks, barriers=barriers
     )
+
+
+def renamed_tasks(tasks: tuple[Task, ...], checkpoint_id: str) -> tuple[Task, ...]:
+    """``tasks`` with ids of their own for a branch started at ``checkpoint_id`` (time
+    travel), so that their subgraphs run afresh in namespaces of their own instead of
+    continuing the runs of the original tasks."""
+    return tuple(replace(t, id=task_id(checkpoint_id, t.node, i)) for i, t in enumerate(tasks))

@@ -17,7 +17,7 @@ from plait.errors import NodeSignatureError
 from plait.state.schema import StateSchema
 from plait.types import RetryPolicy
 
-__all__ = ["GraphSpec", "Join", "NodeSpec", "RouterSpec", "takes_context"]
+__all__ = ["GraphSpec", "Join", "NodeSpec", "RouterSpec", "SubgraphRunner", "takes_context"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,3 +129,14 @@ def is_async_callable(fn: Callable[..., Any]) -> bool:
         return True
     call = getattr(fn, "__call__", None)  # noqa: B004 - an instance with an async __call__
     return call is not None and inspect.iscoroutinefunction(call)
+
+
+@dataclass(frozen=True, slots=True)
+class SubgraphRunner:
+    """What a parent needs to run a compiled graph as a subgraph (its spec, fingerprint and
+    breakpoints)."""
+
+    spec: GraphSpec
+    graph_fp: str
+    interrupt_before: frozenset[str] = frozenset()
+    interrupt_after: frozenset[str] = frozenset()

@@ -1,7 +1,8 @@
 """Running a graph inside a node of another: subgraphs.
 
-A subgraph's run is a :class:`~plait.engine.loop.Run` of its own graph on the parent's
-thread id, in a child namespace named after the parent task that runs it
+A subgraph's run is a run of its own graph (made by its parent's driver, through the
+:class:`~plait.engine.context.TaskHost` protocol, so this module never imports the loop) on the
+parent's thread id, with the parent's options, in a child namespace named after the parent task that runs it
 (:func:`child_namespace`: ``parent_ns|node:task_id``), so its checkpoints are stored, and
 resumed, like any thread's, with the same delta rule. Task ids are fixed when a step is
 planned, so a parent task re-run after a crash, an interrupt or a failure finds its child's
@@ -21,30 +22,22 @@ re-run never answers a new child interrupt with an old value.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.fork import SUBGRAPH_EFFECT, fork_checkpoint
-from plait.checkpoint.model import Checkpoint, Fence, Task, waiting_interrupts
+from plait.checkpoint.model import Checkpoint, waiting_interrupts
 from plait.engine.context import GraphInterrupt, NodeContext
-from plait.engine.plan import task_id
-from plait.engine.spec import GraphSpec
+from plait.engine.options import RunResult
+from plait.engine.spec import SubgraphRunner
 from plait.types import Command, Interrupt
-
-if TYPE_CHECKING:
-    from plait.engine.loop import RunResult
 
 __all__ = [
     "BorrowedLease",
-    "NestedSink",
-    "SubgraphRunner",
     "child_namespace",
     "delete_with_subgraphs",
     "fork_subgraphs",
-    "queue_sink",
-    "renamed_tasks",
     "run_subgraph",
     "stored_children",
 ]
@@ -57,32 +50,6 @@ that the parent's ``i``-th interrupt stands for."""
 def child_namespace(parent: str, node: str, task_id: str) -> str:
     """The namespace of the subgraph run by ``task_id`` (of ``node``) in namespace ``parent``."""
     return f"{parent}|{node}:{task_id}" if parent else f"{node}:{task_id}"
-
-
-class NestedSink:
-    """A stream sink that tells which graph an item comes from: ``stream(subgraphs=True)``
-    yields ``(namespace, item)``, ``namespace`` a tuple of ``node:task_id`` segments (``()``
-    for the parent graph), as LangGraph does."""
-
-    __slots__ = ("out", "path")
-
-    def __init__(self, out: Callable[[str, tuple[str, ...], Any], None], path: tuple[str, ...] = ()) -> None:
-        self.out = out
-        self.path = path
-
-    def __call__(self, mode: str, item: Any) -> None:
-        self.out(mode, self.path, item)
-
-    def child(self, segment: str) -> NestedSink:
-        return NestedSink(self.out, (*self.path, segment))
-
-
-def queue_sink(put: Callable[[tuple[str, Any]], None], *, subgraphs: bool, single: bool) -> Callable[[str, Any], None]:
-    """The sink of a stream that puts ``(mode, item)`` pairs on a queue: with ``subgraphs``
-    the item is ``(namespace, item)`` (``(namespace, (mode, item))`` for several modes)."""
-    if not subgraphs:
-        return lambda mode, item: put((mode, item))
-    return NestedSink(lambda mode, ns, item: put((mode, (ns, item) if single else (ns, (mode, item)))))
 
 
 class BorrowedLease:
@@ -107,17 +74,6 @@ class BorrowedLease:
         """The parent's lease outlives the child's run: nothing to stop."""
 
 
-@dataclass(frozen=True, slots=True)
-class SubgraphRunner:
-    """What a parent needs to run a compiled graph as a subgraph (its spec, fingerprint and
-    breakpoints)."""
-
-    spec: GraphSpec
-    graph_fp: str
-    interrupt_before: frozenset[str] = frozenset()
-    interrupt_after: frozenset[str] = frozenset()
-
-
 async def run_subgraph(
     ctx: NodeContext, sub: SubgraphRunner, input: Mapping[str, Any], *, segment: str | None = None
 ) -> RunResult:
@@ -127,48 +83,19 @@ async def run_subgraph(
     Raises:
         GraphInterrupt: the child paused; the parent task pauses with it.
     """
-    from plait.engine.loop import Run
-
     host = ctx.host
-    assert isinstance(host, Run)
     segment = segment or f"{ctx.node}:{ctx.task_id}"
-    ns = f"{ctx.namespace}|{segment}" if ctx.namespace else segment
-    sink = host.emit.sink.child(segment) if isinstance(host.emit.sink, NestedSink) else None
-    child = Run(
-        sub.spec,
-        host.checkpointer,
-        graph_fp=sub.graph_fp,
-        thread_id=host.thread_id,
-        namespace=ns,
-        durability=host.durability,
-        recursion_limit=host.recursion_limit,
-        interrupt_before=sub.interrupt_before,
-        interrupt_after=sub.interrupt_after,
-        sink=sink,
-        modes=host.emit.modes if sink is not None else frozenset(),
-        owner=host.owner,
-        executor=host.executor,
-    )
-    if host.checkpointer is None or host.thread_id is None or host.hold is None or host.committer is None:
-        return await child.execute(dict(input), None)
-    head = await host.checkpointer.aget(host.thread_id, namespace=ns)
+    child = host.subgraph_run(sub, segment)
+    scope = await host.subgraph_scope()
+    if scope is None:
+        return await child.execute(dict(input))
+    head = await scope.checkpointer.aget(scope.thread_id, namespace=child.namespace)
     go: Any = dict(input)
     if head is not None:
         go = _continue_with(ctx, head)
         if go is _FINISHED:
             return _finished(head)
-    parent_fence = host.committer.fence
-    assert parent_fence is not None
-    fence = Fence(
-        owner=parent_fence.owner,
-        token=parent_fence.token,
-        lease_namespace=parent_fence.lease_namespace if parent_fence.lease_namespace is not None else host.namespace,
-    )
-    if host.durability != "exit":
-        # The parent's checkpoint that planned this task (and so names the child's namespace)
-        # is stored before the child's first commit: a crash finds the child's steps again.
-        await host.committer.drain()
-    result = await child.execute_inside(go, head, BorrowedLease(host.hold), fence)
+    result = await child.execute_inside(go, head, BorrowedLease(scope.lease), scope.fence)
     if result.status == "interrupted":
         await _pause_parent(ctx, result.interrupts)
     return result
@@ -194,8 +121,6 @@ def _continue_with(ctx: NodeContext, head: Checkpoint) -> Any:
 
 def _finished(head: Checkpoint) -> RunResult:
     """A child that finished before the parent's step was stored: its result, nothing re-run."""
-    from plait.engine.loop import RunResult
-
     return RunResult(values=dict(head.values), interrupts=(), status="done", checkpoint_id=head.id, step=head.step)
 
 
@@ -250,10 +175,3 @@ async def delete_with_subgraphs(saver: Checkpointer, thread_id: str, namespace: 
             deleted += 1 + await delete_with_subgraphs(saver, thread_id, child.namespace)
     await saver.adelete_thread(thread_id, namespace=namespace)
     return deleted
-
-
-def renamed_tasks(tasks: tuple[Task, ...], checkpoint_id: str) -> tuple[Task, ...]:
-    """``tasks`` with ids of their own for a branch started at ``checkpoint_id`` (time
-    travel), so that their subgraphs run afresh in namespaces of their own instead of
-    continuing the runs of the original tasks."""
-    return tuple(replace(t, id=task_id(checkpoint_id, t.node, i)) for i, t in enumerate(tasks))

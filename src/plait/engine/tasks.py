@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from plait._codec import freeze, freeze_send_arg
 from plait._frozen import FrozenView
-from plait.engine.context import GraphInterrupt, NodeContext, _current
+from plait.engine.context import GraphInterrupt, NodeContext, current_node, restart
 from plait.engine.executor import NodeExecutor, default_executor
 from plait.engine.plan import Route
 from plait.engine.spec import GraphSpec, NodeSpec, RouterSpec
@@ -332,7 +332,7 @@ class _NodeTimedOut(Exception):
 async def _call(spec: NodeSpec, arg: Any, ctx: NodeContext, inline: bool, executor: NodeExecutor | None) -> Any:
     args = (arg, ctx) if spec.takes_ctx else (arg,)
     if spec.is_async:
-        token = _current.set(ctx)
+        token = current_node.set(ctx)
         try:
             if spec.timeout is None:
                 return await spec.fn(*args)
@@ -344,15 +344,15 @@ async def _call(spec: NodeSpec, arg: Any, ctx: NodeContext, inline: bool, execut
                         raise _NodeTimedOut from None
                     raise
         finally:
-            _current.reset(token)
+            current_node.reset(token)
     if inline and spec.timeout is None and not spec.takes_ctx:
-        token = _current.set(ctx)
+        token = current_node.set(ctx)
         try:
             return spec.fn(*args)
         finally:
-            _current.reset(token)
+            current_node.reset(token)
     context = contextvars.copy_context()
-    context.run(_current.set, ctx)
+    context.run(current_node.set, ctx)
     fut = _in_thread(asyncio.get_running_loop(), context, spec.fn, args, executor or default_executor())
     if spec.timeout is None:
         return await fut
@@ -427,4 +427,4 @@ async def run_task(  # noqa: PLR0912 - each way a node's call can end (result, i
             return TaskOutcome(error=err)
         await asyncio.sleep(policy.delay(attempt))
         attempt += 1
-        ctx._interrupts_seen = 0
+        restart(ctx)

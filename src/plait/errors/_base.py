@@ -7,7 +7,7 @@ from typing import Any
 __all__ = ["PlaitError", "describe"]
 
 
-def _where(node: str | None) -> str:
+def at_node(node: str | None) -> str:
     return f" (written by node {node!r})" if node else ""
 
 
@@ -15,7 +15,7 @@ class PlaitError(Exception):
     """Root of every error plait raises on purpose."""
 
 
-def _utc(seconds: float) -> str:
+def utc_text(seconds: float) -> str:
     import datetime
 
     return datetime.datetime.fromtimestamp(seconds, datetime.UTC).isoformat(timespec="milliseconds")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from plait.errors._base import PlaitError, _where
+from plait.errors._base import PlaitError, at_node
 
 __all__ = [
     "ConcurrentWriteError",
@@ -37,7 +37,7 @@ class UnknownChannelError(StateError):
         self.node = node
         listed = ", ".join(repr(k) for k in self.known) or "(none)"
         super().__init__(
-            f"unknown channel {channel!r}{_where(node)}; the schema declares: {listed}. "
+            f"unknown channel {channel!r}{at_node(node)}; the schema declares: {listed}. "
             "Add the channel to the StateSchema or write to one of the declared keys."
         )
 
@@ -91,7 +91,7 @@ class NotSerializableError(StateError, TypeError):
         self.type_name = type_name
         self.node = node
         super().__init__(
-            f"{path}: {type_name} is not JSON data{_where(node)}. State values must be "
+            f"{path}: {type_name} is not JSON data{at_node(node)}. State values must be "
             "dict (str keys), list, str, int, float (finite), bool or None; convert it "
             "(for example datetime.isoformat(), enum.value, dataclasses.asdict()) before writing."
         )
@@ -104,13 +104,13 @@ class InvalidUpdateError(StateError):
         self.channel = channel
         self.reason = reason
         self.node = node
-        super().__init__(f"invalid write to channel {channel!r}{_where(node)}: {reason}")
+        super().__init__(f"invalid write to channel {channel!r}{at_node(node)}: {reason}")
 
     def at_node(self, node: str | None) -> InvalidUpdateError:
         """Name the node that wrote (reducers do not know it; the state that runs them does)."""
         if node and self.node is None:
             self.node = node
-            self.args = (f"invalid write to channel {self.channel!r}{_where(node)}: {self.reason}",)
+            self.args = (f"invalid write to channel {self.channel!r}{at_node(node)}: {self.reason}",)
         return self
 
 
@@ -136,7 +136,7 @@ class ReducerError(StateError):
         self.node = node
         super().__init__(
             f"reducer {reducer} of channel {channel!r} raised {type(cause).__name__}: {cause}"
-            f"{_where(node)}. The write was not applied; fix the reducer or the value written."
+            f"{at_node(node)}. The write was not applied; fix the reducer or the value written."
         )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from plait.errors._base import PlaitError, _utc
+from plait.errors._base import PlaitError, utc_text
 
 __all__ = [
     "AmbiguousCheckpointError",
@@ -210,7 +210,7 @@ class LeaseLostError(CheckpointError):
                 who += f" ({holder.describe()})"
             reason = f"the thread was taken over by {who}"
             if taken_at is not None:
-                reason += " at " + _utc(taken_at)
+                reason += " at " + utc_text(taken_at)
         super().__init__(
             f"this run lost its lease on thread {thread_id!r}{ns} (generation {token}): {reason}. It stopped "
             "without writing anything more. The thread goes on from its stored checkpoints: look at it with "

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from plait.engine.spec import GraphSpec, Join, NodeSpec, RouterSpec, is_async_callable, takes_context
 from plait.errors import GraphError, MissingNodeError
-from plait.graph.subgraph import SubgraphNode, is_subgraph
+from plait.graph.bound import BoundGraph
+from plait.graph.subgraph import SubgraphNode
 from plait.state.schema import StateSchema
 from plait.types import END, START, RetryPolicy
 
@@ -87,7 +88,7 @@ class Graph:
             raise GraphError(f"node name {name!r} is reserved (names starting with '__' belong to plait)")
         if name in self._nodes:
             raise GraphError(f"node {name!r} is added twice; node names are unique")
-        if is_subgraph(fn):  # a graph as a node: a subgraph sharing channels by name
+        if isinstance(fn, BoundGraph | Graph):  # a graph as a node: a subgraph sharing channels by name
             fn = SubgraphNode(fn, self.schema)
         if not callable(fn):
             raise GraphError(f"node {name!r}: {fn!r} is not callable")

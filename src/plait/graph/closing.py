@@ -24,7 +24,9 @@ REQUIRED: Any = _Required()
 class Closing:
     """What :class:`~plait.CompiledGraph` does when a script is done with its store."""
 
-    checkpointer: Checkpointer | None
+    @property
+    def checkpointer(self) -> Checkpointer | None:
+        raise NotImplementedError
 
     async def aclose(self) -> None:
         """Close the graph's checkpointer (whether the graph opened it from an address or

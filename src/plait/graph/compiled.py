@@ -1,344 +1,36 @@
 """CompiledGraph: run a graph, and inspect, edit, fork and replay its threads.
 
 Every method is implemented once, async (``ainvoke``, ``aget_state``, ...); the sync method
-of the same name without the ``a`` is a one-line wrapper over it.
+of the same name without the ``a`` is a one-line wrapper over it. The class is built in three
+floors, one job each: :mod:`plait.graph.bound` (options and ``bind``),
+:mod:`plait.graph.running` (``invoke``/``stream``) and this module (drawing, inspecting and
+editing threads).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from plait._sync import iterate_sync, run_sync
+from plait._sync import run_sync
 from plait.checkpoint.address import coerce_checkpointer
-from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.model import Status, ThreadInfo
-from plait.engine.context import _current
 from plait.engine.edit import fork_thread, update_thread
 from plait.engine.emitter import INTERRUPT_KEY
-from plait.engine.executor import NodeExecutor
-from plait.engine.loop import Run, RunResult
-from plait.engine.runtime import coerce_context
-from plait.engine.spec import GraphSpec
-from plait.engine.subgraph import delete_with_subgraphs, queue_sink
-from plait.errors import CheckpointNotFoundError, GraphError, NoCheckpointerError
+from plait.engine.subgraph import delete_with_subgraphs
+from plait.errors import CheckpointNotFoundError, GraphError
 from plait.graph.closing import REQUIRED as _REQUIRED
-from plait.graph.closing import Closing
 from plait.graph.records import ThreadDiff, ThreadState
+from plait.graph.running import Running, StreamMode
+from plait.graph.subgraph import nested_states, subgraph_target
 from plait.inspect import diff_threads
-from plait.types import Command, Durability
 
-__all__ = ["CompiledGraph", "INTERRUPT_KEY", "coerce_checkpointer"]
-
-
-StreamMode = Literal["values", "updates", "events", "custom"]
-"""What ``stream(mode=...)`` yields (see :meth:`CompiledGraph.astream`)."""
+__all__ = ["INTERRUPT_KEY", "CompiledGraph", "StreamMode", "coerce_checkpointer"]
 
 
-class CompiledGraph(Closing):
+class CompiledGraph(Running):
     """A validated graph, bound to a checkpointer. Thread-safe to share; each call is a run."""
-
-    def __init__(
-        self,
-        spec: GraphSpec,
-        *,
-        checkpointer: Checkpointer | str | None = None,
-        namespace: str = "",
-        interrupt_before: Sequence[str] = (),
-        interrupt_after: Sequence[str] = (),
-        name: str = "Graph",
-        executor: NodeExecutor | None = None,
-    ) -> None:
-        self.spec = spec
-        self.executor = executor
-        """Where sync nodes run (None: the process's shared thread pool); see
-        :class:`plait.engine.executor.NodeExecutor`."""
-        self.checkpointer = coerce_checkpointer(checkpointer)
-        self.namespace = namespace
-        self.interrupt_before = frozenset(interrupt_before)
-        self.interrupt_after = frozenset(interrupt_after)
-        self.name = name
-        self.fingerprint = spec.fingerprint[:16]
-        self._setup_done = False
-        if (self.interrupt_before or self.interrupt_after) and self.checkpointer is None:
-            raise NoCheckpointerError("interrupt_before / interrupt_after")
-
-    @property
-    def schema(self) -> Any:
-        return self.spec.schema
-
-    def __repr__(self) -> str:
-        return (
-            f"<CompiledGraph {self.name} nodes={list(self.spec.nodes)} checkpointer={type(self.checkpointer).__name__}>"
-        )
-
-    async def _ready_checkpointer(self) -> Checkpointer:
-        if self.checkpointer is None:
-            raise NoCheckpointerError("threads, history and state editing")
-        if not self._setup_done:
-            await self.checkpointer.asetup()
-            self._setup_done = True
-        return self.checkpointer
-
-    # -- running -------------------------------------------------------------------------
-
-    async def _run(
-        self,
-        input: Any,
-        *,
-        thread_id: str | None,
-        checkpoint_id: str | None,
-        recursion_limit: int,
-        durability: Durability,
-        sink: Any = None,
-        modes: frozenset[str] = frozenset(),
-        wait: float | None = None,
-        owner: str | None = None,
-        context: Any = None,
-        metadata: Mapping[str, Any] | None = None,
-        max_concurrency: int | None = None,
-    ) -> RunResult:
-        context = coerce_context(self.spec.context_schema, context)
-        checkpointer = None
-        if self.checkpointer is not None:
-            checkpointer = await self._ready_checkpointer()
-            if thread_id is None:
-                raise GraphError(
-                    "this graph has a checkpointer, so invoke() needs a thread_id: the key its "
-                    "checkpoints are stored and resumed under (any string, e.g. a conversation id)"
-                )
-        elif input is None or checkpoint_id is not None or isinstance(input, Command):
-            raise NoCheckpointerError("resuming a run")
-        run = Run(
-            self.spec,
-            checkpointer,
-            graph_fp=self.fingerprint,
-            thread_id=thread_id,
-            namespace=self.namespace,
-            durability=durability,
-            recursion_limit=recursion_limit,
-            interrupt_before=self.interrupt_before,
-            interrupt_after=self.interrupt_after,
-            sink=sink,
-            modes=modes,
-            wait=wait,
-            owner=owner,
-            executor=self.executor,
-            context=context,
-            metadata=metadata,
-            max_concurrency=max_concurrency,
-        )
-        return await run.execute(input, checkpoint_id)
-
-    async def ainvoke(
-        self,
-        input: Any,
-        *,
-        thread_id: str | None = None,
-        checkpoint_id: str | None = None,
-        recursion_limit: int = 10_000,
-        durability: Durability = "sync",
-        wait: float | None = None,
-        owner: str | None = None,
-        context: Any = None,
-        metadata: Mapping[str, Any] | None = None,
-        max_concurrency: int | None = None,
-    ) -> dict[str, Any]:
-        """Run the graph to the end (or to an interrupt) and return the final values.
-
-        Args:
-            input: a mapping of channel values to start a run with; None to continue the
-                thread from its latest checkpoint (after a failure, a crash, a breakpoint)
-                or from ``checkpoint_id`` (time travel: a new branch); a
-                ``Command(resume=...)`` to answer an ``interrupt()``; a
-                ``Command(goto=node, update=...)`` to run ``node`` next instead.
-            thread_id: required with a checkpointer; the thread's checkpoints are stored
-                and resumed under it.
-            durability: ``"sync"`` commits each super-step before the next starts;
-                ``"async"`` overlaps commits with the next steps (group commit), and is
-                durable when this returns; ``"exit"`` stores only at the end, an
-                interrupt or an error.
-            wait: seconds to wait for another run that holds the thread (polling until its
-                lease is given back or ends) before raising ``ThreadBusyError``; None (the
-                default) raises at once. A holder that died on this machine is taken over
-                at once, without waiting.
-            owner: the name the thread's lease is taken under (a worker passes its claim,
-                so an operator sees which worker holds the thread); None mints one from the
-                host and the run id.
-            context: per-run values for the nodes (``ctx.context``): a model name, a user
-                id, a client. Made into the graph's context type when it declares one
-                (``Graph(State, context=Ctx)``); never checkpointed, so pass it again on a
-                resume.
-            metadata: JSON data recorded on every checkpoint this run writes (plait's own
-                keys, such as ``source`` and ``step``, win); ``get_state_history(thread,
-                filter={...})`` finds them.
-            max_concurrency: at most this many tasks of a super-step run at once (a wide
-                ``Send`` fan-out against a rate-limited API); None runs them all at once.
-
-        Returns:
-            The channel values; when the run paused on ``interrupt()``, the pending
-            interrupts are under ``"__interrupt__"``.
-        """
-        if thread_id is None and self.checkpointer is None and (ctx := _current.get()) is not None:
-            # Called inside a node: a subgraph of that node's run (see plait.graph.subgraph).
-            from plait.graph.subgraph import call_subgraph
-
-            return await call_subgraph(ctx, self, input)
-        result = await self._run(
-            input,
-            thread_id=thread_id,
-            checkpoint_id=checkpoint_id,
-            recursion_limit=recursion_limit,
-            durability=durability,
-            wait=wait,
-            owner=owner,
-            context=context,
-            metadata=metadata,
-            max_concurrency=max_concurrency,
-        )
-        return _output(result)
-
-    def invoke(
-        self,
-        input: Any,
-        *,
-        thread_id: str | None = None,
-        checkpoint_id: str | None = None,
-        recursion_limit: int = 10_000,
-        durability: Durability = "sync",
-        wait: float | None = None,
-        owner: str | None = None,
-        context: Any = None,
-        metadata: Mapping[str, Any] | None = None,
-        max_concurrency: int | None = None,
-    ) -> dict[str, Any]:
-        """Sync :meth:`ainvoke`."""
-        return run_sync(
-            self.ainvoke(
-                input,
-                thread_id=thread_id,
-                checkpoint_id=checkpoint_id,
-                recursion_limit=recursion_limit,
-                durability=durability,
-                wait=wait,
-                owner=owner,
-                context=context,
-                metadata=metadata,
-                max_concurrency=max_concurrency,
-            )
-        )
-
-    async def astream(
-        self,
-        input: Any,
-        *,
-        mode: StreamMode | Sequence[StreamMode] = "values",
-        thread_id: str | None = None,
-        checkpoint_id: str | None = None,
-        recursion_limit: int = 10_000,
-        durability: Durability = "sync",
-        wait: float | None = None,
-        owner: str | None = None,
-        subgraphs: bool = False,
-        context: Any = None,
-        metadata: Mapping[str, Any] | None = None,
-        max_concurrency: int | None = None,
-    ) -> AsyncIterator[Any]:
-        """Run the graph and yield what happens as it happens.
-
-        Modes: ``"values"`` (the state after the input and after each super-step),
-        ``"updates"`` (``{node: writes}`` as each task finishes), ``"events"`` (event
-        records: node started / finished / failed, state updated, checkpoint saved,
-        interrupted, run finished), ``"custom"`` (what nodes pass to ``ctx.emit``). With a
-        list of modes, items come as ``(mode, item)`` pairs. When the run pauses, ``"values"``
-        and ``"updates"`` yield ``{"__interrupt__": (Interrupt, ...)}`` last (an empty tuple
-        at a breakpoint).
-
-        An ``"updates"`` item's writes are ``{key: value, ...}`` when the task wrote each key
-        once; when it wrote a key more than once (a list of pairs, a ``Command`` update with
-        repeats), a list of one-key dicts, one per write in the order written, so that no
-        write the state got is missing from the item.
-
-        With ``subgraphs=True`` the subgraphs' items come too, each item as ``(namespace,
-        item)`` (``(namespace, (mode, item))`` with a list of modes): ``namespace`` is ``()``
-        for this graph and a tuple of ``"node:task_id"`` segments for a subgraph, as in
-        LangGraph.
-        """
-        modes = (mode,) if isinstance(mode, str) else tuple(mode)
-        for m in modes:
-            if m not in ("values", "updates", "events", "custom"):
-                raise ValueError(f"unknown stream mode {m!r}: use 'values', 'updates', 'events' or 'custom'")
-        queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
-        single = isinstance(mode, str)
-
-        sink = queue_sink(queue.put_nowait, subgraphs=subgraphs, single=single)
-
-        async def drive() -> RunResult:
-            try:
-                return await self._run(
-                    input,
-                    thread_id=thread_id,
-                    checkpoint_id=checkpoint_id,
-                    recursion_limit=recursion_limit,
-                    durability=durability,
-                    sink=sink,
-                    modes=frozenset(modes),
-                    wait=wait,
-                    owner=owner,
-                    context=context,
-                    metadata=metadata,
-                    max_concurrency=max_concurrency,
-                )
-            finally:
-                queue.put_nowait(None)
-
-        task = asyncio.get_running_loop().create_task(drive())
-        try:
-            while (item := await queue.get()) is not None:
-                yield item[1] if single or subgraphs else item
-            await task
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-
-    def stream(
-        self,
-        input: Any,
-        *,
-        mode: StreamMode | Sequence[StreamMode] = "values",
-        thread_id: str | None = None,
-        checkpoint_id: str | None = None,
-        recursion_limit: int = 10_000,
-        durability: Durability = "sync",
-        wait: float | None = None,
-        owner: str | None = None,
-        subgraphs: bool = False,
-        context: Any = None,
-        metadata: Mapping[str, Any] | None = None,
-        max_concurrency: int | None = None,
-    ) -> Iterator[Any]:
-        """Sync :meth:`astream`: items are yielded as the run produces them."""
-        yield from iterate_sync(
-            self.astream(
-                input,
-                mode=mode,
-                thread_id=thread_id,
-                checkpoint_id=checkpoint_id,
-                recursion_limit=recursion_limit,
-                durability=durability,
-                wait=wait,
-                owner=owner,
-                subgraphs=subgraphs,
-                context=context,
-                metadata=metadata,
-                max_concurrency=max_concurrency,
-            )
-        )
 
     # -- drawing -------------------------------------------------------------------------
 
@@ -387,8 +79,6 @@ class CompiledGraph(Closing):
         info = await checkpointer.aget_thread(thread_id, namespace=self.namespace)
         state = ThreadState.of(cp, info.status if info is not None else None)
         if subgraphs:
-            from plait.graph.subgraph import nested_states
-
             state = dataclasses.replace(state, subgraphs=await nested_states(checkpointer, cp, self.spec))
         return state
 
@@ -500,8 +190,6 @@ class CompiledGraph(Closing):
         """
         spec, fp, namespace = self.spec, self.fingerprint, self.namespace
         if subgraph is not None:
-            from plait.graph.subgraph import subgraph_target
-
             spec, fp, namespace = subgraph_target(spec, fp, namespace, subgraph)
         return await update_thread(
             await self._ready_checkpointer(),
@@ -591,10 +279,3 @@ class CompiledGraph(Closing):
 
     def diff_threads(self, a: str, b: str) -> ThreadDiff:
         return run_sync(self.adiff_threads(a, b))
-
-
-def _output(result: RunResult) -> dict[str, Any]:
-    out = dict(result.values)
-    if result.interrupts:
-        out[INTERRUPT_KEY] = list(result.interrupts)
-    return out

@@ -15,9 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from plait.engine.context import NodeContext
-from plait.engine.subgraph import SubgraphRunner, child_namespace, run_subgraph
+from plait.engine.context import NodeContext, next_subgraph_call
+from plait.engine.spec import SubgraphRunner
+from plait.engine.subgraph import child_namespace, run_subgraph
 from plait.errors import GraphError
+from plait.graph.bound import BoundGraph
+from plait.graph.records import ThreadState
 from plait.state.reducers import AppendMessages, LastWriteWins, Sum
 from plait.state.schema import StateSchema
 
@@ -25,33 +28,21 @@ if TYPE_CHECKING:
     from plait.checkpoint.base import Checkpointer
     from plait.checkpoint.model import Checkpoint
     from plait.engine.spec import GraphSpec
-    from plait.graph.compiled import CompiledGraph
-    from plait.graph.records import ThreadState
 
 __all__ = [
     "SubgraphNode",
     "call_subgraph",
     "nested_states",
     "subgraph_target",
-    "is_subgraph",
     "runner_of",
     "write_back",
 ]
 
 
-def is_subgraph(obj: Any) -> bool:
-    """Whether ``add_node`` was given a graph rather than a function."""
-    from plait.graph.builder import Graph
-    from plait.graph.compiled import CompiledGraph
-
-    return isinstance(obj, CompiledGraph | Graph)
-
-
-def runner_of(graph: Any) -> tuple[CompiledGraph, SubgraphRunner]:
-    """The compiled graph (a builder is compiled, without a checkpointer) and how to run it."""
-    from plait.graph.builder import Graph
-
-    compiled: CompiledGraph = graph.compile() if isinstance(graph, Graph) else graph
+def runner_of(graph: Any) -> tuple[BoundGraph, SubgraphRunner]:
+    """The compiled graph (a builder is compiled, without a checkpointer) and how to run it.
+    A builder is told by not being compiled yet: this module sits below both classes."""
+    compiled: BoundGraph = graph if isinstance(graph, BoundGraph) else graph.compile()
     runner = SubgraphRunner(
         spec=compiled.spec,
         graph_fp=compiled.fingerprint,
@@ -111,8 +102,7 @@ async def call_subgraph(ctx: NodeContext, graph: Any, input: Any) -> dict[str, A
     if not isinstance(input, Mapping):
         raise TypeError(f"a subgraph call takes a mapping of channel values, got {input!r}")
     _, runner = runner_of(graph)
-    n = ctx._subgraph_calls
-    ctx._subgraph_calls += 1
+    n = next_subgraph_call(ctx)
     result = await run_subgraph(ctx, runner, input, segment=f"{ctx.node}:{ctx.task_id}#{n}")
     return dict(result.values)
 
@@ -121,8 +111,6 @@ async def nested_states(saver: Checkpointer, cp: Checkpoint, spec: GraphSpec) ->
     """The stored state of each subgraph the next tasks of ``cp`` run (added as nodes), by
     ``"node:task_id"``, each with its own subgraphs filled in."""
     from dataclasses import replace
-
-    from plait.graph.records import ThreadState
 
     out: dict[str, ThreadState] = {}
     for task in cp.next_tasks:

@@ -6,8 +6,36 @@ model (:class:`Runs`: submit, get, list, cancel, wait, stream, schedules, limits
 Procrastinate (the ``runs`` extra: ``pip install 'plait[runs]'``); see docs/workers.md.
 """
 
+from plait.errors import (
+    NoRunQueueError,
+    QueueSchemaError,
+    RunNotFoundError,
+    RunRejectedError,
+    RunsError,
+    RunWaitTimeoutError,
+    ScheduleNotFoundError,
+    UnknownGraphError,
+)
 from plait.runs.client import Runs
 from plait.runs.records import MULTITASK, RUN_STATUSES, Multitask, Run, RunStatus, Schedule
 from plait.runs.worker import Worker, WorkerSettings
 
-__all__ = ["MULTITASK", "RUN_STATUSES", "Multitask", "Run", "RunStatus", "Runs", "Schedule", "Worker", "WorkerSettings"]
+__all__ = [
+    "MULTITASK",
+    "RUN_STATUSES",
+    "Multitask",
+    "NoRunQueueError",
+    "QueueSchemaError",
+    "Run",
+    "RunNotFoundError",
+    "RunRejectedError",
+    "RunStatus",
+    "RunWaitTimeoutError",
+    "Runs",
+    "RunsError",
+    "Schedule",
+    "ScheduleNotFoundError",
+    "UnknownGraphError",
+    "Worker",
+    "WorkerSettings",
+]

@@ -1,24 +1,26 @@
 """How a worker stops a run, and how a run's job goes back to the queue.
 
-A run is stopped at its next super-step boundary by its checkpointer (:class:`StoppingStore`)
-or at once by its handle's event (:class:`Handle`); a job that must run again later raises
+A run is stopped at its next super-step boundary by its hooks (:class:`Steering`) or at once
+by its handle's event (:class:`Handle`); a job that must run again later raises
 :class:`Requeue`, which :class:`RequeueStrategy` turns into a Procrastinate retry.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from procrastinate import exceptions
 from procrastinate.retry import BaseRetryStrategy, RetryDecision
 
-from plait.checkpoint.model import CheckpointWrite, Fence, WritesBatch
-from plait.checkpoint.postgres import PostgresCheckpointer
+from plait._frozen import thaw
+from plait.checkpoint.model import Checkpoint
+from plait.engine.events import event_json
+from plait.engine.options import RunHooks, RunResult
+from plait.runs._events import Events
 
-__all__ = ["AtBoundary", "Handle", "Requeue", "RequeueStrategy", "StoppingStore"]
+__all__ = ["Handle", "Requeue", "RequeueStrategy", "Steering"]
 
 
 @dataclass(slots=True)
@@ -40,38 +42,29 @@ class Requeue(Exception):
         self.delay = delay
 
 
-class AtBoundary(BaseException):
-    """Raised by the worker's checkpointer right after it committed a run's checkpoint, when
-    the run was asked to stop: the engine stops there, before the next super-step starts, and
-    gives the lease back. A ``BaseException`` (like ``asyncio.CancelledError``), so that no
-    ``except Exception`` on the way can take it for a failure of the run."""
+class Steering(RunHooks):
+    """How a worker steers one attempt of a run through the run's hooks: the stream items the
+    run was submitted with go to its :class:`Events`, stored as a batch at each super-step
+    boundary; a stop asked for (``interrupt``, ``rollback``, the first SIGTERM) ends the run
+    there, with the checkpoint committed and nothing of the next step begun. The store is the
+    worker's plain checkpointer: nothing of this needs a store of its own kind."""
 
+    def __init__(self, handle: Handle, events: Events) -> None:
+        self.handle = handle
+        self.events = events
+        self.modes = frozenset(events.modes)
+        self.result: RunResult | None = None
+        """How the run ended (None: it failed, or has not ended)."""
 
-class StoppingStore(PostgresCheckpointer):
-    """A PostgresCheckpointer that stops a run at its next committed checkpoint when asked.
+    def on_item(self, mode: str, item: Any) -> None:
+        self.events.add(mode, event_json(item) if mode == "events" else thaw(item))
 
-    Why here and not by watching ``astream`` events: an event reaches the worker only when
-    the engine next yields to the event loop, by which time the next super-step's nodes have
-    started; raising from the commit itself stops the run exactly at the boundary, with the
-    checkpoint stored and nothing of the next step begun. Runs are told apart by their lease
-    owner, which every commit of a run carries in its fence.
-    """
+    async def at_step(self, checkpoint: Checkpoint) -> bool:
+        await self.events.flush()
+        return self.handle.stop is not None
 
-    stops: dict[str, Handle]
-
-    async def acommit(
-        self,
-        *,
-        checkpoints: Sequence[CheckpointWrite] = (),
-        writes: Sequence[WritesBatch] = (),
-        fence: Fence | None = None,
-    ) -> None:
-        await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence)
-        if fence is None or not checkpoints or fence.release:
-            return
-        handle = self.stops.get(fence.owner)
-        if handle is not None and handle.stop is not None:
-            raise AtBoundary()
+    def on_finish(self, result: RunResult) -> None:
+        self.result = result
 
 
 class RequeueStrategy(BaseRetryStrategy):

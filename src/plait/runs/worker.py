@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from plait._frozen import thaw
+from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.model import Checkpoint
 from plait.engine.emitter import INTERRUPT_KEY
-from plait.engine.events import CheckpointSaved, event_json
 from plait.errors import (
     CheckpointCorruptError,
     CheckpointError,
@@ -50,15 +50,14 @@ from plait.runs._events import Events
 from plait.runs._limits import Limits
 from plait.runs._notify import Notifier
 from plait.runs._rewind import rewind
-from plait.runs._stops import AtBoundary, Handle, Requeue, RequeueStrategy, StoppingStore
+from plait.runs._stops import Handle, Requeue, RequeueStrategy, Steering
 from plait.runs.client import ADVANCE_TASK, DEFAULT_QUEUE, Runs
 from plait.runs.records import Run
 from plait.runs.schedules import fire_due
 from plait.types import Command
 
 if TYPE_CHECKING:
-    from plait.graph.compiled import StreamMode
-from plait.graph.compiled import CompiledGraph
+    from plait.graph.compiled import CompiledGraph
 
 __all__ = ["SWEEP_TASK", "TICK_TASK", "Worker", "WorkerSettings"]
 
@@ -123,13 +122,13 @@ class Worker:
         )
         self.runs = Runs(dsn, schema=schema, max_connections=max(4, min(self.settings.concurrency + 3, 20)))
         self._schema = schema
-        self._store: StoppingStore | None = None
+        self._store: Checkpointer | None = None
         self._bound: dict[tuple[str, str], CompiledGraph] = {}
         self._names = frozenset(self.graphs)
         self._running: dict[str, Handle] = {}
-        self._by_owner: dict[str, Handle] = {}
-        """The running runs by the lease owner their commits carry (see :class:`StoppingStore`)."""
         self._app: Any = None
+        self._runner: asyncio.Task[None] | None = None
+        """The task running Procrastinate's worker (``App.run_worker_async``)."""
         self._limits: Limits | None = None
         self._notifier: Notifier = Notifier(None)
         self._stopping = 0
@@ -140,16 +139,16 @@ class Worker:
 
     async def arun(self, *, install_signal_handlers: bool = True) -> None:
         """Run until stopped (:meth:`stop`, or SIGTERM/SIGINT when ``install_signal_handlers``)."""
+        from plait.checkpoint.address import open as open_checkpointer
         from plait.runs._db import connect_kwargs
 
         s = self.settings
         await self.runs.aopen()
         self._notifier = Notifier(self.runs.db.pool)
         db = self.runs.db
-        self._store = StoppingStore(
+        self._store = open_checkpointer(
             db.dsn, schema=self._schema, lease_ttl=s.lease_ttl, max_connections=max(2, min(s.concurrency, 10))
         )
-        self._store.stops = self._by_owner
         await self._store.asetup()
         self._limits = Limits(db.dsn, connect_kwargs(db.schema), db.pool)
         self._app = app = db.app()
@@ -198,16 +197,18 @@ class Worker:
         jobs it was running are found by their stalled heartbeat and run again."""
         pause = 0.5
         while True:
-            worker = self._worker = app._worker(**options)
-            runner = asyncio.create_task(worker.run(), name="procrastinate worker")
-            while worker.worker_id is None and not runner.done():
-                await asyncio.sleep(0.01)
-            if worker.worker_id is not None:
+            runner = self._runner = asyncio.create_task(app.run_worker_async(**options), name="procrastinate worker")
+            if self._stopping:  # stopped while it was being started: it stops as soon as it runs
+                runner.cancel()
+            else:
                 self.started.set()
                 log.info("worker %s started on %s, graphs %s", self.name, shown, ", ".join(self.graphs))
             why = "it stopped"  # Procrastinate stops its worker when a side task (its listener) fails
             try:
                 await runner
+            except asyncio.CancelledError:
+                if not self._stopping:  # this task itself was cancelled, not the queue's worker stopped
+                    raise
             except Exception as exc:
                 why = str(exc).strip() or type(exc).__name__
             if self._stopping:
@@ -226,7 +227,7 @@ class Worker:
         """The first call: take no new runs, stop the running ones at their next super-step
         boundary, put them back in the queue and exit. The second: stop them at once."""
         self._stopping += 1
-        worker = getattr(self, "_worker", None)
+        runner = self._runner
         if self._stopping == 1:
             log.info("worker %s stopping: runs stop at their next super-step boundary", self.name)
             for handle in self._running.values():
@@ -236,8 +237,10 @@ class Worker:
             for handle in self._running.values():
                 handle.stop_now = handle.stop_now or "shutdown"
                 handle.now.set()
-        if worker is not None:
-            worker.stop()
+        if runner is not None:
+            # Procrastinate's documented way to stop the worker that run_worker_async runs: it
+            # stops fetching, waits for its jobs (up to shutdown_graceful_timeout), and returns
+            runner.cancel()
 
     async def _listen(self) -> None:
         """Stop requests for the runs running here, as they come (NOTIFY), and by a poll
@@ -299,22 +302,13 @@ class Worker:
     # -- one run --------------------------------------------------------------------------------
 
     def _graph(self, name: str, namespace: str) -> CompiledGraph:
-        from plait.graph.compiled import CompiledGraph
-
         key = (name, namespace)
         found = self._bound.get(key)
         if found is None:
             app = self.graphs.get(name)
             if app is None:
                 raise UnknownGraphError(name, sorted(self.graphs), self.name)
-            found = self._bound[key] = CompiledGraph(
-                app.spec,
-                checkpointer=self._store,
-                namespace=namespace,
-                interrupt_before=tuple(app.interrupt_before),
-                interrupt_after=tuple(app.interrupt_after),
-                name=app.name,
-            )
+            found = self._bound[key] = app.bind(checkpointer=self._store, namespace=namespace)
         return found
 
     async def _advance(self, context: Any, run_id: str) -> None:
@@ -460,14 +454,12 @@ class Worker:
         await events.open(extra.get("events"))
         events.add("status", {"status": "running", "worker": owner, "attempt": run.attempts})
         budget = None if run.timeout is None else run.timeout - (time.time() - started_at)
-        self._by_owner[owner] = handle
-        start_values = {} if head is None else thaw(dict(head.values))
-        task = asyncio.create_task(self._drive(graph, run, input, owner, start_values, events))
+        steering = Steering(handle, events)
+        task = asyncio.create_task(self._drive(graph.bind(hooks=steering), run, input, owner, events))
         stopper = asyncio.create_task(handle.now.wait())
         try:
             done, _ = await asyncio.wait({task, stopper}, timeout=budget, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:  # Procrastinate aborts the job (a shutdown past its timeout)
-            self._by_owner.pop(owner, None)
             task.cancel()
             stopper.cancel()
             with contextlib.suppress(BaseException):
@@ -475,7 +467,6 @@ class Worker:
             await asyncio.shield(self._put_back(run.run_id))
             raise
         stopper.cancel()
-        self._by_owner.pop(owner, None)
         if task not in done:
             task.cancel()
             with contextlib.suppress(BaseException):
@@ -485,9 +476,6 @@ class Worker:
             return
         try:
             output = task.result()
-        except AtBoundary:
-            await self._after_stop(run, handle.stop or "shutdown", events)
-            return
         except LeaseLostError as exc:
             if exc.taken_by is not None:  # another attempt (a worker that took this one for dead) owns it now
                 log.warning("run %s lost its thread to another worker: %s", run.run_id, exc)
@@ -511,39 +499,26 @@ class Worker:
         except Exception as exc:
             await self._end(run, "error", events, error=_error(exc))
             return
-        status = "interrupted" if INTERRUPT_KEY in output else "success"
-        await self._end(run, status, events, output=output)
+        ended = steering.result
+        if ended is not None and ended.status == "stopped":
+            await self._after_stop(run, handle.stop or "shutdown", events)
+            return
+        if ended is not None and ended.status == "interrupted":
+            output.setdefault(INTERRUPT_KEY, [])  # a breakpoint: paused with no interrupt to answer
+            await self._end(run, "interrupted", events, output=output)
+            return
+        await self._end(run, "success", events, output=output)
 
-    async def _drive(
-        self, graph: CompiledGraph, run: Any, input: Any, owner: str, values: dict[str, Any], events: Events
-    ) -> dict[str, Any]:
-        """Run the graph, storing the stream items asked for (a batch per checkpoint); the
-        worker's checkpointer stops it at the next committed checkpoint once asked. ``values``
-        are the thread's as the run starts: the output when nothing is left to run (an
-        attempt after a crash that came after the run's last commit). A run that paused
-        returns its state with the pending interrupts under ``"__interrupt__"``, as
-        ``invoke`` does (an empty list at a breakpoint).
-
-        The ``events`` mode only when stream items are stored (its checkpoint records say when
-        to store a batch): the engine builds event records only for a run that asks for them,
-        and the ``values`` mode alone says where the run paused."""
-        interrupts: list[Any] | None = None
-        wanted: set[StreamMode] = {*events.modes}  # type: ignore[arg-type]  # checked when the run was submitted
-        modes: list[StreamMode] = sorted(wanted | {"values", "events"}) if wanted else ["values"]
-        async for mode, item in graph.astream(input, mode=modes, thread_id=run.thread_id, owner=owner):
-            if mode == "values":
-                if INTERRUPT_KEY in item:  # the run paused; the state is the item before
-                    interrupts = [i.to_json() for i in item[INTERRUPT_KEY]]
-                else:
-                    values = thaw(item)
-            if mode in wanted:
-                events.add(mode, event_json(item) if mode == "events" else thaw(item))
-            if mode == "events" and isinstance(item, CheckpointSaved):
-                await events.flush()
+    async def _drive(self, graph: CompiledGraph, run: Run, input: Any, owner: str, events: Events) -> dict[str, Any]:
+        """Run the graph (its hooks store the stream items asked for, a batch per super-step,
+        and stop it at the next boundary once asked); its output as ``invoke`` returns it,
+        as JSON data: a run that paused has its interrupts under ``"__interrupt__"`` (an
+        empty list at a breakpoint)."""
+        output = thaw(await graph.ainvoke(input, thread_id=run.thread_id, owner=owner))
+        if INTERRUPT_KEY in output:
+            output[INTERRUPT_KEY] = [i.to_json() for i in output[INTERRUPT_KEY]]
         await events.flush()
-        if interrupts is not None:
-            values[INTERRUPT_KEY] = interrupts
-        return values
+        return output  # type: ignore[no-any-return]
 
     async def _after_stop(self, run: Any, why: str, events: Events) -> None:
         if why == "shutdown":

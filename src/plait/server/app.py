@@ -186,14 +186,7 @@ class Studio:
     def _bound(self, app: CompiledGraph, namespace: str) -> CompiledGraph:
         if app.checkpointer is self.checkpointer and app.namespace == namespace:
             return app
-        return CompiledGraph(
-            app.spec,
-            checkpointer=self.checkpointer,
-            namespace=namespace,
-            interrupt_before=tuple(app.interrupt_before),
-            interrupt_after=tuple(app.interrupt_after),
-            name=app.name,
-        )
+        return app.bind(checkpointer=self.checkpointer, namespace=namespace)
 
 
 def studio_of(request: Request) -> Studio:

@@ -1,0 +1,135 @@
+"""A compiled graph's binding: where its threads are stored and what steers its runs, and
+``bind()``, which changes that and keeps every other option.
+
+The graph facade is three classes, one job each: :class:`BoundGraph` (this: options and
+binding), :class:`~plait.graph.running.Running` (running: ``invoke``/``stream``) and
+:class:`~plait.graph.compiled.CompiledGraph` (drawing, inspecting and editing threads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any, Final, Self
+
+from plait.checkpoint.address import coerce_checkpointer
+from plait.checkpoint.base import Checkpointer
+from plait.engine.executor import NodeExecutor
+from plait.engine.options import Binding, RunHooks
+from plait.engine.spec import GraphSpec
+from plait.errors import NoCheckpointerError
+from plait.graph.closing import Closing
+
+__all__ = ["BoundGraph"]
+
+
+class _Keep:
+    """``bind()``'s default: keep what the graph has (None is a value: no checkpointer, no hooks)."""
+
+
+_KEEP: Final = _Keep()
+
+
+class BoundGraph(Closing):
+    """A validated graph and its binding (see :class:`~plait.engine.options.Binding`)."""
+
+    def __init__(
+        self,
+        spec: GraphSpec,
+        *,
+        checkpointer: Checkpointer | str | None = None,
+        namespace: str = "",
+        interrupt_before: Sequence[str] = (),
+        interrupt_after: Sequence[str] = (),
+        name: str = "Graph",
+        executor: NodeExecutor | None = None,
+        hooks: RunHooks | None = None,
+    ) -> None:
+        self._bind(
+            spec,
+            name,
+            Binding(
+                checkpointer=coerce_checkpointer(checkpointer),
+                namespace=namespace,
+                interrupt_before=frozenset(interrupt_before),
+                interrupt_after=frozenset(interrupt_after),
+                executor=executor,
+                hooks=hooks,
+            ),
+        )
+
+    def _bind(self, spec: GraphSpec, name: str, binding: Binding, fingerprint: str | None = None) -> None:
+        self.spec = spec
+        self.name = name
+        self.binding = binding
+        """Every option of the graph but its spec and name (see :meth:`bind`)."""
+        self.fingerprint = fingerprint or spec.fingerprint[:16]
+        self._setup_done = False
+        if (binding.interrupt_before or binding.interrupt_after) and binding.checkpointer is None:
+            raise NoCheckpointerError("interrupt_before / interrupt_after")
+
+    def bind(
+        self,
+        *,
+        checkpointer: Checkpointer | str | _Keep | None = _KEEP,
+        namespace: str | _Keep = _KEEP,
+        hooks: RunHooks | _Keep | None = _KEEP,
+    ) -> Self:
+        """The same graph with another checkpointer, namespace or hooks, keeping every other
+        option (breakpoints, executor, name): how a worker, the Studio and the CLI run a
+        user's graph on their own store. The graph itself is not changed."""
+        binding = self.binding
+        if not isinstance(checkpointer, _Keep):
+            binding = replace(binding, checkpointer=coerce_checkpointer(checkpointer))
+        if not isinstance(namespace, _Keep):
+            binding = replace(binding, namespace=namespace)
+        if not isinstance(hooks, _Keep):
+            binding = replace(binding, hooks=hooks)
+        bound = type(self).__new__(type(self))
+        bound._bind(self.spec, self.name, binding, self.fingerprint)
+        # the same store was set up already: a worker rebinding per run pays no setup per run
+        bound._setup_done = self._setup_done and binding.checkpointer is self.checkpointer
+        return bound
+
+    @property
+    def checkpointer(self) -> Checkpointer | None:
+        return self.binding.checkpointer
+
+    @property
+    def namespace(self) -> str:
+        return self.binding.namespace
+
+    @property
+    def interrupt_before(self) -> frozenset[str]:
+        return self.binding.interrupt_before
+
+    @property
+    def interrupt_after(self) -> frozenset[str]:
+        return self.binding.interrupt_after
+
+    @property
+    def executor(self) -> NodeExecutor | None:
+        """Where sync nodes run (None: the process's shared thread pool); see
+        :class:`plait.engine.executor.NodeExecutor`."""
+        return self.binding.executor
+
+    @property
+    def hooks(self) -> RunHooks | None:
+        return self.binding.hooks
+
+    @property
+    def schema(self) -> Any:
+        return self.spec.schema
+
+    def __repr__(self) -> str:
+        return (
+            f"<CompiledGraph {self.name} nodes={list(self.spec.nodes)} checkpointer={type(self.checkpointer).__name__}>"
+        )
+
+    async def _ready_checkpointer(self) -> Checkpointer:
+        if self.checkpointer is None:
+            raise NoCheckpointerError("threads, history and state editing")
+        if not self._setup_done:
+            await self.checkpointer.asetup()
+            self._setup_done = True
+        return self.checkpointer

@@ -1,0 +1,252 @@
+"""Running a compiled graph: ``invoke`` and ``stream``, sync and async.
+
+The public keywords are spelled out here, in the signatures users read, and become one
+:class:`~plait.engine.options.RunOptions` record before anything runs; the engine's driver
+and every subgraph of the run take that record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Literal
+
+from plait._sync import iterate_sync, run_sync
+from plait.engine.context import current_node
+from plait.engine.emitter import INTERRUPT_KEY, queue_sink
+from plait.engine.loop import Driver
+from plait.engine.options import RunOptions, RunResult
+from plait.engine.runtime import coerce_context
+from plait.errors import GraphError, NoCheckpointerError
+from plait.graph.bound import BoundGraph
+from plait.graph.subgraph import call_subgraph
+from plait.types import Command, Durability
+
+__all__ = ["Running", "StreamMode"]
+
+
+StreamMode = Literal["values", "updates", "events", "custom"]
+"""What ``stream(mode=...)`` yields (see :meth:`CompiledGraph.astream`)."""
+
+
+class Running(BoundGraph):
+    """Running the graph: every call is a run of its own (thread-safe to share)."""
+
+    async def _run(
+        self, input: Any, options: RunOptions, *, sink: Any = None, modes: frozenset[str] = frozenset()
+    ) -> RunResult:
+        options = replace(options, context=coerce_context(self.spec.context_schema, options.context))
+        if self.checkpointer is not None:
+            await self._ready_checkpointer()
+            if options.thread_id is None:
+                raise GraphError(
+                    "this graph has a checkpointer, so invoke() needs a thread_id: the key its "
+                    "checkpoints are stored and resumed under (any string, e.g. a conversation id)"
+                )
+        elif input is None or options.checkpoint_id is not None or isinstance(input, Command):
+            raise NoCheckpointerError("resuming a run")
+        driver = Driver(self.spec, self.fingerprint, self.binding, options, sink=sink, modes=modes)
+        return await driver.execute(input)
+
+    async def ainvoke(
+        self,
+        input: Any,
+        *,
+        thread_id: str | None = None,
+        checkpoint_id: str | None = None,
+        recursion_limit: int = 10_000,
+        durability: Durability = "sync",
+        wait: float | None = None,
+        owner: str | None = None,
+        context: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        max_concurrency: int | None = None,
+    ) -> dict[str, Any]:
+        """Run the graph to the end (or to an interrupt) and return the final values.
+
+        Args:
+            input: a mapping of channel values to start a run with; None to continue the
+                thread from its latest checkpoint (after a failure, a crash, a breakpoint)
+                or from ``checkpoint_id`` (time travel: a new branch); a
+                ``Command(resume=...)`` to answer an ``interrupt()``; a
+                ``Command(goto=node, update=...)`` to run ``node`` next instead.
+            thread_id: required with a checkpointer; the thread's checkpoints are stored
+                and resumed under it.
+            durability: ``"sync"`` commits each super-step before the next starts;
+                ``"async"`` overlaps commits with the next steps (group commit), and is
+                durable when this returns; ``"exit"`` stores only at the end, an
+                interrupt or an error.
+            wait: seconds to wait for another run that holds the thread (polling until its
+                lease is given back or ends) before raising ``ThreadBusyError``; None (the
+                default) raises at once. A holder that died on this machine is taken over
+                at once, without waiting.
+            owner: the name the thread's lease is taken under (a worker passes its claim,
+                so an operator sees which worker holds the thread); None mints one from the
+                host and the run id.
+            context: per-run values for the nodes (``ctx.context``): a model name, a user
+                id, a client. Made into the graph's context type when it declares one
+                (``Graph(State, context=Ctx)``); never checkpointed, so pass it again on a
+                resume.
+            metadata: JSON data recorded on every checkpoint this run writes (plait's own
+                keys, such as ``source`` and ``step``, win); ``get_state_history(thread,
+                filter={...})`` finds them.
+            max_concurrency: at most this many tasks of a super-step run at once (a wide
+                ``Send`` fan-out against a rate-limited API); None runs them all at once.
+
+        Returns:
+            The channel values; when the run paused on ``interrupt()``, the pending
+            interrupts are under ``"__interrupt__"``.
+        """
+        if thread_id is None and self.checkpointer is None and (ctx := current_node.get()) is not None:
+            # Called inside a node: a subgraph of that node's run (see plait.graph.subgraph).
+            return await call_subgraph(ctx, self, input)
+        options = _options(locals())
+        return _output(await self._run(input, options))
+
+    def invoke(
+        self,
+        input: Any,
+        *,
+        thread_id: str | None = None,
+        checkpoint_id: str | None = None,
+        recursion_limit: int = 10_000,
+        durability: Durability = "sync",
+        wait: float | None = None,
+        owner: str | None = None,
+        context: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        max_concurrency: int | None = None,
+    ) -> dict[str, Any]:
+        """Sync :meth:`ainvoke`."""
+        return run_sync(
+            self.ainvoke(
+                input,
+                thread_id=thread_id,
+                checkpoint_id=checkpoint_id,
+                recursion_limit=recursion_limit,
+                durability=durability,
+                wait=wait,
+                owner=owner,
+                context=context,
+                metadata=metadata,
+                max_concurrency=max_concurrency,
+            )
+        )
+
+    async def astream(
+        self,
+        input: Any,
+        *,
+        mode: StreamMode | Sequence[StreamMode] = "values",
+        thread_id: str | None = None,
+        checkpoint_id: str | None = None,
+        recursion_limit: int = 10_000,
+        durability: Durability = "sync",
+        wait: float | None = None,
+        owner: str | None = None,
+        subgraphs: bool = False,
+        context: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        max_concurrency: int | None = None,
+    ) -> AsyncIterator[Any]:
+        """Run the graph and yield what happens as it happens.
+
+        Modes: ``"values"`` (the state after the input and after each super-step),
+        ``"updates"`` (``{node: writes}`` as each task finishes), ``"events"`` (event
+        records: node started / finished / failed, state updated, checkpoint saved,
+        interrupted, run finished), ``"custom"`` (what nodes pass to ``ctx.emit``). With a
+        list of modes, items come as ``(mode, item)`` pairs. When the run pauses, ``"values"``
+        and ``"updates"`` yield ``{"__interrupt__": (Interrupt, ...)}`` last (an empty tuple
+        at a breakpoint).
+
+        An ``"updates"`` item's writes are ``{key: value, ...}`` when the task wrote each key
+        once; when it wrote a key more than once (a list of pairs, a ``Command`` update with
+        repeats), a list of one-key dicts, one per write in the order written, so that no
+        write the state got is missing from the item.
+
+        With ``subgraphs=True`` the subgraphs' items come too, each item as ``(namespace,
+        item)`` (``(namespace, (mode, item))`` with a list of modes): ``namespace`` is ``()``
+        for this graph and a tuple of ``"node:task_id"`` segments for a subgraph, as in
+        LangGraph.
+        """
+        modes = (mode,) if isinstance(mode, str) else tuple(mode)
+        for m in modes:
+            if m not in ("values", "updates", "events", "custom"):
+                raise ValueError(f"unknown stream mode {m!r}: use 'values', 'updates', 'events' or 'custom'")
+        queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
+        single = isinstance(mode, str)
+
+        sink = queue_sink(queue.put_nowait, subgraphs=subgraphs, single=single)
+
+        options = _options(locals())
+
+        async def drive() -> RunResult:
+            try:
+                return await self._run(input, options, sink=sink, modes=frozenset(modes))
+            finally:
+                queue.put_nowait(None)
+
+        task = asyncio.get_running_loop().create_task(drive())
+        try:
+            while (item := await queue.get()) is not None:
+                yield item[1] if single or subgraphs else item
+            await task
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    def stream(
+        self,
+        input: Any,
+        *,
+        mode: StreamMode | Sequence[StreamMode] = "values",
+        thread_id: str | None = None,
+        checkpoint_id: str | None = None,
+        recursion_limit: int = 10_000,
+        durability: Durability = "sync",
+        wait: float | None = None,
+        owner: str | None = None,
+        subgraphs: bool = False,
+        context: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        max_concurrency: int | None = None,
+    ) -> Iterator[Any]:
+        """Sync :meth:`astream`: items are yielded as the run produces them."""
+        yield from iterate_sync(
+            self.astream(
+                input,
+                mode=mode,
+                thread_id=thread_id,
+                checkpoint_id=checkpoint_id,
+                recursion_limit=recursion_limit,
+                durability=durability,
+                wait=wait,
+                owner=owner,
+                subgraphs=subgraphs,
+                context=context,
+                metadata=metadata,
+                max_concurrency=max_concurrency,
+            )
+        )
+
+
+def _output(result: RunResult) -> dict[str, Any]:
+    out = dict(result.values)
+    if result.interrupts:
+        out[INTERRUPT_KEY] = list(result.interrupts)
+    return out
+
+
+_OPTION_FIELDS = frozenset(f.name for f in dataclasses.fields(RunOptions))
+
+
+def _options(given: Mapping[str, Any]) -> RunOptions:
+    """The run's options from the keywords of ``ainvoke``/``astream`` (their ``locals()``):
+    one place turns the public keywords into the record, so no keyword can be dropped on
+    the way to the engine."""
+    return RunOptions(**{k: v for k, v in given.items() if k in _OPTION_FIELDS})

@@ -1,0 +1,56 @@
+"""``CompiledGraph.bind``: the same graph on another checkpointer, namespace or hooks, with every
+other option kept. The worker, the Studio and the CLI rebind a user's graph with it; before, each
+copied the options by hand and lost ``executor=``."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from plait import END, START, AppendList, Graph, MemoryCheckpointer, StateSchema
+from plait.engine.options import RunHooks
+
+from ..engine.test_executor import CountingPool
+
+
+def _graph() -> Graph:
+    schema = StateSchema.builder().add("threads", AppendList()).build()
+    g = Graph(schema)
+
+    def node(state: Any) -> dict[str, Any]:
+        return {"threads": [threading.current_thread().name.split("_")[0]]}
+
+    for name in ("a", "b"):
+        g.add_node(name, node).add_edge(START, name).add_edge(name, END)
+    return g
+
+
+def test_bind_keeps_every_option_it_is_not_given() -> None:
+    pool = CountingPool()
+    hooks = RunHooks()
+    try:
+        app = _graph().compile(
+            checkpointer=MemoryCheckpointer(), interrupt_before=["b"], name="mine", executor=pool, namespace="ns"
+        )
+        other = MemoryCheckpointer()
+        bound = app.bind(checkpointer=other, namespace="elsewhere", hooks=hooks)
+        assert bound.checkpointer is other and bound.namespace == "elsewhere" and bound.hooks is hooks
+        assert bound.executor is pool and bound.interrupt_before == {"b"} and bound.name == "mine"
+        assert bound.fingerprint == app.fingerprint and bound.spec is app.spec
+        assert app.checkpointer is not other and app.namespace == "ns" and app.hooks is None  # not changed
+        kept = app.bind()
+        assert kept.binding == app.binding
+        assert app.bind(hooks=None).hooks is None
+        assert _graph().compile(checkpointer=other).bind(checkpointer=None).checkpointer is None
+    finally:
+        pool.pool.shutdown()
+
+
+def test_a_rebound_graph_runs_its_sync_nodes_on_the_graphs_executor() -> None:
+    pool = CountingPool()
+    try:
+        app = _graph().compile(executor=pool)
+        out = app.bind(checkpointer=MemoryCheckpointer()).invoke({}, thread_id="t")
+        assert out["threads"] == ["mine", "mine"]
+    finally:
+        pool.pool.shutdown()
