@@ -212,8 +212,14 @@ def _first_paragraph(obj: Any) -> str:
 
 
 def _members(cls: type) -> list[tuple[str, Any]]:
+    """The public methods and properties of ``cls``, those of its plait base classes too (the
+    graph facade is built in floors: binding, running, threads), but not an error's bases'."""
+    bases = [cls] if issubclass(cls, BaseException) else [k for k in cls.__mro__ if k.__module__.startswith("plait")]
+    found: dict[str, Any] = {}
+    for klass in reversed(bases):
+        found.update(klass.__dict__)
     out = []
-    for name, member in cls.__dict__.items():
+    for name, member in found.items():
         if name.startswith("_"):
             continue
         if isinstance(member, property):

@@ -26,6 +26,9 @@ __all__ = ["BoundGraph"]
 class _Keep:
     """``bind()``'s default: keep what the graph has (None is a value: no checkpointer, no hooks)."""
 
+    def __repr__(self) -> str:
+        return "<keep>"
+
 
 _KEEP: Final = _Keep()
 
