@@ -17,6 +17,7 @@ code, not both.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import datetime
 import time
@@ -83,7 +84,7 @@ class Runs:
         await self.db.open()
         if check:
             async with self.db.pool.connection() as conn:
-                await _schema.check_schema(conn, self.db.shown)
+                await _schema.check_schema(conn, self.db.schema, self.db.shown)
         from procrastinate.manager import JobManager
 
         self._jobs = JobManager(self.db.connector)
@@ -95,8 +96,7 @@ class Runs:
         Returns the run tables' version found before and whether the job-queue schema was applied.
         """
         await self.db.open()
-        async with self.db.pool.connection() as conn:
-            return await _schema.migrate(conn, self.db.shown)
+        return await asyncio.to_thread(_schema.migrate, self.db.dsn, self.db.schema, self.db.shown)
 
     def migrate(self) -> tuple[int | None, bool]:
         """Sync :meth:`amigrate`."""
