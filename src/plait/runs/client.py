@@ -1,13 +1,7 @@
 """``Runs``: submit runs of a graph to the workers, and follow, list, wait for and cancel them.
 
-A run is stored by plait (``plait_run``) and queued as one Procrastinate job, "advance run R
-from its thread's latest committed checkpoint", in the same transaction, so that no run is
-stored without its job nor queued without its row. The job's Procrastinate ``lock`` is the
-thread: the jobs of one thread run one at a time, in the order they were queued.
-
-What a second run on a busy thread does is decided here, in the transaction that stores it,
-under a per-thread advisory lock (so two submits to one thread are decided one after the
-other): see :data:`~plait.runs.records.Multitask`.
+How a run is stored and queued, and what a second run on a busy thread does, is
+:mod:`plait.runs._submit`'s (shared with the schedules' fire job).
 
 Async methods are the implementation; each sync method of the same name without the ``a``
 wraps its async twin, on a loop the object keeps for its sync calls (its connection pool
@@ -25,26 +19,25 @@ import uuid
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
-from plait.errors import RunNotFoundError, RunRejectedError, RunWaitTimeoutError, ScheduleNotFoundError
+from plait.errors import RunNotFoundError, RunWaitTimeoutError, ScheduleNotFoundError
 from plait.runs import _schema, _store
-from plait.runs._db import Database
+from plait.runs._db import Database, connect_kwargs
 from plait.runs._portal import Portal
-from plait.runs.records import FINAL, MULTITASK, RUN_STATUSES, Multitask, Run, RunStatus, Schedule
+from plait.runs._submit import (
+    ADVANCE_TASK,
+    DEFAULT_QUEUE,
+    Submission,
+    check_multitask,
+    stream_modes,
+    submit,
+    thread_lock,
+)
+from plait.runs.records import FINAL, RUN_STATUSES, Multitask, Run, RunStatus, Schedule
+from plait.runs.schedules import check_cron
 
 __all__ = ["ADVANCE_TASK", "DEFAULT_QUEUE", "Runs", "thread_lock"]
 
 T = TypeVar("T")
-
-ADVANCE_TASK = "plait.advance_run"
-"""The Procrastinate task name of a run's job."""
-DEFAULT_QUEUE = "plait"
-_THREAD_LOCK = 0x706C6174  # "plat": first key of the per-thread advisory lock of submit()
-_STREAM_MODES = ("values", "updates", "events", "custom")
-
-
-def thread_lock(namespace: str, thread_id: str) -> str:
-    """The Procrastinate job lock of a thread: its runs' jobs never run at the same time."""
-    return f"plait-thread:{namespace}/{thread_id}"
 
 
 class Runs:
@@ -146,8 +139,6 @@ class Runs:
         queue: str = DEFAULT_QUEUE,
         stream_mode: str | Sequence[str] | None = None,
         run_id: str | None = None,
-        _schedule: tuple[str, int] | None = None,
-        _conn: Any = None,
     ) -> str:
         """Store a run of ``graph`` on ``thread_id`` and queue it for the workers.
 
@@ -176,100 +167,19 @@ class Runs:
             RunRejectedError: ``multitask="reject"`` and the thread has an active run.
             ValueError: an unknown multitask strategy or stream mode, or a naive ``after``.
         """
-        if multitask not in MULTITASK:
-            raise ValueError(f"multitask={multitask!r}: use one of {', '.join(MULTITASK)}")
-        modes = _modes(stream_mode)
+        check_multitask(multitask)
+        modes = stream_modes(stream_mode)
         if after is not None and after.utcoffset() is None:
             raise ValueError("after must be timezone-aware (for example datetime.now(UTC) + timedelta(minutes=5))")
         await self.aopen()
         run_id = run_id or uuid.uuid4().hex
-        thread_id = thread_id or run_id
-        if _conn is not None:
-            return await self._submit(
-                _conn, graph, input, thread_id, namespace, multitask, priority, after, context,
-                metadata, resume, timeout, queue, modes, run_id, _schedule,
-            )  # fmt: skip
+        run = Submission(
+            run_id=run_id, graph=graph, input=input, thread_id=thread_id or run_id, namespace=namespace,
+            multitask=multitask, priority=priority, after=after, context=context, metadata=metadata, resume=resume,
+            timeout=timeout, queue=queue, modes=modes,
+        )  # fmt: skip
         async with self.db.pool.connection() as conn, conn.transaction():
-            return await self._submit(
-                conn, graph, input, thread_id, namespace, multitask, priority, after, context,
-                metadata, resume, timeout, queue, modes, run_id, _schedule,
-            )  # fmt: skip
-
-    async def _submit(
-        self,
-        conn: Any,
-        graph: str,
-        input: Any,
-        thread_id: str,
-        namespace: str,
-        multitask: Multitask,
-        priority: int,
-        after: datetime.datetime | None,
-        context: Any,
-        metadata: Any,
-        resume: Any,
-        timeout: float | None,
-        queue: str,
-        modes: list[str],
-        run_id: str,
-        schedule: tuple[str, int] | None,
-    ) -> str:
-        from procrastinate import jobs
-
-        now = time.time()
-        rollback_of: list[str] = []
-        async with conn.cursor() as cur:
-            await cur.execute(
-                "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_THREAD_LOCK, f"{namespace}/{thread_id}")
-            )
-            active = await _store.active_runs(cur, namespace, thread_id)
-            if active and multitask == "reject":
-                raise RunRejectedError(thread_id, active[0][0], active[0][1], namespace=namespace)
-            if active and multitask in ("interrupt", "rollback"):
-                for other, status, job_id, _ in active:
-                    rollback_of.append(other)
-                    await self._stop(cur, conn, other, status, job_id, multitask)
-            await cur.execute(
-                "INSERT INTO plait_run (run_id, graph, ns, thread_id, status, multitask, input, resume, has_resume, "
-                "context, metadata, priority, queue, timeout, rollback_of, schedule_id, tick, created_at, updated_at, "
-                "stream) VALUES (%s, %s, %s, %s, 'pending', " + ", ".join(["%s"] * 15) + ") "
-                "ON CONFLICT (schedule_id, tick) DO NOTHING RETURNING run_id",
-                (
-                    run_id, graph, namespace, thread_id, multitask, _store.encode(input),
-                    _store.encode(None if resume is ... else resume), resume is not ..., _store.encode(context),
-                    _store.encode(metadata), priority, queue, timeout,
-                    rollback_of if multitask == "rollback" else None,
-                    schedule[0] if schedule else None, schedule[1] if schedule else None, now, now,
-                    modes or None,
-                ),
-            )  # fmt: skip
-            if await cur.fetchone() is None:  # a schedule's tick submitted already
-                return ""
-            job = jobs.Job(
-                queue=queue,
-                lock=thread_lock(namespace, thread_id),
-                queueing_lock=None,
-                task_name=ADVANCE_TASK,
-                task_kwargs={"run_id": run_id},
-                priority=priority,
-                scheduled_at=after,
-            )
-            deferred = await self._jobs.defer_job_async(job, connection=conn)
-            await cur.execute("UPDATE plait_run SET job_id = %s WHERE run_id = %s", (deferred.id, run_id))
-        return run_id
-
-    async def _stop(self, cur: Any, conn: Any, run_id: str, status: str, job_id: int | None, why: str) -> None:
-        """Stop an active run for a newer one: a pending run never starts; a running one
-        stops at its next super-step boundary (its worker is told at once by NOTIFY)."""
-        if status == "pending":
-            if job_id is not None:
-                await self._jobs.cancel_job_by_id_async(job_id, connection=conn)
-            reason = {"type": "Interrupted", "message": f"stopped before it started by a newer run ({why})"}
-            if await _store.finish(cur, run_id, "interrupted", error=reason, only_if=("pending",)):
-                await _store.notify(cur, "end", run_id)
-        # a pending run whose job a worker fetched meanwhile is stopped by its worker, too
-        await cur.execute("UPDATE plait_run SET stop = %s WHERE run_id = %s AND status = 'running'", (why, run_id))
-        await _store.notify(cur, "stop", run_id)
+            return await submit(conn, self._jobs, run)
 
     def submit(self, graph: str, input: Any = None, **options: Any) -> str:
         """Sync :meth:`asubmit` (the same arguments)."""
@@ -380,8 +290,6 @@ class Runs:
         woken by NOTIFY on a connection of its own, polling once a second besides."""
         import psycopg
 
-        from plait.runs._db import connect_kwargs
-
         async with await psycopg.AsyncConnection.connect(
             self.db.dsn, autocommit=True, **connect_kwargs(self.db.schema)
         ) as listen:
@@ -453,11 +361,8 @@ class Runs:
         the workers (one deduplicated periodic job a second); ticks missed while no worker
         ran are fired when one is back, up to :data:`~plait.runs.schedules.CATCH_UP` per
         schedule. Returns the schedule id."""
-        from plait.runs.schedules import check_cron
-
         check_cron(cron)
-        if multitask not in MULTITASK:
-            raise ValueError(f"multitask={multitask!r}: use one of {', '.join(MULTITASK)}")
+        check_multitask(multitask)
         await self.aopen()
         schedule_id = schedule_id or uuid.uuid4().hex
         async with self.db.pool.connection() as conn, conn.cursor() as cur:
@@ -534,11 +439,3 @@ class Runs:
     def set_limit(self, graph: str, **limits: Any) -> None:
         """Sync :meth:`aset_limit`."""
         self._sync(self.aset_limit(graph, **limits))
-
-
-def _modes(stream_mode: str | Sequence[str] | None) -> list[str]:
-    modes = [] if stream_mode is None else [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
-    for m in modes:
-        if m not in _STREAM_MODES:
-            raise ValueError(f"unknown stream mode {m!r}: use 'values', 'updates', 'events' or 'custom'")
-    return modes
