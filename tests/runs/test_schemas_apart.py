@@ -88,7 +88,7 @@ def test_work_on_a_schema_leaves_the_run_and_job_tables_of_the_search_path_untou
         async with Runs(scratch_db, schema="x") as runs, worker_in_process(scratch_db, "x"):
             # a run the worker runs, one stopped by a newer one, a cancelled one, a schedule, a limit
             done = await runs.asubmit(flows.name("steps"), {"steps": 2, "tag": "x"}, thread_id="x")
-            assert (await runs.await_run(done, timeout=30)).status == "success"
+            assert (await runs.ajoin(done, timeout=30)).status == "success"
             later = datetime.datetime.now(datetime.UTC) + datetime.timedelta(hours=1)
             stopped = await runs.asubmit(flows.name("single"), {}, thread_id="y", after=later)
             await runs.asubmit(flows.name("single"), {}, thread_id="y", multitask="interrupt", after=later)

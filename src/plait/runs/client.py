@@ -1,12 +1,12 @@
-"""``Runs``: submit runs of a graph to the workers, and follow, list, wait for and cancel them.
+"""``Runs``: submit runs of a graph to the workers, and follow, list, join and cancel them.
 
 How a run is stored and queued, and what a second run on a busy thread does, is
 :mod:`plait.runs._submit`'s (shared with the schedules' fire job).
 
 Async methods are the implementation; each sync method of the same name without the ``a``
-wraps its async twin, on a loop the object keeps for its sync calls (its connection pool
-belongs to the loop it was opened on). Use one ``Runs`` either from async code or from sync
-code, not both.
+wraps its async twin with the same parameters, on a loop the object keeps for its sync calls
+(its connection pool belongs to the loop it was opened on). Use one ``Runs`` either from
+async code or from sync code, not both.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class Runs:
 
         runs = Runs("postgresql://app@db/plait")
         run_id = runs.submit("app.flows:graph", {"question": "hi"}, thread_id="chat-1")
-        print(runs.wait(run_id, timeout=60).output)
+        print(runs.join(run_id, timeout=60).output)
     """
 
     def __init__(self, dsn: str, *, schema: str | None = None, max_connections: int = 4) -> None:
@@ -71,7 +71,8 @@ class Runs:
     # -- lifecycle --------------------------------------------------------------------------
 
     async def aopen(self, *, check: bool = True) -> None:
-        """Connect, and refuse a database whose schema is not set up (idempotent)."""
+        """Connect, and refuse a database whose schema is not set up (idempotent; the other
+        methods call it)."""
         if self._opened:
             return
         await self.db.open()
@@ -82,6 +83,10 @@ class Runs:
 
         self._jobs = JobManager(self.db.connector)
         self._opened = True
+
+    def open(self, *, check: bool = True) -> None:
+        """Sync :meth:`aopen`."""
+        self._sync(self.aopen(check=check))
 
     async def amigrate(self) -> tuple[int | None, bool]:
         """Create or upgrade the run tables and apply Procrastinate's schema (safe to repeat).
@@ -114,7 +119,7 @@ class Runs:
         await self.aclose()
 
     def __enter__(self) -> Runs:
-        self._sync(self.aopen())
+        self.open()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -181,9 +186,32 @@ class Runs:
         async with self.db.pool.connection() as conn, conn.transaction():
             return await submit(conn, self._jobs, run)
 
-    def submit(self, graph: str, input: Any = None, **options: Any) -> str:
-        """Sync :meth:`asubmit` (the same arguments)."""
-        return self._sync(self.asubmit(graph, input, **options))
+    def submit(
+        self,
+        graph: str,
+        input: Any = None,
+        *,
+        thread_id: str | None = None,
+        namespace: str = "",
+        multitask: Multitask = "reject",
+        priority: int = 0,
+        after: datetime.datetime | None = None,
+        context: Any = None,
+        metadata: Any = None,
+        resume: Any = ...,
+        timeout: float | None = None,
+        queue: str = DEFAULT_QUEUE,
+        stream_mode: str | Sequence[str] | None = None,
+        run_id: str | None = None,
+    ) -> str:
+        """Sync :meth:`asubmit`."""
+        return self._sync(
+            self.asubmit(
+                graph, input, thread_id=thread_id, namespace=namespace, multitask=multitask, priority=priority,
+                after=after, context=context, metadata=metadata, resume=resume, timeout=timeout, queue=queue,
+                stream_mode=stream_mode, run_id=run_id,
+            )
+        )  # fmt: skip
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -224,9 +252,20 @@ class Runs:
                 cur, thread_id=thread_id, namespace=namespace, status=status, graph=graph, limit=limit, before=before
             )
 
-    def list(self, **filters: Any) -> list[Run]:
-        """Sync :meth:`alist` (the same filters)."""
-        return self._sync(self.alist(**filters))
+    def list(
+        self,
+        *,
+        thread_id: str | None = None,
+        namespace: str | None = None,
+        status: RunStatus | None = None,
+        graph: str | None = None,
+        limit: int | None = 100,
+        before: str | None = None,
+    ) -> builtins.list[Run]:
+        """Sync :meth:`alist`."""
+        return self._sync(
+            self.alist(thread_id=thread_id, namespace=namespace, status=status, graph=graph, limit=limit, before=before)
+        )
 
     # -- cancelling ----------------------------------------------------------------------------
 
@@ -263,9 +302,8 @@ class Runs:
 
     # -- following -----------------------------------------------------------------------------
 
-    async def await_run(self, run_id: str, timeout: float | None = None) -> Run:
-        """Wait until the run ends and return it, whatever its status (the async twin of
-        :meth:`wait`).
+    async def ajoin(self, run_id: str, timeout: float | None = None) -> Run:
+        """Wait until the run ends and return it, whatever its status.
 
         Raises:
             RunWaitTimeoutError: it did not end within ``timeout`` seconds (it goes on).
@@ -281,9 +319,14 @@ class Runs:
             return run
         raise RunWaitTimeoutError(run_id, timeout or 0.0, run.status)
 
-    def wait(self, run_id: str, timeout: float | None = None) -> Run:
-        """Sync :meth:`await_run`."""
-        return self._sync(self.await_run(run_id, timeout))
+    def join(self, run_id: str, timeout: float | None = None) -> Run:
+        """Sync :meth:`ajoin`."""
+        return self._sync(self.ajoin(run_id, timeout))
+
+    await_run = ajoin
+    """The old name of :meth:`ajoin` (kept working: same function)."""
+    wait = join
+    """The old name of :meth:`join` (kept working: same function)."""
 
     async def _follow(self, run_id: str, deadline: float | None, *, events: bool) -> AsyncIterator[Run | None]:
         """Yield the run each time something about it may have changed (an end, new events),
@@ -376,9 +419,26 @@ class Runs:
             )  # fmt: skip
         return schedule_id
 
-    def schedule(self, graph: str, cron: str, input: Any = None, **options: Any) -> str:
+    def schedule(
+        self,
+        graph: str,
+        cron: str,
+        input: Any = None,
+        *,
+        thread_id: str | None = None,
+        namespace: str = "",
+        multitask: Multitask = "enqueue",
+        metadata: Any = None,
+        queue: str = DEFAULT_QUEUE,
+        schedule_id: str | None = None,
+    ) -> str:
         """Sync :meth:`aschedule`."""
-        return self._sync(self.aschedule(graph, cron, input, **options))
+        return self._sync(
+            self.aschedule(
+                graph, cron, input, thread_id=thread_id, namespace=namespace, multitask=multitask,
+                metadata=metadata, queue=queue, schedule_id=schedule_id,
+            )
+        )  # fmt: skip
 
     async def aschedules(self) -> builtins.list[Schedule]:
         """Every schedule, oldest first."""
@@ -436,6 +496,13 @@ class Runs:
                 (graph, max_running, starts_per_second, size, size or 0.0, time.time()),
             )
 
-    def set_limit(self, graph: str, **limits: Any) -> None:
+    def set_limit(
+        self,
+        graph: str,
+        *,
+        max_running: int | None = None,
+        starts_per_second: float | None = None,
+        burst: float | None = None,
+    ) -> None:
         """Sync :meth:`aset_limit`."""
-        self._sync(self.aset_limit(graph, **limits))
+        self._sync(self.aset_limit(graph, max_running=max_running, starts_per_second=starts_per_second, burst=burst))
