@@ -185,7 +185,7 @@ def throughput(
         load = os.getloadavg()[0]
         pg_before = cpu_by_pid("postgres")
         cpu_w, cpu_pg, wall = cpu_seconds(pids=pids), sum(pg_before.values()), time.monotonic()
-        last = runs.wait(ids[-1], timeout=600)
+        last = runs.join(ids[-1], timeout=600)
         while True:
             pending = runs.list(status="pending", limit=1) + runs.list(status="running", limit=1)
             if not pending:
@@ -222,10 +222,10 @@ def latency(bench: Bench, n: int) -> dict[str, float]:
     lat: list[float] = []
     with bench.runs() as runs:
         for i in range(5):  # warm up the worker's connections
-            runs.wait(runs.submit(flows.name("stamp"), {}, thread_id=f"w{i}"), timeout=30)
+            runs.join(runs.submit(flows.name("stamp"), {}, thread_id=f"w{i}"), timeout=30)
         for i in range(n):
             t = time.time()
-            run = runs.wait(runs.submit(flows.name("stamp"), {}, thread_id=f"l{i}"), timeout=30)
+            run = runs.join(runs.submit(flows.name("stamp"), {}, thread_id=f"l{i}"), timeout=30)
             lat.append(run.output["stamps"][0] - t)
     bench.stop(proc)
     lat.sort()

@@ -36,7 +36,7 @@ from plait._sync import run_sync
 from plait.errors import ThreadBusyError
 
 if TYPE_CHECKING:  # for the annotations only: at run time pytest gives them as fixtures
-    from .conftest import Launcher, Outcome, Reference
+    from ._harness import Launcher, Outcome, Reference
 
 pytestmark = pytest.mark.slow
 

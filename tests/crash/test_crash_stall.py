@@ -20,7 +20,7 @@ from plait import thaw
 from plait._sync import run_sync
 
 if TYPE_CHECKING:  # for the annotations only: at run time pytest gives them as fixtures
-    from .conftest import Launcher, Reference, Store
+    from ._harness import Launcher, Reference, Store
 
 pytestmark = pytest.mark.slow
 

@@ -22,7 +22,7 @@ from plait._sync import run_sync
 from plait.engine.subgraph import child_namespace
 
 if TYPE_CHECKING:  # for the annotations only: at run time pytest gives them as fixtures
-    from .conftest import Launcher, Store
+    from ._harness import Launcher, Store
 
 
 @pytest.mark.parametrize("durability", ["sync", "async"])

@@ -19,7 +19,7 @@ import pytest
 from plait._sync import run_sync
 
 if TYPE_CHECKING:  # for the annotations only: at run time pytest gives them as fixtures
-    from .conftest import Launcher, Outcome, Reference, Store
+    from ._harness import Launcher, Outcome, Reference, Store
 
 pytestmark = pytest.mark.slow
 

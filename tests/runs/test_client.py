@@ -40,7 +40,7 @@ def with_worker(db: tuple[str, str], body: Body, *, worker: bool = True) -> None
 def test_a_submitted_run_is_run_by_the_worker_and_ends_success_with_its_output(runs_db: tuple[str, str]) -> None:
     async def body(runs: Runs, dsn: str, schema: str) -> None:
         run_id = await runs.asubmit(flows.name("steps"), {"steps": 3, "tag": "a"}, thread_id="t1", metadata={"k": 1})
-        run = await runs.await_run(run_id, timeout=20)
+        run = await runs.ajoin(run_id, timeout=20)
         assert run.status == "success", run
         assert run.output["log"] == ["a:0", "a:1", "a:2"]
         assert run.attempts == 1 and run.worker is not None and run.started_at is not None
@@ -49,7 +49,7 @@ def test_a_submitted_run_is_run_by_the_worker_and_ends_success_with_its_output(r
         assert [r.run_id for r in await runs.alist(thread_id="t1")] == [run_id]
         # a second run on the thread continues it: its input lands on the thread's state
         second = await runs.asubmit(flows.name("steps"), {"steps": 1, "tag": "b"}, thread_id="t1")
-        done = await runs.await_run(second, timeout=20)
+        done = await runs.ajoin(second, timeout=20)
         assert done.output["log"] == ["a:0", "a:1", "a:2", "b:0"] and done.start_checkpoint is not None
 
     with_worker(runs_db, body)
@@ -69,7 +69,7 @@ def test_runs_on_namespaced_threads_whose_job_locks_read_alike_each_continue_the
                 run_id = await runs.asubmit(
                     flows.name("steps"), {"steps": 1, "tag": f"{tag}{round}"}, thread_id=thread_id, namespace=namespace
                 )
-                run = await runs.await_run(run_id, timeout=20)
+                run = await runs.ajoin(run_id, timeout=20)
                 assert run.status == "success" and run.namespace == namespace, run
                 assert run.output["log"] == [f"{tag}{r}:0" for r in range(round + 1)]
                 # the thread's own head as the run started, which a retry would compare with
@@ -83,7 +83,7 @@ def test_the_queue_keeps_no_job_of_a_run_that_ended(runs_db: tuple[str, str]) ->
     async def body(runs: Runs, dsn: str, schema: str) -> None:
         ids = [await runs.asubmit(flows.name("steps"), {"steps": 1, "tag": "q"}, thread_id=f"q{i}") for i in range(3)]
         for run_id in ids:
-            assert (await runs.await_run(run_id, timeout=20)).status == "success"
+            assert (await runs.ajoin(run_id, timeout=20)).status == "success"
         async with runs.db.pool.connection() as conn, conn.cursor() as cur:
             await cur.execute("SELECT count(*) FROM plait_run WHERE job_id IS NOT NULL AND run_id = ANY(%s)", (ids,))
             assert await cur.fetchone() == (3,)
@@ -100,7 +100,7 @@ def test_the_queue_keeps_no_job_of_a_run_that_ended(runs_db: tuple[str, str]) ->
 
 def test_a_failing_node_ends_the_run_error_with_the_error_stored(runs_db: tuple[str, str]) -> None:
     async def body(runs: Runs, dsn: str, schema: str) -> None:
-        run = await runs.await_run(await runs.asubmit(flows.name("failing"), {}, thread_id="f"), timeout=20)
+        run = await runs.ajoin(await runs.asubmit(flows.name("failing"), {}, thread_id="f"), timeout=20)
         assert run.status == "error"
         assert run.error["type"] == "NodeError" and "this node always fails" in run.error["message"]
 
@@ -111,7 +111,7 @@ def test_a_run_with_no_input_on_a_thread_nothing_started_ends_error_at_once(runs
     """Not a store failure to retry: every attempt would find the thread empty the same way."""
 
     async def body(runs: Runs, dsn: str, schema: str) -> None:
-        run = await runs.await_run(await runs.asubmit(flows.name("single"), None, thread_id="empty"), timeout=20)
+        run = await runs.ajoin(await runs.asubmit(flows.name("single"), None, thread_id="empty"), timeout=20)
         assert run.status == "error" and run.error["type"] == "CheckpointNotFoundError", run
         assert run.attempts == 1
 
@@ -120,12 +120,12 @@ def test_a_run_with_no_input_on_a_thread_nothing_started_ends_error_at_once(runs
 
 def test_an_interrupt_pauses_the_run_and_a_resume_run_answers_it(runs_db: tuple[str, str]) -> None:
     async def body(runs: Runs, dsn: str, schema: str) -> None:
-        run = await runs.await_run(await runs.asubmit(flows.name("asking"), {}, thread_id="h"), timeout=20)
+        run = await runs.ajoin(await runs.asubmit(flows.name("asking"), {}, thread_id="h"), timeout=20)
         assert run.status == "interrupted" and run.error is None
         assert run.output["__interrupt__"][0]["value"] == {"question": "yes?"}
         assert run.output["steps"] == 1 and run.output["answer"] is None  # the state, as invoke returns it
         answered = await runs.asubmit(flows.name("asking"), thread_id="h", resume="yes")
-        done = await runs.await_run(answered, timeout=20)
+        done = await runs.ajoin(answered, timeout=20)
         assert done.status == "success" and done.output["answer"] == "yes"
 
     with_worker(runs_db, body)
@@ -135,10 +135,10 @@ def test_a_run_that_stops_at_a_breakpoint_ends_interrupted_with_its_state_and_th
     runs_db: tuple[str, str],
 ) -> None:
     async def body(runs: Runs, dsn: str, schema: str) -> None:
-        run = await runs.await_run(await runs.asubmit(flows.name("held"), {}, thread_id="bp"), timeout=20)
+        run = await runs.ajoin(await runs.asubmit(flows.name("held"), {}, thread_id="bp"), timeout=20)
         assert run.status == "interrupted" and run.error is None, run
         assert run.output["log"] == [] and run.output["steps"] == 1 and run.output["__interrupt__"] == []
-        after = await runs.await_run(await runs.asubmit(flows.name("held"), None, thread_id="bp"), timeout=20)
+        after = await runs.ajoin(await runs.asubmit(flows.name("held"), None, thread_id="bp"), timeout=20)
         assert after.status == "success" and after.output["log"] == ["one"] and "__interrupt__" not in after.output
 
     with_worker(runs_db, body)
@@ -146,12 +146,12 @@ def test_a_run_that_stops_at_a_breakpoint_ends_interrupted_with_its_state_and_th
 
 def test_a_run_of_a_graph_the_worker_lacks_or_that_changed_ends_error(runs_db: tuple[str, str]) -> None:
     async def body(runs: Runs, dsn: str, schema: str) -> None:
-        run = await runs.await_run(await runs.asubmit("nowhere.py:graph", {}, thread_id="u"), timeout=20)
+        run = await runs.ajoin(await runs.asubmit("nowhere.py:graph", {}, thread_id="u"), timeout=20)
         assert run.status == "error" and run.error["type"] == "UnknownGraphError"
         assert "nowhere.py:graph" in run.error["message"] and run.attempts == 0
-        paused = await runs.await_run(await runs.asubmit(flows.name("asking"), {}, thread_id="g"), timeout=20)
+        paused = await runs.ajoin(await runs.asubmit(flows.name("asking"), {}, thread_id="g"), timeout=20)
         assert paused.status == "interrupted"  # the thread waits in node "ask", which `steps` lacks
-        changed = await runs.await_run(await runs.asubmit(flows.name("steps"), thread_id="g"), timeout=20)
+        changed = await runs.ajoin(await runs.asubmit(flows.name("steps"), thread_id="g"), timeout=20)
         assert changed.status == "error" and changed.error["type"] == "GraphChangedError"
 
     with_worker(runs_db, body)
@@ -169,7 +169,7 @@ def test_a_pending_run_is_cancelled_before_it_starts_and_a_running_one_at_once(r
             if item["data"].get("status") == "running":
                 break
         assert await runs.acancel(long) is True
-        run = await runs.await_run(long, timeout=20)
+        run = await runs.ajoin(long, timeout=20)
         assert run.status == "cancelled" and run.error["type"] == "Cancelled"
         with pytest.raises(RunNotFoundError):
             await runs.acancel("no-such-run")
@@ -181,14 +181,14 @@ def test_wait_gives_up_with_the_status_and_a_timeout_ends_a_long_run(runs_db: tu
     async def body(runs: Runs, dsn: str, schema: str) -> None:
         run_id = await runs.asubmit(flows.name("single"), {}, thread_id="w")
         with pytest.raises(RunWaitTimeoutError) as info:
-            await runs.await_run(run_id, timeout=0.2)
+            await runs.ajoin(run_id, timeout=0.2)
         assert info.value.status == "pending" and isinstance(info.value, TimeoutError)
         async with worker_in_process(dsn, schema):
-            assert (await runs.await_run(run_id, timeout=20)).status == "success"
+            assert (await runs.ajoin(run_id, timeout=20)).status == "success"
             slow = await runs.asubmit(
                 flows.name("steps"), {"steps": 1000, "pause": 0.02, "tag": "s"}, thread_id="slow", timeout=0.5
             )
-            run = await runs.await_run(slow, timeout=20)
+            run = await runs.ajoin(slow, timeout=20)
             assert run.status == "timeout" and "0.5s" in run.error["message"]
 
     with_worker(runs_db, body, worker=False)
@@ -244,7 +244,7 @@ def test_the_sync_twins_do_what_the_async_methods_do(runs_db: tuple[str, str]) -
         assert runs.get(run_id).status == "pending"
         assert [r.run_id for r in runs.list(thread_id="sync")] == [run_id]
         assert runs.cancel(run_id) is True
-        assert runs.wait(run_id, timeout=5).status == "cancelled"
+        assert runs.join(run_id, timeout=5).status == "cancelled"
         assert [i["data"]["status"] for i in runs.stream(run_id, timeout=5)] == ["cancelled"]
 
 

@@ -59,7 +59,7 @@ def test_the_start_rate_holds_over_every_window(runs_db: tuple[str, str]) -> Non
             await runs.aset_limit(flows.name("single"), starts_per_second=rate, burst=burst)
             ids = [await runs.asubmit(flows.name("single"), {}, thread_id=f"s{i}") for i in range(10)]
             async with worker_in_process(dsn, schema):
-                done = [await runs.await_run(i, timeout=30) for i in ids]
+                done = [await runs.ajoin(i, timeout=30) for i in ids]
             # lifting the limit lets runs start at once again
             await runs.aset_limit(flows.name("single"))
         assert all(r.status == "success" for r in done)

@@ -48,10 +48,10 @@ def test_reject_refuses_a_second_run_at_once_naming_the_active_one(runs_db: tupl
             assert statistics.median(took) < 0.05, took
             assert [r.run_id for r in await runs.alist(thread_id="r")] == [first]
             async with worker_in_process(dsn, schema):
-                await runs.await_run(first, timeout=20)
+                await runs.ajoin(first, timeout=20)
                 # once the thread's run ended, a new run is taken
                 again = await runs.asubmit(flows.name("single"), {}, thread_id="r", multitask="reject")
-                assert (await runs.await_run(again, timeout=20)).status == "success"
+                assert (await runs.ajoin(again, timeout=20)).status == "success"
 
     asyncio.run(go())
 
@@ -100,9 +100,9 @@ def test_interrupt_stops_the_running_run_within_a_super_step_and_the_new_run_goe
             assert head is not None
             at_request = len(head.values["log"])  # a's steps committed when b came
             b = await runs.asubmit(flows.name("steps"), {"steps": 2, "tag": "b"}, thread_id="i", multitask="interrupt")
-            stopped = await runs.await_run(a, timeout=20)
+            stopped = await runs.ajoin(a, timeout=20)
             assert stopped.status == "interrupted" and "interrupt" in stopped.error["message"]
-            done = await runs.await_run(b, timeout=20)
+            done = await runs.ajoin(b, timeout=20)
             assert done.status == "success"
             kept = [x for x in done.output["log"] if x.startswith("a:")]
             assert kept == [f"a:{i}" for i in range(len(kept))]  # a's checkpoints stay, in order
@@ -123,7 +123,7 @@ def test_rollback_stops_the_running_run_and_drops_its_checkpoints(runs_db: tuple
     async def go() -> None:
         store = PostgresCheckpointer(dsn, schema=schema)
         async with Runs(dsn, schema=schema) as runs, worker_in_process(dsn, schema):
-            base = await runs.await_run(
+            base = await runs.ajoin(
                 await runs.asubmit(flows.name("steps"), {"steps": 1, "tag": "z"}, thread_id="rb"), timeout=20
             )
             first_branch = [cp.id for cp in await store.ahistory("rb")]  # newest first
@@ -134,8 +134,8 @@ def test_rollback_stops_the_running_run_and_drops_its_checkpoints(runs_db: tuple
             a = await runs.asubmit(flows.name("steps"), {**LONG, "tag": "a"}, thread_id="rb", stream_mode="events")
             made = await started_steps(runs, a, 3)
             b = await runs.asubmit(flows.name("steps"), {"steps": 2, "tag": "b"}, thread_id="rb", multitask="rollback")
-            assert (await runs.await_run(a, timeout=20)).status == "interrupted"
-            done = await runs.await_run(b, timeout=20)
+            assert (await runs.ajoin(a, timeout=20)).status == "interrupted"
+            done = await runs.ajoin(b, timeout=20)
             assert done.status == "success", done.error
             assert done.output["log"] == ["z:0", "b:0", "b:1"]
             after = {cp.id for cp in await store.ahistory("rb")}
@@ -159,7 +159,7 @@ def test_interrupt_and_rollback_stop_pending_runs_before_they_start(runs_db: tup
             )
             assert (await runs.aget(first)).status == "interrupted"
             async with worker_in_process(dsn, schema):
-                run = await runs.await_run(second, timeout=20)
+                run = await runs.ajoin(second, timeout=20)
             assert run.status == "success" and run.output["log"] == ["q:0"]
             assert (await runs.aget(first)).attempts == 0
 

@@ -62,7 +62,7 @@ def test_workers_reconnect_after_a_postgres_restart_and_every_run_finishes(
             assert not all(r.done for r in runs.list(limit=None))
             private_postgres.restart()  # type: ignore[attr-defined]
         with Runs(dsn) as runs:  # a new pool: the old one's connections died with the server
-            done = [runs.wait(run_id, timeout=30) for run_id in ids]
+            done = [runs.join(run_id, timeout=30) for run_id in ids]
         assert [r.status for r in done] == ["success"] * len(ids), [(r.status, r.error) for r in done]
         assert all(p.poll() is None for p in procs)  # the workers lived through it
         store = PostgresCheckpointer(dsn)

@@ -46,7 +46,7 @@ def test_four_workers_fire_each_tick_of_a_one_second_schedule_exactly_once(
         with pytest.raises(ScheduleNotFoundError):
             runs.unschedule(schedule_id)
         fired = runs.list(limit=None)
-        done = [runs.wait(r.run_id, timeout=30) for r in fired]
+        done = [runs.join(r.run_id, timeout=30) for r in fired]
     tick_list = sorted(r.tick for r in fired if r.tick is not None)
     assert len(tick_list) == len(fired) and len(set(tick_list)) == len(tick_list)  # one run per tick
     assert tick_list == list(range(tick_list[0], tick_list[0] + len(tick_list)))  # no tick missed

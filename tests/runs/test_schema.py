@@ -15,7 +15,7 @@ import pytest
 from plait.errors import QueueSchemaError, RunsError
 from plait.runs import Runs
 from plait.runs._db import connect_kwargs
-from plait.runs._schema import RUNS_VERSION, TESTED_QUEUE_SCHEMA, installed_queue_schema
+from plait.runs._schema import RUN_TABLES_V1, RUNS_VERSION, TESTED_QUEUE_SCHEMA, installed_queue_schema
 
 pytestmark = pytest.mark.postgres
 
@@ -103,6 +103,45 @@ def test_a_procrastinate_schema_plait_did_not_apply_is_refused(postgres_dsn: str
         await runs.aclose()
 
     asyncio.run(go())
+
+
+def test_run_tables_set_up_with_their_own_version_table_are_used_and_upgraded_in_place(
+    postgres_dsn: str, postgres_schema: str
+) -> None:
+    """A database set up by the plait whose run tables kept their own version table, apart from
+    the per-component migrations: their layout, made by its statements, holding a run."""
+    from procrastinate import schema
+
+    old = [
+        *(s.replace("{P}", "plait_") for s in RUN_TABLES_V1),
+        "CREATE TABLE IF NOT EXISTS plait_run_migrations "
+        "(version integer PRIMARY KEY, applied_at double precision NOT NULL)",
+        "INSERT INTO plait_run_migrations VALUES (1, 1764547200)",
+        schema.SchemaManager.get_schema(),
+        f"INSERT INTO plait_run_meta (key, value) VALUES ('queue_schema', '{TESTED_QUEUE_SCHEMA}')",
+        "CREATE INDEX IF NOT EXISTS plait_jobs_lock ON procrastinate_jobs (lock) WHERE status IN ('todo', 'doing')",
+    ]
+    for statement in old:
+        sql(postgres_dsn, postgres_schema, statement)
+
+    async def go() -> None:
+        async with Runs(postgres_dsn, schema=postgres_schema) as runs:
+            run_id = await runs.asubmit("g.py:graph", {"a": 1}, thread_id="old", metadata={"m": 2}, priority=3)
+        runs = Runs(postgres_dsn, schema=postgres_schema)
+        assert await runs.amigrate() == (RUNS_VERSION, False)
+        run = await runs.aget(run_id)
+        assert (run.status, run.input, run.metadata, run.priority, run.thread_id) == (
+            "pending",
+            {"a": 1},
+            {"m": 2},
+            3,
+            "old",
+        )
+        await runs.aclose()
+
+    asyncio.run(go())
+    with psycopg.connect(postgres_dsn, autocommit=True, **connect_kwargs(postgres_schema)) as conn:
+        assert conn.execute("SELECT version, applied_at FROM plait_run_migrations").fetchall() == [(1, 1764547200)]
 
 
 def test_a_store_that_is_not_postgres_is_refused() -> None:

@@ -64,7 +64,7 @@ def test_sigterm_puts_the_run_back_and_another_worker_finishes_it(
             first.send_signal(signal.SIGTERM)
         gate.touch()  # the step in flight may finish now: the run cannot have ended before the signal
         assert first.wait(20) == 0
-        run = runs.wait(run_id, timeout=60)
+        run = runs.join(run_id, timeout=60)
         stream = list(runs.stream(run_id, timeout=30))
     # attempts: 2, or more when the other worker found the thread still leased by the stopping
     # one (its lease is given back as the run stops) and tried again a moment later
@@ -139,7 +139,7 @@ def test_sigkill_at_random_moments_loses_no_run_and_reruns_no_committed_step(
             live.remove(victim)
             kills.append({"pid": victim.pid, "after": seen})
             live.append(workers(env=env))
-        done = [runs.wait(run_id, timeout=90) for run_id, _ in submitted]
+        done = [runs.join(run_id, timeout=90) for run_id, _ in submitted]
     assert len(kills) >= 20
     bad = [(r.run_id, r.status, r.error) for r in done if r.status != "success"]
     assert not bad, bad

@@ -175,7 +175,7 @@ def test_a_running_queued_run_is_cancelled_with_its_button(
     expect = sync_api.expect
     with Runs(dsn, schema=schema) as runs:
         done = runs.submit(flows.name("single"), {}, thread_id="browser-done")
-        runs.wait(done, timeout=60)
+        runs.join(done, timeout=60)
         long = runs.submit(flows.name("steps"), {"steps": 10, "tag": "b"}, thread_id="browser-long")
         wait_for(lambda: len(ledger_lines(ledger)) >= 4, 60, "the run's fourth step (held at a gate never opened)")
         store = PostgresCheckpointer(dsn, schema=schema)

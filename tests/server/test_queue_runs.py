@@ -94,7 +94,7 @@ def test_the_queues_runs_are_listed_read_and_cancelled(
         bad = runs.submit(flows.name("failing"), {}, thread_id="bad")
         ask = runs.submit(flows.name("asking"), {}, thread_id="ask")
         for run_id in (ok, bad, ask):
-            runs.wait(run_id, timeout=60)
+            runs.join(run_id, timeout=60)
         waiting = runs.submit(flows.name("single"), {}, thread_id="later", after=later)
         long = runs.submit(flows.name("steps"), {"steps": 10, "tag": "g"}, thread_id="long")
         # the fourth step waits at the gate, which is never opened: the run stays running

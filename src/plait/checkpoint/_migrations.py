@@ -1,7 +1,7 @@
 """Schema migrations scoped per component of a database plait shares.
 
-The checkpoint store is one component; the run queue (``plait.runs``) will be another, in the
-same database. Each component keeps its own version in its own table (``{P}migrations`` for
+The checkpoint store is one component; the run queue's tables (``plait.runs``) are another,
+in the same database. Each component keeps its own version in its own table (``{P}migrations`` for
 the checkpoint store, ``{P}<name>_migrations`` for the others), so adding a table to one
 never bumps another's version, and an older plait that knows only the checkpoint store keeps
 reading it when a newer one added a run queue beside it.
@@ -15,11 +15,33 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from plait.checkpoint._sql_base import Cursor, Dialect
+from plait.checkpoint._sql_base import Cursor
 from plait.errors import StoreVersionError
 
-__all__ = ["Component"]
+__all__ = ["Component", "MigrationDialect"]
+
+
+class MigrationDialect(Protocol):
+    """The part of a dialect that migrations use: the checkpoint store's
+    :class:`~plait.checkpoint._sql_base.Dialect` is one; the run queue, which shares none
+    of the rest of it, brings its own."""
+
+    @property
+    def real(self) -> str: ...
+
+    @property
+    def table_exists(self) -> str:
+        """A query returning a non-NULL first column when the table named by its parameter exists."""
+        ...
+
+    @property
+    def table_exists_param(self) -> Callable[[str], str]: ...
+
+    def q(self, sql: str) -> str:
+        """``sql`` with its ``?`` markers replaced by this engine's parameter marker."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +60,7 @@ class Component:
     name: str
     table: str
     migrations: Mapping[int, Sequence[str]]
-    dialect: Dialect
+    dialect: MigrationDialect
     after: Mapping[int, Callable[[Cursor, int], None]] = field(default_factory=dict)
 
     @property

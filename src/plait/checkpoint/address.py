@@ -34,7 +34,7 @@ from typing import Any
 from plait.checkpoint.base import Checkpointer
 from plait.errors import StoreAddressError, StoreNotFoundError
 
-__all__ = ["SQLITE_HEADER", "coerce_checkpointer", "open", "redact", "sqlite_path"]
+__all__ = ["SQLITE_HEADER", "coerce_checkpointer", "open", "open_postgres", "redact", "sqlite_path"]
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 """The first 16 bytes of every SQLite database file."""
@@ -235,14 +235,27 @@ def _postgres(dsn: str, shown: str, options: dict[str, Any]) -> Checkpointer:
         urllib.parse.urlsplit(dsn)
     except ValueError as exc:
         raise StoreAddressError(shown, f"the DSN is not a valid URL ({exc})") from None
+    return open_postgres(dsn, **options)
+
+
+def open_postgres(conninfo: str, **options: Any) -> Checkpointer:
+    """The checkpointer on a PostgreSQL database given by any libpq connection string (a URL or
+    ``key=value`` pairs): what the run queue's worker opens on the database its queue is on,
+    without naming the backend's class. ``options`` go to its constructor (``schema=``,
+    ``lease_ttl=``, ``max_connections=``).
+
+    Raises:
+        StoreAddressError: psycopg is not installed.
+    """
     try:
         from plait.checkpoint.postgres import PostgresCheckpointer
-
-        return PostgresCheckpointer(dsn, **options)
     except ImportError:
         raise StoreAddressError(
-            shown, "PostgreSQL needs psycopg, which is not installed", "Install it: pip install 'plait[postgres]'."
+            redact(conninfo),
+            "PostgreSQL needs psycopg, which is not installed",
+            "Install it: pip install 'plait[postgres]'.",
         ) from None
+    return PostgresCheckpointer(conninfo, **options)
 
 
 def coerce_checkpointer(checkpointer: Checkpointer | str | None) -> Checkpointer | None:

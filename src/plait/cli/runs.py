@@ -108,7 +108,7 @@ def cmd_submit(
 
     async def body(runs: Any) -> Any:
         run_id = await runs.asubmit(target, data, **options)
-        return await runs.await_run(run_id, wait) if wait is not None else await runs.aget(run_id)
+        return await runs.ajoin(run_id, wait) if wait is not None else await runs.aget(run_id)
 
     run = _closing(_runs(inv, schema), body)
     if inv.out.json:

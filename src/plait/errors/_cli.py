@@ -111,7 +111,7 @@ class UnknownGraphError(RunsError):
 
 
 class RunWaitTimeoutError(RunsError, TimeoutError):
-    """``runs.wait(run_id, timeout)`` ran out of time before the run ended. The run goes on;
+    """``runs.join(run_id, timeout)`` ran out of time before the run ended. The run goes on;
     wait again, or cancel it. Also a ``TimeoutError``."""
 
     def __init__(self, run_id: str, timeout: float, status: str) -> None:

@@ -172,7 +172,7 @@ class RunRejectedError(ThreadBusyError):
         CheckpointError.__init__(
             self,
             f"thread {thread_id!r}{ns} has an active run {active_run!r} ({status}), so this run was refused "
-            '(multitask="reject"). Wait for it (runs.wait), cancel it, or submit with multitask="enqueue" '
+            '(multitask="reject"). Wait for it (runs.join), cancel it, or submit with multitask="enqueue" '
             '(run after it), "interrupt" (stop it at its next super-step and go on from there) or "rollback".',
         )
 

@@ -3,7 +3,11 @@
 The pool is psycopg's async pool; Procrastinate's :class:`~procrastinate.PsycopgConnector` is
 opened on it (so a client or a worker holds one pool, not two), and plait's own statements
 borrow connections from it too. Connections set ``search_path`` to the chosen Postgres
-schema, where both plait's run tables and Procrastinate's live.
+schema alone, where both plait's run tables and Procrastinate's live: Procrastinate's SQL
+(its queries, and the bodies of its functions, looked up through the caller's search path)
+names its tables without a schema, and so do plait's statements on the run tables, so with
+another schema on the path (``public``, say, holding a set-up of its own) a name missing
+here would quietly resolve to that schema's table.
 
 Round trips: the pool's connections are in autocommit, so a lone statement (each of
 Procrastinate's queries, and most of plait's) is one round trip, not three (BEGIN, the
@@ -25,10 +29,11 @@ if TYPE_CHECKING:
     from procrastinate import App, PsycopgConnector
     from psycopg_pool import AsyncConnectionPool
 
-__all__ = ["Database", "connect_kwargs"]
+__all__ = ["Database", "connect_kwargs", "ident"]
 
 
-def _ident(name: str) -> str:
+def ident(name: str) -> str:
+    """``name`` quoted as a Postgres identifier."""
     if not name or "\x00" in name:
         raise ValueError(f"invalid Postgres schema name {name!r}")
     return '"' + name.replace('"', '""') + '"'
@@ -55,10 +60,11 @@ async def _check(conn: Any) -> None:
 
 
 def connect_kwargs(schema: str | None) -> dict[str, Any]:
-    """The psycopg connection arguments that put the session in ``schema``."""
+    """The psycopg connection arguments that put the session in ``schema``, and only there
+    (see the module docstring); None: the search path the DSN or the server sets."""
     if schema is None:
         return {}
-    return {"options": f"-c search_path={_ident(schema)},public"}
+    return {"options": f"-c search_path={ident(schema)}"}
 
 
 class Database:
@@ -105,7 +111,7 @@ class Database:
             raise RunsError(f"cannot connect to the runs database {self.shown}: {exc}") from exc
         if self.schema:
             async with pool.connection() as conn:
-                await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_ident(self.schema)}")
+                await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {ident(self.schema)}")
         self._pool = pool
         self._connector = PsycopgConnector(kwargs=connect_kwargs(self.schema))
         await self._connector.open_async(pool)

@@ -1,22 +1,17 @@
-"""``Runs``: submit runs of a graph to the workers, and follow, list, wait for and cancel them.
+"""``Runs``: submit runs of a graph to the workers, and follow, list, join and cancel them.
 
-A run is stored by plait (``plait_run``) and queued as one Procrastinate job, "advance run R
-from its thread's latest committed checkpoint", in the same transaction, so that no run is
-stored without its job nor queued without its row. The job's Procrastinate ``lock`` is the
-thread: the jobs of one thread run one at a time, in the order they were queued.
-
-What a second run on a busy thread does is decided here, in the transaction that stores it,
-under a per-thread advisory lock (so two submits to one thread are decided one after the
-other): see :data:`~plait.runs.records.Multitask`.
+How a run is stored and queued, and what a second run on a busy thread does, is
+:mod:`plait.runs._submit`'s (shared with the schedules' fire job).
 
 Async methods are the implementation; each sync method of the same name without the ``a``
-wraps its async twin, on a loop the object keeps for its sync calls (its connection pool
-belongs to the loop it was opened on). Use one ``Runs`` either from async code or from sync
-code, not both.
+wraps its async twin with the same parameters, on a loop the object keeps for its sync calls
+(its connection pool belongs to the loop it was opened on). Use one ``Runs`` either from
+async code or from sync code, not both.
 """
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import datetime
 import time
@@ -24,26 +19,25 @@ import uuid
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
-from plait.errors import RunNotFoundError, RunRejectedError, RunWaitTimeoutError, ScheduleNotFoundError
+from plait.errors import RunNotFoundError, RunWaitTimeoutError, ScheduleNotFoundError
 from plait.runs import _schema, _store
-from plait.runs._db import Database
+from plait.runs._db import Database, connect_kwargs
 from plait.runs._portal import Portal
-from plait.runs.records import FINAL, MULTITASK, RUN_STATUSES, Multitask, Run, RunStatus, Schedule
+from plait.runs._submit import (
+    ADVANCE_TASK,
+    DEFAULT_QUEUE,
+    Submission,
+    check_multitask,
+    stream_modes,
+    submit,
+    thread_lock,
+)
+from plait.runs.records import FINAL, RUN_STATUSES, Multitask, Run, RunStatus, Schedule
+from plait.runs.schedules import check_cron
 
 __all__ = ["ADVANCE_TASK", "DEFAULT_QUEUE", "Runs", "thread_lock"]
 
 T = TypeVar("T")
-
-ADVANCE_TASK = "plait.advance_run"
-"""The Procrastinate task name of a run's job."""
-DEFAULT_QUEUE = "plait"
-_THREAD_LOCK = 0x706C6174  # "plat": first key of the per-thread advisory lock of submit()
-_STREAM_MODES = ("values", "updates", "events", "custom")
-
-
-def thread_lock(namespace: str, thread_id: str) -> str:
-    """The Procrastinate job lock of a thread: its runs' jobs never run at the same time."""
-    return f"plait-thread:{namespace}/{thread_id}"
 
 
 class Runs:
@@ -58,7 +52,7 @@ class Runs:
 
         runs = Runs("postgresql://app@db/plait")
         run_id = runs.submit("app.flows:graph", {"question": "hi"}, thread_id="chat-1")
-        print(runs.wait(run_id, timeout=60).output)
+        print(runs.join(run_id, timeout=60).output)
     """
 
     def __init__(self, dsn: str, *, schema: str | None = None, max_connections: int = 4) -> None:
@@ -77,17 +71,22 @@ class Runs:
     # -- lifecycle --------------------------------------------------------------------------
 
     async def aopen(self, *, check: bool = True) -> None:
-        """Connect, and refuse a database whose schema is not set up (idempotent)."""
+        """Connect, and refuse a database whose schema is not set up (idempotent; the other
+        methods call it)."""
         if self._opened:
             return
         await self.db.open()
         if check:
             async with self.db.pool.connection() as conn:
-                await _schema.check_schema(conn, self.db.shown)
+                await _schema.check_schema(conn, self.db.schema, self.db.shown)
         from procrastinate.manager import JobManager
 
         self._jobs = JobManager(self.db.connector)
         self._opened = True
+
+    def open(self, *, check: bool = True) -> None:
+        """Sync :meth:`aopen`."""
+        self._sync(self.aopen(check=check))
 
     async def amigrate(self) -> tuple[int | None, bool]:
         """Create or upgrade the run tables and apply Procrastinate's schema (safe to repeat).
@@ -95,8 +94,7 @@ class Runs:
         Returns the run tables' version found before and whether the job-queue schema was applied.
         """
         await self.db.open()
-        async with self.db.pool.connection() as conn:
-            return await _schema.migrate(conn, self.db.shown)
+        return await asyncio.to_thread(_schema.migrate, self.db.dsn, self.db.schema, self.db.shown)
 
     def migrate(self) -> tuple[int | None, bool]:
         """Sync :meth:`amigrate`."""
@@ -121,7 +119,7 @@ class Runs:
         await self.aclose()
 
     def __enter__(self) -> Runs:
-        self._sync(self.aopen())
+        self.open()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -146,8 +144,6 @@ class Runs:
         queue: str = DEFAULT_QUEUE,
         stream_mode: str | Sequence[str] | None = None,
         run_id: str | None = None,
-        _schedule: tuple[str, int] | None = None,
-        _conn: Any = None,
     ) -> str:
         """Store a run of ``graph`` on ``thread_id`` and queue it for the workers.
 
@@ -176,104 +172,46 @@ class Runs:
             RunRejectedError: ``multitask="reject"`` and the thread has an active run.
             ValueError: an unknown multitask strategy or stream mode, or a naive ``after``.
         """
-        if multitask not in MULTITASK:
-            raise ValueError(f"multitask={multitask!r}: use one of {', '.join(MULTITASK)}")
-        modes = _modes(stream_mode)
+        check_multitask(multitask)
+        modes = stream_modes(stream_mode)
         if after is not None and after.utcoffset() is None:
             raise ValueError("after must be timezone-aware (for example datetime.now(UTC) + timedelta(minutes=5))")
         await self.aopen()
         run_id = run_id or uuid.uuid4().hex
-        thread_id = thread_id or run_id
-        if _conn is not None:
-            return await self._submit(
-                _conn, graph, input, thread_id, namespace, multitask, priority, after, context,
-                metadata, resume, timeout, queue, modes, run_id, _schedule,
-            )  # fmt: skip
+        run = Submission(
+            run_id=run_id, graph=graph, input=input, thread_id=thread_id or run_id, namespace=namespace,
+            multitask=multitask, priority=priority, after=after, context=context, metadata=metadata, resume=resume,
+            timeout=timeout, queue=queue, modes=modes,
+        )  # fmt: skip
         async with self.db.pool.connection() as conn, conn.transaction():
-            return await self._submit(
-                conn, graph, input, thread_id, namespace, multitask, priority, after, context,
-                metadata, resume, timeout, queue, modes, run_id, _schedule,
-            )  # fmt: skip
+            return await submit(conn, self._jobs, run)
 
-    async def _submit(
+    def submit(
         self,
-        conn: Any,
         graph: str,
-        input: Any,
-        thread_id: str,
-        namespace: str,
-        multitask: Multitask,
-        priority: int,
-        after: datetime.datetime | None,
-        context: Any,
-        metadata: Any,
-        resume: Any,
-        timeout: float | None,
-        queue: str,
-        modes: list[str],
-        run_id: str,
-        schedule: tuple[str, int] | None,
+        input: Any = None,
+        *,
+        thread_id: str | None = None,
+        namespace: str = "",
+        multitask: Multitask = "reject",
+        priority: int = 0,
+        after: datetime.datetime | None = None,
+        context: Any = None,
+        metadata: Any = None,
+        resume: Any = ...,
+        timeout: float | None = None,
+        queue: str = DEFAULT_QUEUE,
+        stream_mode: str | Sequence[str] | None = None,
+        run_id: str | None = None,
     ) -> str:
-        from procrastinate import jobs
-
-        now = time.time()
-        rollback_of: list[str] = []
-        async with conn.cursor() as cur:
-            await cur.execute(
-                "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_THREAD_LOCK, f"{namespace}/{thread_id}")
+        """Sync :meth:`asubmit`."""
+        return self._sync(
+            self.asubmit(
+                graph, input, thread_id=thread_id, namespace=namespace, multitask=multitask, priority=priority,
+                after=after, context=context, metadata=metadata, resume=resume, timeout=timeout, queue=queue,
+                stream_mode=stream_mode, run_id=run_id,
             )
-            active = await _store.active_runs(cur, namespace, thread_id)
-            if active and multitask == "reject":
-                raise RunRejectedError(thread_id, active[0][0], active[0][1], namespace=namespace)
-            if active and multitask in ("interrupt", "rollback"):
-                for other, status, job_id, _ in active:
-                    rollback_of.append(other)
-                    await self._stop(cur, conn, other, status, job_id, multitask)
-            await cur.execute(
-                "INSERT INTO plait_run (run_id, graph, ns, thread_id, status, multitask, input, resume, has_resume, "
-                "context, metadata, priority, queue, timeout, rollback_of, schedule_id, tick, created_at, updated_at, "
-                "stream) VALUES (%s, %s, %s, %s, 'pending', " + ", ".join(["%s"] * 15) + ") "
-                "ON CONFLICT (schedule_id, tick) DO NOTHING RETURNING run_id",
-                (
-                    run_id, graph, namespace, thread_id, multitask, _store.encode(input),
-                    _store.encode(None if resume is ... else resume), resume is not ..., _store.encode(context),
-                    _store.encode(metadata), priority, queue, timeout,
-                    rollback_of if multitask == "rollback" else None,
-                    schedule[0] if schedule else None, schedule[1] if schedule else None, now, now,
-                    modes or None,
-                ),
-            )  # fmt: skip
-            if await cur.fetchone() is None:  # a schedule's tick submitted already
-                return ""
-            job = jobs.Job(
-                queue=queue,
-                lock=thread_lock(namespace, thread_id),
-                queueing_lock=None,
-                task_name=ADVANCE_TASK,
-                task_kwargs={"run_id": run_id},
-                priority=priority,
-                scheduled_at=after,
-            )
-            deferred = await self._jobs.defer_job_async(job, connection=conn)
-            await cur.execute("UPDATE plait_run SET job_id = %s WHERE run_id = %s", (deferred.id, run_id))
-        return run_id
-
-    async def _stop(self, cur: Any, conn: Any, run_id: str, status: str, job_id: int | None, why: str) -> None:
-        """Stop an active run for a newer one: a pending run never starts; a running one
-        stops at its next super-step boundary (its worker is told at once by NOTIFY)."""
-        if status == "pending":
-            if job_id is not None:
-                await self._jobs.cancel_job_by_id_async(job_id, connection=conn)
-            reason = {"type": "Interrupted", "message": f"stopped before it started by a newer run ({why})"}
-            if await _store.finish(cur, run_id, "interrupted", error=reason, only_if=("pending",)):
-                await _store.notify(cur, "end", run_id)
-        # a pending run whose job a worker fetched meanwhile is stopped by its worker, too
-        await cur.execute("UPDATE plait_run SET stop = %s WHERE run_id = %s AND status = 'running'", (why, run_id))
-        await _store.notify(cur, "stop", run_id)
-
-    def submit(self, graph: str, input: Any = None, **options: Any) -> str:
-        """Sync :meth:`asubmit` (the same arguments)."""
-        return self._sync(self.asubmit(graph, input, **options))
+        )  # fmt: skip
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -314,9 +252,20 @@ class Runs:
                 cur, thread_id=thread_id, namespace=namespace, status=status, graph=graph, limit=limit, before=before
             )
 
-    def list(self, **filters: Any) -> list[Run]:
-        """Sync :meth:`alist` (the same filters)."""
-        return self._sync(self.alist(**filters))
+    def list(
+        self,
+        *,
+        thread_id: str | None = None,
+        namespace: str | None = None,
+        status: RunStatus | None = None,
+        graph: str | None = None,
+        limit: int | None = 100,
+        before: str | None = None,
+    ) -> builtins.list[Run]:
+        """Sync :meth:`alist`."""
+        return self._sync(
+            self.alist(thread_id=thread_id, namespace=namespace, status=status, graph=graph, limit=limit, before=before)
+        )
 
     # -- cancelling ----------------------------------------------------------------------------
 
@@ -353,9 +302,8 @@ class Runs:
 
     # -- following -----------------------------------------------------------------------------
 
-    async def await_run(self, run_id: str, timeout: float | None = None) -> Run:
-        """Wait until the run ends and return it, whatever its status (the async twin of
-        :meth:`wait`).
+    async def ajoin(self, run_id: str, timeout: float | None = None) -> Run:
+        """Wait until the run ends and return it, whatever its status.
 
         Raises:
             RunWaitTimeoutError: it did not end within ``timeout`` seconds (it goes on).
@@ -371,16 +319,19 @@ class Runs:
             return run
         raise RunWaitTimeoutError(run_id, timeout or 0.0, run.status)
 
-    def wait(self, run_id: str, timeout: float | None = None) -> Run:
-        """Sync :meth:`await_run`."""
-        return self._sync(self.await_run(run_id, timeout))
+    def join(self, run_id: str, timeout: float | None = None) -> Run:
+        """Sync :meth:`ajoin`."""
+        return self._sync(self.ajoin(run_id, timeout))
+
+    await_run = ajoin
+    """The old name of :meth:`ajoin` (kept working: same function)."""
+    wait = join
+    """The old name of :meth:`join` (kept working: same function)."""
 
     async def _follow(self, run_id: str, deadline: float | None, *, events: bool) -> AsyncIterator[Run | None]:
         """Yield the run each time something about it may have changed (an end, new events),
         woken by NOTIFY on a connection of its own, polling once a second besides."""
         import psycopg
-
-        from plait.runs._db import connect_kwargs
 
         async with await psycopg.AsyncConnection.connect(
             self.db.dsn, autocommit=True, **connect_kwargs(self.db.schema)
@@ -453,11 +404,8 @@ class Runs:
         the workers (one deduplicated periodic job a second); ticks missed while no worker
         ran are fired when one is back, up to :data:`~plait.runs.schedules.CATCH_UP` per
         schedule. Returns the schedule id."""
-        from plait.runs.schedules import check_cron
-
         check_cron(cron)
-        if multitask not in MULTITASK:
-            raise ValueError(f"multitask={multitask!r}: use one of {', '.join(MULTITASK)}")
+        check_multitask(multitask)
         await self.aopen()
         schedule_id = schedule_id or uuid.uuid4().hex
         async with self.db.pool.connection() as conn, conn.cursor() as cur:
@@ -471,9 +419,26 @@ class Runs:
             )  # fmt: skip
         return schedule_id
 
-    def schedule(self, graph: str, cron: str, input: Any = None, **options: Any) -> str:
+    def schedule(
+        self,
+        graph: str,
+        cron: str,
+        input: Any = None,
+        *,
+        thread_id: str | None = None,
+        namespace: str = "",
+        multitask: Multitask = "enqueue",
+        metadata: Any = None,
+        queue: str = DEFAULT_QUEUE,
+        schedule_id: str | None = None,
+    ) -> str:
         """Sync :meth:`aschedule`."""
-        return self._sync(self.aschedule(graph, cron, input, **options))
+        return self._sync(
+            self.aschedule(
+                graph, cron, input, thread_id=thread_id, namespace=namespace, multitask=multitask,
+                metadata=metadata, queue=queue, schedule_id=schedule_id,
+            )
+        )  # fmt: skip
 
     async def aschedules(self) -> builtins.list[Schedule]:
         """Every schedule, oldest first."""
@@ -531,14 +496,13 @@ class Runs:
                 (graph, max_running, starts_per_second, size, size or 0.0, time.time()),
             )
 
-    def set_limit(self, graph: str, **limits: Any) -> None:
+    def set_limit(
+        self,
+        graph: str,
+        *,
+        max_running: int | None = None,
+        starts_per_second: float | None = None,
+        burst: float | None = None,
+    ) -> None:
         """Sync :meth:`aset_limit`."""
-        self._sync(self.aset_limit(graph, **limits))
-
-
-def _modes(stream_mode: str | Sequence[str] | None) -> list[str]:
-    modes = [] if stream_mode is None else [stream_mode] if isinstance(stream_mode, str) else list(stream_mode)
-    for m in modes:
-        if m not in _STREAM_MODES:
-            raise ValueError(f"unknown stream mode {m!r}: use 'values', 'updates', 'events' or 'custom'")
-    return modes
+        self._sync(self.aset_limit(graph, max_running=max_running, starts_per_second=starts_per_second, burst=burst))

@@ -6,20 +6,22 @@ periodic id and timestamp), and one worker runs each such job. That job, in one 
 locks the schedules (``FOR UPDATE SKIP LOCKED``: a slow job and the next one never fire one
 schedule together), submits a run for each tick in ``(last_tick, now]`` and moves
 ``last_tick``. The run rows are unique per ``(schedule_id, tick)``, so a fire job that a crash
-made run twice submits nothing the second time: each tick gets exactly one run.
+made run twice submits nothing the second time: each tick gets exactly one run. A tick's run
+is submitted as :meth:`Runs.asubmit` submits one (:func:`plait.runs._submit.submit`), in a
+savepoint of that transaction.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import uuid
+from typing import Any, Protocol
 
 from plait.errors import RunRejectedError
 from plait.runs import _store
+from plait.runs._db import Database
+from plait.runs._submit import Submission, submit
 
-if TYPE_CHECKING:
-    from plait.runs.client import Runs
-
-__all__ = ["CATCH_UP", "check_cron", "fire_due", "ticks"]
+__all__ = ["CATCH_UP", "Opened", "check_cron", "fire_due", "ticks"]
 
 CATCH_UP = 100
 """The most ticks of one schedule fired at once, after a time no worker ran."""
@@ -52,8 +54,18 @@ def ticks(cron: str, after: int, until: int, limit: int = CATCH_UP) -> list[int]
     return found
 
 
-async def fire_due(runs: Runs, now: int) -> int:
+class Opened(Protocol):
+    """What :func:`fire_due` needs of a :class:`~plait.runs.Runs`: its database, open."""
+
+    @property
+    def db(self) -> Database: ...
+
+
+async def fire_due(runs: Opened, now: int) -> int:
     """Submit the due ticks of every schedule (see the module docstring); the number submitted."""
+    from procrastinate.manager import JobManager
+
+    jobs = JobManager(runs.db.connector)
     fired = 0
     async with runs.db.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
         await cur.execute(
@@ -66,16 +78,20 @@ async def fire_due(runs: Runs, now: int) -> int:
             for tick in due:
                 try:
                     async with conn.transaction():  # a savepoint: a refused tick leaves the others
-                        run_id = await runs.asubmit(
-                            schedule.graph,
-                            schedule.input,
-                            thread_id=schedule.thread_id or f"{schedule.schedule_id}:{tick}",
-                            namespace=schedule.namespace,
-                            multitask=schedule.multitask,
-                            metadata=schedule.metadata,
-                            queue=row[10],
-                            _schedule=(schedule.schedule_id, tick),
-                            _conn=conn,
+                        run_id = await submit(
+                            conn,
+                            jobs,
+                            Submission(
+                                run_id=uuid.uuid4().hex,
+                                graph=schedule.graph,
+                                input=schedule.input,
+                                thread_id=schedule.thread_id or f"{schedule.schedule_id}:{tick}",
+                                namespace=schedule.namespace,
+                                multitask=schedule.multitask,
+                                metadata=schedule.metadata,
+                                queue=row[10],
+                                schedule=(schedule.schedule_id, tick),
+                            ),
                         )
                 except RunRejectedError:
                     continue  # multitask="reject" and the previous tick's run still runs: this tick is skipped

@@ -139,14 +139,14 @@ class Worker:
 
     async def arun(self, *, install_signal_handlers: bool = True) -> None:
         """Run until stopped (:meth:`stop`, or SIGTERM/SIGINT when ``install_signal_handlers``)."""
-        from plait.checkpoint.address import open as open_checkpointer
+        from plait.checkpoint.address import open_postgres
         from plait.runs._db import connect_kwargs
 
         s = self.settings
         await self.runs.aopen()
         self._notifier = Notifier(self.runs.db.pool)
         db = self.runs.db
-        self._store = open_checkpointer(
+        self._store = open_postgres(
             db.dsn, schema=self._schema, lease_ttl=s.lease_ttl, max_connections=max(2, min(s.concurrency, 10))
         )
         await self._store.asetup()

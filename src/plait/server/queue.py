@@ -172,7 +172,7 @@ class RunQueue:
         run = await runs.aget(run_id)
         if cancelled and not run.done and wait > 0:
             with contextlib.suppress(RunWaitTimeoutError):
-                run = await runs.await_run(run_id, wait)
+                run = await runs.ajoin(run_id, wait)
             if not run.done:
                 run = await runs.aget(run_id)
         return cancelled, run
