@@ -410,9 +410,9 @@ class Worker:
         """The long way's attempt: read the thread's head, mark the run running, run it."""
         assert self._store is not None
         owner = f"{self.name}/job-{job}"
+        now = time.time()  # the attempt starts here, once admitted (a rate limit's token taken)
         head = await self._store.aget(run.thread_id, namespace=run.namespace)
         head_id = head.id if head is not None else None
-        now = time.time()
         async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
             await cur.execute(
                 "UPDATE plait_run SET status = 'running', attempts = attempts + 1, worker = %s, "
