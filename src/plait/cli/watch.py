@@ -13,6 +13,7 @@ stands: 0 idle (finished), 3 interrupted (waiting for input), 1 error or stale (
 failed, or the run died).
 """
 
+import asyncio
 from typing import Annotated, Any
 
 import typer
@@ -162,10 +163,13 @@ async def _next_change(changes: ChangeFeed, interval: float) -> None:
     """Wait for a change of the thread, ``interval`` seconds at most (at once when one came
     since the last look), and take every change reported so far: the look that follows
     covers them all."""
-    if await changes.next(0) is None:
-        await changes.next(interval)
-    while await changes.next(0) is not None:
-        pass
+    try:
+        if await changes.next(0) is None:
+            await changes.next(interval)
+        while await changes.next(0) is not None:
+            pass
+    except Exception:  # the feed broke (it raises again at once): looking every interval is enough
+        await asyncio.sleep(interval)
 
 
 def register(app: typer.Typer) -> None:
