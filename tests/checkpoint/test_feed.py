@@ -337,3 +337,26 @@ def test_rows_are_reported_when_they_move_or_while_held() -> None:
     moved = ("", "a", 1, 0, "idle", 100.0, "c2")  # the same time, a new head
     assert rows.look([moved, late]) == [change("a"), change("c")]
     assert rows.look([moved, late]) == []
+
+
+@pytest.mark.parametrize("module", ["plait.server.live", "plait.server.queue", "plait.cli.watch"])
+def test_the_feeds_users_name_no_backend(module: str) -> None:
+    """They reach the feed and the store's address through the protocol: no backend module
+    imported, no backend class named, no private attribute of a store read."""
+    import ast
+    import importlib
+
+    source = Path(importlib.import_module(module).__file__ or "").read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
+        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+    }
+    backends = ("memory", "file", "sqlite", "postgres")
+    assert not {m for m in imported if m and m.startswith("plait.checkpoint.") and m.split(".")[2] in backends}
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {
+        n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+    }
+    strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    for cls in ("MemoryCheckpointer", "FileCheckpointer", "SqliteCheckpointer", "PostgresCheckpointer"):
+        assert cls not in names and cls not in strings, cls
+    assert not {n for n in names if n in ("_conninfo", "_pool")}  # what server/pg_notify.py read

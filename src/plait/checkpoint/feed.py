@@ -7,16 +7,16 @@ T changes", on any backend, without knowing which one.
 
 The contract every feed keeps (``tests/checkpoint/test_feed.py`` runs it on every backend):
 
-* **Nothing is lost.** Once :attr:`ChangeFeed.ready` is set, every commit, delete, prune or
-  lease change on a thread, by any checkpointer in any process, is followed by at least one
-  record naming that thread. Records are hints to look again, not a log: a feed may report a
+* **Nothing is lost.** Once :attr:`ChangeFeed.ready` is set, every commit, delete, prune,
+  lease taken or lease given back on a thread, by any checkpointer in any process, is
+  followed by at least one record naming that thread. Records are hints to look again, not a log: a feed may report a
   thread that did not change (a thread a run holds is reported at every change a feed sees,
   because its pending writes move nothing a feed reads cheaply), and changes of one thread
   that the consumer has not taken yet are folded into one record.
 * **The consumer reads what changed.** A record names the thread, nothing more; what
   changed is read through the store, which is the truth.
 * **Closing releases.** :meth:`ChangeFeed.aclose` (or leaving ``async with``) stops the
-  feed and closes the connection or file it watches with.
+  feed, closes the connection it watches with, and ends the iteration.
 
 How each backend notices (:attr:`ChangeFeed.mechanism`, and
 :attr:`Capabilities.change_feed <plait.checkpoint.base.Capabilities.change_feed>` says
@@ -197,6 +197,9 @@ class ChangeFeed(ABC):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        while not self._queue.empty():  # what nobody will read any more
+            self._queue.get_nowait()
+        self._queued.clear()
         self._queue.put_nowait(_END)
 
     async def __aenter__(self) -> ChangeFeed:
