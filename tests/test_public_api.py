@@ -110,7 +110,8 @@ def test_all_is_pinned_and_sorted() -> None:
 def test_the_backend_authors_names_live_in_plait_checkpoint_not_plait() -> None:
     import plait.checkpoint
 
-    for name in ("ANY_HEAD", "CheckpointWrite", "Fence", "PendingWrite", "Task", "WritesBatch", "Capabilities"):
+    names = ("ANY_HEAD", "CheckpointWrite", "Fence", "PendingWrite", "Task", "WritesBatch", "Capabilities")
+    for name in (*names, "ChangeFeed", "ThreadChange"):
         assert name in plait.checkpoint.__all__ and not hasattr(plait, name), name
 
 

@@ -16,6 +16,7 @@ import pytest
 from plait._codec import canonical
 from plait._frozen import thaw
 from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.feed import ChangeFeed
 from plait.checkpoint.file import FileCheckpointer
 from plait.checkpoint.memory import MemoryCheckpointer
 from plait.checkpoint.model import Checkpoint, CheckpointWrite, Fence, ThreadInfo, WritesBatch
@@ -414,3 +415,22 @@ def test_suite_catches_a_broken_backend(broken: type[MemoryCheckpointer], check:
 
     with pytest.raises(AssertionError, match=f"check '{check}' failed"):
         check_checkpointer(factory, checks=[check])
+
+
+class _HearsNothing(MemoryCheckpointer):
+    """Hands out a feed of another store."""
+
+    def achanges(self, **options: Any) -> ChangeFeed:
+        return MemoryCheckpointer().achanges(**options)
+
+
+def test_suite_catches_a_feed_that_hears_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from plait.testing import _feed_checks
+
+    monkeypatch.setattr(_feed_checks, "WAIT", 0.5)  # what never comes fails sooner
+
+    async def factory() -> Checkpointer:
+        return _HearsNothing()
+
+    with pytest.raises(AssertionError, match="check 'change_feed' failed"):
+        check_checkpointer(factory, checks=["change_feed"])

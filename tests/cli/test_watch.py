@@ -1,8 +1,8 @@
 """``plait watch``: the real console script follows a run in this process, step by step.
 
 The run's nodes wait on events the test sets only once ``watch`` has printed what came
-before, so the test is driven by what ``watch`` shows, never by the clock; ``watch`` polls
-every 20 ms.
+before, so the test is driven by what ``watch`` shows, never by the clock; ``watch`` looks
+every 20 ms, or only when the store's change feed says the thread changed.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from plait.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE, main
 from ._cli_support import FLOW, Cli, command, expect, lines_of
 
 
-def test_watch_follows_a_running_thread_until_it_stops(cli: Cli, tmp_path: pathlib.Path) -> None:
+@pytest.mark.parametrize("interval", ["0.02", "600"])
+def test_watch_follows_a_running_thread_until_it_stops(cli: Cli, tmp_path: pathlib.Path, interval: str) -> None:
+    """With ``--interval 600`` only the store's change feed can wake ``watch`` in time."""
     gates = {name: threading.Event() for name in ("plan", "fast", "slow")}
 
     def node(name: str) -> Any:
@@ -54,7 +56,7 @@ def test_watch_follows_a_running_thread_until_it_stops(cli: Cli, tmp_path: pathl
     try:
         assert started.wait(60)  # the input checkpoint is committed: the run holds the thread
         with subprocess.Popen(
-            [*command(), "watch", "live", "--db", "w.db", "--interval", "0.02"],
+            [*command(), "watch", "live", "--db", "w.db", "--interval", interval],
             cwd=tmp_path, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         ) as watch:  # fmt: skip
             assert watch.stdout is not None and watch.stderr is not None

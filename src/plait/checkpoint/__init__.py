@@ -2,6 +2,7 @@
 
 from plait.checkpoint.address import open, redact
 from plait.checkpoint.base import Capabilities, Checkpointer
+from plait.checkpoint.feed import ChangeFeed, ThreadChange
 from plait.checkpoint.file import FileCheckpointer
 from plait.checkpoint.holder import Holder
 from plait.checkpoint.memory import MemoryCheckpointer
@@ -27,6 +28,7 @@ __all__ = [
     "ANY_HEAD",
     "STATUSES",
     "Capabilities",
+    "ChangeFeed",
     "Checkpoint",
     "CheckpointWrite",
     "Checkpointer",
@@ -41,6 +43,7 @@ __all__ = [
     "RestStatus",
     "Status",
     "Task",
+    "ThreadChange",
     "ThreadInfo",
     "WritesBatch",
     "new_checkpoint_id",

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from plait._sync import run_sync
+from plait.checkpoint.feed import ChangeFeed, ListingFeed
 from plait.checkpoint.model import (
     Checkpoint,
     CheckpointWrite,
@@ -56,6 +57,12 @@ class Capabilities:
     threads of its own, or needs none). A run on it renews its lease from a plain thread,
     so that a node blocking the loop cannot starve the renewal; on other backends a task on
     the run's own loop renews it, and lone sync nodes then run in worker threads."""
+
+    change_feed: bool = False
+    """Its :meth:`Checkpointer.achanges` watches the store itself (an in-process notice,
+    file times, a version counter, LISTEN/NOTIFY), so a change is reported within a short
+    poll or sooner and costs nothing while nothing changes. False: the protocol's fallback,
+    which lists every thread at each poll (see :mod:`plait.checkpoint.feed`)."""
 
 
 class Checkpointer(ABC):
@@ -86,6 +93,47 @@ class Checkpointer(ABC):
 
     async def asetup(self) -> None:  # noqa: B027 - optional hook
         """Create or migrate storage. Safe to call more than once."""
+
+    @property
+    def address(self) -> str | None:
+        """The address :func:`plait.checkpoint.open` takes back (with :attr:`address_options`)
+        to open this same store again, from this process or another; None when no other
+        checkpointer can reach it (memory, an in-memory SQLite database)."""
+        return None
+
+    @property
+    def address_options(self) -> Mapping[str, Any]:
+        """The keyword arguments :func:`plait.checkpoint.open` needs beside :attr:`address`
+        to reach the same data (a PostgreSQL schema), and nothing else."""
+        return {}
+
+    def achanges(
+        self, *, namespace: str | None = None, thread_id: str | None = None, interval: float | None = None
+    ) -> ChangeFeed:
+        """The threads that change from now on, as they change, whichever process changes
+        them: an async iterator of :class:`~plait.checkpoint.feed.ThreadChange` records
+        (see :mod:`plait.checkpoint.feed` for the contract).
+
+        Args:
+            namespace: only the threads of this namespace (None: every namespace).
+            thread_id: only this thread.
+            interval: seconds between two looks where the feed polls (None: its default).
+
+        This default polls the listing (:class:`~plait.checkpoint.feed.ListingFeed`); a
+        backend that can do better overrides it and sets ``Capabilities.change_feed``.
+
+        Example::
+
+            async with store.achanges(thread_id="t1") as feed:
+                while await feed.next(timeout=30) is not None:
+                    print(await store.aget_thread("t1"))
+        """
+        return ListingFeed(
+            lambda limit, before: self.alist_threads(namespace=namespace, limit=limit, before=before),
+            interval=interval,
+            namespace=namespace,
+            thread_id=thread_id,
+        )
 
     def known_head(self, thread_id: str, *, namespace: str = "") -> Checkpoint | None:
         """The thread's head as this checkpointer last committed it, if it remembers one that

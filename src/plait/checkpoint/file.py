@@ -57,6 +57,7 @@ from typing import Any, TypeVar
 from plait.checkpoint import delta
 from plait.checkpoint import lease as rules
 from plait.checkpoint._common import check_filter, check_prune, keep_set, page_threads
+from plait.checkpoint._file_feed import FileFeed
 from plait.checkpoint._file_format import (
     Corrupt,
     Key,
@@ -75,6 +76,7 @@ from plait.checkpoint._file_lease import read_row, unlink_if_empty, write_row
 from plait.checkpoint._file_read import FileReads
 from plait.checkpoint._validate import check_commit, check_id, check_thread
 from plait.checkpoint.base import Capabilities, Checkpointer
+from plait.checkpoint.feed import ChangeFeed
 from plait.checkpoint.holder import Holder
 from plait.checkpoint.model import (
     Checkpoint,
@@ -107,7 +109,7 @@ class FileCheckpointer(FileReads, Checkpointer):
             tests pass one they advance by hand.
     """
 
-    capabilities = Capabilities(any_loop=True)
+    capabilities = Capabilities(any_loop=True, change_feed=True)
 
     def __init__(
         self, folder: str | os.PathLike[str], *, lease_ttl: float = 30.0, clock: Callable[[], float] = time.time
@@ -125,6 +127,17 @@ class FileCheckpointer(FileReads, Checkpointer):
 
     async def asetup(self) -> None:
         await asyncio.to_thread(self.folder.mkdir, parents=True, exist_ok=True)
+
+    @property
+    def address(self) -> str | None:
+        return self.folder.absolute().as_uri()
+
+    def achanges(
+        self, *, namespace: str | None = None, thread_id: str | None = None, interval: float | None = None
+    ) -> ChangeFeed:
+        """The times and sizes of the thread and lease files, looked at every ``interval``
+        seconds (0.5 by default): any process writing to the folder is seen."""
+        return FileFeed(self.folder, interval=interval, namespace=namespace, thread_id=thread_id)
 
     async def acommit(
         self,

@@ -16,6 +16,7 @@ from plait.checkpoint import lease as rules
 from plait.checkpoint._common import check_filter, check_prune, keep_set, page_threads, walk_lineage
 from plait.checkpoint._validate import check_commit, check_id, check_thread
 from plait.checkpoint.base import Capabilities, Checkpointer
+from plait.checkpoint.feed import Broadcast, ChangeFeed
 from plait.checkpoint.holder import Holder
 from plait.checkpoint.model import (
     Checkpoint,
@@ -45,7 +46,7 @@ class MemoryCheckpointer(Checkpointer):
         clock: the lease clock (unix seconds); tests pass one they advance by hand.
     """
 
-    capabilities = Capabilities(any_loop=True)
+    capabilities = Capabilities(any_loop=True, change_feed=True)
 
     def __init__(self, *, lease_ttl: float = 30.0, clock: Callable[[], float] = time.time) -> None:
         self.lease_ttl = lease_ttl
@@ -58,6 +59,13 @@ class MemoryCheckpointer(Checkpointer):
         self._rows: dict[_Thread, rules.LeaseRow] = {}
         """Each thread's lease and status at rest (see :mod:`plait.checkpoint.lease`)."""
         self._lease_lock = threading.Lock()  # leases are also renewed from a plain thread
+        self._changes = Broadcast()
+
+    def achanges(
+        self, *, namespace: str | None = None, thread_id: str | None = None, interval: float | None = None
+    ) -> ChangeFeed:
+        """An in-process notice of every write (``interval`` is unused: nothing polls)."""
+        return self._changes.feed(namespace=namespace, thread_id=thread_id)
 
     async def acommit(
         self,
@@ -84,6 +92,7 @@ class MemoryCheckpointer(Checkpointer):
                     released = rules.release(self._rows.get(key), fence.token, status=fence.status, now=now)
                     if released is not None:
                         self._rows[key] = released
+        self._changes.committed(checkpoints, writes)
 
     def _check_fence(
         self, checkpoints: Sequence[CheckpointWrite], writes: Sequence[WritesBatch], fence: Fence, now: float
@@ -228,6 +237,7 @@ class MemoryCheckpointer(Checkpointer):
         self._heads.pop((namespace, thread_id), None)
         for key in [k for k in self._writes if k[0] == namespace and k[1] == thread_id]:
             del self._writes[key]
+        self._changes.changed(namespace, thread_id)
 
     async def aprune(
         self, thread_id: str, *, keep_last: int | None = None, newer_than: str | None = None, namespace: str = ""
@@ -263,6 +273,7 @@ class MemoryCheckpointer(Checkpointer):
                     self._rows[(namespace, thread_id)] = rules.revoked(
                         row, owner="prune", status=status, now=self.clock()
                     )
+        self._changes.changed(namespace, thread_id)
         return len(dropped)
 
     async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> Lease:
@@ -285,6 +296,7 @@ class MemoryCheckpointer(Checkpointer):
             self._rows[key] = row
             lease = row.lease(thread_id, namespace)
         assert lease is not None
+        self._changes.changed(namespace, thread_id)
         return lease
 
     async def arenew_lease(self, lease: Lease, *, ttl: float | None = None) -> Lease:
@@ -307,3 +319,4 @@ class MemoryCheckpointer(Checkpointer):
             row = rules.release(self._rows.get(key), lease.token, status=status, now=self.clock())
             if row is not None:
                 self._rows[key] = row
+        self._changes.changed(lease.namespace, lease.thread_id)

@@ -45,6 +45,7 @@ import orjson
 
 from plait._sync import in_sync_call, loop_is_idle
 from plait.checkpoint._pg_connect import connection_lost, failure, first_connection, redacted, scrubbed
+from plait.checkpoint._pg_feed import PgFeed
 from plait.checkpoint._pg_schema import PG_MIGRATIONS
 from plait.checkpoint._pg_send import Cursors, Fusion, NeedsAnswer, Recorder, pipelined, send
 from plait.checkpoint._sql import CommitRequest, Cursor, Dialect, SqlCore
@@ -52,6 +53,7 @@ from plait.checkpoint._sql_checkpointer import SqlCheckpointer
 from plait.checkpoint._sql_commit import StaleCache
 from plait.checkpoint._validate import check_thread
 from plait.checkpoint.base import Capabilities
+from plait.checkpoint.feed import ChangeFeed
 from plait.checkpoint.holder import Holder
 from plait.checkpoint.model import (
     Checkpoint,
@@ -189,7 +191,7 @@ class PostgresCheckpointer(SqlCheckpointer):
             advance by hand (every process sharing the database must then use it).
     """
 
-    capabilities = Capabilities(any_loop=True)
+    capabilities = Capabilities(any_loop=True, change_feed=True)
 
     def __init__(
         self,
@@ -227,6 +229,30 @@ class PostgresCheckpointer(SqlCheckpointer):
         self._jobs = 0
         """Jobs of this checkpointer running now, on any thread (see :meth:`_off_loop`)."""
         self._jobs_lock = threading.Lock()
+
+    @property
+    def address(self) -> str | None:
+        return self._conninfo or str(self._pool.conninfo)
+
+    @property
+    def address_options(self) -> Mapping[str, Any]:
+        return {"schema": self.schema} if self.schema else {}
+
+    def achanges(
+        self, *, namespace: str | None = None, thread_id: str | None = None, interval: float | None = None
+    ) -> ChangeFeed:
+        """LISTEN/NOTIFY on a connection of its own, through a trigger on plait's tables
+        that the first feed of a schema adds (a commit pays nothing before); a role without
+        the right to add it polls the thread rows every ``interval`` seconds (0.5 by
+        default) and logs why."""
+        return PgFeed(
+            self.address or "",
+            schema=self.schema,
+            connect_timeout=self._connect_timeout,
+            interval=interval,
+            namespace=namespace,
+            thread_id=thread_id,
+        )
 
     # -- plumbing ----------------------------------------------------------------------------
 

@@ -43,10 +43,12 @@ import orjson
 from plait._sync import loop_is_idle, run_sync
 from plait.checkpoint._sql import CommitRequest, Cursor, Dialect, SqlCore
 from plait.checkpoint._sql_checkpointer import SqlCheckpointer
+from plait.checkpoint._sqlite_feed import SqliteFeed
 from plait.checkpoint._sqlite_wal import WalReserve
 from plait.checkpoint._sqlite_worker import Job, Worker, lease_transaction, settle, snapshot, transaction
 from plait.checkpoint._validate import check_thread
 from plait.checkpoint.base import Capabilities, read_or_release
+from plait.checkpoint.feed import ChangeFeed
 from plait.checkpoint.model import (
     Checkpoint,
     Lease,
@@ -92,7 +94,7 @@ class SqliteCheckpointer(SqlCheckpointer):
             pass one they advance by hand.
     """
 
-    capabilities = Capabilities(any_loop=True)
+    capabilities = Capabilities(any_loop=True, change_feed=True)
 
     def __init__(
         self,
@@ -132,6 +134,22 @@ class SqliteCheckpointer(SqlCheckpointer):
             self._reader = self._writer  # a second connection would see another database
         else:
             self._reader = Worker("plait-sqlite-reader", self._open_reader, self._core, self._store, busy_ms)
+
+    @property
+    def address(self) -> str | None:
+        return None if self.path == ":memory:" else os.path.abspath(self.path)
+
+    def achanges(
+        self, *, namespace: str | None = None, thread_id: str | None = None, interval: float | None = None
+    ) -> ChangeFeed:
+        """``PRAGMA data_version`` on a read-only connection of its own, every ``interval``
+        seconds (0.2 by default), then the thread rows that moved; an in-memory database,
+        which no other connection sees, polls its listing instead."""
+        if self.path == ":memory:":
+            return super().achanges(namespace=namespace, thread_id=thread_id, interval=interval)
+        return SqliteFeed(
+            self.path, prefix=_DIALECT.prefix, interval=interval, namespace=namespace, thread_id=thread_id
+        )
 
     # -- connections -------------------------------------------------------------------------
 

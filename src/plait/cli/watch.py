@@ -2,22 +2,25 @@
 store, until it stops.
 
 The store is all there is to watch (the run may be in another process or on another
-machine), so the command polls it, cheaply: one look-up of the thread's row per poll
-(:meth:`~plait.checkpoint.base.Checkpointer.aget_thread`: its status and head id), the new
-checkpoints read only when the head moved, and the head's pending writes only while a run
-holds the thread (they show each task of the running step as it finishes). It ends when
-nobody holds the thread any more, with the exit code of how it stands: 0 idle (finished),
-3 interrupted (waiting for input), 1 error or stale (a task failed, or the run died).
+machine). The command waits on the store's change feed for that thread
+(:meth:`~plait.checkpoint.base.Checkpointer.achanges`), and looks at least every
+``--interval`` seconds anyway, since a run that dies commits nothing. A look is cheap: one
+look-up of the thread's row (:meth:`~plait.checkpoint.base.Checkpointer.aget_thread`: its
+status and head id), the new checkpoints read only when the head moved, and the head's
+pending writes only while a run holds the thread (they show each task of the running step as
+it finishes). It ends when nobody holds the thread any more, with the exit code of how it
+stands: 0 idle (finished), 3 interrupted (waiting for input), 1 error or stale (a task
+failed, or the run died).
 """
 
-import time
-from collections.abc import Callable
+import asyncio
 from typing import Annotated, Any
 
 import typer
 
 from plait._sync import run_sync
 from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.feed import ChangeFeed
 from plait.checkpoint.model import Checkpoint, ThreadInfo
 from plait.cli.context import Invocation, run_command
 from plait.cli.options import Db, Debug, Json, Namespace, Thread
@@ -52,14 +55,14 @@ class _Follower:
         else:
             self.inv.out.line(text)
 
-    def checkpoints(self, info: ThreadInfo) -> None:
+    async def checkpoints(self, info: ThreadInfo) -> None:
         """Show the checkpoints written since the last poll, oldest first."""
         if info.head_id == self.head:
             return
         new: list[Checkpoint] = []
         before: str | None = None
         while True:  # newest first, a page at a time, back to the head shown last
-            page = run_sync(self.store.ahistory(self.thread, namespace=self.namespace, limit=PAGE, before=before))
+            page = await self.store.ahistory(self.thread, namespace=self.namespace, limit=PAGE, before=before)
             for cp in page:
                 if cp.id == self.head or cp.created_at <= self.shown_at:
                     break  # shown already (a replay's branch stops at what came before it)
@@ -90,9 +93,9 @@ class _Follower:
         self.shown_at = max([self.shown_at, *(cp.created_at for cp in new)])
         self.done_tasks = set()
 
-    def tasks(self) -> None:
+    async def tasks(self) -> None:
         """Show each task of the running step that finished (or failed) since the last poll."""
-        cp = run_sync(self.store.aget(self.thread, namespace=self.namespace))
+        cp = await self.store.aget(self.thread, namespace=self.namespace)
         if cp is None or cp.id != self.head:
             return  # the head moved in between: the next poll shows the checkpoint first
         nodes = {t.id: t.node for t in cp.next_tasks}
@@ -114,36 +117,38 @@ class _Follower:
             )
 
 
-def cmd_watch(
-    inv: Invocation,
-    thread: str,
-    namespace: str,
-    interval: float,
-    *,
-    sleep: Callable[[float], None] = time.sleep,
-) -> None:
+def cmd_watch(inv: Invocation, thread: str, namespace: str, interval: float) -> None:
     """Follow ``thread`` until nobody holds it, then leave with the code of how it stands."""
     if not interval > 0:
         raise ArgumentError("--interval", f"--interval takes seconds above 0; got {interval:g}")
     store = inv.store()
-    info = run_sync(store.aget_thread(thread, namespace=namespace))
-    if info is None:
-        raise CheckpointNotFoundError(thread, None, namespace)
-    follow = _Follower(inv, store, thread, namespace)
-    holder = f", held by {info.lease.owner}" if info.status == "busy" and info.lease is not None else ""
-    follow.emit("watching", f"watching {thread} in {inv.shown_db} ({info.status}{holder})", status=info.status)
-    while True:
-        follow.checkpoints(info)
-        if info.status != "busy":
-            break
-        follow.tasks()
-        sleep(interval)
-        latest = run_sync(store.aget_thread(thread, namespace=namespace))
-        if latest is None:
-            follow.emit("deleted", f"{thread} was deleted", status=None)
+    info = run_sync(_follow(inv, store, thread, namespace, interval))
+    code = STOP_CODES[info.status]
+    if code != EXIT_OK:
+        raise Exit(code)
+
+
+async def _follow(inv: Invocation, store: Checkpointer, thread: str, namespace: str, interval: float) -> ThreadInfo:
+    """Show the thread until nobody holds it; how it stands then."""
+    async with store.achanges(namespace=namespace, thread_id=thread) as changes:
+        info = await store.aget_thread(thread, namespace=namespace)
+        if info is None:
             raise CheckpointNotFoundError(thread, None, namespace)
-        info = latest
-    follow.tasks()  # what the last step's tasks left on the head (a failure, an interrupt)
+        follow = _Follower(inv, store, thread, namespace)
+        holder = f", held by {info.lease.owner}" if info.status == "busy" and info.lease is not None else ""
+        follow.emit("watching", f"watching {thread} in {inv.shown_db} ({info.status}{holder})", status=info.status)
+        while True:
+            await follow.checkpoints(info)
+            if info.status != "busy":
+                break
+            await follow.tasks()
+            await _next_change(changes, interval)
+            latest = await store.aget_thread(thread, namespace=namespace)
+            if latest is None:
+                follow.emit("deleted", f"{thread} was deleted", status=None)
+                raise CheckpointNotFoundError(thread, None, namespace)
+            info = latest
+        await follow.tasks()  # what the last step's tasks left on the head (a failure, an interrupt)
     follow.emit(
         "stopped",
         f"{thread} stopped: {info.status} at step {info.step} ({iso(info.updated_at)})",
@@ -151,9 +156,20 @@ def cmd_watch(
         checkpoint_id=info.head_id,
         step=info.step,
     )
-    code = STOP_CODES[info.status]
-    if code != EXIT_OK:
-        raise Exit(code)
+    return info
+
+
+async def _next_change(changes: ChangeFeed, interval: float) -> None:
+    """Wait for a change of the thread, ``interval`` seconds at most (at once when one came
+    since the last look), and take every change reported so far: the look that follows
+    covers them all."""
+    try:
+        if await changes.next(0) is None:
+            await changes.next(interval)
+        while await changes.next(0) is not None:
+            pass
+    except Exception:  # the feed broke (it raises again at once): looking every interval is enough
+        await asyncio.sleep(interval)
 
 
 def register(app: typer.Typer) -> None:
@@ -163,7 +179,12 @@ def register(app: typer.Typer) -> None:
     def watch(
         thread: Thread,
         interval: Annotated[
-            float, typer.Option("--interval", metavar="SECONDS", help="How often to look at the store.")
+            float,
+            typer.Option(
+                "--interval",
+                metavar="SECONDS",
+                help="The longest wait between two looks at the store (a change of the thread is shown at once).",
+            ),
         ] = 0.5,
         db: Db = None,
         namespace: Namespace = "",

@@ -19,11 +19,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
+import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 from plait.checkpoint.base import Checkpointer
 from plait.errors import NoRunQueueError, QueueSchemaError, RunWaitTimeoutError
-from plait.server.pg_notify import pg_target
 
 if TYPE_CHECKING:
     from plait.runs.client import Runs
@@ -40,19 +40,33 @@ THREAD_RUNS = 20
 """The newest runs of a thread its page lists (the Runs page, filtered by thread, has all)."""
 
 
+def _target(checkpointer: Checkpointer) -> tuple[str, str | None] | None:
+    """``(dsn, schema)`` of a store in PostgreSQL, from its address; None for any other."""
+    address = checkpointer.address
+    if address is None or urllib.parse.urlsplit(address).scheme not in ("postgresql", "postgres"):
+        return None
+    schema = checkpointer.address_options.get("schema")
+    return address, str(schema) if schema else None
+
+
 def _kind(checkpointer: Checkpointer) -> str:
-    return {
-        "SqliteCheckpointer": "a SQLite file",
-        "FileCheckpointer": "a folder of files",
-        "MemoryCheckpointer": "in memory",
-    }.get(type(checkpointer).__name__, type(checkpointer).__name__)
+    """What the store is, in words, from its address."""
+    from plait.checkpoint.address import redact
+
+    address = checkpointer.address
+    if address is None:
+        return "in memory"
+    scheme = urllib.parse.urlsplit(address).scheme
+    if scheme == "file":
+        return "a folder of files"
+    return "a SQLite file" if len(scheme) < 2 or scheme == "sqlite" else f"at {redact(address)}"
 
 
 class RunQueue:
     """The run queue of the Studio's store, opened on first use (see the module docstring)."""
 
     def __init__(self, checkpointer: Checkpointer, store: str) -> None:
-        self._target = pg_target(checkpointer)
+        self._target = _target(checkpointer)
         self._kind = _kind(checkpointer)
         self._store = store
         self._runs: Runs | None = None

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 from plait.testing import (
     _data_checks,
+    _feed_checks,
     _fence_checks,
     _history_checks,
     _integrity_checks,
@@ -28,6 +29,7 @@ CHECKS: tuple[Check, ...] = (
     *_fence_checks.check.all,
     *_robustness_checks.check.all,
     *_integrity_checks.check.all,
+    *_feed_checks.check.all,
 )
 """Every check, in a stable order; each can be run on its own."""
 
