@@ -202,6 +202,8 @@ class Driver(Starting):
             assert self.committer is not None and hold.lease is not None
             self.committer.fence = Fence(owner=self.owner, token=hold.lease.token)
             try:
+                if self.hooks is not None:
+                    input = await self.hooks.on_start(hold.head, input)
                 return await self._outcome(input, checkpoint_id, hold.head)
             finally:
                 hold.stop_renewing()

@@ -79,6 +79,14 @@ class RunHooks:
     """The stream modes :meth:`on_item` is given (``"values"``, ``"updates"``, ``"events"``,
     ``"custom"``); none by default, so that the run builds no stream item for nobody."""
 
+    async def on_start(self, head: Checkpoint | None, input: Any) -> Any:
+        """Called once the run holds its thread (its lease taken) and has read the checkpoint
+        it starts from (``head``; None on a new thread), before anything is written: returns
+        the input the run goes on with (``input`` by default). A queued run decides here,
+        under the lease, whether its input already landed (an earlier attempt committed it)
+        or is still to apply, with no read of the head of its own."""
+        return input
+
     def on_item(self, mode: str, item: Any) -> None:
         """A stream item of one of :attr:`modes`, as ``stream()`` would yield it (the run's
         own items; a subgraph's are not passed). Must not block: it runs on the loop."""

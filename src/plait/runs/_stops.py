@@ -8,6 +8,7 @@ by its handle's event (:class:`Handle`); a job that must run again later raises
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,12 +50,33 @@ class Steering(RunHooks):
     there, with the checkpoint committed and nothing of the next step begun. The store is the
     worker's plain checkpointer: nothing of this needs a store of its own kind."""
 
-    def __init__(self, handle: Handle, events: Events) -> None:
+    def __init__(
+        self,
+        handle: Handle,
+        events: Events,
+        record_start: Callable[[str | None], Awaitable[None]],
+        started: bool,
+        start: str | None,
+    ) -> None:
         self.handle = handle
         self.events = events
+        self.record_start = record_start
+        self.started = started
+        """Whether an earlier attempt recorded where the run started (``start``)."""
+        self.start = start
         self.modes = frozenset(events.modes)
         self.result: RunResult | None = None
         """How the run ended (None: it failed, or has not ended)."""
+
+    async def on_start(self, head: Checkpoint | None, input: Any) -> Any:
+        """Why a job never replays code: a first attempt records the head it found (before its
+        input is written); a later one applies the input only if the head is still that one,
+        and otherwise continues the thread (its input landed before the crash)."""
+        found = head.id if head is not None else None
+        if not self.started:
+            await self.record_start(found)
+            return input
+        return input if found == self.start else None
 
     def on_item(self, mode: str, item: Any) -> None:
         self.events.add(mode, event_json(item) if mode == "events" else thaw(item))

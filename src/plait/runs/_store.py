@@ -105,8 +105,7 @@ async def get_run(cur: Any, run_id: str) -> tuple[Run, dict[str, Any]] | None:
 
 _CLAIM = (
     "UPDATE plait_run SET status = 'running', attempts = attempts + 1, worker = %s, "
-    "started_at = coalesce(started_at, %s), updated_at = %s, "
-    "start_checkpoint = CASE WHEN started THEN start_checkpoint ELSE %s END, started = true "
+    "started_at = coalesce(started_at, %s), updated_at = %s "
     "WHERE run_id = %s AND ns = %s AND thread_id = %s AND status IN ('pending', 'running') AND stop IS NULL "
     "AND (started OR coalesce(cardinality(rollback_of), 0) = 0) AND graph = ANY(%s) "
     f"RETURNING {RUN_COLUMNS}, CASE WHEN stream IS NULL THEN 0 ELSE "
@@ -115,21 +114,31 @@ _CLAIM = (
 
 
 async def claim(
-    cur: Any, run_id: str, namespace: str, thread_id: str, graphs: Sequence[str], worker: str, head: str | None
+    cur: Any, run_id: str, namespace: str, thread_id: str, graphs: Sequence[str], worker: str
 ) -> tuple[Run, dict[str, Any]] | None:
-    """Mark a run running for an attempt by ``worker``, from the thread head ``head``, and read
-    it, by one statement: the usual start of a run, when it is on that thread, active, asked to
-    stop by no one, rolls nothing back and is of one of ``graphs``. None otherwise (the run is
-    unchanged): the caller takes the long way, which handles each of those cases. Its extra
-    fields include ``events``: how many stream items earlier attempts stored."""
+    """Mark a run running for an attempt by ``worker`` and read it, by one statement: the usual
+    start of a run, when it is on that thread, active, asked to stop by no one, rolls nothing
+    back and is of one of ``graphs``. None otherwise (the run is unchanged): the caller takes
+    the long way, which handles each of those cases. Its extra fields include ``events``: how
+    many stream items earlier attempts stored. Where the run starts from is recorded later,
+    under the thread's lease (:func:`record_start`)."""
     now = time.time()
-    await cur.execute(_CLAIM, (worker, now, now, head, run_id, namespace, thread_id, list(graphs)))
+    await cur.execute(_CLAIM, (worker, now, now, run_id, namespace, thread_id, list(graphs)))
     row = await cur.fetchone()
     if row is None:
         return None
     run, extra = _with_extra(row)
     extra["events"] = row[31]
     return run, extra
+
+
+async def record_start(cur: Any, run_id: str, head: str | None) -> None:
+    """Record the thread's head as a run's first attempt found it under the lease, before its
+    input is written: a later attempt that finds the head moved past it knows the input landed."""
+    await cur.execute(
+        "UPDATE plait_run SET start_checkpoint = %s, started = true WHERE run_id = %s AND NOT started",
+        (head, run_id),
+    )
 
 
 def _with_extra(row: Sequence[Any]) -> tuple[Run, dict[str, Any]]:

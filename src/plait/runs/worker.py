@@ -28,19 +28,17 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from plait._frozen import thaw
 from plait.checkpoint.base import Checkpointer
-from plait.checkpoint.model import Checkpoint
 from plait.engine.emitter import INTERRUPT_KEY
 from plait.errors import (
     CheckpointCorruptError,
     CheckpointError,
     CheckpointNotFoundError,
-    InvalidIdError,
     LeaseLostError,
     ThreadBusyError,
     UnknownGraphError,
@@ -362,17 +360,11 @@ class Worker:
         graphs = [g for g in self.graphs if g not in limited]
         if not graphs:
             return False
-        try:
-            head = await self._store.aget(thread_id, namespace=namespace)
-        except InvalidIdError:  # not a thread id plait accepts: not this run's thread
-            return False
         owner = f"{self.name}/job-{job}"
         handle = self._running[run_id] = Handle(run_id)
         try:
             async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
-                found = await _store.claim(
-                    cur, run_id, namespace, thread_id, graphs, owner, head.id if head is not None else None
-                )
+                found = await _store.claim(cur, run_id, namespace, thread_id, graphs, owner)
             if found is None:
                 return False
             run, extra = found
@@ -383,7 +375,7 @@ class Worker:
                     await self._finish(cur, run_id, "error", error=_error(exc))
                 return True
             assert run.started_at is not None
-            await self._execute(run, extra, graph, handle, owner, head, run.started_at, run.start_checkpoint)
+            await self._execute(run, extra, graph, handle, owner, run.started_at)
             return True
         finally:
             self._running.pop(run_id, None)
@@ -407,27 +399,23 @@ class Worker:
             )
 
     async def _attempt(self, run: Run, extra: dict[str, Any], graph: CompiledGraph, handle: Handle, job: int) -> None:
-        """The long way's attempt: read the thread's head, mark the run running, run it."""
-        assert self._store is not None
+        """The long way's attempt: mark the run running, run it."""
         owner = f"{self.name}/job-{job}"
         now = time.time()  # the attempt starts here, once admitted (a rate limit's token taken)
-        head = await self._store.aget(run.thread_id, namespace=run.namespace)
-        head_id = head.id if head is not None else None
         async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
             await cur.execute(
                 "UPDATE plait_run SET status = 'running', attempts = attempts + 1, worker = %s, "
-                "started_at = coalesce(started_at, %s), updated_at = %s, "
-                "start_checkpoint = CASE WHEN started THEN start_checkpoint ELSE %s END, started = true "
+                "started_at = coalesce(started_at, %s), updated_at = %s "
                 "WHERE run_id = %s AND status IN ('pending', 'running') "
-                "RETURNING started_at, start_checkpoint, attempts",
-                (owner, now, now, head_id, run.run_id),
+                "RETURNING started_at, start_checkpoint, attempts, started",
+                (owner, now, now, run.run_id),
             )
             row = await cur.fetchone()
         if row is None:
             return  # it ended meanwhile (cancelled)
-        started_at, start, attempts = row
-        run = dataclasses.replace(run, attempts=attempts)
-        await self._execute(run, extra, graph, handle, owner, head, started_at, start)
+        started_at, start, attempts, started = row
+        run = dataclasses.replace(run, attempts=attempts, start_checkpoint=start)
+        await self._execute(run, {**extra, "started": started}, graph, handle, owner, started_at)
 
     async def _execute(  # noqa: PLR0915 - one attempt of a run, in the order its steps happen
         self,
@@ -436,25 +424,17 @@ class Worker:
         graph: CompiledGraph,
         handle: Handle,
         owner: str,
-        head: Checkpoint | None,
         started_at: float,
-        start: str | None,
     ) -> None:
-        """Run an attempt of a run marked running (``run`` as marked: its attempts counted),
-        from the thread's head as it was read before."""
-        head_id = head.id if head is not None else None
-        fresh = head_id == start  # nothing of this run was committed yet
-        input: Any = None
-        if fresh and run.has_resume:
-            input = Command(resume=run.resume)
-        elif fresh:
-            input = run.input
+        """Run an attempt of a run marked running (``run`` as marked: its attempts counted);
+        whether its input is still to apply is decided under the lease (:class:`Steering`)."""
+        input: Any = Command(resume=run.resume) if run.has_resume else run.input
         modes = extra["stream"]
         events = Events(self.runs, run.run_id, modes, self._notifier)
         await events.open(extra.get("events"))
         events.add("status", {"status": "running", "worker": owner, "attempt": run.attempts})
         budget = None if run.timeout is None else run.timeout - (time.time() - started_at)
-        steering = Steering(handle, events)
+        steering = Steering(handle, events, self._record_start(run.run_id), extra["started"], run.start_checkpoint)
         task = asyncio.create_task(self._drive(graph.bind(hooks=steering), run, input, owner, events))
         stopper = asyncio.create_task(handle.now.wait())
         try:
@@ -555,6 +535,13 @@ class Worker:
             self._notifier.send("event", run_id)
         if ended:
             self._notifier.send("end", run_id)
+
+    def _record_start(self, run_id: str) -> Callable[[str | None], Awaitable[None]]:
+        async def record(head: str | None) -> None:
+            async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+                await _store.record_start(cur, run_id, head)
+
+        return record
 
     async def _put_back(self, run_id: str) -> None:
         async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
