@@ -1,7 +1,7 @@
 """The JSON API under ``/api/``, named after the nouns of LangGraph's platform API.
 
-Reads go through :mod:`plait.inspect`; writes through :class:`~plait.server.app.Studio`'s
-actions, each behind :func:`~plait.server.app.check_write` (Origin and CSRF token). Two kinds
+Reads go through :mod:`plait.inspect`; writes through :class:`~plait.server.studio.Studio`'s
+actions, each behind :func:`~plait.server.studio.check_write` (Origin and CSRF token). Two kinds
 of run: ``/api/threads/{id}/runs`` are Studio runs (started here, in this process);
 ``/api/runs`` are the run queue's (:mod:`plait.runs`, served by ``plait worker``), read and
 cancelled through :mod:`plait.server.queue`.
@@ -20,10 +20,11 @@ from pydantic import BaseModel, Field
 from plait import inspect as ins
 from plait.checkpoint.model import Checkpoint, ThreadInfo
 from plait.errors import CheckpointNotFoundError, GraphRequiredError
-from plait.server.app import StudioRefusal, check_write, json_response, studio_of
 from plait.server.graphs import graph_svg
+from plait.server.http import StudioRefusal, json_response
 from plait.server.live import changes_of
 from plait.server.queue import CANCEL_WAIT, PAGE
+from plait.server.studio import check_write, studio_of
 
 if TYPE_CHECKING:
     from plait.runs.records import Run
