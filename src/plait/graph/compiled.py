@@ -27,8 +27,8 @@ from plait.engine.subgraph import delete_with_subgraphs, queue_sink
 from plait.errors import CheckpointNotFoundError, GraphError, NoCheckpointerError
 from plait.graph.closing import REQUIRED as _REQUIRED
 from plait.graph.closing import Closing
-from plait.graph.records import ThreadDiff, ThreadState
-from plait.inspect import diff_threads
+from plait.graph.records import ThreadState
+from plait.inspect import ThreadDiff, diff_threads
 from plait.types import Command, Durability
 
 __all__ = ["CompiledGraph", "INTERRUPT_KEY", "coerce_checkpointer"]
@@ -577,7 +577,7 @@ class CompiledGraph(Closing):
     def fork_state(self, source_thread: str, checkpoint_id: str | None, target_thread: str) -> str:
         return run_sync(self.afork_state(source_thread, checkpoint_id, target_thread))
 
-    async def adiff_threads(self, a: str, b: str) -> ThreadDiff:
+    async def adiff_threads(self, a: str, b: str) -> ThreadDiff[ThreadState]:
         """The first step at which two threads' states differ, the keys that differ there,
         and the difference between their heads."""
         d = await diff_threads(await self._ready_checkpointer(), a, b, namespace=self.namespace)
@@ -587,9 +587,11 @@ class CompiledGraph(Closing):
             a=ThreadState.of(d.a) if d.a is not None else None,
             b=ThreadState.of(d.b) if d.b is not None else None,
             heads=d.heads,
+            head_a=ThreadState.of(d.head_a),
+            head_b=ThreadState.of(d.head_b),
         )
 
-    def diff_threads(self, a: str, b: str) -> ThreadDiff:
+    def diff_threads(self, a: str, b: str) -> ThreadDiff[ThreadState]:
         return run_sync(self.adiff_threads(a, b))
 
 
