@@ -44,6 +44,7 @@ ABOVE = {
     "checkpoint": ("plait.engine", "plait.inspect", "plait.graph", *_TOP),
     "engine": ("plait.inspect", "plait.graph", *_TOP),
     "inspect": ("plait.engine", "plait.graph", *_TOP),
+    "inspect_json": ("plait.engine", "plait.graph", *_TOP),
     "graph": _TOP,
     "runs": ("plait.cli", "plait.server"),
 }
@@ -322,3 +323,13 @@ def test_the_circle_finder_sees_lazy_relative_and_submodule_imports() -> None:
     source = SRC / "server" / "api.py"
     found = _imported(source, names | {_module_name(source)}, type_only=False)
     assert "plait.inspect" in found  # from plait import inspect: the submodule
+
+
+def test_the_studio_routers_never_import_the_app() -> None:
+    """``server/app.py`` is the composition root: it imports the routers and the shared kernel
+    (``server/studio.py``, ``server/http.py``); only the package (``plait.server``, what
+    ``plait studio`` imports) imports it, as Starlette's ``routing.py`` never imports
+    ``applications.py``."""
+    graph = _import_graph()
+    importers = sorted(m for m, imported in graph.items() if "plait.server.app" in imported)
+    assert importers == ["plait.server"], importers

@@ -17,7 +17,7 @@ whole values to compare by eye.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
@@ -145,6 +145,7 @@ Side = TypeVar("Side")
 """What a :class:`ThreadDiff` holds of each thread: a stored
 :class:`~plait.checkpoint.model.Checkpoint` (:func:`diff_threads`, which needs no graph), or
 the ``ThreadState`` that ``CompiledGraph.diff_threads`` shows it as."""
+Shown = TypeVar("Shown")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -169,6 +170,20 @@ class ThreadDiff(Generic[Side]):
 
     def __bool__(self) -> bool:
         return self.first_step is not None or bool(self.heads)
+
+    def shown(self, show: Callable[[Side], Shown]) -> ThreadDiff[Shown]:
+        """The same diff with each checkpoint it holds shown by ``show`` (``CompiledGraph``
+        shows the stored ones as ``ThreadState``)."""
+        a, b = (None if x is None else show(x) for x in (self.a, self.b))
+        return ThreadDiff(
+            first_step=self.first_step,
+            keys=self.keys,
+            a=a,
+            b=b,
+            heads=self.heads,
+            head_a=show(self.head_a),
+            head_b=show(self.head_b),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -581,15 +581,7 @@ class CompiledGraph(Closing):
         """The first step at which two threads' states differ, the keys that differ there,
         and the difference between their heads."""
         d = await diff_threads(await self._ready_checkpointer(), a, b, namespace=self.namespace)
-        return ThreadDiff(
-            first_step=d.first_step,
-            keys=d.keys,
-            a=ThreadState.of(d.a) if d.a is not None else None,
-            b=ThreadState.of(d.b) if d.b is not None else None,
-            heads=d.heads,
-            head_a=ThreadState.of(d.head_a),
-            head_b=ThreadState.of(d.head_b),
-        )
+        return d.shown(ThreadState.of)
 
     def diff_threads(self, a: str, b: str) -> ThreadDiff[ThreadState]:
         return run_sync(self.adiff_threads(a, b))
