@@ -4,6 +4,11 @@ Reads go through :mod:`plait.inspect` (no graph needed); actions that fold value
 reducers or run nodes go through the graph's :class:`~plait.graph.compiled.CompiledGraph`,
 rebound to the Studio's checkpointer. Every plait error becomes a 4xx response carrying its
 message (``{"error": "ClassName", "message": "..."}``), never a 500.
+
+This module is the composition root: it builds the :class:`~plait.server.studio.Studio`,
+mounts the routers (:mod:`plait.server.api`, :mod:`plait.server.pages`) and installs the
+error handlers. The routers share only what sits below them (:mod:`plait.server.studio`,
+:mod:`plait.server.http`), so no module of the package imports this one.
 """
 
 from __future__ import annotations
