@@ -22,7 +22,9 @@ OUT = pathlib.Path(__file__).with_name("api.md")
 GROUPS = (
     (
         "Graphs and runs",
-        lambda o: isinstance(o, type) and o.__module__.startswith(("plait.graph", "plait.engine.context")),
+        lambda o: (
+            isinstance(o, type) and o.__module__.startswith(("plait.graph", "plait.engine.context", "plait.inspect"))
+        ),
     ),
     ("State", lambda o: isinstance(o, type) and o.__module__.startswith("plait.state")),
     ("Checkpoints", lambda o: isinstance(o, type) and o.__module__.startswith("plait.checkpoint")),

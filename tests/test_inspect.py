@@ -14,13 +14,16 @@ from plait import (
     START,
     AppendList,
     AppendMessages,
+    Checkpoint,
     Checkpointer,
     CheckpointNotFoundError,
     Command,
     Graph,
     MergeMap,
     StateSchema,
+    ThreadDiff,
     ThreadExistsError,
+    ThreadState,
     interrupt,
 )
 from plait import inspect as ins
@@ -154,6 +157,20 @@ def test_checkpoints_of_two_threads_diff_per_channel_and_threads_part_ways(saver
     assert parted.first_step == 0 and "topic" in parted.keys and parted.heads
     with pytest.raises(CheckpointNotFoundError):
         run(ins.diff_threads(saver, "a", "nope"))
+
+
+def test_one_thread_diff_record_from_the_store_and_from_the_graph(saver: Checkpointer) -> None:
+    """``plait.inspect.diff_threads`` and ``CompiledGraph.diff_threads`` give the same record,
+    ``plait.ThreadDiff``: its sides are stored checkpoints from the first, states from the other."""
+    app = build(saver)
+    app.invoke({"topic": "x"}, thread_id="a")
+    app.invoke({"topic": "y"}, thread_id="b")
+    stored, shown = run(ins.diff_threads(saver, "a", "b")), app.diff_threads("a", "b")
+    assert type(stored) is type(shown) is ThreadDiff is ins.ThreadDiff
+    assert (stored.first_step, stored.keys, stored.heads) == (shown.first_step, shown.keys, shown.heads)
+    assert isinstance(stored.head_a, Checkpoint) and isinstance(shown.head_a, ThreadState)
+    assert stored.a is not None and shown.a is not None and stored.a.id == shown.a.checkpoint_id
+    assert (stored.head_b.id, shown.head_b.checkpoint_id) == (app.get_state("b").checkpoint_id,) * 2
 
 
 def test_a_copy_is_a_new_root_with_the_same_values_and_never_overwrites(saver: Checkpointer) -> None:

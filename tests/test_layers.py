@@ -44,6 +44,7 @@ ABOVE = {
     "checkpoint": ("plait.engine", "plait.inspect", "plait.graph", *_TOP),
     "engine": ("plait.inspect", "plait.graph", *_TOP),
     "inspect": ("plait.engine", "plait.graph", *_TOP),
+    "inspect_json": ("plait.engine", "plait.graph", *_TOP),
     "graph": _TOP,
     "runs": ("plait.cli", "plait.server"),
 }
@@ -169,3 +170,148 @@ def test_no_two_test_files_share_a_name() -> None:
     for path in sorted(tests.rglob("test_*.py")):
         other = seen.setdefault(path.name, str(path.relative_to(tests)))
         assert other == str(path.relative_to(tests)), f"{other} and {path.relative_to(tests)} share a name"
+
+
+# -- import circles --------------------------------------------------------------------------
+
+
+def _module_name(path: pathlib.Path) -> str:
+    return ".".join(("plait", *path.relative_to(SRC).with_suffix("").parts)).removesuffix(".__init__")
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imported(path: pathlib.Path, modules: set[str], *, type_only: bool) -> set[str]:
+    """The modules of plait that ``path`` imports, at module level or inside a function: ``from
+    x import y`` naming a submodule ``y`` imports ``x.y``, else ``x``; a relative import is
+    resolved against the file's package. Imports under ``if TYPE_CHECKING:`` count only with
+    ``type_only`` (they do not run)."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node.test) and not type_only:
+            for branch in node.orelse:
+                visit(branch)
+            return
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                anchor = ".".join(parts[: len(parts) - node.level + 1])
+                base = f"{anchor}.{base}" if base else anchor
+            for alias in node.names:
+                found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return {m for m in found if m in modules and m != name}
+
+
+def _import_graph(*, type_only: bool = False) -> dict[str, set[str]]:
+    paths = {_module_name(p): p for p in SRC.rglob("*.py")}
+    names = set(paths)
+    return {name: _imported(path, names, type_only=type_only) for name, path in paths.items()}
+
+
+def _circles(graph: dict[str, set[str]]) -> set[frozenset[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm,
+    iterative: a deep chain of imports does not reach the recursion limit)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: set[frozenset[str]] = set()
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = set()
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.add(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.add(frozenset(component))
+    return found
+
+
+def _package(module: str) -> str:
+    """A module's package: ``plait.graph`` for ``plait.graph.compiled`` and for ``plait.graph``."""
+    return module if (SRC / module.removeprefix("plait.").replace(".", "/")).is_dir() else module.rpartition(".")[0]
+
+
+def _shown(circle: frozenset[str]) -> str:
+    return " <-> ".join(sorted(circle))
+
+
+def test_no_two_modules_import_each_other_even_lazily() -> None:
+    """Arrows point one way inside a package too (ARCHITECTURE.md §7): no strongly connected
+    component among the runtime imports (those inside functions included), so a module never
+    depends on the import order of another; shared code lives in a module below its users."""
+    circles = _circles(_import_graph())
+    crossing = sorted(_shown(c) for c in circles if len({_package(m) for m in c}) > 1)
+    assert not crossing, f"circles across packages: {crossing}"
+    assert not circles, f"import circles: {sorted(_shown(c) for c in circles)}"
+
+
+@pytest.mark.parametrize("package", ["plait.cli", "plait.server", "plait.runs", "plait.graph", "plait.engine"])
+def test_no_circle_even_through_type_only_imports(package: str) -> None:
+    """The command line and the Studio have no circle even among the imports made only for
+    the type checker: a type two modules both need lives in a module below both."""
+    graph = _import_graph(type_only=True)
+
+    def within(m: str) -> bool:
+        return m == package or m.startswith(f"{package}.")
+
+    inside = {m: {n for n in e if within(n)} for m, e in graph.items() if within(m)}
+    circles = sorted(_shown(c) for c in _circles(inside))
+    assert not circles, f"circles in {package} (type-only imports counted): {circles}"
+
+
+def test_the_circle_finder_sees_lazy_relative_and_submodule_imports() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
+    assert _circles(graph) == {frozenset({"a", "b", "c"})}
+    names = {"plait.server", "plait.server.app", "plait.server.api", "plait.inspect", "plait"}
+    source = SRC / "server" / "api.py"
+    found = _imported(source, names | {_module_name(source)}, type_only=False)
+    assert "plait.inspect" in found  # from plait import inspect: the submodule
+
+
+def test_the_studio_routers_never_import_the_app() -> None:
+    """``server/app.py`` is the composition root: it imports the routers and the shared kernel
+    (``server/studio.py``, ``server/http.py``); only the package (``plait.server``, what
+    ``plait studio`` imports) imports it, as Starlette's ``routing.py`` never imports
+    ``applications.py``."""
+    graph = _import_graph()
+    importers = sorted(m for m, imported in graph.items() if "plait.server.app" in imported)
+    assert importers == ["plait.server"], importers

@@ -17,9 +17,9 @@ whole values to compare by eye.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from plait._codec import canonical
 from plait.checkpoint.base import Checkpointer
@@ -34,8 +34,8 @@ __all__ = [
     "CheckpointDiff",
     "CheckpointRef",
     "ThreadPage",
+    "ThreadDiff",
     "ThreadSummary",
-    "ThreadsDiff",
     "changes",
     "copy_checkpoint",
     "diff_channel",
@@ -141,24 +141,49 @@ class CheckpointDiff:
         return tuple(c.key for c in self.channels)
 
 
+Side = TypeVar("Side")
+"""What a :class:`ThreadDiff` holds of each thread: a stored
+:class:`~plait.checkpoint.model.Checkpoint` (:func:`diff_threads`, which needs no graph), or
+the ``ThreadState`` that ``CompiledGraph.diff_threads`` shows it as."""
+Shown = TypeVar("Shown")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ThreadsDiff:
-    """Where two threads part ways, compared step by step along their newest lineages."""
+class ThreadDiff(Generic[Side]):
+    """Where two threads (or two checkpoints' lineages) part ways, compared step by step along
+    their newest lineages."""
 
     first_step: int | None
     """The first step at which their states differ (None: they never do)."""
     keys: tuple[str, ...]
     """The keys that differ at that step."""
-    a: Checkpoint | None
-    b: Checkpoint | None
-    """The two checkpoints compared at that step."""
-    head_a: Checkpoint
-    head_b: Checkpoint
+    a: Side | None
+    """The first thread's checkpoint at that step (None when they never differ)."""
+    b: Side | None
+    """The second thread's checkpoint at that step (None when they never differ)."""
     heads: StateDiff
     """The difference between the two heads, as :func:`plait.state.diff.diff` gives it."""
+    head_a: Side
+    """The first thread's head."""
+    head_b: Side
+    """The second thread's head."""
 
     def __bool__(self) -> bool:
         return self.first_step is not None or bool(self.heads)
+
+    def shown(self, show: Callable[[Side], Shown]) -> ThreadDiff[Shown]:
+        """The same diff with each checkpoint it holds shown by ``show`` (``CompiledGraph``
+        shows the stored ones as ``ThreadState``)."""
+        a, b = (None if x is None else show(x) for x in (self.a, self.b))
+        return ThreadDiff(
+            first_step=self.first_step,
+            keys=self.keys,
+            a=a,
+            b=b,
+            heads=self.heads,
+            head_a=show(self.head_a),
+            head_b=show(self.head_b),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -341,7 +366,7 @@ async def diff_checkpoints(checkpointer: Checkpointer, a: CheckpointRef, b: Chec
     return CheckpointDiff(a=ca, b=cb, channels=diff_values(ca.values, cb.values))
 
 
-async def diff_threads(checkpointer: Checkpointer, a: str, b: str, *, namespace: str = "") -> ThreadsDiff:
+async def diff_threads(checkpointer: Checkpointer, a: str, b: str, *, namespace: str = "") -> ThreadDiff[Checkpoint]:
     """Where two threads part ways: their newest lineages compared step by step from the
     root; the first step whose states differ and the keys that do, and how the heads differ.
     Threads that agree on every shared step but whose heads differ part ways at the later
@@ -361,15 +386,15 @@ async def diff_threads(checkpointer: Checkpointer, a: str, b: str, *, namespace:
     for step in sorted(set(by_a) & set(by_b)):
         d = diff(by_a[step].values, by_b[step].values)
         if d:
-            return ThreadsDiff(
+            return ThreadDiff(
                 first_step=step, keys=d.keys, a=by_a[step], b=by_b[step], head_a=ha[-1], head_b=hb[-1], heads=heads
             )
     if heads:
         step = max(ha[-1].step, hb[-1].step)
-        return ThreadsDiff(
+        return ThreadDiff(
             first_step=step, keys=heads.keys, a=ha[-1], b=hb[-1], head_a=ha[-1], head_b=hb[-1], heads=heads
         )
-    return ThreadsDiff(first_step=None, keys=(), a=None, b=None, head_a=ha[-1], head_b=hb[-1], heads=heads)
+    return ThreadDiff(first_step=None, keys=(), a=None, b=None, head_a=ha[-1], head_b=hb[-1], heads=heads)
 
 
 async def copy_checkpoint(

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import re
+import subprocess
+import sys
 import time
 from typing import Any
 
 from fastapi.testclient import TestClient
 
 from plait.server import StudioConfig, create_app
+from plait.server.studio_runs import StudioRun
 
 from ._studio_support import write_headers
 
@@ -298,3 +303,39 @@ def test_an_address_is_opened_and_closed_by_the_app(db: str) -> None:
     with TestClient(create_app(db, config=StudioConfig(allowed_hosts=("testserver",)))) as client:
         assert len(client.get("/api/threads").json()["threads"]) == 2
         assert db in client.get("/").text
+
+
+def _without(record: dict[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if k not in keys}
+
+
+def test_threads_and_checkpoints_have_the_command_lines_json_shape(client: TestClient, db: str) -> None:
+    """One JSON shape per record: the Studio sends a thread and a checkpoint as ``plait threads``,
+    ``history`` and ``state --json`` print them (a published contract), with its own fields
+    added (a thread's lease and listing cursor, a checkpoint's writes and errors), none renamed."""
+
+    def plait(*args: str) -> Any:
+        done = subprocess.run(
+            [sys.executable, "-m", "plait", *args, "--db", db, "--json"], capture_output=True, text=True, check=True
+        )
+        return json.loads(done.stdout)
+
+    printed = {t["thread_id"]: t for t in plait("threads")}
+    sent = client.get("/api/threads").json()["threads"]
+    assert {t["thread_id"]: _without(t, "lease", "cursor") for t in sent} == printed
+    assert all(t["lease"] is None and t["cursor"] for t in sent)
+    history = client.get("/api/threads/done/history").json()["checkpoints"]
+    assert [_without(cp, "writes", "errors") for cp in history] == plait("history", "done")
+    assert _without(client.get("/api/threads/done/state").json(), "writes", "errors") == plait("state", "done")
+    summary = client.get("/api/threads/waiting").json()
+    extras = ("lease", "cursor", "next", "interrupts", "errors", "head", "runs")
+    assert _without(summary, *extras) == printed["waiting"]
+    assert _without(summary["head"], "writes", "errors") == _without(plait("state", "waiting"), "values")
+
+
+def test_a_studio_runs_times_are_iso_utc_with_microseconds() -> None:
+    run = StudioRun(id="r", thread_id="t", namespace="", action="continue", graph="g", started_at=0.5)
+    assert run.to_json()["started_at"] == "1970-01-01T00:00:00.500000+00:00"
+    assert run.to_json()["finished_at"] is None
+    run.finished_at = 1.0
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00", run.to_json()["finished_at"])

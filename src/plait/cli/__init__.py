@@ -15,13 +15,14 @@ the entry point :func:`main` only. The modules:
 
 * :mod:`plait.cli.app`: the typer application, one registration function per group, and
   :mod:`plait.cli.options`, the options the commands share;
-* :mod:`plait.cli.context`: what a running command owns (its output, the stores it opened)
-  and how its errors become exit codes; :mod:`plait.cli.messages` says them in the command
-  line's words;
+* :mod:`plait.cli.context`: how a command runs and how its errors become exit codes;
+  :mod:`plait.cli.invocation`, what a running command owns (its output, the stores it
+  opened); :mod:`plait.cli.messages` says its errors in the command line's words;
 * :mod:`plait.cli.arguments` (JSON, ``--set``, confirmations), :mod:`plait.cli.loading`
-  (``MODULE:GRAPH``), :mod:`plait.cli.selection` (which checkpoint an id or step means);
-* :mod:`plait.cli.output` (JSON, rich or plain; the exit codes) and :mod:`plait.cli.records`
-  (the JSON shapes);
+  (``MODULE:GRAPH``), :mod:`plait.cli.selection` (which checkpoint an id or step means, and
+  how short a table may show one);
+* :mod:`plait.cli.output` (JSON, rich or plain; the exit codes); the JSON shapes of threads
+  and checkpoints are :mod:`plait.inspect_json`'s, the Studio's too;
 * the commands: :mod:`plait.cli.graphs`, :mod:`plait.cli.threads`, :mod:`plait.cli.transfer`
   (export and import), :mod:`plait.cli.db`; and :mod:`plait.cli.demo`, the bundled demo.
 """

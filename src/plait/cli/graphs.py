@@ -33,9 +33,9 @@ from plait.cli.options import (
     Thread,
 )
 from plait.cli.output import EXIT_INTERRUPTED, Exit, note
-from plait.cli.records import checkpoint_record
 from plait.cli.selection import find_checkpoint
 from plait.errors import ArgumentError, CheckpointNotFoundError
+from plait.inspect_json import checkpoint_json
 
 if TYPE_CHECKING:
     from plait.graph.compiled import CompiledGraph
@@ -169,7 +169,7 @@ def _head(app: "CompiledGraph", thread_id: str) -> Checkpoint:
 def _finish(inv: Invocation, app: "CompiledGraph", head: Checkpoint, *, ran: bool) -> None:
     """Print where a run stopped, and leave with 3 if it waits."""
     out = inv.out
-    record = checkpoint_record(head)
+    record = checkpoint_json(head)
     status = run_status(head, record)
     thread = head.thread_id
     resume = f"plait resume {inv.target} {thread}"
@@ -206,9 +206,9 @@ def cmd_resume(
     value = None if resume_value is None else Command(resume=parse_json(resume_value, "--resume"))
     start = find_checkpoint(app.checkpointer, thread_id, app.namespace, checkpoint, step)
     replay = checkpoint is not None or step is not None
-    if not replay and value is None and not start.next_tasks and not checkpoint_record(start)["interrupts"]:
+    if not replay and value is None and not start.next_tasks and not checkpoint_json(start)["interrupts"]:
         if inv.out.json:
-            inv.out.emit({**checkpoint_record(start), "status": "done", "ran": False})
+            inv.out.emit({**checkpoint_json(start), "status": "done", "ran": False})
         else:
             inv.out.line(
                 f"thread {thread_id} is finished (step {start.step}, checkpoint {start.id}): nothing to resume. "
@@ -239,10 +239,10 @@ def cmd_update(
     cid = app.update_state(thread, sets, as_node=as_node)
     head = _head(app, thread)
     if inv.out.json:
-        inv.out.emit(checkpoint_record(head))
+        inv.out.emit(checkpoint_json(head))
     else:
         keys = ", ".join(dict.fromkeys(k for k, _ in sets))
-        nxt = ", ".join(checkpoint_record(head, values=False)["next"]) or "-"
+        nxt = ", ".join(checkpoint_json(head, values=False)["next"]) or "-"
         inv.out.line(f"updated {thread}: {keys} (checkpoint {cid}); next: {nxt}")
 
 

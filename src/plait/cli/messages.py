@@ -7,8 +7,7 @@ with the ``plait`` command to run next, spelled with the graph, store and namesp
 command was given. Any other error keeps the library's message.
 """
 
-from typing import TYPE_CHECKING
-
+from plait.cli.invocation import Invocation
 from plait.errors import (
     STORE_ADDRESS_FORMS,
     AmbiguousCheckpointError,
@@ -30,16 +29,13 @@ from plait.errors import (
     UnknownChannelError,
 )
 
-if TYPE_CHECKING:
-    from plait.cli.context import Invocation
-
 __all__ = ["DB_FORMS", "describe"]
 
 DB_FORMS = STORE_ADDRESS_FORMS
 """What a ``--db`` (or ``$PLAIT_DB``) can be."""
 
 
-def describe(exc: BaseException, inv: "Invocation") -> str:  # noqa: PLR0912 - one table of errors and the command that mends each
+def describe(exc: BaseException, inv: Invocation) -> str:  # noqa: PLR0912 - one table of errors and the command that mends each
     """One line: what went wrong and, where there is one, the command that helps."""
     target = inv.target or "MODULE:GRAPH"
     flags = inv.flags()

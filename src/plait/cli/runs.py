@@ -17,8 +17,8 @@ from plait.cli.arguments import check_positive, parse_json
 from plait.cli.context import Invocation, run_command
 from plait.cli.options import Db, Debug, Json
 from plait.cli.output import EXIT_FAILED, EXIT_INTERRUPTED, Exit
-from plait.cli.records import iso
 from plait.errors import ArgumentError
+from plait.inspect_json import iso
 
 __all__ = ["register"]
 

@@ -1,11 +1,13 @@
 """Which checkpoint a command means: the head, a full id, a shortened id, or a step.
 
-Tables show checkpoint ids shortened (:func:`plait.cli.records.short_ids`), so wherever a
+Tables show checkpoint ids shortened (:func:`short_ids`), so wherever a
 command takes an id it takes any prefix that one checkpoint of the thread has, and ``--step
 N`` instead. A prefix that several have is refused with the candidates listed, never guessed.
 Prefixes are matched against the thread's history (the head's lineage, as ``plait history``
 lists it); a full id is looked up directly, so one on a side branch works too.
 """
+
+from collections.abc import Sequence
 
 from plait._sync import run_sync
 from plait.checkpoint.base import Checkpointer
@@ -59,3 +61,18 @@ def _get(store: Checkpointer, thread: str, namespace: str, checkpoint_id: str | 
     if cp is None:
         raise CheckpointNotFoundError(thread, checkpoint_id, namespace)
     return cp
+
+
+SHORT_ID = 12
+"""Hex digits shown of a checkpoint id in tables: 48 of the 52 bits of its microsecond clock,
+so two checkpoints of one thread share a shortened id only when written within 16 µs."""
+
+
+def short_ids(ids: Sequence[str]) -> int:
+    """How many leading characters of each id a table shows: at least :data:`SHORT_ID`, more
+    where two of ``ids`` would otherwise look alike (any unique prefix is accepted back)."""
+    n = SHORT_ID
+    longest = max((len(i) for i in ids), default=n)
+    while n < longest and len({i[:n] for i in ids}) < len(set(ids)):
+        n += 1
+    return n

@@ -18,10 +18,10 @@ from plait.cli.arguments import check_positive, confirm, parse_keys, parse_sets,
 from plait.cli.context import Invocation, run_command
 from plait.cli.options import Checkpoint as CheckpointOpt
 from plait.cli.options import Db, Debug, Json, Namespace, Sets, Step, Thread, Yes
-from plait.cli.records import checkpoint_record, ref, short_ids, thread_record
-from plait.cli.selection import find_checkpoint
+from plait.cli.selection import find_checkpoint, short_ids
 from plait.errors import ArgumentError, CheckpointNotFoundError, ThreadExistsError
 from plait.inspect import diff_threads
+from plait.inspect_json import checkpoint_json, ref_json, thread_diff_json, thread_json
 
 __all__ = [
     "THREAD_COLUMNS",
@@ -70,7 +70,7 @@ def cmd_threads(
     threads = list_threads(inv.store(), namespace, status, limit, since)
     out = inv.out
     if out.json:
-        out.emit([thread_record(t) for t in threads])
+        out.emit([thread_json(t) for t in threads])
         return
     if not threads:
         only = [f"namespace {namespace!r}"] if namespace else []
@@ -114,7 +114,7 @@ def cmd_history(
     out = inv.out
     if out.json:
         shown: bool | list[str] = True if values else (keys if keys is not None else False)
-        out.emit([checkpoint_record(cp, values=shown) for cp in cps])
+        out.emit([checkpoint_json(cp, values=shown) for cp in cps])
         return
     width = short_ids([cp.id for cp in cps])
     rows = []
@@ -130,7 +130,7 @@ def cmd_state(
     inv: Invocation, thread: str, checkpoint: str | None, step: int | None, key: str | None, namespace: str
 ) -> None:
     cp = find_checkpoint(inv.store(), thread, namespace, checkpoint, step)
-    record = checkpoint_record(cp)
+    record = checkpoint_json(cp)
     out = inv.out
     if key is not None:
         if key not in cp.values:
@@ -157,9 +157,7 @@ def cmd_diff(inv: Invocation, a: str, b: str, namespace: str) -> None:
     first, keys, heads = d.first_step, d.keys, d.heads
     out = inv.out
     if out.json:
-        out.emit(
-            {"a": ref(d.head_a), "b": ref(d.head_b), "first_step": first, "keys": list(keys), "heads": heads.to_json()}
-        )
+        out.emit(thread_diff_json(d))
         return
     if first is None:
         out.line(f"{a} and {b} hold the same state")
@@ -207,7 +205,7 @@ def cmd_fork(
                 "namespace": namespace,
                 "checkpoint_id": cid,
                 "step": source.step,
-                "forked_from": ref(source),
+                "forked_from": ref_json(source),
             }
         )
     else:

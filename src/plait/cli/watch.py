@@ -25,8 +25,8 @@ from plait.checkpoint.model import Checkpoint, ThreadInfo
 from plait.cli.context import Invocation, run_command
 from plait.cli.options import Db, Debug, Json, Namespace, Thread
 from plait.cli.output import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, Exit, to_json_text
-from plait.cli.records import checkpoint_record, iso
 from plait.errors import ArgumentError, CheckpointNotFoundError
+from plait.inspect_json import checkpoint_json, iso
 
 __all__ = ["STOP_CODES", "cmd_watch", "register"]
 
@@ -75,7 +75,7 @@ class _Follower:
                     continue
             break
         for cp in reversed(new):
-            record = checkpoint_record(cp, values=False)
+            record = checkpoint_json(cp, values=False)
             writes = cp.metadata.get("writes") or {}
             wrote = "; ".join(f"{node}: {', '.join(keys)}" for node, keys in writes.items()) or "-"
             nxt = ", ".join(record["next"]) or "-"

@@ -2,6 +2,7 @@
 
 from plait.graph.builder import Dag, Graph
 from plait.graph.compiled import CompiledGraph
-from plait.graph.records import TaskState, ThreadDiff, ThreadState
+from plait.graph.records import TaskState, ThreadState
+from plait.inspect import ThreadDiff
 
 __all__ = ["CompiledGraph", "Dag", "Graph", "TaskState", "ThreadDiff", "ThreadState"]

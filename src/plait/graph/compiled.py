@@ -21,10 +21,10 @@ from plait.engine.emitter import INTERRUPT_KEY
 from plait.engine.subgraph import delete_with_subgraphs
 from plait.errors import CheckpointNotFoundError, GraphError
 from plait.graph.closing import REQUIRED as _REQUIRED
-from plait.graph.records import ThreadDiff, ThreadState
+from plait.graph.records import ThreadState
 from plait.graph.running import Running, StreamMode
 from plait.graph.subgraph import nested_states, subgraph_target
-from plait.inspect import diff_threads
+from plait.inspect import ThreadDiff, diff_threads
 
 __all__ = ["INTERRUPT_KEY", "CompiledGraph", "StreamMode", "coerce_checkpointer"]
 
@@ -265,17 +265,11 @@ class CompiledGraph(Running):
     def fork_state(self, source_thread: str, checkpoint_id: str | None, target_thread: str) -> str:
         return run_sync(self.afork_state(source_thread, checkpoint_id, target_thread))
 
-    async def adiff_threads(self, a: str, b: str) -> ThreadDiff:
+    async def adiff_threads(self, a: str, b: str) -> ThreadDiff[ThreadState]:
         """The first step at which two threads' states differ, the keys that differ there,
         and the difference between their heads."""
         d = await diff_threads(await self._ready_checkpointer(), a, b, namespace=self.namespace)
-        return ThreadDiff(
-            first_step=d.first_step,
-            keys=d.keys,
-            a=ThreadState.of(d.a) if d.a is not None else None,
-            b=ThreadState.of(d.b) if d.b is not None else None,
-            heads=d.heads,
-        )
+        return d.shown(ThreadState.of)
 
-    def diff_threads(self, a: str, b: str) -> ThreadDiff:
+    def diff_threads(self, a: str, b: str) -> ThreadDiff[ThreadState]:
         return run_sync(self.adiff_threads(a, b))

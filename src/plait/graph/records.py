@@ -1,4 +1,5 @@
-"""What the inspection API returns: a thread's state at one checkpoint, and thread diffs."""
+"""What the inspection API returns: a thread's state at one checkpoint (a thread diff,
+:class:`plait.inspect.ThreadDiff`, holds one for each side)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,9 @@ from plait._codec import fingerprint
 from plait._fast_init import positional_maker
 from plait.checkpoint.model import Checkpoint, PendingWrite, Status, Task, waiting_interrupts
 from plait.engine.events import update_item
-from plait.state.diff import StateDiff
 from plait.types import Interrupt
 
-__all__ = ["TaskError", "TaskState", "ThreadDiff", "ThreadState"]
+__all__ = ["TaskError", "TaskState", "ThreadState"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -193,25 +193,6 @@ class ThreadState:
             "errors": [e.to_json() for e in self.errors],
             **({} if self.subgraphs is None else {"subgraphs": {k: v.to_json() for k, v in self.subgraphs.items()}}),
         }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ThreadDiff:
-    """Where two threads (or two checkpoints' lineages) part ways."""
-
-    first_step: int | None
-    """The first step at which their states differ (None: they never do)."""
-    keys: tuple[str, ...]
-    """The keys that differ at that step."""
-    a: ThreadState | None
-    """The first thread's checkpoint at that step (None when they never differ)."""
-    b: ThreadState | None
-    """The second thread's checkpoint at that step (None when they never differ)."""
-    heads: StateDiff
-    """The difference between the two heads."""
-
-    def __bool__(self) -> bool:
-        return self.first_step is not None or bool(self.heads)
 
 
 _task_state = positional_maker(TaskState)

@@ -1,7 +1,7 @@
 """The JSON API under ``/api/``, named after the nouns of LangGraph's platform API.
 
-Reads go through :mod:`plait.inspect`; writes through :class:`~plait.server.app.Studio`'s
-actions, each behind :func:`~plait.server.app.check_write` (Origin and CSRF token). Two kinds
+Reads go through :mod:`plait.inspect`; writes through :class:`~plait.server.studio.Studio`'s
+actions, each behind :func:`~plait.server.studio.check_write` (Origin and CSRF token). Two kinds
 of run: ``/api/threads/{id}/runs`` are Studio runs (started here, in this process);
 ``/api/runs`` are the run queue's (:mod:`plait.runs`, served by ``plait worker``), read and
 cancelled through :mod:`plait.server.queue`.
@@ -9,7 +9,6 @@ cancelled through :mod:`plait.server.queue`.
 
 from __future__ import annotations
 
-import datetime
 import json
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -18,17 +17,18 @@ from fastapi.responses import Response, StreamingResponse
 from pydantic import BaseModel, Field
 
 from plait import inspect as ins
-from plait.checkpoint.model import Checkpoint, ThreadInfo
 from plait.errors import CheckpointNotFoundError, GraphRequiredError
-from plait.server.app import StudioRefusal, check_write, json_response, studio_of
+from plait.inspect_json import checkpoint_diff_json, checkpoint_json, iso, summary_json, thread_json
 from plait.server.graphs import graph_svg
+from plait.server.http import StudioRefusal, json_response
 from plait.server.live import changes_of
 from plait.server.queue import CANCEL_WAIT, PAGE
+from plait.server.studio import check_write, studio_of
 
 if TYPE_CHECKING:
     from plait.runs.records import Run
 
-__all__ = ["RunStatusQ", "checkpoint_json", "diff_json", "router", "run_json", "summary_json", "thread_json"]
+__all__ = ["RunStatusQ", "router", "run_json"]
 
 
 class ErrorBody(BaseModel):
@@ -53,66 +53,6 @@ StatusQ = Literal["idle", "busy", "interrupted", "error", "stale"]
 RunStatusQ = Literal["pending", "running", "interrupted", "success", "error", "cancelled", "timeout"]
 """A queued run's status: ``plait.runs.RUN_STATUSES``, written out because importing
 :mod:`plait.runs` needs the runs extra (a test holds the two equal)."""
-
-
-def iso(ts: float) -> str:
-    return datetime.datetime.fromtimestamp(ts, datetime.UTC).isoformat(timespec="microseconds")
-
-
-def thread_json(t: ThreadInfo) -> dict[str, Any]:
-    return {
-        "thread_id": t.thread_id,
-        "namespace": t.namespace,
-        "status": t.status,
-        "checkpoint_id": t.head_id,
-        "step": t.step,
-        "source": t.source,
-        "checkpoints": t.checkpoints,
-        "created_at": iso(t.created_at),
-        "updated_at": iso(t.updated_at),
-        "lease": None if t.lease is None else {"owner": t.lease.owner, "expires_at": iso(t.lease.expires_at)},
-        "cursor": t.cursor,
-    }
-
-
-def checkpoint_json(cp: Checkpoint, *, values: bool = True) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "thread_id": cp.thread_id,
-        "namespace": cp.namespace,
-        "checkpoint_id": cp.id,
-        "parent_id": cp.parent_id,
-        "step": cp.step,
-        "source": str(cp.metadata.get("source", "")),
-        "writes": cp.metadata.get("writes") or {},
-        "created_at": iso(cp.created_at),
-        "next": list(ins.next_nodes(cp)),
-        "metadata": cp.metadata,
-    }
-    if cp.pending_writes:
-        out["interrupts"] = [i.to_json() for i in ins.waiting_interrupts(cp.pending_writes)]
-        out["errors"] = ins.stored_errors(cp.pending_writes)
-    if values:
-        out["values"] = cp.values
-    return out
-
-
-def summary_json(s: ins.ThreadSummary) -> dict[str, Any]:
-    return {
-        **thread_json(s.info),
-        "next": list(s.next),
-        "interrupts": [i.to_json() for i in s.interrupts],
-        "errors": list(s.errors),
-        "head": checkpoint_json(s.head, values=False),
-    }
-
-
-def diff_json(d: ins.CheckpointDiff) -> dict[str, Any]:
-    def ref(cp: Checkpoint | None) -> dict[str, Any] | None:
-        if cp is None:
-            return None
-        return {"thread_id": cp.thread_id, "namespace": cp.namespace, "checkpoint_id": cp.id, "step": cp.step}
-
-    return {"a": ref(d.a), "b": ref(d.b), "keys": list(d.keys), "channels": [c.to_json() for c in d.channels]}
 
 
 def run_json(run: Run, *, full: bool = True) -> dict[str, Any]:
@@ -187,7 +127,9 @@ async def list_threads(
         limit=limit,
         before=cursor or None,
     )
-    return json_response({"threads": [thread_json(t) for t in page.threads], "next_cursor": page.next_cursor})
+    return json_response(
+        {"threads": [thread_json(t, paging=True) for t in page.threads], "next_cursor": page.next_cursor}
+    )
 
 
 @router.get("/threads/{thread_id}", summary="One thread's summary")
@@ -212,7 +154,9 @@ async def get_history(
     page, more = await ins.history(
         studio.checkpointer, thread_id, namespace=namespace, limit=limit, before=before or None
     )
-    return json_response({"checkpoints": [checkpoint_json(cp, values=values) for cp in page], "next_before": more})
+    return json_response(
+        {"checkpoints": [checkpoint_json(cp, values=values, detail=True) for cp in page], "next_before": more}
+    )
 
 
 @router.get("/threads/{thread_id}/state", summary="The state at a checkpoint (the head by default)")
@@ -229,7 +173,7 @@ async def get_state(
         if key not in cp.values:
             raise CheckpointNotFoundError(thread_id, f"{cp.id} (channel {key!r})", namespace)
         return json_response({"key": key, "value": cp.values[key]})
-    return json_response(checkpoint_json(cp))
+    return json_response(checkpoint_json(cp, detail=True))
 
 
 @router.get("/threads/{thread_id}/changes", summary="What a checkpoint changed against its parent")
@@ -238,7 +182,9 @@ async def get_changes(
 ) -> Response:
     studio = studio_of(request)
     return json_response(
-        diff_json(await ins.changes(studio.checkpointer, thread_id, checkpoint_id or None, namespace=namespace))
+        checkpoint_diff_json(
+            await ins.changes(studio.checkpointer, thread_id, checkpoint_id or None, namespace=namespace)
+        )
     )
 
 
@@ -251,7 +197,7 @@ async def get_diff(
 ) -> Response:
     studio = studio_of(request)
     d = await ins.diff_checkpoints(studio.checkpointer, ins.parse_ref(a, namespace), ins.parse_ref(b, namespace))
-    return json_response(diff_json(d))
+    return json_response(checkpoint_diff_json(d))
 
 
 @router.get("/graphs", summary="The graphs this Studio can act with")

@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import html
 import re
-from typing import TYPE_CHECKING
 
 from plait import inspect as ins
 from plait.graph.compiled import CompiledGraph
-
-if TYPE_CHECKING:
-    from plait.server.app import Studio
+from plait.server.studio import Studio
 
 __all__ = ["graph_svg", "mark_nodes"]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import json
 import uuid
+from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote, urlencode
 
@@ -24,16 +25,19 @@ from markupsafe import Markup
 from plait import inspect as ins
 from plait.checkpoint.model import STATUSES, Checkpoint
 from plait.errors import ArgumentError, PlaitError, RunNotFoundError, RunsError
-from plait.server.app import HERE, Studio, check_write, read_form, status_of, studio_of
 from plait.server.graphs import graph_svg
+from plait.server.http import read_form, status_of
 from plait.server.queue import error_summary
 from plait.server.render import change_html, state_html, tree_html
+from plait.server.studio import Studio, check_write, studio_of
 
 __all__ = ["router"]
 
 router = APIRouter(include_in_schema=False)
 
-_env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True))
+TEMPLATES = Path(__file__).parent / "templates"
+
+_env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True))
 _env.filters["when"] = lambda ts: datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
 _env.filters["short"] = lambda cid: cid[:12] if cid else ""
 _env.filters["q"] = lambda s: quote(str(s), safe="")

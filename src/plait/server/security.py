@@ -105,7 +105,7 @@ def origin_ok(headers: Headers, scheme: str) -> bool:
 
 class SecurityMiddleware:
     """Host and token checks on every request; security headers on every response. (The CSRF
-    and Origin checks of writes are in :func:`plait.server.app.check_write`, where the form
+    and Origin checks of writes are in :func:`plait.server.studio.check_write`, where the form
     body can be read.)"""
 
     def __init__(self, app: ASGIApp, guard: Guard) -> None:

@@ -22,6 +22,7 @@ from typing import Any, Literal
 from plait.engine.events import NodeFailed, NodeFinished, NodeStarted
 from plait.errors import PlaitError
 from plait.graph.compiled import CompiledGraph
+from plait.inspect_json import iso
 
 __all__ = ["StudioRun", "StudioRuns"]
 
@@ -55,8 +56,8 @@ class StudioRun:
             "action": self.action,
             "graph": self.graph,
             "status": self.status,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
+            "started_at": iso(self.started_at),
+            "finished_at": None if self.finished_at is None else iso(self.finished_at),
             "error": self.error,
             "running": sorted(self.running),
         }

@@ -1,0 +1,64 @@
+"""What every route of the Studio answers with: its JSON responses, its refusals and the
+status each plait error maps to, and the form body the page's forms post.
+
+Below every router and the app (Starlette keeps ``routing.py`` free of ``applications.py``
+the same way): a route module imports this, never :mod:`plait.server.app`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qsl
+
+import orjson
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+
+from plait._frozen import thaw
+from plait.errors import (
+    CheckpointNotFoundError,
+    ConcurrentUpdateError,
+    LeaseLostError,
+    NoRunQueueError,
+    PlaitError,
+    RunNotFoundError,
+    ThreadBusyError,
+    ThreadExistsError,
+)
+
+__all__ = ["StudioRefusal", "error_response", "json_response", "read_form", "status_of"]
+
+
+class StudioRefusal(Exception):
+    """A request refused by the Studio itself (a bad Origin, a missing CSRF token)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        self.message = message
+        super().__init__(message)
+
+
+async def read_form(request: Request) -> dict[str, str]:
+    """A URL-encoded form body (the page's forms are nothing else), each field's last value."""
+    cached: dict[str, str] | None = getattr(request.state, "form", None)
+    if cached is None:
+        body = (await request.body()).decode("utf-8", "replace")
+        cached = dict(parse_qsl(body, keep_blank_values=True))
+        request.state.form = cached
+    return cached
+
+
+def status_of(exc: PlaitError) -> int:
+    if isinstance(exc, CheckpointNotFoundError | RunNotFoundError | NoRunQueueError):
+        return 404
+    if isinstance(exc, ThreadBusyError | ConcurrentUpdateError | ThreadExistsError | LeaseLostError):
+        return 409
+    return 400
+
+
+def error_response(status: int, kind: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": kind, "message": message}, status_code=status)
+
+
+def json_response(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(thaw(data), default=str), status_code=status, media_type="application/json")
