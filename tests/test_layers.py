@@ -315,3 +315,51 @@ def test_the_studio_routers_never_import_the_app() -> None:
     graph = _import_graph()
     importers = sorted(m for m, imported in graph.items() if "plait.server.app" in imported)
     assert importers == ["plait.server"], importers
+
+
+def _private_names_defined(tree: ast.Module) -> set[str]:
+    """The ``_names`` a module defines: its functions, classes and their attributes (set on
+    ``self``, declared in a class body, or a method), module globals."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            found.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            found.add(node.id)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            found.add(node.target.id)
+    return {n for n in found if n.startswith("_")}
+
+
+_OUTSIDE_PLAIT = {"os._exit"}
+"""Private names of the standard library that plait means to use (a child's hard exit)."""
+
+
+def test_no_module_reads_another_modules_private_names() -> None:
+    """A ``_name`` is its module's own: no module imports one from another module (a private
+    module of a package is fine to import, its names are not) or reads one off an object that
+    another module made (``checkpointer._pool``). Read from the source: an attribute counts as
+    this module's when the module defines a name so spelled."""
+    bad = []
+    for path in SRC.rglob("*.py"):
+        rel = path.relative_to(SRC)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        own = _private_names_defined(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("plait"):
+                for alias in node.names:
+                    name = alias.name
+                    module_file = SRC.joinpath(*node.module.split(".")[1:], name)
+                    is_module = module_file.with_suffix(".py").exists() or module_file.is_dir()
+                    if name.startswith("_") and not name.startswith("__") and not is_module:
+                        bad.append(f"{rel}: from {node.module} import {name}")
+            elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                base = node.value
+                if isinstance(base, ast.Name) and base.id in ("self", "cls"):
+                    continue
+                if node.attr in own or ast.unparse(node) in _OUTSIDE_PLAIT:
+                    continue
+                bad.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
+    assert not bad, "private names read from another module:\n" + "\n".join(sorted(bad))

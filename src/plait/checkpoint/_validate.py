@@ -19,17 +19,13 @@ they decode, so a record is readable exactly when it could have been committed.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any
 
 from plait._frozen import FrozenList
-from plait.checkpoint.model import _WRITE_KINDS, CheckpointWrite, WritesBatch
+from plait.checkpoint.model import WRITE_KINDS, CheckpointWrite, WritesBatch
 from plait.errors import MAX_ID_BYTES, InvalidIdError, InvalidRecordError
 
 __all__ = ["WRITE_KINDS", "check_commit", "check_id", "check_thread", "id_problem", "metadata_problem"]
-
-WRITE_KINDS: Final = _WRITE_KINDS
-"""The pending-write kinds plait knows; a stored write of any other kind is corrupt (the
-engine would not see a finished task's result and would run the task again)."""
 
 
 def id_problem(value: object) -> str | None:
