@@ -22,10 +22,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from plait.checkpoint import _file_format, _records
-from plait.checkpoint._file_format import file_stem
+from plait.checkpoint import _records
 from plait.checkpoint._records import RecordError
 from plait.checkpoint.file import FileCheckpointer
+from plait.checkpoint.file import _format as _file_format
+from plait.checkpoint.file._format import file_stem
 from plait.checkpoint.model import Checkpoint, Task
 from plait.errors import CheckpointCorruptError, StoreVersionError
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from plait.checkpoint._migrations import Component
-from plait.checkpoint._sql import SqlCore
-from plait.checkpoint._sql_base import Dialect
-from plait.checkpoint._sql_schema import SCHEMA_VERSION
+from plait.checkpoint.sql._base import Dialect
+from plait.checkpoint.sql._core import SqlCore
+from plait.checkpoint.sql._schema import SCHEMA_VERSION
 from plait.errors import StoreVersionError
 
 
@@ -23,7 +23,7 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Dialect
     if request.param == "sqlite":
         import sqlite3
 
-        from plait.checkpoint.sqlite import _DIALECT
+        from plait.checkpoint.sqlite._store import _DIALECT
 
         conn = sqlite3.connect(tmp_path / "m.db", isolation_level=None)
 
@@ -42,7 +42,7 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Dialect
     else:
         import psycopg
 
-        from plait.checkpoint.postgres import _dialect
+        from plait.checkpoint.postgres._store import _dialect
 
         dsn, schema = request.getfixturevalue("postgres_dsn"), request.getfixturevalue("postgres_schema")
 

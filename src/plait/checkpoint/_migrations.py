@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from plait.checkpoint._sql_base import Cursor, Dialect
+from plait.checkpoint.sql._base import Cursor, Dialect
 from plait.errors import StoreVersionError
 
 __all__ = ["Component"]
