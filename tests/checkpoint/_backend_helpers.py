@@ -150,7 +150,7 @@ class RowStore:
         self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         weakref.finalize(self, self.conn.close)
         self.core = SqlCore(_DIALECT, "test")
-        _transaction(self.conn, self.core.migrate)
+        _transaction(self.conn, lambda cur: self.core.component.migrate(cur, self.core.store))
         self.cur: Any = self.conn.cursor()
 
     def checkpoint(self, cid: str, parent: str | None, blobs: dict[str, str], metadata: Any) -> None:
@@ -165,7 +165,7 @@ class RowStore:
 
     def history(self, **kw: Any) -> list[Checkpoint]:
         args: dict[str, Any] = {"limit": None, "before": None, "filter": None} | kw
-        return self.core.history(self.cur, "", "t", **args)
+        return self.core.read.history(self.cur, "", "t", **args)
 
     def get(self, cid: str | None) -> Checkpoint | None:
-        return self.core.get(self.cur, "", "t", cid)
+        return self.core.read.get(self.cur, "", "t", cid)

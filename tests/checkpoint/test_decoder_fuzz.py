@@ -249,7 +249,7 @@ def test_sql_rows_of_any_shape_read_as_corrupt(rows: list[Any], blobs: list[Any]
         lambda: store.history(limit=1),
         lambda: store.history(before="c2"),
         lambda: store.history(filter={"source": "loop"}),
-        lambda: store.core.list_threads(
+        lambda: store.core.threads.page(
             store.cur, namespace=None, status=None, limit=None, before=None, now=time.time()
         ),
     ]

@@ -65,15 +65,15 @@ def _queue(dialect: Dialect, versions: int) -> Component:
 def test_a_second_component_keeps_its_own_version_beside_the_store(db: tuple[Dialect, Any]) -> None:
     dialect, run = db
     store = SqlCore(dialect, "store")
-    assert run(lambda cur: store.migrate(cur)) == 0
+    assert run(lambda cur: store.component.migrate(cur, "store")) == 0
     queue = _queue(dialect, 2)
     assert run(lambda cur: queue.migrate(cur, "store")) == 0
     assert run(queue.version) == 2
-    assert run(store.version) == SCHEMA_VERSION  # untouched by the queue's two versions
-    run(lambda cur: store.check_version(cur))
+    assert run(store.component.version) == SCHEMA_VERSION  # untouched by the queue's two versions
+    run(lambda cur: store.component.check(cur, "store"))
     newer = _queue(dialect, 3)
     assert run(lambda cur: newer.migrate(cur, "store")) == 2  # only version 3 ran
-    assert run(newer.version) == 3 and run(store.version) == SCHEMA_VERSION
+    assert run(newer.version) == 3 and run(store.component.version) == SCHEMA_VERSION
 
 
 def test_a_component_newer_than_the_code_is_refused(db: tuple[Dialect, Any]) -> None:

@@ -171,7 +171,7 @@ def test_a_thread_resumed_by_new_processes_keeps_one_linked_chain(backend: Backe
             if parent is not None:
                 if segment == 5:  # a plain read first: it leaves the head cache alone
                     assert run(store.aget("t")) is not None
-                    assert not store._core._cache.get(("", "t"))  # type: ignore[attr-defined]
+                    assert not store._core.cache.get(("", "t"))  # type: ignore[attr-defined]
                 lease, head = run(store.atake_lease_and_get("t", "writer"))  # what a resuming run reads
                 assert head is not None and head.id == parent.id
                 parent = head

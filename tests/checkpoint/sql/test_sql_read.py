@@ -219,7 +219,7 @@ def test_history_leaves_no_statement_running(tmp_path: Any) -> None:
     writer = sqlite3.connect(path, isolation_level=None)
     writer.execute("PRAGMA journal_mode = WAL")
     core = SqlCore(_DIALECT, "test")
-    _transaction(writer, core.migrate)
+    _transaction(writer, lambda cur: core.component.migrate(cur, core.store))
     for i in range(50):
         writer.execute("INSERT INTO plait_blobs VALUES ('', 't', 'c', ?, NULL, ?)", (f"b{i:02d}", b"[1]"))
     cp = Checkpoint(thread_id="t", id="x", parent_id=None, step=0, values={})
@@ -229,7 +229,7 @@ def test_history_leaves_no_statement_running(tmp_path: Any) -> None:
     )
     reader = sqlite3.connect(path, isolation_level=None)
     cur = reader.cursor()
-    (got,) = core.history(cur, "", "t", limit=None, before=None, filter=None)
+    (got,) = core.read.history(cur, "", "t", limit=None, before=None, filter=None)
     assert got.values == {"c": [1]}
     writer.execute("INSERT INTO plait_blobs VALUES ('', 't', 'c', 'z', NULL, x'5b5d')")
     busy, _, _ = writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()

@@ -38,7 +38,7 @@ def _build(backend: Backend, version: int) -> None:
 
         with closing(sqlite3.connect(backend.path, isolation_level=None)) as conn:
             conn.execute("BEGIN IMMEDIATE")
-            SqlCore(_DIALECT, "old store").migrate(conn.cursor(), target=version)
+            SqlCore(_DIALECT, "old store").component.migrate(conn.cursor(), "old store", target=version)
             conn.execute("COMMIT")
     else:
         import psycopg
@@ -47,7 +47,7 @@ def _build(backend: Backend, version: int) -> None:
 
         with psycopg.connect(backend.dsn) as pg, pg.cursor() as cur:
             cur.execute(f'CREATE SCHEMA IF NOT EXISTS "{backend.schema}"')
-            SqlCore(_dialect(backend.schema), "old store").migrate(cur, target=version)
+            SqlCore(_dialect(backend.schema), "old store").component.migrate(cur, "old store", target=version)
 
 
 def _insert(backend: Backend, cp: Checkpoint, writes: tuple[PendingWrite, ...] = ()) -> None:

@@ -21,7 +21,8 @@ from plait._codec import canonical, freeze
 from plait._frozen import FrozenDict, FrozenList
 from plait.checkpoint import delta
 from plait.checkpoint.model import Checkpoint, CheckpointWrite, Fence, Lease, PendingWrite, Task, WritesBatch
-from plait.checkpoint.sql._core import CommitRequest, Cursor, SqlCore
+from plait.checkpoint.sql._base import CommitRequest, Cursor
+from plait.checkpoint.sql._core import SqlCore
 from plait.checkpoint.sqlite._store import _DIALECT, SqliteCheckpointer
 from plait.checkpoint.sqlite._worker import lease_transaction as _lease_transaction
 from plait.checkpoint.sqlite._worker import transaction as _transaction
@@ -322,7 +323,7 @@ def test_many_concurrent_commits_all_land(db: Path) -> None:
 def test_a_bad_commit_in_a_group_does_not_sink_the_others(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "g.db", isolation_level=None)
     core = SqlCore(_DIALECT, "test store")
-    _transaction(conn, core.migrate)
+    _transaction(conn, lambda cur: core.component.migrate(cur, core.store))
     good = [CommitRequest(checkpoints=[make(f"g{i}", None, {"v": i})], writes=()) for i in range(3)]
     bad_cp = make("bad", None, {"v": 0}).checkpoint
     bad_values = FrozenDict({"v": {1, 2}})  # not JSON: the encoder refuses it mid-transaction
@@ -334,7 +335,7 @@ def test_a_bad_commit_in_a_group_does_not_sink_the_others(tmp_path: Path) -> Non
         ],
         writes=(),
     )
-    results = core.commit_all(lambda fn: _transaction(conn, fn), [good[0], bad, good[1], good[2]], time.time)
+    results = core.commit.commit_all(lambda fn: _transaction(conn, fn), [good[0], bad, good[1], good[2]], time.time)
     assert results[0] is None and results[2] is None and results[3] is None
     assert isinstance(results[1], TypeError)
     stored = {r[0] for r in conn.execute("SELECT thread_id FROM plait_checkpoints")}
@@ -347,18 +348,18 @@ def test_a_group_that_stores_a_checkpoint_then_writes_on_it_does_not_remember_it
     stores the head in one request and writes on it in a later one."""
     conn = sqlite3.connect(tmp_path / "k.db", isolation_level=None)
     core = SqlCore(_DIALECT, "test store")
-    _transaction(conn, core.migrate)
+    _transaction(conn, lambda cur: core.component.migrate(cur, core.store))
     root = make("t", None, {"v": 0})
     saved = (PendingWrite(task_id="x", kind="effect", key="k", value=1),)
     on_root = WritesBatch(thread_id="t", checkpoint_id=root.checkpoint.id, writes=saved)
     requests = [CommitRequest(checkpoints=[root], writes=()), CommitRequest(checkpoints=(), writes=[on_root])]
-    assert core.commit_all(lambda fn: _transaction(conn, fn), requests, time.time) == [None, None]
-    assert core.known_head("", "t") is None
+    assert core.commit.commit_all(lambda fn: _transaction(conn, fn), requests, time.time) == [None, None]
+    assert core.cache.known(("", "t")) is None
     child = make("t", root.checkpoint, {"v": 1})
-    assert core.commit_all(
+    assert core.commit.commit_all(
         lambda fn: _transaction(conn, fn), [CommitRequest(checkpoints=[child], writes=())], time.time
     ) == [None]
-    known = core.known_head("", "t")
+    known = core.cache.known(("", "t"))
     assert known is not None and known.id == child.checkpoint.id and known.values == child.checkpoint.values
     conn.close()
 
@@ -551,14 +552,14 @@ class _Traced:
         self.conn = sqlite3.connect(tmp_path / "f.db", isolation_level=None)
         request.addfinalizer(self.conn.close)
         self.core = SqlCore(_DIALECT, "test store")
-        _transaction(self.conn, self.core.migrate)
+        _transaction(self.conn, lambda cur: self.core.component.migrate(cur, self.core.store))
         self.seen: list[str] = []
         self.conn.set_trace_callback(self.seen.append)
 
     def commit(self, cw: CheckpointWrite, fence: Fence) -> Exception | None:
         self.seen.clear()
         request = CommitRequest(checkpoints=[cw], writes=(), fence=fence)
-        (result,) = self.core.commit_all(lambda fn: _transaction(self.conn, fn), [request], time.time)
+        (result,) = self.core.commit.commit_all(lambda fn: _transaction(self.conn, fn), [request], time.time)
         return result
 
     def parent_lookups(self) -> int:
@@ -593,12 +594,12 @@ def test_a_lease_commits_without_fsync_and_restores_the_connections_durability(d
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
     core = SqlCore(_DIALECT, "test")
-    _transaction(conn, core.migrate)
+    _transaction(conn, lambda cur: core.component.migrate(cur, core.store))
 
     taken: list[Lease] = []
 
     def lease(cur: Cursor) -> tuple[int, int]:
-        taken.append(core.take_lease(cur, "", "t", "me", 30.0, time.time()))
+        taken.append(core.threads.take(cur, ("", "t"), "me", 30.0, time.time()))
         return cur.execute("PRAGMA synchronous").fetchone()[0], cur.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
 
     seen = _lease_transaction(conn, lease)
@@ -741,7 +742,7 @@ def test_a_commit_under_a_current_lease_builds_on_its_cached_parent_without_look
     store = _Traced(tmp_path, request)
     conn, core, commit, parent_lookups = store.conn, store.core, store.commit, store.parent_lookups
 
-    lease = _transaction(conn, lambda cur: core.take_lease(cur, "", "t", "run", 30.0, time.time()))
+    lease = _transaction(conn, lambda cur: core.threads.take(cur, ("", "t"), "run", 30.0, time.time()))
     run_fence = Fence(owner="run", token=lease.token)
     root = make("t", None, {"n": 0})
     assert commit(root, run_fence) is None

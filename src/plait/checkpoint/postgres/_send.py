@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from plait.checkpoint.sql._core import Cursor
+from plait.checkpoint.sql._base import Cursor
 
 if TYPE_CHECKING:
     import psycopg

@@ -1,6 +1,6 @@
 """PostgresCheckpointer: checkpoints in PostgreSQL, shared by many processes and machines.
 
-All SQL lives in :mod:`plait.checkpoint.sql._core`, and how statements travel to the server in
+All SQL lives in :mod:`plait.checkpoint.sql`, and how statements travel to the server in
 :mod:`plait.checkpoint.postgres._send`; this module owns the pool, the threads the blocking
 psycopg calls run on, migrations' locking and the retry policy. psycopg is imported inside
 functions only, so ``import plait`` never needs it.
@@ -17,7 +17,8 @@ the usual commit (a fence and one checkpoint row) as one prepared call of
 ``put_checkpoint()``, others as one query (see ``send``); a run's lease and first read are
 one call too (``take_lease_and_get()``), and reads send no BEGIN and COMMIT. Blocking calls
 run on query threads, or on the caller's thread when its event loop has nothing else ready
-and no other call of this checkpointer is running (see ``_off_loop``).
+and no other call of this checkpointer is running (see ``_off_loop`` and
+:func:`~plait.checkpoint.sql._caller.may_block`).
 
 Connection loss: every operation is one transaction whose statements are idempotent
 (upserts keyed by ids the caller chose), so it is retried on a fresh connection when the
@@ -43,7 +44,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
-from plait._sync import in_sync_call, loop_is_idle
 from plait.checkpoint._validate import check_thread
 from plait.checkpoint.base import Capabilities
 from plait.checkpoint.holder import Holder
@@ -54,9 +54,11 @@ from plait.checkpoint.model import (
 from plait.checkpoint.postgres._connect import connection_lost, failure, first_connection, redacted, scrubbed
 from plait.checkpoint.postgres._schema import PG_MIGRATIONS
 from plait.checkpoint.postgres._send import Cursors, Fusion, NeedsAnswer, Recorder, pipelined, send
+from plait.checkpoint.sql._base import CommitRequest, Cursor, Dialect
+from plait.checkpoint.sql._caller import may_block
 from plait.checkpoint.sql._checkpointer import SqlCheckpointer
 from plait.checkpoint.sql._commit import StaleCache
-from plait.checkpoint.sql._core import CommitRequest, Cursor, Dialect, SqlCore
+from plait.checkpoint.sql._core import SqlCore
 from plait.errors import CheckpointError, ConcurrentUpdateError, LeaseLostError, ThreadBusyError
 
 if TYPE_CHECKING:
@@ -348,7 +350,7 @@ class PostgresCheckpointer(SqlCheckpointer):
 
     def _checked_run(self, cur: Cursor, fn: Callable[[Cursor], T], check: bool) -> T:
         if check and not self._checked:
-            self._core.check_version(cur)
+            self._core.component.check(cur, self._store)
             self._checked = True
         return fn(cur)
 
@@ -368,15 +370,14 @@ class PostgresCheckpointer(SqlCheckpointer):
 
         A hop to a query thread and back costs two thread wake-ups (on a small virtual
         machine about a round trip to the server), which a lone caller waiting for
-        the answer gains nothing from. So a call of the sync facade (a loop of its own, with
-        nothing else ready on it) runs the job right here when no other job of this
-        checkpointer is running (a pooled connection is then free). An async caller's loop
-        may have other work that a network stall would hold up, so its jobs always go to
-        the query threads.
+        the answer gains nothing from. So a call that may block its caller (see
+        :func:`~plait.checkpoint.sql._caller.may_block`: a network call is not bounded, so
+        only the sync facade's calls qualify) runs the job right here when no other job of
+        this checkpointer is running (a pooled connection is then free).
         """
         loop = asyncio.get_running_loop()
         with self._jobs_lock:
-            inline = self._jobs == 0 and in_sync_call() and loop_is_idle(loop)
+            inline = self._jobs == 0 and may_block(loop, bounded=False)
             self._jobs += 1
         try:
             if inline:
@@ -406,7 +407,7 @@ class PostgresCheckpointer(SqlCheckpointer):
         await self._off_loop(lambda: self._commit_sync(request))
 
     def _commit_sync(self, request: CommitRequest) -> None:
-        (error,) = self._core.commit_all(
+        (error,) = self._core.commit.commit_all(
             lambda fn: self._transaction(fn, pipeline=True, batch=True), [request], self._now
         )
         if error is not None:
@@ -425,7 +426,7 @@ class PostgresCheckpointer(SqlCheckpointer):
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             if self.schema:
                 cur.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote_ident(self.schema)}")
-                return self._core.migrate(cur)
+                return self._core.component.migrate(cur, self._store)
             # Set up through the search path: migrate with the schema it names spelled out, so
             # that the functions' bodies name their own tables (an unqualified name there would
             # be looked up in each caller's search path, not where the function lives).
@@ -436,7 +437,7 @@ class PostgresCheckpointer(SqlCheckpointer):
                     "has nowhere to create its tables; pass schema=... (plait --db '...?options=-csearch_path%3D"
                     "NAME') naming one, or create the schema first"
                 )
-            return SqlCore(_dialect(str(current)), self._store).migrate(cur)
+            return SqlCore(_dialect(str(current)), self._store).component.migrate(cur, self._store)
 
         found = self._transaction(migrate, check=False)
         self._checked = True
@@ -452,12 +453,14 @@ class PostgresCheckpointer(SqlCheckpointer):
 
     async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> Lease:
         check_thread(thread_id, namespace)
-        self._core.check_text([("lease owner", owner)])
+        self._core.commit.check_text([("lease owner", owner)])
         seconds = self.lease_ttl if ttl is None else ttl
 
         def take(over: int | None) -> Lease:
             return self._transaction(
-                lambda cur: self._core.take_lease_server(cur, namespace, thread_id, owner, seconds, over, self._now()),
+                lambda cur: self._core.threads.take_by_server(
+                    cur, (namespace, thread_id), owner, seconds, over, self._now()
+                ),
                 read=True,
             )
 
@@ -467,7 +470,7 @@ class PostgresCheckpointer(SqlCheckpointer):
         check_thread(lease.thread_id, lease.namespace)
         seconds = self.lease_ttl if ttl is None else ttl
         expires = await self._run(
-            lambda cur: self._core.renew_lease_server(cur, lease, seconds, self._now()), read=True
+            lambda cur: self._core.threads.renew_by_server(cur, lease, seconds, self._now()), read=True
         )
         return Lease(
             thread_id=lease.thread_id,
@@ -491,7 +494,7 @@ class PostgresCheckpointer(SqlCheckpointer):
         """Take the lease and read the checkpoint a run starts from in one round trip
         (``take_lease_and_get()``); see :meth:`Checkpointer.atake_lease_and_get`."""
         check_thread(thread_id, namespace, checkpoint_id)
-        self._core.check_text([("lease owner", owner)])
+        self._core.commit.check_text([("lease owner", owner)])
         seconds = self.lease_ttl if ttl is None else ttl
         self._check_open()
 

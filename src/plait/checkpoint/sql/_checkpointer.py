@@ -27,7 +27,8 @@ from plait.checkpoint.model import (
     ThreadInfo,
     WritesBatch,
 )
-from plait.checkpoint.sql._core import CommitRequest, Cursor, SqlCore
+from plait.checkpoint.sql._base import CommitRequest, Cursor
+from plait.checkpoint.sql._core import SqlCore
 
 __all__ = ["SqlCheckpointer"]
 
@@ -74,15 +75,15 @@ class SqlCheckpointer(Checkpointer):
         if not checkpoints and not writes:
             return
         request = CommitRequest(checkpoints=checkpoints, writes=writes, fence=fence)
-        self._core.check_request(request)
+        self._core.commit.check_request(request)
         await self._committing(request)
 
     def known_head(self, thread_id: str, *, namespace: str = "") -> Checkpoint | None:
-        return self._core.known_head(namespace, thread_id)
+        return self._core.cache.known((namespace, thread_id))
 
     async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
         check_thread(thread_id, namespace, checkpoint_id)
-        return await self._reading(lambda cur: self._core.get(cur, namespace, thread_id, checkpoint_id))
+        return await self._reading(lambda cur: self._core.read.get(cur, namespace, thread_id, checkpoint_id))
 
     async def ahistory(
         self,
@@ -95,7 +96,7 @@ class SqlCheckpointer(Checkpointer):
     ) -> list[Checkpoint]:
         check_thread(thread_id, namespace, before, what="before")
         return await self._reading(
-            lambda cur: self._core.history(cur, namespace, thread_id, limit=limit, before=before, filter=filter)
+            lambda cur: self._core.read.history(cur, namespace, thread_id, limit=limit, before=before, filter=filter)
         )
 
     async def alist_threads(
@@ -110,14 +111,14 @@ class SqlCheckpointer(Checkpointer):
         if namespace is not None:
             check_id(namespace, "namespace")
         return await self._reading(
-            lambda cur: self._core.list_threads(
+            lambda cur: self._core.threads.page(
                 cur, namespace=namespace, status=status, limit=limit, before=before, prefix=prefix, now=self._now()
             )
         )
 
     async def aget_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:
         check_thread(thread_id, namespace)
-        return await self._reading(lambda cur: self._core.thread(cur, namespace, thread_id, self._now()))
+        return await self._reading(lambda cur: self._core.threads.one(cur, (namespace, thread_id), self._now()))
 
     async def adelete_thread(self, thread_id: str, *, namespace: str = "") -> None:
         check_thread(thread_id, namespace)
@@ -134,4 +135,4 @@ class SqlCheckpointer(Checkpointer):
 
     async def arelease_lease(self, lease: Lease, *, status: RestStatus | None = None) -> None:
         check_thread(lease.thread_id, lease.namespace)
-        await self._leasing(lambda cur: self._core.release_lease(cur, lease, status, self._now()))
+        await self._leasing(lambda cur: self._core.threads.give_back(cur, lease, status, self._now()))

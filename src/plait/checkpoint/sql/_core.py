@@ -1,22 +1,27 @@
-"""The SQL checkpoint store, written once for SQLite and PostgreSQL.
+"""The SQL checkpoint store, written once for SQLite and PostgreSQL: its parts, assembled.
 
 Everything a SQL backend does (schema and migrations, commit, reads, housekeeping, leases)
-is reached through :class:`SqlCore` as plain DB-API calls on a cursor; a dialect
-(:class:`Dialect`) supplies only the few fragments that differ (column types, the parameter
-marker, the database clock, how a list of keys is passed, how a table's existence is
-checked). The dialect modules own connections, threads and transactions, and call into
-:class:`SqlCore` inside them.
+is plain DB-API calls on a cursor; a dialect (:class:`Dialect`) supplies only the few
+fragments that differ (column types, the parameter marker, the database clock, how a list of
+keys is passed, how a table's existence is checked). The dialect packages own connections,
+threads and transactions, and call the parts inside them.
 
-The core is split by responsibility: this module holds the schema checks and migrations,
-listing and housekeeping (delete, prune, leases), and composes the rest:
+:class:`SqlCore` builds the statements once, as the dialect runs them, and the parts that use
+them; callers reach each part directly rather than through forwarding methods here:
 
-- :mod:`plait.checkpoint.sql._base`: the cursor, dialect, commit request and head cache;
-- :mod:`plait.checkpoint.sql._commit`: the commit path (fences, deltas against the cached head);
-- :mod:`plait.checkpoint.sql._read`: reads (one checkpoint, a lineage, blob replay);
-- :mod:`plait.checkpoint.sql._threads`: thread rows (leases fenced by generation, statuses,
-  listings).
+- :attr:`SqlCore.component`: the schema checks and migrations (:mod:`plait.checkpoint._migrations`);
+- :attr:`SqlCore.commit`: the commit path (fences, deltas against the cached head), in
+  :mod:`plait.checkpoint.sql._commit`;
+- :attr:`SqlCore.read`: reads (one checkpoint, a lineage, blob replay), in
+  :mod:`plait.checkpoint.sql._read`;
+- :attr:`SqlCore.threads`: thread rows (leases fenced by generation, statuses, listings), in
+  :mod:`plait.checkpoint.sql._threads`;
+- :attr:`SqlCore.cache`: the last checkpoint this process wrote per thread
+  (:mod:`plait.checkpoint.sql._base`).
 
-The tables and every statement are in :mod:`plait.checkpoint.sql._schema`.
+What this module does itself spans parts: housekeeping (delete, prune: statements, thread
+rows and the cache) and the one statement that takes a lease and reads a checkpoint. The
+tables and every statement are in :mod:`plait.checkpoint.sql._schema`.
 
 Every statement is idempotent (upserts), so a commit whose outcome is unknown (the
 connection dropped during COMMIT) can be retried safely.
@@ -25,29 +30,27 @@ connection dropped during COMMIT) can be retried safely.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
 
 from plait.checkpoint import lease as rules
 from plait.checkpoint._common import keep_set
 from plait.checkpoint._migrations import Component
 from plait.checkpoint._records import RecordError, decode_body
 from plait.checkpoint.holder import Holder
-from plait.checkpoint.model import Checkpoint, Lease, RestStatus, Status, ThreadInfo
-from plait.checkpoint.sql._base import CommitRequest, Cursor, Dialect, HeadCache
+from plait.checkpoint.model import Checkpoint, Lease
+from plait.checkpoint.sql._base import Cursor, Dialect, HeadCache
 from plait.checkpoint.sql._commit import SqlCommit
 from plait.checkpoint.sql._read import SqlRead
-from plait.checkpoint.sql._schema import MIGRATIONS, SCHEMA_VERSION, STATEMENTS, joins
+from plait.checkpoint.sql._schema import MIGRATIONS, STATEMENTS, joins
 from plait.checkpoint.sql._threads import SqlThreads, holder_json
 from plait.errors import CheckpointCorruptError
 
-__all__ = ["SCHEMA_VERSION", "CommitRequest", "Cursor", "Dialect", "SqlCore"]
+__all__ = ["SqlCore"]
 
 log = logging.getLogger("plait.checkpoint.sql")
 
 
 class SqlCore:
-    """Shared SQL logic over a cursor, plus the per-thread cache of the last checkpoint written."""
+    """The parts of the SQL store over one dialect, sharing its statements and head cache."""
 
     def __init__(self, dialect: Dialect, store: str) -> None:
         self.dialect = dialect
@@ -69,136 +72,30 @@ class SqlCore:
             "start": "{start}",
         }
         fmt |= {k: v.replace("{P}", dialect.prefix) for k, v in joins(lateral=dialect.lateral).items()}
-        self._sql = {k: self._q(v.format(**fmt)) for k, v in STATEMENTS.items()}
-        self._migrations = {
-            v: tuple(self._q(s.format(**fmt)) for s in (*MIGRATIONS.get(v, ()), *dialect.migrations.get(v, ())))
+        self._sql = {k: dialect.q(v.format(**fmt)) for k, v in STATEMENTS.items()}
+        migrations = {
+            v: tuple(dialect.q(s.format(**fmt)) for s in (*MIGRATIONS.get(v, ()), *dialect.migrations.get(v, ())))
             for v in {*MIGRATIONS, *dialect.migrations}
         }
-        self._cache = HeadCache()
+        self.cache = HeadCache()
         self.threads = SqlThreads(dialect, self._sql, store)
         self.component = Component(
             name="checkpoint store",
             table=dialect.prefix + "migrations",
-            migrations=self._migrations,
+            migrations=migrations,
             dialect=dialect,
             after={7: lambda cur, found: self.threads.fill_statuses(cur) if found > 0 else None},
         )
         """The checkpoint store's migrations: a component of its own (see
-        :mod:`plait.checkpoint._migrations`), so the run queue's tables never bump it."""
-        self._commit = SqlCommit(dialect, store, self._sql, self._cache, self.threads)
-        self._read = SqlRead(dialect, self._sql, self._cache)
+        :mod:`plait.checkpoint._migrations`), so the run queue's tables never bump it.
+        Called with :attr:`store` (``component.migrate(cur, core.store)``) for its messages."""
+        self.commit = SqlCommit(dialect, store, self._sql, self.cache, self.threads)
+        self.read = SqlRead(dialect, self._sql, self.cache)
 
     def statement(self, name: str) -> str:
         """The text of statement ``name`` of :data:`~plait.checkpoint.sql._schema.STATEMENTS`,
         as this store runs it (the same object every time)."""
         return self._sql[name]
-
-    def _q(self, sql: str) -> str:
-        return self.dialect.q(sql)
-
-    # -- schema ------------------------------------------------------------------------------
-
-    def version(self, cur: Cursor) -> int:
-        """The store's schema version; 0 when it has never been set up."""
-        return self.component.version(cur)
-
-    def check_version(self, cur: Cursor) -> None:
-        """Refuse a store this code does not understand, saying what to do.
-
-        Raises:
-            StoreVersionError: the store is newer than this code, or not (fully) set up.
-        """
-        self.component.check(cur, self.store)
-
-    def migrate(self, cur: Cursor, *, target: int = SCHEMA_VERSION) -> int:
-        """Bring the store to :data:`SCHEMA_VERSION` inside the caller's transaction
-        (``target``: an older version, as an older plait left it; for upgrade tests).
-
-        Returns:
-            The version found before migrating.
-
-        Raises:
-            StoreVersionError: the store was written by a newer plait.
-        """
-        return self.component.migrate(cur, self.store, target=target)
-
-    # -- commit (see plait.checkpoint.sql._commit) -------------------------------------------
-
-    def commit_all(
-        self,
-        transaction: Callable[[Callable[[Cursor], Any]], Any],
-        requests: Sequence[CommitRequest],
-        now: Callable[[], float | None],
-    ) -> list[Exception | None]:
-        """Store several commits in one transaction (group commit).
-
-        See :meth:`~plait.checkpoint.sql._commit.SqlCommit.commit_all` for the retry rules.
-
-        Returns:
-            Per request: None when it is durable, else the exception that refused it.
-        """
-        return self._commit.commit_all(transaction, requests, now)
-
-    def check_request(self, request: CommitRequest) -> None:
-        """Refuse, before anything is written, text this store cannot hold; see
-        :meth:`~plait.checkpoint.sql._commit.SqlCommit.check_request`."""
-        self._commit.check_request(request)
-
-    def check_text(self, texts: Iterable[tuple[str, str | None]]) -> None:
-        """Raise CheckpointError for the first text holding a NUL (see :meth:`check_request`)."""
-        self._commit.check_text(texts)
-
-    def forget(self, namespace: str, thread_id: str) -> None:
-        """Drop the cached head of a thread (after delete or prune)."""
-        self._cache.forget((namespace, thread_id))
-
-    def known_head(self, namespace: str, thread_id: str) -> Checkpoint | None:
-        """The head this process last committed on the thread, if it had no pending writes
-        (see :meth:`Checkpointer.known_head`)."""
-        return self._cache.known((namespace, thread_id))
-
-    # -- reads (see plait.checkpoint.sql._read) ----------------------------------------------
-
-    def get(
-        self, cur: Cursor, namespace: str, thread_id: str, checkpoint_id: str | None, *, resume: bool = False
-    ) -> Checkpoint | None:
-        """One checkpoint (the head when ``checkpoint_id`` is None) with its pending writes.
-
-        ``resume``: a run starts from it here (see :meth:`SqlRead.from_rows`)."""
-        return self._read.get(cur, namespace, thread_id, checkpoint_id, resume=resume)
-
-    def history(
-        self,
-        cur: Cursor,
-        namespace: str,
-        thread_id: str,
-        *,
-        limit: int | None,
-        before: str | None,
-        filter: Mapping[str, Any] | None,
-    ) -> list[Checkpoint]:
-        """The lineage newest first; see :meth:`~plait.checkpoint.sql._read.SqlRead.history`."""
-        return self._read.history(cur, namespace, thread_id, limit=limit, before=before, filter=filter)
-
-    def list_threads(
-        self,
-        cur: Cursor,
-        *,
-        namespace: str | None,
-        status: Status | None,
-        limit: int | None,
-        before: str | None,
-        now: float | None,
-        prefix: str | None = None,
-    ) -> list[ThreadInfo]:
-        """A page of threads, newest first (see :meth:`SqlThreads.page`); never decodes data."""
-        return self.threads.page(
-            cur, namespace=namespace, status=status, limit=limit, before=before, now=now, prefix=prefix
-        )
-
-    def thread(self, cur: Cursor, namespace: str, thread_id: str, now: float | None) -> ThreadInfo | None:
-        """One thread's status, head and lease; None when it has no checkpoint."""
-        return self.threads.one(cur, (namespace, thread_id), now)
 
     # -- housekeeping ------------------------------------------------------------------------
 
@@ -208,7 +105,7 @@ class SqlCore:
         for name in ("del_cps", "del_blobs", "del_writes"):
             cur.execute(self._sql[name], (namespace, thread_id))
         self.threads.tombstone(cur, (namespace, thread_id), now)
-        self.forget(namespace, thread_id)
+        self.cache.forget((namespace, thread_id))
 
     def prune(
         self,
@@ -272,7 +169,7 @@ class SqlCore:
         reroot = [(*where, cid) for cid in keep if tree[cid][0] is not None and tree[cid][0] not in keep]
         if reroot:
             cur.executemany(self._sql["reroot"], reroot)
-        self.forget(namespace, thread_id)
+        self.cache.forget((namespace, thread_id))
         self._revoke_after_rewind(cur, namespace, thread_id, now, rewound=newer_than is not None and bool(dropped))
         return len(dropped)
 
@@ -285,68 +182,11 @@ class SqlCore:
         :meth:`SqlCommit._apply <plait.checkpoint.sql._commit.SqlCommit._apply>`)."""
         if not rewound:
             return
-        head = self.get(cur, namespace, thread_id, None)
+        head = self.read.get(cur, namespace, thread_id, None)
         assert head is not None
         self.threads.revoke(cur, (namespace, thread_id), rules.rest_status(head.next_tasks, head.pending_writes), now)
 
-    # -- leases (see plait.checkpoint.lease) -------------------------------------------------
-
-    def take_lease(self, cur: Cursor, namespace: str, thread_id: str, owner: str, ttl: float, now: float) -> Lease:
-        """Take the lease in the caller's write transaction (the rules applied in Python).
-
-        Raises:
-            ThreadBusyError: a live lease is held.
-        """
-        return self.threads.take(cur, (namespace, thread_id), owner, ttl, now)
-
-    def renew_lease(self, cur: Cursor, lease: Lease, ttl: float, now: float) -> Lease:
-        """Renew ``lease`` in the caller's write transaction (the rules applied in Python).
-
-        Raises:
-            LeaseLostError: it is no longer the thread's current lease.
-        """
-        return self.threads.renew(cur, lease, ttl, now)
-
-    def release_lease(self, cur: Cursor, lease: Lease, status: RestStatus | None, now: float | None) -> None:
-        """Give ``lease`` back (unflushed with server-side checks: see ``give_lease()``)."""
-        if self.dialect.server_checks:
-            cur.execute(self._sql["give_lease"], (lease.namespace, lease.thread_id, lease.token, status, now))
-        else:
-            self.threads.release(cur, (lease.namespace, lease.thread_id), lease.token, status, now)
-
-    def take_lease_server(
-        self, cur: Cursor, namespace: str, thread_id: str, owner: str, ttl: float, over: int | None, now: float | None
-    ) -> Lease:
-        """Take the lease by the server's function (``over``: a generation whose holder the
-        caller found dead on this machine); server-side checks only.
-
-        Raises:
-            ThreadBusyError: a live lease is held (raised by the dialect module).
-        """
-        holder = Holder.current()
-        gen, taken, expires = cur.execute(
-            self._sql["take_lease"], (namespace, thread_id, owner, float(ttl), holder_json(holder), over, now)
-        ).fetchone()
-        return Lease(
-            thread_id=thread_id,
-            namespace=namespace,
-            owner=owner,
-            token=int(gen),
-            taken_at=float(taken),
-            expires_at=float(expires),
-            holder=holder,
-        )
-
-    def renew_lease_server(self, cur: Cursor, lease: Lease, ttl: float, now: float | None) -> float:
-        """Renew by the server's function; returns the new expiry.
-
-        Raises:
-            LeaseLostError: it is no longer the thread's current lease (raised by the dialect module).
-        """
-        (expires,) = cur.execute(
-            self._sql["renew_lease"], (lease.namespace, lease.thread_id, lease.token, float(ttl), now)
-        ).fetchone()
-        return float(expires)
+    # -- leases -----------------------------------------------------------------------------
 
     def take_lease_and_get(
         self,
@@ -382,4 +222,4 @@ class SqlCore:
             holder=holder,
         )
         found = [r[3:] for r in rows if r[3] is not None]
-        return lease, self._read.from_rows(cur, namespace, thread_id, found, resume=True)
+        return lease, self.read.from_rows(cur, namespace, thread_id, found, resume=True)

@@ -31,7 +31,7 @@ row of ``P_blobs`` (schema 3): blob ``(channel, id)`` is the row, or entry ``cha
 the body of checkpoint ``id``.
 
 A migration is never edited once released: a schema change is a new version whose
-statements bring a store from the previous version to it, so :meth:`SqlCore.migrate` can
+statements bring a store from the previous version to it, so ``SqlCore.component.migrate`` can
 upgrade any older store in place and refuse a newer one.
 """
 
@@ -78,8 +78,8 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     6: (),
     # 7: leases fenced by generation, holders recorded, and a thread's status at rest: one
     # row per thread replaces the leases table. Existing threads get a row (their status is
-    # filled in by SqlCore.migrate, which reads their heads); a lease held by an older plait
-    # becomes generation 1. PostgreSQL's functions are replaced (PG_MIGRATIONS).
+    # filled in by the migration's step after version 7, which reads their heads); a lease
+    # held by an older plait becomes generation 1. PostgreSQL's functions are replaced (PG_MIGRATIONS).
     7: (
         """CREATE TABLE {P}threads (
             ns TEXT NOT NULL, thread_id TEXT NOT NULL, gen BIGINT NOT NULL, owner TEXT, holder TEXT,

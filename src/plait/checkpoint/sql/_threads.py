@@ -1,7 +1,7 @@
 """The thread rows of the SQL checkpoint store: leases fenced by generation, statuses at
 rest, and listings paged and filtered in the database.
 
-Part of :class:`plait.checkpoint.sql._core.SqlCore`. The rules are
+A part of :class:`plait.checkpoint.sql._core.SqlCore`. The rules are
 :mod:`plait.checkpoint.lease`'s: a dialect without server-side checks (SQLite) applies them
 here in Python, on the row read inside its write transaction (which holds the database's
 write lock); PostgreSQL's functions apply them server-side (:mod:`plait.checkpoint.postgres._schema`),
@@ -178,6 +178,50 @@ class SqlThreads:
     def tombstone(self, cur: Cursor, key: Key, now: float | None) -> None:
         """Revoke a deleted thread's lease, keeping its row (generations never restart)."""
         cur.execute(self._sql["tombstone"], ("delete", now, *key))
+
+    def give_back(self, cur: Cursor, lease: Lease, status: RestStatus | None, now: float | None) -> None:
+        """Give ``lease`` back outside a commit (unflushed with server-side checks: see
+        ``give_lease()``)."""
+        if self.dialect.server_checks:
+            cur.execute(self._sql["give_lease"], (lease.namespace, lease.thread_id, lease.token, status, now))
+        else:
+            self.release(cur, (lease.namespace, lease.thread_id), lease.token, status, now)
+
+    # -- the rules in the server's functions (dialects with server-side checks) --------------
+
+    def take_by_server(
+        self, cur: Cursor, key: Key, owner: str, ttl: float, over: int | None, now: float | None
+    ) -> Lease:
+        """Take the lease by the server's function (``over``: a generation whose holder the
+        caller found dead on this machine).
+
+        Raises:
+            ThreadBusyError: a live lease is held (raised by the dialect module).
+        """
+        holder = Holder.current()
+        gen, taken, expires = cur.execute(
+            self._sql["take_lease"], (*key, owner, float(ttl), holder_json(holder), over, now)
+        ).fetchone()
+        return Lease(
+            thread_id=key[1],
+            namespace=key[0],
+            owner=owner,
+            token=int(gen),
+            taken_at=float(taken),
+            expires_at=float(expires),
+            holder=holder,
+        )
+
+    def renew_by_server(self, cur: Cursor, lease: Lease, ttl: float, now: float | None) -> float:
+        """Renew by the server's function; returns the new expiry.
+
+        Raises:
+            LeaseLostError: it is no longer the thread's current lease (raised by the dialect module).
+        """
+        (expires,) = cur.execute(
+            self._sql["renew_lease"], (lease.namespace, lease.thread_id, lease.token, float(ttl), now)
+        ).fetchone()
+        return float(expires)
 
     # -- listings ----------------------------------------------------------------------------
 

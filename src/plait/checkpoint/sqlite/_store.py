@@ -1,6 +1,6 @@
 """SqliteCheckpointer: the embedded default store, one SQLite file (stdlib ``sqlite3``).
 
-All SQL lives in :mod:`plait.checkpoint.sql._core`; this module owns the connections and threads.
+All SQL lives in :mod:`plait.checkpoint.sql`; this module owns the connections and threads.
 
 Threads: writes use one connection, owned by a writer thread, and reads another, owned by a
 reader thread (WAL lets readers proceed while the writer commits). An async call queues a
@@ -8,8 +8,9 @@ job and awaits a future that the worker resolves with ``loop.call_soon_threadsaf
 loop is taken at call time, so one checkpointer serves any number of event loops over its
 life (the sync facade runs each ``invoke`` in its own). When the calling loop has nothing
 else ready and the worker is idle, the job runs on the caller's thread instead, on the
-worker's connection under its lock (see ``Worker.inline``): the round trip to the worker
-would cost two thread wake-ups for a caller that only waits.
+worker's connection under its lock (see ``Worker.inline`` and
+:func:`~plait.checkpoint.sql._caller.may_block`): the round trip to the worker would cost two
+thread wake-ups for a caller that only waits.
 
 Group commit: when several ``commit()`` calls are queued (many concurrent runs, or the
 engine's async durability), the writer folds them into one transaction and pays one fsync
@@ -40,15 +41,17 @@ from typing import Any, Literal, TypeVar
 
 import orjson
 
-from plait._sync import loop_is_idle, run_sync
+from plait._sync import run_sync
 from plait.checkpoint._validate import check_thread
 from plait.checkpoint.base import Capabilities, read_or_release
 from plait.checkpoint.model import (
     Checkpoint,
     Lease,
 )
+from plait.checkpoint.sql._base import CommitRequest, Cursor, Dialect
+from plait.checkpoint.sql._caller import may_block
 from plait.checkpoint.sql._checkpointer import SqlCheckpointer
-from plait.checkpoint.sql._core import CommitRequest, Cursor, Dialect, SqlCore
+from plait.checkpoint.sql._core import SqlCore
 from plait.checkpoint.sqlite._wal import WalReserve
 from plait.checkpoint.sqlite._worker import Job, Worker, lease_transaction, settle, snapshot, transaction
 from plait.errors import CheckpointError
@@ -118,20 +121,20 @@ class SqliteCheckpointer(SqlCheckpointer):
         # Room ahead of the log only pays where commits are fsync'd (see _wal).
         reserve = WalReserve(self.path) if synchronous == "full" and _has_file(self.path) else None
         self._reserve = reserve
+        self._prepare = reserve.ahead if reserve is not None else None
+        """Run at the start of each write transaction, under the write lock (see ``transaction``)."""
         self._writer = Worker(
             "plait-sqlite-writer",
             self._open_writer,
-            self._core,
             self._store,
             busy_ms,
-            clock=clock,
-            prepare=reserve.ahead if reserve is not None else None,
+            fold=self._commit_all,
             closer=reserve.close if reserve is not None else None,
         )
         if self.path == ":memory:":
             self._reader = self._writer  # a second connection would see another database
         else:
-            self._reader = Worker("plait-sqlite-reader", self._open_reader, self._core, self._store, busy_ms)
+            self._reader = Worker("plait-sqlite-reader", self._open_reader, self._store, busy_ms)
 
     # -- connections -------------------------------------------------------------------------
 
@@ -152,7 +155,7 @@ class SqliteCheckpointer(SqlCheckpointer):
                 ((pages,),) = conn.execute("PRAGMA wal_autocheckpoint").fetchall()
                 ((page_size,),) = conn.execute("PRAGMA page_size").fetchall()
                 self._reserve.restart_at = 32 + int(pages) * (int(page_size) + 24) if pages > 0 else None
-            transaction(conn, self._core.migrate)
+            transaction(conn, lambda cur: self._core.component.migrate(cur, self._store))
         except BaseException:
             conn.close()
             raise
@@ -182,7 +185,7 @@ class SqliteCheckpointer(SqlCheckpointer):
         conn = self._connect()
         try:
             conn.execute("PRAGMA query_only = 1")
-            self._core.check_version(conn.cursor())
+            self._core.component.check(conn.cursor(), self._store)
         except BaseException:
             conn.close()
             raise
@@ -197,9 +200,11 @@ class SqliteCheckpointer(SqlCheckpointer):
     async def _submit(
         self, worker: Worker, fn: Callable[[sqlite3.Connection], Any] | None, request: CommitRequest | None = None
     ) -> Any:
+        """Run ``fn`` on ``worker``'s connection, or commit ``request`` (``fn`` None)."""
         self._check_open()
         loop = asyncio.get_running_loop()
-        if loop_is_idle(loop):
+        # bounded: inline, the connection never waits for another process's lock (Worker.inline).
+        if may_block(loop, bounded=True):
             ran, result = worker.inline(fn if fn is not None else partial(self._commit_one, request))
             if ran:
                 return result
@@ -212,17 +217,22 @@ class SqliteCheckpointer(SqlCheckpointer):
         worker.put(Job(fn, request, done))
         return await future
 
+    def _commit_all(self, conn: sqlite3.Connection, requests: list[CommitRequest]) -> list[Exception | None]:
+        """Store ``requests`` in one transaction (the writer's fold: its group commit);
+        per request, None when it is durable, else the exception that refused it."""
+        return self._core.commit.commit_all(lambda fn: transaction(conn, fn, self._prepare), requests, self.clock)
+
     def _commit_one(self, request: CommitRequest | None, conn: sqlite3.Connection) -> None:
         """A commit run on the caller's thread (see :meth:`Worker.inline`)."""
         assert request is not None
-        (error,) = self._core.commit_all(lambda fn: transaction(conn, fn, self._writer.prepare), [request], self.clock)
+        (error,) = self._commit_all(conn, [request])
         if error is not None:
             raise error
 
     # -- the SqlCheckpointer hooks ------------------------------------------------------------
 
     async def _writing(self, fn: Callable[[Cursor], T]) -> T:
-        result: T = await self._submit(self._writer, lambda conn: transaction(conn, fn, self._writer.prepare))
+        result: T = await self._submit(self._writer, lambda conn: transaction(conn, fn, self._prepare))
         return result
 
     async def _leasing(self, fn: Callable[[Cursor], T]) -> T:
@@ -271,14 +281,14 @@ class SqliteCheckpointer(SqlCheckpointer):
         check_thread(thread_id, namespace)
         seconds = self.lease_ttl if ttl is None else ttl
         lease: Lease = await self._leasing(
-            lambda cur: self._core.take_lease(cur, namespace, thread_id, owner, seconds, self.clock())
+            lambda cur: self._core.threads.take(cur, (namespace, thread_id), owner, seconds, self.clock())
         )
         return lease
 
     async def arenew_lease(self, lease: Lease, *, ttl: float | None = None) -> Lease:
         check_thread(lease.thread_id, lease.namespace)
         seconds = self.lease_ttl if ttl is None else ttl
-        renewed: Lease = await self._leasing(lambda cur: self._core.renew_lease(cur, lease, seconds, self.clock()))
+        renewed: Lease = await self._leasing(lambda cur: self._core.threads.renew(cur, lease, seconds, self.clock()))
         return renewed
 
     async def atake_lease_and_get(
@@ -301,7 +311,7 @@ class SqliteCheckpointer(SqlCheckpointer):
         result: Checkpoint | None = await read_or_release(
             self,
             lease,
-            self._reading(lambda cur: self._core.get(cur, namespace, thread_id, checkpoint_id, resume=True)),
+            self._reading(lambda cur: self._core.read.get(cur, namespace, thread_id, checkpoint_id, resume=True)),
         )
         return lease, result
 

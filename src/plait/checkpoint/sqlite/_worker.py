@@ -1,6 +1,11 @@
 """The SQLite store's threads: each owns one connection and runs jobs from a queue, in
-order, folding queued commits into one transaction (group commit); a job may instead run on
-the caller's thread when nobody else is waiting (see :meth:`Worker.inline`)."""
+order; a job is a function of the connection. Queued jobs of one kind (the store's commits)
+are folded into one call of the worker's ``fold`` function, which stores them in one
+transaction (group commit). A job may instead run on the caller's thread when nobody else is
+waiting (see :meth:`Worker.inline`).
+
+The worker knows nothing of what its jobs do: the store gives it functions of a connection,
+and the fold that stores several commits at once."""
 
 from __future__ import annotations
 
@@ -9,15 +14,14 @@ import errno
 import queue
 import sqlite3
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from plait.checkpoint.sql._core import CommitRequest, Cursor, SqlCore
+from plait.checkpoint.sql._base import Cursor
 from plait.errors import CheckpointError
 
-__all__ = ["Job", "Worker", "failure", "lease_transaction", "settle", "snapshot", "transaction"]
+__all__ = ["Fold", "Job", "Worker", "failure", "lease_transaction", "settle", "snapshot", "transaction"]
 
 T = TypeVar("T")
 
@@ -25,10 +29,16 @@ _MAX_GROUP = 256
 _STOP: Any = object()
 
 
+Fold = Callable[[sqlite3.Connection, list[Any]], Sequence[BaseException | None]]
+"""Runs several jobs' items at once on the connection (the store's commits, in one
+transaction); returns per item None when it is done, else the exception that refused it."""
+
+
 @dataclass(slots=True)
 class Job:
     fn: Callable[[sqlite3.Connection], Any] | None
-    request: CommitRequest | None
+    """What the job runs on the connection; None: ``item`` goes to the worker's fold."""
+    item: Any
     done: Callable[[Any, BaseException | None], None]
 
 
@@ -45,23 +55,21 @@ class Worker:
         self,
         name: str,
         opener: Callable[[], sqlite3.Connection],
-        core: SqlCore,
         store: str,
         busy_ms: int,
         *,
-        clock: Callable[[], float] = time.time,
-        prepare: Callable[[], None] | None = None,
+        fold: Fold | None = None,
         closer: Callable[[], None] | None = None,
     ) -> None:
         self._opener = opener
-        self._clock = clock
-        self.prepare = prepare
-        """Run at the start of each write transaction, under the write lock (see _transaction)."""
+        self._fold = fold
+        """Runs the items of queued jobs without a function of their own, up to
+        ``_MAX_GROUP`` at a time (group commit)."""
         self._closer = closer
+        """Runs once the connection is closed, when the worker stops."""
         self._busy_ms = busy_ms
         self._waits = True
         """Whether the connection's busy timeout is ``busy_ms`` (the worker's) or 0 (inline)."""
-        self._core = core
         self._store = store
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._conn: sqlite3.Connection | None = None
@@ -123,7 +131,7 @@ class Worker:
             held = None
             if job is _STOP:
                 break
-            if job.request is None:
+            if job.fn is not None:
                 with self._lock:
                     self._restore_busy_timeout()
                     self._run_one(job)
@@ -134,7 +142,7 @@ class Worker:
                     nxt = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if nxt is _STOP or nxt.request is None:
+                if nxt is _STOP or nxt.fn is not None:
                     held = nxt
                     break
                 group.append(nxt)
@@ -171,9 +179,8 @@ class Worker:
             for job in group:
                 job.done(None, None if self._broken is None else self._translate(self._broken))
             return
-        conn = self._conn
-        requests = [job.request for job in group if job.request is not None]
-        results = self._core.commit_all(lambda fn: transaction(conn, fn, self.prepare), requests, self._clock)
+        assert self._fold is not None
+        results = self._fold(self._conn, [job.item for job in group])
         for job, error in zip(group, results, strict=True):
             job.done(None, None if error is None else self._translate(error))
 
