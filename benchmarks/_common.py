@@ -183,7 +183,7 @@ def sqlite_commit_floor(workdir: Path, reps: int, *, room: bool = False) -> list
     """Seconds per fsync'd SQLite commit of one small row (WAL, synchronous=FULL).
 
     ``room``: the log file first gets 4 MB of zeros after its end, as plait's SQLite store
-    keeps (``plait.checkpoint._sqlite_wal``), so the commits overwrite blocks the file has
+    keeps (``plait.checkpoint.sqlite._wal``), so the commits overwrite blocks the file has
     instead of growing it: the floor for a commit that does the same. Without it, the floor
     of a plain SQLite commit, whose log grows until its first checkpoint.
     """

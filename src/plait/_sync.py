@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-__all__ = ["drain_items", "in_sync_call", "iterate_sync", "loop_is_idle", "on_loop_thread", "pump_items", "run_sync"]
+__all__ = ["drain_items", "in_sync_call", "iterate_sync", "on_loop_thread", "pump_items", "run_sync"]
 
 T = TypeVar("T")
 _local = threading.local()
@@ -105,21 +105,8 @@ _in_sync_call: contextvars.ContextVar[bool] = contextvars.ContextVar("plait_in_s
 def in_sync_call() -> bool:
     """Whether the running code was started by the sync facade, on a loop of its own: then
     nothing else runs on that loop but this call, which a caller blocks on anyway, so a
-    backend may do blocking I/O right there (see ``PostgresCheckpointer._off_loop``)."""
+    backend may do blocking I/O right there (see ``plait.checkpoint.sql._caller``)."""
     return _in_sync_call.get()
-
-
-def loop_is_idle(loop: asyncio.AbstractEventLoop) -> bool:
-    """Whether nothing else on ``loop`` is ready to run, so a short blocking call may run
-    on its thread instead of being sent to a worker thread.
-
-    A lone run waiting for its commit (every ``invoke``, and ``ainvoke`` with sync
-    durability) has the loop to itself; while other tasks are ready, calls go through the
-    backend's threads, which also group their commits. Only asyncio's own loops show their
-    ready queue (``_ready``); on any other loop every call goes through the threads.
-    """
-    ready = getattr(loop, "_ready", None)
-    return ready is not None and not ready
 
 
 def on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:

@@ -1,8 +1,10 @@
-"""Helpers shared by the SQL backend tests (test_sqlite.py, test_postgres.py, ...).
+"""Helpers shared by the SQL backend tests (``sqlite/``, ``postgres/``, ``sql/`` and the tests
+of every backend here).
 
-Tests import it as ``from ._backend_helpers import ...`` (the test folders are packages).
-The writer processes of test_sqlite_wal.py import it by its bare name, this folder on their
-``sys.path``: so it imports nothing relatively itself.
+Tests import it as ``from ._backend_helpers import ...`` (``from .._backend_helpers`` in the
+folders below; the test folders are packages). The writer processes of
+``sqlite/test_sqlite_wal.py`` import it by its bare name, this folder on their ``sys.path``:
+so it imports nothing relatively itself.
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ import pytest
 from plait._codec import canonical, freeze
 from plait._frozen import FrozenDict, FrozenList
 from plait.checkpoint._records import encode_body
-from plait.checkpoint._sql import SqlCore
-from plait.checkpoint._sqlite_worker import transaction as _transaction
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.model import Checkpoint, CheckpointWrite, Task, new_checkpoint_id
-from plait.checkpoint.sqlite import _DIALECT, SqliteCheckpointer
+from plait.checkpoint.sql._core import SqlCore
+from plait.checkpoint.sqlite._store import _DIALECT, SqliteCheckpointer
+from plait.checkpoint.sqlite._worker import transaction as _transaction
 
 __all__ = ["Backend", "RowStore", "append_chat", "make", "read_back_all", "same"]
 
@@ -148,7 +150,7 @@ class RowStore:
         self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         weakref.finalize(self, self.conn.close)
         self.core = SqlCore(_DIALECT, "test")
-        _transaction(self.conn, self.core.migrate)
+        _transaction(self.conn, lambda cur: self.core.component.migrate(cur, self.core.store))
         self.cur: Any = self.conn.cursor()
 
     def checkpoint(self, cid: str, parent: str | None, blobs: dict[str, str], metadata: Any) -> None:
@@ -163,7 +165,7 @@ class RowStore:
 
     def history(self, **kw: Any) -> list[Checkpoint]:
         args: dict[str, Any] = {"limit": None, "before": None, "filter": None} | kw
-        return self.core.history(self.cur, "", "t", **args)
+        return self.core.read.history(self.cur, "", "t", **args)
 
     def get(self, cid: str | None) -> Checkpoint | None:
-        return self.core.get(self.cur, "", "t", cid)
+        return self.core.read.get(self.cur, "", "t", cid)

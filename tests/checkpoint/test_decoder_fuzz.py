@@ -22,10 +22,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from plait.checkpoint import _file_format, _records
-from plait.checkpoint._file_format import file_stem
+from plait.checkpoint import _records
 from plait.checkpoint._records import RecordError
 from plait.checkpoint.file import FileCheckpointer
+from plait.checkpoint.file import _format as _file_format
+from plait.checkpoint.file._format import file_stem
 from plait.checkpoint.model import Checkpoint, Task
 from plait.errors import CheckpointCorruptError, StoreVersionError
 
@@ -248,7 +249,7 @@ def test_sql_rows_of_any_shape_read_as_corrupt(rows: list[Any], blobs: list[Any]
         lambda: store.history(limit=1),
         lambda: store.history(before="c2"),
         lambda: store.history(filter={"source": "loop"}),
-        lambda: store.core.list_threads(
+        lambda: store.core.threads.page(
             store.cur, namespace=None, status=None, limit=None, before=None, now=time.time()
         ),
     ]

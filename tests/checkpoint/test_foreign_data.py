@@ -14,9 +14,9 @@ import orjson
 import pytest
 
 from plait import END, START, AppendList, Command, Graph, StateSchema, interrupt
-from plait.checkpoint._file_format import file_stem
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.file import FileCheckpointer
+from plait.checkpoint.file._format import file_stem
 from plait.errors import CheckpointCorruptError
 
 from ._backend_helpers import Backend, make

@@ -24,9 +24,9 @@ from typing import Any
 import orjson
 import pytest
 
-from plait.checkpoint._file_format import file_stem
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.file import FileCheckpointer
+from plait.checkpoint.file._format import file_stem
 from plait.checkpoint.model import Checkpoint
 from plait.checkpoint.sqlite import SqliteCheckpointer
 from plait.errors import CheckpointError

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from plait.checkpoint._migrations import Component
-from plait.checkpoint._sql import SqlCore
-from plait.checkpoint._sql_base import Dialect
-from plait.checkpoint._sql_schema import SCHEMA_VERSION
+from plait.checkpoint.sql._base import Dialect
+from plait.checkpoint.sql._core import SqlCore
+from plait.checkpoint.sql._schema import SCHEMA_VERSION
 from plait.errors import StoreVersionError
 
 
@@ -23,7 +23,7 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Dialect
     if request.param == "sqlite":
         import sqlite3
 
-        from plait.checkpoint.sqlite import _DIALECT
+        from plait.checkpoint.sqlite._store import _DIALECT
 
         conn = sqlite3.connect(tmp_path / "m.db", isolation_level=None)
 
@@ -42,7 +42,7 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Dialect
     else:
         import psycopg
 
-        from plait.checkpoint.postgres import _dialect
+        from plait.checkpoint.postgres._store import _dialect
 
         dsn, schema = request.getfixturevalue("postgres_dsn"), request.getfixturevalue("postgres_schema")
 
@@ -65,15 +65,15 @@ def _queue(dialect: Dialect, versions: int) -> Component:
 def test_a_second_component_keeps_its_own_version_beside_the_store(db: tuple[Dialect, Any]) -> None:
     dialect, run = db
     store = SqlCore(dialect, "store")
-    assert run(lambda cur: store.migrate(cur)) == 0
+    assert run(lambda cur: store.component.migrate(cur, "store")) == 0
     queue = _queue(dialect, 2)
     assert run(lambda cur: queue.migrate(cur, "store")) == 0
     assert run(queue.version) == 2
-    assert run(store.version) == SCHEMA_VERSION  # untouched by the queue's two versions
-    run(lambda cur: store.check_version(cur))
+    assert run(store.component.version) == SCHEMA_VERSION  # untouched by the queue's two versions
+    run(lambda cur: store.component.check(cur, "store"))
     newer = _queue(dialect, 3)
     assert run(lambda cur: newer.migrate(cur, "store")) == 2  # only version 3 ran
-    assert run(newer.version) == 3 and run(store.version) == SCHEMA_VERSION
+    assert run(newer.version) == 3 and run(store.component.version) == SCHEMA_VERSION
 
 
 def test_a_component_newer_than_the_code_is_refused(db: tuple[Dialect, Any]) -> None:

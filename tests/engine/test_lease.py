@@ -181,7 +181,7 @@ class _Counting(SqliteCheckpointer):
             def damaged(*args: Any, **kwargs: Any) -> Any:
                 raise CheckpointCorruptError("t", "?", "damaged on purpose")
 
-            self._core.get = damaged  # type: ignore[method-assign]
+            self._core.read.get = damaged  # type: ignore[method-assign]
 
     async def atake_lease_and_get(self, *args: Any, **kwargs: Any) -> Any:
         self.calls["take_lease_and_get"] += 1

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from plait.checkpoint._sql_base import Cursor
+from plait.checkpoint.sql._base import Cursor
 from plait.errors import StoreVersionError
 
 __all__ = ["Component", "MigrationDialect"]
@@ -25,7 +25,7 @@ __all__ = ["Component", "MigrationDialect"]
 
 class MigrationDialect(Protocol):
     """The part of a dialect that migrations use: the checkpoint store's
-    :class:`~plait.checkpoint._sql_base.Dialect` is one; the run queue, which shares none
+    :class:`~plait.checkpoint.sql._base.Dialect` is one; the run queue, which shares none
     of the rest of it, brings its own."""
 
     @property

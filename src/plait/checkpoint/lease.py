@@ -24,7 +24,7 @@ a step's commit only reads it. The status a user sees (:data:`Status`) is derive
 
 The memory, file and SQLite backends apply these functions to the row in Python, inside
 their write lock or transaction; PostgreSQL applies the same rules in its functions
-(:mod:`plait.checkpoint._sql_schema`).
+(:mod:`plait.checkpoint.sql._schema`).
 """
 
 from __future__ import annotations

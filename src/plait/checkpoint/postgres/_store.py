@@ -1,0 +1,550 @@
+"""PostgresCheckpointer: checkpoints in PostgreSQL, shared by many processes and machines.
+
+All SQL lives in :mod:`plait.checkpoint.sql`, and how statements travel to the server in
+:mod:`plait.checkpoint.postgres._send`; this module owns the pool, the threads the blocking
+psycopg calls run on, migrations' locking and the retry policy. psycopg is imported inside
+functions only, so ``import plait`` never needs it.
+
+Migrations are explicit: ``await asetup()`` (or ``setup()``, or ``migrate()``, which ``plait db migrate``
+calls) creates or upgrades the tables under an advisory lock, so concurrent setups are safe.
+Every other call first checks the stored schema version and refuses, with
+:class:`~plait.errors.StoreVersionError`, a database that is not set up or was written by a
+newer plait.
+
+Round trips: a commit or a lease reads no result (plait's functions raise server-side
+instead of answering), so its statements go in one round trip, in one implicit transaction:
+the usual commit (a fence and one checkpoint row) as one prepared call of
+``put_checkpoint()``, others as one query (see ``send``); a run's lease and first read are
+one call too (``take_lease_and_get()``), and reads send no BEGIN and COMMIT. Blocking calls
+run on query threads, or on the caller's thread when its event loop has nothing else ready
+and no other call of this checkpointer is running (see ``_off_loop`` and
+:func:`~plait.checkpoint.sql._caller.may_block`).
+
+Connection loss: every operation is one transaction whose statements are idempotent
+(upserts keyed by ids the caller chose), so it is retried on a fresh connection when the
+connection breaks, whether or not its COMMIT was reached; a transaction that did not commit
+left nothing behind, and one that did is simply written again. When the retries run out,
+the error is a :class:`~plait.errors.CheckpointError` naming the store.
+
+Text columns (thread ids, namespaces, channel names, task ids, write keys, lease owners)
+cannot hold NUL in PostgreSQL. Ids with NUL break the id rule every backend shares, and any
+call naming one raises :class:`~plait.errors.InvalidIdError`; a commit or lease with NUL in
+another text is refused with :class:`~plait.errors.CheckpointError`, in both cases before
+anything is sent. Values and metadata are stored as JSON bytes and may contain anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import orjson
+
+from plait.checkpoint._validate import check_thread
+from plait.checkpoint.base import Capabilities
+from plait.checkpoint.feed import ChangeFeed
+from plait.checkpoint.holder import Holder
+from plait.checkpoint.model import (
+    Checkpoint,
+    Lease,
+)
+from plait.checkpoint.postgres._connect import connection_lost, failure, first_connection, redacted, scrubbed
+from plait.checkpoint.postgres._feed import PgFeed
+from plait.checkpoint.postgres._schema import PG_MIGRATIONS
+from plait.checkpoint.postgres._send import Cursors, Fusion, NeedsAnswer, Recorder, pipelined, send
+from plait.checkpoint.sql._base import CommitRequest, Cursor, Dialect
+from plait.checkpoint.sql._caller import may_block
+from plait.checkpoint.sql._checkpointer import SqlCheckpointer
+from plait.checkpoint.sql._commit import StaleCache
+from plait.checkpoint.sql._core import SqlCore
+from plait.errors import CheckpointError, ConcurrentUpdateError, LeaseLostError, ThreadBusyError
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
+
+__all__ = ["PostgresCheckpointer"]
+
+T = TypeVar("T")
+
+_MIGRATION_LOCK = 0x706C616974  # "plait": pg_advisory_xact_lock key for setup()
+_RETRIES = 3
+_ROLLED_BACK = frozenset({"40P01", "40001"})
+"""SQLSTATEs of a transaction the server rolled back whole to break a deadlock (40P01) or a
+serialization conflict (40001): retried as a connection loss is."""
+
+
+def _quote_ident(name: str) -> str:
+    if not name or "\x00" in name:
+        raise ValueError(f"invalid Postgres schema name {name!r}")
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _dialect(schema: str | None) -> Dialect:
+    return Dialect(
+        prefix=(_quote_ident(schema) + ".plait_") if schema else "plait_",
+        placeholder="%s",
+        blob="BYTEA",
+        real="DOUBLE PRECISION",
+        serial_pk="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+        now="extract(epoch from clock_timestamp())::float8",
+        clock="coalesce(?::float8, extract(epoch from clock_timestamp())::float8)",
+        no_limit=None,
+        keys="SELECT k.channel, k.id FROM unnest(?::text[], ?::text[]) AS k (channel, id)",
+        keys_params=lambda keys: [[k[0] for k in keys], [k[1] for k in keys]],
+        table_exists="SELECT to_regclass(?)::text",
+        table_exists_param=lambda name: name,
+        text_holds_nul=False,
+        lateral=True,
+        migrations=PG_MIGRATIONS,
+        server_checks=True,
+    )
+
+
+def _refusal(exc: Exception) -> Exception | None:
+    """What a refusal raised by one of plait's functions means: ``fence()`` and the lease
+    functions (SQLSTATE PLT01, PLT02, PLT04) a plait error, ``require_parent()`` (PLT03) a
+    stale head cache; facts come as JSON in DETAIL. None for any other database error."""
+    diag = getattr(exc, "diag", None)
+    code = getattr(diag, "sqlstate", None)
+    if code not in ("PLT01", "PLT02", "PLT03", "PLT04"):
+        return None
+    try:
+        facts = orjson.loads(getattr(diag, "message_detail", None) or b"{}")
+        if code == "PLT03":
+            return StaleCache((str(facts["namespace"]), str(facts["thread_id"])))
+        if code == "PLT01":
+            holder = Holder.from_json(facts.get("holder"))
+            return ThreadBusyError(
+                str(facts["thread_id"]),
+                str(facts["owner"]),
+                max(0.0, float(facts["expires_in"])),
+                namespace=str(facts.get("namespace", "")),
+                holder=holder,
+                alive=holder.alive() if holder is not None else None,
+                token=int(facts["gen"]) if facts.get("gen") is not None else None,
+            )
+        if code == "PLT04":
+            return _lost(facts)
+        return ConcurrentUpdateError(
+            str(facts["thread_id"]), facts["expected"], facts["found"], pending_writes=bool(facts.get("pending_writes"))
+        )
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _lost(facts: Mapping[str, Any]) -> LeaseLostError:
+    """The LeaseLostError of a PLT04 refusal, from the thread row it reports."""
+    thread_id, namespace, token = str(facts["thread_id"]), str(facts.get("namespace", "")), int(facts["token"])
+    if not facts.get("found"):
+        return LeaseLostError(thread_id, token, namespace=namespace, reason="the thread has no lease any more")
+    if facts.get("gen") == token:
+        return LeaseLostError(
+            thread_id,
+            token,
+            namespace=namespace,
+            reason="the lease was given back",
+            taken_at=float(facts["updated_at"]),
+        )
+    return LeaseLostError(
+        thread_id,
+        token,
+        namespace=namespace,
+        taken_by=facts.get("owner"),
+        taken_at=float(facts["taken_at"]) if facts.get("taken_at") is not None else None,
+        holder=Holder.from_json(facts.get("holder")),
+    )
+
+
+def _taking_over_the_dead(take: Callable[[int | None], T]) -> T:
+    """``take(None)``; when that finds a live lease whose holder is provably dead on this
+    machine (the server cannot tell), ``take(generation)``, which takes over exactly that
+    lease (a holder that renewed or gave it back meanwhile is found again, and refuses)."""
+    try:
+        return take(None)
+    except ThreadBusyError as busy:
+        if busy.alive is not False or busy.token is None:
+            raise
+        return take(busy.token)
+
+
+def _has_nul(*texts: str | None) -> bool:
+    return any(t is not None and "\x00" in t for t in texts)
+
+
+class PostgresCheckpointer(SqlCheckpointer):
+    """Checkpoints in PostgreSQL (psycopg 3, a connection pool), one transaction per commit.
+
+    Args:
+        conninfo: a connection string (a pool is created and owned), or an open
+            ``psycopg_pool.ConnectionPool`` (borrowed: :meth:`close` leaves it open).
+        schema: the Postgres schema for plait's tables (created by :meth:`setup`); None
+            uses the connection's search path.
+        max_connections: the size of the pool created from a connection string, and the
+            number of threads that run queries.
+        connect_timeout: seconds to wait for a connection before failing with
+            :class:`~plait.errors.CheckpointError`.
+        lease_ttl: seconds a run's lease lasts unless renewed.
+        clock: the lease clock (unix seconds). None (the default) uses the database server's
+            clock, which every machine sharing the database agrees on; tests pass one they
+            advance by hand (every process sharing the database must then use it).
+    """
+
+    capabilities = Capabilities(any_loop=True, change_feed=True)
+
+    def __init__(
+        self,
+        conninfo: str | ConnectionPool,
+        *,
+        schema: str | None = None,
+        max_connections: int = 4,
+        connect_timeout: float = 30.0,
+        lease_ttl: float = 30.0,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.lease_ttl = lease_ttl
+        self.clock = clock
+        self.schema = schema
+        self._conninfo = conninfo if isinstance(conninfo, str) else None
+        self._max_connections = max_connections
+        self._connect_timeout = connect_timeout
+        self._store = f"PostgreSQL schema {schema!r}" if schema else "PostgreSQL database"
+        self._core = SqlCore(_dialect(schema), self._store)
+        self._cursors = Cursors()
+        self._fusion = Fusion(
+            *(self._core.statement(k) for k in ("fence", "ins_cp", "release", "settle", "put_checkpoint"))
+        )
+        if isinstance(conninfo, str):
+            self._pool = self._new_pool()
+            self._owns_pool = True
+        else:
+            self._pool = conninfo
+            self._owns_pool = False
+            max_connections = conninfo.max_size
+        self._executor = ThreadPoolExecutor(max_workers=max_connections, thread_name_prefix="plait-pg")
+        self._opened = False
+        self._checked = False
+        self._closed = False
+        self._jobs = 0
+        """Jobs of this checkpointer running now, on any thread (see :meth:`_off_loop`)."""
+        self._jobs_lock = threading.Lock()
+
+    @property
+    def address(self) -> str | None:
+        return self._conninfo or str(self._pool.conninfo)
+
+    @property
+    def address_options(self) -> Mapping[str, Any]:
+        return {"schema": self.schema} if self.schema else {}
+
+    def achanges(
+        self, *, namespace: str | None = None, thread_id: str | None = None, interval: float | None = None
+    ) -> ChangeFeed:
+        """LISTEN/NOTIFY on a connection of its own, through a trigger on plait's tables
+        that the first feed of a schema adds (a commit pays nothing before); a role without
+        the right to add it polls the thread rows every ``interval`` seconds (0.5 by
+        default) and logs why."""
+        return PgFeed(
+            self.address or "",
+            schema=self.schema,
+            connect_timeout=self._connect_timeout,
+            interval=interval,
+            namespace=namespace,
+            thread_id=thread_id,
+        )
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _new_pool(self) -> ConnectionPool:
+        from psycopg_pool import ConnectionPool
+
+        assert self._conninfo is not None
+        return ConnectionPool(
+            self._conninfo,
+            min_size=1,
+            max_size=self._max_connections,
+            open=False,
+            timeout=self._connect_timeout,
+            # No check on every checkout (a round trip per transaction): a connection that broke
+            # while idle fails its first statement, and _transaction retries on another one.
+            kwargs={"autocommit": True},
+        )
+
+    def _open_pool(self) -> None:
+        """Open the pool this checkpointer owns; on failure, start afresh on the next call.
+
+        One connection is made first, by hand (see
+        :func:`~plait.checkpoint.postgres._connect.first_connection`): the pool's own workers retry
+        a failing connection in the background, logging a warning each time, and
+        ``open(wait=True)`` learns nothing of why until its timeout runs out (psycopg issue
+        #556), so a wrong address, database, user or password would cost the whole
+        ``connect_timeout`` and print the retries, for an error no retry can mend. The cost
+        when all is well: one connection more, once per checkpointer.
+        """
+        import psycopg
+
+        deadline = time.monotonic() + self._connect_timeout
+        assert self._conninfo is not None
+        first_connection(self._conninfo, self._store, self._connect_timeout, deadline)
+        try:
+            self._pool.open(wait=True, timeout=max(deadline - time.monotonic(), 1.0))
+        except psycopg.OperationalError as exc:
+            self._pool.close()
+            self._pool = self._new_pool()
+            raise CheckpointError(
+                f"{self._store}: the connection failed: cannot connect to {redacted(self._conninfo)} within "
+                f"{self._connect_timeout:g}s ({scrubbed(exc, self._conninfo)})"
+            ) from exc
+        self._opened = True
+
+    def _transaction(  # noqa: PLR0912 - the retry policy in one place: each failure class and what is retried
+        self,
+        fn: Callable[[Cursor], T],
+        *,
+        check: bool = True,
+        pipeline: bool = False,
+        batch: bool = False,
+        read: bool = False,
+    ) -> T:
+        """Run ``fn`` in one transaction, retrying on a fresh connection if the connection breaks.
+
+        With ``pipeline`` (commits and leases), statements are sent without waiting for their
+        results (see :func:`pipelined`). With ``batch`` (commits and leases), ``fn`` first
+        runs on a :class:`Recorder`, and if it reads nothing its statements go in one round
+        trip (:func:`send`); ``fn`` must be safe to run again (it is, on a retry, anyway).
+        With ``read`` (reads only), no BEGIN and COMMIT are sent: at READ COMMITTED every
+        statement takes its own snapshot inside a transaction too, so they would only cost
+        two round trips. Results come in binary form, so ``bytea`` columns arrive as bytes
+        instead of hex text to decode (several times faster for values).
+        """
+        import psycopg
+
+        if self._owns_pool and not self._opened:
+            self._open_pool()
+        for attempt in range(_RETRIES + 1):
+            try:
+                if batch:
+                    recorder = Recorder()
+                    try:
+                        result = self._checked_run(recorder, fn, check)
+                    except NeedsAnswer:
+                        pass  # reads: statement by statement, below
+                    else:
+                        # getconn/putconn, not pool.connection(): its context (a generator and
+                        # the connection's own commit-on-exit, a no-op in autocommit) costs
+                        # something on every commit; send() leaves no transaction open, and putconn()
+                        # rolls back and warns if one ever were.
+                        conn = self._pool.getconn()
+                        try:
+                            send(conn, recorder.statements, self._fusion, self._cursors)
+                        finally:
+                            self._pool.putconn(conn)
+                        return result
+                with self._pool.connection() as conn:
+                    if pipeline:
+                        return pipelined(conn, lambda cur: self._checked_run(cur, fn, check))
+                    if read and conn.autocommit:
+                        with conn.cursor(binary=True) as cur:
+                            return self._checked_run(cur, fn, check)
+                    with conn.transaction(), conn.cursor(binary=True) as cur:
+                        return self._checked_run(cur, fn, check)
+            except psycopg.Error as exc:
+                if exc.sqlstate in _ROLLED_BACK and attempt < _RETRIES:
+                    # A deadlock or serialization victim: the server rolled the whole
+                    # transaction back (nothing of it is stored), so running it again is safe;
+                    # e.g. a commit that met another session's DDL (a trigger being created).
+                    time.sleep(0.01 * (attempt + 1))
+                    continue
+                lost = isinstance(exc, psycopg.OperationalError) and connection_lost(exc)
+                if lost and attempt < _RETRIES:
+                    time.sleep(0.05 * (attempt + 1))
+                    self._pool.check()  # drop the other idle connections that broke too (a server restart)
+                    continue
+                if lost:
+                    raise CheckpointError(
+                        f"{self._store}: the connection failed {attempt + 1} times ({exc}); nothing of the "
+                        "failed transaction was stored unless it completed, and retrying it is safe"
+                    ) from exc
+                refused = _refusal(exc)
+                if refused is not None:
+                    raise refused from None
+                raise CheckpointError(failure(self._store, exc)) from exc
+        raise AssertionError("unreachable")
+
+    def _checked_run(self, cur: Cursor, fn: Callable[[Cursor], T], check: bool) -> T:
+        if check and not self._checked:
+            self._core.component.check(cur, self._store)
+            self._checked = True
+        return fn(cur)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise CheckpointError(f"{self._store}: the checkpointer is closed")
+
+    async def _run(
+        self, fn: Callable[[Cursor], T], *, pipeline: bool = False, batch: bool = False, read: bool = False
+    ) -> T:
+        self._check_open()
+        return await self._off_loop(lambda: self._transaction(fn, pipeline=pipeline, batch=batch, read=read))
+
+    async def _off_loop(self, job: Callable[[], T]) -> T:
+        """Run a blocking job on a query thread, or on the caller's thread when nothing else
+        can be kept waiting by it.
+
+        A hop to a query thread and back costs two thread wake-ups (on a small virtual
+        machine about a round trip to the server), which a lone caller waiting for
+        the answer gains nothing from. So a call that may block its caller (see
+        :func:`~plait.checkpoint.sql._caller.may_block`: a network call is not bounded, so
+        only the sync facade's calls qualify) runs the job right here when no other job of
+        this checkpointer is running (a pooled connection is then free).
+        """
+        loop = asyncio.get_running_loop()
+        with self._jobs_lock:
+            inline = self._jobs == 0 and may_block(loop, bounded=False)
+            self._jobs += 1
+        try:
+            if inline:
+                return job()
+            return await loop.run_in_executor(self._executor, job)
+        finally:
+            with self._jobs_lock:
+                self._jobs -= 1
+
+    def _now(self) -> float | None:
+        """The lease clock's time, or None for the server's (read server-side)."""
+        return None if self.clock is None else self.clock()
+
+    # -- the SqlCheckpointer hooks ------------------------------------------------------------
+
+    async def _reading(self, fn: Callable[[Cursor], T]) -> T:
+        return await self._run(fn, read=True)
+
+    async def _writing(self, fn: Callable[[Cursor], T]) -> T:
+        return await self._run(fn)
+
+    async def _leasing(self, fn: Callable[[Cursor], T]) -> T:
+        return await self._run(fn, pipeline=True, batch=True)
+
+    async def _committing(self, request: CommitRequest) -> None:
+        self._check_open()
+        await self._off_loop(lambda: self._commit_sync(request))
+
+    def _commit_sync(self, request: CommitRequest) -> None:
+        (error,) = self._core.commit.commit_all(
+            lambda fn: self._transaction(fn, pipeline=True, batch=True), [request], self._now
+        )
+        if error is not None:
+            raise error
+
+    # -- setup -------------------------------------------------------------------------------
+
+    def migrate(self) -> int:
+        """Create or upgrade plait's tables (blocking); returns the version found before.
+
+        Raises:
+            StoreVersionError: the database was written by a newer plait.
+        """
+
+        def migrate(cur: Cursor) -> int:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            if self.schema:
+                cur.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote_ident(self.schema)}")
+                return self._core.component.migrate(cur, self._store)
+            # Set up through the search path: migrate with the schema it names spelled out, so
+            # that the functions' bodies name their own tables (an unqualified name there would
+            # be looked up in each caller's search path, not where the function lives).
+            (current,) = cur.execute("SELECT current_schema()").fetchone()
+            if current is None:
+                raise CheckpointError(
+                    f"{self._store}: the connection's search_path names no schema that exists, so plait "
+                    "has nowhere to create its tables; pass schema=... (plait --db '...?options=-csearch_path%3D"
+                    "NAME') naming one, or create the schema first"
+                )
+            return SqlCore(_dialect(str(current)), self._store).component.migrate(cur, self._store)
+
+        found = self._transaction(migrate, check=False)
+        self._checked = True
+        return found
+
+    async def asetup(self) -> None:
+        """Create or upgrade plait's tables; safe to call more than once, from many processes."""
+        self._check_open()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self.migrate)
+
+    # -- the protocol ------------------------------------------------------------------------
+
+    async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> Lease:
+        check_thread(thread_id, namespace)
+        self._core.commit.check_text([("lease owner", owner)])
+        seconds = self.lease_ttl if ttl is None else ttl
+
+        def take(over: int | None) -> Lease:
+            return self._transaction(
+                lambda cur: self._core.threads.take_by_server(
+                    cur, (namespace, thread_id), owner, seconds, over, self._now()
+                ),
+                read=True,
+            )
+
+        return await self._off_loop(lambda: _taking_over_the_dead(take))
+
+    async def arenew_lease(self, lease: Lease, *, ttl: float | None = None) -> Lease:
+        check_thread(lease.thread_id, lease.namespace)
+        seconds = self.lease_ttl if ttl is None else ttl
+        expires = await self._run(
+            lambda cur: self._core.threads.renew_by_server(cur, lease, seconds, self._now()), read=True
+        )
+        return Lease(
+            thread_id=lease.thread_id,
+            namespace=lease.namespace,
+            owner=lease.owner,
+            token=lease.token,
+            taken_at=lease.taken_at,
+            expires_at=expires,
+            holder=lease.holder,
+        )
+
+    async def atake_lease_and_get(
+        self,
+        thread_id: str,
+        owner: str,
+        checkpoint_id: str | None = None,
+        *,
+        namespace: str = "",
+        ttl: float | None = None,
+    ) -> tuple[Lease, Checkpoint | None]:
+        """Take the lease and read the checkpoint a run starts from in one round trip
+        (``take_lease_and_get()``); see :meth:`Checkpointer.atake_lease_and_get`."""
+        check_thread(thread_id, namespace, checkpoint_id)
+        self._core.commit.check_text([("lease owner", owner)])
+        seconds = self.lease_ttl if ttl is None else ttl
+        self._check_open()
+
+        def take(over: int | None) -> tuple[Lease, Checkpoint | None]:
+            return self._transaction(
+                lambda cur: self._core.take_lease_and_get(
+                    cur, namespace, thread_id, owner, seconds, checkpoint_id, over, self._now()
+                ),
+                read=True,
+            )
+
+        return await self._off_loop(lambda: _taking_over_the_dead(take))
+
+    def close(self) -> None:
+        """Stop the query threads and close the pool if this checkpointer created it."""
+        if self._closed:
+            return
+        self._closed = True
+        self._executor.shutdown(wait=True)
+        if self._owns_pool and self._opened:
+            self._pool.close()
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.close)
+
+    def __repr__(self) -> str:
+        return f"PostgresCheckpointer(schema={self.schema!r})"

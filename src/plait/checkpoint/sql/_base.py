@@ -1,0 +1,152 @@
+"""What every part of the SQL checkpoint store shares: the cursor and dialect it is written
+against, the commit request, and the per-thread cache of the last checkpoint written.
+
+The store itself is :class:`plait.checkpoint.sql._core.SqlCore`; its commit path is in
+:mod:`plait.checkpoint.sql._commit` and its reads in :mod:`plait.checkpoint.sql._read`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from plait.checkpoint import delta
+from plait.checkpoint.model import Checkpoint, CheckpointWrite, Fence, WritesBatch
+
+__all__ = ["Chan", "CommitRequest", "Cursor", "Dialect", "Head", "HeadCache", "Key"]
+
+_CACHE_THREADS = 4096
+
+
+class Cursor(Protocol):
+    """The part of a DB-API cursor the core uses (sqlite3 and psycopg both fit)."""
+
+    def execute(self, sql: Any, params: Any = ..., /) -> Any: ...
+
+    def executemany(self, sql: Any, params: Any, /) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Dialect:
+    """What differs between SQL engines; everything else is shared."""
+
+    prefix: str
+    """Prepended to table names (``plait_``, or ``"schema".plait_``)."""
+    placeholder: str
+    """The parameter marker: ``?`` (sqlite3) or ``%s`` (psycopg)."""
+    blob: str
+    real: str
+    serial_pk: str
+    now: str
+    """A SQL expression: the database's wall clock in unix seconds (older migrations)."""
+    clock: str
+    """A SQL expression of one parameter: the lease clock, unix seconds. SQLite: the
+    parameter (the caller's clock); PostgreSQL: the parameter, or the server's clock when
+    it is NULL (what machines sharing one database agree on)."""
+    no_limit: Any
+    """The ``LIMIT`` parameter that means no limit (SQLite: -1; PostgreSQL: NULL)."""
+    keys: str
+    """A SELECT yielding ``(channel, id)`` rows from the parameters :attr:`keys_params` makes."""
+    keys_params: Callable[[Sequence[tuple[str, str]]], list[Any]]
+    table_exists: str
+    """A query returning a non-NULL first column when the table named by its parameter exists."""
+    table_exists_param: Callable[[str], str]
+    text_holds_nul: bool = True
+    """False when text columns cannot store NUL (PostgreSQL): such ids are refused."""
+    lateral: bool = False
+    """Whether the recursive reads look rows up through LATERAL subqueries (see
+    :func:`~plait.checkpoint.sql._schema.joins`)."""
+    lazy_rows: bool = False
+    """Whether a cursor steps through a query's rows as they are read (sqlite3), so that a
+    read can stop a scan early, on a cursor of its own (``cursor.connection.cursor()``)."""
+    small_table: str = ""
+    """Appended to CREATE TABLE of tables with small rows (SQLite: `` WITHOUT ROWID``, which
+    keeps such a table in one b-tree instead of a table and its primary-key index)."""
+    migrations: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    """Statements only this engine runs, after the shared ones of the same version."""
+    server_checks: bool = False
+    """Whether the store's own functions check fences (``{P}fence()``), a cached commit's
+    parent (``{P}require_parent()``) and lease acquisitions (``{P}acquire_lease()``),
+    raising server-side instead of returning answers to read here (PostgreSQL: a commit or
+    a lease then reads no result at all, and goes in one round trip)."""
+
+    def q(self, sql: str) -> str:
+        """``sql`` with its ``?`` markers replaced by this engine's parameter marker."""
+        return sql.replace("?", self.placeholder) if self.placeholder != "?" else sql
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommitRequest:
+    """One ``commit()`` call: all of it is stored, or none of it."""
+
+    checkpoints: Sequence[CheckpointWrite]
+    writes: Sequence[WritesBatch]
+    fence: Fence | None = None
+
+
+@dataclass(slots=True)
+class Chan:
+    """A channel of a cached checkpoint: where its value is stored, and the value."""
+
+    blob: str
+    value: Any
+    chain: delta.Chain | None
+    """None when unknown (inherited after a cache miss): its next change is stored in full."""
+
+
+@dataclass(slots=True)
+class Head:
+    """The last checkpoint this process wrote on a thread, to compute the next one's deltas."""
+
+    id: str
+    chans: dict[str, Chan] = field(default_factory=dict)
+    record: Checkpoint | None = None
+    """The checkpoint itself, as committed, when it had no pending writes as far as this
+    process knows (see :meth:`Checkpointer.known_head`); None otherwise."""
+
+
+Key = tuple[str, str]
+"""A thread: ``(namespace, thread_id)``."""
+
+
+class HeadCache:
+    """The last checkpoint written per thread, for the most recent threads; thread-safe."""
+
+    def __init__(self) -> None:
+        self._cache: OrderedDict[Key, Head] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Key) -> Head | None:
+        with self._lock:
+            return self._cache.get(key)
+
+    def publish(self, staging: Mapping[Key, Head]) -> None:
+        """Remember the heads a committed transaction wrote, evicting the oldest threads."""
+        with self._lock:
+            for key, head in staging.items():
+                self._cache[key] = head
+                self._cache.move_to_end(key)
+            while len(self._cache) > _CACHE_THREADS:
+                self._cache.popitem(last=False)
+
+    def forget(self, key: Key) -> None:
+        with self._lock:
+            self._cache.pop(key, None)
+
+    def known(self, key: Key) -> Checkpoint | None:
+        """The cached head's checkpoint record, if it has one (see :attr:`Head.record`)."""
+        with self._lock:
+            head = self._cache.get(key)
+            return None if head is None else head.record
+
+    def unknow(self, keys: Iterable[Key]) -> None:
+        """Drop the records of ``keys``' heads (pending writes are being added to them),
+        keeping what their deltas need."""
+        with self._lock:
+            for key in keys:
+                head = self._cache.get(key)
+                if head is not None and head.record is not None:
+                    self._cache[key] = Head(head.id, head.chans)

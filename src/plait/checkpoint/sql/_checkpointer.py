@@ -1,0 +1,138 @@
+"""The Checkpointer protocol implemented once for every SQL dialect.
+
+A dialect package (``sqlite/``, ``postgres/``) says only how it reaches its database: how a
+read, a write and a commit get a cursor and a transaction (a writer thread and a snapshot
+connection for SQLite, a pool and server-side functions for PostgreSQL), and which clock
+leases use. Everything a method means (checks, statements, decoding, listings, pruning) is
+here and in :class:`~plait.checkpoint.sql._core.SqlCore`, so the two cannot drift apart and a new
+dialect is its connections plus a :class:`~plait.checkpoint.sql._base.Dialect`.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from plait.checkpoint._common import check_prune
+from plait.checkpoint._validate import check_id, check_thread
+from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.model import (
+    Checkpoint,
+    CheckpointWrite,
+    Fence,
+    Lease,
+    RestStatus,
+    Status,
+    ThreadInfo,
+    WritesBatch,
+)
+from plait.checkpoint.sql._base import CommitRequest, Cursor
+from plait.checkpoint.sql._core import SqlCore
+
+__all__ = ["SqlCheckpointer"]
+
+T = TypeVar("T")
+
+
+class SqlCheckpointer(Checkpointer):
+    """The protocol over a :class:`SqlCore` and four hooks a dialect implements."""
+
+    _core: SqlCore
+
+    # -- the hooks ---------------------------------------------------------------------------
+
+    @abstractmethod
+    async def _reading(self, fn: Callable[[Cursor], T]) -> T:
+        """Run ``fn`` in a read-only transaction (one consistent snapshot)."""
+
+    @abstractmethod
+    async def _writing(self, fn: Callable[[Cursor], T]) -> T:
+        """Run ``fn`` in a write transaction."""
+
+    @abstractmethod
+    async def _committing(self, request: CommitRequest) -> None:
+        """Store a checked commit request, atomically."""
+
+    @abstractmethod
+    def _now(self) -> float | None:
+        """The lease clock's time, or None where the database's own clock is read instead."""
+
+    async def _leasing(self, fn: Callable[[Cursor], T]) -> T:
+        """Run a lease statement (take, renew, give back): a dialect may route them apart
+        from commits."""
+        return await self._writing(fn)
+
+    # -- the protocol ------------------------------------------------------------------------
+
+    async def acommit(
+        self,
+        *,
+        checkpoints: Sequence[CheckpointWrite] = (),
+        writes: Sequence[WritesBatch] = (),
+        fence: Fence | None = None,
+    ) -> None:
+        if not checkpoints and not writes:
+            return
+        request = CommitRequest(checkpoints=checkpoints, writes=writes, fence=fence)
+        self._core.commit.check_request(request)
+        await self._committing(request)
+
+    def known_head(self, thread_id: str, *, namespace: str = "") -> Checkpoint | None:
+        return self._core.cache.known((namespace, thread_id))
+
+    async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
+        check_thread(thread_id, namespace, checkpoint_id)
+        return await self._reading(lambda cur: self._core.read.get(cur, namespace, thread_id, checkpoint_id))
+
+    async def ahistory(
+        self,
+        thread_id: str,
+        *,
+        namespace: str = "",
+        limit: int | None = None,
+        before: str | None = None,
+        filter: Mapping[str, Any] | None = None,
+    ) -> list[Checkpoint]:
+        check_thread(thread_id, namespace, before, what="before")
+        return await self._reading(
+            lambda cur: self._core.read.history(cur, namespace, thread_id, limit=limit, before=before, filter=filter)
+        )
+
+    async def alist_threads(
+        self,
+        *,
+        namespace: str | None = None,
+        status: Status | None = None,
+        limit: int | None = None,
+        before: str | None = None,
+        prefix: str | None = None,
+    ) -> list[ThreadInfo]:
+        if namespace is not None:
+            check_id(namespace, "namespace")
+        return await self._reading(
+            lambda cur: self._core.threads.page(
+                cur, namespace=namespace, status=status, limit=limit, before=before, prefix=prefix, now=self._now()
+            )
+        )
+
+    async def aget_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:
+        check_thread(thread_id, namespace)
+        return await self._reading(lambda cur: self._core.threads.one(cur, (namespace, thread_id), self._now()))
+
+    async def adelete_thread(self, thread_id: str, *, namespace: str = "") -> None:
+        check_thread(thread_id, namespace)
+        await self._writing(lambda cur: self._core.delete_thread(cur, namespace, thread_id, self._now()))
+
+    async def aprune(
+        self, thread_id: str, *, keep_last: int | None = None, newer_than: str | None = None, namespace: str = ""
+    ) -> int:
+        check_prune(keep_last, newer_than)
+        check_thread(thread_id, namespace)
+        return await self._writing(
+            lambda cur: self._core.prune(cur, namespace, thread_id, keep_last, newer_than, self._now())
+        )
+
+    async def arelease_lease(self, lease: Lease, *, status: RestStatus | None = None) -> None:
+        check_thread(lease.thread_id, lease.namespace)
+        await self._leasing(lambda cur: self._core.threads.give_back(cur, lease, status, self._now()))

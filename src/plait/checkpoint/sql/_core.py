@@ -1,0 +1,225 @@
+"""The SQL checkpoint store, written once for SQLite and PostgreSQL: its parts, assembled.
+
+Everything a SQL backend does (schema and migrations, commit, reads, housekeeping, leases)
+is plain DB-API calls on a cursor; a dialect (:class:`Dialect`) supplies only the few
+fragments that differ (column types, the parameter marker, the database clock, how a list of
+keys is passed, how a table's existence is checked). The dialect packages own connections,
+threads and transactions, and call the parts inside them.
+
+:class:`SqlCore` builds the statements once, as the dialect runs them, and the parts that use
+them; callers reach each part directly rather than through forwarding methods here:
+
+- :attr:`SqlCore.component`: the schema checks and migrations (:mod:`plait.checkpoint._migrations`);
+- :attr:`SqlCore.commit`: the commit path (fences, deltas against the cached head), in
+  :mod:`plait.checkpoint.sql._commit`;
+- :attr:`SqlCore.read`: reads (one checkpoint, a lineage, blob replay), in
+  :mod:`plait.checkpoint.sql._read`;
+- :attr:`SqlCore.threads`: thread rows (leases fenced by generation, statuses, listings), in
+  :mod:`plait.checkpoint.sql._threads`;
+- :attr:`SqlCore.cache`: the last checkpoint this process wrote per thread
+  (:mod:`plait.checkpoint.sql._base`).
+
+What this module does itself spans parts: housekeeping (delete, prune: statements, thread
+rows and the cache) and the one statement that takes a lease and reads a checkpoint. The
+tables and every statement are in :mod:`plait.checkpoint.sql._schema`.
+
+Every statement is idempotent (upserts), so a commit whose outcome is unknown (the
+connection dropped during COMMIT) can be retried safely.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from plait.checkpoint import lease as rules
+from plait.checkpoint._common import keep_set
+from plait.checkpoint._migrations import Component
+from plait.checkpoint._records import RecordError, decode_body
+from plait.checkpoint.holder import Holder
+from plait.checkpoint.model import Checkpoint, Lease
+from plait.checkpoint.sql._base import Cursor, Dialect, HeadCache
+from plait.checkpoint.sql._commit import SqlCommit
+from plait.checkpoint.sql._read import SqlRead
+from plait.checkpoint.sql._schema import MIGRATIONS, STATEMENTS, joins
+from plait.checkpoint.sql._threads import SqlThreads, holder_json
+from plait.errors import CheckpointCorruptError
+
+__all__ = ["SqlCore"]
+
+log = logging.getLogger("plait.checkpoint.sql")
+
+
+class SqlCore:
+    """The parts of the SQL store over one dialect, sharing its statements and head cache."""
+
+    def __init__(self, dialect: Dialect, store: str) -> None:
+        self.dialect = dialect
+        self.store = store
+        """A name for messages: ``SQLite database 'x.db'``."""
+        fmt = {
+            "P": dialect.prefix,
+            "I": dialect.prefix.rsplit(".", 1)[-1],
+            "blob": dialect.blob,
+            "real": dialect.real,
+            "serial_pk": dialect.serial_pk,
+            "small_table": dialect.small_table,
+        }
+        fmt |= {
+            "now": dialect.now,
+            "clock": dialect.clock,
+            "keys": dialect.keys,
+            "where": "{where}",
+            "start": "{start}",
+        }
+        fmt |= {k: v.replace("{P}", dialect.prefix) for k, v in joins(lateral=dialect.lateral).items()}
+        self._sql = {k: dialect.q(v.format(**fmt)) for k, v in STATEMENTS.items()}
+        migrations = {
+            v: tuple(dialect.q(s.format(**fmt)) for s in (*MIGRATIONS.get(v, ()), *dialect.migrations.get(v, ())))
+            for v in {*MIGRATIONS, *dialect.migrations}
+        }
+        self.cache = HeadCache()
+        self.threads = SqlThreads(dialect, self._sql, store)
+        self.component = Component(
+            name="checkpoint store",
+            table=dialect.prefix + "migrations",
+            migrations=migrations,
+            dialect=dialect,
+            after={7: lambda cur, found: self.threads.fill_statuses(cur) if found > 0 else None},
+        )
+        """The checkpoint store's migrations: a component of its own (see
+        :mod:`plait.checkpoint._migrations`), so the run queue's tables never bump it.
+        Called with :attr:`store` (``component.migrate(cur, core.store)``) for its messages."""
+        self.commit = SqlCommit(dialect, store, self._sql, self.cache, self.threads)
+        self.read = SqlRead(dialect, self._sql, self.cache)
+
+    def statement(self, name: str) -> str:
+        """The text of statement ``name`` of :data:`~plait.checkpoint.sql._schema.STATEMENTS`,
+        as this store runs it (the same object every time)."""
+        return self._sql[name]
+
+    # -- housekeeping ------------------------------------------------------------------------
+
+    def delete_thread(self, cur: Cursor, namespace: str, thread_id: str, now: float | None) -> None:
+        """Remove a thread's checkpoints, blobs and pending writes, and revoke its lease
+        (inside a transaction)."""
+        for name in ("del_cps", "del_blobs", "del_writes"):
+            cur.execute(self._sql[name], (namespace, thread_id))
+        self.threads.tombstone(cur, (namespace, thread_id), now)
+        self.cache.forget((namespace, thread_id))
+
+    def prune(
+        self,
+        cur: Cursor,
+        namespace: str,
+        thread_id: str,
+        keep_last: int | None,
+        newer_than: str | None = None,
+        now: float | None = None,
+    ) -> int:
+        """Drop what ``keep_last`` does not keep, and every blob no kept checkpoint needs.
+
+        Kept checkpoints whose parent is dropped become roots. A blob kept in the body of a
+        dropped checkpoint (see ``INLINE_MAX``) that a kept one still needs moves to the
+        blobs table first. Runs inside the caller's write transaction; a damaged kept
+        checkpoint aborts it (nothing is dropped).
+        """
+        where = (namespace, thread_id)
+        tree = {cid: (parent, body) for cid, parent, body in cur.execute(self._sql["tree"], where)}
+        if not tree:
+            return 0
+        parents = {cid: parent for cid, (parent, _) in tree.items()}
+        keep = keep_set(parents, keep_last, newer_than, thread_id=thread_id, namespace=namespace)
+        dropped = [cid for cid in tree if cid not in keep]
+        need: set[tuple[str, str]] = set()
+        inline: dict[tuple[str, str], tuple[str | None, bytes]] = {}
+        for cid, (_, raw) in tree.items():
+            try:
+                body = decode_body(raw)
+            except RecordError as exc:
+                if cid in keep:
+                    raise CheckpointCorruptError(thread_id, cid, str(exc)) from None
+                continue  # a damaged checkpoint that goes anyway
+            if cid in keep:
+                need.update((body.blobs or {}).items())
+            for ch, entry in (body.inline or {}).items():
+                inline[(ch, cid)] = entry
+        bases = {(ch, bid): base for ch, bid, base in cur.execute(self._sql["blob_keys"], where)}
+        bases.update((key, base) for key, (base, _) in inline.items())
+        stack = list(need)
+        while stack:
+            ch, bid = stack.pop()
+            base = bases.get((ch, bid))
+            if base is not None and (ch, base) not in need:
+                need.add((ch, base))
+                stack.append((ch, base))
+        gone_ids = set(dropped)
+        moved = [
+            (*where, ch, cid, base, data)
+            for (ch, cid), (base, data) in inline.items()
+            if cid in gone_ids and (ch, cid) in need
+        ]
+        if moved:
+            cur.executemany(self._sql["ins_blob"], moved)
+        if dropped:
+            cur.executemany(self._sql["del_cp"], [(*where, cid) for cid in dropped])
+            cur.executemany(self._sql["del_writes_of"], [(*where, cid) for cid in dropped])
+        gone = [(*where, ch, bid) for ch, bid in bases if (ch, bid) not in need and (ch, bid) not in inline]
+        if gone:
+            cur.executemany(self._sql["del_blob"], gone)
+        reroot = [(*where, cid) for cid in keep if tree[cid][0] is not None and tree[cid][0] not in keep]
+        if reroot:
+            cur.executemany(self._sql["reroot"], reroot)
+        self.cache.forget((namespace, thread_id))
+        self._revoke_after_rewind(cur, namespace, thread_id, now, rewound=newer_than is not None and bool(dropped))
+        return len(dropped)
+
+    def _revoke_after_rewind(
+        self, cur: Cursor, namespace: str, thread_id: str, now: float | None, *, rewound: bool
+    ) -> None:
+        """Revoke the lease of a thread ``rewound`` (pruned back to a checkpoint): it was
+        rewritten under any run holding the lease, which must write nothing more (and so a
+        commit may trust a lease it checked to mean that its cached parent still exists: see
+        :meth:`SqlCommit._apply <plait.checkpoint.sql._commit.SqlCommit._apply>`)."""
+        if not rewound:
+            return
+        head = self.read.get(cur, namespace, thread_id, None)
+        assert head is not None
+        self.threads.revoke(cur, (namespace, thread_id), rules.rest_status(head.next_tasks, head.pending_writes), now)
+
+    # -- leases -----------------------------------------------------------------------------
+
+    def take_lease_and_get(
+        self,
+        cur: Cursor,
+        namespace: str,
+        thread_id: str,
+        owner: str,
+        ttl: float,
+        checkpoint_id: str | None,
+        over: int | None,
+        now: float | None,
+    ) -> tuple[Lease, Checkpoint | None]:
+        """Take the lease, then read the checkpoint a run starts from, by one statement;
+        server-side checks only.
+
+        Raises:
+            ThreadBusyError: a live lease is held (raised by the dialect module).
+        """
+        assert self.dialect.server_checks
+        holder = Holder.current()
+        rows = cur.execute(
+            self._sql["take_lease_and_get"],
+            (namespace, thread_id, owner, float(ttl), holder_json(holder), over, now, checkpoint_id),
+        ).fetchall()
+        gen, taken, expires = rows[0][:3]
+        lease = Lease(
+            thread_id=thread_id,
+            namespace=namespace,
+            owner=owner,
+            token=int(gen),
+            taken_at=float(taken),
+            expires_at=float(expires),
+            holder=holder,
+        )
+        found = [r[3:] for r in rows if r[3] is not None]
+        return lease, self.read.from_rows(cur, namespace, thread_id, found, resume=True)

@@ -1,0 +1,70 @@
+"""How a Postgres transaction's statements are shipped: which recorded statements become the
+one prepared call, and the recorder that collects them (no database needed here; the
+round trips themselves are exercised against a real server in test_postgres.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from plait.checkpoint.postgres._send import Fusion, NeedsAnswer, Recorder
+
+FUSION = Fusion(fence="FENCE", insert="INSERT", release="RELEASE", settle="SETTLE", put="PUT")
+FENCE = ("", "t", "owner", 7, False, None, None, "parent", False, None)
+"""(ns, thread, owner, token, check head, expected, own, parent, quiet, now)"""
+ROW = ("", "t", "id", "parent", 3, 1.5, "loop", b"{}", b"{}")
+
+
+def test_a_fence_and_its_row_become_one_call() -> None:
+    assert FUSION.fuse([("FENCE", FENCE), ("INSERT", ROW)]) == ("PUT", (*FENCE, *ROW[2:], False, False, None))
+
+
+def test_a_fence_its_row_and_the_release_of_its_lease_become_one_call() -> None:
+    statements = [("FENCE", FENCE), ("INSERT", ROW), ("RELEASE", ("idle", None, "", "t", 7))]
+    assert FUSION.fuse(statements) == ("PUT", (*FENCE, *ROW[2:], True, False, "idle"))
+
+
+def test_a_one_off_fence_its_row_and_how_it_leaves_the_thread_become_one_call() -> None:
+    one_off = ("", "t", "update:x", None, True, "head", "id", None, True, None)
+    statements = [("FENCE", one_off), ("INSERT", ROW), ("SETTLE", ("", "t", "stale", None))]
+    assert FUSION.fuse(statements) == ("PUT", (*one_off, *ROW[2:], False, True, "stale"))
+
+
+@pytest.mark.parametrize(
+    "statements",
+    [
+        [("INSERT", ROW)],
+        [("FENCE", FENCE)],
+        [("INSERT", ROW), ("FENCE", FENCE)],
+        [("FENCE", FENCE), ("INSERT", ("", "other thread", *ROW[2:]))],
+        [("FENCE", FENCE), ("OTHER", ROW)],
+        [("FENCE", FENCE), ("INSERT", ROW), ("RELEASE", ("idle", None, "", "t", 8))],
+        [("FENCE", FENCE), ("INSERT", ROW), ("RELEASE", ("idle", None, "", "other thread", 7))],
+        [("FENCE", FENCE), ("INSERT", ROW), ("SETTLE", ("", "other thread", "idle", None))],
+        [("FENCE", FENCE), ("INSERT", ROW), ("INSERT", ROW)],
+        [("FENCE", FENCE), ("INSERT", ROW), ("RELEASE", ("idle", None, "", "t", 7)), ("INSERT", ROW)],
+    ],
+    ids=[
+        "row-alone",
+        "fence-alone",
+        "out-of-order",
+        "row-of-another-thread",
+        "another-statement",
+        "release-of-another-lease",
+        "release-of-another-thread",
+        "settle-of-another-thread",
+        "two-rows",
+        "four-statements",
+    ],
+)
+def test_anything_else_is_sent_as_it_is(statements: list[tuple[str, tuple[object, ...]]]) -> None:
+    assert FUSION.fuse(statements) is None
+
+
+def test_the_recorder_keeps_statements_in_order_and_refuses_to_answer() -> None:
+    rec = Recorder()
+    rec.execute("A", (1,)).execute("B")
+    rec.executemany("C", [(2,), (3,)])
+    assert rec.statements == [("A", (1,)), ("B", ()), ("C", (2,)), ("C", (3,))]
+    for read in (rec.fetchone, rec.fetchall, lambda: iter(rec)):
+        with pytest.raises(NeedsAnswer):
+            read()

@@ -1,0 +1,173 @@
+"""Stores left by an older plait (every released schema version) are refused until migrated,
+then upgraded in place: their checkpoints, pending writes and leases read back, each thread
+gets the status its head stands in, and runs go on with leases fenced by generation."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from plait import END, START, AppendList, Graph, StateSchema, ThreadBusyError
+from plait.checkpoint._records import encode_body, encode_json
+from plait.checkpoint.model import Checkpoint, PendingWrite, Task
+from plait.checkpoint.sql._core import SqlCore
+from plait.checkpoint.sql._schema import SCHEMA_VERSION
+from plait.errors import StoreVersionError
+
+from .._backend_helpers import Backend, make, same
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    yield Backend(request.param, tmp_path, request)
+
+
+def _build(backend: Backend, version: int) -> None:
+    """A store as plait left it at ``version``: the migrations of that time, run in order."""
+    if backend.kind == "sqlite":
+        import sqlite3
+
+        from plait.checkpoint.sqlite._store import _DIALECT
+
+        with closing(sqlite3.connect(backend.path, isolation_level=None)) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            SqlCore(_DIALECT, "old store").component.migrate(conn.cursor(), "old store", target=version)
+            conn.execute("COMMIT")
+    else:
+        import psycopg
+
+        from plait.checkpoint.postgres._store import _dialect
+
+        with psycopg.connect(backend.dsn) as pg, pg.cursor() as cur:
+            cur.execute(f'CREATE SCHEMA IF NOT EXISTS "{backend.schema}"')
+            SqlCore(_dialect(backend.schema), "old store").component.migrate(cur, "old store", target=version)
+
+
+def _insert(backend: Backend, cp: Checkpoint, writes: tuple[PendingWrite, ...] = ()) -> None:
+    """Rows as every version since the first stores them: values as full blobs, a body
+    naming them, pending writes."""
+    blobs = dict.fromkeys(cp.values, cp.id)
+    body = encode_body(cp, blobs=blobs)
+    backend.sql(
+        "INSERT INTO {P}checkpoints (ns, thread_id, id, parent_id, step, created_at, source, metadata, body)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        cp.namespace,
+        cp.thread_id,
+        cp.id,
+        cp.parent_id,
+        cp.step,
+        cp.created_at,
+        str(cp.metadata.get("source", "")),
+        encode_json(cp.metadata),
+        body,
+    )
+    for ch, value in cp.values.items():
+        backend.sql(
+            "INSERT INTO {P}blobs (ns, thread_id, channel, id, base_id, data) VALUES (%s, %s, %s, %s, NULL, %s)",
+            cp.namespace,
+            cp.thread_id,
+            ch,
+            cp.id,
+            orjson.dumps(value),
+        )
+    for w in writes:
+        backend.sql(
+            "INSERT INTO {P}writes (ns, thread_id, checkpoint_id, task_id, kind, wkey, value)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            cp.namespace,
+            cp.thread_id,
+            cp.id,
+            w.task_id,
+            w.kind,
+            w.key,
+            encode_json(w.value),
+        )
+
+
+def _graph() -> Any:
+    schema = StateSchema.builder().add("log", AppendList()).build()
+    return Graph(schema).add_node("a", lambda s: {"log": ["a"]}).add_edge(START, "a").add_edge("a", END)
+
+
+@pytest.mark.parametrize("version", range(1, SCHEMA_VERSION))
+def test_a_store_of_every_older_version_is_refused_then_upgraded_in_place(backend: Backend, version: int) -> None:
+    _build(backend, version)
+    done = make("done", None, {"log": ["x"]})
+    waiting = make("waiting", None, {"log": ["y"]}, next_tasks=(Task(id="task-1", node="a"),))
+    asked = PendingWrite(
+        task_id="task-1",
+        kind="interrupt",
+        key="0",
+        value={"id": "i1", "value": "ok?", "node": "a", "task_id": "task-1", "index": 0},
+    )
+    unfinished = make("unfinished", None, {"log": ["z"]}, next_tasks=(Task(id="task-2", node="a"),))
+    running = make("running", None, {"log": ["w"]}, next_tasks=(Task(id="task-3", node="a"),))
+    _insert(backend, done.checkpoint)
+    _insert(backend, waiting.checkpoint, (asked,))
+    _insert(backend, unfinished.checkpoint)
+    _insert(backend, running.checkpoint)
+    if version < 7:  # the leases table, before thread rows existed
+        backend.sql(
+            "INSERT INTO {P}leases (ns, thread_id, owner, expires_at) VALUES (%s, %s, %s, %s)",
+            "",
+            "running",
+            "an older plait",
+            time.time() + 600,
+        )
+    else:  # the thread rows version 7 keeps, as its commits and leases left them
+        now = time.time()
+        for tid, gen, held, status, expires in (
+            ("done", 0, 0, "idle", 0.0),
+            ("waiting", 0, 0, "interrupted", 0.0),
+            ("unfinished", 0, 0, "stale", 0.0),
+            ("running", 1, 1, "idle", now + 600),
+        ):
+            backend.sql(
+                "INSERT INTO {P}threads (ns, thread_id, gen, owner, holder, taken_at, expires_at, held, status,"
+                " updated_at) VALUES (%s, %s, %s, %s, NULL, %s, %s, %s, %s, %s)",
+                "",
+                tid,
+                gen,
+                "an older plait" if held else None,
+                now,
+                expires,
+                held,
+                status,
+                now,
+            )
+
+    if backend.kind == "postgres":  # migrations are explicit there (SQLite's file upgrades itself on open)
+        from plait.checkpoint.postgres import PostgresCheckpointer
+
+        old = PostgresCheckpointer(backend.dsn, schema=backend.schema)
+        try:
+            with pytest.raises(StoreVersionError) as info:
+                asyncio.run(old.aget("done"))
+            assert (info.value.found, info.value.known) == (version, SCHEMA_VERSION)
+        finally:
+            old.close()
+    store = backend.open()  # migrates
+    try:
+        same(asyncio.run(store.aget("done")), done.checkpoint)
+        head = asyncio.run(store.aget("waiting"))
+        same(head, waiting.checkpoint)
+        assert head is not None and head.pending_writes == (asked,)
+        statuses = {t.thread_id: t.status for t in asyncio.run(store.alist_threads())}
+        assert statuses == {"done": "idle", "waiting": "interrupted", "unfinished": "stale", "running": "busy"}
+        with pytest.raises(ThreadBusyError) as busy:  # the older plait's lease is still honoured
+            asyncio.run(store.atake_lease("running", "a new run"))
+        assert busy.value.owner == "an older plait"
+        app = _graph().compile(checkpointer=store)
+        assert app.invoke(None, thread_id="unfinished")["log"] == ["z", "a"]
+        assert app.invoke({"log": ["new"]}, thread_id="fresh")["log"] == ["new", "a"]
+        statuses = {t.thread_id: t.status for t in asyncio.run(store.alist_threads())}
+        assert statuses["unfinished"] == statuses["fresh"] == "idle"
+    finally:
+        asyncio.run(store.aclose())
