@@ -363,3 +363,25 @@ def test_no_module_reads_another_modules_private_names() -> None:
                     continue
                 bad.append(f"{rel}:{node.lineno}: {ast.unparse(node)}")
     assert not bad, "private names read from another module:\n" + "\n".join(sorted(bad))
+
+
+_BACKENDS: tuple[str, ...] = ("plait.checkpoint.memory", "plait.checkpoint.file", "plait.checkpoint.sql")
+_BACKENDS += ("plait.checkpoint.sqlite", "plait.checkpoint.postgres")
+
+
+@pytest.mark.parametrize("layer", ["server", "runs", "graph", "cli", "engine", "inspect", "inspect_json"])
+def test_floors_above_the_checkpointers_name_no_backend(layer: str) -> None:
+    """What a floor above ``checkpoint/`` needs of a store is on the protocol (capabilities,
+    the change feed, ``address``, ``disk_bytes``), or it opens one by address
+    (``plait.checkpoint.address``): it never imports a backend's module nor names its class."""
+    for path in modules_under(layer):
+        rel = path.relative_to(SRC)
+        bad = sorted(m for m in imports(path) if m == "plait.checkpoint" or m.startswith(_BACKENDS))
+        assert not bad, f"{rel} imports {bad}"
+        text = path.read_text(encoding="utf-8")
+        named = [
+            n
+            for n in ("MemoryCheckpointer", "FileCheckpointer", "SqliteCheckpointer", "PostgresCheckpointer")
+            if n in text
+        ]
+        assert not named, f"{rel} names {named}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pathlib
 import sys
 
 import pytest
@@ -47,3 +48,26 @@ def test_make_task_sets_every_field_as_the_constructor_does() -> None:
     assert Task.from_json(["t2", "a"]) == Task(id="t2", node="a")
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.node = "other"  # type: ignore[misc]
+
+
+def test_each_backend_says_its_kind_and_what_it_takes_on_disk(tmp_path: pathlib.Path) -> None:
+    """The command line and the Studio read a store's family and size off the protocol, never
+    off its class."""
+    from plait import FileCheckpointer, MemoryCheckpointer, SqliteCheckpointer
+
+    sqlite = SqliteCheckpointer(str(tmp_path / "x.db"))
+    files = FileCheckpointer(tmp_path / "files")
+    memory = MemoryCheckpointer()
+    try:
+        for store in (sqlite, files, memory):
+            store.setup()
+        assert [s.capabilities.kind for s in (sqlite, files, memory)] == ["sqlite", "file", "memory"]
+        assert memory.disk_bytes() is None
+        before = sqlite.disk_bytes()
+        assert before is not None and before > 0 and files.disk_bytes() == 0
+        sqlite.reclaim_space()  # VACUUM: the file stays a database
+        assert sqlite.disk_bytes() is not None
+        memory.reclaim_space()  # nothing to give back
+    finally:
+        sqlite.close()
+        files.close()

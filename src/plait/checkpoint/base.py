@@ -58,6 +58,9 @@ class Capabilities:
     so that a node blocking the loop cannot starve the renewal; on other backends a task on
     the run's own loop renews it, and lone sync nodes then run in worker threads."""
 
+    kind: str = ""
+    """What family the backend is of (``memory``, ``file``, ``sqlite``, ``postgres``), as the
+    command line and the Studio name it; a backend of another family names its own."""
     change_feed: bool = False
     """Its :meth:`Checkpointer.achanges` watches the store itself (an in-process notice,
     file times, a version counter, LISTEN/NOTIFY), so a change is reported within a short
@@ -93,6 +96,19 @@ class Checkpointer(ABC):
 
     async def asetup(self) -> None:  # noqa: B027 - optional hook
         """Create or migrate storage. Safe to call more than once."""
+
+    def disk_bytes(self) -> int | None:
+        """The bytes the store takes on this machine's disk (a SQLite file with its log, a file
+        store's folder); None where that is not known here (a database server, memory)."""
+        return None
+
+    async def areclaim_space(self) -> None:  # noqa: B027 - optional hook
+        """Give the space that deleted and pruned checkpoints left back to the file system,
+        where the store keeps it (SQLite keeps freed pages in its file); nothing elsewhere."""
+
+    def reclaim_space(self) -> None:
+        """Sync :meth:`areclaim_space`."""
+        run_sync(self.areclaim_space())
 
     @property
     def address(self) -> str | None:

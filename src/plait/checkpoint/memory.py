@@ -46,7 +46,7 @@ class MemoryCheckpointer(Checkpointer):
         clock: the lease clock (unix seconds); tests pass one they advance by hand.
     """
 
-    capabilities = Capabilities(any_loop=True, change_feed=True)
+    capabilities = Capabilities(kind="memory", any_loop=True, change_feed=True)
 
     def __init__(self, *, lease_ttl: float = 30.0, clock: Callable[[], float] = time.time) -> None:
         self.lease_ttl = lease_ttl

@@ -2,11 +2,10 @@
 
 ``prune`` shows what it would drop (``--dry-run``), asks before dropping (``--yes`` for
 scripts), and reports the space it gave back: on SQLite it rewrites the file afterwards
-(:meth:`~plait.checkpoint.SqliteCheckpointer.vacuum`), because SQLite otherwise keeps the
+(:meth:`~plait.checkpoint.base.Checkpointer.reclaim_space`), because SQLite otherwise keeps the
 freed pages and the file never shrinks. A DSN's password is never printed.
 """
 
-import os
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -23,30 +22,14 @@ __all__ = ["cmd_db_migrate", "cmd_db_prune", "cmd_db_stats", "register", "store_
 
 
 def store_kind(store: Checkpointer) -> str:
-    """``sqlite``, ``postgres``, ``file``, ``memory``, or the class name of another backend."""
-    names = {
-        "SqliteCheckpointer": "sqlite",
-        "PostgresCheckpointer": "postgres",
-        "FileCheckpointer": "file",
-        "MemoryCheckpointer": "memory",
-    }
-    return names.get(type(store).__name__, type(store).__name__)
+    """``sqlite``, ``postgres``, ``file``, ``memory``, or the class name of a backend that does
+    not say (see :attr:`Capabilities.kind`)."""
+    return store.capabilities.kind or type(store).__name__
 
 
 def store_bytes(store: Checkpointer) -> int | None:
-    """The bytes a store takes on this machine's disk: a SQLite file with its log, a file
-    store's folder; None where that is not known here (PostgreSQL, memory)."""
-    from plait.checkpoint.file import FileCheckpointer
-    from plait.checkpoint.sqlite import SqliteCheckpointer
-
-    if isinstance(store, SqliteCheckpointer) and store.path != ":memory:":
-        return sum(os.path.getsize(p) for p in (store.path, store.path + "-wal") if os.path.exists(p))
-    if isinstance(store, FileCheckpointer):
-        total = 0
-        for root, _, files in os.walk(store.folder):
-            total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
-        return total
-    return None
+    """The bytes a store takes on this machine's disk (see :meth:`Checkpointer.disk_bytes`)."""
+    return store.disk_bytes()
 
 
 def _size(n: int | None) -> str:
@@ -214,10 +197,7 @@ def cmd_db_prune(
 
 def _reclaim(store: Checkpointer) -> None:
     """Give the freed space back to the file system, where the store keeps it (SQLite)."""
-    from plait.checkpoint.sqlite import SqliteCheckpointer
-
-    if isinstance(store, SqliteCheckpointer):
-        store.vacuum()
+    store.reclaim_space()
 
 
 # -- registration ----------------------------------------------------------------------------

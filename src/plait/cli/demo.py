@@ -256,9 +256,9 @@ def open_graph(db: str) -> CompiledGraph:
 
 
 def _checkpointer(db: str) -> Checkpointer:
-    from plait.checkpoint.sqlite import SqliteCheckpointer
+    from plait.checkpoint.address import open as open_store
 
-    return SqliteCheckpointer(db)
+    return open_store(db)
 
 
 async def _store(app: CompiledGraph) -> Checkpointer:

@@ -109,7 +109,7 @@ class FileCheckpointer(FileReads, Checkpointer):
             tests pass one they advance by hand.
     """
 
-    capabilities = Capabilities(any_loop=True, change_feed=True)
+    capabilities = Capabilities(kind="file", any_loop=True, change_feed=True)
 
     def __init__(
         self, folder: str | os.PathLike[str], *, lease_ttl: float = 30.0, clock: Callable[[], float] = time.time
@@ -127,6 +127,12 @@ class FileCheckpointer(FileReads, Checkpointer):
 
     async def asetup(self) -> None:
         await asyncio.to_thread(self.folder.mkdir, parents=True, exist_ok=True)
+
+    def disk_bytes(self) -> int | None:
+        total = 0
+        for root, _, files in os.walk(self.folder):
+            total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+        return total
 
     @property
     def address(self) -> str | None:

@@ -193,7 +193,7 @@ class PostgresCheckpointer(SqlCheckpointer):
             advance by hand (every process sharing the database must then use it).
     """
 
-    capabilities = Capabilities(any_loop=True, change_feed=True)
+    capabilities = Capabilities(kind="postgres", any_loop=True, change_feed=True)
 
     def __init__(
         self,

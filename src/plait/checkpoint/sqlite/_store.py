@@ -97,7 +97,7 @@ class SqliteCheckpointer(SqlCheckpointer):
             pass one they advance by hand.
     """
 
-    capabilities = Capabilities(any_loop=True, change_feed=True)
+    capabilities = Capabilities(kind="sqlite", any_loop=True, change_feed=True)
 
     def __init__(
         self,
@@ -275,6 +275,15 @@ class SqliteCheckpointer(SqlCheckpointer):
         """Open (create or migrate) the file now rather than on first use; safe to repeat."""
         await self._submit(self._writer, lambda conn: None)
         await self._submit(self._reader, lambda conn: None)
+
+    def disk_bytes(self) -> int | None:
+        if self.path == ":memory:":
+            return None
+        return sum(os.path.getsize(p) for p in (self.path, self.path + "-wal") if os.path.exists(p))
+
+    async def areclaim_space(self) -> None:
+        """:meth:`avacuum`."""
+        await self.avacuum()
 
     async def avacuum(self) -> None:
         """Give the space that deleted and pruned checkpoints leave in the file back to the file
