@@ -18,18 +18,18 @@ from plait.cli.context import Invocation, run_command
 from plait.cli.options import Db, Debug, Json, Yes
 from plait.errors import CheckpointNotFoundError
 
-__all__ = ["cmd_db_migrate", "cmd_db_prune", "cmd_db_stats", "register", "store_bytes", "store_kind"]
+__all__ = ["cmd_db_migrate", "cmd_db_prune", "cmd_db_stats", "checkpointer_bytes", "checkpointer_kind", "register"]
 
 
-def store_kind(store: Checkpointer) -> str:
+def checkpointer_kind(checkpointer: Checkpointer) -> str:
     """``sqlite``, ``postgres``, ``file``, ``memory``, or the class name of a backend that does
     not say (see :attr:`Capabilities.kind`)."""
-    return store.capabilities.kind or type(store).__name__
+    return checkpointer.capabilities.kind or type(checkpointer).__name__
 
 
-def store_bytes(store: Checkpointer) -> int | None:
+def checkpointer_bytes(checkpointer: Checkpointer) -> int | None:
     """The bytes a store takes on this machine's disk (see :meth:`Checkpointer.disk_bytes`)."""
-    return store.disk_bytes()
+    return checkpointer.disk_bytes()
 
 
 def _size(n: int | None) -> str:
@@ -44,10 +44,10 @@ def _size(n: int | None) -> str:
 
 
 def cmd_db_migrate(inv: Invocation) -> None:
-    store = inv.store(create=True)
+    checkpointer = inv.checkpointer(create=True)
     shown = inv.shown_db
     runs = None
-    if store_kind(store) == "postgres":  # the run tables and the job queue live beside the checkpoints
+    if checkpointer_kind(checkpointer) == "postgres":  # the run tables and the job queue live beside the checkpoints
         from plait.cli.runs import migrate_runs
 
         runs = migrate_runs(inv.db)
@@ -58,15 +58,15 @@ def cmd_db_migrate(inv: Invocation) -> None:
 
 
 def cmd_db_stats(inv: Invocation) -> None:
-    store = inv.store()
-    threads = run_sync(store.alist_threads(namespace=None))
+    checkpointer = inv.checkpointer()
+    threads = run_sync(checkpointer.alist_threads(namespace=None))
     stats: dict[str, Any] = {
         "store": inv.shown_db,
-        "kind": store_kind(store),
+        "kind": checkpointer_kind(checkpointer),
         "threads": len(threads),
         "checkpoints": sum(t.checkpoints for t in threads),
         "namespaces": sorted({t.namespace for t in threads}),
-        "bytes": store_bytes(store),
+        "bytes": checkpointer_bytes(checkpointer),
     }
     if inv.out.json:
         inv.out.emit(stats)
@@ -97,14 +97,14 @@ class _Plan:
         }
 
 
-def _plan(store: Checkpointer, thread: str | None, namespace: str | None, keep_last: int) -> list[_Plan]:
+def _plan(checkpointer: Checkpointer, thread: str | None, namespace: str | None, keep_last: int) -> list[_Plan]:
     """What ``prune(keep_last)`` drops from each thread, read without dropping anything.
 
     Prune keeps the ``keep_last`` newest checkpoints of every branch's lineage; a thread
     whose checkpoints all lie on its head's lineage (no time-travel branch) drops exactly the
     rest of that lineage.
     """
-    listed = run_sync(store.alist_threads(namespace=None if thread is None else namespace or ""))
+    listed = run_sync(checkpointer.alist_threads(namespace=None if thread is None else namespace or ""))
     if thread is not None:
         listed = [t for t in listed if t.thread_id == thread]
         if not listed:
@@ -113,7 +113,7 @@ def _plan(store: Checkpointer, thread: str | None, namespace: str | None, keep_l
         listed = [t for t in listed if t.namespace == namespace]
     plans = []
     for t in listed:
-        lineage = len(run_sync(store.ahistory(t.thread_id, namespace=t.namespace)))
+        lineage = len(run_sync(checkpointer.ahistory(t.thread_id, namespace=t.namespace)))
         exact = lineage >= t.checkpoints
         dropped = max(0, t.checkpoints - min(keep_last, lineage))
         plans.append(
@@ -126,11 +126,11 @@ def cmd_db_prune(
     inv: Invocation, thread: str | None, keep_last: int, namespace: str | None, *, dry_run: bool, yes: bool
 ) -> None:
     check_positive(keep_last, "--keep-last")
-    store = inv.store()
-    plans = _plan(store, thread, namespace, keep_last)
+    checkpointer = inv.checkpointer()
+    plans = _plan(checkpointer, thread, namespace, keep_last)
     total = sum(p.dropped for p in plans)
     exact = all(p.exact for p in plans)
-    before = store_bytes(store)
+    before = checkpointer_bytes(checkpointer)
     out = inv.out
     shown = inv.shown_db
     record: dict[str, Any] = {
@@ -169,11 +169,13 @@ def cmd_db_prune(
         yes,
     )
     dropped = {
-        (p.namespace, p.thread_id): run_sync(store.aprune(p.thread_id, keep_last=keep_last, namespace=p.namespace))
+        (p.namespace, p.thread_id): run_sync(
+            checkpointer.aprune(p.thread_id, keep_last=keep_last, namespace=p.namespace)
+        )
         for p in affected
     }
-    _reclaim(store)
-    after = store_bytes(store)
+    _reclaim(checkpointer)
+    after = checkpointer_bytes(checkpointer)
     record["threads"] = [
         {**p.record(), "dropped": dropped[(p.namespace, p.thread_id)], "exact": True} for p in affected
     ]
@@ -195,9 +197,9 @@ def cmd_db_prune(
     )
 
 
-def _reclaim(store: Checkpointer) -> None:
+def _reclaim(checkpointer: Checkpointer) -> None:
     """Give the freed space back to the file system, where the store keeps it (SQLite)."""
-    store.reclaim_space()
+    checkpointer.reclaim_space()
 
 
 # -- registration ----------------------------------------------------------------------------

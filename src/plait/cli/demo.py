@@ -261,7 +261,7 @@ def _checkpointer(db: str) -> Checkpointer:
     return open_store(db)
 
 
-async def _store(app: CompiledGraph) -> Checkpointer:
+async def _open_checkpointer(app: CompiledGraph) -> Checkpointer:
     """The demo graph's store, ready for use (``setup()`` is safe to repeat)."""
     checkpointer = app.checkpointer
     assert checkpointer is not None  # open_graph always compiles with one
@@ -476,7 +476,7 @@ def heads_differ(d: StateDiff, a: str, b: str) -> dict[str, Any]:
 
 def _finished_task_ids(app: CompiledGraph, thread: str) -> set[str]:
     async def read() -> set[str]:
-        checkpointer = await _store(app)
+        checkpointer = await _open_checkpointer(app)
         cp = await checkpointer.aget(thread, namespace=app.namespace)
         return {w.task_id for w in (cp.pending_writes if cp else ()) if w.kind == "result"}
 

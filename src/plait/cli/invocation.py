@@ -46,7 +46,7 @@ class Invocation:
         self.namespace = ""
         self.running = False
         """True while a graph runs: errors raised then are the run's failure (exit 1)."""
-        self._stores: list[Checkpointer] = []
+        self._checkpointers: list[Checkpointer] = []
 
     @property
     def db(self) -> str:
@@ -73,7 +73,7 @@ class Invocation:
             out += f" --namespace {_quote(self.namespace)}"
         return out
 
-    def store(self, address: str | None = None, *, create: bool = False) -> Checkpointer:
+    def checkpointer(self, address: str | None = None, *, create: bool = False) -> Checkpointer:
         """Open (and set up) the store at ``address`` (default: :attr:`db`), to be closed when
         the command ends. Without ``create``, a SQLite file or folder that is not there is
         refused, so that a typo leaves no empty database behind."""
@@ -81,10 +81,10 @@ class Invocation:
 
         address = address or self.db
         options = {"connect_timeout": CONNECT_TIMEOUT} if address.startswith(("postgres://", "postgresql://")) else {}
-        store = open_store(address, create=create, **options)
-        self._stores.append(store)
-        run_sync(store.asetup())
-        return store
+        checkpointer = open_store(address, create=create, **options)
+        self._checkpointers.append(checkpointer)
+        run_sync(checkpointer.asetup())
+        return checkpointer
 
     def graph(
         self,
@@ -93,7 +93,7 @@ class Invocation:
         namespace: str | None = None,
         need_store: bool = True,
         create: bool = True,
-        store: Checkpointer | None = None,
+        checkpointer: Checkpointer | None = None,
     ) -> "CompiledGraph":
         """Load ``target`` and compile it on this command's store.
 
@@ -106,11 +106,11 @@ class Invocation:
 
         self.target = target
         app = load_graph(target)
-        if store is None and need_store and (app.checkpointer is None or self.db_chosen):
-            store = self.store(create=create)
-        if store is not None or (namespace is not None and namespace != app.namespace):
+        if checkpointer is None and need_store and (app.checkpointer is None or self.db_chosen):
+            checkpointer = self.checkpointer(create=create)
+        if checkpointer is not None or (namespace is not None and namespace != app.namespace):
             app = app.bind(
-                checkpointer=store if store is not None else app.checkpointer,
+                checkpointer=checkpointer if checkpointer is not None else app.checkpointer,
                 namespace=app.namespace if namespace is None else namespace,
             )
         self.namespace = app.namespace
@@ -118,8 +118,8 @@ class Invocation:
 
     def close(self) -> None:
         """Close the stores this command opened, newest first."""
-        while self._stores:
-            run_sync(self._stores.pop().aclose())
+        while self._checkpointers:
+            run_sync(self._checkpointers.pop().aclose())
 
     @contextmanager
     def run_phase(self) -> Iterator[None]:

@@ -18,7 +18,7 @@ __all__ = ["find_checkpoint"]
 
 
 def find_checkpoint(
-    store: Checkpointer, thread: str, namespace: str, checkpoint: str | None = None, step: int | None = None
+    checkpointer: Checkpointer, thread: str, namespace: str, checkpoint: str | None = None, step: int | None = None
 ) -> Checkpoint:
     """The checkpoint ``--checkpoint`` / ``--step`` name (the head when neither is given),
     with its pending writes.
@@ -35,12 +35,12 @@ def find_checkpoint(
     if checkpoint is not None and not checkpoint:
         raise ArgumentError("--checkpoint", "--checkpoint is empty")
     if checkpoint is None and step is None:
-        return _get(store, thread, namespace, None)
+        return _get(checkpointer, thread, namespace, None)
     if checkpoint is not None:
-        exact = run_sync(store.aget(thread, checkpoint, namespace=namespace))
+        exact = run_sync(checkpointer.aget(thread, checkpoint, namespace=namespace))
         if exact is not None:
             return exact
-    history = run_sync(store.ahistory(thread, namespace=namespace))
+    history = run_sync(checkpointer.ahistory(thread, namespace=namespace))
     if not history:
         raise CheckpointNotFoundError(thread, None, namespace)
     if checkpoint is not None:
@@ -53,11 +53,11 @@ def find_checkpoint(
         raise CheckpointNotFoundError(thread, wanted, namespace)
     if len(found) > 1:
         raise AmbiguousCheckpointError(thread, wanted, [(cp.id, cp.step) for cp in found])
-    return _get(store, thread, namespace, found[0].id)
+    return _get(checkpointer, thread, namespace, found[0].id)
 
 
-def _get(store: Checkpointer, thread: str, namespace: str, checkpoint_id: str | None) -> Checkpoint:
-    cp = run_sync(store.aget(thread, checkpoint_id, namespace=namespace))
+def _get(checkpointer: Checkpointer, thread: str, namespace: str, checkpoint_id: str | None) -> Checkpoint:
+    cp = run_sync(checkpointer.aget(thread, checkpoint_id, namespace=namespace))
     if cp is None:
         raise CheckpointNotFoundError(thread, checkpoint_id, namespace)
     return cp

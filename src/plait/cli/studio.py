@@ -53,14 +53,16 @@ def cmd_studio(
         )
     if not 0 <= port <= 65535:
         raise ArgumentError("--port", f"--port is a TCP port (0-65535), got {port}")
-    store = inv.store()
+    checkpointer = inv.checkpointer()
     apps = {}
     for target in graphs:
-        app = inv.graph(target, store=store)
+        app = inv.graph(target, checkpointer=checkpointer)
         name = app.name if app.name not in apps and app.name != "Graph" else target
         apps[name] = app
     hosts = tuple(allow_hosts) + (() if is_loopback(host) else (host,))
-    studio = create_app(store, apps, config=StudioConfig(token=token, allowed_hosts=hosts, store_name=inv.shown_db))
+    studio = create_app(
+        checkpointer, apps, config=StudioConfig(token=token, allowed_hosts=hosts, store_name=inv.shown_db)
+    )
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
     inv.out.line(f"plait Studio on {inv.shown_db}: {url}")

@@ -67,7 +67,7 @@ def cmd_threads(
     check_positive(limit, "--limit")
     if status is not None and status not in STATUSES:
         raise ArgumentError("--status", f"--status is one of {', '.join(STATUSES)}; got {status!r}")
-    threads = list_threads(inv.store(), namespace, status, limit, since)
+    threads = list_threads(inv.checkpointer(), namespace, status, limit, since)
     out = inv.out
     if out.json:
         out.emit([thread_json(t) for t in threads])
@@ -83,16 +83,16 @@ def cmd_threads(
 
 
 def list_threads(
-    store: Checkpointer, namespace: str | None, status: "Status | None", limit: int | None, since: float | None
+    checkpointer: Checkpointer, namespace: str | None, status: "Status | None", limit: int | None, since: float | None
 ) -> list[ThreadInfo]:
     """Threads newest first, filtered and paged in the store; with ``since``, page on until
     the first thread that last moved before it (the listing is ordered by that time)."""
     if since is None:
-        return run_sync(store.alist_threads(namespace=namespace, status=status, limit=limit))
+        return run_sync(checkpointer.alist_threads(namespace=namespace, status=status, limit=limit))
     found: list[ThreadInfo] = []
     before: str | None = None
     while True:
-        page = run_sync(store.alist_threads(namespace=namespace, status=status, limit=PAGE, before=before))
+        page = run_sync(checkpointer.alist_threads(namespace=namespace, status=status, limit=PAGE, before=before))
         for t in page:
             if t.updated_at < since or (limit is not None and len(found) >= limit):
                 return found
@@ -108,7 +108,7 @@ def cmd_history(
     check_positive(limit, "--limit")
     if values and keys is not None:
         raise ArgumentError("--keys", "give --values (every channel) or --keys (some), not both")
-    cps = run_sync(inv.store().ahistory(thread, namespace=namespace, limit=limit))
+    cps = run_sync(inv.checkpointer().ahistory(thread, namespace=namespace, limit=limit))
     if not cps:
         raise CheckpointNotFoundError(thread, None, namespace)
     out = inv.out
@@ -129,7 +129,7 @@ def cmd_history(
 def cmd_state(
     inv: Invocation, thread: str, checkpoint: str | None, step: int | None, key: str | None, namespace: str
 ) -> None:
-    cp = find_checkpoint(inv.store(), thread, namespace, checkpoint, step)
+    cp = find_checkpoint(inv.checkpointer(), thread, namespace, checkpoint, step)
     record = checkpoint_json(cp)
     out = inv.out
     if key is not None:
@@ -153,7 +153,7 @@ def cmd_state(
 
 def cmd_diff(inv: Invocation, a: str, b: str, namespace: str) -> None:
     """Where two threads part ways: compared step by step along their newest lineage."""
-    d = run_sync(diff_threads(inv.store(), a, b, namespace=namespace))
+    d = run_sync(diff_threads(inv.checkpointer(), a, b, namespace=namespace))
     first, keys, heads = d.first_step, d.keys, d.heads
     out = inv.out
     if out.json:
@@ -188,15 +188,15 @@ def cmd_fork(
         raise ArgumentError(
             "--graph", "fork --set folds the edits through the graph's reducers: pass --graph MODULE:GRAPH"
         )
-    store = inv.store()
-    source = find_checkpoint(store, thread, namespace, checkpoint, step)
-    if run_sync(store.aget(to, namespace=namespace)) is not None:
+    checkpointer = inv.checkpointer()
+    source = find_checkpoint(checkpointer, thread, namespace, checkpoint, step)
+    if run_sync(checkpointer.aget(to, namespace=namespace)) is not None:
         raise ThreadExistsError(to, namespace, "Fork into a new thread id, or delete it first: plait delete " + to)
     if graph is not None:
-        app = inv.graph(graph, namespace=namespace, store=store)
+        app = inv.graph(graph, namespace=namespace, checkpointer=checkpointer)
         cid = app.fork(thread, to, checkpoint_id=source.id, edits=sets)
     else:
-        cid = run_sync(fork_checkpoint(store, source, to))
+        cid = run_sync(fork_checkpoint(checkpointer, source, to))
     out = inv.out
     if out.json:
         out.emit(
@@ -215,23 +215,23 @@ def cmd_fork(
 
 
 def cmd_delete(inv: Invocation, thread: str, namespace: str, yes: bool) -> None:
-    store = inv.store()
-    info = _thread_info(store, thread, namespace)
+    checkpointer = inv.checkpointer()
+    info = _thread_info(checkpointer, thread, namespace)
     where = f" in namespace {namespace!r}" if namespace else ""
     confirm(
         f"delete thread {thread!r}{where} and its {plural(info.checkpoints, 'checkpoint')} from {inv.shown_db}?",
         f"delete {thread}",
         yes,
     )
-    run_sync(store.adelete_thread(thread, namespace=namespace))
+    run_sync(checkpointer.adelete_thread(thread, namespace=namespace))
     if inv.out.json:
         inv.out.emit({"thread_id": thread, "namespace": namespace, "deleted": True, "checkpoints": info.checkpoints})
     else:
         inv.out.line(f"deleted {thread}{where}: {plural(info.checkpoints, 'checkpoint')}")
 
 
-def _thread_info(store: Checkpointer, thread: str, namespace: str) -> ThreadInfo:
-    for t in run_sync(store.alist_threads(namespace=namespace)):
+def _thread_info(checkpointer: Checkpointer, thread: str, namespace: str) -> ThreadInfo:
+    for t in run_sync(checkpointer.alist_threads(namespace=namespace)):
         if t.thread_id == thread:
             return t
     raise CheckpointNotFoundError(thread, None, namespace)

@@ -72,12 +72,12 @@ _FIELDS = (
 
 def export_lines(inv: Invocation, thread: str, namespace: str) -> Iterator[bytes]:
     """The export of ``thread``, line by line (each without its newline)."""
-    store = inv.store()
-    history = list(reversed(run_sync(store.ahistory(thread, namespace=namespace))))
+    checkpointer = inv.checkpointer()
+    history = list(reversed(run_sync(checkpointer.ahistory(thread, namespace=namespace))))
     if not history:
         raise CheckpointNotFoundError(thread, None, namespace)
     total = next(
-        (t.checkpoints for t in run_sync(store.alist_threads(namespace=namespace)) if t.thread_id == thread),
+        (t.checkpoints for t in run_sync(checkpointer.alist_threads(namespace=namespace)) if t.thread_id == thread),
         len(history),
     )
     if total > len(history):
@@ -96,7 +96,7 @@ def export_lines(inv: Invocation, thread: str, namespace: str) -> Iterator[bytes
         option=orjson.OPT_SORT_KEYS,
     )
     for cp in history:
-        full = run_sync(store.aget(thread, cp.id, namespace=namespace))
+        full = run_sync(checkpointer.aget(thread, cp.id, namespace=namespace))
         pending = full.pending_writes if full is not None else ()
         yield orjson.dumps(
             {
@@ -232,17 +232,17 @@ def cmd_import(inv: Invocation, source: str, thread: str | None, namespace: str 
         pending = _writes(rec, name)
         if pending:
             batches.append(WritesBatch(thread_id=target, namespace=ns, checkpoint_id=cp.id, writes=pending))
-    store = inv.store(create=True)
-    exists = run_sync(store.aget(target, namespace=ns)) is not None
+    checkpointer = inv.checkpointer(create=True)
+    exists = run_sync(checkpointer.aget(target, namespace=ns)) is not None
     if exists and not replace:
         raise ThreadExistsError(
             target, ns, f"Import it under another id (--thread NEW), or replace it: plait import {source} --replace"
         )
     if exists:
-        run_sync(store.adelete_thread(target, namespace=ns))
+        run_sync(checkpointer.adelete_thread(target, namespace=ns))
     try:
         run_sync(
-            store.acommit(
+            checkpointer.acommit(
                 checkpoints=writes, writes=batches, fence=Fence(owner=f"import:{uuid.uuid4().hex}", expect_head=None)
             )
         )

@@ -41,8 +41,8 @@ PAGE = 16
 class _Follower:
     """What has been shown of one thread, and how to show what is new."""
 
-    def __init__(self, inv: Invocation, store: Checkpointer, thread: str, namespace: str) -> None:
-        self.inv, self.store, self.thread, self.namespace = inv, store, thread, namespace
+    def __init__(self, inv: Invocation, checkpointer: Checkpointer, thread: str, namespace: str) -> None:
+        self.inv, self.checkpointer, self.thread, self.namespace = inv, checkpointer, thread, namespace
         self.head: str | None = None
         self.shown_at = float("-inf")
         """When the newest checkpoint shown was written."""
@@ -62,7 +62,7 @@ class _Follower:
         new: list[Checkpoint] = []
         before: str | None = None
         while True:  # newest first, a page at a time, back to the head shown last
-            page = await self.store.ahistory(self.thread, namespace=self.namespace, limit=PAGE, before=before)
+            page = await self.checkpointer.ahistory(self.thread, namespace=self.namespace, limit=PAGE, before=before)
             for cp in page:
                 if cp.id == self.head or cp.created_at <= self.shown_at:
                     break  # shown already (a replay's branch stops at what came before it)
@@ -95,7 +95,7 @@ class _Follower:
 
     async def tasks(self) -> None:
         """Show each task of the running step that finished (or failed) since the last poll."""
-        cp = await self.store.aget(self.thread, namespace=self.namespace)
+        cp = await self.checkpointer.aget(self.thread, namespace=self.namespace)
         if cp is None or cp.id != self.head:
             return  # the head moved in between: the next poll shows the checkpoint first
         nodes = {t.id: t.node for t in cp.next_tasks}
@@ -121,20 +121,22 @@ def cmd_watch(inv: Invocation, thread: str, namespace: str, interval: float) -> 
     """Follow ``thread`` until nobody holds it, then leave with the code of how it stands."""
     if not interval > 0:
         raise ArgumentError("--interval", f"--interval takes seconds above 0; got {interval:g}")
-    store = inv.store()
-    info = run_sync(_follow(inv, store, thread, namespace, interval))
+    checkpointer = inv.checkpointer()
+    info = run_sync(_follow(inv, checkpointer, thread, namespace, interval))
     code = STOP_CODES[info.status]
     if code != EXIT_OK:
         raise Exit(code)
 
 
-async def _follow(inv: Invocation, store: Checkpointer, thread: str, namespace: str, interval: float) -> ThreadInfo:
+async def _follow(
+    inv: Invocation, checkpointer: Checkpointer, thread: str, namespace: str, interval: float
+) -> ThreadInfo:
     """Show the thread until nobody holds it; how it stands then."""
-    async with store.achanges(namespace=namespace, thread_id=thread) as changes:
-        info = await store.aget_thread(thread, namespace=namespace)
+    async with checkpointer.achanges(namespace=namespace, thread_id=thread) as changes:
+        info = await checkpointer.aget_thread(thread, namespace=namespace)
         if info is None:
             raise CheckpointNotFoundError(thread, None, namespace)
-        follow = _Follower(inv, store, thread, namespace)
+        follow = _Follower(inv, checkpointer, thread, namespace)
         holder = f", held by {info.lease.owner}" if info.status == "busy" and info.lease is not None else ""
         follow.emit("watching", f"watching {thread} in {inv.shown_db} ({info.status}{holder})", status=info.status)
         while True:
@@ -143,7 +145,7 @@ async def _follow(inv: Invocation, store: Checkpointer, thread: str, namespace: 
                 break
             await follow.tasks()
             await _next_change(changes, interval)
-            latest = await store.aget_thread(thread, namespace=namespace)
+            latest = await checkpointer.aget_thread(thread, namespace=namespace)
             if latest is None:
                 follow.emit("deleted", f"{thread} was deleted", status=None)
                 raise CheckpointNotFoundError(thread, None, namespace)

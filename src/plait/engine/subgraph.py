@@ -138,14 +138,14 @@ async def _pause_parent(ctx: NodeContext, interrupts: tuple[Interrupt, ...]) -> 
     raise GraphInterrupt(Interrupt(id=first.id, value=first.value, node=ctx.node, task_id=ctx.task_id, index=index))
 
 
-async def stored_children(saver: Checkpointer, cp: Checkpoint) -> list[Checkpoint]:
+async def stored_children(checkpointer: Checkpointer, cp: Checkpoint) -> list[Checkpoint]:
     """The heads of the subgraph runs that ``cp``'s next tasks started (added as nodes, or
     called explicitly: ``#0``, ``#1``, ...), as stored in their namespaces of the thread."""
     found: list[Checkpoint] = []
     for task in cp.next_tasks:
         base = child_namespace(cp.namespace, task.node, task.id)
         for n in range(-1, 1 << 16):
-            child = await saver.aget(cp.thread_id, namespace=base if n < 0 else f"{base}#{n}")
+            child = await checkpointer.aget(cp.thread_id, namespace=base if n < 0 else f"{base}#{n}")
             if child is None and n >= 0:
                 break
             if child is not None:
@@ -153,25 +153,25 @@ async def stored_children(saver: Checkpointer, cp: Checkpoint) -> list[Checkpoin
     return found
 
 
-async def fork_subgraphs(saver: Checkpointer, src: Checkpoint, target_thread: str) -> int:
+async def fork_subgraphs(checkpointer: Checkpointer, src: Checkpoint, target_thread: str) -> int:
     """Copy the stored runs of the subgraphs that ``src``'s next tasks run, nested ones too,
     to the same namespaces of ``target_thread`` (a fork keeps the task ids); how many were
     copied. Each copy is the subgraph's head, as a root of its namespace (its history stays
     with the source)."""
     copied = 0
-    for child in await stored_children(saver, src):
-        await fork_checkpoint(saver, child, target_thread)
-        copied += 1 + await fork_subgraphs(saver, child, target_thread)
+    for child in await stored_children(checkpointer, src):
+        await fork_checkpoint(checkpointer, child, target_thread)
+        copied += 1 + await fork_subgraphs(checkpointer, child, target_thread)
     return copied
 
 
-async def delete_with_subgraphs(saver: Checkpointer, thread_id: str, namespace: str) -> int:
+async def delete_with_subgraphs(checkpointer: Checkpointer, thread_id: str, namespace: str) -> int:
     """Delete a thread and the namespaces of the subgraphs its checkpoints' tasks ran, nested
     ones too (found through the tasks of its history: the head's lineage); how many
     subgraph namespaces were deleted."""
     deleted = 0
-    for cp in await saver.ahistory(thread_id, namespace=namespace):
-        for child in await stored_children(saver, cp):
-            deleted += 1 + await delete_with_subgraphs(saver, thread_id, child.namespace)
-    await saver.adelete_thread(thread_id, namespace=namespace)
+    for cp in await checkpointer.ahistory(thread_id, namespace=namespace):
+        for child in await stored_children(checkpointer, cp):
+            deleted += 1 + await delete_with_subgraphs(checkpointer, thread_id, child.namespace)
+    await checkpointer.adelete_thread(thread_id, namespace=namespace)
     return deleted

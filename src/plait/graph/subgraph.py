@@ -107,7 +107,7 @@ async def call_subgraph(ctx: NodeContext, graph: Any, input: Any) -> dict[str, A
     return dict(result.values)
 
 
-async def nested_states(saver: Checkpointer, cp: Checkpoint, spec: GraphSpec) -> dict[str, ThreadState]:
+async def nested_states(checkpointer: Checkpointer, cp: Checkpoint, spec: GraphSpec) -> dict[str, ThreadState]:
     """The stored state of each subgraph the next tasks of ``cp`` run (added as nodes), by
     ``"node:task_id"``, each with its own subgraphs filled in."""
     from dataclasses import replace
@@ -117,9 +117,9 @@ async def nested_states(saver: Checkpointer, cp: Checkpoint, spec: GraphSpec) ->
         node = spec.nodes.get(task.node)
         if node is None or not isinstance(node.fn, SubgraphNode):
             continue
-        child = await saver.aget(cp.thread_id, namespace=child_namespace(cp.namespace, task.node, task.id))
+        child = await checkpointer.aget(cp.thread_id, namespace=child_namespace(cp.namespace, task.node, task.id))
         if child is not None:
-            inner = await nested_states(saver, child, node.fn.runner.spec)
+            inner = await nested_states(checkpointer, child, node.fn.runner.spec)
             out[f"{task.node}:{task.id}"] = replace(ThreadState.of(child), subgraphs=inner)
     return out
 

@@ -14,14 +14,14 @@ from plait.checkpoint.base import Checkpointer
 __all__ = ["rewind"]
 
 
-async def rewind(store: Checkpointer, thread_id: str, namespace: str, to: str | None) -> int:
+async def rewind(checkpointer: Checkpointer, thread_id: str, namespace: str, to: str | None) -> int:
     """Leave ``thread_id`` as it was at checkpoint ``to`` (None: the stopped run started the
     thread, so none of it stays); returns how many checkpoints were dropped."""
-    head = await store.aget(thread_id, namespace=namespace)
+    head = await checkpointer.aget(thread_id, namespace=namespace)
     if head is None or head.id == to:
         return 0
-    if to is None or await store.aget(thread_id, to, namespace=namespace) is None:
-        dropped = len(await store.ahistory(thread_id, namespace=namespace))
-        await store.adelete_thread(thread_id, namespace=namespace)
+    if to is None or await checkpointer.aget(thread_id, to, namespace=namespace) is None:
+        dropped = len(await checkpointer.ahistory(thread_id, namespace=namespace))
+        await checkpointer.adelete_thread(thread_id, namespace=namespace)
         return dropped
-    return await store.aprune(thread_id, newer_than=to, namespace=namespace)
+    return await checkpointer.aprune(thread_id, newer_than=to, namespace=namespace)

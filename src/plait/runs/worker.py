@@ -120,7 +120,7 @@ class Worker:
         )
         self.runs = Runs(dsn, schema=schema, max_connections=max(4, min(self.settings.concurrency + 3, 20)))
         self._schema = schema
-        self._store: Checkpointer | None = None
+        self._checkpointer: Checkpointer | None = None
         self._bound: dict[tuple[str, str], CompiledGraph] = {}
         self._names = frozenset(self.graphs)
         self._running: dict[str, Handle] = {}
@@ -144,10 +144,10 @@ class Worker:
         await self.runs.aopen()
         self._notifier = Notifier(self.runs.db.pool)
         db = self.runs.db
-        self._store = open_postgres(
+        self._checkpointer = open_postgres(
             db.dsn, schema=self._schema, lease_ttl=s.lease_ttl, max_connections=max(2, min(s.concurrency, 10))
         )
-        await self._store.asetup()
+        await self._checkpointer.asetup()
         self._limits = Limits(db.dsn, connect_kwargs(db.schema), db.pool)
         self._app = app = db.app()
         app.task(name=ADVANCE_TASK, pass_context=True, retry=RequeueStrategy(), queue=DEFAULT_QUEUE)(self._advance)
@@ -185,7 +185,7 @@ class Worker:
             if install_signal_handlers:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     loop.remove_signal_handler(sig)
-            await self._store.aclose()
+            await self._checkpointer.aclose()
             await self._notifier.aclose()
             await self.runs.aclose()
 
@@ -306,7 +306,7 @@ class Worker:
             app = self.graphs.get(name)
             if app is None:
                 raise UnknownGraphError(name, sorted(self.graphs), self.name)
-            found = self._bound[key] = app.bind(checkpointer=self._store, namespace=namespace)
+            found = self._bound[key] = app.bind(checkpointer=self._checkpointer, namespace=namespace)
         return found
 
     async def _advance(self, context: Any, run_id: str) -> None:
@@ -335,7 +335,7 @@ class Worker:
         try:
             if self._stopping:
                 raise Requeue(0.0)
-            assert self._store is not None and self._limits is not None
+            assert self._checkpointer is not None and self._limits is not None
             if extra["rollback_of"] and not extra["started"]:
                 await self._roll_back(run, extra["rollback_of"])
             async with self._limits.admitted(run.graph):
@@ -355,7 +355,7 @@ class Worker:
         namespace, slash, thread_id = rest.partition("/")
         if prefix != "plait-thread" or not slash or not thread_id:
             return False
-        assert self._store is not None and self._limits is not None
+        assert self._checkpointer is not None and self._limits is not None
         limited = await self._limits.limited(self._names)
         graphs = [g for g in self.graphs if g not in limited]
         if not graphs:
@@ -381,7 +381,7 @@ class Worker:
             self._running.pop(run_id, None)
 
     async def _roll_back(self, run: Any, stopped: Sequence[str]) -> None:
-        assert self._store is not None
+        assert self._checkpointer is not None
         async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
             await cur.execute(
                 "SELECT start_checkpoint FROM plait_run WHERE run_id = ANY(%s) AND started ORDER BY seq LIMIT 1",
@@ -389,7 +389,7 @@ class Worker:
             )
             row = await cur.fetchone()
         if row is not None:
-            dropped = await rewind(self._store, run.thread_id, run.namespace, row[0])
+            dropped = await rewind(self._checkpointer, run.thread_id, run.namespace, row[0])
             log.info(
                 "run %s rolled thread %r back to %s (%d checkpoints dropped)",
                 run.run_id,

@@ -68,7 +68,7 @@ class RunQueue:
     def __init__(self, checkpointer: Checkpointer, store: str) -> None:
         self._target = _target(checkpointer)
         self._kind = _kind(checkpointer)
-        self._store = store
+        self._checkpointer = store
         self._runs: Runs | None = None
         self._unchecked: Runs | None = None
         """A client whose pool is open but whose database was not set up when last checked."""
@@ -108,14 +108,14 @@ class RunQueue:
             return self._runs
         if self._target is None:
             raise NoRunQueueError(
-                self._store,
+                self._checkpointer,
                 f"runs are served by PostgreSQL only, and this store is {self._kind}",
                 "open the Studio on the PostgreSQL database the workers use (plait studio --db postgresql://...); "
                 "see docs/workers.md",
             )
         if importlib.util.find_spec("procrastinate") is None:
             raise NoRunQueueError(
-                self._store,
+                self._checkpointer,
                 "the runs extra (the Procrastinate job queue) is not installed",
                 "pip install 'plait[runs]', then restart the Studio",
             )
@@ -134,7 +134,7 @@ class RunQueue:
             except QueueSchemaError as exc:
                 if exc.found is None:
                     raise NoRunQueueError(
-                        self._store, "its database has no run tables and job queue", self._enable_migrate()
+                        self._checkpointer, "its database has no run tables and job queue", self._enable_migrate()
                     ) from exc
                 raise
             self._runs, self._unchecked = runs, None
