@@ -21,7 +21,7 @@ from plait.engine.events import event_json
 from plait.engine.options import RunHooks, RunResult
 from plait.runs._events import Events
 
-__all__ = ["Handle", "Requeue", "RequeueStrategy", "Steering"]
+__all__ = ["Handle", "Requeue", "RequeueStrategy", "Steering", "database_failure"]
 
 
 @dataclass(slots=True)
@@ -97,12 +97,12 @@ class RequeueStrategy(BaseRetryStrategy):
             return exceptions.JobRetry(RetryDecision(retry_in={"milliseconds": int(exception.delay * 1000)}))
         if isinstance(exception, asyncio.CancelledError):  # aborted at shutdown: the run goes on elsewhere
             return exceptions.JobRetry(RetryDecision())
-        if _database_failure(exception):  # the run's own statements failed: try again once it is back
+        if database_failure(exception):  # the run's own statements failed: try again once it is back
             return exceptions.JobRetry(RetryDecision(retry_in={"seconds": 1}))
         return None
 
 
-def _database_failure(exc: BaseException) -> bool:
+def database_failure(exc: BaseException) -> bool:
     """Whether ``exc`` says the database went away (not that a statement was wrong)."""
     import psycopg
 

@@ -48,7 +48,7 @@ from plait.runs._events import Events
 from plait.runs._limits import Limits
 from plait.runs._notify import Notifier
 from plait.runs._rewind import rewind
-from plait.runs._stops import Handle, Requeue, RequeueStrategy, Steering
+from plait.runs._stops import Handle, Requeue, RequeueStrategy, Steering, database_failure
 from plait.runs.client import ADVANCE_TASK, DEFAULT_QUEUE, Runs
 from plait.runs.records import Run
 from plait.runs.schedules import fire_due
@@ -471,12 +471,15 @@ class Worker:
             # same way (a run with no input on a thread nothing started, a damaged record)
             await self._end(run, "error", events, error=_error(exc))
             return
-        except CheckpointError as exc:
-            log.warning("run %s: the store failed (%s); it goes back to the queue", run.run_id, exc)
-            with contextlib.suppress(Exception):  # the database may be down: the retry finds it running
-                await self._put_back(run.run_id)
-            raise Requeue(1.0) from exc
         except Exception as exc:
+            # the store failed, or the run queue's own statements did (recording where the run
+            # starts, storing its stream items): the run is not at fault, it goes on once the
+            # database is back
+            if isinstance(exc, CheckpointError) or database_failure(exc):
+                log.warning("run %s: the database failed (%s); it goes back to the queue", run.run_id, exc)
+                with contextlib.suppress(Exception):  # the database may be down: the retry finds it running
+                    await self._put_back(run.run_id)
+                raise Requeue(1.0) from exc
             await self._end(run, "error", events, error=_error(exc))
             return
         ended = steering.result
