@@ -235,9 +235,11 @@ class Worker:
             for handle in self._running.values():
                 handle.stop_now = handle.stop_now or "shutdown"
                 handle.now.set()
-        if runner is not None:
+        if runner is not None and self._stopping == 1:
             # Procrastinate's documented way to stop the worker that run_worker_async runs: it
-            # stops fetching, waits for its jobs (up to shutdown_graceful_timeout), and returns
+            # stops fetching, waits for its jobs (up to shutdown_graceful_timeout), and returns.
+            # Once is enough: a second cancel would cut that wait short, while the runs here
+            # are already told to stop at once through their handles.
             runner.cancel()
 
     async def _listen(self) -> None:
