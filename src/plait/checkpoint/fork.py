@@ -22,7 +22,7 @@ from typing import Any
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.model import Checkpoint, CheckpointWrite, Fence, WritesBatch, new_checkpoint_id
 
-__all__ = ["SUBGRAPH_EFFECT", "fork_checkpoint"]
+__all__ = ["SUBGRAPH_EFFECT", "copy_thread", "fork_checkpoint"]
 
 SUBGRAPH_EFFECT = "__subgraph_interrupt:"
 """Effects recorded under names with this prefix are no effects on the outside world: which
@@ -90,3 +90,40 @@ async def fork_checkpoint(
     )
     await checkpointer.acommit(checkpoints=checkpoints, writes=writes, fence=Fence(owner=_FORK_OWNER, expect_head=None))
     return cid
+
+
+async def copy_thread(checkpointer: Checkpointer, source: str, target: str, *, namespace: str = "") -> int:
+    """Copy ``source``'s history (its lineage from the root to the head, with the ids, times
+    and metadata as stored, and the head's pending writes: its interrupts and finished
+    results) into the new thread ``target``, in one fenced commit; returns how many
+    checkpoints were copied (0: no such source, nothing written). Unlike a fork, the copy
+    has the whole past, so it can be branched from anywhere as the source can.
+
+    Raises:
+        ConcurrentUpdateError: ``target`` already has checkpoints.
+        ThreadBusyError: a run holds ``target``.
+    """
+    lineage = list(reversed(await checkpointer.ahistory(source, namespace=namespace)))
+    if not lineage:
+        return 0
+    head = await checkpointer.aget(source, lineage[-1].id, namespace=namespace)
+    checkpoints: list[CheckpointWrite] = []
+    parent: Checkpoint | None = None
+    for cp in lineage:
+        copied = Checkpoint(
+            thread_id=target, namespace=namespace, id=cp.id, parent_id=cp.parent_id, step=cp.step,
+            values=cp.values, versions=cp.versions, next_tasks=cp.next_tasks, barriers=cp.barriers,
+            metadata=cp.metadata, created_at=cp.created_at,
+        )  # fmt: skip
+        changed = frozenset(k for k, v in cp.values.items() if parent is None or parent.values.get(k, _NONE) != v)
+        checkpoints.append(CheckpointWrite(checkpoint=copied, changed=changed))
+        parent = cp
+    carried = head.pending_writes if head is not None else ()
+    writes = [WritesBatch(thread_id=target, namespace=namespace, checkpoint_id=lineage[-1].id, writes=carried)]
+    await checkpointer.acommit(
+        checkpoints=checkpoints, writes=writes if carried else [], fence=Fence(owner=_FORK_OWNER, expect_head=None)
+    )
+    return len(checkpoints)
+
+
+_NONE = object()

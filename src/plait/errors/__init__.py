@@ -42,6 +42,11 @@ The tree::
     │   ├── RunWaitTimeoutError      (also TimeoutError) wait() ran out before the run ended
     │   ├── QueueSchemaError         the runs or job-queue schema is missing or not the version plait knows
     │   └── NoRunQueueError          the Studio's store has no run queue (not PostgreSQL, or not set up)
+    ├── ServeError                   `plait serve` (the LangGraph-compatible API) refused a request or cannot start
+    │   ├── AssistantNotFoundError   an assistant id that names no served graph
+    │   ├── ThreadNotFoundError      a thread the server has no record of
+    │   ├── ServeRequestError        (also ValueError) a request body or parameter it cannot act on
+    │   └── ServeConfigError         a config file, graph or address it cannot serve
     └── CheckpointError              the checkpoint store refused or failed
         ├── CheckpointNotFoundError  a thread or checkpoint id that is not stored
         ├── CheckpointCorruptError   stored data that cannot be read back
@@ -135,6 +140,21 @@ from plait.errors._graph import (
 from plait.errors._graph import (
     RunError as RunError,
 )
+from plait.errors._serve import (
+    AssistantNotFoundError as AssistantNotFoundError,
+)
+from plait.errors._serve import (
+    ServeConfigError as ServeConfigError,
+)
+from plait.errors._serve import (
+    ServeError as ServeError,
+)
+from plait.errors._serve import (
+    ServeRequestError as ServeRequestError,
+)
+from plait.errors._serve import (
+    ThreadNotFoundError as ThreadNotFoundError,
+)
 from plait.errors._state import (
     ConcurrentWriteError as ConcurrentWriteError,
 )
@@ -217,6 +237,7 @@ from plait.errors._store import (
 __all__ = [
     "AmbiguousCheckpointError",
     "ArgumentError",
+    "AssistantNotFoundError",
     "CheckpointCorruptError",
     "CheckpointError",
     "CheckpointNotFoundError",
@@ -244,6 +265,7 @@ __all__ = [
     "NotConfirmedError",
     "NotSerializableError",
     "PlaitError",
+    "QueueSchemaError",
     "ReadOnlyStateError",
     "RecursionLimitError",
     "ReducerError",
@@ -253,9 +275,10 @@ __all__ = [
     "RunWaitTimeoutError",
     "RunsError",
     "ScheduleNotFoundError",
-    "QueueSchemaError",
-    "UnknownGraphError",
     "SchemaError",
+    "ServeConfigError",
+    "ServeError",
+    "ServeRequestError",
     "StateError",
     "StoreAddressError",
     "StoreNotFoundError",
@@ -263,7 +286,9 @@ __all__ = [
     "TargetLoadError",
     "ThreadBusyError",
     "ThreadExistsError",
+    "ThreadNotFoundError",
     "UnknownChannelError",
+    "UnknownGraphError",
 ]
 
 for _name in __all__:  # shown (tracebacks, stored errors) under the module users import them from

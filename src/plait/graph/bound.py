@@ -8,7 +8,7 @@ binding), :class:`~plait.graph.running.Running` (running: ``invoke``/``stream``)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any, Final, Self
 
@@ -17,7 +17,7 @@ from plait.checkpoint.base import Checkpointer
 from plait.engine.executor import NodeExecutor
 from plait.engine.options import Binding, RunHooks
 from plait.engine.spec import GraphSpec
-from plait.errors import NoCheckpointerError
+from plait.errors import MissingNodeError, NoCheckpointerError
 from plait.graph.closing import Closing
 
 __all__ = ["BoundGraph"]
@@ -77,11 +77,22 @@ class BoundGraph(Closing):
         checkpointer: Checkpointer | str | _Keep | None = _KEEP,
         namespace: str | _Keep = _KEEP,
         hooks: RunHooks | _Keep | None = _KEEP,
+        interrupt_before: Iterable[str] | _Keep = _KEEP,
+        interrupt_after: Iterable[str] | _Keep = _KEEP,
     ) -> Self:
-        """The same graph with another checkpointer, namespace or hooks, keeping every other
-        option (breakpoints, executor, name): how a worker, the Studio and the CLI run a
-        user's graph on their own store. The graph itself is not changed."""
+        """The same graph with another checkpointer, namespace, hooks or breakpoints, keeping
+        every other option (executor, name): how a worker, the Studio and the CLI run a
+        user's graph on their own store, and how the API server runs it with a request's
+        ``interrupt_before``. The graph itself is not changed.
+
+        Raises:
+            MissingNodeError: a breakpoint names a node the graph does not have.
+        """
         binding = self.binding
+        if not isinstance(interrupt_before, _Keep):
+            binding = replace(binding, interrupt_before=self._nodes_named(interrupt_before))
+        if not isinstance(interrupt_after, _Keep):
+            binding = replace(binding, interrupt_after=self._nodes_named(interrupt_after))
         if not isinstance(checkpointer, _Keep):
             binding = replace(binding, checkpointer=coerce_checkpointer(checkpointer))
         if not isinstance(namespace, _Keep):
@@ -93,6 +104,13 @@ class BoundGraph(Closing):
         # the same store was set up already: a worker rebinding per run pays no setup per run
         bound._setup_done = self._setup_done and binding.checkpointer is self.checkpointer
         return bound
+
+    def _nodes_named(self, names: Iterable[str]) -> frozenset[str]:
+        chosen = frozenset(names)
+        for n in sorted(chosen):
+            if n not in self.spec.nodes:
+                raise MissingNodeError(n, tuple(self.spec.nodes))
+        return chosen
 
     @property
     def checkpointer(self) -> Checkpointer | None:

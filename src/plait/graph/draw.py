@@ -18,14 +18,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 from xml.sax.saxutils import escape
 
 from plait.engine.spec import GraphSpec
 from plait.graph.subgraph import SubgraphNode
 from plait.types import END, START
 
-__all__ = ["draw_ascii", "draw_mermaid", "draw_svg"]
+__all__ = ["draw_ascii", "draw_json", "draw_mermaid", "draw_svg"]
 
 EdgeKind = Literal["edge", "join", "conditional", "dynamic"]
 NodeKind = Literal["start", "end", "node", "dynamic", "subgraph"]
@@ -472,3 +472,21 @@ def _svg_legend(y: float) -> list[str]:
         x += 44 + len(text) * 6.0
     out.append("</g>")
     return out
+
+
+def draw_json(spec: GraphSpec) -> dict[str, Any]:
+    """The graph as nodes and edges in the JSON shape the LangGraph API serves at
+    ``GET /assistants/{id}/graph`` (what its clients draw): ``__start__``/``__end__`` as
+    nodes, a conditional edge marked ``"conditional": true`` with its label as ``data``."""
+    edges = [
+        {
+            "source": e.src,
+            "target": e.dst,
+            **({"conditional": True} if e.kind in ("conditional", "dynamic") else {}),
+            **({"data": e.label} if e.labels else {}),
+        }
+        for e in _edges_of(spec)
+    ]
+    names = dict.fromkeys([START, *spec.nodes, *(e["target"] for e in edges), END])
+    nodes = [{"id": n, "type": "schema" if n in (START, END) else "runnable", "data": n} for n in names]
+    return {"nodes": nodes, "edges": edges}

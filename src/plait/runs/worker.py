@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from plait._frozen import thaw
 from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.rewind import rewind
 from plait.engine.emitter import INTERRUPT_KEY
 from plait.errors import (
     CheckpointCorruptError,
@@ -47,7 +48,6 @@ from plait.runs import _store
 from plait.runs._events import Events
 from plait.runs._limits import Limits
 from plait.runs._notify import Notifier
-from plait.runs._rewind import rewind
 from plait.runs._stops import Handle, Requeue, RequeueStrategy, Steering, database_failure
 from plait.runs.client import ADVANCE_TASK, DEFAULT_QUEUE, Runs
 from plait.runs.records import Run

@@ -1,0 +1,160 @@
+"""The API server's ASGI app: :func:`create_app` over a store and the graphs it serves.
+
+The composition root of :mod:`plait.serve`: it opens the run log beside the checkpoints,
+builds the runner, mounts the routers (:mod:`plait.serve.routes_threads`,
+:mod:`plait.serve.routes_runs`, :mod:`plait.serve.routes_assistants`) and the Studio at
+``/studio``, and maps every plait error to a 4xx in the shape the LangGraph SDKs read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+
+from fastapi import FastAPI, Request
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.cors import CORSMiddleware
+from starlette.responses import Response
+
+from plait._version import __version__
+from plait.checkpoint.address import open as open_store
+from plait.checkpoint.base import Checkpointer
+from plait.errors import PlaitError, ServeConfigError
+from plait.graph.compiled import CompiledGraph
+from plait.serve import routes_assistants, routes_runs, routes_threads
+from plait.serve.assistants import Assistants
+from plait.serve.kernel import Server, error_response, status_of
+from plait.serve.log import RunLog
+from plait.serve.runner import Runner
+from plait.serve.security import EXPOSED_HEADERS, ApiKeyMiddleware
+from plait.serve.sqlite_log import SqliteRunLog
+from plait.serve.streams import Notifier
+
+__all__ = ["ServeConfig", "create_app", "run_log_for"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServeConfig:
+    """How one ``plait serve`` answers."""
+
+    api_key: str | None = None
+    """Required in ``x-api-key`` on every request but ``/ok`` when set."""
+    cors_origins: tuple[str, ...] = ()
+    """Browser origins allowed to call the API (none: no CORS headers at all)."""
+    allowed_hosts: tuple[str, ...] = ()
+    """Host names served besides the loopback ones."""
+    studio: bool = True
+    """Serve the Studio at ``/studio`` (same store, its own token and CSRF checks)."""
+    event_ttl: float = 3600.0
+    """Seconds a run's stream events are kept after it ends (then only its checkpoints)."""
+
+
+def run_log_for(checkpointer: Checkpointer) -> RunLog:
+    """Where the server keeps its runs and their events for ``checkpointer``'s kind of store.
+
+    Raises:
+        ServeConfigError: a store the server cannot keep runs beside yet.
+    """
+    kind = checkpointer.capabilities.kind
+    address = checkpointer.address
+    if kind == "memory" or (kind == "sqlite" and address is None):
+        return SqliteRunLog(":memory:")
+    if kind == "sqlite" and address is not None:
+        return SqliteRunLog(address)
+    if kind == "file" and address is not None:
+        folder = Path(urlparse(address).path)
+        folder.mkdir(parents=True, exist_ok=True)
+        return SqliteRunLog(os.fspath(folder / ".plait-serve.sqlite3"))
+    raise ServeConfigError(
+        f"plait serve cannot keep its runs beside a {kind or type(checkpointer).__name__} store yet; serve a "
+        "SQLite file (`plait serve --db app.db`), a file store or memory"
+    )
+
+
+def create_app(
+    checkpointer: Checkpointer | str,
+    graphs: Mapping[str, CompiledGraph] | Iterable[CompiledGraph],
+    *,
+    config: ServeConfig | None = None,
+) -> FastAPI:
+    """The LangGraph-compatible API server as an ASGI app (what ``plait serve`` serves).
+
+    Args:
+        checkpointer: the store (a Checkpointer, or an address :func:`plait.checkpoint.open` takes).
+        graphs: the graphs to serve, by name (an iterable names each by its ``name``); each is
+            an assistant whose id is a UUID5 of its name.
+        config: the API key, CORS origins, host names, the Studio, how long streams are kept.
+    """
+    cfg = config or ServeConfig()
+    owned = isinstance(checkpointer, str)
+    store = open_store(checkpointer) if isinstance(checkpointer, str) else checkpointer
+    named = dict(graphs) if isinstance(graphs, Mapping) else {g.name: g for g in graphs}
+    now = time.time()
+    log = run_log_for(store)
+    notifier = Notifier()
+    assistants = Assistants(named, now)
+    runner = Runner(log, store, assistants, notifier)
+    server = Server(checkpointer=store, assistants=assistants, log=log, runner=runner, notifier=notifier)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await store.asetup()
+        await log.open()
+        await log.drop_events(time.time() - cfg.event_ttl)
+        await runner.start()
+        try:
+            yield
+        finally:
+            await runner.close()
+            await log.close()
+            if owned:
+                await store.aclose()
+
+    app = FastAPI(
+        title="plait serve",
+        version=__version__,
+        description="The LangGraph Agent Server API over plait: assistants, threads, runs, streams.",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.serve = server
+
+    @app.exception_handler(PlaitError)
+    async def plait_error(_: Request, exc: PlaitError) -> Response:
+        return error_response(status_of(exc), type(exc).__name__, str(exc))
+
+    @app.exception_handler(ValueError)
+    async def bad_value(_: Request, exc: ValueError) -> Response:
+        return error_response(422, type(exc).__name__, str(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> Response:
+        return error_response(exc.status_code, "HTTPError", str(exc.detail))
+
+    app.include_router(routes_assistants.router)
+    app.include_router(routes_threads.router)
+    app.include_router(routes_runs.router)
+    if cfg.studio:
+        from plait.server import StudioConfig
+        from plait.server import create_app as create_studio
+
+        studio = create_studio(store, named, config=StudioConfig(token=cfg.api_key, allowed_hosts=cfg.allowed_hosts))
+        app.mount("/studio", studio)
+    app.add_middleware(
+        ApiKeyMiddleware, api_key=cfg.api_key, allowed_hosts=cfg.allowed_hosts, cors_origins=cfg.cors_origins
+    )
+    if cfg.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(cfg.cors_origins),
+            allow_methods=["*"],
+            allow_headers=["*"],
+            expose_headers=list(EXPOSED_HEADERS),
+        )
+    return app

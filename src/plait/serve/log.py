@@ -1,0 +1,99 @@
+"""The server's run log: threads' metadata, runs, and every event each run streamed.
+
+One abstract class, so that the server's routes and its runner never know where the log
+lives; :mod:`plait.serve.sqlite_log` keeps it in the SQLite file the checkpoints are in (or
+beside a file store, or in memory for the memory store). Events are stored before they are
+sent: a client that comes back with ``Last-Event-ID`` reads them from here.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from plait.serve.records import RunRecord, StoredEvent, ThreadRecord
+
+__all__ = ["RunLog"]
+
+
+class RunLog(ABC):
+    """Where the API server keeps what the checkpointer does not: every method is atomic."""
+
+    @abstractmethod
+    async def open(self) -> None:
+        """Create the tables if they are missing (idempotent)."""
+
+    @abstractmethod
+    async def close(self) -> None: ...
+
+    # -- threads ---------------------------------------------------------------------------
+
+    @abstractmethod
+    async def put_thread(self, record: ThreadRecord) -> tuple[ThreadRecord, bool]:
+        """Store ``record`` unless the thread exists; returns the stored record and whether
+        it was created now."""
+
+    @abstractmethod
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None: ...
+
+    @abstractmethod
+    async def update_thread(self, thread_id: str, metadata: Mapping[str, Any], now: float) -> ThreadRecord | None:
+        """Merge ``metadata`` into the thread's (top-level keys) and touch it; None when
+        there is no such thread."""
+
+    @abstractmethod
+    async def touch_thread(self, thread_id: str, now: float) -> None: ...
+
+    @abstractmethod
+    async def delete_thread(self, thread_id: str) -> bool:
+        """Forget the thread, its runs and their events; whether it existed."""
+
+    @abstractmethod
+    async def search_threads(
+        self, *, metadata: Mapping[str, Any] | None, ids: Sequence[str] | None, sort_by: str, descending: bool
+    ) -> list[ThreadRecord]:
+        """Threads whose metadata contains ``metadata`` (top-level keys equal), of ``ids``
+        when given, in order."""
+
+    # -- runs ------------------------------------------------------------------------------
+
+    @abstractmethod
+    async def insert_run(self, record: RunRecord) -> None: ...
+
+    @abstractmethod
+    async def get_run(self, run_id: str) -> RunRecord | None: ...
+
+    @abstractmethod
+    async def runs_of(self, thread_id: str, *, status: str | None = None) -> list[RunRecord]:
+        """The thread's runs, oldest first."""
+
+    @abstractmethod
+    async def unfinished_runs(self) -> list[RunRecord]:
+        """Every pending or running run, oldest first (a restarted server runs them)."""
+
+    @abstractmethod
+    async def save_run(self, record: RunRecord) -> None:
+        """Write every field of an existing run."""
+
+    @abstractmethod
+    async def delete_run(self, run_id: str) -> None: ...
+
+    # -- events ----------------------------------------------------------------------------
+
+    @abstractmethod
+    async def append_events(self, run_id: str, events: Sequence[tuple[str, bytes]], now: float) -> int:
+        """Store ``events`` (name, JSON document) after the run's last one, in one
+        transaction; returns the sequence number of the last."""
+
+    @abstractmethod
+    async def read_events(self, run_id: str, after: int, limit: int = 1000) -> list[StoredEvent]:
+        """The run's events with a sequence number above ``after``, in order."""
+
+    @abstractmethod
+    async def last_event(self, run_id: str) -> int:
+        """The sequence number of the run's last event (0: none)."""
+
+    @abstractmethod
+    async def drop_events(self, ended_before: float) -> int:
+        """Forget the events of runs that ended before ``ended_before``; how many went."""

@@ -1,0 +1,93 @@
+"""Assistants (one per served graph) and the server's own endpoints (``/ok``, ``/info``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from plait._version import __version__
+from plait.graph.draw import draw_json
+from plait.serve.kernel import read_body, server_of
+from plait.serve.wire import json_response
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+
+@router.get("/ok")
+async def ok() -> Response:
+    return json_response({"ok": True})
+
+
+@router.get("/info")
+async def info(request: Request) -> Response:
+    server = server_of(request)
+    return json_response(
+        {
+            "version": __version__,
+            "server": "plait",
+            "langgraph_py_version": None,
+            "flags": {"assistants": True, "crons": False, "langsmith": False},
+            "store": server.checkpointer.capabilities.kind,
+            "metadata": {},
+        }
+    )
+
+
+@router.post("/assistants/search")
+async def search(request: Request) -> Response:
+    server = server_of(request)
+    body = await read_body(request)
+    graph_id, metadata = body.get("graph_id"), body.get("metadata") or {}
+    found: list[dict[str, Any]] = []
+    for a in server.assistants.all():
+        doc = a.to_json()
+        if graph_id is not None and a.name != graph_id:
+            continue
+        if isinstance(metadata, dict) and any(doc["metadata"].get(k) != v for k, v in metadata.items()):
+            continue
+        found.append(doc)
+    offset, limit = int(body.get("offset") or 0), int(body.get("limit") or 10)
+    return json_response(found[offset : offset + limit], headers={"X-Pagination-Total": str(len(found))})
+
+
+@router.post("/assistants/count")
+async def count(request: Request) -> Response:
+    return json_response(len(server_of(request).assistants.all()))
+
+
+@router.get("/assistants/{assistant_id}")
+async def get(assistant_id: str, request: Request) -> Response:
+    return json_response(server_of(request).assistants.find(assistant_id).to_json())
+
+
+@router.get("/assistants/{assistant_id}/graph")
+async def graph(assistant_id: str, request: Request) -> Response:
+    a = server_of(request).assistants.find(assistant_id)
+    return json_response(draw_json(a.graph.spec))
+
+
+@router.get("/assistants/{assistant_id}/schemas")
+async def schemas(assistant_id: str, request: Request) -> Response:
+    a = server_of(request).assistants.find(assistant_id)
+    channels: dict[str, Any] = {key: {} for key in a.graph.spec.schema.keys}
+    state = {"title": a.name, "type": "object", "properties": channels}
+    return json_response(
+        {
+            "graph_id": a.name,
+            "input_schema": state,
+            "output_schema": state,
+            "state_schema": state,
+            "config_schema": None,
+            "context_schema": None,
+        }
+    )
+
+
+@router.get("/assistants/{assistant_id}/subgraphs")
+async def subgraphs(assistant_id: str, request: Request) -> Response:
+    server_of(request).assistants.find(assistant_id)
+    return json_response({})

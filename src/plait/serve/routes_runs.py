@@ -1,0 +1,243 @@
+"""Runs: made on a thread or stateless, streamed, waited for, joined, cancelled.
+
+Every run is stored before its request is answered and executed by the server's runner;
+a stream is read back from the run log (:func:`plait.serve.streams.follow`), so the first
+request, a rejoin and a reconnect with ``Last-Event-ID`` read the same events with the same
+ids. A client that goes away leaves its run going (``on_disconnect="continue"``, as
+LangGraph's server does), unless it asked for ``"cancel"``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response, StreamingResponse
+
+from plait.errors import CheckpointNotFoundError, RunNotFoundError, ServeRequestError, ThreadNotFoundError
+from plait.serve.kernel import Server, read_body, server_of
+from plait.serve.records import RunRecord, ThreadRecord
+from plait.serve.requests import MULTITASK, run_kwargs
+from plait.serve.streams import follow, sse_frame
+from plait.serve.wire import json_response, run_json
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+
+async def _create(server: Server, thread_id: str | None, body: Mapping[str, Any]) -> RunRecord:
+    """Check ``body``, store its run (and the thread of a stateless run) and queue it."""
+    assistant_id = body.get("assistant_id")
+    if not isinstance(assistant_id, str):
+        raise ServeRequestError("assistant_id", "is required: the graph's name or its assistant id")
+    assistant = server.assistants.find(assistant_id)
+    kwargs = run_kwargs(body)
+    multitask = body.get("multitask_strategy") or "enqueue"
+    if multitask not in MULTITASK:
+        raise ServeRequestError("multitask_strategy", f"must be one of {', '.join(MULTITASK)}")
+    metadata = body.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise ServeRequestError("metadata", "must be a JSON object")
+    after = body.get("after_seconds")
+    if after is not None and (not isinstance(after, int | float) or after < 0):
+        raise ServeRequestError("after_seconds", "must be a number of seconds (0 or more)")
+    now = server.clock()
+    if after:
+        kwargs["after"] = now + float(after)
+    temporary = False
+    tags = {"graph_id": assistant.name, "assistant_id": assistant.assistant_id}
+    if thread_id is None:
+        thread_id = str(uuid.uuid4())
+        temporary = (body.get("on_completion") or "delete") == "delete"
+        if not temporary:
+            await server.log.put_thread(
+                ThreadRecord(thread_id=thread_id, metadata=tags, created_at=now, updated_at=now)
+            )
+    else:
+        record = await server.log.get_thread(thread_id)
+        if record is None:
+            stored = await server.checkpointer.aget_thread(thread_id) is not None
+            if not stored and (body.get("if_not_exists") or "reject") != "create":
+                raise ThreadNotFoundError(thread_id)
+            await server.log.put_thread(ThreadRecord(thread_id=thread_id, metadata={}, created_at=now, updated_at=now))
+        await server.log.update_thread(thread_id, tags, now)
+    checkpoint_id = kwargs.get("checkpoint_id")
+    if checkpoint_id is not None and await server.checkpointer.aget(thread_id, checkpoint_id) is None:
+        raise CheckpointNotFoundError(thread_id, checkpoint_id, "")
+    run = RunRecord(
+        run_id=str(uuid.uuid4()), thread_id=thread_id, assistant_id=assistant.assistant_id, graph=assistant.name,
+        metadata=metadata, kwargs=kwargs, multitask=multitask, created_at=now, updated_at=now, temporary=temporary,
+    )  # fmt: skip
+    return await server.runner.create(run)
+
+
+def _after(request: Request) -> int:
+    """Where a stream resumes: after the ``Last-Event-ID`` the client has (``-1``: from the
+    start, as ``useStream`` asks by default)."""
+    given = request.headers.get("last-event-id")
+    if not given or given == "-1":
+        return 0
+    try:
+        after = int(given)
+    except ValueError:
+        raise ServeRequestError("Last-Event-ID", f"{given!r} is not an event id this server sent") from None
+    return max(after, 0)
+
+
+def _stream(server: Server, run: RunRecord, after: int, *, cancel_on_disconnect: bool, location: str) -> Response:
+    async def frames() -> AsyncIterator[bytes]:
+        finished = False
+        try:
+            async for event in follow(
+                server.log, server.notifier, run.run_id, after, lambda: server.runner.is_active(run.run_id)
+            ):
+                yield b": heartbeat\n\n" if event is None else sse_frame(event)
+            finished = True
+        finally:
+            if not finished and cancel_on_disconnect:
+                asyncio.get_running_loop().create_task(_cancel_quietly(server, run.run_id))
+
+    headers = {
+        "Content-Location": location,
+        "Location": f"{location}/stream",
+        "Cache-Control": "no-store",
+        "X-Accel-Buffering": "no",
+    }
+    return StreamingResponse(frames(), media_type="text/event-stream", headers=headers)
+
+
+async def _cancel_quietly(server: Server, run_id: str) -> None:
+    with contextlib.suppress(RunNotFoundError):
+        await server.runner.cancel(run_id, "interrupt")
+
+
+def _output(run: RunRecord) -> Any:
+    if run.status in ("error", "timeout"):
+        return {"__error__": run.error or {"error": "Error", "message": "the run failed"}}
+    return run.output if run.output is not None else {}
+
+
+async def _run_of(server: Server, thread_id: str, run_id: str) -> RunRecord:
+    run = await server.log.get_run(run_id)
+    if run is None or run.thread_id != thread_id:
+        raise RunNotFoundError(run_id)
+    return run
+
+
+# -- on a thread ---------------------------------------------------------------------------------
+
+
+async def _create_and_stream(request: Request, thread_id: str | None) -> Response:
+    server = server_of(request)
+    body = await read_body(request)
+    run = await _create(server, thread_id, body)
+    cancel = body.get("on_disconnect") == "cancel"
+    return _stream(server, run, 0, cancel_on_disconnect=cancel, location=f"/threads/{run.thread_id}/runs/{run.run_id}")
+
+
+@router.post("/threads/{thread_id}/runs/stream")
+async def stream_run(thread_id: str, request: Request) -> Response:
+    return await _create_and_stream(request, thread_id)
+
+
+@router.post("/threads/{thread_id}/runs/wait")
+async def wait_run(thread_id: str, request: Request) -> Response:
+    server = server_of(request)
+    run = await _create(server, thread_id, await read_body(request))
+    done = await server.runner.join(run.run_id)
+    return json_response(_output(done), headers={"Content-Location": f"/threads/{thread_id}/runs/{run.run_id}"})
+
+
+@router.post("/threads/{thread_id}/runs")
+async def create_run(thread_id: str, request: Request) -> Response:
+    server = server_of(request)
+    run = await _create(server, thread_id, await read_body(request))
+    return json_response(run_json(run), headers={"Content-Location": f"/threads/{thread_id}/runs/{run.run_id}"})
+
+
+@router.get("/threads/{thread_id}/runs")
+async def list_runs(thread_id: str, request: Request) -> Response:
+    server = server_of(request)
+    await server.thread_record(thread_id)
+    params = request.query_params
+    try:
+        limit, offset = int(params.get("limit", 10)), int(params.get("offset", 0))
+    except ValueError:
+        raise ServeRequestError("limit/offset", "must be whole numbers") from None
+    runs = list(reversed(await server.log.runs_of(thread_id, status=params.get("status"))))
+    return json_response([run_json(r) for r in runs[offset : offset + limit]])
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}")
+async def get_run(thread_id: str, run_id: str, request: Request) -> Response:
+    return json_response(run_json(await _run_of(server_of(request), thread_id, run_id)))
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/join")
+async def join_run(thread_id: str, run_id: str, request: Request) -> Response:
+    server = server_of(request)
+    await _run_of(server, thread_id, run_id)
+    return json_response(_output(await server.runner.join(run_id)))
+
+
+@router.get("/threads/{thread_id}/runs/{run_id}/stream")
+async def rejoin_stream(thread_id: str, run_id: str, request: Request) -> Response:
+    server = server_of(request)
+    run = await _run_of(server, thread_id, run_id)
+    cancel = request.query_params.get("cancel_on_disconnect", "false").lower() == "true"
+    location = f"/threads/{thread_id}/runs/{run_id}"
+    return _stream(server, run, _after(request), cancel_on_disconnect=cancel, location=location)
+
+
+@router.post("/threads/{thread_id}/runs/{run_id}/cancel")
+async def cancel_run(thread_id: str, run_id: str, request: Request) -> Response:
+    server = server_of(request)
+    await _run_of(server, thread_id, run_id)
+    params = request.query_params
+    action = params.get("action", "interrupt")
+    if action not in ("interrupt", "rollback"):
+        raise ServeRequestError("action", "must be 'interrupt' or 'rollback'")
+    await server.runner.cancel(run_id, action)
+    if params.get("wait", "false").lower() in ("true", "1"):
+        with contextlib.suppress(RunNotFoundError):  # rolled back: the run is gone with what it wrote
+            await server.runner.join(run_id)
+        return Response(status_code=204)
+    return Response(status_code=202)
+
+
+@router.delete("/threads/{thread_id}/runs/{run_id}")
+async def delete_run(thread_id: str, run_id: str, request: Request) -> Response:
+    server = server_of(request)
+    run = await _run_of(server, thread_id, run_id)
+    if not run.done:
+        raise ServeRequestError("run", "is still pending or running; cancel it first")
+    await server.log.delete_run(run_id)
+    return Response(status_code=204)
+
+
+# -- stateless -----------------------------------------------------------------------------------
+
+
+@router.post("/runs/stream")
+async def stream_stateless(request: Request) -> Response:
+    return await _create_and_stream(request, None)
+
+
+@router.post("/runs/wait")
+async def wait_stateless(request: Request) -> Response:
+    server = server_of(request)
+    run = await _create(server, None, await read_body(request))
+    done = await server.runner.join(run.run_id)
+    return json_response(_output(done))
+
+
+@router.post("/runs")
+async def create_stateless(request: Request) -> Response:
+    server = server_of(request)
+    run = await _create(server, None, await read_body(request))
+    return json_response(run_json(run))

@@ -1,0 +1,302 @@
+"""Runs of the API executed in the server's own process (SQLite, file and memory stores).
+
+The run model is :mod:`plait.runs`' (statuses, the four multitask strategies, cancel with
+``interrupt`` or ``rollback``), kept in the run log instead of a job queue: a run is stored
+``pending`` before the request that made it is answered, each thread's runs go one at a
+time in the order they were made, and a server started again runs what was pending or
+running when it stopped. A retried run never applies its input twice: its first attempt
+records the thread's head before it writes, and a later attempt that finds the head moved
+continues the thread instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.model import Checkpoint
+from plait.checkpoint.rewind import rewind
+from plait.engine.options import RunHooks, RunResult
+from plait.errors import AssistantNotFoundError, RunNotFoundError, RunRejectedError
+from plait.graph.compiled import CompiledGraph
+from plait.graph.records import ThreadState
+from plait.serve.assistants import Assistants
+from plait.serve.log import RunLog
+from plait.serve.records import ApiRunStatus, RunRecord
+from plait.serve.requests import start_of
+from plait.serve.streams import EventWriter, Notifier
+from plait.serve.translate import Translator, library_modes
+from plait.serve.wire import interrupt_json, state_json
+
+__all__ = ["Runner"]
+
+log = logging.getLogger("plait.serve")
+
+
+class _Steer(RunHooks):
+    """One attempt's hooks: stored events are flushed at each super-step boundary, where a
+    cancel asked for stops the run."""
+
+    def __init__(self, runner: Runner, run_id: str, writer: EventWriter) -> None:
+        self.runner = runner
+        self.run_id = run_id
+        self.writer = writer
+        self.result: RunResult | None = None
+
+    async def at_step(self, checkpoint: Checkpoint) -> bool:
+        await self.writer.flush()
+        return self.run_id in self.runner.stops
+
+    def on_finish(self, result: RunResult) -> None:
+        self.result = result
+
+
+class Runner:
+    """Executes the API's runs on ``checkpointer``, one at a time per thread."""
+
+    def __init__(
+        self,
+        log: RunLog,
+        checkpointer: Checkpointer,
+        assistants: Assistants,
+        notifier: Notifier,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.log = log
+        self.checkpointer = checkpointer
+        self.assistants = assistants
+        self.notifier = notifier
+        self.clock = clock
+        self.locks: dict[str, asyncio.Lock] = {}
+        self.drivers: dict[str, asyncio.Task[None]] = {}
+        self.current: dict[str, str] = {}
+        """thread id -> the run executing on it."""
+        self.stops: dict[str, str] = {}
+        """run id -> the cancel asked for (``interrupt`` or ``rollback``), until carried out."""
+        self.wakes: dict[str, asyncio.Event] = {}
+        self.closing = False
+
+    def lock(self, thread_id: str) -> asyncio.Lock:
+        return self.locks.setdefault(thread_id, asyncio.Lock())
+
+    async def start(self) -> None:
+        """Pick up what a previous server left: every pending or running run, in order."""
+        for thread_id in dict.fromkeys(r.thread_id for r in await self.log.unfinished_runs()):
+            self.kick(thread_id)
+
+    async def close(self) -> None:
+        """Stop executing: runs cut off stay ``running`` in the log and run again when a server
+        starts on the same store."""
+        self.closing = True
+        tasks = list(self.drivers.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    # -- making and stopping runs -------------------------------------------------------------
+
+    async def create(self, record: RunRecord) -> RunRecord:
+        """Store ``record`` (pending) under its thread's strategy and have it executed.
+
+        Raises:
+            RunRejectedError: ``multitask="reject"`` and the thread has an active run.
+        """
+        async with self.lock(record.thread_id):
+            active = [r for r in await self.log.runs_of(record.thread_id) if not r.done]
+            if active and record.multitask == "reject":
+                raise RunRejectedError(record.thread_id, active[0].run_id, active[0].status)
+            await self.log.insert_run(record)
+            if record.multitask in ("interrupt", "rollback"):
+                for other in active:
+                    await self._stop(other, record.multitask)
+        self.kick(record.thread_id)
+        return record
+
+    async def cancel(self, run_id: str, action: str) -> RunRecord:
+        run = await self.log.get_run(run_id)
+        if run is None:
+            raise RunNotFoundError(run_id)
+        async with self.lock(run.thread_id):
+            run = await self.log.get_run(run_id)
+            if run is None:
+                raise RunNotFoundError(run_id)
+            if not run.done:
+                await self._stop(run, action)
+        return run
+
+    async def _stop(self, run: RunRecord, action: str) -> None:
+        """Stop ``run``: at its next super-step boundary when it executes, at once when it
+        waits (then it never starts); ``rollback`` also drops what it wrote (and the run)."""
+        if self.current.get(run.thread_id) == run.run_id:
+            self.stops[run.run_id] = action
+            return
+        if action == "rollback":
+            await self.log.delete_run(run.run_id)
+        else:
+            await self._save(
+                run, status="interrupted", error={"error": "Cancelled", "message": "cancelled before it ran"}
+            )
+        self.notifier.notify(run.run_id)
+
+    async def join(self, run_id: str) -> RunRecord:
+        """Wait until the run has ended (or was rolled back: then raises RunNotFoundError)."""
+        while True:
+            fut = self.notifier.register(run_id)
+            try:
+                run = await self.log.get_run(run_id)
+                if run is None:
+                    raise RunNotFoundError(run_id)
+                if run.done:
+                    return run
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(fut, 5.0)
+            finally:
+                self.notifier.discard(run_id, fut)
+
+    async def is_active(self, run_id: str) -> bool:
+        run = await self.log.get_run(run_id)
+        return run is not None and not run.done
+
+    # -- executing ----------------------------------------------------------------------------
+
+    def kick(self, thread_id: str) -> None:
+        """Make sure the thread's runs are being executed (and a waiting driver looks again)."""
+        wake = self.wakes.get(thread_id)
+        if wake is not None:
+            wake.set()
+        if self.closing or thread_id in self.drivers:
+            return
+        self.drivers[thread_id] = asyncio.get_running_loop().create_task(self._drive(thread_id))
+
+    async def _drive(self, thread_id: str) -> None:
+        try:
+            while True:
+                async with self.lock(thread_id):
+                    waiting = [r for r in await self.log.runs_of(thread_id) if not r.done]
+                    if not waiting:
+                        del self.drivers[thread_id]
+                        self.wakes.pop(thread_id, None)
+                        return
+                    run = waiting[0]
+                    due = float(run.kwargs.get("after") or 0.0)
+                    if due <= self.clock():
+                        self.current[thread_id] = run.run_id
+                if due > self.clock():
+                    wake = self.wakes.setdefault(thread_id, asyncio.Event())
+                    wake.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(wake.wait(), due - self.clock())
+                    continue
+                try:
+                    await self._execute(run)
+                finally:
+                    self.current.pop(thread_id, None)
+                    self.stops.pop(run.run_id, None)
+        except asyncio.CancelledError:
+            self.drivers.pop(thread_id, None)
+            raise
+        except Exception:  # the log itself failed: leave the runs for the next start
+            log.exception("executing the runs of thread %r failed", thread_id)
+            self.drivers.pop(thread_id, None)
+
+    async def _execute(self, run: RunRecord) -> None:
+        try:
+            assistant = self.assistants.find(run.graph)
+        except AssistantNotFoundError as exc:  # stored by a server that served another graph set
+            refusal = {"error": type(exc).__name__, "message": str(exc)}
+            await self._save(run, status="error", output={"__error__": refusal}, error=refusal)
+            self.notifier.notify(run.run_id)
+            return
+        head = await self.checkpointer.aget(run.thread_id)
+        head_id = head.id if head is not None else None
+        first = run.attempts == 0
+        run = await self._save(
+            run,
+            status="running",
+            attempts=run.attempts + 1,
+            start_checkpoint=head_id if first else run.start_checkpoint,
+        )
+        writer = EventWriter(self.log, run.run_id, self.notifier, self.clock)
+        writer.add("metadata", {"run_id": run.run_id, "attempt": run.attempts})
+        try:
+            landed = not first and head_id != run.start_checkpoint
+            status, output, error = await self._attempt(run, assistant.graph, writer, head_id, landed)
+        except asyncio.CancelledError:
+            raise  # the server is stopping: the run stays running and goes on at the next start
+        except Exception as exc:
+            status, error = "error", {"error": type(exc).__name__, "message": str(exc)}
+            output = {"__error__": error}
+            writer.add("error", error)
+        await writer.flush()
+        if self.stops.get(run.run_id) == "rollback":
+            await rewind(self.checkpointer, run.thread_id, "", run.start_checkpoint)
+            await self.log.delete_run(run.run_id)
+        else:
+            await self._save(run, status=status, output=output, error=error)
+        await self.log.touch_thread(run.thread_id, self.clock())
+        if run.temporary:  # a stateless run's thread: its state goes, its run stays readable
+            await self.checkpointer.adelete_thread(run.thread_id)
+        self.notifier.notify(run.run_id)
+
+    async def _attempt(
+        self, run: RunRecord, graph: CompiledGraph, writer: EventWriter, head_id: str | None, landed: bool
+    ) -> tuple[ApiRunStatus, Any, dict[str, Any] | None]:
+        """One attempt of ``run``, its stream items stored as events; how it ended."""
+        kw = run.kwargs
+        translator = Translator(kw.get("stream_mode") or ["values"], bool(kw.get("subgraphs")), run.thread_id)
+        hooks = _Steer(self, run.run_id, writer)
+        graph = graph.bind(checkpointer=self.checkpointer, hooks=hooks)
+        if kw.get("interrupt_before") is not None or kw.get("interrupt_after") is not None:
+            graph = graph.bind(
+                interrupt_before=kw.get("interrupt_before") or graph.interrupt_before,
+                interrupt_after=kw.get("interrupt_after") or graph.interrupt_after,
+            )
+        input, checkpoint_id = start_of(kw, head_id, landed=landed)
+        stream = graph.astream(
+            input,
+            mode=list(library_modes(kw.get("stream_mode") or ["values"])),  # type: ignore[arg-type]
+            subgraphs=True,
+            thread_id=run.thread_id,
+            checkpoint_id=checkpoint_id,
+            context=kw.get("context"),
+            metadata=self._metadata(run),
+            durability=kw.get("durability") or "sync",
+            recursion_limit=kw.get("recursion_limit") or 10_000,
+            wait=30.0,
+        )
+        async for ns, (mode, item) in stream:
+            if mode == "events" and translator.is_checkpoint(item) and translator.wants_checkpoints():
+                cp = await self.checkpointer.aget(run.thread_id, item.checkpoint_id, namespace="|".join(ns))
+                if cp is not None:
+                    for name, data in translator.checkpoint_events(ns, state_json(ThreadState.of(cp)), cp.step):
+                        writer.add(name, data)
+                continue
+            for name, data in translator.events(ns, mode, item):
+                writer.add(name, data)
+        result = hooks.result
+        assert result is not None
+        output: dict[str, Any] = dict(result.values)
+        if result.interrupts:
+            output["__interrupt__"] = [interrupt_json(i) for i in result.interrupts]
+        if result.status == "stopped":
+            action = self.stops.get(run.run_id, "interrupt")
+            return "interrupted", output, {"error": "Cancelled", "message": f"cancelled ({action})"}
+        return "success", output, None
+
+    def _metadata(self, run: RunRecord) -> dict[str, Any]:
+        user = run.metadata if isinstance(run.metadata, Mapping) else {}
+        return {**user, "graph_id": run.graph, "assistant_id": run.assistant_id, "api_run_id": run.run_id}
+
+    async def _save(self, run: RunRecord, **changes: Any) -> RunRecord:
+        updated = dataclasses.replace(run, **changes, updated_at=self.clock())
+        await self.log.save_run(updated)
+        return updated

@@ -1,0 +1,316 @@
+"""The run log in SQLite: in the checkpoints' own file on the embedded default, in a file of
+its own beside a file store, in memory for the memory store.
+
+One connection, used from one thread of its own, so that a statement never blocks the event
+loop and SQLite's connection is never shared between threads. The tables are the server's
+own (``plait_serve_*``); the checkpointer's are never touched. Writes are one transaction
+each; in WAL mode with ``synchronous=NORMAL`` a committed event survives a crash of the
+process (as the checkpoints written beside it do).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import orjson
+
+from plait.serve.log import RunLog
+from plait.serve.records import ACTIVE, RunRecord, StoredEvent, ThreadRecord
+
+__all__ = ["SqliteRunLog"]
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS plait_serve_threads (
+    thread_id TEXT PRIMARY KEY,
+    metadata BLOB NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS plait_serve_runs (
+    n INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL UNIQUE,
+    thread_id TEXT NOT NULL,
+    assistant_id TEXT NOT NULL,
+    graph TEXT NOT NULL,
+    status TEXT NOT NULL,
+    metadata BLOB NOT NULL,
+    kwargs BLOB NOT NULL,
+    multitask TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    attempts INTEGER NOT NULL,
+    output BLOB,
+    error BLOB,
+    start_checkpoint TEXT,
+    cancel TEXT,
+    temporary INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS plait_serve_runs_thread ON plait_serve_runs (thread_id, n);
+CREATE INDEX IF NOT EXISTS plait_serve_runs_status ON plait_serve_runs (status, n);
+CREATE TABLE IF NOT EXISTS plait_serve_events (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    event TEXT NOT NULL,
+    data BLOB NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+"""
+
+_RUN_COLUMNS = (
+    "run_id, thread_id, assistant_id, graph, status, metadata, kwargs, multitask, created_at, updated_at, "
+    "attempts, output, error, start_checkpoint, cancel, temporary"
+)
+
+_SORTS = {"thread_id": "thread_id", "created_at": "created_at", "updated_at": "updated_at"}
+
+
+def _dumps(value: Any) -> bytes:
+    return orjson.dumps(value)
+
+
+def _loads_or_none(data: bytes | None) -> Any:
+    return None if data is None else orjson.loads(data)
+
+
+class SqliteRunLog(RunLog):
+    """The run log in the SQLite database at ``path`` (``":memory:"`` for one in memory)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="plait-serve-log")
+        self.conn: sqlite3.Connection | None = None
+
+    async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        def run() -> T:
+            if self.conn is None:
+                self.conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+                self.conn.execute("PRAGMA busy_timeout = 10000")
+                if self.path != ":memory:":
+                    self.conn.execute("PRAGMA journal_mode = WAL")
+                    self.conn.execute("PRAGMA synchronous = NORMAL")
+            return fn(self.conn)
+
+        return await asyncio.get_running_loop().run_in_executor(self.pool, run)
+
+    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``fn`` in one write transaction (BEGIN IMMEDIATE: no upgrade deadlock with the
+        checkpointer's writers on the same file)."""
+
+        def tx(conn: sqlite3.Connection) -> T:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                out = fn(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return out
+
+        return await self.call(tx)
+
+    async def open(self) -> None:
+        await self.call(lambda conn: conn.executescript(_SCHEMA))
+
+    async def close(self) -> None:
+        def shut(conn: sqlite3.Connection) -> None:
+            conn.close()
+            self.conn = None
+
+        if self.conn is not None:
+            await self.call(shut)
+        self.pool.shutdown(wait=True)
+
+    # -- threads ---------------------------------------------------------------------------
+
+    async def put_thread(self, record: ThreadRecord) -> tuple[ThreadRecord, bool]:
+        def put(conn: sqlite3.Connection) -> tuple[ThreadRecord, bool]:
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO plait_serve_threads VALUES (?, ?, ?, ?)",
+                (record.thread_id, _dumps(record.metadata), record.created_at, record.updated_at),
+            )
+            if cur.rowcount:
+                return record, True
+            found = _thread(conn, record.thread_id)
+            assert found is not None
+            return found, False
+
+        return await self.write(put)
+
+    async def get_thread(self, thread_id: str) -> ThreadRecord | None:
+        return await self.call(lambda conn: _thread(conn, thread_id))
+
+    async def update_thread(self, thread_id: str, metadata: Mapping[str, Any], now: float) -> ThreadRecord | None:
+        def update(conn: sqlite3.Connection) -> ThreadRecord | None:
+            found = _thread(conn, thread_id)
+            if found is None:
+                return None
+            merged = {**found.metadata, **metadata}
+            conn.execute(
+                "UPDATE plait_serve_threads SET metadata = ?, updated_at = ? WHERE thread_id = ?",
+                (_dumps(merged), now, thread_id),
+            )
+            return ThreadRecord(thread_id=thread_id, metadata=merged, created_at=found.created_at, updated_at=now)
+
+        return await self.write(update)
+
+    async def touch_thread(self, thread_id: str, now: float) -> None:
+        await self.write(
+            lambda conn: conn.execute(
+                "UPDATE plait_serve_threads SET updated_at = ? WHERE thread_id = ?", (now, thread_id)
+            )
+        )
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        def delete(conn: sqlite3.Connection) -> bool:
+            conn.execute(
+                "DELETE FROM plait_serve_events WHERE run_id IN "
+                "(SELECT run_id FROM plait_serve_runs WHERE thread_id = ?)",
+                (thread_id,),
+            )
+            conn.execute("DELETE FROM plait_serve_runs WHERE thread_id = ?", (thread_id,))
+            return conn.execute("DELETE FROM plait_serve_threads WHERE thread_id = ?", (thread_id,)).rowcount > 0
+
+        return await self.write(delete)
+
+    async def search_threads(
+        self, *, metadata: Mapping[str, Any] | None, ids: Sequence[str] | None, sort_by: str, descending: bool
+    ) -> list[ThreadRecord]:
+        order = _SORTS.get(sort_by, "updated_at")
+        direction = "DESC" if descending else "ASC"
+        sql = "SELECT thread_id, metadata, created_at, updated_at FROM plait_serve_threads"
+        params: list[Any] = []
+        if ids is not None:
+            sql += f" WHERE thread_id IN ({', '.join('?' for _ in ids)})" if ids else " WHERE 0"
+            params.extend(ids)
+        sql += f" ORDER BY {order} {direction}, thread_id {direction}"
+
+        def search(conn: sqlite3.Connection) -> list[ThreadRecord]:
+            rows = [_thread_of(row) for row in conn.execute(sql, params)]
+            if not metadata:
+                return rows
+            return [r for r in rows if all(k in r.metadata and r.metadata[k] == v for k, v in metadata.items())]
+
+        return await self.call(search)
+
+    # -- runs ------------------------------------------------------------------------------
+
+    async def insert_run(self, record: RunRecord) -> None:
+        await self.write(
+            lambda conn: conn.execute(
+                f"INSERT INTO plait_serve_runs ({_RUN_COLUMNS}) VALUES ({', '.join('?' * 16)})", _run_row(record)
+            )
+        )
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        def get(conn: sqlite3.Connection) -> RunRecord | None:
+            row = conn.execute(f"SELECT {_RUN_COLUMNS} FROM plait_serve_runs WHERE run_id = ?", (run_id,)).fetchone()
+            return None if row is None else _run_of(row)
+
+        return await self.call(get)
+
+    async def runs_of(self, thread_id: str, *, status: str | None = None) -> list[RunRecord]:
+        sql = f"SELECT {_RUN_COLUMNS} FROM plait_serve_runs WHERE thread_id = ?"
+        params: list[Any] = [thread_id]
+        if status is not None:
+            sql += " AND status = ?"
+            params.append(status)
+        sql += " ORDER BY n"
+        return await self.call(lambda conn: [_run_of(row) for row in conn.execute(sql, params)])
+
+    async def unfinished_runs(self) -> list[RunRecord]:
+        sql = f"SELECT {_RUN_COLUMNS} FROM plait_serve_runs WHERE status IN ({', '.join('?' * len(ACTIVE))}) ORDER BY n"
+        return await self.call(lambda conn: [_run_of(row) for row in conn.execute(sql, ACTIVE)])
+
+    async def save_run(self, record: RunRecord) -> None:
+        sets = ", ".join(f"{c.strip()} = ?" for c in _RUN_COLUMNS.split(",")[1:])
+        row = _run_row(record)
+        await self.write(
+            lambda conn: conn.execute(f"UPDATE plait_serve_runs SET {sets} WHERE run_id = ?", (*row[1:], row[0]))
+        )
+
+    async def delete_run(self, run_id: str) -> None:
+        def delete(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM plait_serve_events WHERE run_id = ?", (run_id,))
+            conn.execute("DELETE FROM plait_serve_runs WHERE run_id = ?", (run_id,))
+
+        await self.write(delete)
+
+    # -- events ----------------------------------------------------------------------------
+
+    async def append_events(self, run_id: str, events: Sequence[tuple[str, bytes]], now: float) -> int:
+        def append(conn: sqlite3.Connection) -> int:
+            (last,) = conn.execute(
+                "SELECT coalesce(max(seq), 0) FROM plait_serve_events WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            conn.executemany(
+                "INSERT INTO plait_serve_events VALUES (?, ?, ?, ?, ?)",
+                [(run_id, last + i, name, data, now) for i, (name, data) in enumerate(events, 1)],
+            )
+            return int(last) + len(events)
+
+        return await self.write(append)
+
+    async def read_events(self, run_id: str, after: int, limit: int = 1000) -> list[StoredEvent]:
+        def read(conn: sqlite3.Connection) -> list[StoredEvent]:
+            rows = conn.execute(
+                "SELECT seq, event, data FROM plait_serve_events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (run_id, after, limit),
+            )
+            return [StoredEvent(seq, event, bytes(data)) for seq, event, data in rows]
+
+        return await self.call(read)
+
+    async def last_event(self, run_id: str) -> int:
+        def last(conn: sqlite3.Connection) -> int:
+            (seq,) = conn.execute(
+                "SELECT coalesce(max(seq), 0) FROM plait_serve_events WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            return int(seq)
+
+        return await self.call(last)
+
+    async def drop_events(self, ended_before: float) -> int:
+        def drop(conn: sqlite3.Connection) -> int:
+            return conn.execute(
+                "DELETE FROM plait_serve_events WHERE run_id IN (SELECT run_id FROM plait_serve_runs "
+                f"WHERE status NOT IN ({', '.join('?' * len(ACTIVE))}) AND updated_at < ?)",
+                (*ACTIVE, ended_before),
+            ).rowcount
+
+        return await self.write(drop)
+
+
+def _thread(conn: sqlite3.Connection, thread_id: str) -> ThreadRecord | None:
+    row = conn.execute(
+        "SELECT thread_id, metadata, created_at, updated_at FROM plait_serve_threads WHERE thread_id = ?",
+        (thread_id,),
+    ).fetchone()
+    return None if row is None else _thread_of(row)
+
+
+def _thread_of(row: Sequence[Any]) -> ThreadRecord:
+    return ThreadRecord(thread_id=row[0], metadata=orjson.loads(row[1]), created_at=row[2], updated_at=row[3])
+
+
+def _run_row(r: RunRecord) -> tuple[Any, ...]:
+    return (
+        r.run_id, r.thread_id, r.assistant_id, r.graph, r.status, _dumps(r.metadata), _dumps(r.kwargs), r.multitask,
+        r.created_at, r.updated_at, r.attempts, None if r.output is None else _dumps(r.output),
+        None if r.error is None else _dumps(r.error), r.start_checkpoint, r.cancel, int(r.temporary),
+    )  # fmt: skip
+
+
+def _run_of(row: Sequence[Any]) -> RunRecord:
+    return RunRecord(
+        run_id=row[0], thread_id=row[1], assistant_id=row[2], graph=row[3], status=row[4],
+        metadata=orjson.loads(row[5]), kwargs=orjson.loads(row[6]), multitask=row[7], created_at=row[8],
+        updated_at=row[9], attempts=row[10], output=_loads_or_none(row[11]), error=_loads_or_none(row[12]),
+        start_checkpoint=row[13], cancel=row[14], temporary=bool(row[15]),
+    )  # fmt: skip

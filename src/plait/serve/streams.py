@@ -1,0 +1,143 @@
+"""A run's stream: every event stored before it is sent, and read back by any client.
+
+:class:`EventWriter` takes the events a run makes (on the event loop, never blocking it),
+stores them in batches in the run log and then wakes the readers; :func:`follow` is what a
+reader does: read what is stored after the last id it has, wait for more while the run is
+active, and end when the run has ended and nothing is left. A client that reconnects with
+``Last-Event-ID`` reads from the log the same way, so it gets every later event once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from plait.serve.log import RunLog
+from plait.serve.records import StoredEvent
+from plait.serve.wire import dumps
+
+__all__ = ["EventWriter", "Notifier", "follow", "sse_frame"]
+
+HEARTBEAT = 10.0
+"""Seconds of silence after which a reader sends a comment line, so that proxies and the
+SDKs' timeouts see the connection alive."""
+
+
+class Notifier:
+    """Wakes the readers of a run when something of it was stored (events, its end). A
+    reader registers before it reads, so a notice between its read and its wait is kept."""
+
+    def __init__(self) -> None:
+        self.waiters: dict[str, set[asyncio.Future[None]]] = {}
+
+    def notify(self, run_id: str) -> None:
+        for fut in self.waiters.pop(run_id, ()):
+            if not fut.done():
+                fut.set_result(None)
+
+    def register(self, run_id: str) -> asyncio.Future[None]:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.waiters.setdefault(run_id, set()).add(fut)
+        return fut
+
+    def discard(self, run_id: str, fut: asyncio.Future[None]) -> None:
+        waiting = self.waiters.get(run_id)
+        if waiting is not None:
+            waiting.discard(fut)
+            if not waiting:
+                del self.waiters[run_id]
+
+    async def wait(self, run_id: str, timeout: float) -> bool:
+        """Whether :meth:`notify` was called for ``run_id`` within ``timeout``."""
+        fut = self.register(run_id)
+        try:
+            await asyncio.wait_for(fut, timeout)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            self.discard(run_id, fut)
+
+
+class EventWriter:
+    """The events of one attempt of a run: :meth:`add` encodes and queues an event at once;
+    a single flusher stores what is queued (one transaction a batch) and wakes the readers,
+    so a chunk is sent after it is stored and the run is never held up by the store."""
+
+    def __init__(self, log: RunLog, run_id: str, notifier: Notifier, clock: Callable[[], float] = time.time) -> None:
+        self.log = log
+        self.run_id = run_id
+        self.notifier = notifier
+        self.clock = clock
+        self.queued: list[tuple[str, bytes]] = []
+        self.flusher: asyncio.Task[None] | None = None
+        self.failure: BaseException | None = None
+
+    def add(self, event: str, data: Any) -> None:
+        self.queued.append((event, dumps(data)))
+        if self.flusher is None or self.flusher.done():
+            self.flusher = asyncio.get_running_loop().create_task(self._flush_all())
+
+    async def _flush_all(self) -> None:
+        while self.queued:
+            batch, self.queued = self.queued, []
+            try:
+                await self.log.append_events(self.run_id, batch, self.clock())
+            except Exception as exc:  # the run sees it at its next flush
+                self.failure = exc
+                return
+            self.notifier.notify(self.run_id)
+
+    async def flush(self) -> None:
+        """Wait until every event added so far is stored (raises what storing raised)."""
+        while self.flusher is not None and not self.flusher.done():
+            await asyncio.shield(self.flusher)
+        if self.queued and self.failure is None:
+            await self._flush_all()
+        if self.failure is not None:
+            raise self.failure
+
+
+def sse_frame(event: StoredEvent | None = None, *, name: str = "", data: bytes = b"", with_id: bool = True) -> bytes:
+    """One SSE message: ``id``, ``event`` and one ``data`` line (JSON has no raw newlines)."""
+    if event is not None:
+        head = f"id: {event.seq}\nevent: {event.event}\n" if with_id else f"event: {event.event}\n"
+        return head.encode() + b"data: " + event.data + b"\n\n"
+    return f"event: {name}\n".encode() + b"data: " + data + b"\n\n"
+
+
+async def follow(
+    log: RunLog,
+    notifier: Notifier,
+    run_id: str,
+    after: int,
+    is_active: Callable[[], Awaitable[bool]],
+    *,
+    heartbeat: float = HEARTBEAT,
+) -> AsyncIterator[StoredEvent | None]:
+    """The run's events after ``after``, as they are stored; None when nothing came for
+    ``heartbeat`` seconds (send a heartbeat). Ends once the run has ended and every event is
+    read."""
+    ended = False
+    while True:
+        fut = notifier.register(run_id)
+        try:
+            events = await log.read_events(run_id, after)
+            if not events:
+                if ended:
+                    return
+                if not await is_active():
+                    ended = True  # one more read: what was stored before it ended
+                    continue
+                try:
+                    await asyncio.wait_for(fut, heartbeat)
+                except TimeoutError:
+                    yield None
+                continue
+        finally:
+            notifier.discard(run_id, fut)
+        for event in events:
+            after = event.seq
+            yield event

@@ -1,0 +1,107 @@
+"""A real ``plait serve`` on a loopback port, for the SDK tests: uvicorn in a thread of the
+test process, over a store and the small graphs below."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, TypedDict
+
+import uvicorn
+
+from plait import END, START, AppendMessages, Command, Graph, NodeContext, Sum, interrupt
+from plait.checkpoint.base import Checkpointer
+from plait.graph.compiled import CompiledGraph
+from plait.serve.app import ServeConfig, create_app
+
+__all__ = ["GATES", "chat_graph", "served", "steps_graph"]
+
+GATES: dict[str, threading.Event] = {}
+"""Named gates a node waits at (set by a test), so that a test can hold a run mid-way."""
+
+
+class Chat(TypedDict):
+    messages: Annotated[list[dict[str, Any]], AppendMessages()]
+    turns: Annotated[int, Sum()]
+
+
+def _reply(state: Any) -> dict[str, Any]:
+    last = state["messages"][-1]
+    text = last.get("content", "")
+    return {"messages": [{"role": "assistant", "content": f"echo: {text}"}], "turns": 1}
+
+
+def _approve(state: Any) -> dict[str, Any]:
+    answer = interrupt({"question": "send it?"})
+    return {"messages": [{"role": "assistant", "content": f"approved: {answer}"}]}
+
+
+def _gate(state: Any, ctx: NodeContext) -> dict[str, Any]:
+    gate = GATES.get(str(state["messages"][-1].get("content", "")))
+    if gate is not None:
+        gate.wait(30)
+    return {}
+
+
+def chat_graph() -> CompiledGraph:
+    """``gate`` (waits when the message names a gate) -> ``reply`` -> maybe ``approve``."""
+    g = Graph(Chat)
+    g.add_node("gate", _gate)
+    g.add_node("reply", _reply)
+    g.add_node("approve", _approve)
+    g.add_edge(START, "gate")
+    g.add_edge("gate", "reply")
+    g.add_conditional_edges(
+        "reply",
+        lambda s: "approve" if "approve" in str(s["messages"][-1].get("content", "")) else END,
+        {"approve": "approve", END: END},
+    )
+    g.add_edge("approve", END)
+    return g.compile(name="chat")
+
+
+class Count(TypedDict):
+    n: Annotated[int, Sum()]
+
+
+def _step(state: Any) -> Command:
+    return Command(update={"n": 1}, goto=END if state["n"] + 1 >= 10 else "step")
+
+
+def steps_graph() -> CompiledGraph:
+    """Ten super-steps of one node."""
+    g = Graph(Count)
+    g.add_node("step", _step, destinations=["step", END])
+    g.add_edge(START, "step")
+    return g.compile(name="steps")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def served(
+    store: Checkpointer | str, graphs: dict[str, CompiledGraph] | None = None, config: ServeConfig | None = None
+) -> Iterator[str]:
+    """The server's base URL while the block runs."""
+    app = create_app(store, graphs or {"chat": chat_graph(), "steps": steps_graph()}, config=config)
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("plait serve did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
