@@ -17,10 +17,12 @@ from plait.checkpoint.base import Checkpointer
 from plait.graph.compiled import CompiledGraph
 from plait.serve.app import ServeConfig, create_app
 
-__all__ = ["GATES", "chat_graph", "served", "steps_graph"]
+__all__ = ["ENTERED", "GATES", "chat_graph", "served", "steps_graph"]
 
 GATES: dict[str, threading.Event] = {}
 """Named gates a node waits at (set by a test), so that a test can hold a run mid-way."""
+ENTERED: dict[str, threading.Event] = {}
+"""Set when a run reaches the gate of that name (a test waits for it before acting)."""
 
 
 class Chat(TypedDict):
@@ -40,8 +42,12 @@ def _approve(state: Any) -> dict[str, Any]:
 
 
 def _gate(state: Any, ctx: NodeContext) -> dict[str, Any]:
-    gate = GATES.get(str(state["messages"][-1].get("content", "")))
+    name = str(state["messages"][-1].get("content", ""))
+    if name == "fail":
+        raise RuntimeError("the gate refused 'fail'")
+    gate = GATES.get(name)
     if gate is not None:
+        ENTERED.setdefault(name, threading.Event()).set()
         gate.wait(30)
     return {}
 
