@@ -12,7 +12,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from plait import AppendMessages, MessageChunkError, RunState, StateSchema, remove_message
+from plait import (
+    AppendMessages,
+    InvalidUpdateError,
+    MessageChunkError,
+    MessageNotFoundError,
+    RunState,
+    StateSchema,
+    remove_message,
+)
 from plait.state.messages import Chunk, MessageBuilder, as_langchain, chunk_item, kind_of, read_chunk
 
 
@@ -217,3 +225,17 @@ def test_append_messages_keeps_both_shapes_as_given_with_list_content_and_remove
     assert state.values["messages"][2]["content"] == "no"
     state.merge_writes([("messages", [remove_message(held[0]["id"]), remove_message("a1")])])
     assert [m["content"] for m in state.values["messages"]] == [blocks]
+
+
+def test_langchains_remove_message_removes_by_id_and_all_of_them() -> None:
+    schema = StateSchema.builder().add("messages", AppendMessages()).build()
+    state = RunState(schema)
+    state.merge_writes([("messages", [{"type": "human", "id": "h", "content": "a"}, {"role": "user", "id": "u"}])])
+    state.merge_writes([("messages", [{"type": "remove", "id": "u", "content": ""}])])
+    assert [m["id"] for m in state.values["messages"]] == ["h"]
+    with pytest.raises(InvalidUpdateError, match="names its target by 'id'"):
+        state.merge_writes([("messages", [{"type": "remove", "content": ""}])])
+    with pytest.raises(MessageNotFoundError):
+        state.merge_writes([("messages", [{"type": "remove", "id": "nope"}])])
+    state.merge_writes([("messages", [{"type": "remove", "id": "__remove_all__"}, {"type": "ai", "id": "z"}])])
+    assert [m["id"] for m in state.values["messages"]] == ["z"]

@@ -38,7 +38,7 @@ __all__ = [
 _KIND_OF_ROLE = {"user": "human", "assistant": "ai", "tool": "tool", "system": "system", "developer": "system"}
 """OpenAI's roles as LangChain's message types."""
 
-_KINDS = frozenset({"human", "ai", "tool", "system", "function", "chat", "remove"})
+_KINDS = frozenset({"human", "ai", "tool", "system", "function", "chat"})
 
 _KEEP = frozenset({"id", "type", "name", "index"})
 """Keys of a content block or tool call chunk that name it: a later chunk of the same
