@@ -110,10 +110,12 @@ def serving(cli: Cli, *args: str, env: dict[str, str] | None = None) -> Iterator
 
 def test_the_sdk_creates_a_thread_waits_for_a_run_and_finds_the_assistant(cli: Cli) -> None:
     cli.write("agent.py", AGENT)
-    with serving(cli, "--db", "app.db", "--graph", "agent=agent.py:graph", "--graph", "agent.py:named") as s:
+    graphs = ["--graph", "agent.py:graph", "--graph", "agent=agent.py:graph", "--graph", "agent.py:named"]
+    with serving(cli, "--db", "app.db", *graphs) as s:
         client = s.client()
         found = client.assistants.search()
-        assert sorted(a["graph_id"] for a in found) == ["agent", "echoer"]  # NAME=, else the graph's own name
+        # NAME=, else the graph's own name, else (the default name "Graph", or a name taken) the target
+        assert sorted(a["graph_id"] for a in found) == ["agent", "agent.py:graph", "echoer"]
         thread = client.threads.create()
         out = client.runs.wait(thread["thread_id"], "agent", input={"messages": [{"role": "user", "content": "hi"}]})
         assert isinstance(out, dict) and out["messages"][-1]["content"] == "echo: hi"

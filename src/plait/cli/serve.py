@@ -76,9 +76,10 @@ def cmd_serve(
         )
     checkpointer = inv.checkpointer(create=True)
     apps: dict[str, Any] = {}
+    given = {name for name, _ in targets if name is not None}
     for name, target in targets:
         app = inv.graph(target, checkpointer=checkpointer)
-        apps[name or _own_name(app.name, target, apps)] = app
+        apps[name or _own_name(app.name, target, given | set(apps))] = app
     hosts = tuple(network["allow_hosts"]) + (() if is_loopback(host) else (host,))
     cfg = ServeConfig(api_key=api_key, cors_origins=tuple(network["cors_origins"]), allowed_hosts=hosts, studio=studio)
     asgi = create_app(checkpointer, apps, config=cfg)
@@ -117,9 +118,9 @@ def _listen(host: str, port: int) -> socket.socket:
         ) from None
 
 
-def _own_name(name: str, target: str, taken: dict[str, Any]) -> str:
+def _own_name(name: str, target: str, taken: set[str]) -> str:
     """The name of a graph given without ``NAME=``: its own, as the Studio names it, unless it
-    is the default ``Graph`` or taken (then the target)."""
+    is the default ``Graph`` or taken, by another graph or by a ``NAME=`` (then the target)."""
     return name if name not in taken and name != "Graph" else target
 
 
