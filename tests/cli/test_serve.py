@@ -207,11 +207,21 @@ def test_an_open_address_and_bad_options_are_refused_before_anything_is_created(
 
 
 @pytest.mark.postgres
-def test_a_postgres_store_is_refused_until_workers_serve_it(cli: Cli, postgres_dsn: str, postgres_schema: str) -> None:
+def test_on_postgres_its_workers_run_the_runs_through_the_run_queue(
+    cli: Cli, postgres_dsn: str, postgres_schema: str
+) -> None:
     cli.write("agent.py", AGENT)
     env = {"PGOPTIONS": f"-c search_path={postgres_schema}"}  # what it sets up goes to the test's schema
-    r = cli("serve", "--graph", "agent=agent.py:graph", "--db", postgres_dsn, env=env)
-    assert r.code == 2 and "cannot keep its runs beside a postgres store yet" in r.one_line()
+    with serving(cli, "--graph", "agent=agent.py:graph", "--db", postgres_dsn, "--workers", "2", env=env) as s:
+        client = s.client()
+        thread = client.threads.create()["thread_id"]
+        out = client.runs.wait(thread, "agent", input={"messages": [{"role": "user", "content": "queued"}]})
+        assert [m["content"] for m in out["messages"]] == ["queued", "echo: queued"]
+    import psycopg
+
+    with psycopg.connect(postgres_dsn, options=f"-c search_path={postgres_schema}") as conn:
+        (worker,) = conn.execute("SELECT worker FROM plait_run").fetchone() or (None,)
+    assert worker is not None and worker.startswith("serve:")  # run by one of the server's workers
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])

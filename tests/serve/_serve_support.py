@@ -30,10 +30,11 @@ class Chat(TypedDict):
     turns: Annotated[int, Sum()]
 
 
-def _reply(state: Any) -> dict[str, Any]:
-    last = state["messages"][-1]
-    text = last.get("content", "")
-    return {"messages": [{"role": "assistant", "content": f"echo: {text}"}], "turns": 1}
+def _reply(state: Any, ctx: NodeContext) -> dict[str, Any]:
+    """Streams its answer token by token, as a model would."""
+    text = str(state["messages"][-1].get("content", ""))
+    answer = ctx.stream_message(["echo", ": ", *text.split(" ")[:1], *(f" {w}" for w in text.split(" ")[1:])])
+    return {"messages": [answer], "turns": 1}
 
 
 def _approve(state: Any) -> dict[str, Any]:

@@ -14,13 +14,28 @@ pytest.importorskip("langgraph_sdk", reason="the SDK tests need langgraph-sdk (t
 from langgraph_sdk import get_sync_client  # noqa: E402
 from langgraph_sdk.client import SyncLangGraphClient  # noqa: E402
 
+from plait.serve.app import ServeConfig  # noqa: E402
+
 from ._serve_support import ENTERED, GATES, served  # noqa: E402
 
 
-@pytest.fixture
-def url(tmp_path: Path) -> Iterator[str]:
-    with served(str(tmp_path / "serve.db")) as base:
-        yield base
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A served store: a SQLite file (the server runs the runs), or a PostgreSQL schema of
+    its own (one worker of the run queue in the server's process runs them)."""
+    if request.param == "sqlite":
+        with served(str(tmp_path / "serve.db")) as base:
+            yield base
+        return
+    from plait.checkpoint import open as open_store
+
+    dsn, schema = request.getfixturevalue("postgres_dsn"), request.getfixturevalue("postgres_schema")
+    store = open_store(dsn, schema=schema)
+    try:
+        with served(store, config=ServeConfig(workers=1)) as base:
+            yield base
+    finally:
+        store.close()
 
 
 @pytest.fixture

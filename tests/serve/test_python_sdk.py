@@ -240,3 +240,20 @@ def test_bad_requests_are_4xx_in_the_sdk_error_shape_and_write_nothing(url: str,
     r = httpx.post(f"{url}/threads/{thread}/runs/wait", content=b"{not json")
     assert r.status_code == 422 and r.json()["error"] == "ServeRequestError"
     assert client.runs.list(thread) == [] and client.threads.get_state(thread)["values"] == {}
+
+
+def test_an_answer_streams_token_by_token_as_messages_tuple_events(client: Any) -> None:
+    thread = client.threads.create()["thread_id"]
+    parts = list(
+        client.runs.stream(thread, "chat", input=_say("tell me more"), stream_mode=["messages-tuple", "values"])
+    )
+    chunks = [p.data for p in parts if p.event == "messages"]
+    assert [c["content"] for c, _ in chunks] == ["echo", ": ", "tell", " me", " more"]
+    assert {c["type"] for c, _ in chunks} == {"AIMessageChunk"} and len({c["id"] for c, _ in chunks}) == 1
+    meta = chunks[0][1]
+    assert (meta["langgraph_node"], meta["thread_id"]) == ("reply", thread)
+    final = [p.data for p in parts if p.event == "values"][-1]["messages"][-1]
+    assert (final["type"], final["content"], final["id"]) == ("ai", "echo: tell me more", chunks[0][0]["id"])
+    first_chunk = next(i for i, p in enumerate(parts) if p.event == "messages")
+    last_values = max(i for i, p in enumerate(parts) if p.event == "values")
+    assert first_chunk < last_values  # the tokens come before the step that holds the answer ends

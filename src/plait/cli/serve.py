@@ -81,7 +81,8 @@ def cmd_serve(
         app = inv.graph(target, checkpointer=checkpointer)
         apps[name or _own_name(app.name, target, given | set(apps))] = app
     hosts = tuple(network["allow_hosts"]) + (() if is_loopback(host) else (host,))
-    cfg = ServeConfig(api_key=api_key, cors_origins=tuple(network["cors_origins"]), allowed_hosts=hosts, studio=studio)
+    origins = tuple(network["cors_origins"])
+    cfg = ServeConfig(api_key=api_key, cors_origins=origins, allowed_hosts=hosts, studio=studio, workers=workers)
     asgi = create_app(checkpointer, apps, config=cfg)
     listening = _listen(host, port)
     port = listening.getsockname()[1]  # --port 0: the port the system gave
@@ -89,8 +90,11 @@ def cmd_serve(
     url = f"http://{shown}:{port}"
     served = ", ".join(f"{name} (assistant {assistant_id_of(name)})" for name in apps)
     inv.out.line(f"plait serve: {url} (API)" + (f", {url}/studio (Studio)" if studio else "") + f"; graphs: {served}")
-    workers_note = f" (--workers {workers} is for PostgreSQL)" if workers > 1 else ""
-    inv.out.line(f"store {inv.shown_db}; runs run in this process{workers_note}; press Ctrl-C to stop")
+    if checkpointer.capabilities.kind == "postgres":
+        how = f"runs go through the run queue: {workers} worker(s) in this process, and any plait worker on it"
+    else:
+        how = "runs run in this process" + (f" (--workers {workers} is for PostgreSQL)" if workers > 1 else "")
+    inv.out.line(f"store {inv.shown_db}; {how}; press Ctrl-C to stop")
     server = uvicorn.Server(
         uvicorn.Config(asgi, log_level="warning", access_log=False, timeout_graceful_shutdown=GRACEFUL_SECONDS)
     )

@@ -540,8 +540,11 @@ class Worker:
         elif why == "discard":  # cancelled with rollback: what it wrote goes, and the run with it
             await events.drain()
             assert self._checkpointer is not None
-            await rewind(self._checkpointer, run.thread_id, run.namespace, run.start_checkpoint)
             async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+                await cur.execute("SELECT started, start_checkpoint FROM plait_run WHERE run_id = %s", (run.run_id,))
+                row = await cur.fetchone()
+                if row is not None and row[0]:  # where it started, as recorded under the lease
+                    await rewind(self._checkpointer, run.thread_id, run.namespace, row[1])
                 await cur.execute("DELETE FROM plait_run WHERE run_id = %s", (run.run_id,))
             self._notifier.send("end", run.run_id)
         elif why == "interrupt" and run.options and "wire" in run.options:

@@ -28,8 +28,9 @@ from plait.errors import PlaitError, ServeConfigError
 from plait.graph.compiled import CompiledGraph
 from plait.serve import routes_assistants, routes_runs, routes_threads
 from plait.serve.assistants import Assistants
+from plait.serve.executor import RunExecutor
 from plait.serve.kernel import Server, error_response, status_of
-from plait.serve.log import RunLog
+from plait.serve.log import LocalRunLog, RunLog
 from plait.serve.runner import Runner
 from plait.serve.security import EXPOSED_HEADERS, ApiKeyMiddleware
 from plait.serve.sqlite_log import SqliteRunLog
@@ -52,13 +53,19 @@ class ServeConfig:
     """Serve the Studio at ``/studio`` (same store, its own token and CSRF checks)."""
     event_ttl: float = 3600.0
     """Seconds a run's stream events are kept after it ends (then only its checkpoints)."""
+    workers: int = 1
+    """On PostgreSQL: the run queue's workers this process runs (0: none, only ``plait
+    worker`` processes on the same database execute the runs)."""
 
 
-def run_log_for(checkpointer: Checkpointer) -> RunLog:
-    """Where the server keeps its runs and their events for ``checkpointer``'s kind of store.
+def run_log_for(checkpointer: Checkpointer) -> LocalRunLog:
+    """Where a server that runs its runs itself keeps them and their events, for
+    ``checkpointer``'s kind of store: the SQLite file itself, a SQLite file inside a file
+    store's folder, or memory.
 
     Raises:
-        ServeConfigError: a store the server cannot keep runs beside yet.
+        ServeConfigError: a store whose runs go through the run queue (PostgreSQL), or one
+            the server cannot keep runs beside.
     """
     kind = checkpointer.capabilities.kind
     address = checkpointer.address
@@ -71,9 +78,32 @@ def run_log_for(checkpointer: Checkpointer) -> RunLog:
         folder.mkdir(parents=True, exist_ok=True)
         return SqliteRunLog(os.fspath(folder / ".plait-serve.sqlite3"))
     raise ServeConfigError(
-        f"plait serve cannot keep its runs beside a {kind or type(checkpointer).__name__} store yet; serve a "
-        "SQLite file (`plait serve --db app.db`), a file store or memory"
+        f"plait serve cannot keep its runs beside a {kind or type(checkpointer).__name__} store; serve a "
+        "SQLite file (`plait serve --db app.db`), a file store, memory or PostgreSQL"
     )
+
+
+def _parts(
+    store: Checkpointer, assistants: Assistants, notifier: Notifier, cfg: ServeConfig
+) -> tuple[RunLog, RunExecutor]:
+    """The run log and what executes the runs: the server itself, or on PostgreSQL the run
+    queue's workers (``cfg.workers`` of them in this process)."""
+    if store.capabilities.kind != "postgres":
+        local = run_log_for(store)
+        return local, Runner(local, store, assistants, notifier)
+    try:
+        from plait.runs import Runs
+        from plait.serve.pg_log import PgRunLog
+        from plait.serve.queue_runner import QueueRunner
+    except ImportError as exc:
+        raise ServeConfigError(
+            f"plait serve on PostgreSQL runs its runs through the run queue, which needs the runs extra "
+            f"({exc.name} is missing): pip install 'plait[serve,runs]'"
+        ) from None
+    assert store.address is not None
+    runs = Runs(store.address, schema=store.address_options.get("schema"))
+    pg = PgRunLog(runs)
+    return pg, QueueRunner(runs, pg, store, assistants, notifier, workers=cfg.workers)
 
 
 def create_app(
@@ -95,10 +125,9 @@ def create_app(
     store = open_store(checkpointer) if isinstance(checkpointer, str) else checkpointer
     named = dict(graphs) if isinstance(graphs, Mapping) else {g.name: g for g in graphs}
     now = time.time()
-    log = run_log_for(store)
     notifier = Notifier()
     assistants = Assistants(named, now)
-    runner = Runner(log, store, assistants, notifier)
+    log, runner = _parts(store, assistants, notifier, cfg)
     server = Server(checkpointer=store, assistants=assistants, log=log, runner=runner, notifier=notifier)
 
     @contextlib.asynccontextmanager

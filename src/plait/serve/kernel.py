@@ -30,9 +30,9 @@ from plait.errors import (
 )
 from plait.graph.records import ThreadState
 from plait.serve.assistants import Assistants
+from plait.serve.executor import RunExecutor
 from plait.serve.log import RunLog
 from plait.serve.records import ThreadRecord
-from plait.serve.runner import Runner
 from plait.serve.streams import Notifier
 from plait.serve.wire import json_response, thread_json
 
@@ -46,7 +46,7 @@ class Server:
     checkpointer: Checkpointer
     assistants: Assistants
     log: RunLog
-    runner: Runner
+    runner: RunExecutor
     notifier: Notifier
     clock: Callable[[], float] = time.time
     started_at: float = field(default_factory=time.time)

@@ -14,11 +14,13 @@ from typing import Any
 
 from plait.serve.records import RunRecord, StoredEvent, ThreadRecord
 
-__all__ = ["RunLog"]
+__all__ = ["LocalRunLog", "RunLog", "thread_order", "with_metadata"]
 
 
 class RunLog(ABC):
-    """Where the API server keeps what the checkpointer does not: every method is atomic."""
+    """Where the API server keeps what the checkpointer does not: every method is atomic.
+    What the routes read and edit; who writes runs and their events is the runner's part
+    (:class:`LocalRunLog` for the server's own runner; workers on PostgreSQL)."""
 
     @abstractmethod
     async def open(self) -> None:
@@ -59,14 +61,31 @@ class RunLog(ABC):
     # -- runs ------------------------------------------------------------------------------
 
     @abstractmethod
-    async def insert_run(self, record: RunRecord) -> None: ...
-
-    @abstractmethod
     async def get_run(self, run_id: str) -> RunRecord | None: ...
 
     @abstractmethod
     async def runs_of(self, thread_id: str, *, status: str | None = None) -> list[RunRecord]:
         """The thread's runs, oldest first."""
+
+    @abstractmethod
+    async def delete_run(self, run_id: str) -> None: ...
+
+    # -- events ----------------------------------------------------------------------------
+
+    @abstractmethod
+    async def read_events(self, run_id: str, after: int, limit: int = 1000) -> list[StoredEvent]:
+        """The run's events with a sequence number above ``after``, in order."""
+
+    @abstractmethod
+    async def drop_events(self, ended_before: float) -> int:
+        """Forget the events of runs that ended before ``ended_before``; how many went."""
+
+
+class LocalRunLog(RunLog):
+    """The run log of a server that runs its runs itself: it stores them and their events."""
+
+    @abstractmethod
+    async def insert_run(self, record: RunRecord) -> None: ...
 
     @abstractmethod
     async def unfinished_runs(self) -> list[RunRecord]:
@@ -77,23 +96,27 @@ class RunLog(ABC):
         """Write every field of an existing run."""
 
     @abstractmethod
-    async def delete_run(self, run_id: str) -> None: ...
-
-    # -- events ----------------------------------------------------------------------------
-
-    @abstractmethod
     async def append_events(self, run_id: str, events: Sequence[tuple[str, bytes]], now: float) -> int:
         """Store ``events`` (name, JSON document) after the run's last one, in one
         transaction; returns the sequence number of the last."""
 
     @abstractmethod
-    async def read_events(self, run_id: str, after: int, limit: int = 1000) -> list[StoredEvent]:
-        """The run's events with a sequence number above ``after``, in order."""
-
-    @abstractmethod
     async def last_event(self, run_id: str) -> int:
         """The sequence number of the run's last event (0: none)."""
 
-    @abstractmethod
-    async def drop_events(self, ended_before: float) -> int:
-        """Forget the events of runs that ended before ``ended_before``; how many went."""
+
+_SORTS = {"thread_id": "thread_id", "created_at": "created_at", "updated_at": "updated_at"}
+
+
+def thread_order(sort_by: str, descending: bool) -> str:
+    """The ORDER BY of a thread search (an unknown key sorts by ``updated_at``), in SQL that
+    both stores read: only column names of ours reach the statement."""
+    direction = "DESC" if descending else "ASC"
+    return f" ORDER BY {_SORTS.get(sort_by, 'updated_at')} {direction}, thread_id {direction}"
+
+
+def with_metadata(records: list[ThreadRecord], metadata: Mapping[str, Any] | None) -> list[ThreadRecord]:
+    """The records whose metadata holds every key of ``metadata`` with its value."""
+    if not metadata:
+        return records
+    return [r for r in records if all(k in r.metadata and r.metadata[k] == v for k, v in metadata.items())]

@@ -37,26 +37,42 @@ async def info(request: Request) -> Response:
     )
 
 
-@router.post("/assistants/search")
-async def search(request: Request) -> Response:
-    server = server_of(request)
-    body = await read_body(request)
-    graph_id, metadata = body.get("graph_id"), body.get("metadata") or {}
+def _found(body: dict[str, Any], request: Request) -> list[dict[str, Any]]:
+    graph_id, name, metadata = body.get("graph_id"), body.get("name"), body.get("metadata") or {}
     found: list[dict[str, Any]] = []
-    for a in server.assistants.all():
+    for a in server_of(request).assistants.all():
         doc = a.to_json()
         if graph_id is not None and a.name != graph_id:
+            continue
+        if name is not None and a.name != name:
             continue
         if isinstance(metadata, dict) and any(doc["metadata"].get(k) != v for k, v in metadata.items()):
             continue
         found.append(doc)
+    key = body.get("sort_by") or "created_at"
+    if key in ("assistant_id", "graph_id", "name", "created_at", "updated_at"):
+        found.sort(key=lambda d: str(d[key]), reverse=(body.get("sort_order") or "asc") == "desc")
+    return found
+
+
+@router.post("/assistants/search")
+async def search(request: Request) -> Response:
+    body = await read_body(request)
+    found = _found(body, request)
     offset, limit = int(body.get("offset") or 0), int(body.get("limit") or 10)
-    return json_response(found[offset : offset + limit], headers={"X-Pagination-Total": str(len(found))})
+    headers = {"X-Pagination-Total": str(len(found))}
+    if offset + limit < len(found):
+        headers["X-Pagination-Next"] = str(offset + limit)
+    select = body.get("select")
+    page = found[offset : offset + limit]
+    if isinstance(select, list) and select:
+        page = [{k: v for k, v in d.items() if k in select} for d in page]
+    return json_response(page, headers=headers)
 
 
 @router.post("/assistants/count")
 async def count(request: Request) -> Response:
-    return json_response(len(server_of(request).assistants.all()))
+    return json_response(len(_found(await read_body(request), request)))
 
 
 @router.get("/assistants/{assistant_id}")

@@ -182,16 +182,66 @@ async def get_run(thread_id: str, run_id: str, request: Request) -> Response:
 async def join_run(thread_id: str, run_id: str, request: Request) -> Response:
     server = server_of(request)
     await _run_of(server, thread_id, run_id)
-    return json_response(_output(await server.runner.join(run_id)))
+    if not _flag(request, "cancel_on_disconnect"):
+        return json_response(_output(await server.runner.join(run_id)))
+    try:
+        done = await server.runner.join(run_id)
+    except asyncio.CancelledError:  # the client went away while it waited: it asked for the run to stop
+        asyncio.get_running_loop().create_task(_cancel_quietly(server, run_id))
+        raise
+    return json_response(_output(done))
+
+
+def _flag(request: Request, name: str) -> bool:
+    """A query flag as the SDKs send it (``true``/``false`` from Python, ``1``/``0`` from JS)."""
+    return request.query_params.get(name, "false").lower() in ("true", "1")
 
 
 @router.get("/threads/{thread_id}/runs/{run_id}/stream")
 async def rejoin_stream(thread_id: str, run_id: str, request: Request) -> Response:
     server = server_of(request)
     run = await _run_of(server, thread_id, run_id)
-    cancel = request.query_params.get("cancel_on_disconnect", "false").lower() == "true"
     location = f"/threads/{thread_id}/runs/{run_id}"
-    return _stream(server, run, _after(request), cancel_on_disconnect=cancel, location=location)
+    return _stream(
+        server, run, _after(request), cancel_on_disconnect=_flag(request, "cancel_on_disconnect"), location=location
+    )
+
+
+@router.get("/runs/{run_id}/stream")
+async def rejoin_stateless(run_id: str, request: Request) -> Response:
+    """A run's stream by its id alone (a stateless run's, which has no thread to name)."""
+    server = server_of(request)
+    run = await server.log.get_run(run_id)
+    if run is None:
+        raise RunNotFoundError(run_id)
+    location = f"/threads/{run.thread_id}/runs/{run_id}"
+    return _stream(
+        server, run, _after(request), cancel_on_disconnect=_flag(request, "cancel_on_disconnect"), location=location
+    )
+
+
+@router.post("/runs/cancel")
+async def cancel_many(request: Request) -> Response:
+    """Cancel several runs: ``run_ids`` of ``thread_id``, or every run of ``status``
+    (``pending``, ``running`` or ``all``)."""
+    server = server_of(request)
+    body = await read_body(request)
+    action = request.query_params.get("action", "interrupt")
+    if action not in ("interrupt", "rollback"):
+        raise ServeRequestError("action", "must be 'interrupt' or 'rollback'")
+    thread_id, run_ids, status = body.get("thread_id"), body.get("run_ids"), body.get("status")
+    if run_ids is not None:
+        if not isinstance(run_ids, list) or not isinstance(thread_id, str):
+            raise ServeRequestError("run_ids", "come with their thread_id: {thread_id, run_ids: [...]}")
+        chosen = [await _run_of(server, thread_id, rid) for rid in run_ids]
+    elif status in ("pending", "running", "all") and isinstance(thread_id, str):
+        chosen = [r for r in await server.log.runs_of(thread_id) if not r.done and status in ("all", r.status)]
+    else:
+        raise ServeRequestError("request body", "name the runs: {thread_id, run_ids} or {thread_id, status}")
+    for run in chosen:
+        if not run.done:
+            await server.runner.cancel(run.run_id, action)
+    return Response(status_code=204)
 
 
 @router.post("/threads/{thread_id}/runs/{run_id}/cancel")
@@ -203,7 +253,7 @@ async def cancel_run(thread_id: str, run_id: str, request: Request) -> Response:
     if action not in ("interrupt", "rollback"):
         raise ServeRequestError("action", "must be 'interrupt' or 'rollback'")
     await server.runner.cancel(run_id, action)
-    if params.get("wait", "false").lower() in ("true", "1"):
+    if _flag(request, "wait"):
         with contextlib.suppress(RunNotFoundError):  # rolled back: the run is gone with what it wrote
             await server.runner.join(run_id)
         return Response(status_code=204)

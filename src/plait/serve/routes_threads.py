@@ -17,6 +17,7 @@ from starlette.responses import Response
 from plait.checkpoint.fork import copy_thread
 from plait.errors import CheckpointNotFoundError, ServeRequestError, ThreadExistsError
 from plait.graph.records import ThreadState
+from plait.serve.assistants import Assistant
 from plait.serve.kernel import Server, read_body, server_of
 from plait.serve.records import ThreadRecord
 from plait.serve.wire import json_response, state_json
@@ -56,11 +57,30 @@ async def create_thread(request: Request) -> Response:
         raise ServeRequestError("if_exists", "must be 'raise' or 'do_nothing'")
     now = server.clock()
     wanted = ThreadRecord(thread_id=thread_id, metadata=_metadata(body), created_at=now, updated_at=now)
+    supersteps = body.get("supersteps")
+    if supersteps is not None and not isinstance(supersteps, list):
+        raise ServeRequestError("supersteps", "must be a list of {updates: [{values, as_node}]}")
     stored_elsewhere = await server.checkpointer.aget_thread(thread_id) is not None
     record, created = await server.log.put_thread(wanted)
     if (not created or stored_elsewhere) and if_exists == "raise":
         raise ThreadExistsError(thread_id, advice="Choose a new thread id, or pass if_exists='do_nothing'.")
+    if created and supersteps:
+        await _seed(server, record, supersteps)
     return json_response(await server.thread_doc(record))
+
+
+async def _seed(server: Server, record: ThreadRecord, supersteps: list[Any]) -> None:
+    """A new thread's history given as updates, one checkpoint each, in order (how a client
+    copies a conversation in): each update folded through the reducers as its ``as_node``."""
+    graph = _graph_of(server, record).graph.bind(checkpointer=server.checkpointer)
+    for i, step in enumerate(supersteps):
+        updates = step.get("updates") if isinstance(step, Mapping) else None
+        if not isinstance(updates, list):
+            raise ServeRequestError(f"supersteps[{i}]", "must be {updates: [{values, as_node}, ...]}")
+        for update in updates:
+            if not isinstance(update, Mapping) or update.get("command") is not None:
+                raise ServeRequestError(f"supersteps[{i}]", "each update is {values, as_node} (no command)")
+            await graph.aupdate_state(record.thread_id, update.get("values") or {}, update.get("as_node"))
 
 
 async def _matching(server: Server, body: Mapping[str, Any]) -> list[ThreadRecord]:
@@ -198,8 +218,7 @@ async def update_state(thread_id: str, request: Request) -> Response:
     server = server_of(request)
     body = await read_body(request)
     record = await server.thread_record(thread_id)
-    graph_name = record.metadata.get("graph_id")
-    assistant = server.assistants.find(graph_name) if isinstance(graph_name, str) else _only(server)
+    assistant = _graph_of(server, record)
     as_node = body.get("as_node")
     if as_node is not None and not isinstance(as_node, str):
         raise ServeRequestError("as_node", "must be a node name")
@@ -217,7 +236,12 @@ async def update_state(thread_id: str, request: Request) -> Response:
     )
 
 
-def _only(server: Server) -> Any:
+def _graph_of(server: Server, record: ThreadRecord) -> Assistant:
+    """The assistant whose graph folds an update of the thread: the one its metadata names
+    (``graph_id``, set by its first run), or the only one served."""
+    name = record.metadata.get("graph_id")
+    if isinstance(name, str):
+        return server.assistants.find(name)
     served = server.assistants.all()
     if len(served) != 1:
         raise ServeRequestError(

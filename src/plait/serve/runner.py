@@ -27,7 +27,7 @@ from plait.errors import AssistantNotFoundError, RunNotFoundError, RunRejectedEr
 from plait.graph.compiled import CompiledGraph
 from plait.graph.records import ThreadState
 from plait.serve.assistants import Assistants
-from plait.serve.log import RunLog
+from plait.serve.log import LocalRunLog
 from plait.serve.records import ApiRunStatus, RunRecord
 from plait.serve.requests import start_of
 from plait.serve.streams import EventWriter, Notifier
@@ -62,7 +62,7 @@ class Runner:
 
     def __init__(
         self,
-        log: RunLog,
+        log: LocalRunLog,
         checkpointer: Checkpointer,
         assistants: Assistants,
         notifier: Notifier,

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from plait.serve.log import RunLog
+from plait.serve.log import LocalRunLog, thread_order, with_metadata
 from plait.serve.records import ACTIVE, RunRecord, StoredEvent, ThreadRecord
 
 __all__ = ["SqliteRunLog"]
@@ -68,8 +68,6 @@ _RUN_COLUMNS = (
     "attempts, output, error, start_checkpoint, cancel, temporary"
 )
 
-_SORTS = {"thread_id": "thread_id", "created_at": "created_at", "updated_at": "updated_at"}
-
 
 def _dumps(value: Any) -> bytes:
     return orjson.dumps(value)
@@ -79,7 +77,7 @@ def _loads_or_none(data: bytes | None) -> Any:
     return None if data is None else orjson.loads(data)
 
 
-class SqliteRunLog(RunLog):
+class SqliteRunLog(LocalRunLog):
     """The run log in the SQLite database at ``path`` (``":memory:"`` for one in memory)."""
 
     def __init__(self, path: str) -> None:
@@ -182,20 +180,16 @@ class SqliteRunLog(RunLog):
     async def search_threads(
         self, *, metadata: Mapping[str, Any] | None, ids: Sequence[str] | None, sort_by: str, descending: bool
     ) -> list[ThreadRecord]:
-        order = _SORTS.get(sort_by, "updated_at")
-        direction = "DESC" if descending else "ASC"
         sql = "SELECT thread_id, metadata, created_at, updated_at FROM plait_serve_threads"
         params: list[Any] = []
         if ids is not None:
             sql += f" WHERE thread_id IN ({', '.join('?' for _ in ids)})" if ids else " WHERE 0"
             params.extend(ids)
-        sql += f" ORDER BY {order} {direction}, thread_id {direction}"
+        sql += thread_order(sort_by, descending)
 
         def search(conn: sqlite3.Connection) -> list[ThreadRecord]:
             rows = [_thread_of(row) for row in conn.execute(sql, params)]
-            if not metadata:
-                return rows
-            return [r for r in rows if all(k in r.metadata and r.metadata[k] == v for k, v in metadata.items())]
+            return with_metadata(rows, metadata)
 
         return await self.call(search)
 

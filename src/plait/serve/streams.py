@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from plait.serve.log import RunLog
+from plait.serve.log import LocalRunLog, RunLog
 from plait.serve.records import StoredEvent
 from plait.serve.wire import dumps
 
@@ -66,7 +66,9 @@ class EventWriter:
     a single flusher stores what is queued (one transaction a batch) and wakes the readers,
     so a chunk is sent after it is stored and the run is never held up by the store."""
 
-    def __init__(self, log: RunLog, run_id: str, notifier: Notifier, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, log: LocalRunLog, run_id: str, notifier: Notifier, clock: Callable[[], float] = time.time
+    ) -> None:
         self.log = log
         self.run_id = run_id
         self.notifier = notifier
