@@ -108,7 +108,7 @@ def test_the_head_sent_with_a_turn_is_the_same_as_none(client: Any) -> None:
     head = client.threads.get_state(thread)["checkpoint"]
     out = client.runs.wait(thread, "chat", input=_say("two"), checkpoint=head)
     assert _contents(out) == ["one", "echo: one", "two", "echo: two"]
-    assert len(client.threads.get_history(thread, limit=100)) == 6  # input, gate, reply: per turn
+    assert len(client.threads.get_history(thread, limit=100)) == 7  # the root, then input, gate, reply a turn
 
 
 def test_update_state_history_and_a_branch_from_a_past_checkpoint(client: Any) -> None:
@@ -147,7 +147,7 @@ def test_copy_copies_the_whole_history(client: Any) -> None:
     assert copy["status"] == "interrupted"
     a = [h["checkpoint"]["checkpoint_id"] for h in client.threads.get_history(thread, limit=50)]
     b = [h["checkpoint"]["checkpoint_id"] for h in client.threads.get_history(copy["thread_id"], limit=50)]
-    assert a == b and len(a) == 6
+    assert a == b and len(a) == 7  # the root and two turns
     out = client.runs.wait(copy["thread_id"], "chat", command={"resume": "from the copy"})
     assert _contents(out)[-1] == "approved: from the copy"
     assert client.threads.get(thread)["status"] == "interrupted"  # the source is untouched
@@ -257,3 +257,14 @@ def test_an_answer_streams_token_by_token_as_messages_tuple_events(client: Any) 
     first_chunk = next(i for i, p in enumerate(parts) if p.event == "messages")
     last_values = max(i for i, p in enumerate(parts) if p.event == "values")
     assert first_chunk < last_values  # the tokens come before the step that holds the answer ends
+
+
+def test_the_first_message_is_edited_like_any_other_from_the_parent_of_its_state(client: Any) -> None:
+    thread = client.threads.create()["thread_id"]
+    client.runs.wait(thread, "chat", input=_say("frist"))
+    history = client.threads.get_history(thread, limit=10)
+    holds = next(h for h in reversed(history) if "frist" in _contents(h["values"]))
+    root = holds["parent_checkpoint"]
+    assert root is not None and history[-1]["checkpoint"] == root and history[-1]["values"]["messages"] == []
+    out = client.runs.wait(thread, "chat", input=_say("first"), checkpoint=root)
+    assert _contents(out) == ["first", "echo: first"]

@@ -200,11 +200,12 @@ async function main() {
 
   let history;
   await check("threads.getHistory", async () => {
-    // 8 checkpoints: input, gate and reply of two turns, approve, the update
+    // 9 checkpoints: the thread's empty root, input, gate and reply of two turns, approve, the update
     history = await client.threads.getHistory(tid, { limit: 10 });
-    expect(Array.isArray(history) && history.length === 8, "the thread's eight states", history.length);
+    expect(Array.isArray(history) && history.length === 9, "the thread's nine states", history.length);
     expect(history[0].checkpoint.checkpoint_id === edited.checkpoint.checkpoint_id, "newest first", history[0]);
-    expect(history[7].parent_checkpoint === null && history[7].metadata.source === "input", "the first input last", history[7]);
+    expect(history[8].parent_checkpoint === null && same(history[8].values, { messages: [], turns: 0 }), "the empty root last", history[8]);
+    expect(history[7].metadata.source === "input", "the first input's parent is the root", history[7]);
     const three = await client.threads.getHistory(tid, { limit: 3 });
     expect(same(three, history.slice(0, 3)), "limit 3: the newest three", three);
     for (let i = 0; i + 1 < history.length; i += 1) {
