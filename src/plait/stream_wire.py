@@ -18,7 +18,7 @@ from plait.engine.events import CheckpointSaved, NodeFailed, NodeFinished, NodeS
 from plait.errors import ServeRequestError
 from plait.types import Interrupt
 
-__all__ = ["API_MODES", "Translator", "library_modes"]
+__all__ = ["API_MODES", "Translator", "api_error", "error_name", "library_modes"]
 
 API_MODES = ("values", "updates", "messages-tuple", "messages", "custom", "tasks", "checkpoints", "debug", "events")
 _INTERRUPT = "__interrupt__"
@@ -38,6 +38,20 @@ def library_modes(modes: Sequence[str]) -> tuple[str, ...]:
         elif m in ("tasks", "checkpoints", "debug", "events"):
             wanted.add("events")
     return tuple(sorted(wanted))
+
+
+def error_name(exc: BaseException) -> str:
+    """What the API calls a failure: the node's own exception class (``ValueError``), not
+    plait's wrapper around it (``NodeError``), as LangGraph's server names it."""
+    cause = exc.__cause__
+    if type(exc).__name__ in ("NodeError", "NodeTimeoutError") and cause is not None:
+        return type(cause).__name__
+    return type(exc).__name__
+
+
+def api_error(exc: BaseException) -> dict[str, Any]:
+    """A failure as the API's ``error`` event and ``__error__`` document carry it."""
+    return {"error": error_name(exc), "message": str(exc)}
 
 
 def _interrupts(items: Iterable[Any]) -> list[dict[str, Any]]:

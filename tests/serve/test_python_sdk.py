@@ -155,7 +155,7 @@ def test_copy_copies_the_whole_history(client: Any) -> None:
 
 def test_a_failed_run_is_raised_by_wait_and_join_and_streams_an_error_event(client: Any) -> None:
     thread = client.threads.create()["thread_id"]
-    with pytest.raises(Exception, match="NodeError: .*the gate refused 'fail'"):
+    with pytest.raises(Exception, match="RuntimeError: .*the gate refused 'fail'"):  # the node's own error
         client.runs.wait(thread, "chat", input=_say("fail"))
     parts = list(client.runs.stream(thread, "chat", input={"turns": "bad"}))  # refused by the Sum reducer
     assert parts[-1].event == "error" and parts[-1].data["error"] == "InvalidUpdateError"

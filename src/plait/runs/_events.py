@@ -92,7 +92,8 @@ class WireEvents(Events):
             self._event("metadata", {"run_id": self.run_id, "attempt": data.get("attempt", 1)})
         elif status in ("error", "timeout") and data.get("error"):
             error = data["error"]
-            self._event("error", {"error": error.get("type", "Error"), "message": error.get("message", "")})
+            name = error.get("cause") or error.get("type", "Error")
+            self._event("error", {"error": name, "message": error.get("message", "")})
 
     def item(self, mode: str, item: Any) -> None:
         for name, data in self.translator.events((), mode, item):

@@ -52,6 +52,7 @@ from plait.runs._stops import Handle, Requeue, RequeueStrategy, Steering, databa
 from plait.runs.client import ADVANCE_TASK, DEFAULT_QUEUE, Runs
 from plait.runs.records import Run
 from plait.runs.schedules import fire_due
+from plait.stream_wire import error_name
 from plait.types import Command
 
 if TYPE_CHECKING:
@@ -595,5 +596,5 @@ _RUN_KEYWORDS = frozenset({"checkpoint_id", "durability", "recursion_limit"})
 """The run options that go to ``ainvoke`` as they are."""
 
 
-def _error(exc: BaseException) -> dict[str, Any]:
-    return {"type": type(exc).__name__, "message": str(exc)}
+def _error(exc: BaseException) -> dict[str, Any]:  # cause: the node's own exception class
+    return {"type": type(exc).__name__, "message": str(exc), "cause": error_name(exc)}

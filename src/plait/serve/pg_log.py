@@ -39,7 +39,8 @@ def record_of(run: Run) -> RunRecord:
     options = run.options if isinstance(run.options, Mapping) else {}
     error = None
     if run.error:
-        error = {"error": run.error.get("type", "Error"), "message": run.error.get("message", "")}
+        name = run.error.get("cause") or run.error.get("type", "Error")
+        error = {"error": name, "message": run.error.get("message", "")}
     status = _status(run)
     output: Any = run.output
     if status in ("error", "timeout"):

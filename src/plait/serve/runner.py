@@ -32,7 +32,7 @@ from plait.serve.records import ApiRunStatus, RunRecord
 from plait.serve.requests import start_of
 from plait.serve.streams import EventWriter, Notifier
 from plait.serve.wire import interrupt_json, state_json
-from plait.stream_wire import Translator, library_modes
+from plait.stream_wire import Translator, api_error, library_modes
 
 __all__ = ["Runner"]
 
@@ -233,7 +233,7 @@ class Runner:
         except asyncio.CancelledError:
             raise  # the server is stopping: the run stays running and goes on at the next start
         except Exception as exc:
-            status, error = "error", {"error": type(exc).__name__, "message": str(exc)}
+            status, error = "error", api_error(exc)
             output = {"__error__": error}
             writer.add("error", error)
         await writer.flush()
