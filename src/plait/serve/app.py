@@ -8,6 +8,7 @@ builds the runner, mounts the routers (:mod:`plait.serve.routes_threads`,
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import time
@@ -31,6 +32,7 @@ from plait.serve.assistants import Assistants
 from plait.serve.executor import RunExecutor
 from plait.serve.kernel import Server, error_response, status_of
 from plait.serve.log import LocalRunLog, RunLog
+from plait.serve.retention import sweep_events
 from plait.serve.runner import Runner
 from plait.serve.security import EXPOSED_HEADERS, ApiKeyMiddleware
 from plait.serve.sqlite_log import SqliteRunLog
@@ -134,11 +136,14 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await store.asetup()
         await log.open()
-        await log.drop_events(time.time() - cfg.event_ttl)
         await runner.start()
+        sweeper = asyncio.get_running_loop().create_task(sweep_events(log, cfg.event_ttl), name="plait serve sweep")
         try:
             yield
         finally:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
             await runner.close()
             await log.close()
             if owned:
