@@ -174,3 +174,16 @@ def test_the_js_sdk_drives_a_served_file_store_with_an_api_key(node: str, tmp_pa
         store.close()
     _assert_all_checked(summary, url)
     assert summary["api_key"] is True
+
+
+@pytest.mark.postgres
+def test_the_js_sdk_drives_a_served_postgres_store_with_its_runs_on_the_run_queue(
+    node: str, postgres_dsn: str, postgres_schema: str
+) -> None:
+    store = open_store(postgres_dsn, schema=postgres_schema)
+    try:
+        with served(store, config=ServeConfig(workers=1)) as url:
+            summary = run_sdk_check(node, url)
+    finally:
+        store.close()
+    _assert_all_checked(summary, url)
