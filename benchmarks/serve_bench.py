@@ -254,7 +254,8 @@ async def first_events(url: str, n: int, budget: float) -> tuple[list[float], li
     return first_any, first_msg
 
 
-async def build_history(url: str, turns: int) -> str:
+async def build_history(url: str, turns: int) -> tuple[str, str]:
+    """A thread of ``turns`` chat turns; its id and the size of its whole history."""
     client = get_client(url=url)
     tid = (await client.threads.create())["thread_id"]
     for i in range(turns):  # streamed, not waited for: langgraph dev answers a wait ~1 s late
@@ -262,7 +263,9 @@ async def build_history(url: str, turns: int) -> str:
             pass
     state = await client.threads.get_state(tid)
     assert len(state["values"]["messages"]) == 2 * turns, len(state["values"]["messages"])
-    return str(tid)
+    whole = await client.threads.get_history(tid, limit=1000)
+    size = len(json.dumps(whole).encode())
+    return str(tid), f"its whole history: {len(whole)} checkpoints, {size / 1e6:.2f} MB of JSON"
 
 
 async def reads(url: str, tid: str, times: int) -> dict[str, list[float]]:
@@ -350,8 +353,8 @@ class Bench:
         threads: dict[str, str] = {}
         for s in self.servers:
             t0 = time.perf_counter()
-            threads[s.name] = asyncio.run(build_history(s.url, self.sizes.turns))
-            self.log(f"{s.name}: {self.sizes.turns} chat turns in {time.perf_counter() - t0:.1f} s")
+            threads[s.name], size = asyncio.run(build_history(s.url, self.sizes.turns))
+            self.log(f"{s.name}: {self.sizes.turns} chat turns in {time.perf_counter() - t0:.1f} s; {size}")
         rows: dict[str, Row] = {}
         for rep in range(2):
             for s in self.order(rep):
