@@ -35,7 +35,7 @@ def modules_under(package: str) -> list[pathlib.Path]:
 
 # layer -> the layers above it, which it must never import. The arrows (ARCHITECTURE.md §7):
 # cli, server, runs -> graph -> inspect, engine -> checkpoint, state -> types, _codec, errors.
-_TOP = ("plait.cli", "plait.server", "plait.runs")
+_TOP = ("plait.cli", "plait.server", "plait.runs", "plait.serve")
 ABOVE = {
     "errors": ("plait.",),
     "types": ("plait.state", "plait.checkpoint", "plait.engine", "plait.inspect", "plait.graph", *_TOP),
@@ -46,7 +46,10 @@ ABOVE = {
     "inspect": ("plait.engine", "plait.graph", *_TOP),
     "inspect_json": ("plait.engine", "plait.graph", *_TOP),
     "graph": _TOP,
-    "runs": ("plait.cli", "plait.server"),
+    "stream_wire": ("plait.graph", *_TOP),
+    "runs": ("plait.cli", "plait.server", "plait.serve."),
+    "server": ("plait.cli", "plait.serve."),  # with its dot: plait.server starts with plait.serve
+    "serve": ("plait.cli",),
 }
 
 
@@ -284,7 +287,9 @@ def test_no_two_modules_import_each_other_even_lazily() -> None:
     assert not circles, f"import circles: {sorted(_shown(c) for c in circles)}"
 
 
-@pytest.mark.parametrize("package", ["plait.cli", "plait.server", "plait.runs", "plait.graph", "plait.engine"])
+@pytest.mark.parametrize(
+    "package", ["plait.cli", "plait.server", "plait.serve", "plait.runs", "plait.graph", "plait.engine"]
+)
 def test_no_circle_even_through_type_only_imports(package: str) -> None:
     """The command line and the Studio have no circle even among the imports made only for
     the type checker: a type two modules both need lives in a module below both."""
@@ -369,7 +374,9 @@ _BACKENDS: tuple[str, ...] = ("plait.checkpoint.memory", "plait.checkpoint.file"
 _BACKENDS += ("plait.checkpoint.sqlite", "plait.checkpoint.postgres")
 
 
-@pytest.mark.parametrize("layer", ["server", "runs", "graph", "cli", "engine", "inspect", "inspect_json"])
+@pytest.mark.parametrize(
+    "layer", ["server", "serve", "runs", "graph", "cli", "engine", "inspect", "inspect_json", "stream_wire"]
+)
 def test_floors_above_the_checkpointers_name_no_backend(layer: str) -> None:
     """What a floor above ``checkpoint/`` needs of a store is on the protocol (capabilities,
     the change feed, ``address``, ``disk_bytes``), or it opens one by address

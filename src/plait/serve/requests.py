@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from plait.errors import ServeRequestError
-from plait.serve.translate import library_modes
+from plait.stream_wire import library_modes
 from plait.types import Command, Send
 
 __all__ = ["MULTITASK", "run_kwargs", "start_of"]

@@ -31,8 +31,8 @@ from plait.serve.log import RunLog
 from plait.serve.records import ApiRunStatus, RunRecord
 from plait.serve.requests import start_of
 from plait.serve.streams import EventWriter, Notifier
-from plait.serve.translate import Translator, library_modes
 from plait.serve.wire import interrupt_json, state_json
+from plait.stream_wire import Translator, library_modes
 
 __all__ = ["Runner"]
 

@@ -1,4 +1,5 @@
-"""From plait's stream items to the LangGraph API's stream events.
+"""From plait's stream items to the LangGraph API's stream events (what ``plait serve`` sends
+and, on PostgreSQL, what a worker stores for it).
 
 A request names the API's modes (``values``, ``updates``, ``messages-tuple``, ``custom``,
 ``tasks``, ``checkpoints``, ``debug``); :func:`library_modes` says which of plait's modes
