@@ -159,7 +159,7 @@ def start_plait(
         cmd += ["--schema", schema]
     if profile is not None:
         cmd += ["--profile", str(profile)]
-    env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")]))}
     return Server(name, cmd, folder, env, port)
 
 
