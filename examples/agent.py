@@ -25,6 +25,7 @@ from plait import (
     Command,
     Graph,
     MessagesState,
+    NodeContext,
     Sum,
     interrupt,
     tool_node,
@@ -55,8 +56,9 @@ def send_email(to: str, body: str, idempotency_key: str) -> str:
     return f"sent {sent[idempotency_key]['id']} to {to}"
 
 
-def agent(state: Any) -> dict[str, Any]:
-    return {"messages": [model.invoke(state["messages"])], "model_calls": 1}
+def agent(state: Any, ctx: NodeContext) -> dict[str, Any]:
+    reply = ctx.stream_message(model.stream(state["messages"]))  # to stream(mode="messages"), piece by piece
+    return {"messages": [reply], "model_calls": 1}
 
 
 def review(state: Any) -> Command:
@@ -65,7 +67,7 @@ def review(state: Any) -> Command:
     emails = [c["args"] for c in calls if c["name"] == "send_email"]
     if emails and interrupt({"approve emails": emails}) != "yes":
         declined = [
-            {"role": "tool", "tool_call_id": c["id"], "name": c["name"], "content": "declined by the user"}
+            {"type": "tool", "tool_call_id": c["id"], "name": c["name"], "content": "declined by the user"}
             for c in calls
         ]
         return Command(update={"messages": declined}, goto="agent")

@@ -7,13 +7,18 @@ results. Messages are the JSON dicts plait stores (see plait.prebuilt):
 
     {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "name": "get_weather", "args": {...}}]}
 
+``stream(messages)`` sends the same reply as a streaming model does, for ``ctx.stream_message``:
+its text a word at a time, each tool call as fragments of its JSON arguments (LangChain's chunk
+shape).
+
 A real client goes where ``invoke`` is called: see docs/tutorial.md, "A real model".
 
 Run it: python examples/chat_model.py
 """
 
+import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 
@@ -28,10 +33,10 @@ class ScriptedChatModel:
     def invoke(self, messages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         self.calls += 1
         last = messages[-1]
-        if last["role"] == "tool":  # the tools answered: reply from what they said
+        if last.get("role", last.get("type")) == "tool":  # the tools answered: reply from what they said
             results = []
             for m in reversed(messages):
-                if m["role"] != "tool":
+                if m.get("role", m.get("type")) != "tool":
                     break
                 results.append(f"{m['name']}: {m['content']}")
             return {"role": "assistant", "content": "Done. " + "; ".join(reversed(results))}
@@ -45,6 +50,16 @@ class ScriptedChatModel:
         if not calls:
             return {"role": "assistant", "content": "I can look up the weather and send emails."}
         return {"role": "assistant", "content": "", "tool_calls": calls}
+
+    def stream(self, messages: Sequence[Mapping[str, Any]]) -> Iterator[Any]:
+        """The reply of ``invoke`` in pieces, as a streaming model sends it."""
+        reply = self.invoke(messages)
+        yield from re.findall(r"\S+\s*", reply["content"])  # text deltas
+        for i, call in enumerate(reply.get("tool_calls", [])):
+            args = json.dumps(call["args"])
+            first = {"index": i, "id": call["id"], "name": call["name"], "args": args[: len(args) // 2]}
+            yield {"content": "", "tool_call_chunks": [first]}
+            yield {"content": "", "tool_call_chunks": [{"index": i, "args": args[len(args) // 2 :]}]}
 
 
 RULES = [

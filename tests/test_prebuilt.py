@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 import pytest
@@ -12,6 +13,7 @@ from plait import (
     Graph,
     MemoryCheckpointer,
     MessagesState,
+    NodeContext,
     NodeError,
     RetryPolicy,
     StateSchema,
@@ -133,3 +135,66 @@ def test_a_failing_tool_fails_the_node() -> None:
     graph.add_edge(START, "model").add_edge("model", "tools").add_edge("tools", END)
     with pytest.raises(NodeError, match="ValueError: no"):
         graph.compile().invoke({})
+
+
+# -- LangChain's shape, and OpenAI's wire shape of a tool call ---------------------------------
+
+
+def langchain_model(state: Any, ctx: NodeContext) -> dict[str, Any]:
+    """Asks for tools in LangChain's shape (streamed), then answers from the tool messages."""
+    if state["turns"] == 0:
+        chunks = [
+            {"content": "", "tool_call_chunks": [{"name": "add", "args": '{"a": 2, ', "id": "c1", "index": 0}]},
+            {"content": "", "tool_call_chunks": [{"args": '"b": 3}', "index": 0}]},
+            {"content": "", "tool_call_chunks": [{"name": "charge", "args": '{"amount": 1}', "id": "c2", "index": 1}]},
+        ]
+        return {"messages": [ctx.stream_message(chunks)], "turns": 1}
+    results = [m["content"] for m in state["messages"] if m.get("type") == "tool"]
+    return {"messages": [{"type": "ai", "content": f"done: {results}"}], "turns": 1}
+
+
+def test_tools_condition_and_tool_node_take_langchains_shape_and_answer_in_it() -> None:
+    CALLS.clear()
+    graph = Graph(State)
+    graph.add_node("model", langchain_model).add_node("tools", tool_node([add, charge]))
+    graph.add_edge(START, "model").add_conditional_edges("model", tools_condition, {"tools": "tools", END: END})
+    graph.add_edge("tools", "model")
+    out = graph.compile(checkpointer=MemoryCheckpointer()).invoke(
+        {"messages": [{"type": "human", "content": [{"type": "text", "text": "go"}]}]}, thread_id="t"
+    )
+    tools = [m for m in out["messages"] if m.get("type") == "tool"]
+    assert [(m["tool_call_id"], m["name"]) for m in tools] == [("c1", "add"), ("c2", "charge")]
+    assert tools[0]["content"] == "5", "LangChain's tool content is text: JSON results as JSON text"
+    assert json.loads(tools[1]["content"])["charged"] == 1
+    assert all("role" not in m for m in tools) and all(m["id"] for m in out["messages"])
+    assert out["messages"][-1]["content"].startswith("done: ['5', ")
+
+
+def test_tool_calls_in_openais_wire_shape_run_and_bad_arguments_are_answered() -> None:
+    CALLS.clear()
+
+    def model(state: Any) -> dict[str, Any]:
+        calls = [
+            {"id": "o1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1, "b": 1}'}},
+            {"id": "o2", "type": "function", "function": {"name": "add", "arguments": "{not json"}},
+        ]
+        return {"messages": [{"role": "assistant", "content": None, "tool_calls": calls}]}
+
+    graph = Graph(State).add_node("model", model).add_node("tools", tool_node([add]))
+    graph.add_edge(START, "model").add_conditional_edges("model", tools_condition, {"tools": "tools", END: END})
+    out = graph.add_edge("tools", END).compile().invoke({"messages": []})
+    answers = [m for m in out["messages"] if m.get("role") == "tool"]
+    assert answers[0]["content"] == 2 and CALLS == ["add 1 1"]
+    assert "not a JSON object" in answers[1]["content"] and "{not json" in answers[1]["content"]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"type": "ai", "content": "", "tool_calls": [{"name": "f", "args": {}, "id": "x", "type": "tool_call"}]},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "x", "function": {"name": "f", "arguments": ""}}]},
+    ],
+)
+def test_tools_condition_routes_a_call_in_any_shape_to_the_tools(message: dict[str, Any]) -> None:
+    assert tools_condition({"messages": [message]}) == "tools"
+    assert tools_condition({"messages": [{**message, "tool_calls": []}]}) == END

@@ -2,14 +2,20 @@
 ``messages`` channel, a router that sends a reply with tool calls to the tools, and a node that
 runs them.
 
-Messages are JSON data (plait never pickles), in the shape most chat APIs use::
+Messages are JSON data (plait never pickles), in either of the shapes chat code uses: the
+one most chat APIs use, and LangChain's serialized one (what ``ctx.stream_message`` returns)::
 
     {"role": "assistant", "content": "...",
      "tool_calls": [{"id": "call_1", "name": "weather", "args": {"city": "Oslo"}}]}
     {"role": "tool", "tool_call_id": "call_1", "name": "weather", "content": "..."}
 
-Turning a provider's reply into such a dict (and back) is the one thing left to the caller: a
-few lines around the OpenAI, Anthropic or any other client (see docs/tutorial.md).
+    {"type": "ai", "content": "...", "tool_calls": [{"id": "call_1", "name": "weather", "args": {...}}]}
+    {"type": "tool", "tool_call_id": "call_1", "name": "weather", "content": "..."}
+
+A tool call may also be in OpenAI's wire shape (``{"id", "function": {"name", "arguments":
+"<JSON>"}}``). Turning a provider's reply into such a dict (and back) is the one thing left to
+the caller: a few lines around the OpenAI, Anthropic or any other client (see
+docs/tutorial.md), or ``ctx.stream_message`` around a LangChain model's stream.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Annotated, Any, TypedDict
 
@@ -40,12 +47,27 @@ class MessagesState(TypedDict):
 
 
 def tool_calls(state: Mapping[str, Any], key: str = "messages") -> list[Mapping[str, Any]]:
-    """The tool calls of the last message in ``state[key]`` (none when it has none)."""
+    """The tool calls of the last message in ``state[key]`` (none when it has none), each as
+    ``{"id", "name", "args"}``, whichever shape the message and its calls are in. A call in
+    OpenAI's wire shape whose ``arguments`` are not a JSON object keeps them as they came, a
+    string (the tool node answers it with an error the model can correct)."""
     messages = state.get(key) or []
     if not messages:
         return []
     calls = messages[-1].get("tool_calls") if isinstance(messages[-1], Mapping) else None
-    return list(calls or [])
+    return [_call_of(c) for c in calls or () if isinstance(c, Mapping)]
+
+
+def _call_of(call: Mapping[str, Any]) -> Mapping[str, Any]:
+    function = call.get("function")
+    if not isinstance(function, Mapping) or "name" in call:
+        return call
+    raw = function.get("arguments") or "{}"
+    try:
+        args = json.loads(raw)
+    except (TypeError, ValueError):
+        args = None
+    return {"id": call.get("id"), "name": function.get("name"), "args": args if isinstance(args, dict) else str(raw)}
 
 
 def tools_condition(state: Mapping[str, Any]) -> str:
@@ -61,7 +83,10 @@ Tool = Callable[..., Any] | Callable[..., Awaitable[Any]]
 
 def tool_node(tools: Sequence[Tool] | Mapping[str, Tool], *, key: str = "messages") -> Callable[..., Any]:
     """A node that runs the tool calls of the last message, each with its ``args`` as
-    keyword arguments, and answers each with a ``{"role": "tool"}`` message.
+    keyword arguments, and answers each with a tool message in the shape of the message that
+    asked: ``{"role": "tool", ...}`` for one with a ``role``, LangChain's ``{"type": "tool",
+    ...}`` for one with a ``type`` (whose content is a string, or a list of content blocks:
+    a tool's other JSON results are given to it as JSON text, as LangGraph's ``ToolNode`` does).
 
     Each call runs through the effects ledger (``ctx.aonce``, named by the call's id): when
     the node runs again (one call of several failed and is retried, the process crashed
@@ -88,21 +113,33 @@ def tool_node(tools: Sequence[Tool] | Mapping[str, Tool], *, key: str = "message
 
     async def tools_(state: Mapping[str, Any], ctx: NodeContext) -> dict[str, Any]:
         answers = []
+        langchain = _asked_in_langchain_shape(state, key)
         for i, call in enumerate(tool_calls(state, key)):
             call_id = str(call.get("id") or f"call-{i}")
             name = str(call.get("name", ""))
             tool = table.get(name)
             if tool is None:
                 content: Any = f"error: there is no tool named {name!r}; the tools are: {names}"
+            elif not isinstance(call.get("args") or {}, Mapping):
+                content = f"error: the arguments of the call of {name!r} are not a JSON object: {call['args']!r}"
             else:
                 args = dict(call.get("args") or {})
                 if name in keyed:
                     args["idempotency_key"] = f"{ctx.idempotency_key}:{call_id}"
                 content = await ctx.aonce(f"tool:{call_id}", functools.partial(_call, tool, args))
-            answers.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": content})
+            if langchain:
+                text = content if isinstance(content, str | list) else json.dumps(content, ensure_ascii=False)
+                answers.append({"type": "tool", "tool_call_id": call_id, "name": name, "content": text})
+            else:
+                answers.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": content})
         return {key: answers}
 
     return tools_
+
+
+def _asked_in_langchain_shape(state: Mapping[str, Any], key: str) -> bool:
+    last = (state.get(key) or [None])[-1]
+    return isinstance(last, Mapping) and "role" not in last and isinstance(last.get("type"), str)
 
 
 async def _call(tool: Tool, args: dict[str, Any]) -> Any:

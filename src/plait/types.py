@@ -57,6 +57,32 @@ class Command:
         object.__setattr__(self, "has_resume", resume is not ...)
         object.__setattr__(self, "resume", None if resume is ... else resume)
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Command:
+        """The Command a JSON document describes, as the LangGraph API sends one:
+        ``{"update": ..., "goto": ..., "resume": ...}`` (each optional; a ``goto`` is a node
+        name, a list of them, or ``{"node": ..., "input": ...}`` for a Send).
+
+        Raises:
+            ValueError: a ``goto`` of another shape.
+        """
+
+        def target(value: Any) -> Any:
+            if isinstance(value, str):
+                return value
+            if isinstance(value, Mapping) and isinstance(value.get("node"), str):
+                return Send(value["node"], value.get("input"))
+            if isinstance(value, list):
+                return [target(v) for v in value]
+            raise ValueError(f"a command's goto is a node name, a list of them or {{node, input}}, not {value!r}")
+
+        goto = data.get("goto")
+        return cls(
+            update=data.get("update"),
+            goto=() if goto is None else target(goto),
+            resume=data.get("resume", ...),
+        )
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryPolicy:

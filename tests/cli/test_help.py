@@ -15,7 +15,8 @@ from ._cli_support import Cli
 COMMANDS = [
     ("demo",), ("run",), ("resume",), ("update",), ("draw",), ("threads",), ("history",), ("state",), ("diff",),
     ("fork",), ("delete",), ("watch",), ("export",), ("import",), ("db",), ("db", "migrate"), ("db", "prune"),
-    ("db", "stats"), ("studio",), ("worker",), ("submit",), ("runs",), ("run-cancel",), ("schedule",), ("schedules",),
+    ("db", "stats"), ("studio",), ("serve",), ("worker",), ("submit",), ("runs",), ("run-cancel",), ("schedule",),
+    ("schedules",),
 ]  # fmt: skip
 
 

@@ -124,24 +124,34 @@ def test_run_tables_set_up_with_their_own_version_table_are_used_and_upgraded_in
     for statement in old:
         sql(postgres_dsn, postgres_schema, statement)
 
+    sql(
+        postgres_dsn,
+        postgres_schema,
+        "INSERT INTO plait_run (run_id, graph, ns, thread_id, status, multitask, input, metadata, priority, queue, "
+        "created_at, updated_at) VALUES ('r-old', 'g.py:graph', '', 'old', 'pending', 'reject', '{\"a\": 1}', "
+        "'{\"m\": 2}', 3, 'plait', 1764547200, 1764547200)",
+    )
+
     async def go() -> None:
-        async with Runs(postgres_dsn, schema=postgres_schema) as runs:
-            run_id = await runs.asubmit("g.py:graph", {"a": 1}, thread_id="old", metadata={"m": 2}, priority=3)
         runs = Runs(postgres_dsn, schema=postgres_schema)
-        assert await runs.amigrate() == (RUNS_VERSION, False)
-        run = await runs.aget(run_id)
-        assert (run.status, run.input, run.metadata, run.priority, run.thread_id) == (
+        with pytest.raises(QueueSchemaError, match="at version 1, this plait needs 2"):
+            await runs.aopen()
+        assert await runs.amigrate() == (1, False)  # upgraded in place: version 2 adds run options
+        run = await runs.aget("r-old")
+        assert (run.status, run.input, run.metadata, run.priority, run.thread_id, run.options) == (
             "pending",
             {"a": 1},
             {"m": 2},
             3,
             "old",
+            None,
         )
         await runs.aclose()
 
     asyncio.run(go())
     with psycopg.connect(postgres_dsn, autocommit=True, **connect_kwargs(postgres_schema)) as conn:
-        assert conn.execute("SELECT version, applied_at FROM plait_run_migrations").fetchall() == [(1, 1764547200)]
+        versions = conn.execute("SELECT version, applied_at FROM plait_run_migrations ORDER BY version").fetchall()
+        assert versions[0] == (1, 1764547200) and [v for v, _ in versions] == [1, 2]
 
 
 def test_a_store_that_is_not_postgres_is_refused() -> None:

@@ -75,7 +75,7 @@ def test_a_schema_is_set_up_apart_from_run_tables_on_the_search_path(scratch_db:
     public, x = rows_per_table(scratch_db, "public"), rows_per_table(scratch_db, "x")
     assert set(public) == set(x) and {"plait_run", "plait_run_migrations", "procrastinate_jobs"} <= set(x)
     assert x["plait_run"] == x["procrastinate_jobs"] == public["plait_run"] == 1
-    assert x["plait_run_migrations"] == public["plait_run_migrations"] == 1
+    assert x["plait_run_migrations"] == public["plait_run_migrations"] == 2  # versions 1 and 2
 
 
 def test_work_on_a_schema_leaves_the_run_and_job_tables_of_the_search_path_untouched(scratch_db: str) -> None:

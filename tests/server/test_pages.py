@@ -130,3 +130,33 @@ def test_a_failed_thread_shows_its_stored_error(tmp_path: Any) -> None:
         page = c.get("/threads/broken").text
         assert 'class="badge error"' in page and "the API said no" in page and "a task failed" in page
     saver.close()
+
+
+def test_a_chat_in_langchains_shape_renders_and_its_diff_is_by_message(tmp_path: Any) -> None:
+    """A chat written by ctx.stream_message (LangChain's shape, content blocks too) shows as
+    the state's tree, and two checkpoints differ by the messages added, matched by id."""
+    from plait import END, START, Graph, MessagesState, NodeContext, SqliteCheckpointer
+
+    from ._studio_support import make_client
+
+    def chat(state: Any, ctx: NodeContext) -> dict[str, Any]:
+        blocks = [
+            {"content": [{"type": "text", "text": "Otters eat ", "index": 0}]},
+            {"content": [{"index": 0, "text": "fish."}]},
+        ]
+        return {"messages": [ctx.stream_message(blocks)]}
+
+    g = Graph(MessagesState).add_node("chat", chat).add_edge(START, "chat").add_edge("chat", END)
+    saver = SqliteCheckpointer(tmp_path / "chat.db")
+    ask = {"messages": [{"type": "human", "content": [{"type": "text", "text": "What do otters eat?"}]}]}
+    g.compile(checkpointer=saver).invoke(ask, thread_id="otters")
+    with make_client(saver, graphs=False) as c:
+        page = c.get("/threads/otters").text
+        assert 'data-key="messages"' in page
+        for shown in ("human", "ai", "What do otters eat?", "Otters eat fish."):
+            assert f'<span class="v str">&#34;{shown}&#34;</span>' in page, shown
+        assert '<span class="k">tool_calls</span>' in page
+        picks = re.findall(r'name="pick" value="([^"]+)"', page)
+        diff = c.get("/diff", params=[("pick", picks[0]), ("pick", picks[-1])]).text
+        assert '<ul class="change messages"><li class="add">' in diff and "&#34;Otters eat fish.&#34;" in diff
+    saver.close()

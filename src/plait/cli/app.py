@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from plait.cli import db, graphs, runs, studio, threads, transfer, watch
+from plait.cli import db, graphs, runs, serve, studio, threads, transfer, watch
 
 __all__ = ["build_app", "build_command"]
 
@@ -55,6 +55,7 @@ def build_app() -> typer.Typer:
     transfer.register(app)
     db.register(app)
     studio.register(app)
+    serve.register(app)
     runs.register(app)
     return app
 

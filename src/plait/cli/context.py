@@ -31,6 +31,7 @@ from plait.errors import (
     NotConfirmedError,
     RunNotFoundError,
     ScheduleNotFoundError,
+    ServeConfigError,
     StateError,
     StoreAddressError,
     ThreadExistsError,
@@ -43,7 +44,8 @@ def exit_code(exc: BaseException, *, running: bool) -> int:
     """The exit code an error ends a command with.
 
     2 for what the operator named wrongly (an option, a thread, a checkpoint, a node, a
-    channel, a store, a graph that does not fit the thread, a queued run or a schedule); 1 for
+    channel, a store, a graph that does not fit the thread, a queued run, a schedule, or a server
+    configuration ``plait serve`` cannot start with); 1 for
     a run that failed and for a command the store could not carry out. A state or graph error
     raised while the graph runs (a node writing an unknown channel, routing to a missing node)
     is the run failing.
@@ -60,7 +62,8 @@ def exit_code(exc: BaseException, *, running: bool) -> int:
         | InvalidResumeError
         | GraphChangedError
         | RunNotFoundError
-        | ScheduleNotFoundError,
+        | ScheduleNotFoundError
+        | ServeConfigError,
     ):
         return EXIT_USAGE
     if isinstance(exc, StateError | GraphError):

@@ -10,12 +10,15 @@ from typing import Annotated
 import typer
 
 __all__ = [
+    "AllowHost",
     "Checkpoint",
+    "ConfigFile",
     "Db",
     "Debug",
     "Json",
     "Namespace",
     "OptNamespace",
+    "Port",
     "RecursionLimit",
     "RunContext",
     "Sets",
@@ -36,6 +39,23 @@ Json = Annotated[
 Debug = Annotated[bool, typer.Option("--debug", metavar="", help="Show the traceback of an error.")]
 Yes = Annotated[bool, typer.Option("--yes", "-y", metavar="", help="Do it without asking for confirmation.")]
 Db = Annotated[str | None, typer.Option("--db", metavar="STORE", help=DB_HELP, show_default=False)]
+Port = Annotated[int, typer.Option("--port", "-p", metavar="PORT", help="The TCP port.")]
+AllowHost = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-host", metavar="NAME", help="Another Host name it answers to, as a proxy names it (repeatable)."
+    ),
+]
+ConfigFile = Annotated[
+    str | None,
+    typer.Option(
+        "--config",
+        metavar="FILE",
+        help="A langgraph.json: its graphs (paths relative to it) and its env (a .env file or an object), "
+        "set where the environment does not set them already.",
+        show_default=False,
+    ),
+]
 Namespace = Annotated[
     str,
     typer.Option(

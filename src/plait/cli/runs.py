@@ -15,8 +15,9 @@ import typer
 from plait._sync import run_sync
 from plait.cli.arguments import check_positive, parse_json
 from plait.cli.context import Invocation, run_command
-from plait.cli.options import Db, Debug, Json
+from plait.cli.options import ConfigFile, Db, Debug, Json
 from plait.cli.output import EXIT_FAILED, EXIT_INTERRUPTED, Exit
+from plait.cli.targets import graph_targets
 from plait.errors import ArgumentError
 from plait.inspect_json import iso
 
@@ -69,13 +70,21 @@ def _seconds(value: float | None, option: str) -> None:
         raise ArgumentError(option, f"{option} must be a positive number of seconds, got {value:g}")
 
 
-def cmd_worker(inv: Invocation, graphs: list[str], schema: str | None, options: dict[str, Any]) -> None:
+def cmd_worker(
+    inv: Invocation, graphs: list[str], config: str | None, schema: str | None, options: dict[str, Any]
+) -> None:
+    targets = graph_targets(graphs, config)  # sets the config's env first: it may hold $PLAIT_DB
     _need_runs_extra()
     _postgres(inv)
+    from plait.graph.loading import load_graph
     from plait.runs import Worker, WorkerSettings
 
-    if not graphs:
-        raise ArgumentError("--graph", "give the graphs this worker runs: --graph MODULE:GRAPH (repeatable)")
+    if not targets:
+        raise ArgumentError(
+            "--graph",
+            "give the graphs this worker runs: --graph NAME=MODULE:GRAPH or --graph MODULE:GRAPH (repeatable), "
+            "or --config langgraph.json",
+        )
     check_positive(options["concurrency"], "--concurrency")
     for name in ("heartbeat", "stalled_after", "lease_ttl", "poll", "shutdown_timeout"):
         _seconds(options[name], "--" + name.replace("_", "-"))
@@ -83,7 +92,9 @@ def cmd_worker(inv: Invocation, graphs: list[str], schema: str | None, options: 
     name = options.pop("name")
     queues = tuple(options.pop("queues") or ("plait",))
     settings = WorkerSettings(queues=queues, **options)
-    worker = Worker(inv.db, graphs, schema=schema, name=name, settings=settings)
+    # runs name a graph as the worker was given it: NAME=, else the MODULE:GRAPH target itself
+    named = {given or target: load_graph(target) for given, target in targets}
+    worker = Worker(inv.db, named, schema=schema, name=name, settings=settings)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("procrastinate").setLevel(logging.WARNING)
     inv.out.line(f"worker {worker.name}: {len(worker.graphs)} graph(s), queues {', '.join(queues)}, on {inv.shown_db}")
@@ -224,8 +235,14 @@ def register(app: typer.Typer) -> None:
     def worker(
         graph: Annotated[
             list[str] | None,
-            typer.Option("--graph", "-g", metavar="MODULE:GRAPH", help="A graph to run (repeatable)."),
+            typer.Option(
+                "--graph",
+                "-g",
+                metavar="NAME=MODULE:GRAPH",
+                help="A graph to run, for runs submitted under NAME (without NAME=: under MODULE:GRAPH) (repeatable).",
+            ),
         ] = None,
+        config: ConfigFile = None,
         concurrency: Annotated[int, typer.Option("--concurrency", "-c", metavar="N", help="Runs at once.")] = 10,
         queue: Annotated[
             list[str] | None, typer.Option("--queue", "-q", metavar="NAME", help="Queues to serve (default: plait).")
@@ -260,11 +277,15 @@ def register(app: typer.Typer) -> None:
             "poll": poll,
             "shutdown_timeout": shutdown_timeout,
         }
-        run_command(lambda inv: cmd_worker(inv, graph or [], schema, options), as_json=False, debug=debug, db=db)
+        run_command(
+            lambda inv: cmd_worker(inv, graph or [], config, schema, options), as_json=False, debug=debug, db=db
+        )
 
     @app.command()
     def submit(
-        target: Annotated[str, typer.Argument(metavar="MODULE:GRAPH", help="The graph, as workers were given it.")],
+        target: Annotated[
+            str, typer.Argument(metavar="GRAPH", help="The graph, as workers were given it: NAME, or MODULE:GRAPH.")
+        ],
         thread: Annotated[str | None, typer.Option("--thread", "-t", metavar="THREAD", help="Default: new.")] = None,
         input: Annotated[
             str | None, typer.Option("--input", "-i", metavar="JSON", help="Channel values (@file for a file).")
@@ -338,7 +359,9 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def schedule(
-        target: Annotated[str, typer.Argument(metavar="MODULE:GRAPH", help="The graph, as workers were given it.")],
+        target: Annotated[
+            str, typer.Argument(metavar="GRAPH", help="The graph, as workers were given it: NAME, or MODULE:GRAPH.")
+        ],
         cron: Annotated[str, typer.Option("--cron", metavar="CRON", help="'*/5 * * * *'; a 6th field: seconds.")],
         input: Annotated[str | None, typer.Option("--input", "-i", metavar="JSON", help="Channel values.")] = None,
         thread: Annotated[

@@ -11,7 +11,7 @@ import typer
 
 from plait.cli.context import DB_ENV, DEFAULT_DB, Invocation, run_command
 from plait.cli.demo import DEFAULT_DB as DEMO_DB
-from plait.cli.options import Db, Debug
+from plait.cli.options import AllowHost, Db, Debug, Port
 from plait.errors import ArgumentError
 
 __all__ = ["cmd_studio", "register", "studio_db"]
@@ -94,15 +94,12 @@ def register(app: typer.Typer) -> None:
         host: Annotated[
             str, typer.Option("--host", metavar="ADDR", help="The address to bind; not loopback needs --token.")
         ] = "127.0.0.1",
-        port: Annotated[int, typer.Option("--port", "-p", metavar="PORT", help="The TCP port.")] = 8765,
+        port: Port = 8765,
         token: Annotated[
             str | None,
             typer.Option("--token", metavar="SECRET", help="Required on every request (header or the printed URL)."),
         ] = None,
-        allow_host: Annotated[
-            list[str] | None,
-            typer.Option("--allow-host", metavar="NAME", help="Another Host name the Studio answers to (repeatable)."),
-        ] = None,
+        allow_host: AllowHost = None,
         open_browser: Annotated[bool, typer.Option("--open", metavar="", help="Open the page in a browser.")] = False,
         debug: Debug = False,
     ) -> None:

@@ -11,13 +11,15 @@ import asyncio
 import contextvars
 import hashlib
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from plait._codec import freeze
 from plait._sync import on_loop_thread
-from plait.errors import NoCheckpointerError, PlaitError
+from plait.errors import MessageChunkError, NoCheckpointerError, PlaitError, SyncCallOnLoopError
+from plait.state.messages import MessageBuilder, chunk_item, read_chunk
+from plait.state.reducers import message_id
 from plait.types import Interrupt
 
 if TYPE_CHECKING:
@@ -92,6 +94,10 @@ class TaskHost(Protocol):
 
     def emit_custom(self, node: str, step: int, payload: Any) -> None: ...
 
+    def message_sink(self, node: str, step: int, task_id: str, message_id: str) -> Callable[[Any], None] | None:
+        """Where a streamed message's chunk items go (None: nobody streams ``messages``)."""
+        ...
+
     async def confirm_lease(self) -> None: ...
 
     async def record_effect(self, task_id: str, name: str, value: Any) -> None: ...
@@ -121,6 +127,8 @@ class NodeContext:
     _interrupts_seen: int = field(default=0, repr=False)
     _subgraph_calls: int = field(default=0, repr=False)
     """Subgraphs this task called explicitly so far (each gets a namespace of its own)."""
+    _messages_streamed: int = field(default=0, repr=False)
+    """Messages this attempt of the task streamed so far (each gets an id of its own)."""
 
     @property
     def idempotency_key(self) -> str:
@@ -150,10 +158,7 @@ class NodeContext:
             return self.effects[name]
         if self.host.durable:
             if on_loop_thread(self.host.loop):
-                raise PlaitError(
-                    f"node {self.node!r} called ctx.once() on the event loop; in an async node use "
-                    "`await ctx.aonce(name, fn)` instead"
-                )
+                raise SyncCallOnLoopError(self.node, "once", "aonce")
             asyncio.run_coroutine_threadsafe(self.host.confirm_lease(), self.host.loop).result()
         value = freeze(fn(), f"once({name!r})", self.node)
         if self.host.durable:
@@ -177,6 +182,60 @@ class NodeContext:
             await self.host.record_effect(self.task_id, name, value)
         self.effects[name] = value
         return value
+
+    def stream_message(self, chunks: Iterable[Any], *, id: str | None = None) -> dict[str, Any]:
+        """Stream a model's answer, chunk by chunk, in a sync node; the finished message.
+
+        ``chunks`` are what a chat model's stream yields: text deltas (``str``), dicts in
+        LangChain's shape (``{"content": ..., "tool_call_chunks": [...]}``) or objects with a
+        ``.content`` attribute (LangChain's ``AIMessageChunk``, read by duck typing). Each
+        reaches ``stream(mode="messages")`` as it comes, as a ``(chunk, metadata)`` pair in
+        LangGraph's shape, and the message they add up to is returned in LangChain's shape
+        (``{"type": "ai", "id", "content", "tool_calls": [...], ...}``), ready to be written
+        to a messages channel: only that message is checkpointed, never the chunks. With
+        nobody streaming ``messages``, the chunks are only added up.
+
+        Args:
+            chunks: the model's stream.
+            id: the message's id. By default one derived from the task, the same when the
+                task runs again (a retry, a resume after an interrupt or a crash), so a
+                re-run answer replaces the first in the channel instead of adding a second.
+                The ids chunks carry (LangChain's ``run-...``) are ignored: they change with
+                every call.
+
+        Raises:
+            SyncCallOnLoopError: called on the event loop (an async node): use
+                :meth:`astream_message`.
+            MessageChunkError: a chunk that is none of the above.
+        """
+        if on_loop_thread(self.host.loop):
+            raise SyncCallOnLoopError(self.node, "stream_message", "astream_message")
+        stream = self._message_stream(id)
+        for chunk in chunks:
+            stream.add(chunk)
+        return stream.builder.message()
+
+    async def astream_message(
+        self, chunks: AsyncIterable[Any] | Iterable[Any], *, id: str | None = None
+    ) -> dict[str, Any]:
+        """:meth:`stream_message` for async nodes: ``chunks`` may be an async iterable (a
+        model's ``astream()``) or a plain one."""
+        stream = self._message_stream(id)
+        if isinstance(chunks, AsyncIterable):
+            async for chunk in chunks:
+                stream.add(chunk)
+        else:
+            for chunk in chunks:
+                stream.add(chunk)
+        return stream.builder.message()
+
+    def _message_stream(self, id: str | None) -> _MessageStream:
+        n = self._messages_streamed
+        self._messages_streamed += 1
+        mid = id if id is not None else message_id(f"{self.task_id}|stream", n)
+        return _MessageStream(
+            MessageBuilder(mid), self.host.message_sink(self.node, self.step, self.task_id, mid), self.node
+        )
 
     async def subgraph(self, graph: Any, input: Any) -> dict[str, Any]:
         """Run ``graph`` (a compiled graph without a checkpointer of its own, or a builder)
@@ -204,13 +263,37 @@ class NodeContext:
         )
 
 
+class _MessageStream:
+    """One message being streamed: its chunks added up, and sent on when someone listens."""
+
+    __slots__ = ("builder", "count", "node", "sink")
+
+    def __init__(self, builder: MessageBuilder, sink: Callable[[Any], None] | None, node: str) -> None:
+        self.builder = builder
+        self.sink = sink
+        self.node = node
+        self.count = 0
+
+    def add(self, chunk: Any) -> None:
+        try:
+            read = read_chunk(chunk, self.count)
+        except MessageChunkError as exc:
+            raise MessageChunkError(exc.index, exc.reason, self.node) from None
+        self.count += 1
+        self.builder.add(read)
+        if self.sink is not None:
+            self.sink(chunk_item(self.builder.id, read))
+
+
 current_node: contextvars.ContextVar[NodeContext | None] = contextvars.ContextVar("plait_node_context", default=None)
 
 
 def restart(ctx: NodeContext) -> None:
     """Before a task's next attempt (a retry): its ``interrupt()`` calls count from the first
-    again, so that each is matched to the same resume value as before."""
+    again, so that each is matched to the same resume value as before, and its streamed
+    messages too, so that each gets the same id as before."""
     ctx._interrupts_seen = 0
+    ctx._messages_streamed = 0
 
 
 def next_subgraph_call(ctx: NodeContext) -> int:

@@ -7,7 +7,7 @@ caller asked for nothing (``sink`` is None) or not for that mode.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from plait._sync import on_loop_thread
@@ -16,9 +16,10 @@ from plait.engine.events import CheckpointSaved, CustomEvent, Interrupted, NodeF
 from plait.engine.merge import Results
 from plait.engine.options import RunHooks
 from plait.engine.tasks import TaskOutcome
+from plait.state.messages import as_langchain, kind_of
 from plait.state.run_state import StateUpdated
 
-__all__ = ["INTERRUPT_KEY", "Emitter", "NestedSink", "Sink", "queue_sink", "with_hooks"]
+__all__ = ["INTERRUPT_KEY", "Emitter", "MessageSource", "NestedSink", "Sink", "queue_sink", "with_hooks"]
 
 INTERRUPT_KEY = "__interrupt__"
 """Key under which ``invoke`` returns, and streams yield, the pending interrupts of a pause."""
@@ -27,12 +28,57 @@ Sink = Callable[[str, Any], None]
 """Receives ``(mode, item)`` for the stream modes a caller asked for."""
 
 
+class MessageSource:
+    """Where a run's ``messages`` items come from, for their metadata (LangGraph's keys, and
+    plait's own), and which channels hold messages a node may write whole."""
+
+    __slots__ = ("base", "keys", "namespace", "path")
+
+    def __init__(
+        self,
+        *,
+        thread_id: str | None,
+        namespace: str,
+        path: tuple[str, ...],
+        metadata: Mapping[str, Any] | None,
+        keys: frozenset[str],
+    ) -> None:
+        self.base = {**(metadata or {}), "thread_id": thread_id}
+        """The run's metadata (``invoke(metadata=...)``, as LangGraph puts its config's), then
+        the thread."""
+        self.namespace = namespace
+        self.path = path
+        """The ``node:task_id`` segments from the top-level run to this one (``()`` there)."""
+        self.keys = keys
+        """The channels merged by AppendMessages."""
+
+    def metadata(self, node: str, step: int, task_id: str) -> dict[str, Any]:
+        """The metadata of a task's ``messages`` items. ``langgraph_checkpoint_ns`` is the
+        task's own namespace as LangGraph spells it: the segments of the graphs above it and
+        its own ``node:task_id``, joined by ``|`` (``"agent:<task id>"`` in a top-level graph)."""
+        return {
+            **self.base,
+            "langgraph_node": node,
+            "langgraph_step": step,
+            "langgraph_checkpoint_ns": "|".join((*self.path, f"{node}:{task_id}")),
+            "plait_task_id": task_id,
+            "plait_namespace": self.namespace,
+        }
+
+
 class Emitter:
-    """The stream of one run: ``values``, ``updates``, ``events`` and ``custom`` items."""
+    """The stream of one run: ``values``, ``updates``, ``events``, ``custom`` and
+    ``messages`` items."""
 
-    __slots__ = ("active", "events", "loop", "modes", "sink")
+    __slots__ = ("active", "events", "loop", "messages", "modes", "seen", "sink", "source")
 
-    def __init__(self, sink: Sink | None, modes: frozenset[str], loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        sink: Sink | None,
+        modes: frozenset[str],
+        loop: asyncio.AbstractEventLoop,
+        source: MessageSource | None = None,
+    ) -> None:
         self.sink = sink
         self.modes = modes
         self.loop = loop
@@ -40,6 +86,19 @@ class Emitter:
         """Whether event records are wanted (tested on the hot path before building one)."""
         self.active = sink is not None
         """Whether anything is streamed at all."""
+        self.messages = sink is not None and "messages" in modes and source is not None
+        """Whether ``messages`` items are wanted: when not, a streamed message is only added up."""
+        self.source = source
+        self.seen: set[str] = set()
+        """The ids of the messages sent so far, streamed or whole, by this run or its
+        subgraphs' (shared with them, see :meth:`share`): a message is sent whole only if
+        it was not sent yet, as LangGraph does."""
+
+    def share(self, parent: Emitter) -> None:
+        """Be a subgraph's stream of the run ``parent`` streams: a message sent by either is
+        not sent whole again by the other (a subgraph's answer, streamed inside it, is the
+        parent task's write too)."""
+        self.seen = parent.seen
 
     def event(self, event: Any) -> None:
         if self.events:
@@ -65,6 +124,42 @@ class Emitter:
         if self.events:
             self.sink("events", CustomEvent(node=node, step=step, payload=payload))
 
+    def message_sink(self, node: str, step: int, task_id: str, message_id: str) -> Callable[[Any], None] | None:
+        """Where the chunks of message ``message_id``, streamed by a task, go as ``(chunk,
+        metadata)`` items (None: nobody asked for ``messages``). Callable from the task's
+        worker thread: the item then hops to the loop, which owns the sink, in order."""
+        if not self.messages:
+            return None
+        assert self.sink is not None and self.source is not None
+        self.seen.add(message_id)
+        meta = self.source.metadata(node, step, task_id)
+        sink, loop = self.sink, self.loop
+
+        def put(chunk: Any) -> None:
+            if on_loop_thread(loop):
+                sink("messages", (chunk, meta))
+            else:
+                loop.call_soon_threadsafe(sink, "messages", (chunk, meta))
+
+        return put
+
+    def _written_messages(self, task: Task, out: TaskOutcome, step: int) -> None:
+        """The messages a task wrote to a messages channel and did not stream, each whole as
+        one ``messages`` item in LangChain's shape (as LangGraph streams the messages a node
+        returns): a tool's answer reaches a chat as it is written."""
+        assert self.sink is not None and self.source is not None
+        seen = self.seen
+        meta: dict[str, Any] | None = None
+        for key, value in out.writes:
+            if key not in self.source.keys:
+                continue
+            for msg in value if isinstance(value, list | tuple) else (value,):
+                if isinstance(msg, Mapping) and msg.get("id") not in seen and kind_of(msg) is not None:
+                    seen.add(msg["id"])
+                    if meta is None:
+                        meta = self.source.metadata(task.node, step, task.id)
+                    self.sink("messages", (as_langchain(msg), meta))
+
     def interrupted(self, interrupts: tuple[Any, ...], step: int) -> None:
         """The run paused: ``values`` and ``updates`` streams get ``{"__interrupt__":
         (Interrupt, ...)}`` (empty at a breakpoint), so a UI can prompt without ``get_state``;
@@ -89,6 +184,8 @@ class Emitter:
     def task_done(self, task: Task, out: TaskOutcome, step: int) -> None:
         if self.sink is None:
             return
+        if self.messages:
+            self._written_messages(task, out, step)
         if "updates" in self.modes:
             self.sink("updates", {task.node: update_item(out.writes)})
         if self.events:

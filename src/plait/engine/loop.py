@@ -14,7 +14,7 @@ import contextlib
 import os
 import socket
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -22,7 +22,7 @@ from plait.checkpoint.model import Checkpoint, Fence, PendingWrite, RestStatus, 
 from plait.engine.commit import Committer
 from plait.engine.context import NodeContext, SubgraphScope
 from plait.engine.durability import Durable, durability_for
-from plait.engine.emitter import Emitter, NestedSink, Sink, with_hooks
+from plait.engine.emitter import Emitter, MessageSource, NestedSink, Sink, with_hooks
 from plait.engine.events import NodeStarted, RunFinished
 from plait.engine.lease import ThreadLease, renews_off_loop
 from plait.engine.merge import (
@@ -71,6 +71,7 @@ class Driver(Starting):
         *,
         sink: Sink | None = None,
         modes: frozenset[str] = frozenset(),
+        path: tuple[str, ...] = (),
     ) -> None:
         self.spec = spec
         self.graph_fp = graph_fp
@@ -93,7 +94,18 @@ class Driver(Starting):
         """The caller's own stream (a subgraph's items go to its child, never to the hooks)."""
         if self.hooks is not None and self.hooks.modes:
             sink, modes = with_hooks(sink, modes, self.hooks)
-        self.emit = Emitter(sink, modes, self.loop)
+        self.path = path
+        """The ``node:task_id`` segments from the top-level run to this one (``()`` there)."""
+        source = None
+        if sink is not None and "messages" in modes:
+            source = MessageSource(
+                thread_id=self.thread_id,
+                namespace=self.namespace,
+                path=path,
+                metadata=options.metadata,
+                keys=frozenset(c.key for c in spec.schema if c.reducer.assigns_ids),
+            )
+        self.emit = Emitter(sink, modes, self.loop, source)
         self.committer = (
             Committer(checkpointer, self.emit.committed if self.emit.events else None)
             if checkpointer is not None
@@ -122,6 +134,9 @@ class Driver(Starting):
     def emit_custom(self, node: str, step: int, payload: Any) -> None:
         self.emit.custom(node, step, payload)
 
+    def message_sink(self, node: str, step: int, task_id: str, message_id: str) -> Callable[[Any], None] | None:
+        return self.emit.message_sink(node, step, task_id, message_id)
+
     async def confirm_lease(self) -> None:
         """Check with the store that the run's lease is still the thread's current one, right
         before a side effect runs (see :meth:`ThreadLease.confirm`).
@@ -147,7 +162,7 @@ class Driver(Starting):
         lease of its own (it borrows this one) and no hooks (they steer the top-level run)."""
         ns = f"{self.namespace}|{segment}" if self.namespace else segment
         sink = self.caller_sink.child(segment) if isinstance(self.caller_sink, NestedSink) else None
-        return Driver(
+        child = Driver(
             sub.spec,
             sub.graph_fp,
             replace(
@@ -160,7 +175,13 @@ class Driver(Starting):
             replace(self.options, checkpoint_id=None, wait=None, owner=self.owner),
             sink=sink,
             modes=self.caller_modes if sink is not None else frozenset(),
+            path=(*self.path, segment),
         )
+        if self.hooks is None or "messages" not in self.hooks.modes:
+            # the hooks get no subgraph's items: a message the child streams must still
+            # reach them whole, as the parent task's write
+            child.emit.share(self.emit)
+        return child
 
     async def subgraph_scope(self) -> SubgraphScope | None:
         """Where a subgraph of this run stores its steps (None: not durable). This run's

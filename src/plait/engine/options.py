@@ -77,7 +77,9 @@ class RunHooks:
 
     modes: frozenset[str] = frozenset()
     """The stream modes :meth:`on_item` is given (``"values"``, ``"updates"``, ``"events"``,
-    ``"custom"``); none by default, so that the run builds no stream item for nobody."""
+    ``"custom"``, ``"messages"``: ``on_item("messages", (chunk, metadata))`` for each chunk a
+    node streams, as ``stream(mode="messages")`` yields it); none by default, so that the run
+    builds no stream item for nobody."""
 
     async def on_start(self, head: Checkpoint | None, input: Any) -> Any:
         """Called once the run holds its thread (its lease taken) and has read the checkpoint

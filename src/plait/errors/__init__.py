@@ -15,6 +15,7 @@ The tree::
     │   ├── NotSerializableError     (also TypeError) a value that is not JSON data
     │   ├── InvalidUpdateError       a value the channel's reducer cannot take
     │   │   └── MessageNotFoundError a removal marker names a message that is not there
+    │   ├── MessageChunkError        (also TypeError) a chunk ctx.stream_message cannot read
     │   ├── ReducerError             a reducer raised; the cause is chained
     │   ├── ConcurrentWriteError     two tasks wrote one last-write-wins channel in one step
     │   └── ReadOnlyStateError       (also TypeError) an attempt to mutate a stored value
@@ -29,7 +30,8 @@ The tree::
     │   │   └── NodeTimeoutError     (also TimeoutError) a node ran past its timeout
     │   ├── RecursionLimitError      a run took more super-steps than allowed
     │   ├── InvalidResumeError       a Command(resume=...) that matches no pending interrupt
-    │   └── NoCheckpointerError      a feature that needs a checkpointer was used without one
+    │   ├── NoCheckpointerError      a feature that needs a checkpointer was used without one
+    │   └── SyncCallOnLoopError      ctx.once / ctx.stream_message called in an async node
     ├── CommandLineError             the plait command was used wrongly (it exits with code 2)
     │   ├── ArgumentError            an argument or option value that cannot be used
     │   ├── TargetLoadError          MODULE:GRAPH names nothing that loads as a graph
@@ -140,6 +142,9 @@ from plait.errors._graph import (
 from plait.errors._graph import (
     RunError as RunError,
 )
+from plait.errors._graph import (
+    SyncCallOnLoopError as SyncCallOnLoopError,
+)
 from plait.errors._serve import (
     AssistantNotFoundError as AssistantNotFoundError,
 )
@@ -160,6 +165,9 @@ from plait.errors._state import (
 )
 from plait.errors._state import (
     InvalidUpdateError as InvalidUpdateError,
+)
+from plait.errors._state import (
+    MessageChunkError as MessageChunkError,
 )
 from plait.errors._state import (
     MessageNotFoundError as MessageNotFoundError,
@@ -254,6 +262,7 @@ __all__ = [
     "InvalidResumeError",
     "InvalidUpdateError",
     "LeaseLostError",
+    "MessageChunkError",
     "MessageNotFoundError",
     "MissingNodeError",
     "MissingValueError",
@@ -283,6 +292,7 @@ __all__ = [
     "StoreAddressError",
     "StoreNotFoundError",
     "StoreVersionError",
+    "SyncCallOnLoopError",
     "TargetLoadError",
     "ThreadBusyError",
     "ThreadExistsError",

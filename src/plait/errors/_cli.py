@@ -106,8 +106,14 @@ class UnknownGraphError(RunsError):
         listed = ", ".join(repr(k) for k in self.known) or "(none)"
         super().__init__(
             f"worker {worker} has no graph {graph!r} (it runs {listed}): start the workers of this queue "
-            f"with --graph {graph}, or submit the run under a name they were given."
+            f"with {_graph_option(graph)}, or submit the run under a name they were given."
         )
+
+
+def _graph_option(graph: str) -> str:
+    """The ``plait worker`` option that gives a worker ``graph``: a target is its own name, a
+    plain name needs its target."""
+    return f"--graph {graph}" if ":" in graph else f"--graph {graph}=MODULE:GRAPH"
 
 
 class RunWaitTimeoutError(RunsError, TimeoutError):

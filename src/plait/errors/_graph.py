@@ -19,6 +19,7 @@ __all__ = [
     "NodeTimeoutError",
     "RecursionLimitError",
     "RunError",
+    "SyncCallOnLoopError",
 ]
 
 
@@ -151,4 +152,19 @@ class NoCheckpointerError(RunError):
             f"{feature} needs a checkpointer: compile the graph with "
             "checkpointer=MemoryCheckpointer() or checkpointer='plait.db' (SQLite), and pass a "
             "thread_id when you invoke it."
+        )
+
+
+class SyncCallOnLoopError(RunError):
+    """A node called the sync form of a node API (``ctx.once``, ``ctx.stream_message``) on
+    the run's event loop: an async node, where a blocking call would hold up every other task
+    of the run. Its async form does the same without blocking."""
+
+    def __init__(self, node: str, call: str, async_call: str) -> None:
+        self.node = node
+        self.call = call
+        self.async_call = async_call
+        super().__init__(
+            f"node {node!r} called ctx.{call}() on the event loop, where it would block every other "
+            f"task of the run; in an async node use `await ctx.{async_call}(...)` instead"
         )

@@ -9,6 +9,7 @@ from plait.errors._base import PlaitError, at_node
 __all__ = [
     "ConcurrentWriteError",
     "InvalidUpdateError",
+    "MessageChunkError",
     "MessageNotFoundError",
     "MissingValueError",
     "NotSerializableError",
@@ -165,4 +166,21 @@ class ReadOnlyStateError(StateError, TypeError):
             f"cannot {operation} a {type_name} read from plait state: stored values are "
             "read-only so that no caller can change a checkpoint behind plait's back. Copy it "
             "(plait.thaw(value), list(value), dict(value)) and write the copy back instead."
+        )
+
+
+class MessageChunkError(StateError, TypeError):
+    """``ctx.stream_message`` was given a chunk it cannot read as part of a message.
+
+    Also a ``TypeError``: the chunk is of a kind no message is made of.
+    """
+
+    def __init__(self, index: int, reason: str, node: str | None = None) -> None:
+        self.index = index
+        self.reason = reason
+        self.node = node
+        super().__init__(
+            f"chunk {index} of a streamed message{at_node(node)} {reason}: a chunk is a str (a text "
+            "delta), a dict in LangChain's shape ({'content': ..., 'tool_call_chunks': [...]}) or an "
+            "object with a .content attribute (a LangChain AIMessageChunk)"
         )

@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from plait._sync import iterate_sync, run_sync
 from plait.engine.context import current_node
@@ -28,8 +28,10 @@ from plait.types import Command, Durability
 __all__ = ["Running", "StreamMode"]
 
 
-StreamMode = Literal["values", "updates", "events", "custom"]
+StreamMode = Literal["values", "updates", "events", "custom", "messages"]
 """What ``stream(mode=...)`` yields (see :meth:`CompiledGraph.astream`)."""
+
+_MODES = frozenset(get_args(StreamMode))
 
 
 class Running(BoundGraph):
@@ -141,6 +143,7 @@ class Running(BoundGraph):
         input: Any,
         *,
         mode: StreamMode | Sequence[StreamMode] = "values",
+        stream_mode: StreamMode | Sequence[StreamMode] | None = None,
         thread_id: str | None = None,
         checkpoint_id: str | None = None,
         recursion_limit: int = 10_000,
@@ -157,8 +160,11 @@ class Running(BoundGraph):
         Modes: ``"values"`` (the state after the input and after each super-step),
         ``"updates"`` (``{node: writes}`` as each task finishes), ``"events"`` (event
         records: node started / finished / failed, state updated, checkpoint saved,
-        interrupted, run finished), ``"custom"`` (what nodes pass to ``ctx.emit``). With a
-        list of modes, items come as ``(mode, item)`` pairs. When the run pauses, ``"values"``
+        interrupted, run finished), ``"custom"`` (what nodes pass to ``ctx.emit``),
+        ``"messages"`` (``(chunk, metadata)`` pairs as LangGraph's: each chunk a node streams
+        with ``ctx.stream_message``, and each message a node writes to a messages channel
+        without streaming it, whole; see docs/howto.md). With a list of modes, items come as
+        ``(mode, item)`` pairs. ``stream_mode=`` is LangGraph's spelling of ``mode=``. When the run pauses, ``"values"``
         and ``"updates"`` yield ``{"__interrupt__": (Interrupt, ...)}`` last (an empty tuple
         at a breakpoint).
 
@@ -172,10 +178,16 @@ class Running(BoundGraph):
         for this graph and a tuple of ``"node:task_id"`` segments for a subgraph, as in
         LangGraph.
         """
+        if stream_mode is not None:
+            if mode != "values":
+                raise TypeError("pass the stream mode once: mode= or stream_mode= (LangGraph's spelling), not both")
+            mode = stream_mode
         modes = (mode,) if isinstance(mode, str) else tuple(mode)
         for m in modes:
-            if m not in ("values", "updates", "events", "custom"):
-                raise ValueError(f"unknown stream mode {m!r}: use 'values', 'updates', 'events' or 'custom'")
+            if m not in _MODES:
+                raise ValueError(
+                    f"unknown stream mode {m!r}: use 'values', 'updates', 'events', 'custom' or 'messages'"
+                )
         queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
         single = isinstance(mode, str)
 
@@ -205,6 +217,7 @@ class Running(BoundGraph):
         input: Any,
         *,
         mode: StreamMode | Sequence[StreamMode] = "values",
+        stream_mode: StreamMode | Sequence[StreamMode] | None = None,
         thread_id: str | None = None,
         checkpoint_id: str | None = None,
         recursion_limit: int = 10_000,
@@ -221,6 +234,7 @@ class Running(BoundGraph):
             self.astream(
                 input,
                 mode=mode,
+                stream_mode=stream_mode,
                 thread_id=thread_id,
                 checkpoint_id=checkpoint_id,
                 recursion_limit=recursion_limit,

@@ -170,7 +170,21 @@ def run_tables(schema: str) -> Component:
     )
 
 
-_MIGRATIONS = {1: RUN_TABLES_V1}
+RUN_TABLES_V2 = (
+    "ALTER TABLE {P}run ADD COLUMN IF NOT EXISTS options bytea",
+    """CREATE TABLE IF NOT EXISTS {P}serve_thread (
+        thread_id text PRIMARY KEY,
+        metadata bytea NOT NULL,
+        created_at double precision NOT NULL,
+        updated_at double precision NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS plait_serve_thread_updated ON {P}serve_thread (updated_at, thread_id)",
+)
+"""Version 2: a run's ``options`` (what ``plait serve`` asks of a run beyond its input: a
+``Command``'s update and goto, the checkpoint to start from, breakpoints, durability, and the
+stream as the LangGraph API's events), and the API server's threads (their metadata)."""
+
+_MIGRATIONS = {1: RUN_TABLES_V1, 2: RUN_TABLES_V2}
 
 RUNS_VERSION = max(_MIGRATIONS)
 """The version of plait's run tables that this code reads and writes."""

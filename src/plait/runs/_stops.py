@@ -15,9 +15,7 @@ from typing import Any
 from procrastinate import exceptions
 from procrastinate.retry import BaseRetryStrategy, RetryDecision
 
-from plait._frozen import thaw
 from plait.checkpoint.model import Checkpoint
-from plait.engine.events import event_json
 from plait.engine.options import RunHooks, RunResult
 from plait.runs._events import Events
 
@@ -30,7 +28,8 @@ class Handle:
 
     run_id: str
     stop: str | None = None
-    """Why it must stop at the next boundary: ``interrupt``, ``rollback`` or ``shutdown``."""
+    """Why it must stop at the next boundary: ``interrupt``, ``rollback`` (for a newer run),
+    ``discard`` (a cancel with rollback) or ``shutdown``."""
     now: asyncio.Event = field(default_factory=asyncio.Event)
     """Set to stop at once; :attr:`stop_now` says why (``cancel``, ``shutdown``)."""
     stop_now: str | None = None
@@ -79,7 +78,7 @@ class Steering(RunHooks):
         return input if found == self.start else None
 
     def on_item(self, mode: str, item: Any) -> None:
-        self.events.add(mode, event_json(item) if mode == "events" else thaw(item))
+        self.events.item(mode, item)
 
     async def at_step(self, checkpoint: Checkpoint) -> bool:
         await self.events.flush()

@@ -48,7 +48,7 @@ run's end)."""
 RUN_COLUMNS = (
     "run_id, graph, ns, thread_id, status, multitask, input, resume, has_resume, context, metadata, priority, "
     "queue, timeout, job_id, attempts, worker, output, error, start_checkpoint, started, stop, rollback_of, "
-    "schedule_id, tick, created_at, started_at, finished_at, updated_at, seq, stream"
+    "schedule_id, tick, created_at, started_at, finished_at, updated_at, seq, stream, options"
 )
 
 
@@ -88,6 +88,7 @@ def row_run(row: Sequence[Any]) -> Run:
         started_at=row[26],
         finished_at=row[27],
         updated_at=row[28],
+        options=decode(row[31]),
     )
 
 
@@ -128,7 +129,7 @@ async def claim(
     if row is None:
         return None
     run, extra = _with_extra(row)
-    extra["events"] = row[31]
+    extra["events"] = row[32]
     return run, extra
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +29,17 @@ from plait.runs.records import MULTITASK, Multitask
 if TYPE_CHECKING:
     from procrastinate.manager import JobManager
 
-__all__ = ["ADVANCE_TASK", "DEFAULT_QUEUE", "Submission", "check_multitask", "stream_modes", "submit", "thread_lock"]
+__all__ = [
+    "ADVANCE_TASK",
+    "DEFAULT_QUEUE",
+    "Submission",
+    "check_multitask",
+    "run_options",
+    "stream_modes",
+    "submit",
+    "thread_lock",
+    "wire_modes",
+]
 
 ADVANCE_TASK = "plait.advance_run"
 """The Procrastinate task name of a run's job."""
@@ -58,6 +68,39 @@ def stream_modes(stream_mode: str | Sequence[str] | None) -> list[str]:
     return modes
 
 
+def wire_modes(wire: Mapping[str, Any]) -> list[str]:
+    """plait's stream modes a run stored as the LangGraph API's events needs (its ``wire``
+    names the API's modes), refused when one is unknown."""
+    from plait.stream_wire import library_modes
+
+    modes = wire.get("modes")
+    if not isinstance(modes, list | tuple) or not all(isinstance(m, str) for m in modes):
+        raise ValueError("wire['modes'] must be a list of the LangGraph API's stream modes")
+    return list(library_modes(list(modes) or ["values"]))
+
+
+def run_options(**given: Any) -> dict[str, Any] | None:
+    """A run's :attr:`~plait.runs.records.Run.options` from ``submit``'s keywords, checked (None:
+    none given)."""
+    options = {k: v for k, v in given.items() if v is not None}
+    durability = options.get("durability")
+    if durability is not None and durability not in ("sync", "async", "exit"):
+        raise ValueError(f"durability must be 'sync', 'async' or 'exit', got {durability!r}")
+    limit = options.get("recursion_limit")
+    if limit is not None and (not isinstance(limit, int) or limit < 1):
+        raise ValueError("recursion_limit must be a whole number of at least 1")
+    for key in ("interrupt_before", "interrupt_after"):
+        if key in options:
+            names = options[key]
+            if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+                raise ValueError(f"{key} must be a list of node names")
+            options[key] = list(names)
+    if "wire" in options:
+        options["wire"] = {"modes": list(options["wire"].get("modes") or ["values"]),
+                           "subgraphs": bool(options["wire"].get("subgraphs"))}  # fmt: skip
+    return options or None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Submission:
     """One run to store and queue, its arguments checked (see :meth:`Runs.asubmit`)."""
@@ -78,6 +121,8 @@ class Submission:
     modes: Sequence[str] = ()
     schedule: tuple[str, int] | None = None
     """The schedule and the cron tick that submit it: a tick submitted already is skipped."""
+    options: Mapping[str, Any] | None = None
+    """See :attr:`plait.runs.records.Run.options`."""
 
 
 async def submit(conn: Any, jobs: JobManager, s: Submission) -> str:
@@ -107,7 +152,7 @@ async def submit(conn: Any, jobs: JobManager, s: Submission) -> str:
         await cur.execute(
             "INSERT INTO plait_run (run_id, graph, ns, thread_id, status, multitask, input, resume, has_resume, "
             "context, metadata, priority, queue, timeout, rollback_of, schedule_id, tick, created_at, updated_at, "
-            "stream) VALUES (%s, %s, %s, %s, 'pending', " + ", ".join(["%s"] * 15) + ") "
+            "stream, options) VALUES (%s, %s, %s, %s, 'pending', " + ", ".join(["%s"] * 16) + ") "
             "ON CONFLICT (schedule_id, tick) DO NOTHING RETURNING run_id",
             (
                 s.run_id, s.graph, s.namespace, s.thread_id, s.multitask, _store.encode(s.input),
@@ -115,7 +160,7 @@ async def submit(conn: Any, jobs: JobManager, s: Submission) -> str:
                 _store.encode(s.metadata), s.priority, s.queue, s.timeout,
                 rollback_of if s.multitask == "rollback" else None,
                 s.schedule[0] if s.schedule else None, s.schedule[1] if s.schedule else None, now, now,
-                list(s.modes) or None,
+                list(s.modes) or None, _store.encode(dict(s.options) if s.options else None),
             ),
         )  # fmt: skip
         if await cur.fetchone() is None:  # a schedule's tick submitted already

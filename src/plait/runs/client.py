@@ -16,7 +16,7 @@ import builtins
 import datetime
 import time
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from plait.errors import RunNotFoundError, RunWaitTimeoutError, ScheduleNotFoundError
@@ -28,9 +28,11 @@ from plait.runs._submit import (
     DEFAULT_QUEUE,
     Submission,
     check_multitask,
+    run_options,
     stream_modes,
     submit,
     thread_lock,
+    wire_modes,
 )
 from plait.runs.records import FINAL, RUN_STATUSES, Multitask, Run, RunStatus, Schedule
 from plait.runs.schedules import check_cron
@@ -144,6 +146,14 @@ class Runs:
         queue: str = DEFAULT_QUEUE,
         stream_mode: str | Sequence[str] | None = None,
         run_id: str | None = None,
+        update: Any = None,
+        goto: Any = None,
+        checkpoint_id: str | None = None,
+        interrupt_before: Sequence[str] | None = None,
+        interrupt_after: Sequence[str] | None = None,
+        durability: str | None = None,
+        recursion_limit: int | None = None,
+        wire: Mapping[str, Any] | None = None,
     ) -> str:
         """Store a run of ``graph`` on ``thread_id`` and queue it for the workers.
 
@@ -164,6 +174,16 @@ class Runs:
                 ``"updates"``, ``"events"``, ``"custom"``, or several); None stores only the
                 run's status changes.
             run_id: the run's id (None: a new UUID). Submitting an id again is refused.
+            update, goto: a ``Command``'s update and goto, applied before the run continues
+                (with ``resume``, or instead of an input).
+            checkpoint_id: start from this checkpoint of the thread (a new branch), as
+                ``invoke(checkpoint_id=...)`` does.
+            interrupt_before, interrupt_after: breakpoints for this run (node names), in place
+                of the graph's own.
+            durability: ``"sync"``, ``"async"`` or ``"exit"`` (see ``invoke``).
+            recursion_limit: the most super-steps the run may take.
+            wire: store the stream as the LangGraph API's events (``{"modes": [...],
+                "subgraphs": bool}``, the API's stream modes): what ``plait serve`` asks.
 
         Returns:
             The run id.
@@ -173,7 +193,11 @@ class Runs:
             ValueError: an unknown multitask strategy or stream mode, or a naive ``after``.
         """
         check_multitask(multitask)
-        modes = stream_modes(stream_mode)
+        options = run_options(
+            update=update, goto=goto, checkpoint_id=checkpoint_id, interrupt_before=interrupt_before,
+            interrupt_after=interrupt_after, durability=durability, recursion_limit=recursion_limit, wire=wire,
+        )  # fmt: skip
+        modes = stream_modes(stream_mode) if wire is None else wire_modes(wire)
         if after is not None and after.utcoffset() is None:
             raise ValueError("after must be timezone-aware (for example datetime.now(UTC) + timedelta(minutes=5))")
         await self.aopen()
@@ -181,7 +205,7 @@ class Runs:
         run = Submission(
             run_id=run_id, graph=graph, input=input, thread_id=thread_id or run_id, namespace=namespace,
             multitask=multitask, priority=priority, after=after, context=context, metadata=metadata, resume=resume,
-            timeout=timeout, queue=queue, modes=modes,
+            timeout=timeout, queue=queue, modes=modes, options=options,
         )  # fmt: skip
         async with self.db.pool.connection() as conn, conn.transaction():
             return await submit(conn, self._jobs, run)
@@ -203,13 +227,23 @@ class Runs:
         queue: str = DEFAULT_QUEUE,
         stream_mode: str | Sequence[str] | None = None,
         run_id: str | None = None,
+        update: Any = None,
+        goto: Any = None,
+        checkpoint_id: str | None = None,
+        interrupt_before: Sequence[str] | None = None,
+        interrupt_after: Sequence[str] | None = None,
+        durability: str | None = None,
+        recursion_limit: int | None = None,
+        wire: Mapping[str, Any] | None = None,
     ) -> str:
         """Sync :meth:`asubmit`."""
         return self._sync(
             self.asubmit(
                 graph, input, thread_id=thread_id, namespace=namespace, multitask=multitask, priority=priority,
                 after=after, context=context, metadata=metadata, resume=resume, timeout=timeout, queue=queue,
-                stream_mode=stream_mode, run_id=run_id,
+                stream_mode=stream_mode, run_id=run_id, update=update, goto=goto, checkpoint_id=checkpoint_id,
+                interrupt_before=interrupt_before, interrupt_after=interrupt_after, durability=durability,
+                recursion_limit=recursion_limit, wire=wire,
             )
         )  # fmt: skip
 
@@ -269,13 +303,20 @@ class Runs:
 
     # -- cancelling ----------------------------------------------------------------------------
 
-    async def acancel(self, run_id: str) -> bool:
-        """Cancel a run: a pending one never starts, a running one stops at once (its committed
-        checkpoints stay; the thread is resumable). False when it had ended already.
+    async def acancel(self, run_id: str, *, action: str = "cancel") -> bool:
+        """Cancel a run: a pending one never starts; a running one stops at once with
+        ``action="cancel"`` (its committed checkpoints stay; the thread is resumable), at its
+        next super-step boundary with ``"interrupt"`` (it ends ``interrupted``), or there with
+        ``"rollback"``, which then drops the checkpoints it wrote and the run itself (as
+        LangGraph's cancel with ``rollback`` does). False when it had ended already.
 
         Raises:
             RunNotFoundError: no such run is stored.
+            ValueError: an unknown action.
         """
+        if action not in ("cancel", "interrupt", "rollback"):
+            raise ValueError(f"action={action!r}: use 'cancel', 'interrupt' or 'rollback'")
+        stop = {"cancel": "cancel", "interrupt": "interrupt", "rollback": "discard"}[action]
         await self.aopen()
         async with self.db.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             await cur.execute("SELECT status, job_id FROM plait_run WHERE run_id = %s FOR UPDATE", (run_id,))
@@ -288,17 +329,21 @@ class Runs:
             if status == "pending":
                 if job_id is not None:
                     await self._jobs.cancel_job_by_id_async(job_id, connection=conn)
-                if await _store.finish(cur, run_id, "cancelled", error={"type": "Cancelled", "message": "cancelled"}):
+                if stop == "discard":
+                    await cur.execute("DELETE FROM plait_run WHERE run_id = %s AND status = 'pending'", (run_id,))
                     await _store.notify(cur, "end", run_id)
-            await cur.execute(
-                "UPDATE plait_run SET stop = 'cancel' WHERE run_id = %s AND status = 'running'", (run_id,)
-            )
+                else:
+                    ended = "cancelled" if stop == "cancel" else "interrupted"
+                    reason = {"type": "Cancelled", "message": f"cancelled before it started ({action})"}
+                    if await _store.finish(cur, run_id, ended, error=reason):
+                        await _store.notify(cur, "end", run_id)
+            await cur.execute("UPDATE plait_run SET stop = %s WHERE run_id = %s AND status = 'running'", (stop, run_id))
             await _store.notify(cur, "stop", run_id)
             return True
 
-    def cancel(self, run_id: str) -> bool:
+    def cancel(self, run_id: str, *, action: str = "cancel") -> bool:
         """Sync :meth:`acancel`."""
-        return self._sync(self.acancel(run_id))
+        return self._sync(self.acancel(run_id, action=action))
 
     # -- following -----------------------------------------------------------------------------
 

@@ -90,6 +90,11 @@ class Run:
     started_at: float | None = None
     finished_at: float | None = None
     updated_at: float = 0.0
+    options: Any = None
+    """What the run was asked beyond its input (JSON data; None: nothing): ``update`` and
+    ``goto`` of a ``Command``, ``checkpoint_id`` to start from, ``interrupt_before`` /
+    ``interrupt_after``, ``durability``, ``recursion_limit``, and ``wire`` (the stream stored
+    as the LangGraph API's events, for ``plait serve``)."""
 
     @property
     def done(self) -> bool:

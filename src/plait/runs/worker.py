@@ -45,7 +45,7 @@ from plait.errors import (
     UnknownGraphError,
 )
 from plait.runs import _store
-from plait.runs._events import Events
+from plait.runs._events import Events, WireEvents
 from plait.runs._limits import Limits
 from plait.runs._notify import Notifier
 from plait.runs._stops import Handle, Requeue, RequeueStrategy, Steering, database_failure
@@ -324,6 +324,10 @@ class Worker:
             if extra["stop"] == "cancel":
                 await self._finish(cur, run_id, "cancelled", error={"type": "Cancelled", "message": "cancelled"})
                 return
+            if extra["stop"] == "discard":  # cancelled with rollback before it wrote anything
+                await cur.execute("DELETE FROM plait_run WHERE run_id = %s", (run_id,))
+                self._notifier.send("end", run_id)
+                return
             if extra["stop"] in ("interrupt", "rollback"):
                 why = {"type": "Interrupted", "message": f"stopped by a newer run ({extra['stop']})"}
                 await self._finish(cur, run_id, "interrupted", error=why)
@@ -419,7 +423,7 @@ class Worker:
         run = dataclasses.replace(run, attempts=attempts, start_checkpoint=start)
         await self._execute(run, {**extra, "started": started}, graph, handle, owner, started_at)
 
-    async def _execute(  # noqa: PLR0915 - one attempt of a run, in the order its steps happen
+    async def _execute(
         self,
         run: Run,
         extra: dict[str, Any],
@@ -430,9 +434,7 @@ class Worker:
     ) -> None:
         """Run an attempt of a run marked running (``run`` as marked: its attempts counted);
         whether its input is still to apply is decided under the lease (:class:`Steering`)."""
-        input: Any = Command(resume=run.resume) if run.has_resume else run.input
-        modes = extra["stream"]
-        events = Events(self.runs, run.run_id, modes, self._notifier)
+        input, graph, events = self._prepared(run, graph, extra)
         await events.open(extra.get("events"))
         events.add("status", {"status": "running", "worker": owner, "attempt": run.attempts})
         budget = None if run.timeout is None else run.timeout - (time.time() - started_at)
@@ -494,12 +496,31 @@ class Worker:
             return
         await self._end(run, "success", events, output=output)
 
+    def _prepared(self, run: Run, graph: CompiledGraph, extra: dict[str, Any]) -> tuple[Any, CompiledGraph, Events]:
+        """The run's input (a ``Command`` when it resumes, updates or goes to a node), its graph
+        with the run's own breakpoints, and where its stream goes: plait's items, or the
+        LangGraph API's events for a run ``plait serve`` submitted."""
+        options = run.options or {}
+        input: Any = Command(resume=run.resume) if run.has_resume else run.input
+        if "update" in options or "goto" in options:
+            given = {k: options[k] for k in ("update", "goto") if k in options}
+            input = Command.from_json({**given, **({"resume": run.resume} if run.has_resume else {})})
+        if "interrupt_before" in options or "interrupt_after" in options:
+            graph = graph.bind(
+                interrupt_before=options.get("interrupt_before", graph.interrupt_before),
+                interrupt_after=options.get("interrupt_after", graph.interrupt_after),
+            )
+        if "wire" in options:
+            return input, graph, WireEvents(self.runs, run.run_id, options["wire"], run.thread_id, self._notifier)
+        return input, graph, Events(self.runs, run.run_id, extra["stream"], self._notifier)
+
     async def _drive(self, graph: CompiledGraph, run: Run, input: Any, owner: str, events: Events) -> dict[str, Any]:
         """Run the graph (its hooks store the stream items asked for, a batch per super-step,
         and stop it at the next boundary once asked); its output as ``invoke`` returns it,
         as JSON data: a run that paused has its interrupts under ``"__interrupt__"`` (an
         empty list at a breakpoint)."""
-        output = thaw(await graph.ainvoke(input, thread_id=run.thread_id, owner=owner))
+        chosen = {k: v for k, v in (run.options or {}).items() if k in _RUN_KEYWORDS}
+        output = thaw(await graph.ainvoke(input, thread_id=run.thread_id, owner=owner, **chosen))
         if INTERRUPT_KEY in output:
             output[INTERRUPT_KEY] = [i.to_json() for i in output[INTERRUPT_KEY]]
         await events.flush()
@@ -516,6 +537,16 @@ class Worker:
         elif why == "timeout":
             message = f"the run took longer than its timeout of {run.timeout:g}s"
             await self._end(run, "timeout", events, error={"type": "Timeout", "message": message})
+        elif why == "discard":  # cancelled with rollback: what it wrote goes, and the run with it
+            await events.drain()
+            assert self._checkpointer is not None
+            await rewind(self._checkpointer, run.thread_id, run.namespace, run.start_checkpoint)
+            async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+                await cur.execute("DELETE FROM plait_run WHERE run_id = %s", (run.run_id,))
+            self._notifier.send("end", run.run_id)
+        elif why == "interrupt" and run.options and "wire" in run.options:
+            message = "cancelled at a super-step boundary (interrupt)"
+            await self._end(run, "interrupted", events, error={"type": "Cancelled", "message": message})
         else:
             message = f"stopped at a super-step boundary by a newer run on the thread ({why})"
             await self._end(run, "interrupted", events, error={"type": "Interrupted", "message": message})
@@ -524,6 +555,7 @@ class Worker:
         """Record how the run ended. When that fails (the database went away), the job is
         queued again: its next attempt finds the thread finished and records it then."""
         events.add("status", {"status": status, "error": error})
+        await events.drain()  # what is being stored comes before what the end stores
         try:
             async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
                 await self._finish(
@@ -554,6 +586,10 @@ class Worker:
                 "UPDATE plait_run SET status = 'pending', updated_at = %s WHERE run_id = %s AND status = 'running'",
                 (time.time(), run_id),
             )
+
+
+_RUN_KEYWORDS = frozenset({"checkpoint_id", "durability", "recursion_limit"})
+"""The run options that go to ``ainvoke`` as they are."""
 
 
 def _error(exc: BaseException) -> dict[str, Any]:

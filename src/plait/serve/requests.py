@@ -14,7 +14,7 @@ from typing import Any
 
 from plait.errors import ServeRequestError
 from plait.stream_wire import library_modes
-from plait.types import Command, Send
+from plait.types import Command
 
 __all__ = ["MULTITASK", "run_kwargs", "start_of"]
 
@@ -66,6 +66,11 @@ def run_kwargs(body: Mapping[str, Any]) -> dict[str, Any]:
         raise ServeRequestError("input", "must be an object of channel values (or null)")
     if command and given:
         raise ServeRequestError("input", "send either input or command, not both")
+    if command:
+        try:
+            Command.from_json(command)
+        except ValueError as exc:
+            raise ServeRequestError("command", str(exc)) from None
     # agent-chat-ui answers an interrupt with `"input": {}` beside its command: the command wins
     config = body.get("config") if isinstance(body.get("config"), Mapping) else {}
     assert isinstance(config, Mapping)
@@ -89,18 +94,6 @@ def run_kwargs(body: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _goto(value: Any) -> Any:
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return value
-    if isinstance(value, Mapping) and "node" in value:
-        return Send(str(value["node"]), value.get("input"))
-    if isinstance(value, list):
-        return [_goto(v) for v in value]
-    raise ServeRequestError("command.goto", "must be a node name, a list of them, or {node, input} sends")
-
-
 def start_of(kwargs: Mapping[str, Any], head_id: str | None, landed: bool) -> tuple[Any, str | None]:
     """The input ``invoke`` takes and the checkpoint the run starts from. ``landed``: an
     earlier attempt of this run already moved the thread (its input is stored), so this one
@@ -112,8 +105,7 @@ def start_of(kwargs: Mapping[str, Any], head_id: str | None, landed: bool) -> tu
         checkpoint_id = None
     command = kwargs.get("command")
     if command:
-        resume = command.get("resume", ...)
-        return Command(update=command.get("update"), goto=_goto(command.get("goto")), resume=resume), checkpoint_id
+        return Command.from_json(command), checkpoint_id
     given = kwargs.get("input")
     if given is None and checkpoint_id is None and head_id is None:
         return {}, None  # a first run with no input: start the graph on its defaults

@@ -230,15 +230,38 @@ _START: Final = "start"
 """The name of a starting history's write: its messages without an id are named by position."""
 
 
+def _removal_target(msg: dict[str, Any], channel: str) -> str | None:
+    """The id a removal names: plait's marker (``{"$remove": id}``) or LangChain's
+    ``RemoveMessage`` serialized (``{"type": "remove", "id": id}``); None for a message."""
+    if REMOVE_KEY in msg:
+        target = msg[REMOVE_KEY]
+        if len(msg) != 1 or not isinstance(target, str):
+            raise InvalidUpdateError(channel, "a removal marker is exactly {'$remove': <id>}")
+        return target
+    if msg.get("type") != "remove":
+        return None
+    target = msg.get("id")
+    if not isinstance(target, str) or not target:
+        raise InvalidUpdateError(channel, "a {'type': 'remove'} message names its target by 'id'")
+    return target
+
+
 class AppendMessages(Reducer):
     """Chat history keyed by message id.
 
     A write is one message (a dict) or a list of them. A message whose ``id`` is already in
     the channel replaces it in place; a new id is appended; a :func:`remove_message` marker
-    deletes the message with that id. A message written without an ``id`` (or with
-    ``"id": None``) gets a new one where the write is made (see :func:`message_id`), before
-    this reducer sees it, so two identical messages are two messages; one that reaches
-    :meth:`reduce` without an id is refused.
+    (or LangChain's ``RemoveMessage`` serialized, ``{"type": "remove", "id": ...}``) deletes
+    the message with that id.
+
+    Messages are kept as they are written, in whichever shape: OpenAI's (``{"role":
+    "user" | "assistant" | "tool" | "system", ...}``) or LangChain's serialized one
+    (``{"type": "human" | "ai" | "tool" | "system", ...}``), content a string or a list of
+    content blocks; the reducer reads only ``id``, so the two shapes mix in one history.
+
+    A message written without an ``id`` (or with ``"id": None``) gets a new one where the
+    write is made (see :func:`message_id`), before this reducer sees it, so two identical
+    messages are two messages; one that reaches :meth:`reduce` without an id is refused.
     """
 
     name = "AppendMessages"
@@ -265,10 +288,8 @@ class AppendMessages(Reducer):
                 raise InvalidUpdateError(channel, f"item {i} is a {_kind(msg)}, not a message (a dict)")
             if index is None:
                 index = {m["id"]: j for j, m in enumerate(out)}
-            if REMOVE_KEY in msg:
-                target = msg[REMOVE_KEY]
-                if len(msg) != 1 or not isinstance(target, str):
-                    raise InvalidUpdateError(channel, "a removal marker is exactly {'$remove': <id>}")
+            target = _removal_target(msg, channel)
+            if target is not None:
                 if target == REMOVE_ALL:
                     out, index = [], None
                     continue
@@ -305,7 +326,12 @@ class AppendMessages(Reducer):
         for i, msg in enumerate(items):
             # A frozen message without an id (a removal marker needs none; what is not a
             # message is left for reduce() to refuse).
-            if type(msg) is FrozenDict and msg.get("id") is None and REMOVE_KEY not in msg:
+            if (
+                type(msg) is FrozenDict
+                and msg.get("id") is None
+                and REMOVE_KEY not in msg
+                and msg.get("type") != "remove"
+            ):
                 if name is None:
                     name = seed() if callable(seed) else seed
                 if out is None:
