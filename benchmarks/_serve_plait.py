@@ -1,5 +1,9 @@
-"""``python -m benchmarks._serve_plait DB PORT [--profile FILE]``: ``plait serve`` for the serve
-benchmark, in a process of its own, over the SQLite file ``DB`` on ``127.0.0.1:PORT``.
+"""The serve benchmark's graphs for plait, and a server over them.
+
+``python -m benchmarks._serve_plait DB PORT [--schema S] [--profile FILE]`` serves them over
+``DB`` on ``127.0.0.1:PORT``: ``create_app`` under uvicorn, as the tests do, which is what
+``benchmarks.serve_bench`` starts by default (with ``--cli`` it starts ``plait serve --graph
+one=benchmarks._serve_plait:one ...`` instead).
 
 It serves the same three graphs as LangGraph's side (``benchmarks/_serve_lg_graphs.py``):
 ``one`` (one node), ``steps`` (one node looping ten times) and ``chat`` (a node that streams
@@ -48,8 +52,7 @@ async def _reply(state: Any, ctx: NodeContext) -> dict[str, Any]:
     return {"messages": [await ctx.astream_message(DELTAS)]}
 
 
-def graphs() -> dict[str, CompiledGraph]:
-    """The three graphs, by the names both servers give them."""
+def _graphs() -> dict[str, CompiledGraph]:
     one = Graph(Count)
     one.add_node("one", _one)
     one.add_edge(START, "one")
@@ -64,6 +67,12 @@ def graphs() -> dict[str, CompiledGraph]:
     return {"one": one.compile(name="one"), "steps": steps.compile(name="steps"), "chat": chat.compile(name="chat")}
 
 
+GRAPHS = _graphs()
+"""The three graphs, by the names both servers give them."""
+one, steps, chat = GRAPHS["one"], GRAPHS["steps"], GRAPHS["chat"]
+"""What ``plait serve --graph one=benchmarks._serve_plait:one ...`` names."""
+
+
 def main() -> None:
     p = argparse.ArgumentParser(prog="python -m benchmarks._serve_plait")
     p.add_argument("db")
@@ -72,7 +81,7 @@ def main() -> None:
     p.add_argument("--profile", help="write a cProfile .pstats file of every thread here on exit")
     a = p.parse_args()
     store = open_store(a.db, schema=a.schema) if a.schema else a.db
-    app = create_app(store, graphs(), config=ServeConfig(studio=False))
+    app = create_app(store, GRAPHS, config=ServeConfig(studio=False))
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=a.port, log_level="warning"))
     if not a.profile:
         server.run()

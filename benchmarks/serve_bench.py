@@ -152,13 +152,24 @@ class Server:
 
 
 def start_plait(
-    folder: Path, store: str, name: str = PLAIT, schema: str | None = None, profile: Path | None = None
+    folder: Path,
+    store: str,
+    name: str = PLAIT,
+    *,
+    cli: bool = False,
+    schema: str | None = None,
+    profile: Path | None = None,
 ) -> Server:
-    cmd = [sys.executable, "-m", "benchmarks._serve_plait", store, str(port := free_port())]
-    if schema is not None:
-        cmd += ["--schema", schema]
-    if profile is not None:
-        cmd += ["--profile", str(profile)]
+    """plait's server over ``store``: ``create_app`` under uvicorn in a process of its own
+    (``benchmarks._serve_plait``), or with ``cli`` the ``plait serve`` command itself."""
+    port = free_port()
+    if cli:
+        cmd = [sys.executable, "-m", "plait", "serve", "--db", store, "--host", "127.0.0.1", "--port", str(port)]
+        cmd += [arg for g in ("one", "steps", "chat") for arg in ("--graph", f"{g}=benchmarks._serve_plait:{g}")]
+    else:
+        cmd = [sys.executable, "-m", "benchmarks._serve_plait", store, str(port)]
+        cmd += ["--schema", schema] if schema is not None else []
+        cmd += ["--profile", str(profile)] if profile is not None else []
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")]))}
     return Server(name, cmd, folder, env, port)
 
@@ -463,7 +474,7 @@ def servers_up(folder: Path, args: argparse.Namespace, notes: list[str]) -> Iter
             else:
                 schema = stack.enter_context(scratch_schema(args.postgres))
         stack.callback(lambda: [s.stop() for s in started])  # before the schema is dropped
-        started.append(start_plait(folder, str(folder / "serve.db"), profile=args.profile))
+        started.append(start_plait(folder, str(folder / "serve.db"), cli=args.cli, profile=args.profile))
         if schema is not None:
             started.append(start_plait(folder, args.postgres, name="plait-postgres", schema=schema))
         if args.langgraph:
@@ -479,6 +490,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help="JSON file of every sample (default: benchmarks/results/serve-<time>.json)")
     p.add_argument("--langgraph", help="the langgraph CLI of a venv with langgraph-cli[inmem]")
     p.add_argument("--postgres", default=os.environ.get("PLAIT_BENCH_POSTGRES_DSN"), help="also serve plait on it")
+    p.add_argument("--cli", action="store_true", help="start plait's side with the plait serve command")
     p.add_argument("--profile", type=Path, help="run plait's server under cProfile; its .pstats file goes here")
     p.add_argument("--only", default="throughput,latency,history", help="comma-separated parts")
     args = p.parse_args(argv)
