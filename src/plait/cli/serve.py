@@ -112,9 +112,17 @@ def _listen(host: str, port: int) -> socket.socket:
     """The listening socket, bound before the URL is printed: a port in use is said at once,
     in one line, and ``--port 0`` prints the port the system chose."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # Named as TCP (not protocol 0, as socket.create_server leaves it): asyncio turns Nagle's
+    # algorithm off only on sockets it knows are TCP, and without that every response waited
+    # ~40 ms for the client's delayed ACK (measured: GET /ok p50 44 ms, 1.6 ms with it).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
-        return socket.create_server((host.strip("[]"), port), family=family)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host.strip("[]"), port))
+        sock.listen(2048)
+        return sock
     except OSError as exc:
+        sock.close()
         raise ArgumentError(
             "--port",
             f"cannot listen on {host}:{port} ({exc.strerror or exc}): if another server uses the port, pass "

@@ -72,7 +72,7 @@ class Server:
 
     async def status(self, thread_id: str, state: ThreadState | None) -> str:
         """``busy`` while a run is pending or running, else how the store sees the thread."""
-        if any(not r.done for r in await self.log.runs_of(thread_id)):
+        if await self.log.active_runs(thread_id):
             return "busy"
         if state is None:
             return "idle"

@@ -64,6 +64,11 @@ class RunLog(ABC):
     async def get_run(self, run_id: str) -> RunRecord | None: ...
 
     @abstractmethod
+    async def active_runs(self, thread_id: str) -> list[RunRecord]:
+        """The thread's pending and running runs, oldest first: what every request that asks
+        whether a thread is busy reads, so it must not cost more as the thread's past grows."""
+
+    @abstractmethod
     async def runs_of(self, thread_id: str, *, status: str | None = None) -> list[RunRecord]:
         """The thread's runs, oldest first."""
 

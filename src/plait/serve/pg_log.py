@@ -17,7 +17,7 @@ import orjson
 
 from plait.errors import RunNotFoundError
 from plait.runs import Run, Runs
-from plait.runs.records import FINAL
+from plait.runs.records import ACTIVE, FINAL
 from plait.serve.assistants import assistant_id_of
 from plait.serve.log import RunLog, thread_order, with_metadata
 from plait.serve.records import ApiRunStatus, RunRecord, StoredEvent, ThreadRecord
@@ -144,6 +144,14 @@ class PgRunLog(RunLog):
             return record_of(await self.runs.aget(run_id))
         except RunNotFoundError:
             return None
+
+    async def active_runs(self, thread_id: str) -> list[RunRecord]:
+        rows = await self._rows(
+            "SELECT run_id FROM plait_run WHERE ns = '' AND thread_id = %s AND status = ANY(%s) ORDER BY seq",
+            (thread_id, list(ACTIVE)),
+        )
+        found = [await self.get_run(row[0]) for row in rows]
+        return [r for r in found if r is not None and not r.done]
 
     async def runs_of(self, thread_id: str, *, status: str | None = None) -> list[RunRecord]:
         found = [record_of(r) for r in await self.runs.alist(thread_id=thread_id, namespace="", limit=None)]

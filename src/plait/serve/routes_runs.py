@@ -253,7 +253,7 @@ async def cancel_many(request: Request) -> Response:
             raise ServeRequestError("run_ids", "come with their thread_id: {thread_id, run_ids: [...]}")
         chosen = [await _run_of(server, thread_id, rid) for rid in run_ids]
     elif status in ("pending", "running", "all") and isinstance(thread_id, str):
-        chosen = [r for r in await server.log.runs_of(thread_id) if not r.done and status in ("all", r.status)]
+        chosen = [r for r in await server.log.active_runs(thread_id) if status in ("all", r.status)]
     else:
         raise ServeRequestError("request body", "name the runs: {thread_id, run_ids} or {thread_id, status}")
     for run in chosen:

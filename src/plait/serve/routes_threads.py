@@ -153,7 +153,7 @@ async def patch_thread(thread_id: str, request: Request) -> Response:
 async def delete_thread(thread_id: str, request: Request) -> Response:
     server = server_of(request)
     await server.thread_record(thread_id)
-    for run in await server.log.runs_of(thread_id):
+    for run in await server.log.active_runs(thread_id):
         if not run.done:
             await server.runner.cancel(run.run_id, "interrupt")
             await server.runner.join(run.run_id)

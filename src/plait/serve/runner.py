@@ -111,7 +111,7 @@ class Runner:
             RunRejectedError: ``multitask="reject"`` and the thread has an active run.
         """
         async with self.lock(record.thread_id):
-            active = [r for r in await self.log.runs_of(record.thread_id) if not r.done]
+            active = await self.log.active_runs(record.thread_id)
             if active and record.multitask == "reject":
                 raise RunRejectedError(record.thread_id, active[0].run_id, active[0].status)
             await self.log.insert_run(record)
@@ -181,7 +181,7 @@ class Runner:
         try:
             while True:
                 async with self.lock(thread_id):
-                    waiting = [r for r in await self.log.runs_of(thread_id) if not r.done]
+                    waiting = await self.log.active_runs(thread_id)
                     if not waiting:
                         del self.drivers[thread_id]
                         self.wakes.pop(thread_id, None)

@@ -53,6 +53,8 @@ CREATE TABLE IF NOT EXISTS plait_serve_runs (
 );
 CREATE INDEX IF NOT EXISTS plait_serve_runs_thread ON plait_serve_runs (thread_id, n);
 CREATE INDEX IF NOT EXISTS plait_serve_runs_status ON plait_serve_runs (status, n);
+CREATE INDEX IF NOT EXISTS plait_serve_runs_active ON plait_serve_runs (thread_id, n)
+    WHERE status IN ('pending', 'running');
 CREATE TABLE IF NOT EXISTS plait_serve_events (
     run_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -208,6 +210,13 @@ class SqliteRunLog(LocalRunLog):
             return None if row is None else _run_of(row)
 
         return await self.call(get)
+
+    async def active_runs(self, thread_id: str) -> list[RunRecord]:
+        sql = (
+            f"SELECT {_RUN_COLUMNS} FROM plait_serve_runs WHERE thread_id = ? "
+            f"AND status IN ({', '.join('?' * len(ACTIVE))}) ORDER BY n"
+        )
+        return await self.call(lambda conn: [_run_of(row) for row in conn.execute(sql, (thread_id, *ACTIVE))])
 
     async def runs_of(self, thread_id: str, *, status: str | None = None) -> list[RunRecord]:
         sql = f"SELECT {_RUN_COLUMNS} FROM plait_serve_runs WHERE thread_id = ?"
