@@ -98,7 +98,8 @@ class LocalRunLog(RunLog):
 
     @abstractmethod
     async def save_run(self, record: RunRecord) -> None:
-        """Write every field of an existing run."""
+        """Write every field of an existing run; one that ended touches its thread (its
+        ``updated_at``) in the same transaction."""
 
     @abstractmethod
     async def append_events(self, run_id: str, events: Sequence[tuple[str, bytes]], now: float) -> int:

@@ -56,26 +56,11 @@ async def _create(server: Server, thread_id: str | None, body: Mapping[str, Any]
     now = server.clock()
     if after:
         kwargs["after"] = now + float(after)
-    temporary = False
+    wanted = kwargs.get("checkpoint_id")
+    if thread_id is not None and wanted is not None and await server.checkpointer.aget(thread_id, wanted) is None:
+        raise CheckpointNotFoundError(thread_id, wanted, "")
     tags = {"graph_id": assistant.name, "assistant_id": assistant.assistant_id}
-    if thread_id is None:
-        thread_id = str(uuid.uuid4())
-        temporary = (body.get("on_completion") or "delete") == "delete"
-        if not temporary:
-            await server.log.put_thread(
-                ThreadRecord(thread_id=thread_id, metadata=tags, created_at=now, updated_at=now)
-            )
-    else:
-        record = await server.log.get_thread(thread_id)
-        if record is None:
-            stored = await server.checkpointer.aget_thread(thread_id) is not None
-            if not stored and (body.get("if_not_exists") or "reject") != "create":
-                raise ThreadNotFoundError(thread_id)
-            await server.log.put_thread(ThreadRecord(thread_id=thread_id, metadata={}, created_at=now, updated_at=now))
-        await server.log.update_thread(thread_id, tags, now)
-    checkpoint_id = kwargs.get("checkpoint_id")
-    if checkpoint_id is not None and await server.checkpointer.aget(thread_id, checkpoint_id) is None:
-        raise CheckpointNotFoundError(thread_id, checkpoint_id, "")
+    thread_id, temporary = await _thread_of_run(server, thread_id, body, tags, now)
     if not temporary and kwargs.get("input") is not None and await server.checkpointer.aget(thread_id) is None:
         await _root(server, assistant.graph, thread_id)
     run = RunRecord(
@@ -83,6 +68,36 @@ async def _create(server: Server, thread_id: str | None, body: Mapping[str, Any]
         metadata=metadata, kwargs=kwargs, multitask=multitask, created_at=now, updated_at=now, temporary=temporary,
     )  # fmt: skip
     return await server.runner.create(run)
+
+
+async def _thread_of_run(
+    server: Server, thread_id: str | None, body: Mapping[str, Any], tags: dict[str, str], now: float
+) -> tuple[str, bool]:
+    """The run's thread, made if need be and tagged with its graph (agent-chat-ui lists
+    threads by ``graph_id``/``assistant_id``), and whether it is a stateless run's (dropped
+    when the run ends).
+
+    Raises:
+        ThreadNotFoundError: no such thread, and the run did not ask for it to be made.
+    """
+    if thread_id is None:
+        thread_id = str(uuid.uuid4())
+        temporary = (body.get("on_completion") or "delete") == "delete"
+        if not temporary:
+            made = ThreadRecord(thread_id=thread_id, metadata=tags, created_at=now, updated_at=now)
+            await server.log.put_thread(made)
+        return thread_id, temporary
+    record = await server.log.get_thread(thread_id)
+    if record is None:
+        stored = await server.checkpointer.aget_thread(thread_id) is not None
+        if not stored and (body.get("if_not_exists") or "reject") != "create":
+            raise ThreadNotFoundError(thread_id)
+        record, _ = await server.log.put_thread(
+            ThreadRecord(thread_id=thread_id, metadata={}, created_at=now, updated_at=now)
+        )
+    if any(record.metadata.get(k) != v for k, v in tags.items()):  # a thread's later runs write nothing here
+        await server.log.update_thread(thread_id, tags, now)
+    return thread_id, False
 
 
 async def _root(server: Server, graph: CompiledGraph, thread_id: str) -> None:

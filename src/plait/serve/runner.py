@@ -240,9 +240,9 @@ class Runner:
         if self.stops.get(run.run_id) == "rollback":
             await rewind(self.checkpointer, run.thread_id, "", run.start_checkpoint)
             await self.log.delete_run(run.run_id)
+            await self.log.touch_thread(run.thread_id, self.clock())
         else:
-            await self._save(run, status=status, output=output, error=error)
-        await self.log.touch_thread(run.thread_id, self.clock())
+            await self._save(run, status=status, output=output, error=error)  # touches the thread too
         if run.temporary:  # a stateless run's thread: its state goes, its run stays readable
             await self.checkpointer.adelete_thread(run.thread_id)
         self.notifier.notify(run.run_id)

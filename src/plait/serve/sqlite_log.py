@@ -234,9 +234,16 @@ class SqliteRunLog(LocalRunLog):
     async def save_run(self, record: RunRecord) -> None:
         sets = ", ".join(f"{c.strip()} = ?" for c in _RUN_COLUMNS.split(",")[1:])
         row = _run_row(record)
-        await self.write(
-            lambda conn: conn.execute(f"UPDATE plait_serve_runs SET {sets} WHERE run_id = ?", (*row[1:], row[0]))
-        )
+
+        def save(conn: sqlite3.Connection) -> None:
+            conn.execute(f"UPDATE plait_serve_runs SET {sets} WHERE run_id = ?", (*row[1:], row[0]))
+            if record.done:  # its thread moved: in the same transaction
+                conn.execute(
+                    "UPDATE plait_serve_threads SET updated_at = ? WHERE thread_id = ?",
+                    (record.updated_at, record.thread_id),
+                )
+
+        await self.write(save)
 
     async def delete_run(self, run_id: str) -> None:
         def delete(conn: sqlite3.Connection) -> None:
