@@ -268,3 +268,34 @@ def test_the_first_message_is_edited_like_any_other_from_the_parent_of_its_state
     assert root is not None and history[-1]["checkpoint"] == root and history[-1]["values"]["messages"] == []
     out = client.runs.wait(thread, "chat", input=_say("first"), checkpoint=root)
     assert _contents(out) == ["first", "echo: first"]
+
+
+def test_the_tutorial_agents_approval_turn_stores_six_states_where_langgraph_stores_nine(tmp_path: Any) -> None:
+    """A turn of the tutorial's agent (a message, a tool call held for approval, the approval,
+    the tool, the answer) writes fewer checkpoints than LangGraph's (9), so ``useStream``'s
+    read of the ten newest states reaches back past it; a Graph builder is served compiled."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from langgraph_sdk import get_sync_client
+
+    from ._serve_support import served
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    sys.path.insert(0, str(examples))
+    try:
+        spec = importlib.util.spec_from_file_location("served_agent", examples / "agent.py")
+        assert spec is not None and spec.loader is not None
+        agent = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(agent)
+    finally:
+        sys.path.remove(str(examples))
+    with served(str(tmp_path / "a.db"), {"agent": agent.graph}) as url, get_sync_client(url=url, api_key=None) as sdk:
+        c: Any = sdk
+        thread = c.threads.create()["thread_id"]
+        paused = c.runs.wait(thread, "agent", input=_say("email ann@example.com saying hello"))
+        assert paused["__interrupt__"][0]["value"]["approve emails"][0]["to"] == "ann@example.com"
+        c.runs.wait(thread, "agent", command={"resume": "yes"})
+        history = c.threads.get_history(thread, limit=10)
+    assert [h["metadata"]["source"] for h in reversed(history)] == ["update", "input", "loop", "loop", "loop", "loop"]

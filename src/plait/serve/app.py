@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 from fastapi import FastAPI, Request
@@ -108,6 +109,23 @@ def _parts(
     return pg, QueueRunner(runs, pg, store, assistants, notifier, workers=cfg.workers)
 
 
+def _compiled(name: str, graph: Any) -> CompiledGraph:
+    """A served graph compiled (a ``Graph`` builder is compiled under its name here).
+
+    Raises:
+        ServeConfigError: not a graph.
+    """
+    if isinstance(graph, CompiledGraph):
+        return graph
+    if callable(getattr(graph, "compile", None)):
+        compiled = graph.compile(name=name)
+        if isinstance(compiled, CompiledGraph):
+            return compiled
+    raise ServeConfigError(
+        f"the graph served as {name!r} is a {type(graph).__name__}, not a plait Graph or CompiledGraph"
+    )
+
+
 def create_app(
     checkpointer: Checkpointer | str,
     graphs: Mapping[str, CompiledGraph] | Iterable[CompiledGraph],
@@ -125,7 +143,10 @@ def create_app(
     cfg = config or ServeConfig()
     owned = isinstance(checkpointer, str)
     store = open_store(checkpointer) if isinstance(checkpointer, str) else checkpointer
-    named = dict(graphs) if isinstance(graphs, Mapping) else {g.name: g for g in graphs}
+    named = {
+        name: _compiled(name, g)
+        for name, g in (graphs.items() if isinstance(graphs, Mapping) else ((g.name, g) for g in graphs))
+    }
     now = time.time()
     notifier = Notifier()
     assistants = Assistants(named, now)
