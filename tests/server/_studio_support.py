@@ -1,18 +1,22 @@
 """What the Studio tests share: a small graph with an interrupt, the app over a store
-(TestClient), and a real uvicorn server on a free loopback port."""
+(TestClient), an app the Studio is mounted in (as ``plait serve`` mounts it), and a real
+uvicorn server on a free loopback port."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import pytest
 
 pytest.importorskip("fastapi", reason="the Studio needs the studio extra: pip install 'plait[studio]'")
 
+from fastapi import FastAPI, Request  # noqa: E402
+from fastapi.responses import JSONResponse  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
 from plait import (  # noqa: E402
@@ -26,7 +30,7 @@ from plait import (  # noqa: E402
     StateSchema,
     interrupt,
 )
-from plait.server import StudioConfig, create_app  # noqa: E402
+from plait.server import StudioConfig, create_app, studio_lifespan  # noqa: E402
 
 ORIGIN = "http://testserver"
 
@@ -77,6 +81,38 @@ def make_client(saver: Any, *, graphs: bool = True, **config: Any) -> TestClient
 def write_headers(c: TestClient) -> dict[str, str]:
     token = c.get("/api/csrf").json()["csrf_token"]
     return {"Origin": ORIGIN, "X-CSRF-Token": token}
+
+
+MOUNT = "/studio"
+ELSEWHERE = 418
+"""What the host answers outside the Studio: a URL that missed the mount path gets this."""
+
+
+def mounted(studio: FastAPI, path: str = MOUNT) -> FastAPI:
+    """An app with ``studio`` mounted at ``path``, as ``plait serve`` mounts it: its lifespan
+    runs the Studio's (:func:`studio_lifespan`), and every other path is the host's own (a
+    418 naming the path), so a link or a redirect that missed the mount path fails loudly."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with studio_lifespan(studio):
+            yield
+
+    host = FastAPI(lifespan=lifespan)
+    host.mount(path, studio)
+
+    @host.api_route("/{rest:path}", methods=["GET", "POST", "DELETE"])
+    async def elsewhere(request: Request, rest: str) -> JSONResponse:
+        return JSONResponse({"host": f"/{rest}", "method": request.method}, status_code=ELSEWHERE)
+
+    return host
+
+
+def mounted_client(saver: Any, *, graphs: bool = True, **config: Any) -> TestClient:
+    """A TestClient of an app with the Studio over ``saver`` mounted at :data:`MOUNT`."""
+    config.setdefault("allowed_hosts", ("testserver",))
+    studio = create_app(saver, [compiled(None)] if graphs else None, config=StudioConfig(**config))
+    return TestClient(mounted(studio))
 
 
 def free_port() -> int:

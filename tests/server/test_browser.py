@@ -2,7 +2,8 @@
 download): the demo's store, a thread's timeline, a diff of two checkpoints, a fork with an
 edit appearing live in another tab's thread list, an interrupt answered and the run watched
 to its end, keyboard navigation, dark mode; a queued run that a `plait worker` is running,
-cancelled with its Cancel button; and no request leaves 127.0.0.1.
+cancelled with its Cancel button; the Studio mounted at ``/studio`` in another app, as
+``plait serve`` mounts it; and no request leaves 127.0.0.1 (nor, mounted, the mount path).
 
 Screenshots go to the test's temporary folder (and to ``$PLAIT_STUDIO_SCREENSHOTS`` when set:
 ``docs/img`` is made that way).
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -30,7 +32,7 @@ from plait import PostgresCheckpointer, SqliteCheckpointer  # noqa: E402
 from plait.cli import demo  # noqa: E402
 from plait.server import create_app  # noqa: E402
 
-from ._studio_support import LiveServer  # noqa: E402
+from ._studio_support import MOUNT, LiveServer, mounted  # noqa: E402
 
 WAIT = 15_000
 """Milliseconds a step may take before the test fails (the page itself updates within 1 s)."""
@@ -159,6 +161,45 @@ def test_the_studio_in_a_browser(studio: dict[str, Any], browser: Any) -> None:
     for t in (tab, lst):
         assert t.hosts() <= {"127.0.0.1", "data"}, t.requests
         assert t.errors == []
+
+
+def test_the_studio_mounted_in_another_app_in_a_browser(browser: Any, tmp_path: Path) -> None:
+    """Under ``/studio``: the list, a thread, a fork shown live in another tab (its stream and
+    refresh under the mount path too), every request the page makes under it."""
+    db = str(tmp_path / "plait-demo.db")
+    with ThreadPoolExecutor(1) as other:  # off this thread: Playwright's loop runs on it
+        main, _ = other.submit(demo.run_demo, db, out=demo.Reporter()).result()["threads"]
+    # Opened from its address: the host's lifespan (studio_lifespan) opens and closes it.
+    studio = create_app(db, {"demo": demo.build_graph().compile(name="demo")})
+    expect = sync_api.expect
+    with LiveServer(mounted(studio)) as server:
+        url = server.url + MOUNT
+        tab, lst = Page(browser, tmp_path), Page(browser, tmp_path)
+        lst.page.goto(url + "/")
+        expect(lst.page.locator("table.threads tbody tr")).to_have_count(2)
+        lst.page.wait_for_function("document.documentElement.dataset.live === 'on'")
+
+        tab.page.goto(url + "/")
+        tab.page.click(f'a[href="{MOUNT}/threads/{main}"]')
+        expect(tab.page.locator("h1 .tid")).to_have_text(main)
+        expect(tab.page.locator("#graph svg")).to_be_visible()
+        assert tab.page.evaluate("getComputedStyle(document.querySelector('header.top')).display") == "flex"  # its CSS
+        tab.page.keyboard.press("ArrowDown")  # the timeline's links: under the mount path
+        tab.page.wait_for_url(f"{url}/threads/{main}?checkpoint=*")
+
+        tab.page.fill('#fork-form input[name="target"]', "mounted-fork")
+        tab.page.click('#fork-form button[type="submit"]')
+        expect(tab.page.locator("#flash")).to_contain_text("forked")
+        expect(tab.page.locator("h1 .tid")).to_have_text("mounted-fork")
+        assert tab.page.url.startswith(f"{url}/threads/mounted-fork?")
+        expect(lst.page.locator('tr[data-thread="mounted-fork"]')).to_be_visible(timeout=WAIT)
+        tab.page.click('nav a:has-text("Runs")')
+        expect(tab.page.locator("#no-queue")).to_be_visible()
+        for t in (tab, lst):
+            assert t.hosts() <= {"127.0.0.1", "data"}, t.requests
+            assert all(u.startswith(url + "/") for u in t.requests if not u.startswith("data:")), t.requests
+            assert t.errors == []
+            t.context.close()
 
 
 @pytest.mark.postgres

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -38,7 +39,7 @@ from plait.server.queue import RunQueue
 from plait.server.security import Guard, SecurityMiddleware
 from plait.server.studio import Studio, StudioConfig
 
-__all__ = ["StudioConfig", "create_app"]
+__all__ = ["StudioConfig", "create_app", "studio_lifespan"]
 
 STATIC = Path(__file__).parent / "static"
 
@@ -50,6 +51,10 @@ def create_app(
     config: StudioConfig | None = None,
 ) -> FastAPI:
     """The Studio as an ASGI app, to serve (``plait studio``) or mount in an existing app.
+
+    Mounted (``host.mount("/studio", studio)``), every URL it emits is under the mount path,
+    but Starlette does not run a mounted app's lifespan: the host runs it from its own with
+    :func:`studio_lifespan`.
 
     Args:
         checkpointer: the store (a Checkpointer, or an address :func:`plait.checkpoint.open` takes).
@@ -132,6 +137,35 @@ def create_app(
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(SecurityMiddleware, guard=guard)
     return app
+
+
+def studio_lifespan(app: FastAPI) -> AbstractAsyncContextManager[None]:
+    """The startup and shutdown of a Studio :func:`create_app` built, for the app it is
+    mounted in to run from its own lifespan (Starlette runs only the outermost app's).
+
+    On entry it sets the store up; on exit it ends the Studio runs still going, closes the
+    run queue's connections and the change watcher, and closes the store if the Studio
+    opened it from an address.
+
+    Example::
+
+        studio = create_app(store, graphs, config=StudioConfig(token=key))
+
+        @contextlib.asynccontextmanager
+        async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+            async with studio_lifespan(studio):
+                yield
+
+        host = FastAPI(lifespan=lifespan)
+        host.mount("/studio", studio)
+
+    Raises:
+        TypeError: ``app`` is not a Studio (one :func:`create_app` built).
+    """
+    if not isinstance(getattr(app.state, "studio", None), Studio):
+        raise TypeError(f"studio_lifespan takes an app plait.server.create_app built, not {app!r}")
+    # the lifespan create_app gave the app (it yields no state)
+    return cast("AbstractAsyncContextManager[None]", app.router.lifespan_context(app))
 
 
 def _methods(app: FastAPI, scope: Any) -> set[str]:

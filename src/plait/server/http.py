@@ -13,6 +13,7 @@ from urllib.parse import parse_qsl
 import orjson
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
+from starlette.types import Scope
 
 from plait._frozen import thaw
 from plait.errors import (
@@ -26,7 +27,7 @@ from plait.errors import (
     ThreadExistsError,
 )
 
-__all__ = ["StudioRefusal", "error_response", "json_response", "read_form", "status_of"]
+__all__ = ["StudioRefusal", "error_response", "json_response", "read_form", "root_of", "route_path", "status_of"]
 
 
 class StudioRefusal(Exception):
@@ -46,6 +47,23 @@ async def read_form(request: Request) -> dict[str, str]:
         cached = dict(parse_qsl(body, keep_blank_values=True))
         request.state.form = cached
     return cached
+
+
+def root_of(scope: Scope) -> str:
+    """Where the Studio is mounted: ``""`` at the root of its own server, ``"/studio"`` under
+    ``plait serve`` (the ASGI ``root_path`` Starlette sets for a mounted app). Every URL the
+    Studio emits (links, forms, redirects, assets, its cookie's path) starts with it."""
+    return str(scope.get("root_path", "")).rstrip("/")
+
+
+def route_path(scope: Scope) -> str:
+    """The request's path inside the Studio, without the mount path. (ASGI servers and
+    Starlette put the mount path in ``path`` too; an older server may not.)"""
+    path: str = scope["path"]
+    root = root_of(scope)
+    if root and (path == root or path.startswith(root + "/")):
+        return path[len(root) :] or "/"
+    return path
 
 
 def status_of(exc: PlaitError) -> int:

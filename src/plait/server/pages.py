@@ -4,8 +4,16 @@
 deep link), ``/diff?a=&b=`` compares two checkpoints of one thread or two, ``/runs`` lists the
 run queue's runs and ``/runs/{id}`` shows one. The forms post to ``/threads/{id}/do/{action}``
 (and a run's Cancel to ``/runs/{id}/cancel``) and redirect back (POST, redirect, GET) with a
-confirmation of what was done. ``static/studio.js`` adds the live parts (SSE), keyboard navigation, lazy
-values and confirmations; without it every page still reads and every form still works.
+confirmation of what was done.
+
+Every path here is the Studio's own (``/threads/ID``); what the page and its redirects carry
+is that path under the Studio's mount path (:func:`~plait.server.http.root_of`: ``""`` at the
+root of its own server, ``/studio`` under ``plait serve``). The templates write ``{{ root }}``
+before every URL, and the URLs the script uses come from the page (``data-sse``,
+``data-lazy``), so the script needs no prefix of its own.
+
+``static/studio.js`` adds the live parts (SSE), keyboard navigation, lazy values and
+confirmations; without it every page still reads and every form still works.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from plait import inspect as ins
 from plait.checkpoint.model import STATUSES, Checkpoint
 from plait.errors import ArgumentError, PlaitError, RunNotFoundError, RunsError
 from plait.server.graphs import graph_svg
-from plait.server.http import read_form, status_of
+from plait.server.http import read_form, root_of, route_path, status_of
 from plait.server.queue import error_summary
 from plait.server.render import change_html, state_html, tree_html
 from plait.server.studio import Studio, check_write, studio_of
@@ -55,7 +63,12 @@ def _render(request: Request, template: str, code: int = 200, **context: Any) ->
     studio = studio_of(request)
     flash = studio.flashes.pop(request.query_params.get("flash", ""), None)
     html = _env.get_template(template).render(
-        csrf=studio.guard.csrf, store=studio.config.store_name, flash=flash, graphs=studio.graphs, **context
+        root=root_of(request.scope),
+        csrf=studio.guard.csrf,
+        store=studio.config.store_name,
+        flash=flash,
+        graphs=studio.graphs,
+        **context,
     )
     return HTMLResponse(html, status_code=code)
 
@@ -157,7 +170,9 @@ async def thread_page(
         selected=selected,
         is_head=selected.id == summary.head.id,
         change=change,
-        state=state_html(selected.values, f"/api/threads/{quote(thread_id, safe='')}/state", query),
+        state=state_html(
+            selected.values, f"{root_of(request.scope)}/api/threads/{quote(thread_id, safe='')}/state", query
+        ),
         graph_name=graph_name,
         svg=Markup(svg) if svg else None,
         nodes=nodes,
@@ -300,8 +315,7 @@ async def act(request: Request, thread_id: str, action: str, namespace: str = ""
             raise ArgumentError("action", f"unknown action {action!r}")
     except (PlaitError, ValueError) as exc:
         return _problem(request, exc, back)
-    key = studio.flash(done)
-    return RedirectResponse(target + ("&" if "?" in target else "?") + f"flash={key}", status_code=303)
+    return _flashed(request, target, studio.flash(done))
 
 
 # -- the run queue's runs ------------------------------------------------------------------------
@@ -366,7 +380,7 @@ async def runs_page(
         graph=graph or "",
         namespace=ns,
         url=_thread_url,
-        back=request.url.path + (f"?{request.url.query}" if request.url.query else ""),
+        back=route_path(request.scope) + (f"?{request.url.query}" if request.url.query else ""),
         events="/api/events/runs" + (f"?{urlencode(watched)}" if watched else ""),
     )
 
@@ -407,5 +421,10 @@ async def cancel_run(request: Request, run_id: str) -> Response:
         done = f"run {run_id} cancelled: it is now {run.status}"
     else:
         done = f"run {run_id}: cancel asked; it is still {run.status}, its worker ends it when it hears of it"
-    key = studio.flash(done)
-    return RedirectResponse(back + ("&" if "?" in back else "?") + f"flash={key}", status_code=303)
+    return _flashed(request, back, studio.flash(done))
+
+
+def _flashed(request: Request, path: str, key: str) -> RedirectResponse:
+    """Back to the Studio's ``path`` (under its mount path), which shows the confirmation ``key``."""
+    target = root_of(request.scope) + path
+    return RedirectResponse(target + ("&" if "?" in target else "?") + f"flash={key}", status_code=303)

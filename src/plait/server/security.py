@@ -6,7 +6,8 @@
 * **Token** (needed for a non-loopback bind): ``Authorization: Bearer T``, ``X-Plait-Token:
   T``, or the cookie that opening ``/?token=T`` once sets (the URL then redirects to itself
   without the token, so it does not stay in the address bar or the history). Compared in
-  constant time.
+  constant time. The cookie's path is the Studio's mount path (``/studio`` under ``plait
+  serve``), so it goes to the Studio only.
 * **Writes** (every method but GET/HEAD/OPTIONS) need the CSRF token (header
   ``X-CSRF-Token`` or form field ``csrf_token``; the page carries it, ``GET /api/csrf``
   gives it to a script) and an ``Origin`` equal to the Studio's own.
@@ -27,6 +28,8 @@ from urllib.parse import parse_qsl, urlencode
 from starlette.datastructures import Headers
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from plait.server.http import root_of, route_path
 
 __all__ = ["CSRF_FIELD", "CSRF_HEADER", "TOKEN_COOKIE", "Guard", "SecurityMiddleware", "is_loopback"]
 
@@ -129,9 +132,10 @@ class SecurityMiddleware:
                 await _refuse(401, "wrong token: open the URL plait studio printed")(scope, receive, send)
                 return
             rest = urlencode([(k, v) for k, v in query.items() if k != "token"])
-            target = scope.get("root_path", "") + scope["path"] + (f"?{rest}" if rest else "")
+            root = root_of(scope)
+            target = root + route_path(scope) + (f"?{rest}" if rest else "")
             redirect = RedirectResponse(target, status_code=303)
-            redirect.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict", path="/")
+            redirect.set_cookie(TOKEN_COOKIE, token, httponly=True, samesite="strict", path=root or "/")
             await _secured(redirect)(scope, receive, send)
             return
         if not self.guard.token_ok(headers):
