@@ -54,3 +54,16 @@ def test_no_cors_headers_without_named_origins_and_a_foreign_host_is_refused(tmp
         answer = httpx.post(f"{url}/threads", json={}, headers={"Origin": UI})
         assert answer.status_code == 200 and "access-control-allow-origin" not in answer.headers
         assert httpx.get(f"{url}/ok", headers={"Host": "rebound.example"}).status_code == 421
+
+
+def test_the_studio_is_served_under_studio_its_links_there_and_its_token_is_the_api_key(locked: str) -> None:
+    import re
+
+    assert httpx.get(f"{locked}/studio/").status_code == 401  # the Studio's own check: its token is the key
+    with httpx.Client(base_url=locked, follow_redirects=True) as browser:
+        page = browser.get("/studio/?token=s3cret")
+        assert page.status_code == 200
+        links = set(re.findall(r'(?:href|src|action)="(/[^"]*)"', page.text))
+        assert links and all(link.startswith("/studio/") for link in links), links
+        assert all(browser.get(link).status_code == 200 for link in links if "static" in link)
+    assert httpx.get(f"{locked}/studiofoo").status_code == 401  # only /studio/... skips the API key

@@ -152,6 +152,7 @@ def create_app(
     assistants = Assistants(named, now)
     log, runner = _parts(store, assistants, notifier, cfg)
     server = Server(checkpointer=store, assistants=assistants, log=log, runner=runner, notifier=notifier)
+    studio: FastAPI | None = None  # the Studio, mounted at /studio below: its lifespan runs in this one
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -160,7 +161,8 @@ def create_app(
         await runner.start()
         sweeper = asyncio.get_running_loop().create_task(sweep_events(log, cfg.event_ttl), name="plait serve sweep")
         try:
-            yield
+            async with studio_lifespan(studio) if studio is not None else contextlib.nullcontext():
+                yield
         finally:
             sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -196,7 +198,7 @@ def create_app(
     app.include_router(routes_threads.router)
     app.include_router(routes_runs.router)
     if cfg.studio:
-        from plait.server import StudioConfig
+        from plait.server import StudioConfig, studio_lifespan
         from plait.server import create_app as create_studio
 
         studio = create_studio(store, named, config=StudioConfig(token=cfg.api_key, allowed_hosts=cfg.allowed_hosts))

@@ -53,7 +53,8 @@ class ApiKeyMiddleware:
             self.api_key is not None
             and not preflight
             and path not in _OPEN_PATHS
-            and not path.startswith("/studio")
+            and path != "/studio"
+            and not path.startswith("/studio/")
             and not hmac.compare_digest(headers.get(API_KEY_HEADER, "").encode(), self.api_key.encode())
         ):
             await _refuse(
