@@ -9,6 +9,7 @@ builds the runner, mounts the routers (:mod:`plait.serve.routes_threads`,
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -26,7 +27,7 @@ from plait.checkpoint.address import open as open_store
 from plait.checkpoint.base import Checkpointer
 from plait.errors import PlaitError, ServeConfigError
 from plait.graph.compiled import CompiledGraph
-from plait.serve import routes_assistants, routes_runs, routes_threads
+from plait.serve import routes_assistants, routes_crons, routes_runs, routes_threads
 from plait.serve.assistants import Assistants
 from plait.serve.executor import RunExecutor
 from plait.serve.kernel import Server, error_response, status_of
@@ -129,6 +130,7 @@ def create_app(
     assistants = Assistants(named, now)
     log, runner = _parts(store, assistants, notifier, cfg)
     server = Server(checkpointer=store, assistants=assistants, log=log, runner=runner, notifier=notifier)
+    crons = routes_crons.open_crons(log, functools.partial(routes_runs.make_run, server))
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -136,9 +138,11 @@ def create_app(
         await log.open()
         await log.drop_events(time.time() - cfg.event_ttl)
         await runner.start()
+        await crons.start()
         try:
             yield
         finally:
+            await crons.close()
             await runner.close()
             await log.close()
             if owned:
@@ -153,6 +157,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.serve = server
+    app.state.crons = crons
 
     @app.exception_handler(PlaitError)
     async def plait_error(_: Request, exc: PlaitError) -> Response:
@@ -168,6 +173,7 @@ def create_app(
 
     app.include_router(routes_assistants.router)
     app.include_router(routes_threads.router)
+    app.include_router(routes_crons.router)
     app.include_router(routes_runs.router)
     if cfg.studio:
         from plait.server import StudioConfig

@@ -25,7 +25,7 @@ from plait.serve.requests import MULTITASK, run_kwargs
 from plait.serve.streams import follow, sse_frame
 from plait.serve.wire import json_response, run_json
 
-__all__ = ["router"]
+__all__ = ["make_run", "router"]
 
 router = APIRouter()
 
@@ -74,6 +74,11 @@ async def _create(server: Server, thread_id: str | None, body: Mapping[str, Any]
         metadata=metadata, kwargs=kwargs, multitask=multitask, created_at=now, updated_at=now, temporary=temporary,
     )  # fmt: skip
     return await server.runner.create(run)
+
+
+make_run = _create
+"""Make a run as ``POST /threads/{thread_id}/runs`` (``None``: ``POST /runs``) does from a
+request body: what a cron's ticks make their runs with (:mod:`plait.serve.crons`)."""
 
 
 def _after(request: Request) -> int:
