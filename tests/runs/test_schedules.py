@@ -13,7 +13,7 @@ import pytest
 from plait.errors import ScheduleNotFoundError
 from plait.runs import Runs
 from plait.runs._db import connect_kwargs
-from plait.runs.schedules import ticks
+from plait.runs.schedules import SUBMIT_KEY, fire_due, ticks
 
 from . import _run_flows as flows
 from ._runs_support import WorkerProcess, started, wait_for
@@ -71,3 +71,20 @@ def test_a_bad_cron_is_refused_and_schedules_are_listed(runs_db: tuple[str, str]
         listed = runs.schedules()
         assert [s.schedule_id for s in listed] == [a]
         assert listed[0].cron == "*/5 * * * *" and listed[0].thread_id == "same" and listed[0].input == {"tag": "a"}
+
+
+def test_a_schedule_carries_what_its_runs_are_submitted_with_in_its_metadata(runs_db: tuple[str, str]) -> None:
+    dsn, schema = runs_db
+    carried = {
+        "metadata": {"cron_id": "c1"},
+        "context": {"model": "small"},
+        "options": {"wire": {"modes": ["updates"], "subgraphs": False}, "durability": "exit"},
+    }
+    with Runs(dsn, schema=schema) as runs:
+        runs.schedule(flows.name("single"), "* * * * *", {"tag": "x"}, metadata={SUBMIT_KEY: carried, "shown": 1})
+        runs.schedule(flows.name("single"), "* * * * *", {"tag": "y"}, metadata={"plain": True})
+        assert runs._sync(fire_due(runs, int(time.time()) + 61)) == 2
+        fired = {r.input["tag"]: r for r in runs.list(limit=None)}
+    assert fired["x"].metadata == {"cron_id": "c1"} and fired["x"].context == {"model": "small"}
+    assert fired["x"].options == {"wire": {"modes": ["updates"], "subgraphs": False}, "durability": "exit"}
+    assert fired["y"].metadata == {"plain": True} and fired["y"].options is None

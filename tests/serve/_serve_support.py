@@ -11,18 +11,21 @@ from contextlib import contextmanager
 from typing import Annotated, Any, TypedDict
 
 import uvicorn
+from fastapi import FastAPI
 
 from plait import END, START, AppendMessages, Command, Graph, NodeContext, Sum, interrupt
 from plait.checkpoint.base import Checkpointer
 from plait.graph.compiled import CompiledGraph
 from plait.serve.app import ServeConfig, create_app
 
-__all__ = ["ENTERED", "GATES", "chat_graph", "served", "steps_graph"]
+__all__ = ["APPS", "ENTERED", "GATES", "chat_graph", "served", "steps_graph"]
 
 GATES: dict[str, threading.Event] = {}
 """Named gates a node waits at (set by a test), so that a test can hold a run mid-way."""
 ENTERED: dict[str, threading.Event] = {}
 """Set when a run reaches the gate of that name (a test waits for it before acting)."""
+APPS: dict[str, FastAPI] = {}
+"""The app served at each base URL while it is served (a test reaches its parts, the crons)."""
 
 
 class Chat(TypedDict):
@@ -107,8 +110,11 @@ def served(
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("plait serve did not start")
         time.sleep(0.01)
+    base = f"http://127.0.0.1:{port}"
+    APPS[base] = app
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield base
     finally:
+        APPS.pop(base, None)
         server.should_exit = True
         thread.join(30)

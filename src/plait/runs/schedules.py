@@ -9,6 +9,10 @@ schedule together), submits a run for each tick in ``(last_tick, now]`` and move
 made run twice submits nothing the second time: each tick gets exactly one run. A tick's run
 is submitted as :meth:`Runs.asubmit` submits one (:func:`plait.runs._submit.submit`), in a
 savepoint of that transaction.
+
+A schedule's table holds the run's graph, input, thread, multitask and metadata; a run that
+needs more (``plait serve``'s crons: the stream stored as the LangGraph API's events, a
+context, breakpoints) has it in the schedule's metadata under :data:`SUBMIT_KEY`.
 """
 
 from __future__ import annotations
@@ -19,12 +23,18 @@ from typing import Any, Protocol
 from plait.errors import RunRejectedError
 from plait.runs import _store
 from plait.runs._db import Database
-from plait.runs._submit import Submission, submit
+from plait.runs._submit import Submission, run_options, submit, wire_modes
 
-__all__ = ["CATCH_UP", "Opened", "check_cron", "fire_due", "ticks"]
+__all__ = ["CATCH_UP", "SUBMIT_KEY", "Opened", "check_cron", "fire_due", "ticks"]
 
 CATCH_UP = 100
 """The most ticks of one schedule fired at once, after a time no worker ran."""
+
+SUBMIT_KEY = "submit"
+"""A schedule whose metadata is an object holding this key submits its runs with what that
+holds: ``metadata`` (the runs' metadata, in place of the schedule's), ``context``, and
+``options``, :meth:`Runs.asubmit`'s keywords (``wire``, ``interrupt_before``, ``durability``,
+``recursion_limit``, ...)."""
 
 
 def check_cron(cron: str) -> None:
@@ -52,6 +62,20 @@ def ticks(cron: str, after: int, until: int, limit: int = CATCH_UP) -> list[int]
         if len(found) > limit:
             found.pop(0)
     return found
+
+
+def _extras(metadata: Any) -> dict[str, Any]:
+    """The keywords of a tick's :class:`Submission` that the schedule's metadata carries
+    (:data:`SUBMIT_KEY`); none when it carries none, or none that :meth:`Runs.asubmit` takes."""
+    extra = metadata.get(SUBMIT_KEY) if isinstance(metadata, dict) else None
+    if not isinstance(extra, dict):
+        return {"metadata": metadata}
+    try:
+        options = run_options(**dict(extra.get("options") or {}))
+        modes = wire_modes(options["wire"]) if options and "wire" in options else ()
+    except (TypeError, ValueError):
+        options, modes = None, ()
+    return {"metadata": extra.get("metadata"), "context": extra.get("context"), "options": options, "modes": modes}
 
 
 class Opened(Protocol):
@@ -88,9 +112,9 @@ async def fire_due(runs: Opened, now: int) -> int:
                                 thread_id=schedule.thread_id or f"{schedule.schedule_id}:{tick}",
                                 namespace=schedule.namespace,
                                 multitask=schedule.multitask,
-                                metadata=schedule.metadata,
                                 queue=row[10],
                                 schedule=(schedule.schedule_id, tick),
+                                **_extras(schedule.metadata),
                             ),
                         )
                 except RunRejectedError:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -28,7 +29,7 @@ from plait.checkpoint.address import open as open_store
 from plait.checkpoint.base import Checkpointer
 from plait.errors import PlaitError, ServeConfigError
 from plait.graph.compiled import CompiledGraph
-from plait.serve import routes_assistants, routes_runs, routes_threads
+from plait.serve import routes_assistants, routes_crons, routes_runs, routes_threads
 from plait.serve.assistants import Assistants
 from plait.serve.executor import RunExecutor
 from plait.serve.kernel import Server, error_response, status_of
@@ -153,6 +154,7 @@ def create_app(
     log, runner = _parts(store, assistants, notifier, cfg)
     server = Server(checkpointer=store, assistants=assistants, log=log, runner=runner, notifier=notifier)
     studio: FastAPI | None = None  # the Studio, mounted at /studio below: its lifespan runs in this one
+    crons = routes_crons.open_crons(log, functools.partial(routes_runs.make_run, server))
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -160,6 +162,7 @@ def create_app(
         await log.open()
         await runner.start()
         sweeper = asyncio.get_running_loop().create_task(sweep_events(log, cfg.event_ttl), name="plait serve sweep")
+        await crons.start()
         try:
             async with studio_lifespan(studio) if studio is not None else contextlib.nullcontext():
                 yield
@@ -167,6 +170,7 @@ def create_app(
             sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
+            await crons.close()
             await runner.close()
             await log.close()
             if owned:
@@ -181,6 +185,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.serve = server
+    app.state.crons = crons
 
     @app.exception_handler(PlaitError)
     async def plait_error(_: Request, exc: PlaitError) -> Response:
@@ -196,6 +201,7 @@ def create_app(
 
     app.include_router(routes_assistants.router)
     app.include_router(routes_threads.router)
+    app.include_router(routes_crons.router)
     app.include_router(routes_runs.router)
     if cfg.studio:
         from plait.server import StudioConfig, studio_lifespan

@@ -30,7 +30,7 @@ async def info(request: Request) -> Response:
             "version": __version__,
             "server": "plait",
             "langgraph_py_version": None,
-            "flags": {"assistants": True, "crons": False, "langsmith": False},
+            "flags": {"assistants": True, "crons": True, "langsmith": False},
             "store": server.checkpointer.capabilities.kind,
             "metadata": {},
         }

@@ -32,7 +32,7 @@ from plait.serve.requests import MULTITASK, run_kwargs
 from plait.serve.streams import follow, sse_frame
 from plait.serve.wire import json_response, run_json
 
-__all__ = ["router"]
+__all__ = ["make_run", "router"]
 
 router = APIRouter()
 
@@ -107,6 +107,11 @@ async def _root(server: Server, graph: CompiledGraph, thread_id: str) -> None:
     holding the message); it costs one small checkpoint per thread."""
     with contextlib.suppress(ConcurrentUpdateError):  # another run of the new thread stored it first
         await graph.bind(checkpointer=server.checkpointer).aupdate_state(thread_id, {})
+
+
+make_run = _create
+"""Make a run as ``POST /threads/{thread_id}/runs`` (``None``: ``POST /runs``) does from a
+request body: what a cron's ticks make their runs with (:mod:`plait.serve.crons`)."""
 
 
 def _after(request: Request) -> int:
