@@ -61,11 +61,28 @@ def agent(state: Any, ctx: NodeContext) -> dict[str, Any]:
     return {"messages": [reply], "model_calls": 1}
 
 
+def approval_request(emails: list[dict[str, Any]]) -> dict[str, Any]:
+    """The question, in LangChain's human-in-the-loop shape: agent-chat-ui draws it as an
+    approval card (Approve / Reject) and answers {"decisions": [{"type": "approve"}, ...]}."""
+    return {
+        "action_requests": [{"name": "send_email", "args": e, "description": f"Email {e['to']}"} for e in emails],
+        "review_configs": [{"action_name": "send_email", "allowed_decisions": ["approve", "reject"]}],
+    }
+
+
+def approved(answer: Any) -> bool:
+    """Approved: "yes" (the SDK, `plait resume`), or decisions that approve every email."""
+    if isinstance(answer, dict):
+        decisions = answer.get("decisions") or []
+        return bool(decisions) and all(d.get("type") == "approve" for d in decisions)
+    return bool(answer == "yes")
+
+
 def review(state: Any) -> Command:
     """Emails wait for a human; everything else goes straight to the tools."""
     calls = state["messages"][-1]["tool_calls"]
     emails = [c["args"] for c in calls if c["name"] == "send_email"]
-    if emails and interrupt({"approve emails": emails}) != "yes":
+    if emails and not approved(interrupt(approval_request(emails))):
         declined = [
             {"type": "tool", "tool_call_id": c["id"], "name": c["name"], "content": "declined by the user"}
             for c in calls
@@ -95,7 +112,7 @@ def main() -> None:
     ask = "What's the weather in Oslo? Then email ann@example.com saying bring a coat"
     with graph.compile(checkpointer="agent.db") as app:
         out = app.invoke({"messages": [{"role": "user", "content": ask}]}, thread_id="ann")
-        print("paused for approval:", out["__interrupt__"][0].value)
+        print("paused for approval:", [a["args"] for a in out["__interrupt__"][0].value["action_requests"]])
 
     env = {**os.environ, "AGENT_CRASH_AFTER_SEND": "1"}
     code = subprocess.run([sys.executable, __file__, "child"], env=env, check=False).returncode

@@ -295,7 +295,7 @@ def test_the_tutorial_agents_approval_turn_stores_six_states_where_langgraph_sto
         c: Any = sdk
         thread = c.threads.create()["thread_id"]
         paused = c.runs.wait(thread, "agent", input=_say("email ann@example.com saying hello"))
-        assert paused["__interrupt__"][0]["value"]["approve emails"][0]["to"] == "ann@example.com"
+        assert paused["__interrupt__"][0]["value"]["action_requests"][0]["args"]["to"] == "ann@example.com"
         c.runs.wait(thread, "agent", command={"resume": "yes"})
         history = c.threads.get_history(thread, limit=10)
     assert [h["metadata"]["source"] for h in reversed(history)] == ["update", "input", "loop", "loop", "loop", "loop"]
