@@ -38,6 +38,18 @@ def _tick(url: str, now: float) -> int:
     return asyncio.run_coroutine_threadsafe(crons.tick(now), crons.loop).result(30)
 
 
+def _fire(url: str, now: float) -> int:
+    """:func:`_tick` until it fires: on PostgreSQL a worker's own periodic tick may hold the
+    schedules' rows for a moment (``FOR UPDATE SKIP LOCKED``), and a tick that finds them held
+    skips them, as a second worker would. A tick expected to fire nothing is asked once."""
+    for _ in range(100):
+        fired = _tick(url, now)
+        if fired:
+            return fired
+        time.sleep(0.02)
+    return 0
+
+
 def _new_years(after: str) -> tuple[float, float]:
     """The next two ticks of :data:`YEARLY` after the ISO time ``after``."""
     year = datetime.datetime.fromisoformat(after).year + 1
@@ -128,10 +140,10 @@ def test_each_tick_of_a_thread_cron_makes_one_run_on_its_thread(url: str, client
     first, second = _new_years(cron["created_at"])
     assert cron["next_run_date"] == datetime.datetime.fromtimestamp(first, datetime.UTC).isoformat()
     assert _tick(url, first - 1) == 0
-    assert _tick(url, first) == 1
+    assert _fire(url, first) == 1
     assert _tick(url, first) == 0 and _tick(url, first + 30) == 0  # the same tick again: no run
     _done_runs(client, thread, 1)
-    assert _tick(url, second) == 1
+    assert _fire(url, second) == 1
     runs = _done_runs(client, thread, 2)
     assert len(runs) == 2 and all(r["status"] == "success" for r in runs)
     assert all(r["metadata"]["cron_id"] == cron["cron_id"] for r in runs)
@@ -146,7 +158,7 @@ def test_each_tick_of_a_thread_cron_makes_one_run_on_its_thread(url: str, client
 def test_each_tick_of_a_stateless_cron_makes_one_run(url: str, client: Any) -> None:
     cron = client.crons.create("steps", schedule=YEARLY, on_run_completed="keep", metadata={"kind": "nightly"})
     first, second = _new_years(cron["created_at"])
-    assert [_tick(url, first), _tick(url, first), _tick(url, second)] == [1, 0, 1]
+    assert [_fire(url, first), _tick(url, first), _fire(url, second)] == [1, 0, 1]
     assert _tick(url, second + 60) == 0
 
 
@@ -196,7 +208,7 @@ def test_a_tick_fired_before_a_restart_is_not_fired_again(tmp_path: Path) -> Non
         thread = client.threads.create()["thread_id"]
         cron: Any = client.crons.create_for_thread(thread, "chat", schedule=YEARLY, input=_say("once"))
         first, _ = _new_years(cron["created_at"])
-        assert _tick(url, first) == 1
+        assert _fire(url, first) == 1
         _done_runs(client, thread, 1)
     with sqlite3.connect(db) as conn:  # as if the server stopped after storing the run, before its tick
         conn.execute("UPDATE plait_serve_crons SET last_tick = ?", (first - 1,))

@@ -270,7 +270,9 @@ def test_the_first_message_is_edited_like_any_other_from_the_parent_of_its_state
     assert _contents(out) == ["first", "echo: first"]
 
 
-def test_the_tutorial_agents_approval_turn_stores_six_states_where_langgraph_stores_nine(tmp_path: Any) -> None:
+def test_the_tutorial_agents_approval_turn_stores_six_states_where_langgraph_stores_nine(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A turn of the tutorial's agent (a message, a tool call held for approval, the approval,
     the tool, the answer) writes fewer checkpoints than LangGraph's (9), so ``useStream``'s
     read of the ten newest states reaches back past it; a Graph builder is served compiled."""
@@ -282,6 +284,7 @@ def test_the_tutorial_agents_approval_turn_stores_six_states_where_langgraph_sto
 
     from ._serve_support import served
 
+    monkeypatch.chdir(tmp_path)  # the agent's "mail server" writes outbox.json where it runs
     examples = Path(__file__).resolve().parents[2] / "examples"
     sys.path.insert(0, str(examples))
     try:
