@@ -67,3 +67,10 @@ def test_the_studio_is_served_under_studio_its_links_there_and_its_token_is_the_
         assert links and all(link.startswith("/studio/") for link in links), links
         assert all(browser.get(link).status_code == 200 for link in links if "static" in link)
     assert httpx.get(f"{locked}/studiofoo").status_code == 401  # only /studio/... skips the API key
+
+
+def test_the_mounted_studio_sends_no_cors_headers_even_to_a_named_origin(locked: str) -> None:
+    page = httpx.get(f"{locked}/studio/?token=s3cret", headers={"Origin": UI})
+    assert "access-control-allow-origin" not in page.headers
+    api = httpx.get(f"{locked}/info", headers={"Origin": UI, "x-api-key": "s3cret"})
+    assert api.headers["access-control-allow-origin"] == UI

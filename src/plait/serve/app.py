@@ -21,7 +21,6 @@ from urllib.parse import urlparse
 
 from fastapi import FastAPI, Request
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import Response
 
 from plait._version import __version__
@@ -36,7 +35,7 @@ from plait.serve.kernel import Server, error_response, status_of
 from plait.serve.log import LocalRunLog, RunLog
 from plait.serve.retention import sweep_events
 from plait.serve.runner import Runner
-from plait.serve.security import EXPOSED_HEADERS, ApiKeyMiddleware
+from plait.serve.security import ApiCors, ApiKeyMiddleware
 from plait.serve.sqlite_log import SqliteRunLog
 from plait.serve.streams import Notifier
 
@@ -213,11 +212,5 @@ def create_app(
         ApiKeyMiddleware, api_key=cfg.api_key, allowed_hosts=cfg.allowed_hosts, cors_origins=cfg.cors_origins
     )
     if cfg.cors_origins:
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=list(cfg.cors_origins),
-            allow_methods=["*"],
-            allow_headers=["*"],
-            expose_headers=list(EXPOSED_HEADERS),
-        )
+        app.add_middleware(ApiCors, origins=cfg.cors_origins)
     return app

@@ -16,16 +16,40 @@ import hmac
 from collections.abc import Iterable
 
 from starlette.datastructures import Headers
+from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from plait.server.security import Guard
 
-__all__ = ["API_KEY_HEADER", "ApiKeyMiddleware", "EXPOSED_HEADERS"]
+__all__ = ["API_KEY_HEADER", "ApiCors", "ApiKeyMiddleware", "EXPOSED_HEADERS", "is_studio"]
 
 API_KEY_HEADER = "x-api-key"
 EXPOSED_HEADERS = ("content-location", "location", "x-pagination-total", "x-pagination-next")
 _OPEN_PATHS = frozenset({"/ok"})
+
+
+def is_studio(path: str) -> bool:
+    """Whether a request is the mounted Studio's (its own token, CSRF and no-CORS rules)."""
+    return path == "/studio" or path.startswith("/studio/")
+
+
+class ApiCors:
+    """CORS for the API's routes only: the named origins get Starlette's CORS answers; the
+    Studio under ``/studio`` never sends CORS headers, mounted or not."""
+
+    def __init__(self, app: ASGIApp, *, origins: Iterable[str]) -> None:
+        self.app = app
+        self.cors = CORSMiddleware(
+            app, allow_origins=list(origins), allow_methods=["*"], allow_headers=["*"],
+            expose_headers=list(EXPOSED_HEADERS),
+        )  # fmt: skip
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not is_studio(scope["path"]):
+            await self.cors(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
 
 
 class ApiKeyMiddleware:
@@ -53,8 +77,7 @@ class ApiKeyMiddleware:
             self.api_key is not None
             and not preflight
             and path not in _OPEN_PATHS
-            and path != "/studio"
-            and not path.startswith("/studio/")
+            and not is_studio(path)
             and not hmac.compare_digest(headers.get(API_KEY_HEADER, "").encode(), self.api_key.encode())
         ):
             await _refuse(
