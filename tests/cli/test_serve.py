@@ -124,7 +124,9 @@ def test_the_sdk_creates_a_thread_waits_for_a_run_and_finds_the_assistant(cli: C
         assistant = next(a for a in found if a["graph_id"] == "echoer")
         out = client.runs.wait(None, assistant["assistant_id"], input={"messages": [{"role": "user", "content": "x"}]})
         assert isinstance(out, dict) and out["messages"][-1]["content"] == "echo: x"
-    with sqlite3.connect(cli.folder / "app.db") as db:  # the checkpoints and the run log in one file
+    with contextlib.closing(
+        sqlite3.connect(cli.folder / "app.db")
+    ) as db:  # the checkpoints and the run log in one file
         tables = {row[0] for row in db.execute("select name from sqlite_master where type = 'table'")}
     assert any(t.startswith("plait_serve") for t in tables), tables
 
@@ -236,7 +238,7 @@ def test_a_signal_stops_it_cleanly_and_leaves_the_sqlite_file_whole(cli: Cli, si
         assert s.proc.returncode == 0, err
         assert out.rstrip().endswith("plait serve: stopped") and "Traceback" not in err
     assert not (cli.folder / "app.db-wal").exists() or (cli.folder / "app.db-wal").stat().st_size == 0
-    with sqlite3.connect(cli.folder / "app.db") as db:
+    with contextlib.closing(sqlite3.connect(cli.folder / "app.db")) as db:
         assert db.execute("pragma integrity_check").fetchone() == ("ok",)
     state = cli("state", "kept", "--db", "app.db", "--json").json()
     assert [m["content"] for m in state["values"]["messages"]] == ["stay", "echo: stay"]

@@ -8,6 +8,7 @@ runs; one test waits for a per-second cron in real time."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import sqlite3
 import time
@@ -210,7 +211,10 @@ def test_a_tick_fired_before_a_restart_is_not_fired_again(tmp_path: Path) -> Non
         first, _ = _new_years(cron["created_at"])
         assert _fire(url, first) == 1
         _done_runs(client, thread, 1)
-    with sqlite3.connect(db) as conn:  # as if the server stopped after storing the run, before its tick
+    with (
+        contextlib.closing(sqlite3.connect(db)) as conn,
+        conn,
+    ):  # as if the server stopped after storing the run, before its tick
         conn.execute("UPDATE plait_serve_crons SET last_tick = ?", (first - 1,))
     with served(db) as url, get_sync_client(url=url, api_key=None) as client:
         assert _tick(url, first) == 0
