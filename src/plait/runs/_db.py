@@ -16,10 +16,22 @@ statement, COMMIT); statements that must stand or fall together are sent in an e
 with a round trip only when its socket has something to say (the server closed it, or sent
 a message while it was idle): an idle, healthy connection has nothing to read, while a
 connection the server ended (a restart) has the end of its stream waiting there.
+
+Cancellation: plait borrows connections with :func:`borrow`, never with the pool's own
+``connection()``. That one gives the connection back in the task that borrowed it, and
+psycopg_pool hands a returned connection to a request waiting for one in two moves (take the
+request off the queue, then wake it) with an await between them; a cancel that lands there
+loses both the request (it waits until its timeout, 30 s) and the connection. Tasks are
+cancelled in exactly that place: Starlette cancels a stream whose client went away through
+an anyio cancel scope, which cancels *every* await after it, the connection's return
+included. :func:`borrow` gives it back in a task of its own that a cancel does not reach.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from plait.checkpoint.address import redact
@@ -27,9 +39,10 @@ from plait.errors import RunsError
 
 if TYPE_CHECKING:
     from procrastinate import App, PsycopgConnector
+    from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
 
-__all__ = ["Database", "connect_kwargs", "ident"]
+__all__ = ["Database", "borrow", "connect_kwargs", "ident"]
 
 
 def ident(name: str) -> str:
@@ -57,6 +70,19 @@ async def _check(conn: Any) -> None:
     poller.register(conn.fileno(), select.POLLIN | select.POLLPRI)
     if poller.poll(0):
         await psycopg_pool.AsyncConnectionPool.check_connection(conn)
+
+
+@contextlib.asynccontextmanager
+async def borrow(pool: AsyncConnectionPool) -> AsyncIterator[AsyncConnection[Any]]:
+    """A connection of ``pool`` for the block, given back even if the task is cancelled (see
+    the module docstring); like the pool's ``connection()``, the block's transaction is
+    committed, or rolled back when the block raises."""
+    conn = await pool.getconn()
+    try:
+        async with conn:
+            yield conn
+    finally:
+        await asyncio.shield(pool.putconn(conn))
 
 
 def connect_kwargs(schema: str | None) -> dict[str, Any]:
@@ -88,6 +114,10 @@ class Database:
             raise RuntimeError("the runs database is not open: call await open() first")
         return self._pool
 
+    def connection(self) -> contextlib.AbstractAsyncContextManager[AsyncConnection[Any]]:
+        """A connection of the pool for a block (:func:`borrow`)."""
+        return borrow(self.pool)
+
     async def open(self) -> None:
         """Open the pool (idempotent)."""
         if self._pool is not None:
@@ -110,7 +140,7 @@ class Database:
             await pool.close()
             raise RunsError(f"cannot connect to the runs database {self.shown}: {exc}") from exc
         if self.schema:
-            async with pool.connection() as conn:
+            async with borrow(pool) as conn:
                 await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {ident(self.schema)}")
         self._pool = pool
         self._connector = PsycopgConnector(kwargs=connect_kwargs(self.schema))

@@ -39,7 +39,7 @@ class Events:
         if stored is not None:
             self.next = stored + 1
             return
-        async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+        async with self.runs.db.connection() as conn, conn.cursor() as cur:
             await cur.execute("SELECT coalesce(max(seq), 0) FROM plait_run_event WHERE run_id = %s", (self.run_id,))
             row = await cur.fetchone()
         self.next = (row[0] if row else 0) + 1
@@ -68,7 +68,7 @@ class Events:
         taken = self.take()
         if taken is None:
             return
-        async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+        async with self.runs.db.connection() as conn, conn.cursor() as cur:
             await _store.add_events(cur, self.run_id, *taken)
         self.notifier.send("event", self.run_id)
 

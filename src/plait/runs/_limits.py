@@ -25,6 +25,8 @@ import zlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+from plait.runs._db import borrow
+
 __all__ = ["REREAD", "Limits"]
 
 _SLOT_LOCK = 0x706C5300  # first key base of the slot locks
@@ -50,7 +52,7 @@ class Limits:
         now = time.monotonic()
         if self._limited is not None and now - self._limited[0] < REREAD:
             return self._limited[1]
-        async with self._pool.connection() as conn, conn.cursor() as cur:
+        async with borrow(self._pool) as conn, conn.cursor() as cur:
             await cur.execute(
                 "SELECT graph FROM plait_run_limit WHERE graph = ANY(%s) "
                 "AND (max_running IS NOT NULL OR rate IS NOT NULL)",
@@ -67,7 +69,7 @@ class Limits:
         cached = self._cache.get(graph)
         if cached is not None and now - cached[0] < REREAD:
             return cached[1], cached[2]
-        async with self._pool.connection() as conn, conn.cursor() as cur:
+        async with borrow(self._pool) as conn, conn.cursor() as cur:
             await cur.execute("SELECT max_running, rate FROM plait_run_limit WHERE graph = %s", (graph,))
             row = await cur.fetchone()
         found = (None, None) if row is None else (row[0], row[1])
@@ -112,7 +114,7 @@ class Limits:
     async def _token(self, graph: str) -> None:
         now = "extract(epoch from clock_timestamp())"
         while True:
-            async with self._pool.connection() as conn, conn.cursor() as cur:
+            async with borrow(self._pool) as conn, conn.cursor() as cur:
                 await cur.execute(
                     f"UPDATE plait_run_limit SET tokens = least(burst, tokens + ({now} - refilled_at) * rate) - 1, "
                     f"refilled_at = {now} WHERE graph = %s AND rate IS NOT NULL "

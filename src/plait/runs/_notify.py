@@ -21,6 +21,7 @@ import contextlib
 import logging
 from typing import Any
 
+from plait.runs._db import borrow
 from plait.runs._store import CHANNEL
 
 __all__ = ["Notifier"]
@@ -58,7 +59,7 @@ class Notifier:
         while self._pending:
             batch, self._pending = self._pending[:_BATCH], self._pending[_BATCH:]
             try:
-                async with self._pool.connection() as conn, conn.cursor() as cur:
+                async with borrow(self._pool) as conn, conn.cursor() as cur:
                     await cur.execute(
                         "SELECT set_config('synchronous_commit', 'off', true), "
                         "(SELECT count(pg_notify(%s, p)) FROM unnest(%s::text[]) AS p)",

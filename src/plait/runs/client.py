@@ -79,7 +79,7 @@ class Runs:
             return
         await self.db.open()
         if check:
-            async with self.db.pool.connection() as conn:
+            async with self.db.connection() as conn:
                 await _schema.check_schema(conn, self.db.schema, self.db.shown)
         from procrastinate.manager import JobManager
 
@@ -207,7 +207,7 @@ class Runs:
             multitask=multitask, priority=priority, after=after, context=context, metadata=metadata, resume=resume,
             timeout=timeout, queue=queue, modes=modes, options=options,
         )  # fmt: skip
-        async with self.db.pool.connection() as conn, conn.transaction():
+        async with self.db.connection() as conn, conn.transaction():
             return await submit(conn, self._jobs, run)
 
     def submit(
@@ -256,7 +256,7 @@ class Runs:
             RunNotFoundError: no such run is stored.
         """
         await self.aopen()
-        async with self.db.pool.connection() as conn, conn.cursor() as cur:
+        async with self.db.connection() as conn, conn.cursor() as cur:
             found = await _store.get_run(cur, run_id)
         if found is None:
             raise RunNotFoundError(run_id)
@@ -281,7 +281,7 @@ class Runs:
         if status is not None and status not in RUN_STATUSES:
             raise ValueError(f"status={status!r} is not a run status; use one of {', '.join(RUN_STATUSES)}")
         await self.aopen()
-        async with self.db.pool.connection() as conn, conn.cursor() as cur:
+        async with self.db.connection() as conn, conn.cursor() as cur:
             return await _store.list_runs(
                 cur, thread_id=thread_id, namespace=namespace, status=status, graph=graph, limit=limit, before=before
             )
@@ -318,7 +318,7 @@ class Runs:
             raise ValueError(f"action={action!r}: use 'cancel', 'interrupt' or 'rollback'")
         stop = {"cancel": "cancel", "interrupt": "interrupt", "rollback": "discard"}[action]
         await self.aopen()
-        async with self.db.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+        async with self.db.connection() as conn, conn.transaction(), conn.cursor() as cur:
             await cur.execute("SELECT status, job_id FROM plait_run WHERE run_id = %s FOR UPDATE", (run_id,))
             row = await cur.fetchone()
             if row is None:
@@ -406,7 +406,7 @@ class Runs:
         seen, last_status = 0, None
         async for run in self._follow(run_id, deadline, events=True):
             assert run is not None
-            async with self.db.pool.connection() as conn, conn.cursor() as cur:
+            async with self.db.connection() as conn, conn.cursor() as cur:
                 items = await _store.read_events(cur, run_id, seen)
             for seq, item in items:
                 seen = seq
@@ -453,7 +453,7 @@ class Runs:
         check_multitask(multitask)
         await self.aopen()
         schedule_id = schedule_id or uuid.uuid4().hex
-        async with self.db.pool.connection() as conn, conn.cursor() as cur:
+        async with self.db.connection() as conn, conn.cursor() as cur:
             await cur.execute(
                 "INSERT INTO plait_schedule (schedule_id, graph, cron, input, thread_id, ns, multitask, metadata, "
                 "queue, last_tick, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
@@ -488,7 +488,7 @@ class Runs:
     async def aschedules(self) -> builtins.list[Schedule]:
         """Every schedule, oldest first."""
         await self.aopen()
-        async with self.db.pool.connection() as conn, conn.cursor() as cur:
+        async with self.db.connection() as conn, conn.cursor() as cur:
             await cur.execute(f"SELECT {_store.SCHEDULE_COLUMNS} FROM plait_schedule ORDER BY created_at")
             return [_store.row_schedule(r) for r in await cur.fetchall()]
 
@@ -503,7 +503,7 @@ class Runs:
             ScheduleNotFoundError: no such schedule.
         """
         await self.aopen()
-        async with self.db.pool.connection() as conn, conn.cursor() as cur:
+        async with self.db.connection() as conn, conn.cursor() as cur:
             await cur.execute("DELETE FROM plait_schedule WHERE schedule_id = %s RETURNING 1", (schedule_id,))
             if await cur.fetchone() is None:
                 raise ScheduleNotFoundError(schedule_id)
@@ -532,7 +532,7 @@ class Runs:
             raise ValueError("starts_per_second must be positive (or None: no limit)")
         size = None if starts_per_second is None else max(1.0, burst if burst is not None else starts_per_second)
         await self.aopen()
-        async with self.db.pool.connection() as conn, conn.cursor() as cur:
+        async with self.db.connection() as conn, conn.cursor() as cur:
             await cur.execute(
                 "INSERT INTO plait_run_limit (graph, max_running, rate, burst, tokens, refilled_at) "
                 "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (graph) DO UPDATE SET max_running = excluded.max_running, "

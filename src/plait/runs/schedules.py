@@ -91,7 +91,7 @@ async def fire_due(runs: Opened, now: int) -> int:
 
     jobs = JobManager(runs.db.connector)
     fired = 0
-    async with runs.db.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+    async with runs.db.connection() as conn, conn.transaction(), conn.cursor() as cur:
         await cur.execute(
             f"SELECT {_store.SCHEDULE_COLUMNS} FROM plait_schedule ORDER BY schedule_id FOR UPDATE SKIP LOCKED"
         )

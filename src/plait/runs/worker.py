@@ -271,7 +271,7 @@ class Worker:
     async def _poll_stops(self) -> None:
         if not self._running:
             return
-        async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+        async with self.runs.db.connection() as conn, conn.cursor() as cur:
             await cur.execute(
                 "SELECT run_id, stop FROM plait_run WHERE run_id = ANY(%s) AND stop IS NOT NULL",
                 (list(self._running),),
@@ -316,8 +316,7 @@ class Worker:
         job = context.job
         if not self._stopping and await self._claimed(run_id, job.lock or "", job.id):
             return
-        pool = self.runs.db.pool
-        async with pool.connection() as conn, conn.cursor() as cur:
+        async with self.runs.db.connection() as conn, conn.cursor() as cur:
             found = await _store.get_run(cur, run_id)
             if found is None or found[0].done:
                 return
@@ -370,7 +369,7 @@ class Worker:
         owner = f"{self.name}/job-{job}"
         handle = self._running[run_id] = Handle(run_id)
         try:
-            async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+            async with self.runs.db.connection() as conn, conn.cursor() as cur:
                 found = await _store.claim(cur, run_id, namespace, thread_id, graphs, owner)
             if found is None:
                 return False
@@ -378,7 +377,7 @@ class Worker:
             try:
                 graph = self._graph(run.graph, run.namespace)
             except Exception as exc:  # a graph object the worker cannot bind: the run cannot run here
-                async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+                async with self.runs.db.connection() as conn, conn.cursor() as cur:
                     await self._finish(cur, run_id, "error", error=_error(exc))
                 return True
             assert run.started_at is not None
@@ -389,7 +388,7 @@ class Worker:
 
     async def _roll_back(self, run: Any, stopped: Sequence[str]) -> None:
         assert self._checkpointer is not None
-        async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+        async with self.runs.db.connection() as conn, conn.cursor() as cur:
             await cur.execute(
                 "SELECT start_checkpoint FROM plait_run WHERE run_id = ANY(%s) AND started ORDER BY seq LIMIT 1",
                 (list(stopped),),
@@ -409,7 +408,7 @@ class Worker:
         """The long way's attempt: mark the run running, run it."""
         owner = f"{self.name}/job-{job}"
         now = time.time()  # the attempt starts here, once admitted (a rate limit's token taken)
-        async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+        async with self.runs.db.connection() as conn, conn.cursor() as cur:
             await cur.execute(
                 "UPDATE plait_run SET status = 'running', attempts = attempts + 1, worker = %s, "
                 "started_at = coalesce(started_at, %s), updated_at = %s "
@@ -541,7 +540,7 @@ class Worker:
         elif why == "discard":  # cancelled with rollback: what it wrote goes, and the run with it
             await events.drain()
             assert self._checkpointer is not None
-            async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+            async with self.runs.db.connection() as conn, conn.cursor() as cur:
                 await cur.execute("SELECT started, start_checkpoint FROM plait_run WHERE run_id = %s", (run.run_id,))
                 row = await cur.fetchone()
                 if row is not None and row[0]:  # where it started, as recorded under the lease
@@ -561,7 +560,7 @@ class Worker:
         events.add("status", {"status": status, "error": error})
         await events.drain()  # what is being stored comes before what the end stores
         try:
-            async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+            async with self.runs.db.connection() as conn, conn.cursor() as cur:
                 await self._finish(
                     cur, run.run_id, status, output=output, error=error, only_if=("running",), events=events.take()
                 )
@@ -579,13 +578,13 @@ class Worker:
 
     def _record_start(self, run_id: str) -> Callable[[str | None], Awaitable[None]]:
         async def record(head: str | None) -> None:
-            async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+            async with self.runs.db.connection() as conn, conn.cursor() as cur:
                 await _store.record_start(cur, run_id, head)
 
         return record
 
     async def _put_back(self, run_id: str) -> None:
-        async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+        async with self.runs.db.connection() as conn, conn.cursor() as cur:
             await cur.execute(
                 "UPDATE plait_run SET status = 'pending', updated_at = %s WHERE run_id = %s AND status = 'running'",
                 (time.time(), run_id),

@@ -87,7 +87,7 @@ class PgCrons(Crons):
 
     async def save(self, cron: CronRecord) -> bool:
         given, multitask, metadata = _schedule_of(cron)
-        async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+        async with self.runs.db.connection() as conn, conn.cursor() as cur:
             await cur.execute(
                 "UPDATE plait_schedule SET cron = %s, input = %s, multitask = %s, metadata = %s, "
                 "last_tick = greatest(last_tick, %s) WHERE schedule_id = %s",

@@ -69,12 +69,12 @@ class PgRunLog(RunLog):
         await self.runs.aclose()
 
     async def _rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+        async with self.runs.db.connection() as conn, conn.cursor() as cur:
             await cur.execute(sql, params)
             return list(await cur.fetchall())
 
     async def _execute(self, sql: str, params: Sequence[Any]) -> int:
-        async with self.runs.db.pool.connection() as conn, conn.cursor() as cur:
+        async with self.runs.db.connection() as conn, conn.cursor() as cur:
             await cur.execute(sql, params)
             return int(cur.rowcount)
 
@@ -99,7 +99,7 @@ class PgRunLog(RunLog):
         return _thread_of(rows[0]) if rows else None
 
     async def update_thread(self, thread_id: str, metadata: Mapping[str, Any], now: float) -> ThreadRecord | None:
-        async with self.runs.db.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+        async with self.runs.db.connection() as conn, conn.transaction(), conn.cursor() as cur:
             await cur.execute(
                 "SELECT thread_id, metadata, created_at, updated_at FROM plait_serve_thread "
                 "WHERE thread_id = %s FOR UPDATE",
@@ -120,7 +120,7 @@ class PgRunLog(RunLog):
         await self._execute("UPDATE plait_serve_thread SET updated_at = %s WHERE thread_id = %s", (now, thread_id))
 
     async def delete_thread(self, thread_id: str) -> bool:
-        async with self.runs.db.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+        async with self.runs.db.connection() as conn, conn.transaction(), conn.cursor() as cur:
             await cur.execute("DELETE FROM plait_run WHERE ns = '' AND thread_id = %s", (thread_id,))
             await cur.execute("DELETE FROM plait_serve_thread WHERE thread_id = %s", (thread_id,))
             return bool(cur.rowcount)

@@ -47,8 +47,9 @@ async function check(name, fn) {
   try {
     await fn();
   } catch (err) {
-    err.message = `${name}: ${err.message}`;
-    throw err;
+    // some of the SDK's errors have a read-only message: wrap, keeping the original as the cause
+    const Kind = err instanceof Mismatch ? Mismatch : Error;
+    throw new Kind(`${name}: ${err?.message ?? err}`, { cause: err });
   }
   checks[name] ??= "ok";
 }
