@@ -382,6 +382,14 @@ class _FencesEachNamespace(MemoryCheckpointer):
         return super()._check_fence(checkpoints, writes, fence, now)
 
 
+class _TreeOfOneBranch(MemoryCheckpointer):
+    """Lists the head's lineage as the thread's tree (a branch left by a fork goes missing)."""
+
+    async def atree(self, thread_id: str, *, namespace: str = "") -> dict[str, str | None]:
+        lineage = reversed(await self.ahistory(thread_id, namespace=namespace))
+        return {cp.id: cp.parent_id for cp in lineage}
+
+
 class _OldestThreadFirst(MemoryCheckpointer):
     async def alist_threads(self, *, namespace: str | None = None, **filters: Any) -> list[ThreadInfo]:
         return list(reversed(await super().alist_threads(namespace=namespace, **filters)))
@@ -406,6 +414,7 @@ class _OldestThreadFirst(MemoryCheckpointer):
         (_ReadsBadIdsAsMissing, "invalid_ids_are_refused"),
         (_StoresAnyRecord, "records_of_other_types_are_refused"),
         (_CutsCycles, "parent_cycles_are_reported"),
+        (_TreeOfOneBranch, "tree_lists_every_branch"),
     ],
     ids=lambda x: x if isinstance(x, str) else x.__name__,
 )

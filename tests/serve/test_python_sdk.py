@@ -270,6 +270,31 @@ def test_the_first_message_is_edited_like_any_other_from_the_parent_of_its_state
     assert _contents(out) == ["first", "echo: first"]
 
 
+def test_the_history_keeps_the_branch_an_edit_left_so_a_client_can_switch_back(client: Any) -> None:
+    """As LangGraph's: every branch's states, newest first; the edited message's two versions
+    are siblings (one parent), which is what useStream's "1 / 2" switcher is built from."""
+    thread = client.threads.create()["thread_id"]
+    client.runs.wait(thread, "chat", input=_say("one"))
+    client.runs.wait(thread, "chat", input=_say("tow"))
+    before_edit = client.threads.get_history(thread, limit=100)
+    holds = next(h for h in reversed(before_edit) if "tow" in _contents(h["values"]))
+    client.runs.wait(thread, "chat", input=_say("two"), checkpoint=holds["parent_checkpoint"])
+    history = client.threads.get_history(thread, limit=100)
+    ids = [h["checkpoint"]["checkpoint_id"] for h in history]
+    assert ids == sorted(ids, reverse=True) and len(ids) == len(set(ids))
+    assert set(ids) > {h["checkpoint"]["checkpoint_id"] for h in before_edit}  # the old branch is all there
+    assert _contents(history[0]["values"]) == ["one", "echo: one", "two", "echo: two"]  # the head first
+    old_tip = next(h for h in history if _contents(h["values"])[-1:] == ["echo: tow"])
+    assert old_tip["checkpoint"]["checkpoint_id"] == before_edit[0]["checkpoint"]["checkpoint_id"]
+    parent = holds["parent_checkpoint"]["checkpoint_id"]
+    children = [h for h in history if (h["parent_checkpoint"] or {}).get("checkpoint_id") == parent]
+    assert sorted(_contents(h["values"])[-1] for h in children) == ["tow", "two"]
+    newest = client.threads.get_history(thread, limit=3)
+    assert [h["checkpoint"]["checkpoint_id"] for h in newest] == ids[:3]
+    below = client.threads.get_history(thread, limit=100, before={"configurable": {"checkpoint_id": ids[2]}})
+    assert [h["checkpoint"]["checkpoint_id"] for h in below] == ids[3:]
+
+
 def test_the_tutorial_agents_approval_turn_stores_six_states_where_langgraph_stores_nine(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

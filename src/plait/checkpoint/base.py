@@ -204,6 +204,15 @@ class Checkpointer(ABC):
         value, at most ``limit``. Pending writes are not included."""
 
     @abstractmethod
+    async def atree(self, thread_id: str, *, namespace: str = "") -> dict[str, str | None]:
+        """Every checkpoint of the thread, each branch's too, as its id mapped to its
+        parent's id (None for a first one), oldest first; {} for an unknown thread.
+
+        :meth:`ahistory` follows one branch; this is the thread's whole shape, read without
+        any state, for whoever shows or walks its branches (the LangGraph API's history
+        lists every branch, and a chat UI offers "1 / 2" where an edit forked one)."""
+
+    @abstractmethod
     async def alist_threads(
         self,
         *,
@@ -352,6 +361,10 @@ class Checkpointer(ABC):
     ) -> list[Checkpoint]:
         """Sync :meth:`ahistory`."""
         return run_sync(self.ahistory(thread_id, namespace=namespace, limit=limit, before=before, filter=filter))
+
+    def tree(self, thread_id: str, *, namespace: str = "") -> dict[str, str | None]:
+        """Sync :meth:`atree`."""
+        return run_sync(self.atree(thread_id, namespace=namespace))
 
     def list_threads(
         self,

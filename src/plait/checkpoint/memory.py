@@ -182,6 +182,11 @@ class MemoryCheckpointer(Checkpointer):
             metadata_of=lambda cp: cp.metadata,
         )
 
+    async def atree(self, thread_id: str, *, namespace: str = "") -> dict[str, str | None]:
+        check_thread(thread_id, namespace)
+        thread = self._checkpoints.get((namespace, thread_id)) or {}
+        return {cid: thread[cid].parent_id for cid in sorted(thread)}
+
     async def alist_threads(
         self,
         *,

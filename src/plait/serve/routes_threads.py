@@ -2,7 +2,8 @@
 
 A thread of the API is a record in the run log (its metadata) over the checkpointer's
 thread (its state). The state documents are :func:`plait.serve.wire.state_json`'s; the
-history is newest first, along the thread's current branch, as ``get_history`` expects.
+history is every branch's checkpoints, newest first (:mod:`plait.serve.history`), as
+``get_history`` expects; from a given ``checkpoint``, the lineage below it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from plait.checkpoint.fork import copy_thread
 from plait.errors import CheckpointNotFoundError, ServeRequestError, ThreadExistsError
 from plait.graph.records import ThreadState
 from plait.serve.assistants import Assistant
+from plait.serve.history import every_branch
 from plait.serve.kernel import Server, read_body, server_of
 from plait.serve.records import ThreadRecord
 from plait.serve.wire import json_response, state_json
@@ -290,9 +292,5 @@ async def _history(server: Server, thread_id: str, body: Mapping[str, Any]) -> R
         cps = [head, *await server.checkpointer.ahistory(thread_id, before=start, limit=limit - 1 or 1)]
         cps = [cp for cp in cps[:limit] if all(cp.metadata.get(k) == v for k, v in meta.items())]
     else:
-        cps = await server.checkpointer.ahistory(thread_id, limit=limit, before=before, filter=meta or None)
-    if cps:  # the head's pending writes (its interrupts, its finished tasks) are not in a history read
-        newest = await server.checkpointer.aget(thread_id, cps[0].id)
-        if newest is not None:
-            cps[0] = newest
+        cps = await every_branch(server.checkpointer, thread_id, limit=limit, before=before, metadata=meta)
     return json_response([state_json(ThreadState.of(cp)) for cp in cps])

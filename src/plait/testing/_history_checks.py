@@ -119,3 +119,26 @@ async def _branches(env: Env) -> None:
     infos = await cp.alist_threads()
     expect(len(infos) == 1 and infos[0].checkpoints == 6, f"list_threads() after a branch: {infos!r}")
     expect(infos[0].head_id == e.checkpoint.id, f"list_threads() head is {infos[0].head_id}, expected the new tip")
+
+
+@check("tree_lists_every_branch")
+async def _tree(env: Env) -> None:
+    """tree() maps every checkpoint of the thread, each branch's too, to its parent."""
+    cp = await env.new()
+    same("tree() of an unknown thread", await cp.atree("t"), {})
+    th = ThreadBuilder("t")
+    r = th.step({"v": [0]}, root=True, source="input")
+    a = th.step({"v": [0, 1]})
+    b = th.step({"v": [0, 1, 2]})
+    await cp.acommit(checkpoints=[r, a, b])
+    c = th.step({"v": [0, 9]}, parent=a.checkpoint, source="fork")
+    await cp.acommit(checkpoints=[c])
+    d = th.step({"v": [7]}, parent=r.checkpoint, source="fork")
+    await cp.acommit(checkpoints=[d])
+    other = ThreadBuilder("u")
+    await cp.acommit(checkpoints=[other.step({"v": []}, root=True, source="input")])
+    want = {x.checkpoint.id: x.checkpoint.parent_id for x in (r, a, b, c, d)}
+    got = await cp.atree("t")
+    same("tree() after two forks", got, want)
+    same("tree() lists oldest first", list(got), sorted(want))
+    same("tree() of another thread", list(await cp.atree("u")), [other.lineage()[0].id])

@@ -3,6 +3,7 @@ since the cached parse) and turning their records into checkpoints and listings.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
@@ -12,6 +13,7 @@ from typing import Any
 
 from plait.checkpoint import lease as rules
 from plait.checkpoint._common import walk_lineage
+from plait.checkpoint._validate import check_thread
 from plait.checkpoint.file._format import Corrupt, Key, Rec, State, checkpoint_values, file_stem, parse_lines
 from plait.checkpoint.file._io import disk_errors
 from plait.checkpoint.file._lease import peek_row
@@ -147,6 +149,18 @@ class FileReads:
                 return [self._checkpoint(key, state, rec, with_writes=False) for rec in chosen]
             except Corrupt as exc:
                 raise self._corrupt(key, exc, path) from None
+
+    async def atree(self, thread_id: str, *, namespace: str = "") -> dict[str, str | None]:
+        check_thread(thread_id, namespace)
+        return await asyncio.to_thread(self._tree, (namespace, thread_id))
+
+    @disk_errors
+    def _tree(self, key: Key) -> dict[str, str | None]:
+        with self._lock:
+            state, _ = self._read(key)
+            if state is None:
+                return {}
+            return {rid: state.records[rid].parent_id for rid in sorted(state.records)}
 
     @disk_errors
     def _list_threads(self, namespace: str | None) -> list[ThreadInfo]:

@@ -99,6 +99,10 @@ class SqlCheckpointer(Checkpointer):
             lambda cur: self._core.read.history(cur, namespace, thread_id, limit=limit, before=before, filter=filter)
         )
 
+    async def atree(self, thread_id: str, *, namespace: str = "") -> dict[str, str | None]:
+        check_thread(thread_id, namespace)
+        return await self._reading(lambda cur: self._core.read.tree(cur, namespace, thread_id))
+
     async def alist_threads(
         self,
         *,

@@ -53,6 +53,7 @@ _SCANS = {
     "scan_below": f"""SELECT {_COLUMNS} FROM {{P}}checkpoints WHERE ns = ? AND thread_id = ? AND id < ?
         ORDER BY id DESC LIMIT ?""",
     "parent_of": "SELECT parent_id FROM {P}checkpoints WHERE ns = ? AND thread_id = ? AND id = ?",
+    "tree": "SELECT id, parent_id FROM {P}checkpoints WHERE ns = ? AND thread_id = ? ORDER BY id",
     # One channel's blobs from an id down, read lazily by SQLite (see SqlRead._scan_chains).
     "chain": """SELECT id, base_id, data FROM {P}blobs WHERE ns = ? AND thread_id = ? AND channel = ? AND id <= ?
         ORDER BY id DESC""",
@@ -164,6 +165,10 @@ class SqlRead:
         if lin is None:
             lin = self._recursive(cur, namespace, thread_id, start, limit, filter)
         return self._build(cur, namespace, thread_id, lin.rows, lin.metas, lineage=lin)
+
+    def tree(self, cur: Cursor, namespace: str, thread_id: str) -> dict[str, str | None]:
+        """Every checkpoint's id and parent id, oldest first (one index range, no bodies)."""
+        return {row[0]: row[1] for row in cur.execute(self._scans["tree"], (namespace, thread_id)).fetchall()}
 
     def _scan(  # noqa: PLR0912 - one scan of the rows of a read, each row kind handled where it is met
         self,
