@@ -41,7 +41,7 @@ class ScriptedChatModel:
                 results.append(f"{m['name']}: {m['content']}")
             return {"role": "assistant", "content": "Done. " + "; ".join(reversed(results))}
         calls = []
-        for sentence in re.split(r"[.;?!](?:\s+|$)", str(last["content"])):
+        for sentence in re.split(r"[.;?!](?:\s+|$)", self.text_of(last)):
             for pattern, tool in self.rules:
                 match = pattern.search(sentence)
                 if match:
@@ -50,6 +50,15 @@ class ScriptedChatModel:
         if not calls:
             return {"role": "assistant", "content": "I can look up the weather and send emails."}
         return {"role": "assistant", "content": "", "tool_calls": calls}
+
+    @staticmethod
+    def text_of(message: Mapping[str, Any]) -> str:
+        """The message's text: its content, or the text of its content blocks (a chat UI such
+        as agent-chat-ui sends ``[{"type": "text", "text": ...}]``)."""
+        content = message.get("content", "")
+        if isinstance(content, str):
+            return content
+        return " ".join(b["text"] for b in content if isinstance(b, Mapping) and isinstance(b.get("text"), str))
 
     def stream(self, messages: Sequence[Mapping[str, Any]]) -> Iterator[Any]:
         """The reply of ``invoke`` in pieces, as a streaming model sends it."""
