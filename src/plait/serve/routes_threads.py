@@ -15,7 +15,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from plait.checkpoint.fork import copy_thread
-from plait.errors import CheckpointNotFoundError, ServeRequestError, ThreadExistsError
+from plait.errors import CheckpointMetadataReadOnlyError, CheckpointNotFoundError, ServeRequestError, ThreadExistsError
 from plait.graph.records import ThreadState
 from plait.serve.assistants import Assistant
 from plait.serve.kernel import Server, read_body, server_of
@@ -209,6 +209,13 @@ async def get_state_of_checkpoint(thread_id: str, request: Request) -> Response:
     checkpoint = body.get("checkpoint")
     cid = checkpoint.get("checkpoint_id") if isinstance(checkpoint, Mapping) else None
     return await _state(server_of(request), thread_id, cid)
+
+
+@router.patch("/threads/{thread_id}/state")
+async def patch_state(thread_id: str, request: Request) -> Response:
+    """A checkpoint's metadata edited in place: refused (409), plait never rewrites one."""
+    await server_of(request).thread_record(thread_id)
+    raise CheckpointMetadataReadOnlyError(thread_id)
 
 
 @router.post("/threads/{thread_id}/state")
