@@ -68,9 +68,14 @@ def test_a_thread_stream_in_lifecycle_mode_sends_only_starts_and_ends(client: An
     assert (started.event, started.data) == (
         "run_start", {"run_id": run["run_id"], "thread_id": thread, "assistant_id": run["assistant_id"]}
     )  # fmt: skip
+    assert started.id == f"{run['run_id']}:0"
     gate.set()
     ended = _until_done(stream)
     assert [p.event for p in ended] == ["run_done"]
+    after_start = iter(
+        client.threads.join_stream(thread, stream_mode=["lifecycle", "run_modes"], last_event_id=started.id)
+    )
+    assert [p.event for p in _until_done(after_start)][0] == "metadata"  # its run_start is not sent again
     # both modes, resumed after that run's end: the next run, made after the join or not
     both = iter(client.threads.join_stream(thread, stream_mode=["lifecycle", "run_modes"], last_event_id=ended[-1].id))
     client.runs.create(thread, "chat", input=_say("again"))

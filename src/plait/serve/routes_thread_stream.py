@@ -10,8 +10,9 @@ own events (what its ``runs.stream`` sent, from its ``metadata`` event on) and t
 Joined without ``Last-Event-ID``, the stream sends the thread's pending and running runs
 from their first event, then every run made after; it stays open (with heartbeats) until
 the client goes away or the thread is deleted. Every event's id is ``<run_id>:<n>`` (``n``
-the run's own event number, ``done`` for its end), so a client that comes back with the
-last id it read gets every later event once: the rest of that run, then each later run.
+the run's own event number, ``0`` for its ``run_start``, ``done`` for its ``run_done``), so
+a client that comes back with the last id it read gets every later event once: the rest of
+that run, then each later run.
 """
 
 from __future__ import annotations
@@ -70,9 +71,9 @@ def _resume_point(request: Request) -> tuple[str, int | None] | None:
 
 
 async def _run_frames(server: Server, run: RunRecord, after: int | None, modes: frozenset[str]) -> AsyncIterator[bytes]:
-    """One run's part of the thread's stream, from after its event ``after`` (None: from its
-    start, nothing of it sent yet)."""
-    started = after is not None and after > 0
+    """One run's part of the thread's stream, from after its event ``after`` (None: nothing
+    of it sent yet; 0: only its ``run_start``)."""
+    started = after is not None
     active = lambda: server.runner.is_active(run.run_id)  # noqa: E731
     async for event in follow(server.log, server.notifier, run.run_id, after or 0, active):
         if event is None:
@@ -81,7 +82,7 @@ async def _run_frames(server: Server, run: RunRecord, after: int | None, modes: 
         if "lifecycle" in modes and not started:
             started = True
             begun = {"run_id": run.run_id, "thread_id": run.thread_id, "assistant_id": run.assistant_id}
-            yield _frame(f"{run.run_id}:{event.seq}", "run_start", dumps(begun))
+            yield _frame(f"{run.run_id}:0", "run_start", dumps(begun))
         if "run_modes" in modes:
             yield _frame(f"{run.run_id}:{event.seq}", event.event, event.data)
     ended = await server.log.get_run(run.run_id)
