@@ -83,6 +83,17 @@ def test_a_thread_stream_in_lifecycle_mode_sends_only_starts_and_ends(client: An
     assert events[:2] == ["run_start", "metadata"] and events[-1] == "run_done"
 
 
+def test_a_thread_stream_ends_when_its_thread_is_deleted(client: Any) -> None:
+    thread = client.threads.create()["thread_id"]
+    run = client.runs.wait(thread, "chat", input=_say("hi"))
+    last = client.runs.list(thread)[0]["run_id"]
+    stream = iter(client.threads.join_stream(thread, last_event_id=f"{last}:1"))
+    assert [p.event for p in _until_done(stream)][-1] == "run_done"  # the stream is open, waiting
+    client.threads.delete(thread)
+    assert list(stream) == []
+    assert run["messages"][-1]["content"] == "echo: hi"
+
+
 def test_a_thread_stream_refuses_what_it_cannot_serve(client: Any) -> None:
     thread = client.threads.create()["thread_id"]
     with pytest.raises(NotFoundError):

@@ -20,6 +20,7 @@ from plait.graph.records import ThreadState
 from plait.serve.assistants import Assistant
 from plait.serve.kernel import Server, read_body, server_of
 from plait.serve.records import ThreadRecord
+from plait.serve.streams import thread_key
 from plait.serve.wire import json_response, state_json
 
 __all__ = ["router"]
@@ -159,6 +160,7 @@ async def delete_thread(thread_id: str, request: Request) -> Response:
             await server.runner.join(run.run_id)
     await server.checkpointer.adelete_thread(thread_id)
     await server.log.delete_thread(thread_id)
+    server.notifier.notify(thread_key(thread_id))  # the thread's streams end
     return Response(status_code=204)
 
 
