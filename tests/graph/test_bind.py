@@ -7,8 +7,11 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import pytest
+
 from plait import END, START, AppendList, Graph, MemoryCheckpointer, StateSchema
 from plait.engine.options import RunHooks
+from plait.errors import MissingNodeError
 
 from ..engine.test_executor import CountingPool
 
@@ -54,3 +57,12 @@ def test_a_rebound_graph_runs_its_sync_nodes_on_the_graphs_executor() -> None:
         assert out["threads"] == ["mine", "mine"]
     finally:
         pool.pool.shutdown()
+
+
+def test_a_breakpoint_of_star_is_every_node_of_the_graph() -> None:
+    app = _graph().compile(checkpointer=MemoryCheckpointer(), interrupt_after="*")
+    assert app.interrupt_after == {"a", "b"} and app.interrupt_before == frozenset()
+    assert app.bind(interrupt_before=["*"]).interrupt_before == {"a", "b"}
+    assert app.bind(interrupt_before="*").interrupt_before == {"a", "b"}
+    with pytest.raises(MissingNodeError, match="'c'"):
+        app.bind(interrupt_before=["c"])

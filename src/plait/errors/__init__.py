@@ -47,6 +47,7 @@ The tree::
     ├── ServeError                   `plait serve` (the LangGraph-compatible API) refused a request or cannot start
     │   ├── AssistantNotFoundError   an assistant id that names no served graph
     │   ├── ThreadNotFoundError      a thread the server has no record of
+    │   ├── CheckpointMetadataReadOnlyError  a checkpoint's metadata a client asked to edit
     │   ├── ServeRequestError        (also ValueError) a request body or parameter it cannot act on
     │   └── ServeConfigError         a config file, graph or address it cannot serve
     └── CheckpointError              the checkpoint store refused or failed
@@ -149,6 +150,9 @@ from plait.errors._serve import (
     AssistantNotFoundError as AssistantNotFoundError,
 )
 from plait.errors._serve import (
+    CheckpointMetadataReadOnlyError as CheckpointMetadataReadOnlyError,
+)
+from plait.errors._serve import (
     ServeConfigError as ServeConfigError,
 )
 from plait.errors._serve import (
@@ -248,6 +252,7 @@ __all__ = [
     "AssistantNotFoundError",
     "CheckpointCorruptError",
     "CheckpointError",
+    "CheckpointMetadataReadOnlyError",
     "CheckpointNotFoundError",
     "CommandLineError",
     "ConcurrentUpdateError",

@@ -10,6 +10,7 @@ from plait.errors._base import PlaitError
 
 __all__ = [
     "AssistantNotFoundError",
+    "CheckpointMetadataReadOnlyError",
     "ServeConfigError",
     "ServeError",
     "ServeRequestError",
@@ -58,3 +59,19 @@ class ServeRequestError(ServeError, ValueError):
 class ServeConfigError(ServeError):
     """``plait serve`` cannot start as configured (a config file it cannot read, a graph it
     cannot load, a public address without an API key)."""
+
+
+_INSTEAD_OF_PATCH = (
+    'Tag the thread instead (PATCH /threads/{thread_id} with {"metadata": ...}, client.threads.update), '
+    "or write a new state (POST /threads/{thread_id}/state) and give the next run its metadata."
+)
+
+
+class CheckpointMetadataReadOnlyError(ServeError):
+    """``PATCH /threads/{id}/state`` (the SDKs' ``threads.patchState``): a stored checkpoint's
+    metadata cannot be edited, because plait never rewrites a checkpoint."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        what = f"thread {thread_id!r}: a checkpoint's metadata cannot be edited, because plait never rewrites"
+        super().__init__(f"{what} a stored checkpoint. {_INSTEAD_OF_PATCH}")

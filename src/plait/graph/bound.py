@@ -20,7 +20,25 @@ from plait.engine.spec import GraphSpec
 from plait.errors import MissingNodeError, NoCheckpointerError
 from plait.graph.closing import Closing
 
-__all__ = ["BoundGraph"]
+__all__ = ["BoundGraph", "breakpoints"]
+
+EVERY_NODE: Final = "*"
+
+
+def breakpoints(names: Iterable[str], nodes: Iterable[str]) -> frozenset[str]:
+    """The nodes ``names`` pauses at: ``"*"`` (alone, or as a list's only name) is every node.
+
+    Raises:
+        MissingNodeError: a name that is not one of ``nodes``.
+    """
+    known = tuple(nodes)
+    chosen = frozenset([names] if isinstance(names, str) else names)
+    if EVERY_NODE in chosen:
+        return frozenset(known)
+    for n in sorted(chosen):
+        if n not in known:
+            raise MissingNodeError(n, known)
+    return chosen
 
 
 class _Keep:
@@ -54,8 +72,8 @@ class BoundGraph(Closing):
             Binding(
                 checkpointer=coerce_checkpointer(checkpointer),
                 namespace=namespace,
-                interrupt_before=frozenset(interrupt_before),
-                interrupt_after=frozenset(interrupt_after),
+                interrupt_before=breakpoints(interrupt_before, spec.nodes),
+                interrupt_after=breakpoints(interrupt_after, spec.nodes),
                 executor=executor,
                 hooks=hooks,
             ),
@@ -83,7 +101,8 @@ class BoundGraph(Closing):
         """The same graph with another checkpointer, namespace, hooks or breakpoints, keeping
         every other option (executor, name): how a worker, the Studio and the CLI run a
         user's graph on their own store, and how the API server runs it with a request's
-        ``interrupt_before``. The graph itself is not changed.
+        ``interrupt_before``. The graph itself is not changed. A breakpoint of ``"*"`` (or
+        ``["*"]``) is every node of the graph.
 
         Raises:
             MissingNodeError: a breakpoint names a node the graph does not have.
@@ -106,11 +125,7 @@ class BoundGraph(Closing):
         return bound
 
     def _nodes_named(self, names: Iterable[str]) -> frozenset[str]:
-        chosen = frozenset(names)
-        for n in sorted(chosen):
-            if n not in self.spec.nodes:
-                raise MissingNodeError(n, tuple(self.spec.nodes))
-        return chosen
+        return breakpoints(names, self.spec.nodes)
 
     @property
     def checkpointer(self) -> Checkpointer | None:

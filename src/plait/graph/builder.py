@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from plait.engine.spec import GraphSpec, Join, NodeSpec, RouterSpec, is_async_callable, takes_context
-from plait.errors import GraphError, MissingNodeError
-from plait.graph.bound import BoundGraph
+from plait.errors import GraphError
+from plait.graph.bound import BoundGraph, breakpoints
 from plait.graph.subgraph import SubgraphNode
 from plait.state.schema import StateSchema
 from plait.types import END, START, RetryPolicy
@@ -219,7 +219,8 @@ class Graph:
                 ``file:///folder``, ``memory:``; see :func:`plait.checkpoint.open`), or None
                 to run without persistence.
             namespace: keeps this graph's threads apart from other graphs' in one store.
-            interrupt_before / interrupt_after: nodes to pause before / after (breakpoints).
+            interrupt_before / interrupt_after: nodes to pause before / after (breakpoints);
+                ``"*"`` is every node.
             executor: where sync nodes run: anything with ``submit(fn)``, such as a
                 ``concurrent.futures.ThreadPoolExecutor`` of your own (a worker's bounded
                 pool); None runs them in the process's shared thread pool.
@@ -227,10 +228,8 @@ class Graph:
         from plait.graph.compiled import CompiledGraph
 
         spec = self.spec()
-        before, after = tuple(interrupt_before), tuple(interrupt_after)
-        for n in (*before, *after):
-            if n not in spec.nodes:
-                raise MissingNodeError(n, tuple(spec.nodes))
+        before = tuple(sorted(breakpoints(interrupt_before, spec.nodes)))
+        after = tuple(sorted(breakpoints(interrupt_after, spec.nodes)))
         return CompiledGraph(
             spec,
             checkpointer=checkpointer,

@@ -178,8 +178,8 @@ class Runs:
                 (with ``resume``, or instead of an input).
             checkpoint_id: start from this checkpoint of the thread (a new branch), as
                 ``invoke(checkpoint_id=...)`` does.
-            interrupt_before, interrupt_after: breakpoints for this run (node names), in place
-                of the graph's own.
+            interrupt_before, interrupt_after: breakpoints for this run (node names; ``["*"]``:
+                every node), in place of the graph's own.
             durability: ``"sync"``, ``"async"`` or ``"exit"`` (see ``invoke``).
             recursion_limit: the most super-steps the run may take.
             wire: store the stream as the LangGraph API's events (``{"modes": [...],

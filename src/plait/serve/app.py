@@ -28,7 +28,7 @@ from plait.checkpoint.address import open as open_store
 from plait.checkpoint.base import Checkpointer
 from plait.errors import PlaitError, ServeConfigError
 from plait.graph.compiled import CompiledGraph
-from plait.serve import routes_assistants, routes_crons, routes_runs, routes_threads
+from plait.serve import routes_assistants, routes_crons, routes_runs, routes_thread_stream, routes_threads
 from plait.serve.assistants import Assistants
 from plait.serve.executor import RunExecutor
 from plait.serve.kernel import Server, error_response, status_of
@@ -200,6 +200,7 @@ def create_app(
 
     app.include_router(routes_assistants.router)
     app.include_router(routes_threads.router)
+    app.include_router(routes_thread_stream.router)
     app.include_router(routes_crons.router)
     app.include_router(routes_runs.router)
     if cfg.studio:

@@ -19,6 +19,7 @@ from starlette.responses import Response
 from plait.checkpoint.base import Checkpointer
 from plait.errors import (
     AssistantNotFoundError,
+    CheckpointMetadataReadOnlyError,
     CheckpointNotFoundError,
     ConcurrentUpdateError,
     PlaitError,
@@ -114,7 +115,7 @@ async def read_body(request: Request) -> dict[str, Any]:
 def status_of(exc: PlaitError) -> int:
     if isinstance(exc, AssistantNotFoundError | ThreadNotFoundError | CheckpointNotFoundError | RunNotFoundError):
         return 404
-    if isinstance(exc, ThreadBusyError | ConcurrentUpdateError | ThreadExistsError):
+    if isinstance(exc, ThreadBusyError | ConcurrentUpdateError | ThreadExistsError | CheckpointMetadataReadOnlyError):
         return 409
     if isinstance(exc, ServeRequestError):
         return 422

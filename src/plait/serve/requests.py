@@ -45,13 +45,15 @@ def _checkpoint_id(body: Mapping[str, Any]) -> str | None:
 
 
 def _names(body: Mapping[str, Any], key: str) -> list[str] | None:
+    """A run's breakpoints: node names, or ``["*"]`` for every node of the graph (the
+    SDKs send ``"*"``), checked against the graph when the run starts."""
     value = body.get(key)
     if value is None:
         return None
     if value == "*":
-        raise ServeRequestError(key, "'*' is not supported; name the nodes to pause at")
+        return ["*"]
     if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
-        raise ServeRequestError(key, "must be a list of node names")
+        raise ServeRequestError(key, "must be '*' (every node) or a list of node names")
     return value
 
 

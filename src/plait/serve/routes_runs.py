@@ -29,7 +29,7 @@ from plait.graph.compiled import CompiledGraph
 from plait.serve.kernel import Server, read_body, server_of
 from plait.serve.records import RunRecord, ThreadRecord
 from plait.serve.requests import MULTITASK, run_kwargs
-from plait.serve.streams import follow, sse_frame
+from plait.serve.streams import follow, sse_frame, thread_key
 from plait.serve.wire import json_response, run_json
 
 __all__ = ["make_run", "router"]
@@ -67,7 +67,9 @@ async def _create(server: Server, thread_id: str | None, body: Mapping[str, Any]
         run_id=str(uuid.uuid4()), thread_id=thread_id, assistant_id=assistant.assistant_id, graph=assistant.name,
         metadata=metadata, kwargs=kwargs, multitask=multitask, created_at=now, updated_at=now, temporary=temporary,
     )  # fmt: skip
-    return await server.runner.create(run)
+    created = await server.runner.create(run)
+    server.notifier.notify(thread_key(thread_id))  # a stream of the thread goes on to it
+    return created
 
 
 async def _thread_of_run(

@@ -16,12 +16,13 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from plait.checkpoint.fork import copy_thread
-from plait.errors import CheckpointNotFoundError, ServeRequestError, ThreadExistsError
+from plait.errors import CheckpointMetadataReadOnlyError, CheckpointNotFoundError, ServeRequestError, ThreadExistsError
 from plait.graph.records import ThreadState
 from plait.serve.assistants import Assistant
 from plait.serve.history import every_branch
 from plait.serve.kernel import Server, read_body, server_of
 from plait.serve.records import ThreadRecord
+from plait.serve.streams import thread_key
 from plait.serve.wire import json_response, state_json
 
 __all__ = ["router"]
@@ -161,6 +162,7 @@ async def delete_thread(thread_id: str, request: Request) -> Response:
             await server.runner.join(run.run_id)
     await server.checkpointer.adelete_thread(thread_id)
     await server.log.delete_thread(thread_id)
+    server.notifier.notify(thread_key(thread_id))  # the thread's streams end
     return Response(status_code=204)
 
 
@@ -211,6 +213,13 @@ async def get_state_of_checkpoint(thread_id: str, request: Request) -> Response:
     checkpoint = body.get("checkpoint")
     cid = checkpoint.get("checkpoint_id") if isinstance(checkpoint, Mapping) else None
     return await _state(server_of(request), thread_id, cid)
+
+
+@router.patch("/threads/{thread_id}/state")
+async def patch_state(thread_id: str, request: Request) -> Response:
+    """A checkpoint's metadata edited in place: refused (409), plait never rewrites one."""
+    await server_of(request).thread_record(thread_id)
+    raise CheckpointMetadataReadOnlyError(thread_id)
 
 
 @router.post("/threads/{thread_id}/state")

@@ -18,11 +18,17 @@ from plait.serve.log import LocalRunLog, RunLog
 from plait.serve.records import StoredEvent
 from plait.serve.wire import dumps
 
-__all__ = ["EventWriter", "Notifier", "follow", "sse_frame"]
+__all__ = ["EventWriter", "Notifier", "follow", "sse_frame", "thread_key"]
 
 HEARTBEAT = 10.0
 """Seconds of silence after which a reader sends a comment line, so that proxies and the
 SDKs' timeouts see the connection alive."""
+
+
+def thread_key(thread_id: str) -> str:
+    """The :class:`Notifier` key of a thread's new runs (a run's own key is its id): what a
+    thread's stream waits on between runs."""
+    return f"thread:{thread_id}"
 
 
 class Notifier:

@@ -320,12 +320,62 @@ async function main() {
     expect(same(answer.messages.map((m) => m.content), ["seeded", "next", "echo: next"]), "it goes on", answer);
   });
 
-  // What the SDK calls that this server does not answer as the SDK expects yet: each is
-  // reported as skipped (tests/serve/test_js_sdk.py pins the list, so that a fix un-skips it).
-  // threads.patchState(thread, metadata): PATCH /threads/{id}/state {metadata} -> 405.
-  skip("threads.patchState", "PATCH /threads/{id}/state is not served (405)");
-  // threads.joinStream(thread): GET /threads/{id}/stream (every run of a thread) -> 404.
-  skip("threads.joinStream", "GET /threads/{id}/stream is not served (404)");
+  await check("threads.patchState", async () => {
+    const plain = await client.threads.create({ metadata: { suite, kind: "patch" } });
+    await client.runs.wait(plain.thread_id, "chat", { input: user("keep me") });
+    const before = await client.threads.getState(plain.thread_id);
+    // plait never rewrites a checkpoint: refused with a 409 that says what to do instead
+    const err = await refused(409, "a checkpoint's metadata edited in place", () =>
+      client.threads.patchState(plain.thread_id, { reviewed: true }),
+    );
+    expect(/never rewrites a stored checkpoint/.test(err.message), "the server's reason", err.message);
+    expect(/threads\.update/.test(err.message), "what to do instead", err.message);
+    const after = await client.threads.getState(plain.thread_id);
+    expect(same(after, before), "the state is as it was", after);
+  });
+
+  await check("threads.joinStream", async () => {
+    const joined = await client.threads.create({ metadata: { suite, kind: "joined" } });
+    const jid = joined.thread_id;
+    const runA = await client.runs.create(jid, "chat", { input: user("one"), streamMode: ["values"] });
+    const own = await collect(client.runs.joinStream(jid, runA.run_id, { lastEventId: "-1" }));
+    // from after runA's first event: the rest of runA, its end, then a run made after the join
+    const abort = new AbortController();
+    const parts = [];
+    let runB;
+    for await (const event of client.threads.joinStream(jid, { lastEventId: `${runA.run_id}:1`, signal: abort.signal })) {
+      parts.push(event);
+      if (event.event === "run_done" && event.data.run_id === runA.run_id) {
+        runB = await client.runs.create(jid, "chat", { input: user("two"), streamMode: ["values"] });
+      } else if (event.event === "run_done") break;
+    }
+    abort.abort();
+    const a = parts.filter((e) => e.id.startsWith(runA.run_id) && e.event !== "run_done");
+    expect(
+      same(a.map((e) => [e.event, e.data]), own.slice(1).map((e) => [e.event, e.data])),
+      "runA's events after its first, as its own stream sent them",
+      a.map((e) => [e.id, e.event]),
+    );
+    const ends = parts.filter((e) => e.event === "run_done").map((e) => [e.data.run_id, e.data.status]);
+    expect(same(ends, [[runA.run_id, "success"], [runB.run_id, "success"]]), "each run's run_done", ends);
+    const b = parts.filter((e) => e.id.startsWith(runB.run_id));
+    expect(b[0]?.event === "metadata" && b[0].data.run_id === runB.run_id, "runB from its metadata event", b[0]);
+    const values = b.filter((e) => e.event === "values").at(-1)?.data;
+    expect(lastMessage(values) === "echo: two", "runB's answer", values);
+    // lifecycle only: the start and end of each run after runA
+    const life = new AbortController();
+    const seen = [];
+    for await (const event of client.threads.joinStream(jid, {
+      lastEventId: `${runA.run_id}:done`,
+      streamMode: "lifecycle",
+      signal: life.signal,
+    })) {
+      seen.push([event.event, event.data.run_id]);
+      if (event.event === "run_done") break;
+    }
+    life.abort();
+    expect(same(seen, [["run_start", runB.run_id], ["run_done", runB.run_id]]), "runB's start and end", seen);
+  });
 
   return {
     ok: true,
