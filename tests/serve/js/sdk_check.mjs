@@ -229,12 +229,16 @@ async function main() {
     });
     const contents = values.messages.map((m) => m.content);
     expect(same(contents, ["hello", "echo: hello", "branch", "echo: branch"]), "the branch's messages", contents);
-    const now = await client.threads.getHistory(tid, { limit: 10 });
+    // the history lists every branch, newest first (as LangGraph's): the old head stays in it
+    const now = await client.threads.getHistory(tid, { limit: 100 });
     const chain = now.map((s) => s.checkpoint.checkpoint_id);
-    expect(chain.includes(past.checkpoint.checkpoint_id), "the new branch goes through the past state", chain);
-    expect(!chain.includes(edited.checkpoint.checkpoint_id), "the new branch leaves the old head out", chain);
+    expect(same(chain, [...chain].sort().reverse()), "newest first", chain);
+    expect(chain.includes(past.checkpoint.checkpoint_id), "the past state the branch went from", chain);
+    expect(chain.includes(edited.checkpoint.checkpoint_id), "the old branch's head, still listed", chain);
     const head = await client.threads.getState(tid);
-    expect(head.checkpoint.checkpoint_id === chain[0], "the thread's head is the branch's", head.checkpoint);
+    expect(head.checkpoint.checkpoint_id === chain[0], "the thread's head is the branch's, listed first", head.checkpoint);
+    const children = now.filter((s) => s.parent_checkpoint?.checkpoint_id === past.checkpoint.checkpoint_id);
+    expect(children.length === 2, "two branches from the past state (what useStream's switcher shows)", children);
   });
 
   let copy;
