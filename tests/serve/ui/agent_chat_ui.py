@@ -11,8 +11,10 @@ download) and checks, one by one:
 1. ``stream``: a streamed answer: its first words are on the page while the run goes on;
 2. ``approve``: the approval card of the email tool, and approving it sends the email;
 3. ``edit``: editing a message and regenerating an answer (runs from past checkpoints);
-4. ``threads``: the thread list after a reload (threads.search by ``graph_id`` metadata);
-5. ``stop``: Cancel stops the page reading; the run still ends with the whole answer.
+4. ``branches``: after an edit, the edited message's branch switcher ("2 / 2") goes back to
+   the earlier branch (its message and answer) and forward to the new one again;
+5. ``threads``: the thread list after a reload (threads.search by ``graph_id`` metadata);
+6. ``stop``: Cancel stops the page reading; the run still ends with the whole answer.
 
 It prints a pass/fail line per check, then every request the page made to the API (method,
 path with ids replaced, statuses), each 4xx/5xx, each answer of the wrong shape, and the
@@ -85,7 +87,7 @@ class Report:
 
     @property
     def passed(self) -> bool:
-        return len(self.checks) == 5 and all(c.passed for c in self.checks)
+        return len(self.checks) == 6 and all(c.passed for c in self.checks)
 
     def lines(self) -> list[str]:
         out = []
@@ -311,6 +313,40 @@ class Page:
         texts = self.page.locator("div.group.mr-auto div.py-1").all_inner_texts()
         return texts[-1].strip() if texts else ""
 
+    def humans(self) -> list[str]:
+        """The texts of the human messages on the page, in order."""
+        return [t.strip() for t in self.page.locator("div.group.ml-auto p").all_inner_texts()]
+
+    def human(self, message: str) -> Any:
+        """The human message ``message`` in the chat (not a thread of that title in the
+        hidden thread list)."""
+        return self.page.locator("div.group.ml-auto").locator(self._text(message)).first
+
+    def _text(self, message: str) -> Any:
+        return self.page.locator("p").filter(has_text=re.compile(rf"^\s*{re.escape(message)}\s*$"))
+
+    def switcher(self, message: str) -> tuple[str, Any, Any]:
+        """The branch switcher under the human message ``message`` (agent-chat-ui's
+        ``BranchSwitcher``: a previous and a next button around an "i / n" span): its label
+        ("" when there is none) and its two buttons."""
+        box = self.page.locator("div.group.ml-auto", has=self._text(message))
+        label = box.locator("span.text-sm", has_text=re.compile(r"^\s*\d+ / \d+\s*$"))
+        if not label.count():
+            return "", None, None
+        buttons = label.first.locator("xpath=..").locator("button")
+        return label.first.inner_text().strip(), buttons.first, buttons.last
+
+    def wait_switcher(self, message: str, want: str, timeout: float = 15) -> str:
+        """The switcher's label under ``message`` once it reads ``want`` (or the last seen)."""
+        deadline = time.monotonic() + timeout
+        label = ""
+        while time.monotonic() < deadline:
+            label = self.switcher(message)[0]
+            if label == want:
+                break
+            self.page.wait_for_timeout(100)
+        return label
+
     def running(self) -> bool:
         """The page shows Cancel while it reads a run's stream."""
         return bool(self.page.get_by_role("button", name="Cancel", exact=True).count())
@@ -462,12 +498,11 @@ def check_edit(p: Page) -> Check:
     if not p.wait_text("Done. get_weather: 19°C, sunny", 10):
         return Check("edit", False, "the regenerated answer does not show")
     gaps = []
-    if not re.search(r"\b\d / \d\b", p.text()):
-        seen = len(list(p.sdk.threads.get_history(tid, limit=100)))
+    if not re.search(r"\b\d+ / \d+\b", p.text()):
+        seen = len(list(p.sdk.threads.get_history(tid, limit=10)))
         gaps.append(
-            "no branch switcher (1 / 2) on the edited message or the regenerated answer: POST /threads/{id}/history "
-            f"lists the current branch only ({seen} states), LangGraph lists every checkpoint of the thread, "
-            "which useStream needs to find sibling branches"
+            "no branch switcher (2 / 2) on the edited message or the regenerated answer: useStream finds sibling "
+            f"branches in POST /threads/{{id}}/history (limit 10), which lists {seen} states"
         )
     return Check(
         "edit",
@@ -475,6 +510,47 @@ def check_edit(p: Page) -> Check:
         f"the edit ran from checkpoint {edit_from} (the thread's root) and replaced the first turn; regenerate "
         f"ran from {regen_from} with no input and replaced the answer ({len(after)} messages either way)",
         gaps,
+    )
+
+
+def check_branches(p: Page) -> Check:
+    """Edit a message on a new thread: the edited message shows "2 / 2"; the previous button
+    shows the earlier branch (its message and answer, "1 / 2"), the next one the new again."""
+    first, edited, answer = "Hello, branch me", "What's the weather in Lisbon?", "Done. get_weather: 19°C, sunny"
+    p.open()
+    p.send(first)
+    tid = p.wait_thread_id()
+    if not p.wait_text(GREETING) or not p.wait_idle():
+        return Check("branches", False, "the first answer never ended")
+    p.wait_runs_done(tid)
+    p.human(first).hover()
+    p.page.get_by_role("button", name="Edit", exact=True).first.click()
+    p.page.locator("textarea:not([placeholder='Type your message...'])").first.fill(edited)
+    p.page.get_by_role("button", name="Submit", exact=True).first.click()
+    if not p.wait_text(answer, 30) or not p.wait_idle():
+        return Check("branches", False, "the edited message's answer never showed")
+    p.wait_runs_done(tid)
+    history = list(p.sdk.threads.get_history(tid, limit=10))
+    shape = f"POST /threads/{{id}}/history (limit 10) lists {len(history)} states"
+    label = p.wait_switcher(edited, "2 / 2")
+    if label != "2 / 2":
+        return Check("branches", False, f"no '2 / 2' under the edited message (switcher {label!r}); {shape}")
+    # the previous button under the edited message, then the next one under the earlier message
+    steps = [("previous", edited, first, "1 / 2", GREETING), ("next", first, edited, "2 / 2", answer)]
+    for which, under, lands, want, shows in steps:
+        p.human(under).hover()
+        _, previous, following = p.switcher(under)
+        (previous if which == "previous" else following).click()
+        label = p.wait_switcher(lands, want)
+        seen = (p.humans(), p.answer())
+        if label != want or seen != ([lands], shows):
+            return Check("branches", False, f"the {which} branch shows {seen} (switcher {label!r}), not {lands!r}")
+    heads = [_content(m) for m in p.last_messages(tid)]
+    return Check(
+        "branches",
+        True,
+        f"the edited message shows 2 / 2; previous: 1 / 2 with {first!r} and {GREETING!r}; next: 2 / 2 with "
+        f"{edited!r} and {answer!r} again ({shape}; the thread's head keeps {heads[0]!r})",
     )
 
 
@@ -544,6 +620,7 @@ def run(checkout: pathlib.Path, token_delay: float = 0.15, headed: bool = False)
                 ("stream", lambda: check_stream(p)),
                 ("approve", lambda: check_approve(p)),
                 ("edit", lambda: check_edit(p)),
+                ("branches", lambda: check_branches(p)),
                 ("threads", lambda: check_threads(p, ["Hello there", ASK_EMAIL, "What's the weather in Lisbon?"])),
                 ("stop", lambda: check_stop(p)),
             ]

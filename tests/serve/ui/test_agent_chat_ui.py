@@ -1,4 +1,4 @@
-"""agent-chat-ui, unmodified, against plait serve: the five browser checks of agent_chat_ui.py.
+"""agent-chat-ui, unmodified, against plait serve: the six browser checks of agent_chat_ui.py.
 
 Skipped unless ``PLAIT_AGENT_CHAT_UI`` names an agent-chat-ui checkout with its node_modules
 installed (none of its code is in plait, and CI has no copy), and Playwright and Debian's
@@ -32,11 +32,11 @@ def _why_skip() -> str | None:
 
 
 @pytest.mark.skipif(_why_skip() is not None, reason=_why_skip() or "")
-def test_agent_chat_ui_streams_approves_edits_lists_and_stops() -> None:
+def test_agent_chat_ui_streams_approves_edits_switches_branches_lists_and_stops() -> None:
     assert CHECKOUT is not None
     report = run(pathlib.Path(CHECKOUT).resolve())
     print("\n".join(report.lines()))
-    assert [c.name for c in report.checks] == ["stream", "approve", "edit", "threads", "stop"]
+    assert [c.name for c in report.checks] == ["stream", "approve", "edit", "branches", "threads", "stop"]
     assert report.passed, "\n".join(report.lines())
     assert not [r for r in report.requests if (r.status or 0) >= 400], "\n".join(report.lines())
     assert not [r for r in report.requests if r.shape_error], "\n".join(report.lines())
