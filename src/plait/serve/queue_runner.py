@@ -138,7 +138,11 @@ class QueueRunner:
             interrupt_after=kw.get("interrupt_after"),
             durability=kw.get("durability"),
             recursion_limit=kw.get("recursion_limit"),
-            wire={"modes": kw.get("stream_mode") or ["values"], "subgraphs": bool(kw.get("subgraphs"))},
+            wire={
+                "modes": kw.get("stream_mode") or ["values"],
+                "subgraphs": bool(kw.get("subgraphs")),
+                "temporary": record.temporary,  # a stateless run's thread: its worker deletes it
+            },
             after=None if after is None else datetime.datetime.fromtimestamp(float(after), datetime.UTC),
         )
         return record
