@@ -5,6 +5,7 @@ the run queue stores the events, the server reads them back): the same events bo
 
 from __future__ import annotations
 
+import datetime
 import re
 from typing import Any
 
@@ -57,6 +58,8 @@ def test_checkpoints_and_debug_send_each_stored_state_and_task(client: Any) -> N
         h["checkpoint"]["checkpoint_id"] for h in reversed(history[:3])
     ]
     debug = [p.data for p in parts if p.event == "debug"]
+    stamps = [datetime.datetime.fromisoformat(d["timestamp"]) for d in debug]
+    assert stamps == sorted(stamps)  # each made when its checkpoint or task came
     assert [d["payload"] for d in debug if d["type"] == "checkpoint"] == saved
     results = [d for d in debug if d["type"] == "task_result"]
     assert [(d["payload"]["name"], d["step"], d["payload"]["result"]) for d in results] == [

@@ -60,12 +60,19 @@ def state_json(state: ThreadState, *, root_parent: str | None = None) -> dict[st
 
 
 async def checkpoint_events(
-    translator: Translator, checkpointer: Checkpointer, thread_id: str, namespace: str, ns: tuple[str, ...], saved: Any
+    translator: Translator,
+    checkpointer: Checkpointer,
+    thread_id: str,
+    namespace: str,
+    ns: tuple[str, ...],
+    saved: Any,
+    at: str | None = None,
 ) -> list[tuple[str, Any]]:
     """The ``checkpoints`` and ``debug`` events of a run's ``CheckpointSaved`` event (none when
     not asked for): the checkpoint read back from ``checkpointer``. ``namespace`` is the run's
-    own, ``ns`` the subgraph's segments below it (``()`` for the run's own checkpoint)."""
+    own, ``ns`` the subgraph's segments below it (``()`` for the run's own checkpoint); ``at``
+    when the event came (the ``debug`` event's timestamp; now when not given)."""
     if not translator.wants_checkpoints() or (ns and not translator.subgraphs):
         return []
     cp = await checkpointer.aget(thread_id, saved.checkpoint_id, namespace="|".join(p for p in (namespace, *ns) if p))
-    return [] if cp is None else translator.checkpoint_events(ns, state_json(ThreadState.of(cp)), cp.step)
+    return [] if cp is None else translator.checkpoint_events(ns, state_json(ThreadState.of(cp)), cp.step, at)

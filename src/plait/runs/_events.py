@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from plait._frozen import thaw
@@ -28,6 +29,8 @@ class _Saved:
 
     ns: tuple[str, ...]
     event: Any
+    at: str = field(default_factory=lambda: datetime.datetime.now(datetime.UTC).isoformat())
+    """When it came: its ``debug`` event's timestamp, as if made then."""
 
 
 class Events:
@@ -146,7 +149,7 @@ class WireEvents(Events):
                 i += 1
                 continue
             made = await checkpoint_events(
-                self.translator, self.checkpointer, self.thread_id, self.namespace, entry.ns, entry.event
+                self.translator, self.checkpointer, self.thread_id, self.namespace, entry.ns, entry.event, entry.at
             )
             at = self.buffer.index(entry)  # nothing before it goes meanwhile: only appends
             self.buffer[at : at + 1] = [{"event": name, "data": data} for name, data in made]

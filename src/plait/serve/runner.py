@@ -237,14 +237,18 @@ class Runner:
             output = {"__error__": error}
             writer.add("error", error)
         await writer.flush()
-        if self.stops.get(run.run_id) == "rollback":
+        rollback = self.stops.get(run.run_id) == "rollback"
+        if run.temporary:
+            # a stateless run's thread: its state goes before the end is recorded, so that whoever
+            # learns of the end finds it gone; the run itself stays readable
+            await self.checkpointer.adelete_thread(run.thread_id)
+        elif rollback:
             await rewind(self.checkpointer, run.thread_id, "", run.start_checkpoint)
+        if rollback:
             await self.log.delete_run(run.run_id)
             await self.log.touch_thread(run.thread_id, self.clock())
         else:
             await self._save(run, status=status, output=output, error=error)  # touches the thread too
-        if run.temporary:  # a stateless run's thread: its state goes, its run stays readable
-            await self.checkpointer.adelete_thread(run.thread_id)
         self.notifier.notify(run.run_id)
 
     async def _attempt(
