@@ -125,9 +125,12 @@ class Translator:
     def wants_checkpoints(self) -> bool:
         return bool(self.modes & {"checkpoints", "debug"})
 
-    def checkpoint_events(self, ns: tuple[str, ...], state: dict[str, Any], step: int) -> list[tuple[str, Any]]:
-        """The events of a stored checkpoint (``state`` as :func:`plait.serve.wire.state_json`
-        makes it), for the ``checkpoints`` and ``debug`` modes."""
+    def checkpoint_events(
+        self, ns: tuple[str, ...], state: dict[str, Any], step: int, at: str | None = None
+    ) -> list[tuple[str, Any]]:
+        """The events of a stored checkpoint (``state`` as :func:`plait.graph.api_state.state_json`
+        makes it), for the ``checkpoints`` and ``debug`` modes; ``at``: when it was stored
+        (ISO 8601; now when not given), the ``debug`` event's timestamp."""
         if ns and not self.subgraphs:
             return []
         doc = {
@@ -141,9 +144,8 @@ class Translator:
         if "checkpoints" in self.modes:
             out.append((self.name("checkpoints", ns), doc))
         if "debug" in self.modes:
-            out.append(
-                (self.name("debug", ns), {"type": "checkpoint", "timestamp": _now(), "step": step, "payload": doc})
-            )
+            debug = {"type": "checkpoint", "timestamp": at or _now(), "step": step, "payload": doc}
+            out.append((self.name("debug", ns), debug))
         return out
 
     @staticmethod

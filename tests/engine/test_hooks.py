@@ -121,3 +121,37 @@ def test_without_hooks_nothing_is_asked() -> None:
     hooks = RunHooks()
     assert asyncio.run(hooks.at_step(None)) is False  # type: ignore[arg-type]
     assert hooks.modes == frozenset()
+
+
+class Nested(StopAfter):
+    """Asks for its run's subgraphs' items too."""
+
+    subgraphs = True
+
+    def __init__(self, modes: frozenset[str]) -> None:
+        super().__init__(99, modes)
+        self.nested: list[tuple[tuple[str, ...], str, Any]] = []
+
+    def on_subgraph_item(self, namespace: tuple[str, ...], mode: str, item: Any) -> None:
+        self.nested.append((namespace, mode, item))
+
+
+def test_hooks_that_ask_for_subgraphs_get_their_items_by_namespace_as_stream_yields_them(
+    make_saver: Callable[..., Checkpointer],
+) -> None:
+    leaf = _steps([], 1)
+    mid = Graph(S).add_node("deep", leaf).add_edge(START, "deep").add_edge("deep", END)
+    outer = Graph(S).add_node("sub", mid).add_edge(START, "sub").add_edge("sub", END)
+    app = outer.compile(checkpointer=make_saver())
+    streamed = list(app.stream({"log": []}, thread_id="s", mode="updates", subgraphs=True))
+    hooks = Nested(frozenset({"updates"}))
+    plain = list(app.bind(hooks=hooks).stream({"log": []}, thread_id="t", mode="values"))
+    assert [v["log"] for v in plain] == [[], ["s0"]]  # the caller's stream is its own
+    assert [i for m, i in hooks.items] == [{"sub": {"log": ["s0"]}}]  # the run's own, as before
+    got = [(tuple(p.split(":")[0] for p in ns), item) for ns, mode, item in hooks.nested]
+    want = [(tuple(p.split(":")[0] for p in ns), item) for ns, item in streamed if ns]
+    assert got == want == [(("sub", "deep"), {"s0": {"log": ["s0"]}}), (("sub",), {"deep": {"log": ["s0"]}})]
+    assert all(mode == "updates" for _, mode, _ in hooks.nested)
+    no_subgraphs = StopAfter(99, frozenset({"updates"}))
+    app.bind(hooks=no_subgraphs).invoke({"log": []}, thread_id="u")
+    assert [i for _, i in no_subgraphs.items] == [{"sub": {"log": ["s0"]}}]

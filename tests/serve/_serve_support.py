@@ -18,7 +18,7 @@ from plait.checkpoint.base import Checkpointer
 from plait.graph.compiled import CompiledGraph
 from plait.serve.app import ServeConfig, create_app
 
-__all__ = ["APPS", "ENTERED", "GATES", "chat_graph", "served", "steps_graph"]
+__all__ = ["APPS", "ENTERED", "GATES", "chat_graph", "nested_graph", "served", "steps_graph"]
 
 GATES: dict[str, threading.Event] = {}
 """Named gates a node waits at (set by a test), so that a test can hold a run mid-way."""
@@ -89,6 +89,19 @@ def steps_graph() -> CompiledGraph:
     return g.compile(name="steps")
 
 
+def _add_one(state: Any) -> dict[str, Any]:
+    return {"n": 1}
+
+
+def nested_graph() -> CompiledGraph:
+    """``inner`` (a subgraph: ``a`` -> ``b``) -> ``fin``, each node adding 1 to ``n``."""
+    inner = Graph(Count).add_node("a", _add_one).add_node("b", _add_one)
+    inner.add_edge(START, "a").add_edge("a", "b").add_edge("b", END)
+    g = Graph(Count).add_node("inner", inner.compile(name="inner")).add_node("fin", _add_one)
+    g.add_edge(START, "inner").add_edge("inner", "fin").add_edge("fin", END)
+    return g.compile(name="nested")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -100,7 +113,8 @@ def served(
     store: Checkpointer | str, graphs: dict[str, CompiledGraph] | None = None, config: ServeConfig | None = None
 ) -> Iterator[str]:
     """The server's base URL while the block runs."""
-    app = create_app(store, graphs or {"chat": chat_graph(), "steps": steps_graph()}, config=config)
+    graphs = graphs or {"chat": chat_graph(), "steps": steps_graph(), "nested": nested_graph()}
+    app = create_app(store, graphs, config=config)
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)

@@ -36,7 +36,7 @@ def _wait_status(client: Any, thread_id: str, run_id: str, status: str) -> None:
 
 def test_the_assistants_are_the_served_graphs_by_name_and_stable_id(client: Any) -> None:
     found = {a["graph_id"]: a for a in client.assistants.search()}
-    assert set(found) == {"chat", "steps"}
+    assert set(found) == {"chat", "steps", "nested"}
     assert found["chat"]["assistant_id"] == assistant_id_of("chat")
     assert found["chat"]["metadata"] == {"created_by": "system"}
     by_id = client.assistants.get(assistant_id_of("chat"))

@@ -14,7 +14,6 @@ from plait._sync import on_loop_thread
 from plait.checkpoint.model import CheckpointWrite, Task
 from plait.engine.events import CheckpointSaved, CustomEvent, Interrupted, NodeFailed, NodeFinished, update_item
 from plait.engine.merge import Results
-from plait.engine.options import RunHooks
 from plait.engine.tasks import TaskOutcome
 from plait.state.messages import as_langchain, kind_of
 from plait.state.run_state import StateUpdated
@@ -244,17 +243,18 @@ def queue_sink(put: Callable[[tuple[str, Any]], None], *, subgraphs: bool, singl
     return NestedSink(lambda mode, ns, item: put((mode, (ns, item) if single else (ns, (mode, item)))))
 
 
-def with_hooks(sink: Sink | None, modes: frozenset[str], hooks: RunHooks) -> tuple[Sink, frozenset[str]]:
-    """One sink for the caller's stream and the hooks' items: each item goes to whichever
-    asked for its mode (both, when both did)."""
-    wanted = hooks.modes
+def with_hooks(
+    sink: Sink | None, modes: frozenset[str], hook: Sink, wanted: frozenset[str]
+) -> tuple[Sink, frozenset[str]]:
+    """One sink for the caller's stream and a hook's items (``wanted`` modes): each item goes
+    to whichever asked for its mode (both, when both did)."""
     if sink is None:
-        return hooks.on_item, wanted
+        return hook, wanted
     caller = sink
 
     def both(mode: str, item: Any) -> None:
         if mode in wanted:
-            hooks.on_item(mode, item)
+            hook(mode, item)
         if mode in modes:
             caller(mode, item)
 

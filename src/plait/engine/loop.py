@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import socket
 import uuid
@@ -33,7 +34,7 @@ from plait.engine.merge import (
     read_pending,
     written_keys,
 )
-from plait.engine.options import Binding, RunOptions, RunOutcome, RunResult
+from plait.engine.options import Binding, RunHooks, RunOptions, RunOutcome, RunResult
 from plait.engine.pending import result_write
 from plait.engine.plan import bare_checkpoint, hold_deferred, plan_next, with_held
 from plait.engine.spec import GraphSpec, SubgraphRunner
@@ -72,6 +73,7 @@ class Driver(Starting):
         sink: Sink | None = None,
         modes: frozenset[str] = frozenset(),
         path: tuple[str, ...] = (),
+        watch: RunHooks | None = None,
     ) -> None:
         self.spec = spec
         self.graph_fp = graph_fp
@@ -92,8 +94,13 @@ class Driver(Starting):
         self.loop = asyncio.get_running_loop()
         self.caller_sink, self.caller_modes = sink, modes
         """The caller's own stream (a subgraph's items go to its child, never to the hooks)."""
+        self.watch = self.hooks if self.hooks is not None and self.hooks.subgraphs else watch
+        """The top-level run's hooks when they want its subgraphs' items (given to this run's
+        subgraphs)."""
         if self.hooks is not None and self.hooks.modes:
-            sink, modes = with_hooks(sink, modes, self.hooks)
+            sink, modes = with_hooks(sink, modes, self.hooks.on_item, self.hooks.modes)
+        elif watch is not None and watch.modes:
+            sink, modes = with_hooks(sink, modes, functools.partial(watch.on_subgraph_item, path), watch.modes)
         self.path = path
         """The ``node:task_id`` segments from the top-level run to this one (``()`` there)."""
         source = None
@@ -176,10 +183,11 @@ class Driver(Starting):
             sink=sink,
             modes=self.caller_modes if sink is not None else frozenset(),
             path=(*self.path, segment),
+            watch=self.watch,
         )
-        if self.hooks is None or "messages" not in self.hooks.modes:
-            # the hooks get no subgraph's items: a message the child streams must still
-            # reach them whole, as the parent task's write
+        if self.hooks is None or "messages" not in self.hooks.modes or self.hooks.subgraphs:
+            # hooks that get no subgraph's items must still get a message the child streams
+            # whole, as the parent task's write
             child.emit.share(self.emit)
         return child
 

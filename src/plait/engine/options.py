@@ -81,6 +81,10 @@ class RunHooks:
     node streams, as ``stream(mode="messages")`` yields it); none by default, so that the run
     builds no stream item for nobody."""
 
+    subgraphs: bool = False
+    """Whether the items of :attr:`modes` made by the run's subgraphs are given too, to
+    :meth:`on_subgraph_item` (off by default: a subgraph's items are built for nobody)."""
+
     async def on_start(self, head: Checkpoint | None, input: Any) -> Any:
         """Called once the run holds its thread (its lease taken) and has read the checkpoint
         it starts from (``head``; None on a new thread), before anything is written: returns
@@ -91,7 +95,13 @@ class RunHooks:
 
     def on_item(self, mode: str, item: Any) -> None:
         """A stream item of one of :attr:`modes`, as ``stream()`` would yield it (the run's
-        own items; a subgraph's are not passed). Must not block: it runs on the loop."""
+        own items; a subgraph's go to :meth:`on_subgraph_item`). Must not block: it runs on
+        the loop."""
+
+    def on_subgraph_item(self, namespace: tuple[str, ...], mode: str, item: Any) -> None:
+        """A stream item of one of :attr:`modes` made by a subgraph of the run, when
+        :attr:`subgraphs` is on: ``namespace`` says which, as ``stream(subgraphs=True)``
+        yields it (the ``node:task_id`` segments from the top-level run). Must not block."""
 
     async def at_step(self, checkpoint: Checkpoint) -> bool:
         """Called at each super-step boundary, after ``checkpoint`` (the last one the run

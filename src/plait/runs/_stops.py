@@ -64,6 +64,7 @@ class Steering(RunHooks):
         """Whether an earlier attempt recorded where the run started (``start``)."""
         self.start = start
         self.modes = frozenset(events.modes)
+        self.subgraphs = events.subgraphs
         self.result: RunResult | None = None
         """How the run ended (None: it failed, or has not ended)."""
 
@@ -79,6 +80,9 @@ class Steering(RunHooks):
 
     def on_item(self, mode: str, item: Any) -> None:
         self.events.item(mode, item)
+
+    def on_subgraph_item(self, namespace: tuple[str, ...], mode: str, item: Any) -> None:
+        self.events.item(mode, item, namespace)
 
     async def at_step(self, checkpoint: Checkpoint) -> bool:
         await self.events.flush()

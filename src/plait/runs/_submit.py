@@ -96,8 +96,9 @@ def run_options(**given: Any) -> dict[str, Any] | None:
                 raise ValueError(f"{key} must be a list of node names")
             options[key] = list(names)
     if "wire" in options:
-        options["wire"] = {"modes": list(options["wire"].get("modes") or ["values"]),
-                           "subgraphs": bool(options["wire"].get("subgraphs"))}  # fmt: skip
+        given = options["wire"]
+        options["wire"] = {"modes": list(given.get("modes") or ["values"]), "subgraphs": bool(given.get("subgraphs")),
+                           **({"temporary": True} if given.get("temporary") else {})}  # fmt: skip
     return options or None
 
 

@@ -183,7 +183,8 @@ class Runs:
             durability: ``"sync"``, ``"async"`` or ``"exit"`` (see ``invoke``).
             recursion_limit: the most super-steps the run may take.
             wire: store the stream as the LangGraph API's events (``{"modes": [...],
-                "subgraphs": bool}``, the API's stream modes): what ``plait serve`` asks.
+                "subgraphs": bool}``, the API's stream modes; ``"temporary": True`` deletes
+                the thread once the run ended, a stateless run's): what ``plait serve`` asks.
 
         Returns:
             The run id.

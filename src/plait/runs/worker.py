@@ -45,15 +45,15 @@ from plait.errors import (
     UnknownGraphError,
 )
 from plait.runs import _store
-from plait.runs._events import Events, WireEvents
+from plait.runs._events import Events
 from plait.runs._limits import Limits
 from plait.runs._notify import Notifier
+from plait.runs._prepare import drop_temporary, prepared
 from plait.runs._stops import Handle, Requeue, RequeueStrategy, Steering, database_failure
 from plait.runs.client import ADVANCE_TASK, DEFAULT_QUEUE, Runs
 from plait.runs.records import Run
 from plait.runs.schedules import fire_due
 from plait.stream_wire import error_name
-from plait.types import Command
 
 if TYPE_CHECKING:
     from plait.graph.compiled import CompiledGraph
@@ -434,7 +434,7 @@ class Worker:
     ) -> None:
         """Run an attempt of a run marked running (``run`` as marked: its attempts counted);
         whether its input is still to apply is decided under the lease (:class:`Steering`)."""
-        input, graph, events = self._prepared(run, graph, extra)
+        input, graph, events = prepared(run, graph, extra, self.runs, self._notifier, self._checkpointer)
         await events.open(extra.get("events"))
         events.add("status", {"status": "running", "worker": owner, "attempt": run.attempts})
         budget = None if run.timeout is None else run.timeout - (time.time() - started_at)
@@ -496,24 +496,6 @@ class Worker:
             return
         await self._end(run, "success", events, output=output)
 
-    def _prepared(self, run: Run, graph: CompiledGraph, extra: dict[str, Any]) -> tuple[Any, CompiledGraph, Events]:
-        """The run's input (a ``Command`` when it resumes, updates or goes to a node), its graph
-        with the run's own breakpoints, and where its stream goes: plait's items, or the
-        LangGraph API's events for a run ``plait serve`` submitted."""
-        options = run.options or {}
-        input: Any = Command(resume=run.resume) if run.has_resume else run.input
-        if "update" in options or "goto" in options:
-            given = {k: options[k] for k in ("update", "goto") if k in options}
-            input = Command.from_json({**given, **({"resume": run.resume} if run.has_resume else {})})
-        if "interrupt_before" in options or "interrupt_after" in options:
-            graph = graph.bind(
-                interrupt_before=options.get("interrupt_before", graph.interrupt_before),
-                interrupt_after=options.get("interrupt_after", graph.interrupt_after),
-            )
-        if "wire" in options:
-            return input, graph, WireEvents(self.runs, run.run_id, options["wire"], run.thread_id, self._notifier)
-        return input, graph, Events(self.runs, run.run_id, extra["stream"], self._notifier)
-
     async def _drive(self, graph: CompiledGraph, run: Run, input: Any, owner: str, events: Events) -> dict[str, Any]:
         """Run the graph (its hooks store the stream items asked for, a batch per super-step,
         and stop it at the next boundary once asked); its output as ``invoke`` returns it,
@@ -545,6 +527,7 @@ class Worker:
                 row = await cur.fetchone()
                 if row is not None and row[0]:  # where it started, as recorded under the lease
                     await rewind(self._checkpointer, run.thread_id, run.namespace, row[1])
+                await drop_temporary(run, self._checkpointer)
                 await cur.execute("DELETE FROM plait_run WHERE run_id = %s", (run.run_id,))
             self._notifier.send("end", run.run_id)
         elif why == "interrupt" and run.options and "wire" in run.options:
@@ -560,6 +543,8 @@ class Worker:
         events.add("status", {"status": status, "error": error})
         await events.drain()  # what is being stored comes before what the end stores
         try:
+            assert self._checkpointer is not None
+            await drop_temporary(run, self._checkpointer)
             async with self.runs.db.connection() as conn, conn.cursor() as cur:
                 await self._finish(
                     cur, run.run_id, status, output=output, error=error, only_if=("running",), events=events.take()

@@ -46,11 +46,12 @@ def record_of(run: Run) -> RunRecord:
     if status in ("error", "timeout"):
         output = {"__error__": error or {"error": "Error", "message": "the run failed"}}
     kwargs = dict(options.get("api") or {})
+    temporary = bool((options.get("wire") or {}).get("temporary"))
     return RunRecord(
         run_id=run.run_id, thread_id=run.thread_id, assistant_id=assistant_id_of(run.graph), graph=run.graph,
         status=status, metadata=run.metadata if isinstance(run.metadata, dict) else {}, kwargs=kwargs,
         multitask=run.multitask, created_at=run.created_at, updated_at=run.updated_at, attempts=run.attempts,
-        output=output, error=error, start_checkpoint=run.start_checkpoint, temporary=bool(options.get("temporary")),
+        output=output, error=error, start_checkpoint=run.start_checkpoint, temporary=temporary,
     )  # fmt: skip
 
 

@@ -138,7 +138,11 @@ class QueueRunner:
             interrupt_after=kw.get("interrupt_after"),
             durability=kw.get("durability"),
             recursion_limit=kw.get("recursion_limit"),
-            wire={"modes": kw.get("stream_mode") or ["values"], "subgraphs": bool(kw.get("subgraphs"))},
+            wire={
+                "modes": kw.get("stream_mode") or ["values"],
+                "subgraphs": bool(kw.get("subgraphs")),
+                "temporary": record.temporary,  # a stateless run's thread: its worker deletes it
+            },
             after=None if after is None else datetime.datetime.fromtimestamp(float(after), datetime.UTC),
         )
         return record
@@ -151,7 +155,22 @@ class QueueRunner:
         return found
 
     async def join(self, run_id: str) -> RunRecord:
-        return record_of(await self.runs.ajoin(run_id))
+        """The run once it has ended, woken by this process's one listener (the ``Notifier``)
+        and checking once a second besides. ``Runs.ajoin`` would open a connection of its
+        own to listen, per call: a new PostgreSQL backend for every ``runs.wait``.
+
+        Raises:
+            RunNotFoundError: no such run (or it was rolled back meanwhile).
+        """
+        while True:
+            woken = self.notifier.register(run_id)
+            try:
+                run = await self.runs.aget(run_id)
+                if run.done:
+                    return record_of(run)
+                await asyncio.wait({woken}, timeout=1.0)
+            finally:
+                self.notifier.discard(run_id, woken)
 
     async def is_active(self, run_id: str) -> bool:
         found = await self.log.get_run(run_id)

@@ -24,14 +24,14 @@ from plait.checkpoint.model import Checkpoint
 from plait.checkpoint.rewind import rewind
 from plait.engine.options import RunHooks, RunResult
 from plait.errors import AssistantNotFoundError, RunNotFoundError, RunRejectedError
+from plait.graph.api_state import checkpoint_events
 from plait.graph.compiled import CompiledGraph
-from plait.graph.records import ThreadState
 from plait.serve.assistants import Assistants
 from plait.serve.log import LocalRunLog
 from plait.serve.records import ApiRunStatus, RunRecord
 from plait.serve.requests import start_of
 from plait.serve.streams import EventWriter, Notifier
-from plait.serve.wire import interrupt_json, state_json
+from plait.serve.wire import interrupt_json
 from plait.stream_wire import Translator, api_error, library_modes
 
 __all__ = ["Runner"]
@@ -237,14 +237,18 @@ class Runner:
             output = {"__error__": error}
             writer.add("error", error)
         await writer.flush()
-        if self.stops.get(run.run_id) == "rollback":
+        rollback = self.stops.get(run.run_id) == "rollback"
+        if run.temporary:
+            # a stateless run's thread: its state goes before the end is recorded, so that whoever
+            # learns of the end finds it gone; the run itself stays readable
+            await self.checkpointer.adelete_thread(run.thread_id)
+        elif rollback:
             await rewind(self.checkpointer, run.thread_id, "", run.start_checkpoint)
+        if rollback:
             await self.log.delete_run(run.run_id)
             await self.log.touch_thread(run.thread_id, self.clock())
         else:
             await self._save(run, status=status, output=output, error=error)  # touches the thread too
-        if run.temporary:  # a stateless run's thread: its state goes, its run stays readable
-            await self.checkpointer.adelete_thread(run.thread_id)
         self.notifier.notify(run.run_id)
 
     async def _attempt(
@@ -274,13 +278,11 @@ class Runner:
             wait=30.0,
         )
         async for ns, (mode, item) in stream:
-            if mode == "events" and translator.is_checkpoint(item) and translator.wants_checkpoints():
-                cp = await self.checkpointer.aget(run.thread_id, item.checkpoint_id, namespace="|".join(ns))
-                if cp is not None:
-                    for name, data in translator.checkpoint_events(ns, state_json(ThreadState.of(cp)), cp.step):
-                        writer.add(name, data)
-                continue
-            for name, data in translator.events(ns, mode, item):
+            if mode == "events" and translator.is_checkpoint(item):
+                made = await checkpoint_events(translator, self.checkpointer, run.thread_id, "", ns, item)
+            else:
+                made = translator.events(ns, mode, item)
+            for name, data in made:
                 writer.add(name, data)
         result = hooks.result
         assert result is not None

@@ -8,7 +8,6 @@ checkpoint's JSON data as stored.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,6 +15,7 @@ import orjson
 from starlette.responses import Response
 
 from plait._frozen import thaw
+from plait.graph.api_state import checkpoint_ref, interrupt_json, iso, state_json
 from plait.graph.records import ThreadState
 from plait.serve.records import RunRecord, ThreadRecord
 from plait.types import Interrupt
@@ -36,10 +36,6 @@ ApiThreadStatus = str
 """``idle``, ``busy``, ``interrupted`` or ``error``, as the SDKs name a thread's status."""
 
 
-def iso(seconds: float) -> str:
-    return datetime.datetime.fromtimestamp(seconds, datetime.UTC).isoformat()
-
-
 def dumps(value: Any) -> bytes:
     """JSON bytes of an answer (frozen containers and interrupts included)."""
     return orjson.dumps(value, default=_default)
@@ -55,45 +51,6 @@ def _default(value: Any) -> Any:
 
 def json_response(value: Any, status: int = 200, headers: Mapping[str, str] | None = None) -> Response:
     return Response(dumps(value), status_code=status, media_type="application/json", headers=dict(headers or {}))
-
-
-def interrupt_json(i: Interrupt) -> dict[str, Any]:
-    """An interrupt as the SDKs read it (``value``, ``id``), with plait's ``node`` beside."""
-    return {"value": i.value, "id": i.id, "node": i.node}
-
-
-def checkpoint_ref(thread_id: str, checkpoint_id: str | None, namespace: str = "") -> dict[str, Any] | None:
-    if checkpoint_id is None:
-        return None
-    return {"thread_id": thread_id, "checkpoint_ns": namespace, "checkpoint_id": checkpoint_id, "checkpoint_map": None}
-
-
-def state_json(state: ThreadState, *, root_parent: str | None = None) -> dict[str, Any]:
-    """A ``ThreadState``: values, next nodes, tasks (with their interrupts and errors), the
-    checkpoint and its parent, metadata. ``root_parent`` stands for the parent of a thread's
-    first checkpoint (the empty state a client branches from to edit the first message)."""
-    parent = state.parent_id if state.parent_id is not None else root_parent
-    return {
-        "values": thaw(state.values),
-        "next": list(state.next),
-        "tasks": [
-            {
-                "id": t.id,
-                "name": t.node,
-                "error": None if t.error is None else f"{t.error.type}: {t.error.message}",
-                "interrupts": [interrupt_json(i) for i in t.interrupts],
-                "checkpoint": None,
-                "state": None,
-                "result": thaw(t.result) if t.status == "done" else None,
-            }
-            for t in state.tasks
-        ],
-        "checkpoint": checkpoint_ref(state.thread_id, state.checkpoint_id, state.namespace),
-        "metadata": {**thaw(state.metadata), "step": state.step},
-        "created_at": iso(state.created_at),
-        "parent_checkpoint": checkpoint_ref(state.thread_id, parent, state.namespace),
-        "interrupts": [interrupt_json(i) for i in state.interrupts],
-    }
 
 
 def thread_json(

@@ -1,0 +1,53 @@
+"""What a worker makes of a stored run before it runs it, and what it drops once it ended."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from plait.runs._events import Events, WireEvents
+from plait.types import Command
+
+if TYPE_CHECKING:
+    from plait.checkpoint.base import Checkpointer
+    from plait.graph.compiled import CompiledGraph
+    from plait.runs._notify import Notifier
+    from plait.runs.client import Runs
+    from plait.runs.records import Run
+
+__all__ = ["drop_temporary", "prepared"]
+
+
+def prepared(
+    run: Run,
+    graph: CompiledGraph,
+    extra: dict[str, Any],
+    runs: Runs,
+    notifier: Notifier,
+    checkpointer: Checkpointer | None,
+) -> tuple[Any, CompiledGraph, Events]:
+    """The run's input (a ``Command`` when it resumes, updates or goes to a node), its graph
+    with the run's own breakpoints, and where its stream goes: plait's items, or the
+    LangGraph API's events for a run ``plait serve`` submitted."""
+    options = run.options or {}
+    input: Any = Command(resume=run.resume) if run.has_resume else run.input
+    if "update" in options or "goto" in options:
+        given = {k: options[k] for k in ("update", "goto") if k in options}
+        input = Command.from_json({**given, **({"resume": run.resume} if run.has_resume else {})})
+    if "interrupt_before" in options or "interrupt_after" in options:
+        graph = graph.bind(
+            interrupt_before=options.get("interrupt_before", graph.interrupt_before),
+            interrupt_after=options.get("interrupt_after", graph.interrupt_after),
+        )
+    if "wire" in options:
+        assert checkpointer is not None
+        return input, graph, WireEvents(runs, run, notifier, checkpointer)
+    return input, graph, Events(runs, run.run_id, extra["stream"], notifier)
+
+
+async def drop_temporary(run: Run, checkpointer: Checkpointer) -> None:
+    """Delete the thread of a stateless run of ``plait serve`` (one made without a thread,
+    ``on_completion="delete"``) once it ended, as the server's own runs do. Called before its
+    end is recorded, so that whoever learns of the end finds the thread gone."""
+    wire = (run.options or {}).get("wire") or {}
+    if wire.get("temporary"):
+        await checkpointer.adelete_thread(run.thread_id, namespace=run.namespace)
