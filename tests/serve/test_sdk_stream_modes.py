@@ -44,18 +44,25 @@ def test_checkpoints_and_debug_send_each_stored_state_and_task(client: Any) -> N
     shown = [p.event if p.event != "debug" else f"debug:{p.data['type']}" for p in parts]
     assert shown == [
         "metadata",
+        "checkpoints", "debug:checkpoint",  # the new thread's root (LangGraph's step -1)
         "checkpoints", "debug:checkpoint", "debug:task", "debug:task_result",
         "checkpoints", "debug:checkpoint", "debug:task", "debug:task_result",
         "checkpoints", "debug:checkpoint",
     ]  # fmt: skip
     saved = [p.data for p in parts if p.event == "checkpoints"]
-    assert [(c["values"], c["next"]) for c in saved] == [({"n": 0}, ["inner"]), ({"n": 2}, ["fin"]), ({"n": 3}, [])]
+    assert [(c["values"], c["next"]) for c in saved] == [
+        ({"n": 0}, []),
+        ({"n": 0}, ["inner"]),
+        ({"n": 2}, ["fin"]),
+        ({"n": 3}, []),
+    ]
+    assert saved[0]["parent_config"] is None and saved[0]["metadata"]["source"] == "update"
     assert all(c["config"]["configurable"]["thread_id"] == thread for c in saved)
     assert [c["parent_config"] for c in saved[1:]] == [c["config"] for c in saved[:-1]]
     history = client.threads.get_history(thread, limit=10)
-    assert [c["checkpoint"] for c in saved] == [h["checkpoint"] for h in reversed(history[:3])]
+    assert [c["checkpoint"] for c in saved] == [h["checkpoint"] for h in reversed(history)]
     assert [c["config"]["configurable"]["checkpoint_id"] for c in saved] == [
-        h["checkpoint"]["checkpoint_id"] for h in reversed(history[:3])
+        h["checkpoint"]["checkpoint_id"] for h in reversed(history)
     ]
     debug = [p.data for p in parts if p.event == "debug"]
     stamps = [datetime.datetime.fromisoformat(d["timestamp"]) for d in debug]
@@ -74,13 +81,13 @@ def test_a_subgraphs_checkpoints_are_sent_with_stream_subgraphs(client: Any) -> 
         client.runs.stream(thread, "nested", input={"n": 0}, stream_mode=["checkpoints"], stream_subgraphs=True)
     )
     assert _names(parts) == [
-        "metadata", "checkpoints",
+        "metadata", "checkpoints", "checkpoints",
         "checkpoints|inner:*", "checkpoints|inner:*", "checkpoints|inner:*",
         "checkpoints", "checkpoints",
     ]  # fmt: skip
     inner = [p.data for p in parts if p.event.startswith("checkpoints|")]
     assert [c["values"] for c in inner] == [{"n": 0}, {"n": 1}, {"n": 2}]
-    namespace = parts[2].event.split("|", 1)[1]
+    namespace = parts[3].event.split("|", 1)[1]
     assert {c["config"]["configurable"]["checkpoint_ns"] for c in inner} == {namespace}
 
 

@@ -85,6 +85,14 @@ class RunHooks:
     """Whether the items of :attr:`modes` made by the run's subgraphs are given too, to
     :meth:`on_subgraph_item` (off by default: a subgraph's items are built for nobody)."""
 
+    root: bool = False
+    """Whether a run given input on a thread with no checkpoint stores the thread's root
+    first: a checkpoint of the schema's defaults (source ``"update"``, as ``update_state(t,
+    {})`` makes it), committed with the input's in one transaction. The state that holds
+    the input then has a parent to branch from (the LangGraph API's step -1: a chat UI edits
+    a first message by running from there); ``plait serve`` asks for it. With durability
+    ``"exit"`` it is folded away like every checkpoint the run's end does not need."""
+
     async def on_start(self, head: Checkpoint | None, input: Any) -> Any:
         """Called once the run holds its thread (its lease taken) and has read the checkpoint
         it starts from (``head``; None on a new thread), before anything is written: returns

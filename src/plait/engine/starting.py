@@ -18,7 +18,7 @@ from plait.engine.commit import Committer
 from plait.engine.durability import Durable
 from plait.engine.emitter import Emitter
 from plait.engine.merge import checkpoint_metadata
-from plait.engine.options import RunOptions
+from plait.engine.options import RunHooks, RunOptions
 from plait.engine.pending import goto_tasks, incompatibilities, resume_writes
 from plait.engine.plan import plan_next, renamed_tasks
 from plait.engine.spec import GraphSpec
@@ -45,6 +45,7 @@ class Starting:
     committer: Committer | None
     persist: Durable | None
     _with_writes: set[str]
+    hooks: RunHooks | None
 
     async def _check_compatible(self, head: Checkpoint) -> None:
         if head.metadata.get("graph") in (None, self.graph_fp):
@@ -63,6 +64,9 @@ class Starting:
         if not isinstance(input, Mapping):
             raise TypeError(f"invoke() takes a mapping of channel values, None (to resume) or a Command, got {input!r}")
         st = self.state
+        if head is None and self.hooks is not None and self.hooks.root:
+            head = self._checkpoint(new_checkpoint_id(), None, 0, (), {}, "update", {"update": []})
+            self._store(head, set())  # no sync point: it goes in the input's commit
         cid = new_checkpoint_id(after=head.id if head else None)  # names the input's messages
         changed = st.fold(st.values, self.spec.schema.prepare(input, "input", cid), "input")
         if changed:

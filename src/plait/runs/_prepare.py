@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from plait.runs.client import Runs
     from plait.runs.records import Run
 
-__all__ = ["drop_temporary", "prepared"]
+__all__ = ["drop_temporary", "prepared", "wants_root"]
 
 
 def prepared(
@@ -42,6 +42,14 @@ def prepared(
         assert checkpointer is not None
         return input, graph, WireEvents(runs, run, notifier, checkpointer)
     return input, graph, Events(runs, run.run_id, extra["stream"], notifier)
+
+
+def wants_root(run: Run) -> bool:
+    """Whether a run ``plait serve`` submitted starts a new thread with its root (see
+    :attr:`~plait.engine.options.RunHooks.root`): every one on a thread of its own, none
+    on a stateless run's."""
+    wire = (run.options or {}).get("wire")
+    return isinstance(wire, dict) and not wire.get("temporary")
 
 
 async def drop_temporary(run: Run, checkpointer: Checkpointer) -> None:

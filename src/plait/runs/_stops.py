@@ -56,7 +56,9 @@ class Steering(RunHooks):
         record_start: Callable[[str | None], Awaitable[None]],
         started: bool,
         start: str | None,
+        root: bool = False,
     ) -> None:
+        self.root = root
         self.handle = handle
         self.events = events
         self.record_start = record_start

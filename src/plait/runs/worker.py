@@ -48,7 +48,7 @@ from plait.runs import _store
 from plait.runs._events import Events
 from plait.runs._limits import Limits
 from plait.runs._notify import Notifier
-from plait.runs._prepare import drop_temporary, prepared
+from plait.runs._prepare import drop_temporary, prepared, wants_root
 from plait.runs._stops import Handle, Requeue, RequeueStrategy, Steering, database_failure
 from plait.runs.client import ADVANCE_TASK, DEFAULT_QUEUE, Runs
 from plait.runs.records import Run
@@ -438,7 +438,9 @@ class Worker:
         await events.open(extra.get("events"))
         events.add("status", {"status": "running", "worker": owner, "attempt": run.attempts})
         budget = None if run.timeout is None else run.timeout - (time.time() - started_at)
-        steering = Steering(handle, events, self._record_start(run.run_id), extra["started"], run.start_checkpoint)
+        steering = Steering(
+            handle, events, self._record_start(run.run_id), extra["started"], run.start_checkpoint, wants_root(run)
+        )
         task = asyncio.create_task(self._drive(graph.bind(hooks=steering), run, input, owner, events))
         stopper = asyncio.create_task(handle.now.wait())
         try:

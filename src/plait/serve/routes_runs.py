@@ -20,12 +20,10 @@ from starlette.responses import Response, StreamingResponse
 
 from plait.errors import (
     CheckpointNotFoundError,
-    ConcurrentUpdateError,
     RunNotFoundError,
     ServeRequestError,
     ThreadNotFoundError,
 )
-from plait.graph.compiled import CompiledGraph
 from plait.serve.kernel import Server, read_body, server_of
 from plait.serve.records import RunRecord, ThreadRecord
 from plait.serve.requests import MULTITASK, run_kwargs
@@ -61,8 +59,6 @@ async def _create(server: Server, thread_id: str | None, body: Mapping[str, Any]
         raise CheckpointNotFoundError(thread_id, wanted, "")
     tags = {"graph_id": assistant.name, "assistant_id": assistant.assistant_id}
     thread_id, temporary = await _thread_of_run(server, thread_id, body, tags, now)
-    if not temporary and kwargs.get("input") is not None and await server.checkpointer.aget(thread_id) is None:
-        await _root(server, assistant.graph, thread_id)
     run = RunRecord(
         run_id=str(uuid.uuid4()), thread_id=thread_id, assistant_id=assistant.assistant_id, graph=assistant.name,
         metadata=metadata, kwargs=kwargs, multitask=multitask, created_at=now, updated_at=now, temporary=temporary,
@@ -100,15 +96,6 @@ async def _thread_of_run(
     if any(record.metadata.get(k) != v for k, v in tags.items()):  # a thread's later runs write nothing here
         await server.log.update_thread(thread_id, tags, now)
     return thread_id, False
-
-
-async def _root(server: Server, graph: CompiledGraph, thread_id: str) -> None:
-    """A new thread's first checkpoint: its starting values, before any input (LangGraph's
-    step -1). The state that holds the first message then has a parent, so a client edits
-    that message as it edits any other (agent-chat-ui branches from the parent of the state
-    holding the message); it costs one small checkpoint per thread."""
-    with contextlib.suppress(ConcurrentUpdateError):  # another run of the new thread stored it first
-        await graph.bind(checkpointer=server.checkpointer).aupdate_state(thread_id, {})
 
 
 make_run = _create

@@ -258,6 +258,7 @@ class Runner:
         kw = run.kwargs
         translator = Translator(kw.get("stream_mode") or ["values"], bool(kw.get("subgraphs")), run.thread_id)
         hooks = _Steer(self, run.run_id, writer)
+        hooks.root = not run.temporary  # a new thread starts with its root (LangGraph's step -1)
         graph = graph.bind(checkpointer=self.checkpointer, hooks=hooks)
         if kw.get("interrupt_before") is not None or kw.get("interrupt_after") is not None:
             graph = graph.bind(
