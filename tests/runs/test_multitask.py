@@ -4,8 +4,6 @@ rollback), checked against the thread's checkpoints and the runs table while it 
 from __future__ import annotations
 
 import asyncio
-import statistics
-import time
 
 import pytest
 
@@ -38,14 +36,14 @@ def test_reject_refuses_a_second_run_at_once_naming_the_active_one(runs_db: tupl
     async def go() -> None:
         async with Runs(dsn, schema=schema) as runs:
             first = await runs.asubmit(flows.name("single"), {}, thread_id="r")
-            took = []
             for _ in range(10):
-                start = time.perf_counter()
+                # at once: no worker runs here, so the first run never ends; a refusal that
+                # waited for it would not come back (the bound is generous, not a timing test)
                 with pytest.raises(RunRejectedError) as info:
-                    await runs.asubmit(flows.name("single"), {}, thread_id="r", multitask="reject")
-                took.append(time.perf_counter() - start)
+                    await asyncio.wait_for(
+                        runs.asubmit(flows.name("single"), {}, thread_id="r", multitask="reject"), 30
+                    )
             assert isinstance(info.value, ThreadBusyError) and info.value.active_run == first
-            assert statistics.median(took) < 0.05, took
             assert [r.run_id for r in await runs.alist(thread_id="r")] == [first]
             async with worker_in_process(dsn, schema):
                 await runs.ajoin(first, timeout=20)
