@@ -16,7 +16,7 @@ from typing import Any
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.model import Checkpoint
 
-__all__ = ["every_branch"]
+__all__ = ["every_branch", "holds"]
 
 
 async def every_branch(
@@ -39,9 +39,14 @@ async def every_branch(
         if cid not in read:
             read.update(await _branch_from(checkpointer, thread_id, cid, None if metadata else limit - len(out)))
         cp = read.get(cid)
-        if cp is not None and all(cp.metadata.get(k) == v for k, v in (metadata or {}).items()):
+        if cp is not None and holds(cp, metadata):
             out.append(cp)
     return out
+
+
+def holds(cp: Checkpoint, metadata: Mapping[str, Any] | None) -> bool:
+    """Whether the checkpoint's metadata has every item of ``metadata`` (the API's filter)."""
+    return all(cp.metadata.get(k) == v for k, v in (metadata or {}).items())
 
 
 async def _branch_from(

@@ -19,7 +19,7 @@ from plait.checkpoint.fork import copy_thread
 from plait.errors import CheckpointMetadataReadOnlyError, CheckpointNotFoundError, ServeRequestError, ThreadExistsError
 from plait.graph.records import ThreadState
 from plait.serve.assistants import Assistant
-from plait.serve.history import every_branch
+from plait.serve.history import every_branch, holds
 from plait.serve.kernel import Server, read_body, server_of
 from plait.serve.records import ThreadRecord
 from plait.serve.streams import thread_key
@@ -299,7 +299,7 @@ async def _history(server: Server, thread_id: str, body: Mapping[str, Any]) -> R
         if head is None:
             raise CheckpointNotFoundError(thread_id, start, "")
         cps = [head, *await server.checkpointer.ahistory(thread_id, before=start, limit=limit - 1 or 1)]
-        cps = [cp for cp in cps[:limit] if all(cp.metadata.get(k) == v for k, v in meta.items())]
+        cps = [cp for cp in cps[:limit] if holds(cp, meta)]
     else:
         cps = await every_branch(server.checkpointer, thread_id, limit=limit, before=before, metadata=meta)
     return json_response([state_json(ThreadState.of(cp)) for cp in cps])
