@@ -40,6 +40,7 @@ ABOVE = {
     "errors": ("plait.",),
     "types": ("plait.state", "plait.checkpoint", "plait.engine", "plait.inspect", "plait.graph", *_TOP),
     "_codec": ("plait.state", "plait.checkpoint", "plait.engine", "plait.inspect", "plait.graph", *_TOP),
+    "store": ("plait.state", "plait.checkpoint", "plait.engine", "plait.inspect", "plait.graph", *_TOP),
     "state": ("plait.checkpoint", "plait.engine", "plait.inspect", "plait.graph", *_TOP),
     "checkpoint": ("plait.engine", "plait.inspect", "plait.graph", *_TOP),
     "engine": ("plait.inspect", "plait.graph", *_TOP),

@@ -202,6 +202,7 @@ class _ForgetsUnchanged(MemoryCheckpointer):
         checkpoints: Sequence[CheckpointWrite] = (),
         writes: Sequence[WritesBatch] = (),
         fence: Fence | None = None,
+        memory: Any = (),
     ) -> None:
         slim = []
         for cw in checkpoints:
@@ -209,7 +210,7 @@ class _ForgetsUnchanged(MemoryCheckpointer):
             if cp.parent_id is not None:
                 cp = replace(cp, values={k: v for k, v in cp.values.items() if k in cw.changed})
             slim.append(replace(cw, checkpoint=cp))
-        await super().acommit(checkpoints=slim, writes=writes, fence=fence)
+        await super().acommit(checkpoints=slim, writes=writes, fence=fence, memory=memory)
 
 
 class _IgnoresFold(MemoryCheckpointer):
@@ -219,6 +220,7 @@ class _IgnoresFold(MemoryCheckpointer):
         checkpoints: Sequence[CheckpointWrite] = (),
         writes: Sequence[WritesBatch] = (),
         fence: Fence | None = None,
+        memory: Any = (),
     ) -> None:
         await super().acommit(
             checkpoints=[replace(cw, folds_parent_writes=False) for cw in checkpoints], writes=writes, fence=fence
@@ -241,13 +243,14 @@ class _NotAtomic(MemoryCheckpointer):
         checkpoints: Sequence[CheckpointWrite] = (),
         writes: Sequence[WritesBatch] = (),
         fence: Fence | None = None,
+        memory: Any = (),
     ) -> None:
         for cw in checkpoints:
             canonical(dict(cw.checkpoint.values))
-            await super().acommit(checkpoints=[cw], fence=fence)
+            await super().acommit(checkpoints=[cw], fence=fence, memory=memory)
         for batch in writes:
             canonical([w.to_json() for w in batch.writes])
-            await super().acommit(writes=[batch], fence=fence)
+            await super().acommit(writes=[batch], fence=fence, memory=memory)
 
 
 class _MutableValues(MemoryCheckpointer):
@@ -281,6 +284,7 @@ class _FoldsCase(MemoryCheckpointer):
         checkpoints: Sequence[CheckpointWrite] = (),
         writes: Sequence[WritesBatch] = (),
         fence: Fence | None = None,
+        memory: Any = (),
     ) -> None:
         await super().acommit(
             checkpoints=[
@@ -331,10 +335,11 @@ class _IgnoresNoWrites(MemoryCheckpointer):
         checkpoints: Sequence[CheckpointWrite] = (),
         writes: Sequence[WritesBatch] = (),
         fence: Fence | None = None,
+        memory: Any = (),
     ) -> None:
         if fence is not None:
             fence = replace(fence, expect_no_writes=False)
-        await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence)
+        await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence, memory=memory)
 
 
 class _ReadsBadIdsAsMissing(MemoryCheckpointer):
@@ -356,6 +361,7 @@ class _StoresAnyRecord(MemoryCheckpointer):
         checkpoints: Sequence[CheckpointWrite] = (),
         writes: Sequence[WritesBatch] = (),
         fence: Fence | None = None,
+        memory: Any = (),
     ) -> None:
         self._store(checkpoints, writes)
 

@@ -361,8 +361,9 @@ def _reporting(cls: type[Checkpointer]) -> type[Checkpointer]:
             checkpoints: Sequence[CheckpointWrite] = (),
             writes: Sequence[WritesBatch] = (),
             fence: Fence | None = None,
+            memory: Any = (),
         ) -> None:
-            await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence)
+            await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence, memory=memory)
             report(
                 "commit",
                 steps=[cw.checkpoint.step for cw in checkpoints],

@@ -6,6 +6,7 @@ write, so that the commit rule still sees every id a caller introduces (see
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -30,9 +31,10 @@ class Recording(MemoryCheckpointer):
         checkpoints: Sequence[CheckpointWrite] = (),
         writes: Sequence[WritesBatch] = (),
         fence: Fence | None = None,
+        memory: Any = (),
     ) -> None:
         self.seen.extend(checkpoints)
-        await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence)
+        await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence, memory=memory)
 
 
 def _counter() -> Graph:

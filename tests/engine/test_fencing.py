@@ -143,9 +143,10 @@ def test_a_run_commits_with_its_lease_owner_as_fence() -> None:
             checkpoints: Any = (),
             writes: Any = (),
             fence: Fence | None = None,
+            memory: Any = (),
         ) -> None:
             seen.append(fence)
-            await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence)
+            await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence, memory=memory)
 
     saver = Spy()
 
@@ -192,9 +193,10 @@ class _BothReadFirst(MemoryCheckpointer):
         checkpoints: Any = (),
         writes: Any = (),
         fence: Fence | None = None,
+        memory: Any = (),
     ) -> None:
         try:
-            await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence)
+            await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence, memory=memory)
         except ConcurrentUpdateError:
             self.refused += 1
             raise
@@ -256,10 +258,11 @@ def test_an_update_that_keeps_losing_the_race_gives_up_with_concurrent_update_er
             checkpoints: Any = (),
             writes: Any = (),
             fence: Fence | None = None,
+            memory: Any = (),
         ) -> None:
             if fence is not None and fence.owner.startswith("update:"):
                 raise ConcurrentUpdateError(checkpoints[0].checkpoint.thread_id, "x", "y")
-            await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence)
+            await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence, memory=memory)
 
     app = _counter(AlwaysMoved())
     app.invoke({}, thread_id="t")

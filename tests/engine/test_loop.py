@@ -526,11 +526,12 @@ class _RefusesStepOneOnce:
         checkpoints: Sequence[CheckpointWrite] = (),
         writes: Sequence[WritesBatch] = (),
         fence: Fence | None = None,
+        memory: Any = (),
     ) -> None:
         if not getattr(self, "refused", False) and any(c.checkpoint.step == 1 for c in checkpoints):
             self.refused = True
             raise OSError("disk full")
-        await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence)  # type: ignore[misc]
+        await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence, memory=memory)  # type: ignore[misc]
 
 
 def test_a_task_that_runs_again_names_its_messages_alike(make_saver: Callable[..., Checkpointer]) -> None:

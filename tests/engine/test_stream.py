@@ -309,10 +309,11 @@ class _FailingStore(MemoryCheckpointer):
         checkpoints: Sequence[CheckpointWrite] = (),
         writes: Sequence[WritesBatch] = (),
         fence: Fence | None = None,
+        memory: Any = (),
     ) -> None:
         if any(c.checkpoint.step == 1 for c in checkpoints):
             raise OSError("disk full")
-        await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence)
+        await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence, memory=memory)
 
 
 @pytest.mark.parametrize("durability", ["sync", "async"])

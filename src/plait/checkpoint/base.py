@@ -41,6 +41,8 @@ from plait.checkpoint.model import (
     ThreadInfo,
     WritesBatch,
 )
+from plait.errors import StoreUnsupportedError
+from plait.store import MemorySearch, MemoryWrite, NamespaceListing, Store, StoredItem
 
 __all__ = ["Capabilities", "Checkpointer", "read_or_release"]
 
@@ -61,6 +63,10 @@ class Capabilities:
     kind: str = ""
     """What family the backend is of (``memory``, ``file``, ``sqlite``, ``postgres``), as the
     command line and the Studio name it; a backend of another family names its own."""
+    memory: bool = False
+    """It keeps a memory store (:class:`plait.Store`) in its own database: its commits take
+    memory writes (``acommit(memory=...)``) in the same transaction as their checkpoints,
+    and its ``*_memory`` reads answer (see :class:`~plait.store.records.MemoryBackend`)."""
     change_feed: bool = False
     """Its :meth:`Checkpointer.achanges` watches the store itself (an in-process notice,
     file times, a version counter, LISTEN/NOTIFY), so a change is reported within a short
@@ -91,6 +97,12 @@ class Checkpointer(ABC):
 
     capabilities: ClassVar[Capabilities] = Capabilities()
     lease_ttl: float = 30.0
+    memory_refusal: ClassVar[str] = (
+        "its class does not implement the memory store; use SqliteCheckpointer, "
+        "PostgresCheckpointer or MemoryCheckpointer, or plait.Store() for memory in this process"
+    )
+    """Why a backend without ``Capabilities.memory`` keeps no memory store (its
+    :class:`~plait.errors.StoreUnsupportedError` says it)."""
     """Seconds a run's lease on a thread lasts unless renewed (every backend takes it as a
     constructor argument)."""
 
@@ -169,8 +181,13 @@ class Checkpointer(ABC):
         checkpoints: Sequence[CheckpointWrite] = (),
         writes: Sequence[WritesBatch] = (),
         fence: Fence | None = None,
+        memory: Sequence[MemoryWrite] = (),
     ) -> None:
-        """Store new checkpoints and pending writes in one atomic transaction.
+        """Store new checkpoints, pending writes and memory writes in one atomic transaction.
+
+        ``memory`` (a step's memory writes, or a :class:`plait.Store`'s put) is applied in
+        order after the rest, in the same transaction; a backend without
+        ``Capabilities.memory`` refuses any with :class:`~plait.errors.StoreUnsupportedError`.
 
         Checkpoints are applied in order (a later one may have an earlier one as parent);
         pending writes replace any saved with the same ``(task_id, kind, key)``. With a
@@ -332,6 +349,46 @@ class Checkpointer(ABC):
 
     # -- the sync facade: one line each over the async methods (as CompiledGraph's) ------------
 
+    # -- the memory store (plait.Store), where the backend keeps one ------------------------------
+
+    @property
+    def store(self) -> Store:
+        """The memory store in this checkpointer's database, with default options (the same
+        object every time): ``graph.compile(checkpointer=cp, store=cp.store)``.
+
+        Raises:
+            StoreUnsupportedError: this backend keeps no memory store.
+        """
+        found: Store | None = self.__dict__.get("_plait_store")
+        if found is None:
+            found = self.__dict__["_plait_store"] = Store(self)
+        return found
+
+    def check_memory(self) -> None:
+        """Raise :class:`~plait.errors.StoreUnsupportedError` unless it keeps a memory store."""
+        if not self.capabilities.memory:
+            raise StoreUnsupportedError(repr(self), self.memory_refusal)
+
+    async def aget_memory(self, namespace: tuple[str, ...], key: str, *, now: int, refresh: bool) -> StoredItem | None:
+        """A memory item (see :class:`~plait.store.records.MemoryBackend`)."""
+        self.check_memory()
+        raise NotImplementedError
+
+    async def asearch_memory(self, search: MemorySearch) -> list[StoredItem]:
+        """The memory items ``search`` finds (see :class:`~plait.store.records.MemoryBackend`)."""
+        self.check_memory()
+        raise NotImplementedError
+
+    async def alist_memory_namespaces(self, listing: NamespaceListing) -> list[tuple[str, ...]]:
+        """The memory namespaces ``listing`` finds (see :class:`~plait.store.records.MemoryBackend`)."""
+        self.check_memory()
+        raise NotImplementedError
+
+    async def asweep_memory(self, *, now: int) -> int:
+        """Delete the memory items expired at ``now`` (see :class:`~plait.store.records.MemoryBackend`)."""
+        self.check_memory()
+        raise NotImplementedError
+
     def setup(self) -> None:
         """Sync :meth:`asetup`."""
         run_sync(self.asetup())
@@ -342,9 +399,10 @@ class Checkpointer(ABC):
         checkpoints: Sequence[CheckpointWrite] = (),
         writes: Sequence[WritesBatch] = (),
         fence: Fence | None = None,
+        memory: Sequence[MemoryWrite] = (),
     ) -> None:
         """Sync :meth:`acommit`."""
-        run_sync(self.acommit(checkpoints=checkpoints, writes=writes, fence=fence))
+        run_sync(self.acommit(checkpoints=checkpoints, writes=writes, fence=fence, memory=memory))
 
     def get(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
         """Sync :meth:`aget`."""

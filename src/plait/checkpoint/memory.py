@@ -32,6 +32,8 @@ from plait.checkpoint.model import (
     fence_targets,
 )
 from plait.errors import ConcurrentUpdateError
+from plait.store import MemorySearch, MemoryWrite, NamespaceListing, StoredItem
+from plait.store.memory import MemoryItems
 
 __all__ = ["MemoryCheckpointer"]
 
@@ -46,7 +48,7 @@ class MemoryCheckpointer(Checkpointer):
         clock: the lease clock (unix seconds); tests pass one they advance by hand.
     """
 
-    capabilities = Capabilities(kind="memory", any_loop=True, change_feed=True)
+    capabilities = Capabilities(kind="memory", any_loop=True, change_feed=True, memory=True)
 
     def __init__(self, *, lease_ttl: float = 30.0, clock: Callable[[], float] = time.time) -> None:
         self.lease_ttl = lease_ttl
@@ -59,6 +61,9 @@ class MemoryCheckpointer(Checkpointer):
         self._rows: dict[_Thread, rules.LeaseRow] = {}
         """Each thread's lease and status at rest (see :mod:`plait.checkpoint.lease`)."""
         self._lease_lock = threading.Lock()  # leases are also renewed from a plain thread
+        self._memory = MemoryItems()
+        """The memory store's items; a commit changes them under its lease lock too."""
+        self._memory.lock = self._lease_lock
         self._changes = Broadcast()
 
     def achanges(
@@ -73,6 +78,7 @@ class MemoryCheckpointer(Checkpointer):
         checkpoints: Sequence[CheckpointWrite] = (),
         writes: Sequence[WritesBatch] = (),
         fence: Fence | None = None,
+        memory: Sequence[MemoryWrite] = (),
     ) -> None:
         # Nothing here awaits, so the whole commit is atomic with respect to other tasks; the
         # lease lock makes it atomic with lease changes from other threads (the renewer) and
@@ -84,6 +90,8 @@ class MemoryCheckpointer(Checkpointer):
             if fence is not None:
                 rows = self._check_fence(checkpoints, writes, fence, now)
             self._store(checkpoints, writes)
+            if memory:
+                self._memory.apply_locked(memory)
             self._rows.update(rows)
             if fence is None or fence.token is None:
                 self._settle(checkpoints, writes, now)
@@ -93,6 +101,20 @@ class MemoryCheckpointer(Checkpointer):
                     if released is not None:
                         self._rows[key] = released
         self._changes.committed(checkpoints, writes)
+
+    # -- the memory store: items in dictionaries, changed by commits under the same lock ----------
+
+    async def aget_memory(self, namespace: tuple[str, ...], key: str, *, now: int, refresh: bool) -> StoredItem | None:
+        return await self._memory.aget_memory(namespace, key, now=now, refresh=refresh)
+
+    async def asearch_memory(self, search: MemorySearch) -> list[StoredItem]:
+        return await self._memory.asearch_memory(search)
+
+    async def alist_memory_namespaces(self, listing: NamespaceListing) -> list[tuple[str, ...]]:
+        return await self._memory.alist_memory_namespaces(listing)
+
+    async def asweep_memory(self, *, now: int) -> int:
+        return await self._memory.asweep_memory(now=now)
 
     def _check_fence(
         self, checkpoints: Sequence[CheckpointWrite], writes: Sequence[WritesBatch], fence: Fence, now: float

@@ -50,6 +50,13 @@ The tree::
     │   ├── CheckpointMetadataReadOnlyError  a checkpoint's metadata a client asked to edit
     │   ├── ServeRequestError        (also ValueError) a request body or parameter it cannot act on
     │   └── ServeConfigError         a config file, graph or address it cannot serve
+    ├── MemoryStoreError             the long-term memory store (plait.Store) refused or failed
+    │   ├── InvalidNamespaceError    (also ValueError) a namespace that is not a tuple of plain labels
+    │   ├── InvalidMemoryError       (also ValueError) a key, value, ttl or index a put cannot store
+    │   ├── MemoryFilterError        (also ValueError) a search filter the store cannot run
+    │   ├── NoStoreError             ctx.store in a graph compiled without a store
+    │   ├── StoreUnsupportedError    a memory store asked of a backend that keeps none (file)
+    │   └── EmbeddingError           the index's embed function failed or returned the wrong shape
     └── CheckpointError              the checkpoint store refused or failed
         ├── CheckpointNotFoundError  a thread or checkpoint id that is not stored
         ├── CheckpointCorruptError   stored data that cannot be read back
@@ -145,6 +152,27 @@ from plait.errors._graph import (
 )
 from plait.errors._graph import (
     SyncCallOnLoopError as SyncCallOnLoopError,
+)
+from plait.errors._memory import (
+    EmbeddingError as EmbeddingError,
+)
+from plait.errors._memory import (
+    InvalidMemoryError as InvalidMemoryError,
+)
+from plait.errors._memory import (
+    InvalidNamespaceError as InvalidNamespaceError,
+)
+from plait.errors._memory import (
+    MemoryFilterError as MemoryFilterError,
+)
+from plait.errors._memory import (
+    MemoryStoreError as MemoryStoreError,
+)
+from plait.errors._memory import (
+    NoStoreError as NoStoreError,
+)
+from plait.errors._memory import (
+    StoreUnsupportedError as StoreUnsupportedError,
 )
 from plait.errors._serve import (
     AssistantNotFoundError as AssistantNotFoundError,
@@ -258,21 +286,27 @@ __all__ = [
     "ConcurrentUpdateError",
     "ConcurrentWriteError",
     "ContextError",
+    "EmbeddingError",
     "ExportFormatError",
     "GraphChangedError",
     "GraphError",
     "GraphRequiredError",
     "InvalidIdError",
+    "InvalidMemoryError",
+    "InvalidNamespaceError",
     "InvalidRecordError",
     "InvalidResumeError",
     "InvalidUpdateError",
     "LeaseLostError",
+    "MemoryFilterError",
+    "MemoryStoreError",
     "MessageChunkError",
     "MessageNotFoundError",
     "MissingNodeError",
     "MissingValueError",
     "NoCheckpointerError",
     "NoRunQueueError",
+    "NoStoreError",
     "NodeError",
     "NodeSignatureError",
     "NodeTimeoutError",
@@ -296,6 +330,7 @@ __all__ = [
     "StateError",
     "StoreAddressError",
     "StoreNotFoundError",
+    "StoreUnsupportedError",
     "StoreVersionError",
     "SyncCallOnLoopError",
     "TargetLoadError",

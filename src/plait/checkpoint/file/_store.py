@@ -25,9 +25,8 @@ Guarantees, stated honestly:
   percent-encoded down to ``[a-z0-9_-]`` (so no name holds ``/``, ``..``, NUL, or differs
   from another only by case), or ``h-`` plus a hash when that would be long. The real ids are
   stored in the header and checked on every read.
-* **Storage grows with what was written.** A channel is stored only when it is in the
-  commit's ``changed`` set, and list and dict values as deltas against the parent's value when
-  that is smaller (:mod:`plait.checkpoint.delta`), so a chat of N messages costs O(N) bytes.
+* **Storage grows with what was written** (changed channels only, as deltas: :mod:`plait.checkpoint.delta`).
+* **No memory store**: it would be written across thread files, which a crash can cut in half.
 * **Damage is reported, not guessed around.** Anything but a torn last line that cannot be
   read raises :class:`~plait.errors.CheckpointCorruptError` for that thread; other threads
   stay readable and :meth:`list_threads` skips (and logs) the damaged one.
@@ -35,9 +34,8 @@ Guarantees, stated honestly:
 Several processes on one machine may share a folder: writers take an ``flock`` on the thread
 file, leases live in ``<name>.lease`` files updated under ``flock`` with wall-clock expiry
 (they are run coordination, not thread data, so ``delete_thread`` leaves them, as the memory
-backend does), and ``prune`` rewrites a file by writing a temporary file, fsyncing it and
-renaming it over the old one. ``flock`` makes this backend POSIX-only, and a network file
-system that does not honour ``flock`` is not supported.
+backend does), and ``prune`` rewrites a file through a temporary file, fsync'd and renamed over
+the old one. ``flock`` makes it POSIX-only (a network file system without ``flock``: unsupported).
 """
 
 from __future__ import annotations
@@ -91,6 +89,7 @@ from plait.checkpoint.model import (
     fence_targets,
 )
 from plait.errors import CheckpointCorruptError, ConcurrentUpdateError
+from plait.store import MemoryWrite
 
 __all__ = ["FileCheckpointer"]
 
@@ -110,6 +109,7 @@ class FileCheckpointer(FileReads, Checkpointer):
     """
 
     capabilities = Capabilities(kind="file", any_loop=True, change_feed=True)
+    memory_refusal = "a step's memory would span thread files a crash can cut in half; use SQLite or plait.Store()"
 
     def __init__(
         self, folder: str | os.PathLike[str], *, lease_ttl: float = 30.0, clock: Callable[[], float] = time.time
@@ -129,10 +129,7 @@ class FileCheckpointer(FileReads, Checkpointer):
         await asyncio.to_thread(self.folder.mkdir, parents=True, exist_ok=True)
 
     def disk_bytes(self) -> int | None:
-        total = 0
-        for root, _, files in os.walk(self.folder):
-            total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
-        return total
+        return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(self.folder) for f in files)
 
     @property
     def address(self) -> str | None:
@@ -151,7 +148,10 @@ class FileCheckpointer(FileReads, Checkpointer):
         checkpoints: Sequence[CheckpointWrite] = (),
         writes: Sequence[WritesBatch] = (),
         fence: Fence | None = None,
+        memory: Sequence[MemoryWrite] = (),
     ) -> None:
+        if memory:
+            self.check_memory()
         if checkpoints or writes:
             check_commit(checkpoints, writes)  # before any file is created or locked
             if fence is not None:

@@ -29,6 +29,7 @@ from plait.checkpoint.model import (
 )
 from plait.checkpoint.sql._base import CommitRequest, Cursor
 from plait.checkpoint.sql._core import SqlCore
+from plait.store import MemoryWrite
 
 __all__ = ["SqlCheckpointer"]
 
@@ -71,7 +72,10 @@ class SqlCheckpointer(Checkpointer):
         checkpoints: Sequence[CheckpointWrite] = (),
         writes: Sequence[WritesBatch] = (),
         fence: Fence | None = None,
+        memory: Sequence[MemoryWrite] = (),
     ) -> None:
+        if memory:
+            self.check_memory()
         if not checkpoints and not writes:
             return
         request = CommitRequest(checkpoints=checkpoints, writes=writes, fence=fence)
