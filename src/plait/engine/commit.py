@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.model import CheckpointWrite, Fence, RestStatus, WritesBatch
+from plait.store import MemoryBackend, MemoryWrite
 
 __all__ = ["Committer"]
 
@@ -45,7 +46,15 @@ class Committer:
         """Called before every commit; raises to refuse it (the run lost its lease)."""
         self.fence = fence
         """Passed to every commit."""
+        self.memory_elsewhere: MemoryBackend | None = None
+        """Where memory writes go when the run's store is not in the checkpointer's database:
+        applied there right before the commit of their step (never lost: a crash between
+        the two re-runs the step, which writes the same items again). None: they go in the
+        checkpointer's own commit, in its transaction."""
         self._checkpoints: list[CheckpointWrite] = []
+        self._memory: list[MemoryWrite] = []
+        self._flying: list[MemoryWrite] = []
+        """The memory writes of the commit in flight."""
         self._writes: list[WritesBatch] = []
         self._inflight: asyncio.Task[None] | None = None
         self._error: BaseException | None = None
@@ -56,9 +65,12 @@ class Committer:
         self.released = False
         """Whether a commit gave the fence owner's lease back (the run needs no release)."""
 
-    def _queue(self, checkpoint: CheckpointWrite | None, writes: WritesBatch | None) -> None:
+    def _queue(
+        self, checkpoint: CheckpointWrite | None, writes: WritesBatch | None, memory: Sequence[MemoryWrite] = ()
+    ) -> None:
         if self._error is not None:
             raise self._error
+        self._memory.extend(memory)
         if writes is not None:
             self._writes.append(writes)
         if checkpoint is not None:
@@ -68,26 +80,42 @@ class Committer:
                 self._writes = [w for w in self._writes if w.checkpoint_id != parent]
             self._checkpoints.append(checkpoint)
 
-    def submit(self, *, checkpoint: CheckpointWrite | None = None, writes: WritesBatch | None = None) -> None:
-        """Queue a checkpoint and/or writes; a commit starts if none is in flight."""
-        self._queue(checkpoint, writes)
-        if self._inflight is None and (self._checkpoints or self._writes):
+    def submit(
+        self,
+        *,
+        checkpoint: CheckpointWrite | None = None,
+        writes: WritesBatch | None = None,
+        memory: Sequence[MemoryWrite] = (),
+    ) -> None:
+        """Queue a checkpoint and/or writes (and the memory store writes of the checkpoint's
+        step, committed with it); a commit starts if none is in flight."""
+        self._queue(checkpoint, writes, memory)
+        if self._inflight is None and (self._checkpoints or self._writes or self._memory):
             self._inflight = asyncio.get_running_loop().create_task(self._run())
 
     async def _commit_queued(self) -> None:
-        cps, ws = self._checkpoints, self._writes
-        self._checkpoints, self._writes = [], []
+        cps, ws, ms = self._checkpoints, self._writes, self._memory
+        self._checkpoints, self._writes, self._memory = [], [], []
+        self._flying = ms
         fence = self.fence
         if self._last_fence is not None:
             fence, self._last_fence = self._last_fence, None
         try:
             if self.guard is not None:
                 self.guard()
-            await self.checkpointer.acommit(checkpoints=cps, writes=ws, fence=fence)
+            if ms and self.memory_elsewhere is not None:
+                await self.memory_elsewhere.acommit(memory=ms)
+                ms = []
+            if ms:
+                await self.checkpointer.acommit(checkpoints=cps, writes=ws, fence=fence, memory=ms)
+            else:  # (the call every checkpointer takes, one written before memory writes too)
+                await self.checkpointer.acommit(checkpoints=cps, writes=ws, fence=fence)
         except BaseException as exc:
             self._error = exc
-            self._checkpoints, self._writes = [], []
+            self._checkpoints, self._writes, self._memory = [], [], []
             raise
+        finally:
+            self._flying = []
         self.commits += 1
         if fence is not None and fence.release:
             self.released = True
@@ -96,12 +124,16 @@ class Committer:
 
     async def _run(self) -> None:
         try:
-            while self._checkpoints or self._writes:
+            while self._checkpoints or self._writes or self._memory:
                 await self._commit_queued()
         except BaseException:
             pass  # kept in self._error; raised by the next drain()
         finally:
             self._inflight = None
+
+    def unsettled_memory(self) -> list[MemoryWrite]:
+        """The memory writes submitted and not yet committed, oldest first."""
+        return [*self._flying, *self._memory]
 
     def release_on_next(self, status: RestStatus | None) -> None:
         """Make the next commit give the fence's lease back in its transaction, leaving the
@@ -114,24 +146,24 @@ class Committer:
         if self.fence is not None and self.fence.token is not None and self.fence.lease_namespace is None:
             self._last_fence = replace(self.fence, release=True, status=status)
 
-    async def commit_now(self, checkpoint: CheckpointWrite) -> None:
+    async def commit_now(self, checkpoint: CheckpointWrite, memory: Sequence[MemoryWrite] = ()) -> None:
         """Commit ``checkpoint`` (with anything queued) and wait for it: sync durability.
 
         When nothing is in flight this calls the checkpointer directly, without a task
         hop, because a super-step that waits for its commit gains nothing from one.
         """
         if self._inflight is not None:
-            self.submit(checkpoint=checkpoint)
+            self.submit(checkpoint=checkpoint, memory=memory)
             await self.drain()
             return
-        self._queue(checkpoint, None)
+        self._queue(checkpoint, None, memory)
         await self._commit_queued()
 
     async def drain(self) -> None:
         """Wait until everything submitted is committed; raise the failure if one happened."""
         while self._inflight is not None:
             await asyncio.shield(self._inflight)
-        if self._error is None and (self._checkpoints or self._writes):
+        if self._error is None and (self._checkpoints or self._writes or self._memory):
             self.submit()
             await self.drain()
         if self._error is not None:

@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from plait._codec import freeze
 from plait._sync import on_loop_thread
-from plait.errors import MessageChunkError, NoCheckpointerError, PlaitError, SyncCallOnLoopError
+from plait.engine.task_store import TaskStore
+from plait.errors import MessageChunkError, NoCheckpointerError, NoStoreError, PlaitError, SyncCallOnLoopError
 from plait.state.messages import MessageBuilder, chunk_item, read_chunk
 from plait.state.reducers import message_id
+from plait.store import MemoryWrite, Store
 from plait.types import Interrupt
 
 if TYPE_CHECKING:
@@ -100,6 +102,10 @@ class TaskHost(Protocol):
 
     async def confirm_lease(self) -> None: ...
 
+    def unsettled_memory(self) -> list[MemoryWrite]:
+        """The memory writes of the run's earlier steps that are not committed yet."""
+        ...
+
     async def record_effect(self, task_id: str, name: str, value: Any) -> None: ...
 
     def subgraph_run(self, sub: SubgraphRunner, segment: str) -> ChildRun: ...
@@ -129,6 +135,29 @@ class NodeContext:
     """Subgraphs this task called explicitly so far (each gets a namespace of its own)."""
     _messages_streamed: int = field(default=0, repr=False)
     """Messages this attempt of the task streamed so far (each gets an id of its own)."""
+    memory_store: Store | None = field(default=None, repr=False)
+    """The graph's memory store (None: compiled without one)."""
+    staged: list[MemoryWrite] = field(default_factory=list, repr=False)
+    """This attempt's memory writes, committed with the step (see :attr:`store`)."""
+
+    @property
+    def store(self) -> TaskStore:
+        """The graph's memory store (:class:`plait.Store`'s API: ``put``, ``get``, ``search``,
+        ``delete``, ``list_namespaces`` and their ``a``-twins), for long-term memory shared
+        by every thread.
+
+        Writes are staged with this task and committed in the transaction that commits its
+        step (when the store shares the checkpointer's database: ``compile(checkpointer=cp,
+        store=cp.store)``), so a task re-run after a crash never writes twice and nobody
+        sees a memory before its step is committed; ``get`` and ``search`` see this task's
+        own staged writes.
+
+        Raises:
+            NoStoreError: the graph was compiled without a store.
+        """
+        if self.memory_store is None:
+            raise NoStoreError(self.node)
+        return TaskStore(self.memory_store, self.staged, self.host.unsettled_memory)
 
     @property
     def idempotency_key(self) -> str:
@@ -291,9 +320,10 @@ current_node: contextvars.ContextVar[NodeContext | None] = contextvars.ContextVa
 def restart(ctx: NodeContext) -> None:
     """Before a task's next attempt (a retry): its ``interrupt()`` calls count from the first
     again, so that each is matched to the same resume value as before, and its streamed
-    messages too, so that each gets the same id as before."""
+    messages too, so that each gets the same id as before; its staged memory writes go."""
     ctx._interrupts_seen = 0
     ctx._messages_streamed = 0
+    ctx.staged.clear()  # a failed attempt's memory writes are not the task's
 
 
 def next_subgraph_call(ctx: NodeContext) -> int:

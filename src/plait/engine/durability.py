@@ -12,10 +12,12 @@ next checkpoint's parent) and the strategy answers; no ``durability ==`` test is
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 from plait.checkpoint.model import Checkpoint, CheckpointWrite, RestStatus
 from plait.engine.commit import Committer
+from plait.store import MemoryWrite
 from plait.types import Durability
 
 __all__ = ["Durable", "durability_for"]
@@ -44,22 +46,35 @@ class Durable:
         """The run continues from ``head``, which is stored."""
         self.persisted_id = head.id
 
-    def store(self, cp: Checkpoint, changed: set[str], *, folds: bool, checked: bool = False) -> None:
-        """Queue ``cp`` for commit (``checked``: see :attr:`CheckpointWrite.checked`)."""
+    def store(
+        self,
+        cp: Checkpoint,
+        changed: set[str],
+        *,
+        folds: bool,
+        checked: bool = False,
+        memory: Sequence[MemoryWrite] = (),
+    ) -> None:
+        """Queue ``cp`` for commit (``checked``: see :attr:`CheckpointWrite.checked`), with
+        the memory store writes of the step that made it."""
         self.current = cp
         self.rest = "stale" if cp.next_tasks else "idle"
         self.committer.submit(
             checkpoint=CheckpointWrite(
                 checkpoint=cp, changed=frozenset(changed), folds_parent_writes=folds, checked=checked
-            )
+            ),
+            memory=memory,
         )
         self.persisted_id = cp.id
 
-    async def store_step(self, cp: Checkpoint, changed: set[str], *, folds: bool) -> None:
-        """Store a step's checkpoint (the loop's one call per step). A step checkpoint is
-        :attr:`~plait.checkpoint.model.CheckpointWrite.checked`: the engine made every field
-        of it, on a thread whose ids were checked before the run's first write."""
-        self.store(cp, changed, folds=folds, checked=True)
+    async def store_step(
+        self, cp: Checkpoint, changed: set[str], *, folds: bool, memory: Sequence[MemoryWrite] = ()
+    ) -> None:
+        """Store a step's checkpoint (the loop's one call per step) and its memory store
+        writes. A step checkpoint is :attr:`~plait.checkpoint.model.CheckpointWrite.checked`:
+        the engine made every field of it, on a thread whose ids were checked before the
+        run's first write."""
+        self.store(cp, changed, folds=folds, checked=True, memory=memory)
 
     async def persist_current(self, cur: Checkpoint | None = None) -> None:
         """Make sure ``cur`` (by default the newest checkpoint) is stored or queued: a
@@ -67,6 +82,11 @@ class Durable:
 
     async def sync_point(self) -> None:
         """Where the ``sync`` mode waits for the store."""
+
+    def unsettled_memory(self) -> list[MemoryWrite]:
+        """The memory writes of this run's steps that are not committed yet, oldest first:
+        the run's later nodes read them as if they were (they see those steps' state too)."""
+        return self.committer.unsettled_memory()
 
     def parent_for_next(self, cur: Checkpoint) -> str | None:
         """The parent the next checkpoint names: the stored checkpoint it follows."""
@@ -76,13 +96,16 @@ class Durable:
 class _Sync(Durable):
     mode = "sync"
 
-    async def store_step(self, cp: Checkpoint, changed: set[str], *, folds: bool) -> None:
+    async def store_step(
+        self, cp: Checkpoint, changed: set[str], *, folds: bool, memory: Sequence[MemoryWrite] = ()
+    ) -> None:
         # committed inline, without the queue: the step waits for it anyway
         self.current = cp
         self.persisted_id = cp.id
         self.rest = "stale" if cp.next_tasks else "idle"
         await self.committer.commit_now(
-            CheckpointWrite(checkpoint=cp, changed=frozenset(changed), folds_parent_writes=folds, checked=True)
+            CheckpointWrite(checkpoint=cp, changed=frozenset(changed), folds_parent_writes=folds, checked=True),
+            memory,
         )
 
     async def sync_point(self) -> None:
@@ -99,12 +122,23 @@ class _Exit(Durable):
         """Channels changed since :attr:`persisted_id`."""
         self._folds = False
         """Whether a skipped checkpoint folded its parent's pending writes."""
+        self._memory: list[MemoryWrite] = []
+        """The memory store writes of the skipped steps: committed with the next stored one."""
 
-    def store(self, cp: Checkpoint, changed: set[str], *, folds: bool, checked: bool = False) -> None:
+    def store(
+        self,
+        cp: Checkpoint,
+        changed: set[str],
+        *,
+        folds: bool,
+        checked: bool = False,
+        memory: Sequence[MemoryWrite] = (),
+    ) -> None:
         self.current = cp
         self.rest = "stale" if cp.next_tasks else "idle"
         self._unpersisted |= changed
         self._folds = folds or self._folds
+        self._memory.extend(memory)
 
     async def persist_current(self, cur: Checkpoint | None = None) -> None:
         cp = cur or self.current
@@ -113,14 +147,19 @@ class _Exit(Durable):
         self.committer.submit(
             checkpoint=CheckpointWrite(
                 checkpoint=cp, changed=frozenset(self._unpersisted), folds_parent_writes=self._folds
-            )
+            ),
+            memory=self._memory,
         )
         self.persisted_id = cp.id
         self._unpersisted = set()
         self._folds = False
+        self._memory = []
 
     def parent_for_next(self, cur: Checkpoint) -> str | None:
         return self.persisted_id
+
+    def unsettled_memory(self) -> list[MemoryWrite]:
+        return [*self.committer.unsettled_memory(), *self._memory]
 
 
 _MODES: dict[str, type[Durable]] = {"sync": _Sync, "async": Durable, "exit": _Exit}

@@ -48,6 +48,7 @@ from plait.errors import (
 )
 from plait.state.reducers import LastWriteWins
 from plait.state.run_state import RunState
+from plait.store import MemoryWrite
 from plait.types import Command, Durability, Interrupt
 
 __all__ = ["Driver"]
@@ -135,6 +136,9 @@ class Driver(Starting):
         self._inline_ok = renews_off_loop(checkpointer)
         if self.committer is not None:
             self.committer.guard = self._check_lease
+            store = binding.store
+            if store is not None and store.backend is not checkpointer:
+                self.committer.memory_elsewhere = store.backend
 
     # -- the TaskHost protocol -----------------------------------------------------------
 
@@ -143,6 +147,10 @@ class Driver(Starting):
 
     def message_sink(self, node: str, step: int, task_id: str, message_id: str) -> Callable[[Any], None] | None:
         return self.emit.message_sink(node, step, task_id, message_id)
+
+    def unsettled_memory(self) -> list[MemoryWrite]:
+        """The memory writes of this run's finished steps that are not committed yet."""
+        return self.persist.unsettled_memory() if self.persist is not None else []
 
     async def confirm_lease(self) -> None:
         """Check with the store that the run's lease is still the thread's current one, right
@@ -345,10 +353,16 @@ class Driver(Starting):
             if o.error is not None or o.interrupt is not None:
                 await self._stop_if_failed_or_paused(cur, to_run, outcomes)
         folded = outcomes[0].folded if len(tasks) == 1 and len(outcomes) == 1 else None
+        memory = inputs.memory
         try:
             changed = merge_step(self.state, tasks, results, base, cur.step, self._lww, folded)
         except PlaitError as error:
-            saved = [result_write(t.id, TaskOutcome(writes=results[t.id][0], routes=results[t.id][1])) for t in to_run]
+            saved = [
+                result_write(
+                    t.id, TaskOutcome(writes=results[t.id][0], routes=results[t.id][1], memory=memory.get(t.id, []))
+                )
+                for t in to_run
+            ]
             await self._save_pending(
                 cur, [*(saved if len(to_run) > 1 else []), error_write("", "", cur.step, error)], status="error"
             )
@@ -359,7 +373,8 @@ class Driver(Starting):
             if self.emit.events:
                 self.emit.state_updated(tasks, results, st.version, cur.step)
         st.advance()
-        new, next_tasks = await self._next_checkpoint(cur, tasks, results, changed, bool(pending), held)
+        step_memory = [w for t in tasks for w in memory.get(t.id, ())] if memory else []
+        new, next_tasks = await self._next_checkpoint(cur, tasks, results, changed, bool(pending), held, step_memory)
         self._emit_values()
         if self.after and next_tasks and any(t.node in self.after for t in tasks):
             await self._pause(new, [PendingWrite(task_id="", kind="breakpoint", key="after")], ())
@@ -394,6 +409,7 @@ class Driver(Starting):
                 resume_values=inputs.resume.get(task.id, []),
                 effects=inputs.effects.get(task.id, {}),
                 context=self.options.context,
+                memory_store=self.binding.store,
             )
             if emit.active:
                 emit.event(NodeStarted(node=task.node, task_id=task.id, step=step))
@@ -412,6 +428,8 @@ class Driver(Starting):
             )
             if out.error is None and out.interrupt is None:
                 results[task.id] = (out.writes, out.routes)
+                if out.memory:
+                    inputs.memory[task.id] = out.memory
                 if flush:
                     assert self.committer is not None
                     self.committer.submit(writes=self._batch([result_write(task.id, out)], cur.id))
@@ -451,14 +469,18 @@ class Driver(Starting):
         changed: Mapping[str, Any],
         resumed: bool,
         held: tuple[Task, ...],
+        memory: Sequence[MemoryWrite] = (),
     ) -> tuple[Checkpoint, tuple[Task, ...]]:
-        """Plan the next tasks (plus the deferred ones ``held`` back) and store the checkpoint."""
+        """Plan the next tasks (plus the deferred ones ``held`` back) and store the checkpoint
+        with the step's ``memory`` store writes (without a checkpointer: applied now)."""
         persist = self.persist
         cid = new_checkpoint_id(after=cur.id) if persist is not None else f"{self.run_id}.{cur.step + 1}"
         next_tasks, barriers = plan_next(self.spec, cid, [(t, results[t.id][1]) for t in tasks], cur.barriers)
         if held:
             next_tasks = with_held(next_tasks, held)
         if persist is None:
+            if memory and self.binding.store is not None:
+                await self.binding.store.backend.acommit(memory=memory)
             return bare_checkpoint(cid, cur, next_tasks, barriers), next_tasks
         new = self._checkpoint(
             cid, persist.parent_for_next(cur), cur.step + 1, next_tasks, barriers, "loop", written_keys(tasks, results)
@@ -470,7 +492,7 @@ class Driver(Starting):
             # The run's last checkpoint gives the lease back in its own commit (a round
             # trip fewer per run, in every durability mode).
             self._finishing("idle")
-        await persist.store_step(new, set(changed), folds=folds)
+        await persist.store_step(new, set(changed), folds=folds, memory=memory)
         return new, next_tasks
 
     # -- persistence ---------------------------------------------------------------------

@@ -19,6 +19,7 @@ from plait.engine.spec import GraphSpec
 from plait.errors import ConcurrentWriteError, NodeError
 from plait.state.run_state import RunState
 from plait.state.schema import StateSchema
+from plait.store import MemoryWrite
 
 __all__ = ["Results", "StepInputs", "checkpoint_metadata", "error_write", "merge_step", "read_pending", "written_keys"]
 
@@ -39,6 +40,8 @@ class StepInputs:
     """Answers to ``interrupt()``, per task, in the order asked."""
     breakpoint_taken: bool = False
     """A breakpoint before this step already paused once: the resume goes past it."""
+    memory: dict[str, list[MemoryWrite]] = field(default_factory=dict)
+    """The memory store writes of the finished tasks, per task: committed with the step."""
 
 
 def read_pending(pending: Sequence[PendingWrite], schema: StateSchema) -> StepInputs:
@@ -49,6 +52,8 @@ def read_pending(pending: Sequence[PendingWrite], schema: StateSchema) -> StepIn
             # (with_ids: results saved before messages were named by task have none yet)
             writes = schema.with_ids([(w[0], w[1]) for w in pw.value["w"]], pw.task_id)
             inputs.results[pw.task_id] = (writes, routes_from_json(pw.value["r"]))
+            if "m" in pw.value:
+                inputs.memory[pw.task_id] = [MemoryWrite.from_json(m) for m in pw.value["m"]]
         elif pw.kind == "effect":
             inputs.effects.setdefault(pw.task_id, {})[pw.key] = pw.value
         elif pw.kind == "breakpoint" and pw.key != "after":

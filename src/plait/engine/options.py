@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from plait.checkpoint.base import Checkpointer
     from plait.checkpoint.model import Checkpoint
     from plait.engine.executor import NodeExecutor
+    from plait.store import Store
 
 __all__ = ["Binding", "RunHooks", "RunOptions", "RunResult", "RunOutcome"]
 
@@ -138,6 +139,8 @@ class Binding:
     executor: NodeExecutor | None = None
     """Where sync nodes run (None: the process's shared thread pool)."""
     hooks: RunHooks | None = None
+    store: Store | None = None
+    """The memory store nodes reach as ``ctx.store`` (None: none)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -34,9 +34,12 @@ def goto_tasks(spec: GraphSpec, checkpoint_id: str, goto: Any) -> tuple[tuple[Ta
 
 
 def result_write(task_id: str, out: TaskOutcome) -> PendingWrite:
-    return PendingWrite(
-        task_id=task_id, kind="result", value={"w": [[k, v] for k, v in out.writes], "r": route_json(out.routes)}
-    )
+    """A finished task's saved result: its writes, its routes, and its memory store writes
+    (``"m"``, only when it made some), all of which its step commits."""
+    value: dict[str, Any] = {"w": [[k, v] for k, v in out.writes], "r": route_json(out.routes)}
+    if out.memory:
+        value["m"] = [w.to_json() for w in out.memory]
+    return PendingWrite(task_id=task_id, kind="result", value=value)
 
 
 def resume_values(pending: Sequence[PendingWrite]) -> dict[str, list[Any]]:

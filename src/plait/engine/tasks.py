@@ -31,6 +31,7 @@ from plait.errors import (
 )
 from plait.state.run_state import RunState
 from plait.state.schema import StateSchema
+from plait.store import MemoryWrite
 from plait.types import END, Command, Send
 from plait.types import Interrupt as InterruptRecord
 
@@ -199,6 +200,8 @@ class TaskOutcome:
     folded: dict[str, Any] | None = None
     """Its writes folded on the step's base, when its routers needed them (None: not
     computed): a step of this one task merges to exactly these values."""
+    memory: list[MemoryWrite] = field(default_factory=list)
+    """Its memory store writes (``ctx.store``), committed with its step."""
 
 
 def normalise(spec: NodeSpec, result: Any, schema: StateSchema, task_id: str) -> tuple[list[tuple[str, Any]], Any]:
@@ -420,7 +423,7 @@ async def run_task(  # noqa: PLR0912 - each way a node's call can end (result, i
                 err = NodeError(node.name, ctx.step, ctx.thread_id, exc)
                 err.__cause__ = exc
                 return TaskOutcome(error=err)
-            return TaskOutcome(writes=writes, routes=routes, folded=folded)
+            return TaskOutcome(writes=writes, routes=routes, folded=folded, memory=list(ctx.staged))
         if on_retry is not None:
             on_retry(attempt, err, retry)
         if not retry or policy is None:

@@ -19,6 +19,7 @@ from plait.engine.options import Binding, RunHooks
 from plait.engine.spec import GraphSpec
 from plait.errors import MissingNodeError, NoCheckpointerError
 from plait.graph.closing import Closing
+from plait.store import Store
 
 __all__ = ["BoundGraph", "breakpoints"]
 
@@ -51,6 +52,24 @@ class _Keep:
 _KEEP: Final = _Keep()
 
 
+def _store_for(store: Store | bool | None, checkpointer: Checkpointer | None) -> Store | None:
+    """``compile(store=...)``: a Store, None, or True for the checkpointer's own (``cp.store``).
+
+    Raises:
+        NoCheckpointerError: ``store=True`` without a checkpointer.
+        StoreUnsupportedError: ``store=True`` on a checkpointer that keeps no memory.
+    """
+    if store is True:
+        if checkpointer is None:
+            raise NoCheckpointerError("store=True (the checkpointer's own memory store)")
+        return checkpointer.store
+    if store is False or store is None:
+        return None
+    if not isinstance(store, Store):
+        raise TypeError(f"store={store!r}: give a plait.Store, True for the checkpointer's own, or None")
+    return store
+
+
 class BoundGraph(Closing):
     """A validated graph and its binding (see :class:`~plait.engine.options.Binding`)."""
 
@@ -65,12 +84,15 @@ class BoundGraph(Closing):
         name: str = "Graph",
         executor: NodeExecutor | None = None,
         hooks: RunHooks | None = None,
+        store: Store | bool | None = None,
     ) -> None:
+        cp = coerce_checkpointer(checkpointer)
         self._bind(
             spec,
             name,
             Binding(
-                checkpointer=coerce_checkpointer(checkpointer),
+                checkpointer=cp,
+                store=_store_for(store, cp),
                 namespace=namespace,
                 interrupt_before=breakpoints(interrupt_before, spec.nodes),
                 interrupt_after=breakpoints(interrupt_after, spec.nodes),
@@ -113,7 +135,12 @@ class BoundGraph(Closing):
         if not isinstance(interrupt_after, _Keep):
             binding = replace(binding, interrupt_after=self._nodes_named(interrupt_after))
         if not isinstance(checkpointer, _Keep):
-            binding = replace(binding, checkpointer=coerce_checkpointer(checkpointer))
+            cp = coerce_checkpointer(checkpointer)
+            store = binding.store
+            if store is not None and store.backend is binding.checkpointer and cp is not binding.checkpointer:
+                # the memory lives with the checkpoints: it follows them to the new store
+                store = store.over(cp) if cp is not None and cp.capabilities.memory else None
+            binding = replace(binding, checkpointer=cp, store=store)
         if not isinstance(namespace, _Keep):
             binding = replace(binding, namespace=namespace)
         if not isinstance(hooks, _Keep):

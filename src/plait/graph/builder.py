@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from plait.checkpoint.base import Checkpointer
     from plait.engine.executor import NodeExecutor
     from plait.graph.compiled import CompiledGraph
+    from plait.store import Store
 
 __all__ = ["Dag", "Graph"]
 
@@ -210,6 +211,7 @@ class Graph:
         interrupt_after: Iterable[str] = (),
         name: str | None = None,
         executor: NodeExecutor | None = None,
+        store: Store | bool | None = None,
     ) -> CompiledGraph:
         """Validate the graph and return a runnable :class:`CompiledGraph`.
 
@@ -224,6 +226,10 @@ class Graph:
             executor: where sync nodes run: anything with ``submit(fn)``, such as a
                 ``concurrent.futures.ThreadPoolExecutor`` of your own (a worker's bounded
                 pool); None runs them in the process's shared thread pool.
+            store: the long-term memory store nodes reach as ``ctx.store``: a
+                :class:`plait.Store`, or True for the checkpointer's own (``cp.store``). In
+                the checkpointer's database, a step's memory writes commit in its
+                transaction; in another store they are applied right before it.
         """
         from plait.graph.compiled import CompiledGraph
 
@@ -238,6 +244,7 @@ class Graph:
             interrupt_after=after,
             name=name or type(self).__name__,
             executor=executor,
+            store=store,
         )
 
     def _validate(self) -> None:  # noqa: PLR0912 - every rule a graph must keep, each with its own message
@@ -411,6 +418,7 @@ class Dag:
         interrupt_before: Iterable[str] = (),
         interrupt_after: Iterable[str] = (),
         executor: NodeExecutor | None = None,
+        store: Store | bool | None = None,
     ) -> CompiledGraph:
         return self.to_graph().compile(
             checkpointer,
@@ -419,4 +427,5 @@ class Dag:
             interrupt_after=interrupt_after,
             executor=executor,
             name="Dag",
+            store=store,
         )

@@ -143,6 +143,15 @@ class Store:
         self.sweep_interval_minutes: float = float(interval) if interval is not None else 60.0
         self.clock = clock
 
+    def over(self, backend: MemoryBackend) -> Store:
+        """A store with these options (index, ttl, clock) over another backend: a graph's
+        store follows its checkpointer when ``bind()`` gives it another."""
+        other = Store.__new__(Store)
+        other.__dict__.update(self.__dict__)
+        backend.check_memory()
+        other.backend = backend
+        return other
+
     def __repr__(self) -> str:
         return f"Store({self.backend!r})" if not isinstance(self.backend, MemoryItems) else "Store(in memory)"
 
