@@ -14,8 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from plait._frozen import thaw
-from plait._sync import run_sync
 from plait.store import NOT_GIVEN, Item, MemoryWrite, NotGiven, SearchItem, Store
+from plait.store.facade import SyncFacade
+from plait.store.memory import in_search_order
 from plait.store.records import from_micros
 from plait.store.rules import matches
 from plait.store.vectors import dot
@@ -23,7 +24,7 @@ from plait.store.vectors import dot
 __all__ = ["TaskStore"]
 
 
-class TaskStore:
+class TaskStore(SyncFacade):
     """The store API of :class:`plait.Store` for a node (``ctx.store``), its writes staged in
     ``staged`` (the task's list, committed with its step)."""
 
@@ -125,11 +126,7 @@ class TaskStore:
                     continue
                 score = max(dot(search.vector, v) for _, v in w.vectors)
             found.append((score, w.at, ns, key, w.value, created.get((ns, key), w.at)))
-        if search.vector is not None:
-            found.sort(key=lambda f: (-(f[0] or 0.0), f[2], f[3]))
-        else:
-            found.sort(key=lambda f: (f[2], f[3]))
-            found.sort(key=lambda f: f[1], reverse=True)
+        in_search_order(found, lambda f: (f[0], f[1], f[2], f[3]), search.vector is not None)
         page = found[search.offset : search.offset + search.limit]
         return [_search_item(ns, key, value, c, u, score) for score, u, ns, key, value, c in page]
 
@@ -146,60 +143,6 @@ class TaskStore:
         task's staged writes are not counted until its step commits."""
         return await self._store.alist_namespaces(
             prefix=prefix, suffix=suffix, max_depth=max_depth, limit=limit, offset=offset
-        )
-
-    # -- the sync twins (sync nodes run in worker threads) --------------------------------------
-
-    def put(
-        self,
-        namespace: Sequence[str],
-        key: str,
-        value: Mapping[str, Any],
-        *,
-        index: Any = None,
-        ttl: float | NotGiven | None = NOT_GIVEN,
-    ) -> None:
-        """Sync :meth:`aput`."""
-        run_sync(self.aput(namespace, key, value, index=index, ttl=ttl))
-
-    def delete(self, namespace: Sequence[str], key: str) -> None:
-        """Sync :meth:`adelete`."""
-        self._staged.append(self._store.prepare_delete(namespace, key))
-
-    def get(self, namespace: Sequence[str], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
-        """Sync :meth:`aget`."""
-        return run_sync(self.aget(namespace, key, refresh_ttl=refresh_ttl))
-
-    def search(
-        self,
-        namespace_prefix: Sequence[str],
-        /,
-        *,
-        query: str | None = None,
-        filter: Mapping[str, Any] | None = None,
-        limit: int = 10,
-        offset: int = 0,
-        refresh_ttl: bool | None = None,
-    ) -> list[SearchItem]:
-        """Sync :meth:`asearch`."""
-        return run_sync(
-            self.asearch(
-                namespace_prefix, query=query, filter=filter, limit=limit, offset=offset, refresh_ttl=refresh_ttl
-            )
-        )
-
-    def list_namespaces(
-        self,
-        *,
-        prefix: Sequence[str] | None = None,
-        suffix: Sequence[str] | None = None,
-        max_depth: int | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> list[tuple[str, ...]]:
-        """Sync :meth:`alist_namespaces`."""
-        return run_sync(
-            self.alist_namespaces(prefix=prefix, suffix=suffix, max_depth=max_depth, limit=limit, offset=offset)
         )
 
 

@@ -9,17 +9,18 @@ the shared tests hold them to it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from plait.store.records import MemorySearch, MemoryWrite, Namespace, NamespaceListing, StoredItem
 from plait.store.rules import matches
 from plait.store.vectors import dot
 
-__all__ = ["MemoryItems", "namespace_matches", "pick_namespaces"]
+__all__ = ["MemoryItems", "in_search_order", "namespace_matches", "pick_namespaces"]
 
 MICROS_PER_MINUTE = 60_000_000
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -57,6 +58,19 @@ def pick_namespaces(found: Sequence[Namespace], listing: NamespaceListing) -> li
         if namespace_matches(ns, listing.prefix, listing.suffix)
     }
     return sorted(out)[listing.offset : listing.offset + listing.limit]
+
+
+def in_search_order(
+    found: list[T], parts: Callable[[T], tuple[float | None, int, Namespace, str]], scored: bool
+) -> None:
+    """Sort ``found`` in place as every backend orders a search: by score (``scored``: a
+    query's), else newest ``updated_at`` first; ties by namespace, then key. ``parts`` gives
+    an entry's ``(score, updated_at, namespace, key)``."""
+    if scored:
+        found.sort(key=lambda f: (-(parts(f)[0] or 0.0), parts(f)[2], parts(f)[3]))
+    else:
+        found.sort(key=lambda f: (parts(f)[2], parts(f)[3]))
+        found.sort(key=lambda f: parts(f)[1], reverse=True)
 
 
 class MemoryItems:
@@ -124,11 +138,7 @@ class MemoryItems:
                             continue
                         score = max(dot(search.vector, v) for _, v in row.vectors)
                     found.append((ns, key, row, score))
-            if search.vector is not None:
-                found.sort(key=lambda f: (-(f[3] or 0.0), f[0], f[1]))
-            else:
-                found.sort(key=lambda f: (f[0], f[1]))
-                found.sort(key=lambda f: f[2].updated, reverse=True)
+            in_search_order(found, lambda f: (f[3], f[2].updated, f[0], f[1]), search.vector is not None)
             page = found[search.offset : search.offset + search.limit]
             if search.refresh:
                 for _, _, row, _ in page:

@@ -19,6 +19,7 @@ from typing import Any, TypedDict
 from plait._frozen import thaw
 from plait._sync import run_sync
 from plait.errors import EmbeddingError, InvalidMemoryError
+from plait.store.facade import SyncFacade
 from plait.store.memory import MemoryItems
 from plait.store.ops import NOT_GIVEN, GetOp, ListNamespacesOp, NotGiven, Op, PutOp, SearchOp
 from plait.store.records import (
@@ -92,7 +93,7 @@ def _conditions(op: ListNamespacesOp) -> tuple[tuple[str, ...] | None, tuple[str
     return prefix, suffix
 
 
-class Store:
+class Store(SyncFacade):
     """Long-term memory: JSON objects under ``(namespace, key)``, shared by every thread.
 
     Args:
@@ -382,58 +383,6 @@ class Store:
         """Nothing to release: a store borrows its backend (close the checkpointer itself)."""
 
     # -- the sync facade ---------------------------------------------------------------------
-
-    def put(
-        self,
-        namespace: Sequence[str],
-        key: str,
-        value: Mapping[str, Any],
-        *,
-        index: Any = None,
-        ttl: float | NotGiven | None = NOT_GIVEN,
-    ) -> None:
-        """Sync :meth:`aput`."""
-        run_sync(self.aput(namespace, key, value, index=index, ttl=ttl))
-
-    def delete(self, namespace: Sequence[str], key: str) -> None:
-        """Sync :meth:`adelete`."""
-        run_sync(self.adelete(namespace, key))
-
-    def get(self, namespace: Sequence[str], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
-        """Sync :meth:`aget`."""
-        return run_sync(self.aget(namespace, key, refresh_ttl=refresh_ttl))
-
-    def search(
-        self,
-        namespace_prefix: Sequence[str],
-        /,
-        *,
-        query: str | None = None,
-        filter: Mapping[str, Any] | None = None,
-        limit: int = 10,
-        offset: int = 0,
-        refresh_ttl: bool | None = None,
-    ) -> list[SearchItem]:
-        """Sync :meth:`asearch`."""
-        return run_sync(
-            self.asearch(
-                namespace_prefix, query=query, filter=filter, limit=limit, offset=offset, refresh_ttl=refresh_ttl
-            )
-        )
-
-    def list_namespaces(
-        self,
-        *,
-        prefix: Sequence[str] | None = None,
-        suffix: Sequence[str] | None = None,
-        max_depth: int | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> list[tuple[str, ...]]:
-        """Sync :meth:`alist_namespaces`."""
-        return run_sync(
-            self.alist_namespaces(prefix=prefix, suffix=suffix, max_depth=max_depth, limit=limit, offset=offset)
-        )
 
     def sweep(self) -> int:
         """Sync :meth:`asweep`."""
