@@ -29,7 +29,7 @@ if not os.path.exists(CHROMIUM):
         raise RuntimeError("no chromium on this CI machine: .ci/run should have installed it with apt-get")
     pytest.skip("no chromium here (apt-get install chromium; .ci/run installs it)", allow_module_level=True)
 
-from plait import MemoryCheckpointer, PostgresCheckpointer, SqliteCheckpointer  # noqa: E402
+from plait import PostgresCheckpointer, SqliteCheckpointer  # noqa: E402
 from plait.cli import demo  # noqa: E402
 from plait.server import create_app  # noqa: E402
 
@@ -205,7 +205,7 @@ def test_the_studio_mounted_in_another_app_in_a_browser(browser: Any, tmp_path: 
 
 
 def test_the_memory_page_in_a_browser(browser: Any, tmp_path: Path) -> None:
-    cp = MemoryCheckpointer()
+    cp = SqliteCheckpointer(str(tmp_path / "memory.db"))
     seed(cp)
     expect = sync_api.expect
     with LiveServer(create_app(cp)) as server:
@@ -250,6 +250,7 @@ def test_the_memory_page_in_a_browser(browser: Any, tmp_path: Path) -> None:
         assert tab.hosts() <= {"127.0.0.1", "data"}, tab.requests
         assert tab.errors == []
         tab.context.close()
+    cp.close()
 
 
 @pytest.mark.postgres

@@ -11,22 +11,16 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from plait import FileCheckpointer, MemoryCheckpointer, Store
+from plait import FileCheckpointer, Store
+from plait.checkpoint.base import Checkpointer
 
-from ._memory_support import START, Clock, memory_client, seed
+from ._memory_support import START, Clock, memory_client
 from ._studio_support import write_headers
 
 
 @pytest.fixture
-def checkpointer() -> MemoryCheckpointer:
-    cp = MemoryCheckpointer()
-    seed(cp)
-    return cp
-
-
-@pytest.fixture
-def client(checkpointer: MemoryCheckpointer) -> Iterator[TestClient]:
-    with memory_client(checkpointer) as c:
+def client(memory_backend: Checkpointer) -> Iterator[TestClient]:
+    with memory_client(memory_backend) as c:
         yield c
 
 
@@ -175,19 +169,20 @@ def test_a_put_the_store_refuses_is_a_4xx(client: TestClient) -> None:
     assert r.status_code == 400 and r.json()["error"] == "InvalidMemoryError" and "ttl" in r.json()["message"]
 
 
-def test_the_studio_only_looks_its_reads_do_not_extend_a_life(tmp_path: Path) -> None:
+def test_the_studio_only_looks_its_reads_do_not_extend_a_life(memory_backend: Checkpointer) -> None:
     """A store that refreshes on read: the Studio's reads leave the expiry where it was."""
-    cp = MemoryCheckpointer()
     clock = Clock()
-    store = Store(cp, ttl={"default_ttl": 1, "refresh_on_read": True}, clock=clock)
+    store = Store(memory_backend, ttl={"default_ttl": 1, "refresh_on_read": True}, clock=clock)
     store.put(("s",), "k", {"v": 1})
-    with memory_client(cp, store) as c:
+    item = {"namespace": "s", "key": "k"}
+    with memory_client(memory_backend, store) as c:
         clock.now = START + 50
-        assert c.get("/api/store/items", params={"namespace": "s", "key": "k"}).status_code == 200
-        assert len(c.get("/api/store/items/search").json()["items"]) == 1
+        assert c.get("/api/store/items", params=item).status_code == 200
+        assert len(c.get("/api/store/items/search", params={"namespace": "s"}).json()["items"]) == 1
         clock.now = START + 70  # 60 s after the put: gone, though read 20 s ago
-        assert c.get("/api/store/items", params={"namespace": "s", "key": "k"}).status_code == 404
-        assert c.get("/api/store/items/search").json()["items"] == []
+        assert c.get("/api/store/items", params=item).status_code == 404
+        assert c.get("/api/store/items/search", params={"namespace": "s"}).json()["items"] == []
+        assert ["s"] not in c.get("/api/store/namespaces").json()["namespaces"]
     assert store.get(("s",), "k") is None
 
 
@@ -201,14 +196,13 @@ def _embed(texts: list[str]) -> list[list[float]]:
     return out
 
 
-def test_a_store_with_an_index_searches_by_meaning() -> None:
-    cp = MemoryCheckpointer()
-    store = Store(cp, index={"dims": 26, "embed": _embed, "fields": ["text"]})
+def test_a_store_with_an_index_searches_by_meaning(memory_backend: Checkpointer) -> None:
+    store = Store(memory_backend, index={"dims": 26, "embed": _embed, "fields": ["text"]})
     store.put(("n",), "tea", {"text": "green tea"})
     store.put(("n",), "zzz", {"text": "xyzzy quux"})
     store.put(("n",), "bare", {"other": 1})  # no text: no vector
-    with memory_client(cp, store) as c:
-        body = c.get("/api/store/items/search", params={"query": "tea green"}).json()
+    with memory_client(memory_backend, store) as c:
+        body = c.get("/api/store/items/search", params={"query": "tea green"}).json()  # ITEMS have no vectors
         assert body["has_index"] is True
         assert [i["key"] for i in body["items"]] == ["tea", "zzz"]
         assert body["items"][0]["score"] > body["items"][1]["score"]

@@ -11,18 +11,17 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from plait import FileCheckpointer, MemoryCheckpointer
+from plait import FileCheckpointer
+from plait.checkpoint.base import Checkpointer
 from plait.server.pages import MEMORY_PAGE
 
-from ._memory_support import memory_client, seed
+from ._memory_support import memory_client
 from ._studio_support import MOUNT, mounted, write_headers
 
 
 @pytest.fixture
-def client() -> Iterator[TestClient]:
-    cp = MemoryCheckpointer()
-    seed(cp)
-    with memory_client(cp) as c:
+def client(memory_backend: Checkpointer) -> Iterator[TestClient]:
+    with memory_client(memory_backend) as c:
         yield c
 
 
@@ -154,12 +153,11 @@ def test_a_store_without_memory_says_so(tmp_path: Path) -> None:
         assert c.get("/").status_code == 200  # the rest of the Studio works
 
 
-def test_mounted_every_link_and_form_is_under_the_mount_path() -> None:
+def test_mounted_every_link_and_form_is_under_the_mount_path(memory_backend: Checkpointer) -> None:
     from plait.server import StudioConfig, create_app
 
-    cp = MemoryCheckpointer()
-    seed(cp)
-    with TestClient(mounted(create_app(cp, config=StudioConfig(allowed_hosts=("testserver",))))) as c:
+    studio = create_app(memory_backend, config=StudioConfig(allowed_hosts=("testserver",)))
+    with TestClient(mounted(studio)) as c:
         page = c.get(f"{MOUNT}/memory", params={"namespace": "users", "item_ns": "users.u2", "key": "profile"}).text
         urls = re.findall(r'(?:href|action)="([^"]+)"', page)
         assert urls and all(u.startswith((MOUNT + "/", "data:")) for u in urls), urls
