@@ -22,9 +22,13 @@ from plait.errors import (
     CheckpointMetadataReadOnlyError,
     CheckpointNotFoundError,
     ConcurrentUpdateError,
+    InvalidMemoryError,
+    InvalidNamespaceError,
+    MemoryFilterError,
     PlaitError,
     RunNotFoundError,
     ServeRequestError,
+    StoreUnsupportedError,
     ThreadBusyError,
     ThreadExistsError,
     ThreadNotFoundError,
@@ -36,19 +40,24 @@ from plait.serve.log import RunLog
 from plait.serve.records import ThreadRecord
 from plait.serve.streams import Notifier
 from plait.serve.wire import json_response, thread_json
+from plait.store import Store
 
 __all__ = ["Server", "error_response", "read_body", "server_of", "status_of"]
 
 
 @dataclass(kw_only=True)
 class Server:
-    """The parts of one ``plait serve``: its store, its graphs, its run log and runner."""
+    """The parts of one ``plait serve``: its store, its graphs, its run log and runner, its
+    memory store."""
 
     checkpointer: Checkpointer
     assistants: Assistants
     log: RunLog
     runner: RunExecutor
     notifier: Notifier
+    memory: Store | None = None
+    """The memory store ``/store`` serves and the graphs' ``ctx.store`` writes to (None: the
+    checkpointer keeps none)."""
     clock: Callable[[], float] = time.time
     started_at: float = field(default_factory=time.time)
 
@@ -117,8 +126,10 @@ def status_of(exc: PlaitError) -> int:
         return 404
     if isinstance(exc, ThreadBusyError | ConcurrentUpdateError | ThreadExistsError | CheckpointMetadataReadOnlyError):
         return 409
-    if isinstance(exc, ServeRequestError):
+    if isinstance(exc, ServeRequestError | InvalidNamespaceError | InvalidMemoryError | MemoryFilterError):
         return 422
+    if isinstance(exc, StoreUnsupportedError):
+        return 501  # this server cannot do it at all, whatever the request: serve another store
     return 400
 
 
