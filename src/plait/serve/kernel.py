@@ -28,7 +28,6 @@ from plait.errors import (
     PlaitError,
     RunNotFoundError,
     ServeRequestError,
-    StoreUnsupportedError,
     ThreadBusyError,
     ThreadExistsError,
     ThreadNotFoundError,
@@ -122,14 +121,15 @@ async def read_body(request: Request) -> dict[str, Any]:
 
 
 def status_of(exc: PlaitError) -> int:
+    """The HTTP status of a refusal. Every other plait error (a server whose checkpointer keeps
+    no memory store too) is a 400: never a 5xx, which the JS SDK retries four times over some
+    15 s although the answer cannot change."""
     if isinstance(exc, AssistantNotFoundError | ThreadNotFoundError | CheckpointNotFoundError | RunNotFoundError):
         return 404
     if isinstance(exc, ThreadBusyError | ConcurrentUpdateError | ThreadExistsError | CheckpointMetadataReadOnlyError):
         return 409
     if isinstance(exc, ServeRequestError | InvalidNamespaceError | InvalidMemoryError | MemoryFilterError):
         return 422
-    if isinstance(exc, StoreUnsupportedError):
-        return 501  # this server cannot do it at all, whatever the request: serve another store
     return 400
 
 

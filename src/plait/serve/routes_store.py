@@ -7,7 +7,8 @@ refuses anyway); an item is ``{namespace, key, value, created_at, updated_at}`` 
 times, a search's items add ``score``; a missing item is ``null`` with 200, as LangGraph's
 server answers (the Python SDK returns None, the JS SDK null). A put's ``ttl`` given as
 ``null`` means never; left out, the store's default. Refusals are the store's own errors
-(a bad namespace, value or filter: 422; a server whose checkpointer keeps no memory: 501).
+(a bad namespace, value or filter: 422; a server whose checkpointer keeps no memory: 400,
+not a 5xx, which the JS SDK would retry).
 """
 
 from __future__ import annotations
