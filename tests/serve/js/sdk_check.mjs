@@ -405,7 +405,10 @@ async function storeChecks() {
     await client.store.putItem([...ns, "notes"], "n1", { text: "first", tags: ["a"] });
     const item = await client.store.getItem([...ns, "notes"], "n1");
     expect(same(item.namespace, [...ns, "notes"]) && item.key === "n1", "the item's namespace and key", item);
-    expect(same(item.value, { text: "first", tags: ["a"] }), "the value put", item.value);
+    // a SQL store may give an object's keys back in another order (PostgreSQL's jsonb does)
+    const keys = Object.keys(item.value).sort();
+    const asPut = same(keys, ["tags", "text"]) && item.value.text === "first" && same(item.value.tags, ["a"]);
+    expect(asPut, "the value put", item.value);
     expect(!Number.isNaN(Date.parse(item.createdAt)) && item.createdAt === item.updatedAt, "ISO times", item);
     await client.store.putItem([...ns, "notes"], "n1", { text: "again" }, { ttl: null });
     const again = await client.store.getItem([...ns, "notes"], "n1", { refreshTtl: false });
