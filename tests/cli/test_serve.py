@@ -316,7 +316,7 @@ def test_a_langgraph_json_store_section_and_the_docs_store_snippet(cli: Cli) -> 
     cli.write("project/embed.py", EMBED)
     store = {"index": {"dims": 4, "embed": "./embed.py:embed", "fields": ["text"]}, "ttl": {"default_ttl": 60}}
     cli.write("project/langgraph.json", json.dumps({"graphs": {"memo": "./agent.py:graph"}, "store": store}))
-    with serving(cli, "--config", "project/langgraph.json", "--db", "memory:", "--no-studio") as s:
+    with serving(cli, "--config", "project/langgraph.json", "--db", "app.db", "--no-studio") as s:
         client = s.client()
         client.runs.wait(None, "memo", input={"user": "ada", "text": "a dog and a cat"})
         client.runs.wait(None, "memo", input={"user": "bo", "text": "fish fish"})
