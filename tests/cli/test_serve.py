@@ -248,21 +248,83 @@ def test_a_signal_stops_it_cleanly_and_leaves_the_sqlite_file_whole(cli: Cli, si
         assert len(client.threads.get_history("kept")) >= 2
 
 
+def _doc_snippet(page: str, start: str) -> str:
+    """The code of a docs page's text block (it needs a server, so the docs test skips it),
+    from ``start`` to the block's end."""
+    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+    snippet = text[text.index(start) :]
+    return snippet[: snippet.index("```")]
+
+
+def _run_snippet(cli: Cli, snippet: str, url: str) -> subprocess.CompletedProcess[str]:
+    """``snippet`` run by Python against the server at ``url`` (in place of the default one)."""
+    done = subprocess.run(
+        [sys.executable, "-c", snippet.replace("http://127.0.0.1:2024", url)],
+        cwd=cli.folder,
+        env=cli.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
 def test_the_tutorials_client_snippet_runs_against_plait_serve(cli: Cli) -> None:
     """docs/tutorial.md's SDK snippet (a text block: it needs a server) runs as printed."""
-    page = (ROOT / "docs" / "tutorial.md").read_text(encoding="utf-8")
-    snippet = page[page.index("from langgraph_sdk import get_sync_client") :]
-    snippet = snippet[: snippet.index("```")]
+    snippet = _doc_snippet("tutorial.md", "from langgraph_sdk import get_sync_client")
     with serving(cli, "--db", "agent.db", "--graph", f"agent={ROOT / 'examples' / 'agent.py'}:graph") as s:
-        code = snippet.replace("http://127.0.0.1:2024", s.url)
-        done = subprocess.run(
-            [sys.executable, "-c", code],
-            cwd=cli.folder,
-            env=cli.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-    assert done.returncode == 0, done.stderr
+        done = _run_snippet(cli, snippet, s.url)
     assert "Lisbon" in done.stdout or "19°C" in done.stdout, done.stdout
+
+
+MEMORY_AGENT = """
+from typing import TypedDict
+
+from plait import END, START, Graph, NodeContext
+
+
+class Note(TypedDict, total=False):
+    user: str
+    text: str
+
+
+def remember(state, ctx: NodeContext):
+    ctx.store.put(("notes", state["user"]), "last", {"text": state["text"]})
+    return {}
+
+
+graph = Graph(Note).add_node("remember", remember)
+graph.add_edge(START, "remember").add_edge("remember", END)
+"""
+
+EMBED = """
+WORDS = ("cat", "dog", "fish")
+
+
+def embed(texts):
+    return [[float(t.count(w)) for w in WORDS] + [0.1] for t in texts]
+"""
+
+
+def test_a_langgraph_json_store_section_and_the_docs_store_snippet(cli: Cli) -> None:
+    """The config's store index (its embed a file's function) ranks a query, a node's ctx.store
+    write is read back by the client, and docs/serve.md's client.store snippet prints what its
+    comments say."""
+    cli.write("project/agent.py", MEMORY_AGENT)
+    cli.write("project/embed.py", EMBED)
+    store = {"index": {"dims": 4, "embed": "./embed.py:embed", "fields": ["text"]}, "ttl": {"default_ttl": 60}}
+    cli.write("project/langgraph.json", json.dumps({"graphs": {"memo": "./agent.py:graph"}, "store": store}))
+    with serving(cli, "--config", "project/langgraph.json", "--db", "app.db", "--no-studio") as s:
+        client = s.client()
+        client.runs.wait(None, "memo", input={"user": "ada", "text": "a dog and a cat"})
+        client.runs.wait(None, "memo", input={"user": "bo", "text": "fish fish"})
+        assert client.store.get_item(["notes", "ada"], "last")["value"] == {"text": "a dog and a cat"}
+        ranked = client.store.search_items(["notes"], query="fish")["items"]
+        assert [i["namespace"] for i in ranked] == [["notes", "bo"], ["notes", "ada"]]
+        start = 'client = get_sync_client(url="http://127.0.0.1:2024", api_key=None)\nclient.store'
+        snippet = "from langgraph_sdk import get_sync_client\n" + _doc_snippet("serve.md", start)
+        done = _run_snippet(cli, snippet, s.url)
+    printed = [line.rsplit("# ", 1)[1] for line in snippet.splitlines() if line.startswith("print(")]
+    assert done.stdout.splitlines() == printed

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from plait import END, START, AppendList, Graph, MemoryCheckpointer, StateSchema
+from plait import END, START, AppendList, Graph, MemoryCheckpointer, NodeContext, StateSchema, Store
 from plait.engine.options import RunHooks
 from plait.errors import MissingNodeError
 
@@ -66,3 +66,26 @@ def test_a_breakpoint_of_star_is_every_node_of_the_graph() -> None:
     assert app.bind(interrupt_before="*").interrupt_before == {"a", "b"}
     with pytest.raises(MissingNodeError, match="'c'"):
         app.bind(interrupt_before=["c"])
+
+
+def test_bind_gives_a_graph_another_memory_store_and_keeps_it_when_the_checkpointer_changes() -> None:
+    cp, other = MemoryCheckpointer(), MemoryCheckpointer()
+    mine = Store()
+
+    def remember(state: Any, ctx: NodeContext) -> dict[str, Any]:
+        ctx.store.put(("seen",), "k", {"by": "node"})
+        return {}
+
+    g = Graph(StateSchema.builder().add("threads", AppendList()).build())
+    g.add_node("r", remember).add_edge(START, "r").add_edge("r", END)
+    app = g.compile(checkpointer=cp)
+    assert app.binding.store is None
+    bound = app.bind(store=mine)
+    assert bound.binding.store is mine and app.binding.store is None
+    assert bound.bind(checkpointer=other).binding.store is mine  # not the checkpointer's own: it stays
+    assert app.bind(store=True).binding.store is cp.store
+    assert app.bind(store=True).bind(store=None).binding.store is None
+    bound.bind(checkpointer=other).invoke({}, thread_id="t")
+    found = mine.get(("seen",), "k")
+    assert found is not None and found.value == {"by": "node"}
+    assert cp.store.get(("seen",), "k") is None and other.store.get(("seen",), "k") is None

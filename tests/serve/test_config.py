@@ -45,6 +45,7 @@ def test_a_langgraph_projects_file_reads_as_it_is_with_paths_from_its_folder(tmp
     }
     assert found.env == {"MODEL": "small", "EMPTY": ""}
     assert list(found.graphs) == ["agent", "deep", "mod"]  # the file's order is the served order
+    assert found.store == {"ttl": {"default_ttl": 10}}
 
 
 def test_env_as_a_file_name_is_read_beside_the_config(tmp_path: Path) -> None:
@@ -102,6 +103,15 @@ def test_a_line_that_is_not_key_value_names_the_file_and_line(line: str) -> None
         ({"graphs": {"a:b": "a.py:g"}}, '"graphs.a:b"'),
         ({"graphs": {"a": "a.py:g"}, "env": ["X=1"]}, '"env"'),
         ({"graphs": {"a": "a.py:g"}, "env": {"X": 1}}, '"env"'),
+        ({"graphs": {"a": "a.py:g"}, "store": []}, '"store"'),
+        ({"graphs": {"a": "a.py:g"}, "store": {"path": "./s.py:store"}}, '"store.path": plait serve serves its own'),
+        ({"graphs": {"a": "a.py:g"}, "store": {"indexes": {}}}, "\"store\": 'indexes' not known here"),
+        ({"graphs": {"a": "a.py:g"}, "store": {"ttl": {"ttl": 1}}}, "\"store.ttl\": 'ttl' not known here"),
+        ({"graphs": {"a": "a.py:g"}, "store": {"index": {"dims": 3}}}, '"store.index.embed" must name'),
+        (
+            {"graphs": {"a": "a.py:g"}, "store": {"index": {"dims": 3, "embed": "openai:text-embedding-3-small"}}},
+            'a LangChain "provider:model", which plait does not load',
+        ),
     ],
 )
 def test_a_key_it_cannot_use_is_named_with_the_file(data: object, key: str) -> None:
@@ -128,3 +138,28 @@ def test_a_module_target_is_left_and_a_file_target_is_made_the_folders(tmp_path:
     assert resolve_target("../up/flow.py:g", tmp_path / "a", "x") == f"{tmp_path / 'up' / 'flow.py'}:g"
     with pytest.raises(ServeConfigError, match="x: 'flow.py:' names no graph"):
         resolve_target("flow.py:", tmp_path, "x")
+
+
+def test_the_store_sections_embed_is_a_target_and_loads_as_one(tmp_path: Path) -> None:
+    from plait.checkpoint.address import open as open_store
+    from plait.serve.memory import load_store_options, served_store
+
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "embed.py").write_text("def embed(texts):\n    return [[1.0, float(len(t))] for t in texts]\n")
+    section = {"index": {"dims": 2, "embed": "./embed.py:embed", "fields": ["text"]}, "ttl": {"default_ttl": 3}}
+    found = read_config(write(tmp_path / "proj" / "langgraph.json", {"graphs": {"a": "a.py:g"}, "store": section}))
+    assert found.store["index"] == {"dims": 2, "embed": f"{tmp_path / 'proj' / 'embed.py'}:embed", "fields": ["text"]}
+    options = load_store_options(found.store, "proj/langgraph.json")
+    assert options["index"]["embed"](["ab"]) == [[1.0, 2.0]] and options["ttl"] == {"default_ttl": 3}
+    memory = open_store("memory:")
+    store = served_store(memory, options)
+    assert store is not None and store.backend is memory and store.default_ttl == 3 and store.index is not None
+    assert served_store(memory) is memory.store  # no options: the checkpointer's own
+    with pytest.raises(ServeConfigError, match=r'proj/langgraph.json: "store.index.embed" cannot be loaded: .*nope'):
+        load_store_options({"index": {"dims": 2, "embed": f"{tmp_path}/proj/embed.py:nope"}}, "proj/langgraph.json")
+    with pytest.raises(ServeConfigError, match="cannot be used: .*sweep_interval_minutes=0"):
+        served_store(memory, {"ttl": {"sweep_interval_minutes": 0}})
+    files = open_store(f"file://{tmp_path / 'files'}")
+    assert served_store(files) is None
+    with pytest.raises(ServeConfigError, match=r'"store" section configures a memory store, but FileCheckpointer'):
+        served_store(files, options)

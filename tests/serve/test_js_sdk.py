@@ -1,7 +1,8 @@
 """The unmodified LangGraph JS SDK (``@langchain/langgraph-sdk``, pinned in
 ``tests/serve/js/package.json``) against a real ``plait serve``: ``js/sdk_check.mjs`` drives
 assistants, threads, streamed runs with rejoin by ``Last-Event-ID``, interrupts, state edits,
-history, branches, copies, multitask ``reject`` and both kinds of cancel.
+history, branches, copies, multitask ``reject``, both kinds of cancel, and the memory store
+(``client.store``: refused, saying why, by a server over the file store).
 
 The script holds runs mid-way with the gates of :mod:`tests.serve._serve_support`: it asks
 on stdout (``HOLD <gate>``, ``RELEASE <gate>``) and this test, whose process runs the server,
@@ -56,6 +57,10 @@ CHECKS = (
     "threads.patchState",
     "threads.joinStream",
 )
+STORE_CHECKS = ("store.putItem and getItem", "store.searchItems", "store.listNamespaces", "store.deleteItem")
+"""client.store's calls, on a server whose store keeps memory (SQLite, PostgreSQL)."""
+NO_STORE_CHECKS = ("store refused without a memory store",)
+"""client.store's calls on a server over the file store, which keeps no memory."""
 
 SKIPPED: tuple[str, ...] = ()
 """What the SDK calls that the server does not answer as the SDK expects yet (the script
@@ -85,12 +90,13 @@ def _pinned_version() -> str:
     return version
 
 
-def run_sdk_check(node: str, url: str, api_key: str | None = None) -> dict[str, Any]:
+def run_sdk_check(node: str, url: str, api_key: str | None = None, *, memory: bool = True) -> dict[str, Any]:
     """Run ``sdk_check.mjs`` against ``url``, keeping its gates; its JSON summary.
 
     The script's stdout and stderr are read on threads of their own, so that a script that
     hangs fails the test at the deadline instead of blocking it."""
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}  # no key from the environment
+    env["PLAIT_SDK_CHECK_NO_STORE"] = "0" if memory else "1"
     args = [node, "sdk_check.mjs", url, *([api_key] if api_key else [])]
     lines: queue.Queue[str | None] = queue.Queue()
     stderr: list[str | None] = []
@@ -147,13 +153,14 @@ def _next_line(lines: queue.Queue[str | None], deadline: float, out: list[str]) 
         pytest.fail(f"sdk_check.mjs took longer than {TIMEOUT:.0f} s; its stdout so far: {out}")
 
 
-def _assert_all_checked(summary: dict[str, Any], url: str) -> None:
+def _assert_all_checked(summary: dict[str, Any], url: str, *, memory: bool = True) -> None:
     assert summary["ok"] is True
     assert summary["sdk_version"] == _pinned_version()
     assert summary["url"] == url
     checks = summary["checks"]
-    assert {name: checks[name] for name in CHECKS if name in checks} == dict.fromkeys(CHECKS, "ok")
-    assert sorted(checks) == sorted(CHECKS + SKIPPED)
+    expected = CHECKS + (STORE_CHECKS if memory else NO_STORE_CHECKS)
+    assert {name: checks[name] for name in expected if name in checks} == dict.fromkeys(expected, "ok")
+    assert sorted(checks) == sorted(expected + SKIPPED)
     assert all(checks[name].startswith("skip: ") for name in SKIPPED)
 
 
@@ -168,10 +175,10 @@ def test_the_js_sdk_drives_a_served_file_store_with_an_api_key(node: str, tmp_pa
     store = open_store(f"file://{tmp_path / 'files'}")
     try:
         with served(store, config=ServeConfig(api_key="sdk-check-key")) as url:
-            summary = run_sdk_check(node, url, api_key="sdk-check-key")
+            summary = run_sdk_check(node, url, api_key="sdk-check-key", memory=False)
     finally:
         store.close()
-    _assert_all_checked(summary, url)
+    _assert_all_checked(summary, url, memory=False)
     assert summary["api_key"] is True
 
 

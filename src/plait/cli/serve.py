@@ -82,7 +82,14 @@ def cmd_serve(
         apps[name or _own_name(app.name, target, given | set(apps))] = app
     hosts = tuple(network["allow_hosts"]) + (() if is_loopback(host) else (host,))
     origins = tuple(network["cors_origins"])
-    cfg = ServeConfig(api_key=api_key, cors_origins=origins, allowed_hosts=hosts, studio=studio, workers=workers)
+    cfg = ServeConfig(
+        api_key=api_key,
+        cors_origins=origins,
+        allowed_hosts=hosts,
+        studio=studio,
+        workers=workers,
+        store=_store_options(config),
+    )
     asgi = create_app(checkpointer, apps, config=cfg)
     listening = _listen(host, port)
     port = listening.getsockname()[1]  # --port 0: the port the system gave
@@ -106,6 +113,18 @@ def cmd_serve(
             "if the error is not in your graphs or your store"
         )
     inv.out.line("plait serve: stopped")
+
+
+def _store_options(config: str | None) -> dict[str, Any] | None:
+    """The memory store's options from the config's ``store`` section (its embed function
+    loaded: after the config's env is set and its folder is on ``sys.path``, as for graphs)."""
+    if config is None:
+        return None
+    from plait.serve.config import read_config
+    from plait.serve.memory import load_store_options
+
+    section = read_config(config).store
+    return load_store_options(section, config) if section else None
 
 
 def _listen(host: str, port: int) -> socket.socket:

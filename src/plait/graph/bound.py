@@ -119,12 +119,15 @@ class BoundGraph(Closing):
         hooks: RunHooks | _Keep | None = _KEEP,
         interrupt_before: Iterable[str] | _Keep = _KEEP,
         interrupt_after: Iterable[str] | _Keep = _KEEP,
+        store: Store | bool | _Keep | None = _KEEP,
     ) -> Self:
-        """The same graph with another checkpointer, namespace, hooks or breakpoints, keeping
-        every other option (executor, name): how a worker, the Studio and the CLI run a
-        user's graph on their own store, and how the API server runs it with a request's
-        ``interrupt_before``. The graph itself is not changed. A breakpoint of ``"*"`` (or
-        ``["*"]``) is every node of the graph.
+        """The same graph with another checkpointer, namespace, hooks, breakpoints or memory
+        store, keeping every other option (executor, name): how a worker, the Studio and the
+        CLI run a user's graph on their own store, and how the API server runs it with a
+        request's ``interrupt_before`` and its own memory store. The graph itself is not
+        changed. A breakpoint of ``"*"`` (or ``["*"]``) is every node of the graph. A
+        checkpointer's own memory store follows it to the new checkpointer unless ``store``
+        names another (``True``: the new checkpointer's own, as ``compile(store=True)``).
 
         Raises:
             MissingNodeError: a breakpoint names a node the graph does not have.
@@ -136,11 +139,13 @@ class BoundGraph(Closing):
             binding = replace(binding, interrupt_after=self._nodes_named(interrupt_after))
         if not isinstance(checkpointer, _Keep):
             cp = coerce_checkpointer(checkpointer)
-            store = binding.store
-            if store is not None and store.backend is binding.checkpointer and cp is not binding.checkpointer:
+            moved = binding.store
+            if moved is not None and moved.backend is binding.checkpointer and cp is not binding.checkpointer:
                 # the memory lives with the checkpoints: it follows them to the new store
-                store = store.over(cp) if cp is not None and cp.capabilities.memory else None
-            binding = replace(binding, checkpointer=cp, store=store)
+                moved = moved.over(cp) if cp is not None and cp.capabilities.memory else None
+            binding = replace(binding, checkpointer=cp, store=moved)
+        if not isinstance(store, _Keep):
+            binding = replace(binding, store=_store_for(store, binding.checkpointer))
         if not isinstance(namespace, _Keep):
             binding = replace(binding, namespace=namespace)
         if not isinstance(hooks, _Keep):

@@ -28,16 +28,25 @@ from plait.checkpoint.address import open as open_store
 from plait.checkpoint.base import Checkpointer
 from plait.errors import PlaitError, ServeConfigError
 from plait.graph.compiled import CompiledGraph
-from plait.serve import routes_assistants, routes_crons, routes_runs, routes_thread_stream, routes_threads
+from plait.serve import (
+    routes_assistants,
+    routes_crons,
+    routes_runs,
+    routes_store,
+    routes_thread_stream,
+    routes_threads,
+)
 from plait.serve.assistants import Assistants
 from plait.serve.executor import RunExecutor
 from plait.serve.kernel import Server, error_response, status_of
 from plait.serve.log import LocalRunLog, RunLog
+from plait.serve.memory import served_store
 from plait.serve.retention import sweep_events
 from plait.serve.runner import Runner
 from plait.serve.security import ApiCors, ApiKeyMiddleware
 from plait.serve.sqlite_log import SqliteRunLog
 from plait.serve.streams import Notifier
+from plait.store import Store
 
 __all__ = ["ServeConfig", "create_app", "run_log_for"]
 
@@ -59,6 +68,9 @@ class ServeConfig:
     workers: int = 1
     """On PostgreSQL: the run queue's workers this process runs (0: none, only ``plait
     worker`` processes on the same database execute the runs)."""
+    store: Mapping[str, Any] | None = None
+    """The memory store's options (``plait.Store``'s ``index`` and ``ttl``, the embed function
+    loaded), from the config file's ``store`` section; None: the checkpointer's own store."""
 
 
 def run_log_for(checkpointer: Checkpointer) -> LocalRunLog:
@@ -126,6 +138,32 @@ def _compiled(name: str, graph: Any) -> CompiledGraph:
     )
 
 
+def _served(
+    graphs: Mapping[str, CompiledGraph] | Iterable[CompiledGraph], checkpointer: Checkpointer, memory: Store | None
+) -> dict[str, CompiledGraph]:
+    """The served graphs by name, compiled, and bound to the served memory store: one store
+    per server, so that what a node writes with ``ctx.store`` is what ``/store`` serves."""
+    named = {
+        name: _compiled(name, g)
+        for name, g in (graphs.items() if isinstance(graphs, Mapping) else ((g.name, g) for g in graphs))
+    }
+    if memory is None:
+        return named
+    return {name: g.bind(checkpointer=checkpointer, store=memory) for name, g in named.items()}
+
+
+@contextlib.asynccontextmanager
+async def _sweeping(log: RunLog, cfg: ServeConfig, memory: Store | None) -> AsyncIterator[None]:
+    """While the server runs: the stream events of ended runs dropped after ``event_ttl``."""
+    events = asyncio.get_running_loop().create_task(sweep_events(log, cfg.event_ttl), name="plait serve sweep")
+    try:
+        yield
+    finally:
+        events.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await events
+
+
 def create_app(
     checkpointer: Checkpointer | str,
     graphs: Mapping[str, CompiledGraph] | Iterable[CompiledGraph],
@@ -143,15 +181,13 @@ def create_app(
     cfg = config or ServeConfig()
     owned = isinstance(checkpointer, str)
     store = open_store(checkpointer) if isinstance(checkpointer, str) else checkpointer
-    named = {
-        name: _compiled(name, g)
-        for name, g in (graphs.items() if isinstance(graphs, Mapping) else ((g.name, g) for g in graphs))
-    }
+    memory = served_store(store, cfg.store)
+    named = _served(graphs, store, memory)
     now = time.time()
     notifier = Notifier()
     assistants = Assistants(named, now)
     log, runner = _parts(store, assistants, notifier, cfg)
-    server = Server(checkpointer=store, assistants=assistants, log=log, runner=runner, notifier=notifier)
+    server = Server(checkpointer=store, assistants=assistants, log=log, runner=runner, notifier=notifier, memory=memory)
     studio: FastAPI | None = None  # the Studio, mounted at /studio below: its lifespan runs in this one
     crons = routes_crons.open_crons(log, functools.partial(routes_runs.make_run, server))
 
@@ -160,15 +196,14 @@ def create_app(
         await store.asetup()
         await log.open()
         await runner.start()
-        sweeper = asyncio.get_running_loop().create_task(sweep_events(log, cfg.event_ttl), name="plait serve sweep")
         await crons.start()
         try:
-            async with studio_lifespan(studio) if studio is not None else contextlib.nullcontext():
+            async with (
+                _sweeping(log, cfg, memory),
+                studio_lifespan(studio) if studio is not None else contextlib.nullcontext(),
+            ):
                 yield
         finally:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
             await crons.close()
             await runner.close()
             await log.close()
@@ -198,11 +233,8 @@ def create_app(
     async def http_error(_: Request, exc: StarletteHTTPException) -> Response:
         return error_response(exc.status_code, "HTTPError", str(exc.detail))
 
-    app.include_router(routes_assistants.router)
-    app.include_router(routes_threads.router)
-    app.include_router(routes_thread_stream.router)
-    app.include_router(routes_crons.router)
-    app.include_router(routes_runs.router)
+    for routes in (routes_assistants, routes_threads, routes_thread_stream, routes_crons, routes_runs, routes_store):
+        app.include_router(routes.router)
     if cfg.studio:
         from plait.server import StudioConfig, studio_lifespan
         from plait.server import create_app as create_studio

@@ -4,11 +4,15 @@ A LangGraph project's file works as it is, so that moving to ``plait serve`` nee
 
     {"graphs": {"agent": "./agent.py:graph"}, "env": ".env", "dependencies": ["."]}
 
-Only ``graphs`` and ``env`` mean something here; every other key (``dependencies``,
-``python_version``, ``http``, ``store``, ...) is ignored without a word, because it describes
-how LangGraph's own tools build an image, not what a graph needs. A graph path is relative
-to the file's folder, as LangGraph reads it; ``env`` is a dotenv file (also relative to the
-folder) or a mapping of variable names to values.
+Only ``graphs``, ``env`` and ``store`` mean something here; every other key
+(``dependencies``, ``python_version``, ``http``, ...) is ignored without a word, because it
+describes how LangGraph's own tools build an image, not what a graph needs. A graph path is
+relative to the file's folder, as LangGraph reads it; ``env`` is a dotenv file (also relative
+to the folder) or a mapping of variable names to values. ``store`` configures the served
+memory store as LangGraph's does: ``{"index": {"dims": N, "embed": "./embed.py:fn",
+"fields": [...]}, "ttl": {"default_ttl": minutes, "refresh_on_read": true,
+"sweep_interval_minutes": N}}``, where ``embed`` names a function (or a LangChain
+``Embeddings`` object) the way a graph is named, not a ``provider:model`` of LangChain.
 
 Pure functions (the caller reads the files, applies the environment and loads the graphs),
 so that every refusal is one :class:`~plait.errors.ServeConfigError` naming the file and
@@ -20,13 +24,13 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from plait.errors import ServeConfigError
 
-__all__ = ["ServeFile", "parse_config", "parse_dotenv", "read_config", "read_dotenv", "resolve_target"]
+__all__ = ["ServeFile", "parse_config", "parse_dotenv", "parse_store", "read_config", "read_dotenv", "resolve_target"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,6 +43,9 @@ class ServeFile:
     """Graph name -> ``MODULE:GRAPH`` target, a file path made relative to the config's folder."""
     env: dict[str, str]
     """Environment variables to set before the graphs load (from ``env``'s file or mapping)."""
+    store: dict[str, Any] = field(default_factory=dict)
+    """The memory store's options: ``index`` (its ``embed`` a ``MODULE:ATTR`` target, a file
+    path made relative to the config's folder) and ``ttl``, each only when the file gives it."""
 
 
 def read_config(path: str | os.PathLike[str]) -> ServeFile:
@@ -66,7 +73,7 @@ def read_config(path: str | os.PathLike[str]) -> ServeFile:
     raw_env = data.get("env")
     if isinstance(raw_env, str):
         env = read_dotenv(file.parent / raw_env, named_by=f'{os.fspath(file)}: "env"')
-        return ServeFile(path=file, graphs=config.graphs, env=env)
+        return replace(config, env=env)
     return config
 
 
@@ -99,14 +106,74 @@ def parse_config(data: Any, path: str | os.PathLike[str]) -> ServeFile:
         if not name or ":" in name or "=" in name:
             raise ServeConfigError(f'{where}: "graphs.{name}": a graph name may not be empty or hold ":" or "="')
         targets[name] = resolve_target(path_text.strip(), file.parent, f'{where}: "graphs.{name}"')
+    store = parse_store(data.get("store"), file)
     env = data.get("env")
     if env is None or isinstance(env, str):
-        return ServeFile(path=file, graphs=targets, env={})
+        return ServeFile(path=file, graphs=targets, env={}, store=store)
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         raise ServeConfigError(
             f'{where}: "env" must be the name of a dotenv file (".env") or an object of variable -> string value'
         )
-    return ServeFile(path=file, graphs=targets, env=dict(env))
+    return ServeFile(path=file, graphs=targets, env=dict(env), store=store)
+
+
+_TTL_KEYS = ("default_ttl", "refresh_on_read", "sweep_interval_minutes")
+_INDEX_KEYS = ("dims", "embed", "fields")
+
+
+def parse_store(section: Any, file: Path) -> dict[str, Any]:
+    """The checked ``store`` section (``{}`` when there is none): what it may hold is what
+    ``plait.Store`` takes, so a refusal here names the key instead of failing at start.
+
+    Raises:
+        ServeConfigError: a section plait cannot serve: a custom store (``path``), an unknown
+            key, an ``embed`` that is a LangChain ``provider:model`` or no ``MODULE:ATTR``.
+    """
+    where = f'{os.fspath(file)}: "store'
+    if section is None:
+        return {}
+    if not isinstance(section, dict):
+        raise ServeConfigError(f'{where}" must be an object with "index" and/or "ttl"')
+    if "path" in section:
+        raise ServeConfigError(
+            f'{where}.path": plait serve serves its own memory store, in the database of its checkpoints '
+            '(--db); remove "path" (a custom BaseStore is not loaded) and keep "index" and "ttl"'
+        )
+    _known(section, ("index", "ttl"), where + '"')
+    out: dict[str, Any] = {}
+    ttl = section.get("ttl")
+    if ttl is not None:
+        if not isinstance(ttl, dict):
+            raise ServeConfigError(f'{where}.ttl" must be an object with {", ".join(_TTL_KEYS)}')
+        _known(ttl, _TTL_KEYS, where + '.ttl"')
+        out["ttl"] = dict(ttl)
+    index = section.get("index")
+    if index is not None:
+        if not isinstance(index, dict):
+            raise ServeConfigError(f'{where}.index" must be an object with "dims", "embed" and optionally "fields"')
+        _known(index, _INDEX_KEYS, where + '.index"')
+        embed = index.get("embed")
+        if not isinstance(embed, str) or not embed.strip():
+            raise ServeConfigError(
+                f'{where}.index.embed" must name the embed function, like "./embed.py:embed" (or module:embed): '
+                "a function from a list of texts to a list of vectors"
+            )
+        attr = embed.strip().rpartition(":")[2]
+        if not all(part.isidentifier() for part in attr.split(".")):
+            raise ServeConfigError(
+                f'{where}.index.embed": {embed!r} reads as a LangChain "provider:model", which plait does not '
+                'load; write a function that embeds a list of texts and name it: "./embed.py:embed"'
+            )
+        out["index"] = {**index, "embed": resolve_target(embed.strip(), file.parent, where + '.index.embed"')}
+    return out
+
+
+def _known(section: dict[str, Any], keys: tuple[str, ...], where: str) -> None:
+    unknown = sorted(set(section) - set(keys))
+    if unknown:
+        raise ServeConfigError(
+            f"{where}: {', '.join(map(repr, unknown))} not known here; the keys are {', '.join(keys)}"
+        )
 
 
 def resolve_target(target: str, folder: Path, where: str) -> str:

@@ -22,6 +22,9 @@ from plait.errors import (
     CheckpointMetadataReadOnlyError,
     CheckpointNotFoundError,
     ConcurrentUpdateError,
+    InvalidMemoryError,
+    InvalidNamespaceError,
+    MemoryFilterError,
     PlaitError,
     RunNotFoundError,
     ServeRequestError,
@@ -36,19 +39,24 @@ from plait.serve.log import RunLog
 from plait.serve.records import ThreadRecord
 from plait.serve.streams import Notifier
 from plait.serve.wire import json_response, thread_json
+from plait.store import Store
 
 __all__ = ["Server", "error_response", "read_body", "server_of", "status_of"]
 
 
 @dataclass(kw_only=True)
 class Server:
-    """The parts of one ``plait serve``: its store, its graphs, its run log and runner."""
+    """The parts of one ``plait serve``: its store, its graphs, its run log and runner, its
+    memory store."""
 
     checkpointer: Checkpointer
     assistants: Assistants
     log: RunLog
     runner: RunExecutor
     notifier: Notifier
+    memory: Store | None = None
+    """The memory store ``/store`` serves and the graphs' ``ctx.store`` writes to (None: the
+    checkpointer keeps none)."""
     clock: Callable[[], float] = time.time
     started_at: float = field(default_factory=time.time)
 
@@ -113,11 +121,14 @@ async def read_body(request: Request) -> dict[str, Any]:
 
 
 def status_of(exc: PlaitError) -> int:
+    """The HTTP status of a refusal. Every other plait error (a server whose checkpointer keeps
+    no memory store too) is a 400: never a 5xx, which the JS SDK retries four times over some
+    15 s although the answer cannot change."""
     if isinstance(exc, AssistantNotFoundError | ThreadNotFoundError | CheckpointNotFoundError | RunNotFoundError):
         return 404
     if isinstance(exc, ThreadBusyError | ConcurrentUpdateError | ThreadExistsError | CheckpointMetadataReadOnlyError):
         return 409
-    if isinstance(exc, ServeRequestError):
+    if isinstance(exc, ServeRequestError | InvalidNamespaceError | InvalidMemoryError | MemoryFilterError):
         return 422
     return 400
 

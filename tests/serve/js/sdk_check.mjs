@@ -13,6 +13,8 @@
 //   HOLD <name>      make the gate <name> (closed) before a run reaches it
 //   RELEASE <name>   open it
 // With PLAIT_SDK_CHECK_NO_GATES=1 (a server without a gate keeper) those checks are skipped.
+// With PLAIT_SDK_CHECK_NO_STORE=1 (a server whose store keeps no memory, the file store) the
+// memory store's checks expect client.store's calls refused, with the server's reason.
 
 import { readFileSync } from "node:fs";
 import { randomUUID } from "node:crypto";
@@ -381,6 +383,9 @@ async function main() {
     expect(same(seen, [["run_start", runB.run_id], ["run_done", runB.run_id]]), "runB's start and end", seen);
   });
 
+  if (process.env.PLAIT_SDK_CHECK_NO_STORE === "1") await storeRefused();
+  else await storeChecks();
+
   return {
     ok: true,
     sdk: "@langchain/langgraph-sdk",
@@ -391,6 +396,69 @@ async function main() {
     events: first.length,
     checks,
   };
+}
+
+/** client.store against the served memory store, in a namespace of this check's own. */
+async function storeChecks() {
+  const ns = ["sdk-check", suite];
+  await check("store.putItem and getItem", async () => {
+    await client.store.putItem([...ns, "notes"], "n1", { text: "first", tags: ["a"] });
+    const item = await client.store.getItem([...ns, "notes"], "n1");
+    expect(same(item.namespace, [...ns, "notes"]) && item.key === "n1", "the item's namespace and key", item);
+    // a SQL store may give an object's keys back in another order (PostgreSQL's jsonb does)
+    const keys = Object.keys(item.value).sort();
+    const asPut = same(keys, ["tags", "text"]) && item.value.text === "first" && same(item.value.tags, ["a"]);
+    expect(asPut, "the value put", item.value);
+    expect(!Number.isNaN(Date.parse(item.createdAt)) && item.createdAt === item.updatedAt, "ISO times", item);
+    await client.store.putItem([...ns, "notes"], "n1", { text: "again" }, { ttl: null });
+    const again = await client.store.getItem([...ns, "notes"], "n1", { refreshTtl: false });
+    expect(again.value.text === "again" && again.createdAt === item.createdAt, "overwritten, created_at kept", again);
+    expect(Date.parse(again.updatedAt) > Date.parse(item.updatedAt), "a later updated_at", again);
+    expect((await client.store.getItem([...ns, "notes"], "missing")) === null, "null for a missing item", null);
+  });
+  await check("store.searchItems", async () => {
+    await client.store.putItem([...ns, "people"], "p1", { city: "Oslo", age: 30 });
+    await client.store.putItem([...ns, "people"], "p2", { city: "Rome", age: 40 });
+    await client.store.putItem([...ns, "people", "deep"], "p3", { city: "Oslo", age: 50 });
+    const all = await client.store.searchItems(ns);
+    expect(same(all.items.map((i) => i.key), ["p3", "p2", "p1", "n1"]), "newest first", all.items);
+    const oslo = await client.store.searchItems([...ns, "people"], { filter: { city: "Oslo" } });
+    expect(same(oslo.items.map((i) => i.key), ["p3", "p1"]), "filtered by city", oslo.items);
+    const older = await client.store.searchItems(ns, { filter: { age: { $gt: 35 } }, limit: 1, offset: 1 });
+    expect(same(older.items.map((i) => i.key), ["p2"]), "$gt, paged", older.items);
+    expect(typeof older.items[0].createdAt === "string", "the SDK's createdAt", older.items[0]);
+  });
+  await check("store.listNamespaces", async () => {
+    const found = await client.store.listNamespaces({ prefix: ns });
+    const want = [[...ns, "notes"], [...ns, "people"], [...ns, "people", "deep"]];
+    expect(same(found.namespaces, want), "every namespace under the prefix", found);
+    const shallow = await client.store.listNamespaces({ prefix: ns, maxDepth: 3 });
+    expect(same(shallow.namespaces, [[...ns, "notes"], [...ns, "people"]]), "cut to maxDepth, distinct", shallow);
+    const deep = await client.store.listNamespaces({ suffix: ["deep"], prefix: ns });
+    expect(same(deep.namespaces, [[...ns, "people", "deep"]]), "by suffix", deep);
+  });
+  await check("store.deleteItem", async () => {
+    await client.store.deleteItem([...ns, "people", "deep"], "p3");
+    expect((await client.store.getItem([...ns, "people", "deep"], "p3")) === null, "gone", null);
+    const left = await client.store.listNamespaces({ prefix: ns });
+    expect(same(left.namespaces, [[...ns, "notes"], [...ns, "people"]]), "its namespace no longer listed", left);
+    const err = await refused(422, "a value that is no JSON object", () => client.store.putItem(ns, "bad", [1]));
+    expect(/a value is a JSON object/.test(err.message), "the store's reason", err.message);
+  });
+}
+
+/** client.store against a server whose store keeps no memory: refused at once, saying why. */
+async function storeRefused() {
+  await check("store refused without a memory store", async () => {
+    for (const call of [
+      () => client.store.putItem(["sdk-check"], "k", { v: 1 }),
+      () => client.store.getItem(["sdk-check"], "k"),
+      () => client.store.searchItems(["sdk-check"]),
+    ]) {
+      const err = await refused(400, "client.store on a file store", call);
+      expect(/keeps no memory store/.test(err.message) && /--db app\.db/.test(err.message), "why", err.message);
+    }
+  });
 }
 
 /** Wait until the run (made with the "tasks" stream mode) is inside its `gate` node: past the
