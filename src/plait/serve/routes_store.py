@@ -80,7 +80,7 @@ async def put_item(request: Request) -> Response:
     await store.aput(
         _labels(body, "namespace", default=[]) or [],
         body.get("key"),  # type: ignore[arg-type]  # the store checks it (a key is text)
-        body.get("value"),  # type: ignore[arg-type]  # the store checks it (a JSON object)
+        body.get("value"),  # the store checks it (a JSON object; null deletes)
         index=body.get("index"),
         ttl=body.get("ttl", NOT_GIVEN),  # null: never expires; left out: the store's default
     )
