@@ -53,6 +53,7 @@ def test_memory_always_matches_the_committed_steps_across_sigkills(
     rounds = crash_child.MEMORY_ROUNDS
     last_step = 3 * rounds  # plan, workers, reduce per round: the steps a run goes through
     reader = store.open(reader=True)
+    run_sync(reader.asetup())  # (the first child would; the reader reads before it runs)
     kills = threads = 0
     kinds: dict[str, int] = {}
     try:
