@@ -126,6 +126,11 @@ class Side:
         """The keys of a semantic search, best first."""
         return [r.key for r in self.store.search(prefix, query=text, limit=limit)]
 
+    def analyze(self) -> None:
+        """PostgreSQL: gather the planner's statistics of this side's tables, as autovacuum
+        does within a minute of a bulk load on a live database (a fresh table has none, and
+        a plan made without them can be far off). Elsewhere nothing."""
+
     def close(self) -> None:
         raise NotImplementedError
 
@@ -138,6 +143,7 @@ class PlaitSide(Side):
         from plait.errors import StoreUnsupportedError
 
         self.backend = backend
+        self.env = env
         self._stack = contextlib.ExitStack()
         cfg = {"dims": DIMS, "embed": fake_embed, "fields": ["text"]} if index else None
         self.checkpointer: Any = None
@@ -151,14 +157,25 @@ class PlaitSide(Side):
         else:
             from plait import PostgresCheckpointer
 
-            schema = self._stack.enter_context(scratch_schema(_dsn(env), "store"))
+            self.schema = schema = self._stack.enter_context(scratch_schema(_dsn(env), "store"))
             self.checkpointer = PostgresCheckpointer(_dsn(env), schema=schema)
         self._stack.callback(self.checkpointer.close)
+        self.checkpointer.setup()  # creates the tables (SQLite does on open; PostgreSQL asks)
         try:
             self.store = Store(self.checkpointer, index=cfg) if index else self.checkpointer.store
         except StoreUnsupportedError as exc:
             self._stack.close()
             raise NotRunnable(str(exc)) from exc
+
+    def analyze(self) -> None:
+        if self.backend == "postgres":
+            import psycopg
+
+            with psycopg.connect(self.env.pg_dsn, autocommit=True) as conn:
+                q = "SELECT quote_ident(schemaname) || '.' || quote_ident(tablename) FROM pg_tables"
+                q += " WHERE schemaname = %s"
+                for (table,) in conn.execute(q, (self.schema,)).fetchall():
+                    conn.execute(f"ANALYZE {table}")
 
     def put_many(self, entries: Sequence[Entry]) -> None:
         from plait import PutOp
@@ -192,7 +209,7 @@ class LangGraphSide(Side):
             else:
                 from langgraph.store.postgres import PostgresStore
 
-                dsn = self._stack.enter_context(env.fresh_pg("lgstore"))
+                self.dsn = dsn = self._stack.enter_context(env.fresh_pg("lgstore"))
                 self.store = self._stack.enter_context(PostgresStore.from_conn_string(dsn, index=cfg))
                 self._setup("PostgresStore with an index needs the pgvector extension")
         except BaseException:
@@ -207,6 +224,13 @@ class LangGraphSide(Side):
                 raise
             detail = _why_no_vectors(self.backend, exc)
             raise NotRunnable(f"{why}: {detail}") from exc
+
+    def analyze(self) -> None:
+        if self.backend == "postgres":
+            import psycopg
+
+            with psycopg.connect(self.dsn, autocommit=True) as conn:
+                conn.execute("ANALYZE")  # its own scratch database
 
     def put_many(self, entries: Sequence[Entry]) -> None:
         from langgraph.store.base import PutOp
