@@ -171,7 +171,7 @@ class PlaitSide(Side):
         if self.backend == "postgres":
             import psycopg
 
-            with psycopg.connect(self.env.pg_dsn, autocommit=True) as conn:
+            with psycopg.connect(_dsn(self.env), autocommit=True) as conn:
                 q = "SELECT quote_ident(schemaname) || '.' || quote_ident(tablename) FROM pg_tables"
                 q += " WHERE schemaname = %s"
                 for (table,) in conn.execute(q, (self.schema,)).fetchall():

@@ -39,7 +39,7 @@ import random
 import shutil
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,7 +113,7 @@ class Timer:
                 prof.disable()
         return out
 
-    def alternate(self, calls: dict[str, Sequence[Callable[[], Any]]], rounds: int = 10) -> dict[str, list[float]]:
+    def alternate(self, calls: Mapping[str, Sequence[Callable[[], Any]]], rounds: int = 10) -> dict[str, list[float]]:
         """Each library's calls in ``rounds`` slices, the libraries taking turns (the one
         that goes first swapping every round), so that a busy spell of the machine lands on
         both alike."""
