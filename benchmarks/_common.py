@@ -124,6 +124,21 @@ class Env:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@contextlib.contextmanager
+def scratch_schema(dsn: str, tag: str) -> Iterator[str]:
+    """A PostgreSQL schema of its own for plait's side (named after ``tag``), dropped afterwards."""
+    import psycopg
+
+    schema = f"plait_{tag}_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield schema
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
 def pg_total_bytes(dsn: str) -> int:
     """Sum of pg_total_relation_size over every table of the public schema of ``dsn``."""
     import psycopg

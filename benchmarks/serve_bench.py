@@ -56,6 +56,8 @@ from typing import Any
 import psutil
 from langgraph_sdk import get_client
 
+from benchmarks._common import scratch_schema
+
 HERE = Path(__file__).resolve().parent
 PLAIT, LG = "plait", "langgraph"
 FALLBACK_LANGGRAPH = "/tmp/lgdev-venv/bin/langgraph"
@@ -414,23 +416,6 @@ def postgres_check(dsn: str) -> str | None:
     return None
 
 
-@contextlib.contextmanager
-def scratch_schema(dsn: str) -> Iterator[str]:
-    """A PostgreSQL schema of its own for plait's side, dropped afterwards."""
-    import uuid
-
-    import psycopg
-
-    schema = f"plait_serve_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        yield schema
-    finally:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
-
-
 def environment(lg_exe: str | None) -> dict[str, Any]:
     from importlib.metadata import version
 
@@ -464,7 +449,7 @@ def servers_up(folder: Path, args: argparse.Namespace, notes: list[str]) -> Iter
             if why:
                 notes.append(f"PostgreSQL skipped: {why}")
             else:
-                schema = stack.enter_context(scratch_schema(args.postgres))
+                schema = stack.enter_context(scratch_schema(args.postgres, "serve"))
         stack.callback(lambda: [s.stop() for s in started])  # before the schema is dropped
         started.append(start_plait(folder, str(folder / "serve.db"), cli=args.cli, profile=args.profile))
         if schema is not None:
