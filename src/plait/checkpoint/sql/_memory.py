@@ -75,6 +75,12 @@ class SqlMemory:
                 THEN m.created_at ELSE excluded.created_at END,
             updated_at = excluded.updated_at, expires_at = excluded.expires_at, ttl = excluded.ttl"""
         )
+        # PostgreSQL: the put's old vectors go in the same statement (a data-modifying WITH),
+        # so that a lone put is one statement, which the server prepares once and then only
+        # runs (two go as a query it parses and plans every time).
+        self._upsert_clearing = (
+            q(f"WITH gone AS (DELETE FROM {vectors} WHERE prefix = ? AND key = ?) ") + self._upsert if jsonb else ""
+        )
         self._del_item = q(f"DELETE FROM {items} WHERE prefix = ? AND key = ?")
         self._del_vectors = q(f"DELETE FROM {vectors} WHERE prefix = ? AND key = ?")
         self._ins_vector = q(
@@ -97,23 +103,42 @@ class SqlMemory:
 
     def apply(self, cur: Cursor, writes: Sequence[MemoryWrite]) -> None:
         """Apply ``writes`` in order, in the caller's transaction. Statements only, no reads
-        (so that a PostgreSQL commit still goes in one round trip)."""
+        (so that a PostgreSQL commit still goes in one round trip).
+
+        Consecutive puts (and consecutive deletes) go as one ``executemany`` of each
+        statement, not a statement per item: a batch of a thousand puts is three calls. Within
+        a run of puts the order still holds: the items' upserts apply in order (the last put of
+        a key wins), then every put key's old vectors go, then the new ones come in order."""
+        run: list[MemoryWrite] = []
         for w in writes:
-            prefix = encode_namespace(w.namespace)
-            where = (prefix, w.key)
-            if w.value is None:
-                cur.execute(self._del_item, where)
-                cur.execute(self._del_vectors, where)
-                continue
+            if run and (run[-1].value is None) != (w.value is None):
+                self._apply_run(cur, run)
+                run = []
+            run.append(w)
+        if run:
+            self._apply_run(cur, run)
+
+    def _apply_run(self, cur: Cursor, run: Sequence[MemoryWrite]) -> None:
+        keys = [(encode_namespace(w.namespace), w.key) for w in run]
+        if run[0].value is None:
+            cur.executemany(self._del_item, keys)
+            cur.executemany(self._del_vectors, keys)
+            return
+        rows: list[tuple[Any, ...]] = []
+        vectors: list[tuple[Any, ...]] = []
+        for (prefix, key), w in zip(keys, run, strict=True):
+            assert w.value is not None
             text = canonical(w.value).decode()
-            values: tuple[Any, ...] = (prefix, w.key, without_nul(text), text) if self.jsonb else (*where, text)
-            cur.execute(self._upsert, (*values, w.at, w.at, expiry(w.at, w.ttl), w.ttl))
-            cur.execute(self._del_vectors, where)
-            if w.vectors:
-                cur.executemany(
-                    self._ins_vector,
-                    [(prefix, w.key, f, list(v) if self.jsonb else pack(v)) for f, v in w.vectors],
-                )
+            values = (prefix, key, without_nul(text), text) if self.jsonb else (prefix, key, text)
+            rows.append((*values, w.at, w.at, expiry(w.at, w.ttl), w.ttl))
+            vectors += [(prefix, key, f, list(v) if self.jsonb else pack(v)) for f, v in w.vectors or ()]
+        if self._upsert_clearing:
+            cur.executemany(self._upsert_clearing, [(*key, *row) for key, row in zip(keys, rows, strict=True)])
+        else:
+            cur.executemany(self._upsert, rows)
+            cur.executemany(self._del_vectors, keys)
+        if vectors:
+            cur.executemany(self._ins_vector, vectors)
 
     def refresh(self, cur: Cursor, found: Sequence[Found], now: int) -> None:
         """Extend the expiry of the items a read found (those with a ttl) to ``now`` plus
@@ -207,16 +232,18 @@ class SqlMemory:
     def _ranked_in_sql(self, cur: Cursor, search: MemorySearch, where: str, params: list[Any]) -> list[Found]:
         """PostgreSQL: scores computed and ranked in the database (an item by its best field)."""
         assert search.vector is not None
-        span = prefix_range(search.prefix)
-        inner = "" if span is None else " WHERE v.prefix >= %s AND v.prefix < %s"
+        # The items (prefix, expiry, filter) joined to their vectors first, then one score per
+        # vector and the best per item: a plan the planner cannot turn into scoring every
+        # vector once per item (a nested loop over a subquery it had no statistics for).
         sql = (
-            "SELECT i.prefix, i.key, i.raw, i.created_at, i.updated_at, i.ttl, s.score FROM ("
-            "SELECT v.prefix, v.key, max((SELECT coalesce(sum(a * b), 0) FROM unnest(v.vector, %s::float8[])"
-            f" AS t (a, b))) AS score FROM {self._vectors} v{inner} GROUP BY v.prefix, v.key) s"
-            f" JOIN {self._items} i ON i.prefix = s.prefix AND i.key = s.key"
-            f" WHERE {where} ORDER BY s.score DESC, i.prefix, i.key LIMIT %s OFFSET %s"
+            "SELECT i.prefix, i.key, i.raw, i.created_at, i.updated_at, i.ttl, max(d.score) AS best"
+            f" FROM {self._items} i JOIN {self._vectors} v ON v.prefix = i.prefix AND v.key = i.key"
+            " CROSS JOIN LATERAL (SELECT coalesce(sum(a * b), 0) AS score"
+            " FROM unnest(v.vector, %s::float8[]) AS t (a, b)) d"
+            f" WHERE {where} GROUP BY i.prefix, i.key, i.raw, i.created_at, i.updated_at, i.ttl"
+            " ORDER BY best DESC, i.prefix, i.key LIMIT %s OFFSET %s"
         )
-        args = [list(search.vector), *(span or ()), *params, search.limit, search.offset]
+        args = [list(search.vector), *params, search.limit, search.offset]
         rows = cur.execute(sql, args).fetchall()
         return [self._found(None, r[0], r[1], r[2:6], float(r[6])) for r in rows]
 
