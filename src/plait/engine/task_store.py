@@ -16,7 +16,7 @@ from typing import Any
 from plait._frozen import thaw
 from plait.store import NOT_GIVEN, Item, MemoryWrite, NotGiven, SearchItem, Store
 from plait.store.facade import SyncFacade
-from plait.store.memory import in_search_order
+from plait.store.memory import search_page
 from plait.store.records import from_micros
 from plait.store.rules import matches
 from plait.store.vectors import dot
@@ -126,8 +126,9 @@ class TaskStore(SyncFacade):
                     continue
                 score = max(dot(search.vector, v) for _, v in w.vectors)
             found.append((score, w.at, ns, key, w.value, created.get((ns, key), w.at)))
-        in_search_order(found, lambda f: (f[0], f[1], f[2], f[3]), search.vector is not None)
-        page = found[search.offset : search.offset + search.limit]
+        page = search_page(
+            found, lambda f: (f[0], f[1], f[2], f[3]), search.vector is not None, search.offset, search.limit
+        )
         return [_search_item(ns, key, value, c, u, score) for score, u, ns, key, value, c in page]
 
     async def alist_namespaces(

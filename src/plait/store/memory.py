@@ -8,8 +8,9 @@ the shared tests hold them to it.
 
 from __future__ import annotations
 
+import heapq
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -17,7 +18,7 @@ from plait.store.records import MemorySearch, MemoryWrite, Namespace, NamespaceL
 from plait.store.rules import matches
 from plait.store.vectors import dot
 
-__all__ = ["MemoryItems", "in_search_order", "namespace_matches", "pick_namespaces"]
+__all__ = ["MemoryItems", "search_page", "namespace_matches", "pick_namespaces"]
 
 MICROS_PER_MINUTE = 60_000_000
 T = TypeVar("T")
@@ -60,17 +61,22 @@ def pick_namespaces(found: Sequence[Namespace], listing: NamespaceListing) -> li
     return sorted(out)[listing.offset : listing.offset + listing.limit]
 
 
-def in_search_order(
-    found: list[T], parts: Callable[[T], tuple[float | None, int, Namespace, str]], scored: bool
-) -> None:
-    """Sort ``found`` in place as every backend orders a search: by score (``scored``: a
-    query's), else newest ``updated_at`` first; ties by namespace, then key. ``parts`` gives
-    an entry's ``(score, updated_at, namespace, key)``."""
+def search_page(
+    found: Iterable[T],
+    parts: Callable[[T], tuple[float | None, int, Namespace, str]],
+    scored: bool,
+    offset: int,
+    limit: int,
+) -> list[T]:
+    """The page of ``found`` a search returns, in the order every backend gives: by score
+    (``scored``: a query's), else newest ``updated_at`` first; ties by namespace, then key.
+    ``parts`` gives an entry's ``(score, updated_at, namespace, key)``. Only the page's
+    entries are ordered (a heap of ``offset + limit``), not every match."""
     if scored:
-        found.sort(key=lambda f: (-(parts(f)[0] or 0.0), parts(f)[2], parts(f)[3]))
+        key: Callable[[T], tuple[Any, ...]] = lambda f: (-(parts(f)[0] or 0.0), parts(f)[2], parts(f)[3])  # noqa: E731
     else:
-        found.sort(key=lambda f: (parts(f)[2], parts(f)[3]))
-        found.sort(key=lambda f: parts(f)[1], reverse=True)
+        key = lambda f: (-parts(f)[1], parts(f)[2], parts(f)[3])  # noqa: E731
+    return heapq.nsmallest(offset + limit, found, key=key)[offset:]
 
 
 class MemoryItems:
@@ -138,8 +144,13 @@ class MemoryItems:
                             continue
                         score = max(dot(search.vector, v) for _, v in row.vectors)
                     found.append((ns, key, row, score))
-            in_search_order(found, lambda f: (f[3], f[2].updated, f[0], f[1]), search.vector is not None)
-            page = found[search.offset : search.offset + search.limit]
+            page = search_page(
+                found,
+                lambda f: (f[3], f[2].updated, f[0], f[1]),
+                search.vector is not None,
+                search.offset,
+                search.limit,
+            )
             if search.refresh:
                 for _, _, row, _ in page:
                     if row.ttl is not None:
