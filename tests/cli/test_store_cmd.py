@@ -214,3 +214,12 @@ def test_the_console_script_reads_a_piped_value(cli: Cli) -> None:
     assert res.code == EXIT_OK, res.err
     res = cli("store", "get", "users.u1", "prefs", "--db", "t.db", "--json")
     assert res.json()["value"] == {"name": "Ada"}
+
+
+def test_the_worker_refuses_a_memory_sweep_that_is_not_positive(plait: Plait) -> None:
+    """``plait worker --memory-sweep 0`` is refused before anything connects."""
+    pytest.importorskip("procrastinate")
+    plait.capsys.readouterr()
+    argv = ["worker", "--db", "postgresql://nobody@127.0.0.1:1/none", "--graph", "app.py:index", "--memory-sweep", "0"]
+    assert main(argv) == EXIT_USAGE
+    assert "--memory-sweep must be a positive number of minutes, got 0" in plait.capsys.readouterr().err
