@@ -13,7 +13,7 @@ import inspect
 import pathlib
 import sys
 import textwrap
-from typing import Any
+from typing import Any, ForwardRef
 
 import plait
 
@@ -28,6 +28,7 @@ GROUPS = (
     ),
     ("State", lambda o: isinstance(o, type) and o.__module__.startswith("plait.state")),
     ("Checkpoints", lambda o: isinstance(o, type) and o.__module__.startswith("plait.checkpoint")),
+    ("Memory store", lambda o: isinstance(o, type) and o.__module__.startswith("plait.store")),
     ("Vocabulary", lambda o: isinstance(o, type) and o.__module__ == "plait.types"),
     ("Events", lambda o: isinstance(o, type) and o.__module__ == "plait.engine.events"),
     ("Ready parts for agents", lambda o: getattr(o, "__module__", "") == "plait.prebuilt"),
@@ -187,7 +188,10 @@ def _signature(obj: Any, name: str) -> str:
         else:
             text = p.name
         if p.annotation is not p.empty:
-            ann = p.annotation if isinstance(p.annotation, str) else inspect.formatannotation(p.annotation)
+            ann = p.annotation
+            if isinstance(ann, ForwardRef):  # a NamedTuple's field under `from __future__ import annotations`
+                ann = ann.__forward_arg__
+            ann = ann if isinstance(ann, str) else inspect.formatannotation(ann)
             text += f": {ann}"
         if p.default is not p.empty:
             text += f" = {p.default!r}"

@@ -1,6 +1,7 @@
 """Every file in examples/ runs, so the README never lies."""
 
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -22,3 +23,19 @@ def test_the_tutorial_shows_the_scripted_model_of_the_examples() -> None:
     example = (root / "examples" / "chat_model.py").read_text(encoding="utf-8")
     model = example[example.index("class ScriptedChatModel") : example.index("\n\nRULES = ")].rstrip()
     assert model in (root / "docs" / "tutorial.md").read_text(encoding="utf-8")
+
+
+def test_the_memory_howto_is_the_memory_example() -> None:
+    """docs/memory.md walks through examples/memory_agent.py: its python blocks, in order, are
+    the program (after its docstring), so the page and the program cannot drift apart."""
+    root = pathlib.Path(__file__).parent.parent
+    example = (root / "examples" / "memory_agent.py").read_text(encoding="utf-8")
+    program = example[example.index('"""', 3) + 3 :]
+    page = (root / "docs" / "memory.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```python[ \t]*\n(.*?)^```[ \t]*$", page, re.DOTALL | re.MULTILINE)
+
+    def lines(code: str) -> list[str]:
+        return [line for line in code.splitlines() if line.strip()]
+
+    assert len(blocks) >= 5
+    assert lines("\n".join(blocks)) == lines(program)

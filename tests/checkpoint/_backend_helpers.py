@@ -111,6 +111,22 @@ class Backend:
         store.migrate()
         return store
 
+    def build(self, version: int) -> None:
+        """A store as plait left it at ``version``: the migrations of that time, run in order."""
+        if self.kind == "sqlite":
+            with closing(sqlite3.connect(self.path, isolation_level=None)) as conn:
+                conn.execute("BEGIN IMMEDIATE")
+                SqlCore(_DIALECT, "old store").component.migrate(conn.cursor(), "old store", target=version)
+                conn.execute("COMMIT")
+            return
+        import psycopg
+
+        from plait.checkpoint.postgres._store import _dialect
+
+        with psycopg.connect(self.dsn) as pg, pg.cursor() as cur:
+            cur.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')
+            SqlCore(_dialect(self.schema), "old store").component.migrate(cur, "old store", target=version)
+
     def sql(self, statement: str, *params: Any) -> list[Any]:
         if self.kind == "sqlite":
             import sqlite3

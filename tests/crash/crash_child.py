@@ -330,6 +330,65 @@ def build_sub_graph() -> Graph:
     return g
 
 
+MEMORY_ROUNDS = 6
+"""The memory graph's loop runs this many rounds."""
+
+
+def _mem_worker(name: str) -> Callable[[Mapping[str, Any], NodeContext], dict[str, Any]]:
+    def worker(state: Mapping[str, Any], ctx: NodeContext) -> dict[str, Any]:
+        _started(ctx)
+        rnd = state["round"]
+        ctx.store.put(
+            ("work", ctx.thread_id or ""), f"{rnd}-{name}", {"round": rnd, "worker": name, "pid": os.getpid()}
+        )
+        time.sleep(0.001)
+        return {"items": [f"{name}:{rnd}"]}
+
+    worker.__name__ = name
+    return worker
+
+
+def _mem_reduce(state: Mapping[str, Any], ctx: NodeContext) -> dict[str, Any]:
+    _started(ctx)
+    # read-modify-write of one memory: applied twice (or without its step), the list would
+    # hold a round twice, or one the state does not
+    ns = ("count", ctx.thread_id or "")
+    item = ctx.store.get(ns, "rounds")
+    rounds = list(item.value["rounds"]) if item is not None else []
+    ctx.store.put(ns, "rounds", {"rounds": [*rounds, state["round"]]})
+    return {"counter": 1, "rounds": [state["round"]]}
+
+
+def build_memory_graph() -> Graph:
+    """The loop graph's shape (plan, three workers, reduce) whose workers each save a memory
+    and whose reduce updates one, for MEMORY_ROUNDS rounds: the memory must always be what
+    the committed state says (see memory_agrees)."""
+    g = Graph(schema())
+    g.add_node("plan", _plan)
+    for name in WORKERS:
+        g.add_node(name, _mem_worker(name))
+    g.add_node("reduce", _mem_reduce)
+    g.add_edge(START, "plan")
+    g.add_conditional_edges("plan", _after_plan)
+    g.add_edge(list(WORKERS), "reduce")
+    g.add_conditional_edges("reduce", lambda s: "plan" if s["counter"] < MEMORY_ROUNDS else END)
+    return g
+
+
+def memory_agrees(values: Mapping[str, Any], store: Any, thread: str) -> None:
+    """The memory store holds exactly what the committed state ``values`` says its steps
+    wrote: one item per worker item, and the reduce's rounds (AssertionError if not)."""
+    work = {i.key for i in store.search(("work", thread), limit=1000)}
+    items = list(values.get("items", []))
+    assert work == {f"{i.split(':')[1]}-{i.split(':')[0]}" for i in items}, f"work memory {sorted(work)} != {items}"
+    item = store.get(("count", thread), "rounds")
+    rounds = list(values.get("rounds", []))
+    if not rounds:
+        assert item is None, f"rounds memory {item} before any round was committed"
+    else:
+        assert item is not None and item.value["rounds"] == rounds, f"rounds memory {item} != state {rounds}"
+
+
 def expected_items(rounds: int) -> list[str]:
     return [f"{w}:{r}" for r in range(rounds) for w in WORKERS]
 
@@ -408,8 +467,10 @@ def run_child(args: Mapping[str, Any]) -> int:
     saver = open_checkpointer(args["backend"], args["store"], args.get("pg_schema"), reporting=True, **options)
     saver.lease_ttl = float(args.get("lease_ttl", LEASE_TTL))
     mode = args.get("mode")
-    build = {"chat": build_chat_graph, "sub": build_sub_graph}.get(mode or "", build_graph)
-    graph = build().compile(checkpointer=saver)
+    build = {"chat": build_chat_graph, "sub": build_sub_graph, "memory": build_memory_graph}.get(
+        mode or "", build_graph
+    )
+    graph = build().compile(checkpointer=saver, store=mode == "memory")
     start = (CHAT_INPUT if mode in ("chat", "sub") else INPUT) if args["fresh"] else None
     report("ready")
     give_up = time.monotonic() + 20.0
@@ -468,6 +529,7 @@ def _preload() -> None:
     build_graph()
     build_chat_graph()
     build_sub_graph()
+    build_memory_graph()
 
 
 class _Control:

@@ -4,6 +4,7 @@ the store with its step's commit, never before, never twice; the node reads its 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,17 +13,24 @@ from plait import (
     END,
     START,
     AppendList,
+    Checkpointer,
     Command,
     Graph,
+    LeaseLostError,
     MemoryCheckpointer,
     NodeContext,
     NodeError,
     NoStoreError,
+    PostgresCheckpointer,
     RetryPolicy,
+    SqliteCheckpointer,
     StateSchema,
     Store,
     interrupt,
 )
+from plait.testing import ManualClock
+
+from ._intruder import try_to_take_lease
 
 
 def schema() -> StateSchema:
@@ -200,3 +208,37 @@ def test_bind_moves_a_checkpointers_own_store_with_it() -> None:
     g.compile(first, store=True).bind(checkpointer=second).invoke({}, thread_id="t")
     assert first.store.get(("m",), "k") is None
     assert second.store.get(("m",), "k") is not None
+
+
+def _backends(tmp_path: Path, request: pytest.FixtureRequest, kind: str) -> tuple[Checkpointer, ManualClock]:
+    clock = ManualClock()
+    if kind == "memory":
+        return MemoryCheckpointer(clock=clock), clock
+    if kind == "sqlite":
+        return SqliteCheckpointer(tmp_path / "m.db", clock=clock), clock
+    saver = PostgresCheckpointer(
+        request.getfixturevalue("postgres_dsn"), schema=request.getfixturevalue("postgres_schema"), clock=clock
+    )
+    saver.migrate()
+    return saver, clock
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_step_whose_commit_the_fence_refuses_stores_none_of_its_memory(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    saver, clock = _backends(tmp_path, request, kind)
+
+    def node(state: Any, ctx: NodeContext) -> Any:
+        ctx.store.put(("m",), "k", {"v": 1})
+        clock.advance(saver.lease_ttl + 1)  # the lease lapses, and another process takes the thread
+        assert try_to_take_lease(saver, "t") == "taken"
+        return {"log": ["x"]}
+
+    g = Graph(schema()).add_node("n", node).add_edge(START, "n").add_edge("n", END)
+    try:
+        with pytest.raises(LeaseLostError):
+            g.compile(saver, store=True).invoke({}, thread_id="t", durability="sync")
+        assert saver.store.get(("m",), "k") is None, "a memory of a refused step was stored"
+    finally:
+        asyncio.run(saver.aclose())

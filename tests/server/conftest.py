@@ -12,7 +12,8 @@ pytest.importorskip("fastapi", reason="the Studio needs the studio extra: pip in
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from plait import Command, SqliteCheckpointer  # noqa: E402
+from plait import Command, MemoryCheckpointer, PostgresCheckpointer, SqliteCheckpointer  # noqa: E402
+from plait.checkpoint.base import Checkpointer  # noqa: E402
 
 from ._studio_support import compiled, make_client  # noqa: E402
 
@@ -88,3 +89,24 @@ def queue_worker(queue_db: tuple[str, str], tmp_path: Path) -> Iterator[Callable
         if proc.poll() is None:
             proc.kill()
         proc.wait(10)
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def memory_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Checkpointer]:
+    """A checkpointer of one backend whose memory holds ``_memory_support.ITEMS``: the
+    Memory page's tests run on each backend that keeps memory."""
+    from ._memory_support import seed
+
+    cp: Checkpointer
+    if request.param == "memory":
+        cp = MemoryCheckpointer()
+    elif request.param == "sqlite":
+        cp = SqliteCheckpointer(str(tmp_path / "memory.db"))
+    else:
+        cp = PostgresCheckpointer(
+            request.getfixturevalue("postgres_dsn"), schema=request.getfixturevalue("postgres_schema")
+        )
+    cp.setup()
+    seed(cp)
+    yield cp
+    cp.close()

@@ -3,7 +3,8 @@ download): the demo's store, a thread's timeline, a diff of two checkpoints, a f
 edit appearing live in another tab's thread list, an interrupt answered and the run watched
 to its end, keyboard navigation, dark mode; a queued run that a `plait worker` is running,
 cancelled with its Cancel button; the Studio mounted at ``/studio`` in another app, as
-``plait serve`` mounts it; and no request leaves 127.0.0.1 (nor, mounted, the mount path).
+``plait serve`` mounts it; the Memory page (the namespace tree unfolded, an item opened, a
+filtered search, a deletion); and no request leaves 127.0.0.1 (nor, mounted, the mount path).
 
 Screenshots go to the test's temporary folder (and to ``$PLAIT_STUDIO_SCREENSHOTS`` when set:
 ``docs/img`` is made that way).
@@ -32,6 +33,7 @@ from plait import PostgresCheckpointer, SqliteCheckpointer  # noqa: E402
 from plait.cli import demo  # noqa: E402
 from plait.server import create_app  # noqa: E402
 
+from ._memory_support import seed  # noqa: E402
 from ._studio_support import MOUNT, LiveServer, mounted  # noqa: E402
 
 WAIT = 15_000
@@ -200,6 +202,55 @@ def test_the_studio_mounted_in_another_app_in_a_browser(browser: Any, tmp_path: 
             assert all(u.startswith(url + "/") for u in t.requests if not u.startswith("data:")), t.requests
             assert t.errors == []
             t.context.close()
+
+
+def test_the_memory_page_in_a_browser(browser: Any, tmp_path: Path) -> None:
+    cp = SqliteCheckpointer(str(tmp_path / "memory.db"))
+    seed(cp)
+    expect = sync_api.expect
+    with LiveServer(create_app(cp)) as server:
+        tab = Page(browser, tmp_path)
+        tab.page.goto(server.url + "/")
+        tab.page.click('nav a:has-text("Memory")')
+        rows = tab.page.locator("#items tbody tr[data-key]")
+        expect(rows).to_have_count(6)
+
+        # Unfold users (its marker, not its link): its two users show; u1's link lists u1's items.
+        u1 = tab.page.locator('#namespaces li[data-ns="users.u1"]')
+        expect(u1).to_be_hidden()
+        tab.page.locator('#namespaces li[data-ns="users"] > details > summary').click(position={"x": 4, "y": 8})
+        expect(u1).to_be_visible()
+        u1.locator("> details > summary > a").click()
+        expect(tab.page.locator("#items h2")).to_contain_text("under users.u1")
+        expect(rows).to_have_count(3)
+        expect(tab.page.locator('#namespaces li[data-ns="users.u1.notes"]')).to_be_visible()  # the path is open
+
+        # Open an item: its whole value, its times.
+        rows.filter(has_text="coffee").locator("a").click()
+        expect(tab.page.locator("#item .item-key")).to_have_text("coffee")
+        expect(tab.page.locator("#item-value")).to_contain_text('"no coffee after noon"')
+        expect(tab.page.locator("#created-at")).to_have_text("2027-01-15T08:00:02.000000+00:00")
+        tab.shot("memory")
+
+        # A filtered search under the selected namespace.
+        tab.page.fill('#search-form input[name="filter"]', '{"kind": "note", "n": {"$lt": 2}}')
+        tab.page.click('#search-form button[type="submit"]')
+        expect(rows).to_have_count(1)
+        expect(rows.first).to_have_attribute("data-key", "tea")
+
+        # Delete the item that is open (the box, then the confirmation the tab accepts).
+        tab.page.goto(server.url + "/memory?namespace=users.u1&item_ns=users.u1.notes&key=coffee")
+        tab.page.check('#delete-item-form input[name="confirm"]')
+        tab.page.click('#delete-item-form button[type="submit"]')
+        expect(tab.page.locator("#flash")).to_contain_text("deleted item coffee of namespace users.u1.notes")
+        expect(rows).to_have_count(2)
+        expect(tab.page.locator('#items tr[data-key="coffee"]')).to_have_count(0)
+        expect(tab.page.locator("#item")).to_have_count(0)
+        assert cp.store.get(("users", "u1", "notes"), "coffee") is None
+        assert tab.hosts() <= {"127.0.0.1", "data"}, tab.requests
+        assert tab.errors == []
+        tab.context.close()
+    cp.close()
 
 
 @pytest.mark.postgres

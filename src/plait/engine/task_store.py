@@ -53,13 +53,13 @@ class TaskStore(SyncFacade):
         self,
         namespace: Sequence[str],
         key: str,
-        value: Mapping[str, Any],
+        value: Mapping[str, Any] | None,
         *,
         index: Any = None,
         ttl: float | NotGiven | None = NOT_GIVEN,
     ) -> None:
-        """Stage a put (see :meth:`plait.Store.aput`): applied when the step commits."""
-        self._staged.append(await self._store.prepare_put(namespace, key, value, index=index, ttl=ttl))
+        """Stage a put (see :meth:`plait.Store.aput`; None deletes): applied when the step commits."""
+        self._staged.append(await self._store.prepare_write(namespace, key, value, index=index, ttl=ttl))
 
     async def adelete(self, namespace: Sequence[str], key: str) -> None:
         """Stage a delete (see :meth:`plait.Store.adelete`)."""

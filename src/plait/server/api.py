@@ -28,7 +28,7 @@ from plait.server.studio import check_write, studio_of
 if TYPE_CHECKING:
     from plait.runs.records import Run
 
-__all__ = ["RunStatusQ", "router", "run_json"]
+__all__ = ["ERRORS", "RunStatusQ", "router", "run_json"]
 
 
 class ErrorBody(BaseModel):
@@ -38,15 +38,18 @@ class ErrorBody(BaseModel):
     message: str = Field(description="What happened, where, and what to do.")
 
 
-_ERRORS: dict[int | str, dict[str, Any]] = {
+ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "Bad input: plait's error says why."},
     403: {"model": ErrorBody, "description": "A write without this Studio's Origin and CSRF token."},
-    404: {"model": ErrorBody, "description": "No such thread, checkpoint, channel or run, or no run queue here."},
+    404: {
+        "model": ErrorBody,
+        "description": "No such thread, checkpoint, channel, run or memory item, or no run queue or memory store here.",
+    },
     409: {"model": ErrorBody, "description": "The thread is busy, moved on, or already exists."},
     422: {"model": ErrorBody, "description": "The request does not have the documented shape."},
 }
 
-router = APIRouter(prefix="/api", responses=_ERRORS)
+router = APIRouter(prefix="/api", responses=ERRORS)
 
 Namespace = Annotated[str, Query(description="The threads' namespace.")]
 StatusQ = Literal["idle", "busy", "interrupted", "error", "stale"]

@@ -32,12 +32,13 @@ from plait.checkpoint.address import redact
 from plait.checkpoint.base import Checkpointer
 from plait.errors import PlaitError
 from plait.graph.compiled import CompiledGraph
-from plait.server import api, pages
+from plait.server import api, memory, pages
 from plait.server.http import StudioRefusal, error_response, status_of
 from plait.server.live import Watcher
 from plait.server.queue import RunQueue
 from plait.server.security import Guard, SecurityMiddleware
 from plait.server.studio import Studio, StudioConfig
+from plait.store import Store
 
 __all__ = ["StudioConfig", "create_app", "studio_lifespan"]
 
@@ -49,6 +50,7 @@ def create_app(
     graphs: Mapping[str, CompiledGraph] | Iterable[CompiledGraph] | None = None,
     *,
     config: StudioConfig | None = None,
+    store: Store | None = None,
 ) -> FastAPI:
     """The Studio as an ASGI app, to serve (``plait studio``) or mount in an existing app.
 
@@ -62,6 +64,8 @@ def create_app(
             names each by its ``name``). Without any, the Studio reads, copies and deletes,
             and refuses the actions that need a graph with a 400 saying to pass one.
         config: the token, extra host names, and how the store is shown.
+        store: the memory store the Memory page shows and ``/api/store/`` serves (one with an
+            index, for a search by meaning); default: the checkpointer's own (``checkpointer.store``).
     """
     cfg = config or StudioConfig()
     owned = isinstance(checkpointer, str)
@@ -83,6 +87,7 @@ def create_app(
         config=cfg,
         queue=RunQueue(opened, cfg.store_name),
         watcher=Watcher(opened, interval=cfg.poll_interval),
+        memory=store,
     )
 
     @contextlib.asynccontextmanager
@@ -101,7 +106,7 @@ def create_app(
         title="plait Studio",
         version=_version(),
         description="The JSON API of plait's Studio: threads, history, state, diffs, edits, forks, Studio runs, "
-        "and the run queue's runs (list, read, cancel).",
+        "the run queue's runs (list, read, cancel), and the memory store's namespaces and items.",
         lifespan=lifespan,
         docs_url=None,
         redoc_url=None,
@@ -133,6 +138,7 @@ def create_app(
         return error_response(422, "ValidationError", problems or "the request is not valid")
 
     app.include_router(api.router)
+    app.include_router(memory.router, responses=api.ERRORS)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(SecurityMiddleware, guard=guard)

@@ -23,6 +23,7 @@ from plait.errors import (
     NoRunQueueError,
     PlaitError,
     RunNotFoundError,
+    StoreUnsupportedError,
     ThreadBusyError,
     ThreadExistsError,
 )
@@ -67,7 +68,7 @@ def route_path(scope: Scope) -> str:
 
 
 def status_of(exc: PlaitError) -> int:
-    if isinstance(exc, CheckpointNotFoundError | RunNotFoundError | NoRunQueueError):
+    if isinstance(exc, CheckpointNotFoundError | RunNotFoundError | NoRunQueueError | StoreUnsupportedError):
         return 404
     if isinstance(exc, ThreadBusyError | ConcurrentUpdateError | ThreadExistsError | LeaseLostError):
         return 409

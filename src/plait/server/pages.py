@@ -2,9 +2,11 @@
 
 ``/`` lists threads, ``/threads/{id}`` shows one (``?checkpoint=`` selects a checkpoint: a
 deep link), ``/diff?a=&b=`` compares two checkpoints of one thread or two, ``/runs`` lists the
-run queue's runs and ``/runs/{id}`` shows one. The forms post to ``/threads/{id}/do/{action}``
-(and a run's Cancel to ``/runs/{id}/cancel``) and redirect back (POST, redirect, GET) with a
-confirmation of what was done.
+run queue's runs and ``/runs/{id}`` shows one, ``/memory`` shows the memory store (its
+namespaces as a tree, the items under one, an item's value). The forms post to
+``/threads/{id}/do/{action}`` (a run's Cancel to ``/runs/{id}/cancel``, the Memory page's to
+``/memory/do/{action}``) and redirect back (POST, redirect, GET) with a confirmation of what
+was done.
 
 Every path here is the Studio's own (``/threads/ID``); what the page and its redirects carry
 is that path under the Studio's mount path (:func:`~plait.server.http.root_of`: ``""`` at the
@@ -32,7 +34,8 @@ from markupsafe import Markup
 
 from plait import inspect as ins
 from plait.checkpoint.model import STATUSES, Checkpoint
-from plait.errors import ArgumentError, PlaitError, RunNotFoundError, RunsError
+from plait.errors import ArgumentError, PlaitError, RunNotFoundError, RunsError, StoreUnsupportedError
+from plait.server import memory as mem
 from plait.server.graphs import graph_svg
 from plait.server.http import read_form, root_of, route_path, status_of
 from plait.server.queue import error_summary
@@ -57,6 +60,10 @@ _env.globals["run_url"] = lambda run_id: f"/runs/{quote(run_id, safe='')}"
 _env.globals["statuses"] = STATUSES
 
 HISTORY_PAGE = 100
+MEMORY_PAGE = 50
+"""Items a page of the Memory page lists."""
+MEMORY_TREE = 1000
+"""Namespaces the Memory page's tree shows (past them it says to narrow by a prefix)."""
 
 
 def _render(request: Request, template: str, code: int = 200, **context: Any) -> HTMLResponse:
@@ -428,3 +435,101 @@ def _flashed(request: Request, path: str, key: str) -> RedirectResponse:
     """Back to the Studio's ``path`` (under its mount path), which shows the confirmation ``key``."""
     target = root_of(request.scope) + path
     return RedirectResponse(target + ("&" if "?" in target else "?") + f"flash={key}", status_code=303)
+
+
+# -- the memory store --------------------------------------------------------------------------
+
+
+def _memory_url(namespace: str = "", **params: str | int | None) -> str:
+    """The Memory page: the items under ``namespace``; ``item_ns`` and ``key`` select one,
+    ``filter``, ``query`` and ``offset`` keep a search."""
+    query = {k: v for k, v in {"namespace": namespace or None, **params}.items() if v}
+    return "/memory" + (f"?{urlencode(query)}" if query else "")
+
+
+_env.globals["memory_url"] = _memory_url
+_env.globals["preview"] = mem.preview
+_env.globals["ns_text"] = mem.namespace_text
+
+
+@router.get("/memory", response_class=HTMLResponse)
+async def memory_page(
+    request: Request,
+    namespace: str = "",
+    item_ns: str | None = None,
+    key: str | None = None,
+    filter: str | None = None,
+    query: str | None = None,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> HTMLResponse:
+    try:
+        store = mem.store_of(request)
+    except StoreUnsupportedError as exc:  # a store without memory: say so, as the Runs page does
+        return _render(request, "memory.html", unavailable=exc)
+    selected = mem.namespace_of(namespace)
+    listed = await store.alist_namespaces(limit=MEMORY_TREE + 1)
+    items: list[Any] = []
+    more, problem, item, code = None, None, None, 200
+    try:
+        items, more = await mem.search_page(
+            store, selected, filter=mem.parse_filter_text(filter), query=query, limit=MEMORY_PAGE, offset=offset
+        )
+        if key:
+            item = await store.aget(mem.namespace_of(item_ns), key, refresh_ttl=False)
+            if item is None:
+                problem, code = f"no item {key!r} in namespace {item_ns or ''!r}: deleted, expired, or never put", 404
+    except (PlaitError, ValueError) as exc:
+        problem, code = str(exc), 400
+    search = {"filter": filter, "query": query}
+    return _render(
+        request,
+        "memory.html",
+        code,
+        unavailable=None,
+        ns_tree=mem.namespace_tree(listed[:MEMORY_TREE]),
+        tree_cut=len(listed) > MEMORY_TREE,
+        namespace=namespace,
+        selected=selected,
+        items=items,
+        more=_memory_url(namespace, **search, offset=more) if more is not None else None,
+        newer=_memory_url(namespace, **search, offset=max(0, offset - MEMORY_PAGE)) if offset else None,
+        item=item,
+        item_json=json.dumps(item.value, indent=2, ensure_ascii=False) if item is not None else "",
+        problem=problem,
+        filter=filter or "",
+        query=query or "",
+        has_index=store.index is not None,
+        search=search,
+        offset=offset,
+    )
+
+
+@router.post("/memory/do/{action}", dependencies=[Depends(check_write)])
+async def memory_act(request: Request, action: str) -> Response:
+    studio = studio_of(request)
+    form = await read_form(request)
+    listed = form.get("back", "")
+    ns_text, key = form.get("namespace", "").strip(), form.get("key", "")
+    back = _memory_url(listed)
+    try:
+        store = mem.store_of(request)
+        ns = mem.namespace_of(ns_text)
+        if action == "delete":
+            if form.get("confirm") != "yes":
+                raise ArgumentError("confirm", "tick the box to confirm the deletion")
+            if await store.aget(ns, key, refresh_ttl=False) is None:
+                raise ArgumentError("key", f"no item {key!r} in namespace {ns_text!r}: deleted already, or expired")
+            await store.adelete(ns, key)
+            done, target = f"deleted item {key} of namespace {ns_text}", back
+        elif action == "put":
+            value = _parse_json(form, "value", "the value")
+            if not isinstance(value, dict):
+                raise ArgumentError("value", "the value must be a JSON object")
+            await store.aput(ns, key, value)
+            done = f"saved item {key} in namespace {ns_text}"
+            target = _memory_url(listed, item_ns=ns_text, key=key)
+        else:
+            raise ArgumentError("action", f"unknown action {action!r}")
+    except (PlaitError, ValueError) as exc:
+        return _problem(request, exc, back)
+    return _flashed(request, target, studio.flash(done))

@@ -31,6 +31,7 @@ from plait.server.live import Watcher
 from plait.server.queue import RunQueue
 from plait.server.security import CSRF_FIELD, CSRF_HEADER, Guard, origin_ok
 from plait.server.studio_runs import StudioRun, StudioRuns
+from plait.store import Store
 from plait.types import Command
 
 __all__ = ["Studio", "StudioConfig", "check_write", "studio_of"]
@@ -62,6 +63,8 @@ class Studio:
     studio_runs: StudioRuns = field(default_factory=StudioRuns)
     queue: RunQueue
     watcher: Watcher
+    memory: Store | None = None
+    """The memory store the Memory page shows (None: the checkpointer's own, ``checkpointer.store``)."""
     flashes: dict[str, str] = field(default_factory=dict)
 
     def flash(self, message: str) -> str:

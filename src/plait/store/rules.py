@@ -100,11 +100,22 @@ def check_value(namespace: Namespace, key: str, value: Any) -> Mapping[str, Any]
     return cast(Mapping[str, Any], frozen)
 
 
+MAX_TTL_MINUTES: Final = 100 * 366 * 24 * 60
+"""A century: a longer life is "never" (and would not fit the stores' 64-bit microsecond times)."""
+
+
 def check_ttl(namespace: Namespace | None, key: Any, ttl: Any) -> float | None:
     if ttl is None:
         return None
-    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not math.isfinite(ttl) or ttl <= 0:
-        raise InvalidMemoryError(namespace, key, f"ttl={ttl!r}: give minutes (a positive number), or None for never")
+    if (
+        isinstance(ttl, bool)
+        or not isinstance(ttl, int | float)
+        or not math.isfinite(ttl)
+        or not 0 < ttl <= MAX_TTL_MINUTES
+    ):
+        raise InvalidMemoryError(
+            namespace, key, f"ttl={ttl!r}: give minutes (a positive number up to a century), or None for never"
+        )
     return float(ttl)
 
 

@@ -187,6 +187,20 @@ class Store(SyncFacade):
         vectors = await self._vectors(ns, key, frozen, index)
         return MemoryWrite(ns, key, frozen, self.now(), minutes, vectors)
 
+    async def prepare_write(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: Mapping[str, Any] | None,
+        *,
+        index: Any = None,
+        ttl: float | NotGiven | None = NOT_GIVEN,
+    ) -> MemoryWrite:
+        """:meth:`prepare_put`, or :meth:`prepare_delete` when ``value`` is None."""
+        if value is None:
+            return self.prepare_delete(namespace, key)
+        return await self.prepare_put(namespace, key, value, index=index, ttl=ttl)
+
     def prepare_delete(self, namespace: Sequence[str], key: str) -> MemoryWrite:
         """The write ``delete`` makes."""
         ns = check_namespace(namespace)
@@ -222,7 +236,7 @@ class Store(SyncFacade):
         self,
         namespace: Sequence[str],
         key: str,
-        value: Mapping[str, Any],
+        value: Mapping[str, Any] | None,
         *,
         index: Any = None,
         ttl: float | NotGiven | None = NOT_GIVEN,
@@ -233,8 +247,10 @@ class Store(SyncFacade):
             index: None: embed the store's index fields (when it has an index); False: no
                 vector for this item; a list of dotted paths: embed these fields instead.
             ttl: minutes the item lives (None: forever; not given: the store's default).
+
+        ``value=None`` deletes the item (as LangGraph's ``put`` does).
         """
-        await self.backend.acommit(memory=[await self.prepare_put(namespace, key, value, index=index, ttl=ttl)])
+        await self.backend.acommit(memory=[await self.prepare_write(namespace, key, value, index=index, ttl=ttl)])
 
     async def adelete(self, namespace: Sequence[str], key: str) -> None:
         """Remove the item (nothing happens when there is none)."""
@@ -351,10 +367,7 @@ class Store(SyncFacade):
         writes: dict[tuple[Namespace, str], MemoryWrite] = {}
         for i, op in enumerate(ops):
             if isinstance(op, PutOp):
-                if op.value is None:
-                    w = self.prepare_delete(op.namespace, op.key)
-                else:
-                    w = await self.prepare_put(op.namespace, op.key, op.value, index=op.index, ttl=op.ttl)
+                w = await self.prepare_write(op.namespace, op.key, op.value, index=op.index, ttl=op.ttl)
                 writes.pop((w.namespace, w.key), None)
                 writes[(w.namespace, w.key)] = w
             elif isinstance(op, GetOp):

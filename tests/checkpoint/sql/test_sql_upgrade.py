@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,6 @@ import pytest
 from plait import END, START, AppendList, Graph, StateSchema, ThreadBusyError
 from plait.checkpoint._records import encode_body, encode_json
 from plait.checkpoint.model import Checkpoint, PendingWrite, Task
-from plait.checkpoint.sql._core import SqlCore
 from plait.checkpoint.sql._schema import SCHEMA_VERSION
 from plait.errors import StoreVersionError
 
@@ -27,27 +25,6 @@ from .._backend_helpers import Backend, make, same
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     yield Backend(request.param, tmp_path, request)
-
-
-def _build(backend: Backend, version: int) -> None:
-    """A store as plait left it at ``version``: the migrations of that time, run in order."""
-    if backend.kind == "sqlite":
-        import sqlite3
-
-        from plait.checkpoint.sqlite._store import _DIALECT
-
-        with closing(sqlite3.connect(backend.path, isolation_level=None)) as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            SqlCore(_DIALECT, "old store").component.migrate(conn.cursor(), "old store", target=version)
-            conn.execute("COMMIT")
-    else:
-        import psycopg
-
-        from plait.checkpoint.postgres._store import _dialect
-
-        with psycopg.connect(backend.dsn) as pg, pg.cursor() as cur:
-            cur.execute(f'CREATE SCHEMA IF NOT EXISTS "{backend.schema}"')
-            SqlCore(_dialect(backend.schema), "old store").component.migrate(cur, "old store", target=version)
 
 
 def _insert(backend: Backend, cp: Checkpoint, writes: tuple[PendingWrite, ...] = ()) -> None:
@@ -98,7 +75,7 @@ def _graph() -> Any:
 
 @pytest.mark.parametrize("version", range(1, SCHEMA_VERSION))
 def test_a_store_of_every_older_version_is_refused_then_upgraded_in_place(backend: Backend, version: int) -> None:
-    _build(backend, version)
+    backend.build(version)
     done = make("done", None, {"log": ["x"]})
     waiting = make("waiting", None, {"log": ["y"]}, next_tasks=(Task(id="task-1", node="a"),))
     asked = PendingWrite(

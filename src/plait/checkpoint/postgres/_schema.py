@@ -13,6 +13,8 @@ cached parent is gone) and PLT04 (the lease was lost) carry their facts as JSON 
 
 from __future__ import annotations
 
+from plait.checkpoint.sql._memory_sql import PG_MEMORY_TABLES
+
 __all__ = ["PG_MIGRATIONS"]
 
 _PG_LOCK_KEY = 0x706C6169
@@ -571,3 +573,5 @@ PG_MIGRATIONS[9] = (
     _FENCE_7,
     _PUT_CHECKPOINT_7,
 )
+
+PG_MIGRATIONS[10] = PG_MEMORY_TABLES  # the memory store's tables (see plait.checkpoint.sql._memory_sql)

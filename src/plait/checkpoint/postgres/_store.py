@@ -101,6 +101,7 @@ def _dialect(schema: str | None) -> Dialect:
         lateral=True,
         migrations=PG_MIGRATIONS,
         server_checks=True,
+        jsonb=True,
     )
 
 
@@ -193,7 +194,7 @@ class PostgresCheckpointer(SqlCheckpointer):
             advance by hand (every process sharing the database must then use it).
     """
 
-    capabilities = Capabilities(kind="postgres", any_loop=True, change_feed=True)
+    capabilities = Capabilities(kind="postgres", any_loop=True, change_feed=True, memory=True)
 
     def __init__(
         self,

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from plait.checkpoint import delta
 from plait.checkpoint.model import Checkpoint, CheckpointWrite, Fence, WritesBatch
+from plait.store.records import MemoryWrite
 
 __all__ = ["Chan", "CommitRequest", "Cursor", "Dialect", "Head", "HeadCache", "Key"]
 
@@ -67,6 +68,10 @@ class Dialect:
     keeps such a table in one b-tree instead of a table and its primary-key index)."""
     migrations: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
     """Statements only this engine runs, after the shared ones of the same version."""
+    jsonb: bool = False
+    """Whether memory items are kept as ``jsonb`` and filtered with PostgreSQL's JSON
+    operators; otherwise as JSON text, filtered with SQLite's JSON functions (see
+    :mod:`plait.checkpoint.sql._memory_sql`)."""
     server_checks: bool = False
     """Whether the store's own functions check fences (``{P}fence()``), a cached commit's
     parent (``{P}require_parent()``) and lease acquisitions (``{P}acquire_lease()``),
@@ -85,6 +90,9 @@ class CommitRequest:
     checkpoints: Sequence[CheckpointWrite]
     writes: Sequence[WritesBatch]
     fence: Fence | None = None
+    memory: Sequence[MemoryWrite] = ()
+    """Memory writes, applied in order after the rest (and only when a fence lets the
+    commit through)."""
 
 
 @dataclass(slots=True)

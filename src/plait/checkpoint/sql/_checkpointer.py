@@ -29,7 +29,7 @@ from plait.checkpoint.model import (
 )
 from plait.checkpoint.sql._base import CommitRequest, Cursor
 from plait.checkpoint.sql._core import SqlCore
-from plait.store import MemoryWrite
+from plait.store import MemorySearch, MemoryWrite, NamespaceListing, StoredItem
 
 __all__ = ["SqlCheckpointer"]
 
@@ -76,11 +76,35 @@ class SqlCheckpointer(Checkpointer):
     ) -> None:
         if memory:
             self.check_memory()
-        if not checkpoints and not writes:
+        if not checkpoints and not writes and not memory:
             return
-        request = CommitRequest(checkpoints=checkpoints, writes=writes, fence=fence)
+        request = CommitRequest(checkpoints=checkpoints, writes=writes, fence=fence, memory=tuple(memory))
         self._core.commit.check_request(request)
         await self._committing(request)
+
+    # -- the memory store: items in this database, written by commits (sql._memory) ------------
+
+    async def aget_memory(self, namespace: tuple[str, ...], key: str, *, now: int, refresh: bool) -> StoredItem | None:
+        memory = self._core.memory
+        found = await self._reading(lambda cur: memory.get(cur, namespace, key, now))
+        if found is None:
+            return None
+        if refresh and found.ttl is not None:
+            await self._writing(lambda cur: memory.refresh(cur, [found], now))
+        return found.item
+
+    async def asearch_memory(self, search: MemorySearch) -> list[StoredItem]:
+        memory = self._core.memory
+        found = await self._reading(lambda cur: memory.search(cur, search))
+        if search.refresh and any(f.ttl is not None for f in found):
+            await self._writing(lambda cur: memory.refresh(cur, found, search.now))
+        return [f.item for f in found]
+
+    async def alist_memory_namespaces(self, listing: NamespaceListing) -> list[tuple[str, ...]]:
+        return await self._reading(lambda cur: self._core.memory.namespaces(cur, listing))
+
+    async def asweep_memory(self, *, now: int) -> int:
+        return await self._writing(lambda cur: self._core.memory.sweep(cur, now))
 
     def known_head(self, thread_id: str, *, namespace: str = "") -> Checkpoint | None:
         return self._core.cache.known((namespace, thread_id))

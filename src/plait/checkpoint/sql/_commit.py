@@ -15,6 +15,7 @@ from plait.checkpoint._validate import check_commit
 from plait.checkpoint.lease import settled
 from plait.checkpoint.model import ANY_HEAD, Checkpoint, Fence, HeadCondition, fence_targets
 from plait.checkpoint.sql._base import Chan, CommitRequest, Cursor, Dialect, Head, HeadCache, Key
+from plait.checkpoint.sql._memory import SqlMemory
 from plait.checkpoint.sql._threads import SqlThreads
 from plait.errors import CheckpointError, ConcurrentUpdateError, LeaseLostError, ThreadBusyError
 
@@ -41,9 +42,16 @@ class SqlCommit:
     """Stores commits over a cursor, reading and updating the shared head cache."""
 
     def __init__(
-        self, dialect: Dialect, store: str, sql: Mapping[str, str], cache: HeadCache, threads: SqlThreads
+        self,
+        dialect: Dialect,
+        store: str,
+        sql: Mapping[str, str],
+        cache: HeadCache,
+        threads: SqlThreads,
+        memory: SqlMemory,
     ) -> None:
         self.dialect = dialect
+        self._memory = memory
         self.store = store
         self._sql = sql
         self._cache = cache
@@ -311,6 +319,10 @@ class SqlCommit:
         elif fence is None or fence.token is None:
             for key, status in settled(request.checkpoints, request.writes).items():
                 self._threads.settle(cur, key, status, now)
+        # Memory writes last: after the fence let the commit through (a refusal returned
+        # above, having written nothing), and after the statements a dialect module fuses.
+        if request.memory:
+            self._memory.apply(cur, request.memory)
         return None
 
     def _base_from_body(self, cur: Cursor, cp: Checkpoint) -> dict[str, Chan]:

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "STATEMENTS", "joins"]
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 """The schema version this code reads and writes."""
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -104,6 +104,10 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     # run on it dies with it).
     8: (),
     9: (),  # PostgreSQL's functions again, bound to their schema (see postgres._schema)
+    # 10: the memory store (plait.Store) beside the checkpoints: its tables differ by engine
+    # (JSON text or jsonb, float32 blobs or float8[]), so each dialect brings them (see
+    # sql._memory_sql).
+    10: (),
 }
 
 STATEMENTS: dict[str, str] = {

@@ -53,6 +53,7 @@ from plait.checkpoint.sql._base import CommitRequest, Cursor, Dialect
 from plait.checkpoint.sql._caller import may_block
 from plait.checkpoint.sql._checkpointer import SqlCheckpointer
 from plait.checkpoint.sql._core import SqlCore
+from plait.checkpoint.sql._memory_sql import SQLITE_MEMORY_TABLES
 from plait.checkpoint.sqlite._feed import SqliteFeed
 from plait.checkpoint.sqlite._wal import WalReserve
 from plait.checkpoint.sqlite._worker import Job, Worker, lease_transaction, settle, snapshot, transaction
@@ -77,6 +78,7 @@ _DIALECT = Dialect(
     table_exists_param=lambda name: name,
     small_table=" WITHOUT ROWID",
     lazy_rows=True,
+    migrations={10: SQLITE_MEMORY_TABLES},
 )
 
 
@@ -97,7 +99,7 @@ class SqliteCheckpointer(SqlCheckpointer):
             pass one they advance by hand.
     """
 
-    capabilities = Capabilities(kind="sqlite", any_loop=True, change_feed=True)
+    capabilities = Capabilities(kind="sqlite", any_loop=True, change_feed=True, memory=True)
 
     def __init__(
         self,
