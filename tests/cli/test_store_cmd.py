@@ -223,3 +223,24 @@ def test_the_worker_refuses_a_memory_sweep_that_is_not_positive(plait: Plait) ->
     argv = ["worker", "--db", "postgresql://nobody@127.0.0.1:1/none", "--graph", "app.py:index", "--memory-sweep", "0"]
     assert main(argv) == EXIT_USAGE
     assert "--memory-sweep must be a positive number of minutes, got 0" in plait.capsys.readouterr().err
+
+
+def test_the_commands_work_on_postgresql(
+    plait: Plait, postgres_dsn: str, postgres_schema: str, validate: Validate
+) -> None:
+    db = f"{postgres_dsn}{'&' if '?' in postgres_dsn else '?'}options=-csearch_path%3D{postgres_schema}"
+
+    def run(*args: str, code: int = EXIT_OK) -> Any:
+        plait.capsys.readouterr()
+        assert main([*args, "--db", db, "--json"]) == code
+        return json.loads(plait.capsys.readouterr().out or "null")
+
+    validate("store-put", run("store", "put", "users.u1", "prefs", "name=Ada", "age:=36", "--ttl", "5"))
+    run("store", "put", "users.u2", "prefs", "name=Bob", "age:=20")
+    assert run("store", "ls")["namespaces"] == [["users", "u1"], ["users", "u2"]]
+    found = run("store", "search", "users", "--filter", 'age:={"$gt": 30}')
+    assert [i["namespace"] for i in found["items"]] == [["users", "u1"]]
+    assert run("store", "get", "users.u2", "prefs")["value"] == {"name": "Bob", "age": 20}
+    assert run("store", "rm", "users.u2", "prefs", "--yes")["deleted"] is True
+    run("store", "get", "users.u2", "prefs", code=EXIT_USAGE)
+    assert run("db", "sweep")["swept"] == 0

@@ -36,7 +36,9 @@ def test_a_worker_sweeps_its_databases_expired_memory(runs_db: tuple[str, str]) 
         past = Store(checkpointer, clock=lambda: hour_ago)
         await past.aput(("users", "u1"), "old", {"x": 1}, ttl=1)  # expired 59 minutes ago
         await past.aput(("users", "u1"), "kept", {"x": 2})
-        worker = Worker(dsn, {"plain": graph(None), "often": graph(7), "rarely": graph(90)}, schema=schema, settings=FAST)
+        worker = Worker(
+            dsn, {"plain": graph(None), "often": graph(7), "rarely": graph(90)}, schema=schema, settings=FAST
+        )
         task = asyncio.create_task(worker.arun(install_signal_handlers=False))
         try:
             await asyncio.wait_for(worker.started.wait(), 30)
