@@ -244,3 +244,14 @@ def test_the_commands_work_on_postgresql(
     assert run("store", "rm", "users.u2", "prefs", "--yes")["deleted"] is True
     run("store", "get", "users.u2", "prefs", code=EXIT_USAGE)
     assert run("db", "sweep")["swept"] == 0
+
+
+def test_a_terminal_table_shows_a_values_brackets_as_they_are() -> None:
+    """rich reads ``[bold]`` in a cell as markup; a memory's value is data, shown whole."""
+    pytest.importorskip("rich")
+    from plait.cli.output import Out
+
+    stream = io.StringIO()
+    Out(rich=True, stream=stream).table("items [all]", ["value"], [['{"text": "see [bold]this[/bold] [x]"}']])
+    shown = stream.getvalue()
+    assert "items [all]" in shown and "see [bold]this[/bold] [x]" in shown
