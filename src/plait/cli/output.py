@@ -140,13 +140,14 @@ class Out:
 
     def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         if self.rich:
+            from rich.markup import escape
             from rich.table import Table
 
-            table = Table(title=title, title_justify="left")
+            table = Table(title=escape(title), title_justify="left")
             for c in columns:
                 table.add_column(c)
-            for r in rows:
-                table.add_row(*(str(x) for x in r))
+            for r in rows:  # cells are data (a memory's value, a thread id): never markup
+                table.add_row(*(escape(str(x)) for x in r))
             self._console().print(table)
             return
         cells = [[str(c) for c in columns], *([str(x) for x in r] for r in rows)]
