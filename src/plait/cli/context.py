@@ -27,13 +27,17 @@ from plait.errors import (
     CommandLineError,
     GraphChangedError,
     GraphError,
+    InvalidMemoryError,
+    InvalidNamespaceError,
     InvalidResumeError,
+    MemoryFilterError,
     NotConfirmedError,
     RunNotFoundError,
     ScheduleNotFoundError,
     ServeConfigError,
     StateError,
     StoreAddressError,
+    StoreUnsupportedError,
     ThreadExistsError,
 )
 
@@ -46,9 +50,9 @@ def exit_code(exc: BaseException, *, running: bool) -> int:
     2 for what the operator named wrongly (an option, a thread, a checkpoint, a node, a
     channel, a store, a graph that does not fit the thread, a queued run, a schedule, or a server
     configuration ``plait serve`` cannot start with); 1 for
-    a run that failed and for a command the store could not carry out. A state or graph error
-    raised while the graph runs (a node writing an unknown channel, routing to a missing node)
-    is the run failing.
+    a run that failed and for a command the store could not carry out. A state, graph or
+    memory item error raised while the graph runs (a node writing an unknown channel, routing
+    to a missing node, putting a value the memory store cannot hold) is the run failing.
     """
     if isinstance(exc, NotConfirmedError):
         return EXIT_FAILED if exc.declined else EXIT_USAGE
@@ -63,10 +67,11 @@ def exit_code(exc: BaseException, *, running: bool) -> int:
         | GraphChangedError
         | RunNotFoundError
         | ScheduleNotFoundError
-        | ServeConfigError,
+        | ServeConfigError
+        | StoreUnsupportedError,
     ):
         return EXIT_USAGE
-    if isinstance(exc, StateError | GraphError):
+    if isinstance(exc, StateError | GraphError | InvalidNamespaceError | InvalidMemoryError | MemoryFilterError):
         return EXIT_FAILED if running else EXIT_USAGE
     if isinstance(exc, KeyboardInterrupt):
         return EXIT_CTRL_C

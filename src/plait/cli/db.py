@@ -1,4 +1,4 @@
-"""The ``plait db`` commands: look after a store (``migrate``, ``prune``, ``stats``).
+"""The ``plait db`` commands: look after a store (``migrate``, ``prune``, ``stats``, ``sweep``).
 
 ``prune`` shows what it would drop (``--dry-run``), asks before dropping (``--yes`` for
 scripts), and reports the space it gave back: on SQLite it rewrites the file afterwards
@@ -18,7 +18,15 @@ from plait.cli.context import Invocation, run_command
 from plait.cli.options import Db, Debug, Json, Yes
 from plait.errors import CheckpointNotFoundError
 
-__all__ = ["cmd_db_migrate", "cmd_db_prune", "cmd_db_stats", "checkpointer_bytes", "checkpointer_kind", "register"]
+__all__ = [
+    "checkpointer_bytes",
+    "checkpointer_kind",
+    "cmd_db_migrate",
+    "cmd_db_prune",
+    "cmd_db_stats",
+    "cmd_db_sweep",
+    "register",
+]
 
 
 def checkpointer_kind(checkpointer: Checkpointer) -> str:
@@ -197,6 +205,16 @@ def cmd_db_prune(
     )
 
 
+def cmd_db_sweep(inv: Invocation) -> None:
+    """Delete the expired memory items (``plait worker`` and ``plait serve`` do it every hour;
+    this is for a store neither runs on, or for now)."""
+    swept = inv.checkpointer().store.sweep()
+    if inv.out.json:
+        inv.out.emit({"store": inv.shown_db, "swept": swept})
+    else:
+        inv.out.line(f"swept {plural(swept, 'expired memory item')} from {inv.shown_db}")
+
+
 def _reclaim(checkpointer: Checkpointer) -> None:
     """Give the freed space back to the file system, where the store keeps it (SQLite)."""
     checkpointer.reclaim_space()
@@ -206,8 +224,8 @@ def _reclaim(checkpointer: Checkpointer) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """The ``db`` group: ``migrate``, ``prune``, ``stats``."""
-    db_app = typer.Typer(help="Look after a store: migrate, prune, stats.", no_args_is_help=True)
+    """The ``db`` group: ``migrate``, ``prune``, ``stats``, ``sweep``."""
+    db_app = typer.Typer(help="Look after a store: migrate, prune, stats, sweep.", no_args_is_help=True)
     app.add_typer(db_app, name="db")
 
     @db_app.command("migrate")
@@ -253,3 +271,8 @@ def register(app: typer.Typer) -> None:
     def db_stats(db: Db = None, as_json: Json = False, debug: Debug = False) -> None:
         """What a store holds: threads, checkpoints, namespaces, bytes on disk."""
         run_command(cmd_db_stats, as_json=as_json, debug=debug, db=db)
+
+    @db_app.command("sweep")
+    def db_sweep(db: Db = None, as_json: Json = False, debug: Debug = False) -> None:
+        """Delete the memory items whose time to live ran out (they are hidden already)."""
+        run_command(cmd_db_sweep, as_json=as_json, debug=debug, db=db)

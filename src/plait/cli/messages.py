@@ -23,6 +23,7 @@ from plait.errors import (
     RunRejectedError,
     StoreAddressError,
     StoreNotFoundError,
+    StoreUnsupportedError,
     StoreVersionError,
     ThreadBusyError,
     ThreadExistsError,
@@ -118,6 +119,11 @@ def describe(exc: BaseException, inv: Invocation) -> str:  # noqa: PLR0912 - one
     if isinstance(exc, StoreAddressError):
         advice = f" {exc.advice}" if exc.advice else ""
         return f"--db {exc.address!r}: {exc.reason}.{advice} A --db is {DB_FORMS}"
+    if isinstance(exc, StoreUnsupportedError):
+        return (
+            f"StoreUnsupportedError: the store {inv.shown_db} keeps no memory (plait.Store): memory lives "
+            "in a SQLite file or a PostgreSQL database; pass --db plait.db or --db postgresql://..."
+        )
     if isinstance(exc, CommandLineError):
         return str(exc)
     if isinstance(exc, PlaitError):

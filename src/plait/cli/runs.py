@@ -89,6 +89,11 @@ def cmd_worker(
     for name in ("heartbeat", "stalled_after", "lease_ttl", "poll", "shutdown_timeout"):
         _seconds(options[name], "--" + name.replace("_", "-"))
     check_positive(options["sweep_every"], "--sweep-every")
+    if options["memory_sweep_minutes"] is not None and not options["memory_sweep_minutes"] > 0:
+        raise ArgumentError(
+            "--memory-sweep",
+            f"--memory-sweep must be a positive number of minutes, got {options['memory_sweep_minutes']:g}",
+        )
     name = options.pop("name")
     queues = tuple(options.pop("queues") or ("plait",))
     settings = WorkerSettings(queues=queues, **options)
@@ -261,6 +266,14 @@ def register(app: typer.Typer) -> None:
             float | None,
             typer.Option("--shutdown-timeout", metavar="S", help="On SIGTERM, seconds to wait for step boundaries."),
         ] = None,
+        memory_sweep: Annotated[
+            float | None,
+            typer.Option(
+                "--memory-sweep",
+                metavar="MINUTES",
+                help="Minutes between sweeps of expired memory items (default: the graphs' stores', else 60).",
+            ),
+        ] = None,
         schema: Schema = None,
         db: Db = None,
         debug: Debug = False,
@@ -276,6 +289,7 @@ def register(app: typer.Typer) -> None:
             "lease_ttl": lease_ttl,
             "poll": poll,
             "shutdown_timeout": shutdown_timeout,
+            "memory_sweep_minutes": memory_sweep,
         }
         run_command(
             lambda inv: cmd_worker(inv, graph or [], config, schema, options), as_json=False, debug=debug, db=db

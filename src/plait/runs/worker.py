@@ -53,6 +53,7 @@ from plait.runs._stops import Handle, Requeue, RequeueStrategy, Steering, databa
 from plait.runs.client import ADVANCE_TASK, DEFAULT_QUEUE, Runs
 from plait.runs.records import Run
 from plait.runs.schedules import fire_due
+from plait.store.sweeper import Sweeper
 from plait.stream_wire import error_name
 
 if TYPE_CHECKING:
@@ -89,6 +90,9 @@ class WorkerSettings:
     shutdown_timeout: float | None = None
     """Seconds a SIGTERM'd worker waits for its runs to reach a super-step boundary before
     stopping them at once (None: no limit; a second SIGTERM stops them at once)."""
+    memory_sweep_minutes: float | None = None
+    """Minutes between sweeps of expired memory items in the checkpointer's database; None:
+    the shortest ``sweep_interval_minutes`` of the graphs' stores there, else 60."""
 
 
 class Worker:
@@ -131,6 +135,7 @@ class Worker:
         self._limits: Limits | None = None
         self._notifier: Notifier = Notifier(None)
         self._stopping = 0
+        self.memory_sweeper: Sweeper | None = None  # deletes expired memory items (plait.Store)
         self.started = asyncio.Event()
         """Set once the worker is registered and fetching jobs (tests wait on it)."""
 
@@ -161,6 +166,10 @@ class Worker:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.stop)
         listener = asyncio.create_task(self._listen(), name="plait stop listener")
+        if self._checkpointer.capabilities.memory:  # graphs compiled with Store(cp, ttl=...) keep their interval
+            stores = [g.bind(checkpointer=self._checkpointer).binding.store for g in self.graphs.values()]
+            self.memory_sweeper = Sweeper.of(self._checkpointer.store, stores, every_minutes=s.memory_sweep_minutes)
+            self.memory_sweeper.start()
         try:
             await app.job_manager.prune_stalled_workers(s.stalled_after)
             options: dict[str, Any] = {
@@ -186,6 +195,8 @@ class Worker:
             if install_signal_handlers:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     loop.remove_signal_handler(sig)
+            if self.memory_sweeper is not None:
+                await self.memory_sweeper.astop()
             await self._checkpointer.aclose()
             await self._notifier.aclose()
             await self.runs.aclose()
