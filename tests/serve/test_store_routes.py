@@ -208,3 +208,29 @@ def test_a_server_over_a_file_store_refuses_the_store_with_why(tmp_path: Path) -
             assert reply.status_code == 400 and reply.json()["error"] == "StoreUnsupportedError"
     finally:
         store.close()
+
+
+def test_the_server_sweeps_expired_items_from_its_start(checkpointer: Checkpointer) -> None:
+    """The server's own sweeper (its in-process worker's, on PostgreSQL) deletes what expired,
+    first at start, then every ``ttl.sweep_interval_minutes``."""
+    checkpointer.setup()
+    an_hour_ago = Store(checkpointer, clock=lambda: time.time() - 3600)
+    an_hour_ago.put(("old",), "k", {"v": 1}, ttl=1)  # expired 59 minutes ago
+    checkpointer.store.put(("kept",), "k", {"v": 2})
+    config = _config(checkpointer, ttl={"sweep_interval_minutes": 5})
+    with served(checkpointer, {"remember": remember_graph()}, config=config) as base:
+        app = APPS[base]
+        if checkpointer.capabilities.kind == "postgres":
+            assert app.state.memory_sweeper is None  # the run queue's workers sweep the database
+            sweeper = app.state.serve.runner.workers[0][0].memory_sweeper
+        else:
+            sweeper = app.state.memory_sweeper
+        assert sweeper.interval == 5 * 60
+        deadline = time.monotonic() + 30
+        while sweeper.sweeps < 1:
+            assert time.monotonic() < deadline, "the server never swept"
+            time.sleep(0.01)
+        assert (sweeper.swept, sweeper.failures) == (1, 0)
+        with get_sync_client(url=base) as c:
+            assert c.store.list_namespaces()["namespaces"] == [["kept"]]
+    assert checkpointer.store.sweep() == 0  # nothing expired was left

@@ -47,6 +47,7 @@ from plait.serve.security import ApiCors, ApiKeyMiddleware
 from plait.serve.sqlite_log import SqliteRunLog
 from plait.serve.streams import Notifier
 from plait.store import Store
+from plait.store.sweeper import Sweeper
 
 __all__ = ["ServeConfig", "create_app", "run_log_for"]
 
@@ -153,15 +154,25 @@ def _served(
 
 
 @contextlib.asynccontextmanager
-async def _sweeping(log: RunLog, cfg: ServeConfig, memory: Store | None) -> AsyncIterator[None]:
-    """While the server runs: the stream events of ended runs dropped after ``event_ttl``."""
+async def _sweeping(log: RunLog, cfg: ServeConfig, sweeper: Sweeper | None) -> AsyncIterator[None]:
+    """While the server runs: the stream events of ended runs dropped after ``event_ttl``, and
+    the memory store's expired items swept (by ``sweeper``)."""
     events = asyncio.get_running_loop().create_task(sweep_events(log, cfg.event_ttl), name="plait serve sweep")
     try:
-        yield
+        async with sweeper if sweeper is not None else contextlib.nullcontext():
+            yield
     finally:
         events.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await events
+
+
+def _memory_sweeper(checkpointer: Checkpointer, memory: Store | None, cfg: ServeConfig) -> Sweeper | None:
+    """What sweeps the served memory store's expired items: the server itself, unless it has
+    none or, on PostgreSQL, its in-process workers of the run queue sweep the database already."""
+    if memory is None or (checkpointer.capabilities.kind == "postgres" and cfg.workers > 0):
+        return None
+    return Sweeper(memory)
 
 
 def create_app(
@@ -190,6 +201,7 @@ def create_app(
     server = Server(checkpointer=store, assistants=assistants, log=log, runner=runner, notifier=notifier, memory=memory)
     studio: FastAPI | None = None  # the Studio, mounted at /studio below: its lifespan runs in this one
     crons = routes_crons.open_crons(log, functools.partial(routes_runs.make_run, server))
+    memory_sweeper = _memory_sweeper(store, memory, cfg)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -199,7 +211,7 @@ def create_app(
         await crons.start()
         try:
             async with (
-                _sweeping(log, cfg, memory),
+                _sweeping(log, cfg, memory_sweeper),
                 studio_lifespan(studio) if studio is not None else contextlib.nullcontext(),
             ):
                 yield
@@ -220,6 +232,7 @@ def create_app(
     )
     app.state.serve = server
     app.state.crons = crons
+    app.state.memory_sweeper = memory_sweeper
 
     @app.exception_handler(PlaitError)
     async def plait_error(_: Request, exc: PlaitError) -> Response:
