@@ -59,6 +59,11 @@ class SqlCheckpointer(Checkpointer):
     def _now(self) -> float | None:
         """The lease clock's time, or None where the database's own clock is read instead."""
 
+    async def _reading_one(self, fn: Callable[[Cursor], T]) -> T:
+        """Run ``fn``, which makes one SELECT: a statement is its own snapshot, so a dialect
+        may skip the transaction around it (SQLite: a BEGIN and a COMMIT fewer)."""
+        return await self._reading(fn)
+
     async def _leasing(self, fn: Callable[[Cursor], T]) -> T:
         """Run a lease statement (take, renew, give back): a dialect may route them apart
         from commits."""
@@ -86,7 +91,7 @@ class SqlCheckpointer(Checkpointer):
 
     async def aget_memory(self, namespace: tuple[str, ...], key: str, *, now: int, refresh: bool) -> StoredItem | None:
         memory = self._core.memory
-        found = await self._reading(lambda cur: memory.get(cur, namespace, key, now))
+        found = await self._reading_one(lambda cur: memory.get(cur, namespace, key, now))
         if found is None:
             return None
         if refresh and found.ttl is not None:

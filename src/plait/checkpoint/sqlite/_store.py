@@ -265,6 +265,10 @@ class SqliteCheckpointer(SqlCheckpointer):
         result: T = await self._submit(self._reader, lambda conn: snapshot(conn, fn))
         return result
 
+    async def _reading_one(self, fn: Callable[[Cursor], T]) -> T:
+        result: T = await self._submit(self._reader, lambda conn: fn(conn.cursor()))
+        return result
+
     async def _committing(self, request: CommitRequest) -> None:
         await self._submit(self._writer, None, request)
 
