@@ -18,6 +18,23 @@ from plait import START, Graph, SqliteCheckpointer, StateSchema
 from plait._sync import in_sync_call, run_sync
 
 
+@pytest.fixture(autouse=True)
+def _ctrl_c_raises() -> Any:
+    """Ctrl-C raises KeyboardInterrupt here even when pytest was started with SIGINT ignored
+    (a background job of a shell without job control is): the tests send it on purpose."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+    ):
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _interrupt_soon(delay: float = 0.2) -> threading.Timer:
     timer = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
