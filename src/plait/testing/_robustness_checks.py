@@ -68,10 +68,11 @@ async def _awkward(env: Env) -> None:
     """Ids, namespaces and metadata with quotes, paths, unicode and the longest ids allowed round-trip."""
     cp = await env.new()
     threads: list[ThreadBuilder] = []
-    for i, tid in enumerate(AWKWARD):
+    for i, awkward in enumerate(AWKWARD):
         ns = AWKWARD[(i * 7 + 3) % len(AWKWARD)] if i % 3 == 0 else ""
-        if not tid.strip():  # refused as a thread id (see blank_thread_ids): a namespace here
-            tid, ns = f"blank-{i}", tid
+        tid = awkward
+        if not awkward.strip():  # refused as a thread id (see blank_thread_ids): a namespace here
+            tid, ns = f"blank-{i}", awkward
         th = ThreadBuilder(tid, ns)
         threads.append(th)
         meta = {"label": tid, "quote": "'\";--", tid[:100] or "k": "v" * 10_000}
