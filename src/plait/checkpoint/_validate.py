@@ -64,8 +64,16 @@ def check_id(value: object, what: str) -> None:
 
 def check_thread(thread_id: object, namespace: object, checkpoint_id: object = None, *, what: str = "") -> None:
     """Check a thread's key, and ``checkpoint_id`` when it is not None (``what`` names it:
-    ``"checkpoint id"`` by default, ``"before"`` for a history's bound)."""
+    ``"checkpoint id"`` by default, ``"before"`` for a history's bound).
+
+    A thread id must also hold something besides whitespace: ``""`` or ``"  "`` would be
+    stored and then be unreachable from every place an id is typed or shown (a URL, a
+    command line, a listing)."""
     check_id(thread_id, "thread id")
+    if not thread_id.strip():  # type: ignore[attr-defined]  # (a str: check_id passed)
+        raise InvalidIdError(
+            "thread id", thread_id, "it is empty or only whitespace; give a name such as 'user-42' or 'ticket/7'"
+        )
     check_id(namespace, "namespace")
     if checkpoint_id is not None:
         check_id(checkpoint_id, what or "checkpoint id")
@@ -86,7 +94,11 @@ def check_commit(checkpoints: Sequence[CheckpointWrite], writes: Sequence[Writes
             continue
         cp = cw.checkpoint
         ids = (cp.thread_id, cp.namespace, cp.id, cp.parent_id or "")
-        if not (_STR.issuperset(map(type, ids)) and _plain("".join(ids))) or max(map(len, ids)) > MAX_ID_BYTES:
+        if (
+            not (_STR.issuperset(map(type, ids)) and _plain("".join(ids)))
+            or max(map(len, ids)) > MAX_ID_BYTES
+            or not cp.thread_id.strip()
+        ):
             check_thread(cp.thread_id, cp.namespace, cp.id)
             if cp.parent_id is not None:
                 check_id(cp.parent_id, "parent id")

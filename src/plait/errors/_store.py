@@ -93,7 +93,8 @@ class InvalidIdError(CheckpointError, ValueError):
         super().__init__(
             f"{what} {shown} is refused: {reason}. Thread ids, namespaces and checkpoint ids must be "
             f"str, valid Unicode text (encodable as UTF-8), without NUL, and at most {MAX_ID_BYTES} bytes "
-            "in UTF-8; derive a shorter or cleaner one (for example hashlib.sha256(raw).hexdigest())."
+            "in UTF-8 (a thread id also more than whitespace); derive a shorter or cleaner one (for "
+            "example hashlib.sha256(raw).hexdigest())."
         )
 
 

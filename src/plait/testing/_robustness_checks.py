@@ -68,8 +68,11 @@ async def _awkward(env: Env) -> None:
     """Ids, namespaces and metadata with quotes, paths, unicode and the longest ids allowed round-trip."""
     cp = await env.new()
     threads: list[ThreadBuilder] = []
-    for i, tid in enumerate(AWKWARD):
+    for i, awkward in enumerate(AWKWARD):
         ns = AWKWARD[(i * 7 + 3) % len(AWKWARD)] if i % 3 == 0 else ""
+        tid = awkward
+        if not awkward.strip():  # refused as a thread id (see blank_thread_ids): a namespace here
+            tid, ns = f"blank-{i}", awkward
         th = ThreadBuilder(tid, ns)
         threads.append(th)
         meta = {"label": tid, "quote": "'\";--", tid[:100] or "k": "v" * 10_000}
@@ -100,6 +103,28 @@ async def _awkward(env: Env) -> None:
         busy(exc, AWKWARD[-3], "owner 'with' \"quotes\"", cp.lease_ttl)
     else:
         fail("a lease on a thread id of the longest length allowed was not held")
+
+
+@check("blank_thread_ids")
+async def _blank(env: Env) -> None:
+    """An empty or whitespace-only thread id is refused (InvalidIdError) by a commit, a lease
+    and a read: stored, no URL, command line or listing could reach it again."""
+    cp = await env.new()
+    for tid in ("", " ", "\t\n"):
+        try:
+            await cp.acommit(checkpoints=[ThreadBuilder(tid).step({"v": 1}, root=True)])
+        except InvalidIdError:
+            pass
+        else:
+            fail(f"a commit on thread id {tid!r} was not refused with InvalidIdError")
+        for call in (cp.atake_lease(tid, "owner"), cp.aget(tid)):
+            try:
+                await call
+            except InvalidIdError:
+                pass
+            else:
+                fail(f"a call naming thread id {tid!r} was not refused with InvalidIdError")
+    expect(await cp.alist_threads() == [], "a refused blank thread id left a thread behind")
 
 
 @check("nul_characters")

@@ -1,0 +1,56 @@
+"""docs/from-langgraph.md says what plait lacks and what it has: both lists are checked here,
+so the page cannot claim a gap plait has closed (it once listed six things plait had)."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import pytest
+
+import plait
+from plait import END, START, CompiledGraph, Graph, InvalidUpdateError, MessagesState
+
+DOC = pathlib.Path(__file__).resolve().parent.parent / "docs" / "from-langgraph.md"
+
+
+def _gaps() -> str:
+    text = DOC.read_text(encoding="utf-8")
+    start = text.index("## What plait does not have (today)")
+    end = text.find("\n## ", start + 5)
+    return text[start : end if end != -1 else None]
+
+
+def test_the_functional_api_and_get_graph_are_missing_as_the_page_says() -> None:
+    gaps = _gaps()
+    assert "@entrypoint" in gaps and "get_graph()" in gaps
+    assert not hasattr(plait, "entrypoint") and not hasattr(plait, "task")
+    assert not hasattr(CompiledGraph, "get_graph")
+    assert hasattr(CompiledGraph, "draw_mermaid") and hasattr(CompiledGraph, "draw_svg")
+
+
+@pytest.mark.parametrize("message", [("human", "hi"), "hi"], ids=["tuple", "string"])
+def test_messages_are_not_coerced_from_tuples_or_strings_as_the_page_says(message: Any) -> None:
+    assert "coercion from tuples or strings" in _gaps()
+    g = Graph(MessagesState).add_node("n", lambda s: {"messages": [message]})
+    with pytest.raises(InvalidUpdateError):
+        g.add_edge(START, "n").add_edge("n", END).compile().invoke({"messages": []})
+
+
+def test_what_the_page_says_plait_has_is_there() -> None:
+    gaps = _gaps()
+    for said in ("subgraphs", "add_node(fn)", "context=Ctx", "set_finish_point", "plait studio", "plait worker"):
+        assert said in gaps, said
+    inner = Graph(MessagesState).add_node("say", lambda s: {"messages": [{"role": "ai", "content": "x"}]})
+    inner.add_edge(START, "say").add_edge("say", END)
+
+    def named(state: Any) -> Any:
+        return {}
+
+    g = Graph(MessagesState).add_node(named).add_node("sub", inner.compile())
+    g.set_entry_point("named").add_edge("named", "sub").set_finish_point("sub")
+    assert len(g.compile().invoke({"messages": []})["messages"]) == 1
+    assert hasattr(Graph, "set_entry_point") and "context" in Graph.__init__.__code__.co_varnames
+    from plait.cli.app import build_command  # the studio and worker commands exist
+
+    assert {"studio", "worker"} <= set(build_command().commands)
