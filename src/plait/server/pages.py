@@ -38,6 +38,7 @@ from plait.errors import ArgumentError, PlaitError, RunNotFoundError, RunsError,
 from plait.server import memory as mem
 from plait.server.graphs import graph_svg
 from plait.server.http import read_form, root_of, route_path, status_of
+from plait.server.paths import THREAD_ID, thread_target, thread_url
 from plait.server.queue import error_summary
 from plait.server.render import change_html, state_html, tree_html
 from plait.server.studio import Studio, check_write, studio_of
@@ -80,9 +81,8 @@ def _render(request: Request, template: str, code: int = 200, **context: Any) ->
     return HTMLResponse(html, status_code=code)
 
 
-def _thread_url(thread: str, namespace: str = "", **params: str | None) -> str:
-    query = {k: v for k, v in {"namespace": namespace or None, **params}.items() if v}
-    return f"/threads/{quote(thread, safe='')}" + (f"?{urlencode(query)}" if query else "")
+def _thread_url(thread: str, namespace: str = "", suffix: str = "", **params: str | None) -> str:
+    return thread_url(thread, suffix, api=False, **{"namespace": namespace or None, **params})
 
 
 def _problem(request: Request, exc: PlaitError | ValueError, back: str = "/") -> HTMLResponse:
@@ -143,7 +143,7 @@ def _json_or_text(text: str) -> Any:
         return text
 
 
-@router.get("/threads/{thread_id}", response_class=HTMLResponse)
+@router.get(f"/threads/{THREAD_ID}", response_class=HTMLResponse)
 async def thread_page(
     request: Request,
     thread_id: str,
@@ -167,7 +167,9 @@ async def thread_page(
         queue_runs = await studio.queue.of_thread(thread_id, namespace)
     except RunsError as exc:  # the queue is there but unusable (another version, unreachable): say so
         queue_problem = str(exc)
-    query = {"namespace": namespace, "checkpoint_id": selected.id} if namespace else {"checkpoint_id": selected.id}
+    lazy_path, lazy_query = thread_target(
+        thread_id, "/state", api=True, namespace=namespace or None, checkpoint_id=selected.id
+    )
     return _render(
         request,
         "thread.html",
@@ -177,9 +179,7 @@ async def thread_page(
         selected=selected,
         is_head=selected.id == summary.head.id,
         change=change,
-        state=state_html(
-            selected.values, f"{root_of(request.scope)}/api/threads/{quote(thread_id, safe='')}/state", query
-        ),
+        state=state_html(selected.values, root_of(request.scope) + lazy_path, lazy_query),
         graph_name=graph_name,
         svg=Markup(svg) if svg else None,
         nodes=nodes,
@@ -192,8 +192,7 @@ async def thread_page(
         url=_thread_url,
         writes=_writes,
         fork_name=f"{thread_id}-fork-{uuid.uuid4().hex[:4]}",
-        events=f"/api/threads/{quote(thread_id, safe='')}/events"
-        + (f"?{urlencode({'namespace': namespace})}" if namespace else ""),
+        events=thread_url(thread_id, "/events", api=True, namespace=namespace or None),
         interrupt_json=json.dumps(summary.interrupts[0].value, indent=2, default=str) if summary.interrupts else "",
     )
 
@@ -269,7 +268,7 @@ def _parse_json(form: dict[str, str], field: str, what: str, *, default: Any = N
         raise ArgumentError(field, f"{what} must be JSON ({exc})") from None
 
 
-@router.post("/threads/{thread_id}/do/{action}", dependencies=[Depends(check_write)])
+@router.post(f"/threads/{THREAD_ID}/do/{{action}}", dependencies=[Depends(check_write)])
 async def act(request: Request, thread_id: str, action: str, namespace: str = "") -> Response:
     studio = studio_of(request)
     form = await read_form(request)

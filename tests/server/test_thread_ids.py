@@ -1,0 +1,127 @@
+"""Any thread id plait accepts opens everywhere in the Studio: a ``/`` in it (``user/42``), an
+escaped slash (``a%2Fb``), dot segments, spaces, unicode and markup. Each is reached by the
+link the thread list renders, read through the API, forked from the page's form into another
+odd id (the redirect opens the fork), diffed and deleted; mounted at ``/studio`` too."""
+
+from __future__ import annotations
+
+import html
+import re
+from urllib.parse import quote
+
+import pytest
+from fastapi.testclient import TestClient
+from markupsafe import escape
+
+from plait import SqliteCheckpointer
+
+from ._studio_support import MOUNT, ORIGIN, mounted_client, write_headers
+
+HOSTILE = ["user/42", "org/ticket-7", "a%2Fb", "..", ".", "../x", "a b", "é/ü", "x/history", '<b>"q"</b>/?#&']
+"""Ids a URL mangles unless the Studio escapes them (the last ends like a route's suffix)."""
+FORKS = {t: HOSTILE[(i + 1) % len(HOSTILE)] + "/fork-1" for i, t in enumerate(HOSTILE)}
+
+
+def api(thread: str, suffix: str = "") -> str:
+    """The API's URL of ``thread`` as an HTTP client writes it: the id one escaped segment
+    (dots escaped too, or the client resolves ``..`` before sending)."""
+    return "/api/threads/" + quote(thread, safe="").replace(".", "%2E") + suffix
+
+
+def _link(page: str, thread: str) -> str:
+    """The href the thread list gives ``thread``."""
+    row = re.search(rf'<tr data-thread="{re.escape(str(escape(thread)))}">.*?href="([^"]+)"', page, re.S)
+    assert row, f"{thread!r} is not listed"
+    return html.unescape(row.group(1))
+
+
+def _form(page: str, form: str) -> str:
+    found = re.search(rf'<form method="post" action="([^"]+)"[^>]*id="{form}"', page)
+    assert found, form
+    return html.unescape(found.group(1))
+
+
+def _tid(page: str) -> str:
+    found = re.search(r'<h1><span class="tid">(.*?)</span>', page, re.S)
+    assert found
+    return html.unescape(found.group(1))
+
+
+def _csrf(page: str) -> str:
+    found = re.search(r'name="csrf-token" content="([^"]+)"', page)
+    assert found
+    return found.group(1)
+
+
+def _roundtrip(c: TestClient, thread: str, prefix: str = "") -> None:
+    h = (
+        write_headers(c)
+        if not prefix
+        else {"Origin": ORIGIN, "X-CSRF-Token": c.get(prefix + "/api/csrf").json()["csrf_token"]}
+    )
+    made = c.post(prefix + "/api/threads/done/fork", json={"thread_id": thread}, headers=h)
+    assert made.status_code == 201, made.text
+
+    # The list's link opens the thread's page.
+    href = _link(c.get(prefix + "/").text, thread)
+    assert href.startswith(prefix + "/")
+    page = c.get(href)
+    assert page.status_code == 200, (href, page.text[:300])
+    assert _tid(page.text) == thread
+
+    # The API: summary, history, state, changes.
+    assert c.get(prefix + api(thread)).json()["thread_id"] == thread
+    history = c.get(prefix + api(thread, "/history")).json()["checkpoints"]
+    assert [cp["thread_id"] for cp in history] == [thread]  # a fork starts from one copied checkpoint
+    assert c.get(prefix + api(thread, "/state")).json()["values"]["topic"] == "lakes"
+    assert c.get(prefix + api(thread, "/changes")).status_code == 200
+
+    # Fork from the page's own form into another odd id; the redirect opens the fork.
+    target = FORKS[thread]
+    r = c.post(
+        _form(page.text, "fork-form"),
+        data={"target": target, "edits": '{"style": "short"}', "csrf_token": _csrf(page.text)},
+        headers={"Origin": ORIGIN},
+        follow_redirects=False,
+    )
+    assert r.status_code == 303, r.text[:300]
+    forked = c.get(r.headers["location"])
+    assert forked.status_code == 200 and _tid(forked.text) == target and "forked" in forked.text
+    assert c.get(prefix + api(target, "/state")).json()["values"]["style"] == "short"
+
+    # Diffed, on the page and through the API.
+    diff = c.get(prefix + "/diff", params={"a": thread, "b": target})
+    assert diff.status_code == 200 and 'data-key="style"' in diff.text
+    for link in re.findall(r'<a href="([^"]+)">open ', diff.text):
+        assert c.get(html.unescape(link)).status_code == 200, link
+    assert c.get(prefix + "/api/diff", params={"a": thread, "b": target}).status_code == 200
+
+    # Deleted: the fork from its page's form, the thread through the API.
+    r = c.post(
+        _form(forked.text, "delete-form"),
+        data={"confirm": "yes", "csrf_token": _csrf(forked.text)},
+        headers={"Origin": ORIGIN},
+        follow_redirects=False,
+    )
+    assert r.status_code == 303 and "deleted thread" in c.get(r.headers["location"]).text
+    assert c.delete(prefix + api(thread), headers=h).json()["deleted"] is True
+    assert c.get(prefix + api(thread)).status_code == 404
+    assert c.get(prefix + api(target)).status_code == 404
+
+
+@pytest.mark.parametrize("thread", HOSTILE)
+def test_an_odd_thread_id_opens_forks_diffs_and_deletes(client: TestClient, thread: str) -> None:
+    _roundtrip(client, thread)
+
+
+@pytest.mark.parametrize("thread", ["user/42", "..", "é/ü"])
+def test_an_odd_thread_id_opens_under_a_mount_path(saver: SqliteCheckpointer, thread: str) -> None:
+    with mounted_client(saver) as c:
+        _roundtrip(c, thread, MOUNT)
+
+
+def test_a_route_suffix_inside_an_id_is_the_id(client: TestClient) -> None:
+    h = write_headers(client)
+    assert client.post("/api/threads/done/fork", json={"thread_id": "done/history"}, headers=h).status_code == 201
+    assert client.get(api("done/history")).json()["thread_id"] == "done/history"
+    assert "checkpoints" in client.get(api("done", "/history")).json()  # the history of done, not a thread
