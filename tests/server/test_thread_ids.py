@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 from markupsafe import escape
 
 from plait import SqliteCheckpointer
+from plait.server.render import ID_CHARS
 
 from ._studio_support import MOUNT, ORIGIN, mounted_client, write_headers
 
@@ -51,6 +52,10 @@ def _csrf(page: str) -> str:
     found = re.search(r'name="csrf-token" content="([^"]+)"', page)
     assert found
     return found.group(1)
+
+
+def _headers(c: TestClient, prefix: str = "") -> dict[str, str]:
+    return {"Origin": ORIGIN, "X-CSRF-Token": c.get(prefix + "/api/csrf").json()["csrf_token"]}
 
 
 def _roundtrip(c: TestClient, thread: str, prefix: str = "") -> None:
@@ -125,3 +130,30 @@ def test_a_route_suffix_inside_an_id_is_the_id(client: TestClient) -> None:
     assert client.post("/api/threads/done/fork", json={"thread_id": "done/history"}, headers=h).status_code == 201
     assert client.get(api("done/history")).json()["thread_id"] == "done/history"
     assert "checkpoints" in client.get(api("done", "/history")).json()  # the history of done, not a thread
+
+
+def test_a_long_id_is_cut_short_in_the_list_with_the_whole_id_on_hover(client: TestClient) -> None:
+    long = "team/" + "x" * 295
+    assert client.post("/api/threads/done/fork", json={"thread_id": long}, headers=_headers(client)).status_code == 201
+    page = client.get("/").text
+    link = re.search(rf'<a href="[^"]+" class="tid" title="{long}">([^<]*)</a>', page)
+    assert link, "the long id's link has no title holding it whole"
+    assert len(link.group(1)) == ID_CHARS and link.group(1).endswith("…")
+    assert _tid(client.get(_link(page, long)).text) == long  # its page names it whole
+
+
+@pytest.mark.parametrize(
+    ("thread", "shown"),
+    [("two\nlines", r"two\nlines"), ("bell\x07\r\t", r"bell\x07\r\t"), ("rtl\u202eevil", r"rtl\u202eevil")],
+)
+def test_control_characters_in_an_id_are_shown_escaped(client: TestClient, thread: str, shown: str) -> None:
+    assert (
+        client.post("/api/threads/done/fork", json={"thread_id": thread}, headers=_headers(client)).status_code == 201
+    )
+    page = client.get("/").text
+    row = re.search(rf'<tr data-thread="{re.escape(str(escape(thread)))}">(.*?)</tr>', page, re.S)
+    assert row and f">{shown}</a>" in row.group(1) and f'title="{shown}"' in row.group(1)
+    text = re.sub(r"<[^>]*>", "", row.group(1))  # what the row shows (a form's value keeps the id)
+    assert shown in text and thread not in text
+    opened = client.get(_link(page, thread)).text
+    assert f'<span class="tid">{shown}</span>' in opened

@@ -40,7 +40,7 @@ from plait.server.graphs import graph_svg
 from plait.server.http import read_form, root_of, route_path, status_of
 from plait.server.paths import THREAD_ID, thread_target, thread_url
 from plait.server.queue import error_summary
-from plait.server.render import change_html, state_html, tree_html
+from plait.server.render import change_html, shown_id, state_html, tree_html
 from plait.server.studio import Studio, check_write, studio_of
 
 __all__ = ["router"]
@@ -51,6 +51,7 @@ TEMPLATES = Path(__file__).parent / "templates"
 
 _env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True))
 _env.filters["when"] = lambda ts: datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
+_env.filters["shown"] = shown_id
 _env.filters["short"] = lambda cid: cid[:12] if cid else ""
 _env.filters["q"] = lambda s: quote(str(s), safe="")
 _env.filters["graph_name"] = lambda graph: str(graph).rsplit("/", 1)[-1]
