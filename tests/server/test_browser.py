@@ -3,7 +3,8 @@ download): the demo's store, a thread's timeline, a diff of two checkpoints, a f
 edit appearing live in another tab's thread list, an interrupt answered and the run watched
 to its end, keyboard navigation, dark mode; a queued run that a `plait worker` is running,
 cancelled with its Cancel button; the Studio mounted at ``/studio`` in another app, as
-``plait serve`` mounts it; the Memory page (the namespace tree unfolded, an item opened, a
+``plait serve`` mounts it; odd thread ids (`user/42` forked into `team/fork-1`, `..`, a
+300-character id, a newline in an id); the Memory page (the namespace tree unfolded, an item opened, a
 filtered search, a deletion); and no request leaves 127.0.0.1 (nor, mounted, the mount path).
 
 Screenshots go to the test's temporary folder (and to ``$PLAIT_STUDIO_SCREENSHOTS`` when set:

@@ -157,3 +157,17 @@ def test_control_characters_in_an_id_are_shown_escaped(client: TestClient, threa
     assert shown in text and thread not in text
     opened = client.get(_link(page, thread)).text
     assert f'<span class="tid">{shown}</span>' in opened
+
+
+@pytest.mark.parametrize("thread", [".", ".."])
+def test_a_dot_id_is_reached_by_its_query_form(client: TestClient, thread: str) -> None:
+    """What the page's script fetches for ``..`` (its lazy values, its event stream's URL)."""
+    assert (
+        client.post("/api/threads/done/fork", json={"thread_id": thread}, headers=_headers(client)).status_code == 201
+    )
+    assert client.get("/api/thread", params={"tid": thread}).json()["thread_id"] == thread
+    state = client.get("/api/thread/state", params={"tid": thread, "key": "topic"}).json()
+    assert state == {"key": "topic", "value": "lakes"}
+    page = client.get("/thread", params={"tid": thread}).text
+    assert f"/api/thread/events?tid={thread}" in page and _tid(page) == thread
+    assert client.get("/api/thread/history").status_code == 404  # no tid: no thread

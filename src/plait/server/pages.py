@@ -61,6 +61,8 @@ _env.globals["tree"] = tree_html
 _env.globals["run_url"] = lambda run_id: f"/runs/{quote(run_id, safe='')}"
 _env.globals["statuses"] = STATUSES
 
+PAGE_METHODS = ["GET", "HEAD"]
+"""A page answers HEAD as GET does (a link checker's or a proxy's look), not with a 405."""
 HISTORY_PAGE = 100
 MEMORY_PAGE = 50
 """Items a page of the Memory page lists."""
@@ -91,7 +93,7 @@ def _problem(request: Request, exc: PlaitError | ValueError, back: str = "/") ->
     return _render(request, "error.html", code, kind=type(exc).__name__, message=str(exc), back=back)
 
 
-@router.get("/", response_class=HTMLResponse)
+@router.api_route("/", methods=PAGE_METHODS, response_class=HTMLResponse)
 async def threads_page(
     request: Request,
     status: str | None = None,
@@ -144,7 +146,7 @@ def _json_or_text(text: str) -> Any:
         return text
 
 
-@router.get(f"/threads/{THREAD_ID}", response_class=HTMLResponse)
+@router.api_route(f"/threads/{THREAD_ID}", methods=PAGE_METHODS, response_class=HTMLResponse)
 async def thread_page(
     request: Request,
     thread_id: str,
@@ -217,7 +219,7 @@ async def _graph_part(
     return name, await graph_svg(studio, app, thread_id, namespace), list(app.spec.nodes)
 
 
-@router.get("/diff", response_class=HTMLResponse)
+@router.api_route("/diff", methods=PAGE_METHODS, response_class=HTMLResponse)
 async def diff_page(
     request: Request,
     a: str | None = None,
@@ -345,7 +347,7 @@ def _no_queue(request: Request, exc: RunsError) -> HTMLResponse:
     return _render(request, "runs.html", unavailable=exc)
 
 
-@router.get("/runs", response_class=HTMLResponse)
+@router.api_route("/runs", methods=PAGE_METHODS, response_class=HTMLResponse)
 async def runs_page(
     request: Request,
     status: str | None = None,
@@ -392,7 +394,7 @@ async def runs_page(
     )
 
 
-@router.get("/runs/{run_id}", response_class=HTMLResponse)
+@router.api_route("/runs/{run_id}", methods=PAGE_METHODS, response_class=HTMLResponse)
 async def run_page(request: Request, run_id: str) -> HTMLResponse:
     studio = studio_of(request)
     try:
@@ -452,7 +454,7 @@ _env.globals["preview"] = mem.preview
 _env.globals["ns_text"] = mem.namespace_text
 
 
-@router.get("/memory", response_class=HTMLResponse)
+@router.api_route("/memory", methods=PAGE_METHODS, response_class=HTMLResponse)
 async def memory_page(
     request: Request,
     namespace: str = "",
