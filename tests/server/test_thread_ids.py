@@ -16,7 +16,7 @@ from markupsafe import escape
 from plait import SqliteCheckpointer
 from plait.server.render import ID_CHARS
 
-from ._studio_support import MOUNT, ORIGIN, mounted_client, write_headers
+from ._studio_support import MOUNT, ORIGIN, make_client, mounted_client, write_headers
 
 HOSTILE = ["user/42", "org/ticket-7", "a%2Fb", "..", ".", "../x", "a b", "é/ü", "x/history", '<b>"q"</b>/?#&']
 """Ids a URL mangles unless the Studio escapes them (the last ends like a route's suffix)."""
@@ -171,3 +171,16 @@ def test_a_dot_id_is_reached_by_its_query_form(client: TestClient, thread: str) 
     page = client.get("/thread", params={"tid": thread}).text
     assert f"/api/thread/events?tid={thread}" in page and _tid(page) == thread
     assert client.get("/api/thread/history").status_code == 404  # no tid: no thread
+
+
+def test_the_token_redirect_keeps_an_odd_id(saver: SqliteCheckpointer) -> None:
+    """Opening the URL ``plait studio`` printed, with a thread's path: the redirect that drops
+    the token from the URL lands on the same thread."""
+    with make_client(saver, token="s3cret") as c:
+        bearer = {"Authorization": "Bearer s3cret"}
+        h = {"Origin": ORIGIN, "X-CSRF-Token": c.get("/api/csrf", headers=bearer).json()["csrf_token"], **bearer}
+        for thread in ("user/42", "é/ü", "a%2Fb"):
+            assert c.post("/api/threads/done/fork", json={"thread_id": thread}, headers=h).status_code == 201
+            r = c.get(api(thread).removeprefix("/api") + "?token=s3cret", follow_redirects=False)
+            assert r.status_code == 303 and "token" not in r.headers["location"]
+            assert _tid(c.get(r.headers["location"]).text) == thread
