@@ -3,7 +3,8 @@ download): the demo's store, a thread's timeline, a diff of two checkpoints, a f
 edit appearing live in another tab's thread list, an interrupt answered and the run watched
 to its end, keyboard navigation, dark mode; a queued run that a `plait worker` is running,
 cancelled with its Cancel button; the Studio mounted at ``/studio`` in another app, as
-``plait serve`` mounts it; the Memory page (the namespace tree unfolded, an item opened, a
+``plait serve`` mounts it; odd thread ids (`user/42` forked into `team/fork-1`, `..`, a
+300-character id, a newline in an id); the Memory page (the namespace tree unfolded, an item opened, a
 filtered search, a deletion); and no request leaves 127.0.0.1 (nor, mounted, the mount path).
 
 Screenshots go to the test's temporary folder (and to ``$PLAIT_STUDIO_SCREENSHOTS`` when set:
@@ -34,7 +35,7 @@ from plait.cli import demo  # noqa: E402
 from plait.server import create_app  # noqa: E402
 
 from ._memory_support import seed  # noqa: E402
-from ._studio_support import MOUNT, LiveServer, mounted  # noqa: E402
+from ._studio_support import MOUNT, LiveServer, compiled, mounted  # noqa: E402
 
 WAIT = 15_000
 """Milliseconds a step may take before the test fails (the page itself updates within 1 s)."""
@@ -297,3 +298,59 @@ def test_a_running_queued_run_is_cancelled_with_its_button(
         store.close()
         assert runs.get(long).status == "cancelled"
     assert len(ledger_lines(ledger)) == 4
+
+
+def test_odd_thread_ids_in_a_browser(browser: Any, tmp_path: Path) -> None:
+    """``user/42`` opens from the list and forks into ``team/fork-1`` (the redirect opens it,
+    and its timeline's links keep the id); ``..`` opens too; a 300-character id and one with a
+    newline keep their rows one line high, the long one cut short with the whole id on hover."""
+    db = str(tmp_path / "odd.db")
+    long, two_lines = "team/" + "x" * 295, "two\nlines"
+
+    def seed() -> None:
+        saver = SqliteCheckpointer(db)
+        app = compiled(saver)
+        for thread in ("user/42", "..", long, two_lines, "plain"):
+            app.invoke({"topic": "rivers"}, thread_id=thread)
+        saver.close()
+
+    with ThreadPoolExecutor(1) as other:  # off this thread: Playwright's loop runs on it
+        other.submit(seed).result()
+    expect = sync_api.expect
+    with LiveServer(create_app(db, [compiled(None)])) as server:
+        tab = Page(browser, tmp_path)
+        tab.page.goto(server.url + "/")
+        rows = tab.page.locator("table.threads tbody tr")
+        expect(rows).to_have_count(5)
+        heights = {
+            t: tab.page.locator(f"table.threads tbody tr >> nth={i}").bounding_box()["height"]
+            for i, t in enumerate(
+                tab.page.eval_on_selector_all("table.threads tbody tr", "rs => rs.map(r => r.dataset.thread)")
+            )
+        }
+        assert heights[long] == heights["plain"] and heights[two_lines] == heights["plain"], heights
+        cell = tab.page.locator(f'a.tid[title="{long}"]')
+        assert cell.bounding_box()["width"] < 600
+        expect(tab.page.locator('a.tid[title="two\\\\nlines"]')).to_have_text("two\\nlines")
+
+        tab.page.click('a.tid:text-is("user/42")')
+        expect(tab.page.locator("h1 .tid")).to_have_text("user/42")
+        tab.page.keyboard.press("ArrowDown")  # the timeline's links keep the id
+        tab.page.wait_for_url("**/threads/user%2F42?checkpoint=*")
+        expect(tab.page.locator("h1 .tid")).to_have_text("user/42")
+        tab.page.fill('#fork-form input[name="target"]', "team/fork-1")
+        tab.page.click('#fork-form button[type="submit"]')
+        expect(tab.page.locator("#flash")).to_contain_text("forked user/42 into team/fork-1")
+        expect(tab.page.locator("h1 .tid")).to_have_text("team/fork-1")
+        assert "/threads/team%2Ffork-1?" in tab.page.url
+        tab.page.reload()
+        expect(tab.page.locator("h1 .tid")).to_have_text("team/fork-1")
+
+        tab.page.goto(server.url + "/")
+        tab.page.click('a.tid:text-is("..")')
+        expect(tab.page.locator("h1 .tid")).to_have_text("..")
+        expect(tab.page.locator("#status")).to_have_text("interrupted")
+        tab.shot("odd-ids")
+        assert tab.hosts() <= {"127.0.0.1", "data"}, tab.requests
+        assert tab.errors == []
+        tab.context.close()

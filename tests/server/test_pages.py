@@ -160,3 +160,12 @@ def test_a_chat_in_langchains_shape_renders_and_its_diff_is_by_message(tmp_path:
         diff = c.get("/diff", params=[("pick", picks[0]), ("pick", picks[-1])]).text
         assert '<ul class="change messages"><li class="add">' in diff and "&#34;Otters eat fish.&#34;" in diff
     saver.close()
+
+
+@pytest.mark.parametrize("path", ["/", "/threads/waiting", "/diff", "/runs", "/memory"])
+def test_a_page_answers_head_as_get_does(client: TestClient, path: str) -> None:
+    got, head = client.get(path), client.head(path)
+    assert head.status_code == got.status_code == 200 and head.content == b""
+    assert head.headers["content-type"] == got.headers["content-type"]
+    assert client.head("/threads/nope").status_code == 404
+    assert client.request("PUT", "/").status_code == 405

@@ -22,6 +22,7 @@ from plait.inspect_json import checkpoint_diff_json, checkpoint_json, iso, summa
 from plait.server.graphs import graph_svg
 from plait.server.http import StudioRefusal, json_response
 from plait.server.live import changes_of
+from plait.server.paths import THREAD_ID
 from plait.server.queue import CANCEL_WAIT, PAGE
 from plait.server.studio import check_write, studio_of
 
@@ -135,7 +136,7 @@ async def list_threads(
     )
 
 
-@router.get("/threads/{thread_id}", summary="One thread's summary")
+@router.get(f"/threads/{THREAD_ID}", summary="One thread's summary")
 async def get_thread(request: Request, thread_id: str, namespace: Namespace = "") -> Response:
     studio = studio_of(request)
     summary = await ins.thread_summary(studio.checkpointer, thread_id, namespace=namespace)
@@ -144,7 +145,7 @@ async def get_thread(request: Request, thread_id: str, namespace: Namespace = ""
     return json_response(out)
 
 
-@router.get("/threads/{thread_id}/history", summary="A thread's checkpoints, newest first")
+@router.get(f"/threads/{THREAD_ID}/history", summary="A thread's checkpoints, newest first")
 async def get_history(
     request: Request,
     thread_id: str,
@@ -162,7 +163,7 @@ async def get_history(
     )
 
 
-@router.get("/threads/{thread_id}/state", summary="The state at a checkpoint (the head by default)")
+@router.get(f"/threads/{THREAD_ID}/state", summary="The state at a checkpoint (the head by default)")
 async def get_state(
     request: Request,
     thread_id: str,
@@ -179,7 +180,7 @@ async def get_state(
     return json_response(checkpoint_json(cp, detail=True))
 
 
-@router.get("/threads/{thread_id}/changes", summary="What a checkpoint changed against its parent")
+@router.get(f"/threads/{THREAD_ID}/changes", summary="What a checkpoint changed against its parent")
 async def get_changes(
     request: Request, thread_id: str, namespace: Namespace = "", checkpoint_id: str | None = None
 ) -> Response:
@@ -230,7 +231,7 @@ async def get_csrf(request: Request) -> Response:
     return json_response({"csrf_token": studio_of(request).guard.csrf, "header": "X-CSRF-Token"})
 
 
-@router.get("/threads/{thread_id}/runs", summary="Studio runs of this thread (started here, in this process)")
+@router.get(f"/threads/{THREAD_ID}/runs", summary="Studio runs of this thread (started here, in this process)")
 async def list_runs(request: Request, thread_id: str, namespace: Namespace = "") -> Response:
     return json_response([r.to_json() for r in studio_of(request).studio_runs.of_thread(thread_id, namespace)])
 
@@ -265,7 +266,7 @@ async def _thread_look(request: Request, thread_id: str, namespace: str) -> dict
 _SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 
-@router.get("/threads/{thread_id}/events", summary="Server-sent events: the thread changed")
+@router.get(f"/threads/{THREAD_ID}/events", summary="Server-sent events: the thread changed")
 async def thread_events(request: Request, thread_id: str, namespace: Namespace = "") -> StreamingResponse:
     studio = studio_of(request)
     await ins.get_checkpoint(studio.checkpointer, thread_id, namespace=namespace)  # 404 for an unknown thread
@@ -363,13 +364,13 @@ class RunBody(BaseModel):
 Write = Depends(check_write)
 
 
-@router.post("/threads/{thread_id}/state", dependencies=[Write], status_code=201, summary="Update the state")
+@router.post(f"/threads/{THREAD_ID}/state", dependencies=[Write], status_code=201, summary="Update the state")
 async def post_state(request: Request, thread_id: str, body: UpdateBody, namespace: Namespace = "") -> Response:
     cid, writes = await studio_of(request).update(thread_id, namespace, body.values, body.as_node, body.graph)
     return json_response({"thread_id": thread_id, "checkpoint_id": cid, "writes": writes}, 201)
 
 
-@router.post("/threads/{thread_id}/fork", dependencies=[Write], status_code=201, summary="Fork into a new thread")
+@router.post(f"/threads/{THREAD_ID}/fork", dependencies=[Write], status_code=201, summary="Fork into a new thread")
 async def post_fork(request: Request, thread_id: str, body: ForkBody, namespace: Namespace = "") -> Response:
     cid = await studio_of(request).fork(
         thread_id, namespace, body.checkpoint_id, body.thread_id, body.edits, body.graph
@@ -377,13 +378,15 @@ async def post_fork(request: Request, thread_id: str, body: ForkBody, namespace:
     return json_response({"thread_id": body.thread_id, "checkpoint_id": cid, "forked_from": thread_id}, 201)
 
 
-@router.post("/threads/{thread_id}/runs", dependencies=[Write], status_code=202, summary="Start a run")
+@router.post(f"/threads/{THREAD_ID}/runs", dependencies=[Write], status_code=202, summary="Start a run")
 async def post_run(request: Request, thread_id: str, body: RunBody, namespace: Namespace = "") -> Response:
     rec = await studio_of(request).run(thread_id, namespace, body.action, body.resume, body.checkpoint_id, body.graph)
     return json_response(rec.to_json(), 202)
 
 
-@router.delete("/threads/{thread_id}/runs/{run_id}", dependencies=[Write], summary="Cancel a Studio run (started here)")
+@router.delete(
+    f"/threads/{THREAD_ID}/runs/{{run_id}}", dependencies=[Write], summary="Cancel a Studio run (started here)"
+)
 async def cancel_run(request: Request, thread_id: str, run_id: str, namespace: Namespace = "") -> Response:
     studio = studio_of(request)
     rec = studio.studio_runs.get(run_id)
@@ -412,7 +415,7 @@ async def cancel_queue_run(
     return json_response({"run_id": run_id, "cancelled": cancelled, "run": run_json(run)})
 
 
-@router.delete("/threads/{thread_id}", dependencies=[Write], summary="Delete a thread and all its checkpoints")
+@router.delete(f"/threads/{THREAD_ID}", dependencies=[Write], summary="Delete a thread and all its checkpoints")
 async def delete_thread(request: Request, thread_id: str, namespace: Namespace = "") -> Response:
     n = await studio_of(request).delete(thread_id, namespace)
     return json_response({"thread_id": thread_id, "namespace": namespace, "deleted": True, "checkpoints": n})

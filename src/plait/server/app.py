@@ -35,6 +35,7 @@ from plait.graph.compiled import CompiledGraph
 from plait.server import api, memory, pages
 from plait.server.http import StudioRefusal, error_response, status_of
 from plait.server.live import Watcher
+from plait.server.paths import ThreadPaths
 from plait.server.queue import RunQueue
 from plait.server.security import Guard, SecurityMiddleware
 from plait.server.studio import Studio, StudioConfig
@@ -142,6 +143,7 @@ def create_app(
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.add_middleware(SecurityMiddleware, guard=guard)
+    app.add_middleware(ThreadPaths)  # outermost: the token redirect keeps an id's escaped '/'
     return app
 
 

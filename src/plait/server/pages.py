@@ -38,8 +38,9 @@ from plait.errors import ArgumentError, PlaitError, RunNotFoundError, RunsError,
 from plait.server import memory as mem
 from plait.server.graphs import graph_svg
 from plait.server.http import read_form, root_of, route_path, status_of
+from plait.server.paths import THREAD_ID, thread_target, thread_url
 from plait.server.queue import error_summary
-from plait.server.render import change_html, state_html, tree_html
+from plait.server.render import change_html, shown_id, state_html, tree_html
 from plait.server.studio import Studio, check_write, studio_of
 
 __all__ = ["router"]
@@ -50,6 +51,7 @@ TEMPLATES = Path(__file__).parent / "templates"
 
 _env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True))
 _env.filters["when"] = lambda ts: datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
+_env.filters["shown"] = shown_id
 _env.filters["short"] = lambda cid: cid[:12] if cid else ""
 _env.filters["q"] = lambda s: quote(str(s), safe="")
 _env.filters["graph_name"] = lambda graph: str(graph).rsplit("/", 1)[-1]
@@ -59,6 +61,8 @@ _env.globals["tree"] = tree_html
 _env.globals["run_url"] = lambda run_id: f"/runs/{quote(run_id, safe='')}"
 _env.globals["statuses"] = STATUSES
 
+PAGE_METHODS = ["GET", "HEAD"]
+"""A page answers HEAD as GET does (a link checker's or a proxy's look), not with a 405."""
 HISTORY_PAGE = 100
 MEMORY_PAGE = 50
 """Items a page of the Memory page lists."""
@@ -80,9 +84,8 @@ def _render(request: Request, template: str, code: int = 200, **context: Any) ->
     return HTMLResponse(html, status_code=code)
 
 
-def _thread_url(thread: str, namespace: str = "", **params: str | None) -> str:
-    query = {k: v for k, v in {"namespace": namespace or None, **params}.items() if v}
-    return f"/threads/{quote(thread, safe='')}" + (f"?{urlencode(query)}" if query else "")
+def _thread_url(thread: str, namespace: str = "", suffix: str = "", **params: str | None) -> str:
+    return thread_url(thread, suffix, api=False, **{"namespace": namespace or None, **params})
 
 
 def _problem(request: Request, exc: PlaitError | ValueError, back: str = "/") -> HTMLResponse:
@@ -90,7 +93,7 @@ def _problem(request: Request, exc: PlaitError | ValueError, back: str = "/") ->
     return _render(request, "error.html", code, kind=type(exc).__name__, message=str(exc), back=back)
 
 
-@router.get("/", response_class=HTMLResponse)
+@router.api_route("/", methods=PAGE_METHODS, response_class=HTMLResponse)
 async def threads_page(
     request: Request,
     status: str | None = None,
@@ -143,7 +146,7 @@ def _json_or_text(text: str) -> Any:
         return text
 
 
-@router.get("/threads/{thread_id}", response_class=HTMLResponse)
+@router.api_route(f"/threads/{THREAD_ID}", methods=PAGE_METHODS, response_class=HTMLResponse)
 async def thread_page(
     request: Request,
     thread_id: str,
@@ -167,7 +170,9 @@ async def thread_page(
         queue_runs = await studio.queue.of_thread(thread_id, namespace)
     except RunsError as exc:  # the queue is there but unusable (another version, unreachable): say so
         queue_problem = str(exc)
-    query = {"namespace": namespace, "checkpoint_id": selected.id} if namespace else {"checkpoint_id": selected.id}
+    lazy_path, lazy_query = thread_target(
+        thread_id, "/state", api=True, namespace=namespace or None, checkpoint_id=selected.id
+    )
     return _render(
         request,
         "thread.html",
@@ -177,9 +182,7 @@ async def thread_page(
         selected=selected,
         is_head=selected.id == summary.head.id,
         change=change,
-        state=state_html(
-            selected.values, f"{root_of(request.scope)}/api/threads/{quote(thread_id, safe='')}/state", query
-        ),
+        state=state_html(selected.values, root_of(request.scope) + lazy_path, lazy_query),
         graph_name=graph_name,
         svg=Markup(svg) if svg else None,
         nodes=nodes,
@@ -192,8 +195,7 @@ async def thread_page(
         url=_thread_url,
         writes=_writes,
         fork_name=f"{thread_id}-fork-{uuid.uuid4().hex[:4]}",
-        events=f"/api/threads/{quote(thread_id, safe='')}/events"
-        + (f"?{urlencode({'namespace': namespace})}" if namespace else ""),
+        events=thread_url(thread_id, "/events", api=True, namespace=namespace or None),
         interrupt_json=json.dumps(summary.interrupts[0].value, indent=2, default=str) if summary.interrupts else "",
     )
 
@@ -217,7 +219,7 @@ async def _graph_part(
     return name, await graph_svg(studio, app, thread_id, namespace), list(app.spec.nodes)
 
 
-@router.get("/diff", response_class=HTMLResponse)
+@router.api_route("/diff", methods=PAGE_METHODS, response_class=HTMLResponse)
 async def diff_page(
     request: Request,
     a: str | None = None,
@@ -269,7 +271,7 @@ def _parse_json(form: dict[str, str], field: str, what: str, *, default: Any = N
         raise ArgumentError(field, f"{what} must be JSON ({exc})") from None
 
 
-@router.post("/threads/{thread_id}/do/{action}", dependencies=[Depends(check_write)])
+@router.post(f"/threads/{THREAD_ID}/do/{{action}}", dependencies=[Depends(check_write)])
 async def act(request: Request, thread_id: str, action: str, namespace: str = "") -> Response:
     studio = studio_of(request)
     form = await read_form(request)
@@ -345,7 +347,7 @@ def _no_queue(request: Request, exc: RunsError) -> HTMLResponse:
     return _render(request, "runs.html", unavailable=exc)
 
 
-@router.get("/runs", response_class=HTMLResponse)
+@router.api_route("/runs", methods=PAGE_METHODS, response_class=HTMLResponse)
 async def runs_page(
     request: Request,
     status: str | None = None,
@@ -392,7 +394,7 @@ async def runs_page(
     )
 
 
-@router.get("/runs/{run_id}", response_class=HTMLResponse)
+@router.api_route("/runs/{run_id}", methods=PAGE_METHODS, response_class=HTMLResponse)
 async def run_page(request: Request, run_id: str) -> HTMLResponse:
     studio = studio_of(request)
     try:
@@ -452,7 +454,7 @@ _env.globals["preview"] = mem.preview
 _env.globals["ns_text"] = mem.namespace_text
 
 
-@router.get("/memory", response_class=HTMLResponse)
+@router.api_route("/memory", methods=PAGE_METHODS, response_class=HTMLResponse)
 async def memory_page(
     request: Request,
     namespace: str = "",

@@ -9,6 +9,7 @@ that loads it from the API when asked.
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
@@ -17,11 +18,31 @@ from markupsafe import Markup, escape
 
 from plait import inspect as ins
 
-__all__ = ["LAZY_BYTES", "change_html", "state_html", "tree_html"]
+__all__ = ["ID_CHARS", "LAZY_BYTES", "change_html", "shown_id", "state_html", "tree_html"]
 
 LAZY_BYTES = 4096
 """A channel whose JSON is larger than this is loaded on demand."""
 OPEN_DEPTH = 1
+ID_CHARS = 60
+"""An id longer than this is cut short in a list (its row keeps the full one on hover)."""
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_BIDI = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u2028\u2029")
+
+
+def _visible(ch: str) -> str:
+    if ch in _NAMED:
+        return _NAMED[ch]
+    if unicodedata.category(ch) == "Cc" or ch in _BIDI:
+        return f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
+    return ch
+
+
+def shown_id(text: str, limit: int | None = ID_CHARS) -> str:
+    """An id as a page shows it: control characters (a newline, an escape, a bidi override)
+    written out as ``\\n`` or ``\\x1b`` so they cannot split a row or reorder its text, and,
+    with a ``limit``, cut short with an ellipsis so one long id cannot push a list's columns off."""
+    out = "".join(_visible(ch) for ch in str(text))
+    return out if limit is None or len(out) <= limit else out[: limit - 1] + "…"
 
 
 def _size(value: Any) -> int:
