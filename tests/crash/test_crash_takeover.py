@@ -81,7 +81,9 @@ def test_a_stalled_run_whose_thread_was_taken_over_writes_nothing_more(
             a_outcome = stall.outcome
 
         assert a_outcome is not None and b_outcome is not None
-        assert a_outcome.exit_code == 1 and _lost(a_outcome), f"A after the takeover: {a_outcome.describe()}"
+        assert a_outcome.exit_code == 1 and _lost(a_outcome), (
+            f"A after the takeover: {a_outcome.describe()}; B: {b_outcome.describe()}"
+        )
         late = [e for e in a_outcome.events if e.kind == "commit" and any(s > STALL_STEP for s in e.steps)]
         assert not late, f"A committed steps after the takeover: {late}"
         assert _effects(a_ledger) == a_effects_before, "A ran an effect after it was continued"
