@@ -6,6 +6,7 @@ need no graph; only ``fork --set`` folds edits through a graph's reducers (``--g
 """
 
 import time
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import typer
@@ -20,7 +21,7 @@ from plait.cli.options import Checkpoint as CheckpointOpt
 from plait.cli.options import Db, Debug, Json, Namespace, Sets, Step, Thread, Yes
 from plait.cli.selection import find_checkpoint, short_ids
 from plait.errors import ArgumentError, CheckpointNotFoundError, ThreadExistsError
-from plait.inspect import diff_threads
+from plait.inspect import diff_threads, stored_errors
 from plait.inspect_json import checkpoint_json, ref_json, thread_diff_json, thread_json
 
 __all__ = [
@@ -129,8 +130,11 @@ def cmd_history(
 def cmd_state(
     inv: Invocation, thread: str, checkpoint: str | None, step: int | None, key: str | None, namespace: str
 ) -> None:
-    cp = find_checkpoint(inv.checkpointer(), thread, namespace, checkpoint, step)
-    record = checkpoint_json(cp)
+    checkpointer = inv.checkpointer()
+    cp = find_checkpoint(checkpointer, thread, namespace, checkpoint, step)
+    info = run_sync(checkpointer.aget_thread(thread, namespace=namespace))
+    errors = stored_errors(cp.pending_writes) if cp.pending_writes else []
+    record = {**checkpoint_json(cp), "status": info.status if info is not None else "idle", "errors": errors}
     out = inv.out
     if key is not None:
         if key not in cp.values:
@@ -145,10 +149,22 @@ def cmd_state(
         out.emit(record)
         return
     out.line(f"thread {thread}  step {cp.step}  checkpoint {cp.id}  ({record['source']})")
+    out.line(f"status: {record['status']}")
     out.line(f"next: {', '.join(record['next']) or '(finished)'}")
+    for e in errors:
+        out.line(f"error: {_error_line(e)}")
     for i in record["interrupts"]:
         out.value(f"waiting for input: interrupt {i['id']} in node {i['node']!r}", i["value"])
     out.value("values", cp.values)
+
+
+def _error_line(error: Mapping[str, Any]) -> str:
+    """A stored failure in one line: where it happened and what it said (the traceback is in
+    ``--json``)."""
+    where = f"node {error['node']!r}" if error.get("node") else "the step"
+    kind = str(error.get("type") or error.get("error") or "error").rpartition(".")[2]
+    step = f" in step {error['step']}" if error.get("step") is not None else ""
+    return f"{where} failed{step}: {kind}: {error.get('message', '')}"
 
 
 def cmd_diff(inv: Invocation, a: str, b: str, namespace: str) -> None:

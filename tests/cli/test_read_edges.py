@@ -1,0 +1,32 @@
+"""What the reading commands show of a thread: ``state`` says how the thread stands and why
+it failed, ``diff`` shows only what differs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plait.cli import EXIT_FAILED, EXIT_OK
+
+from ._cli_support import Cli
+
+
+def test_state_shows_the_status_and_the_stored_error(cli: Cli, validate: Any) -> None:
+    assert cli("run", "flow.py:graph", "-i", '{"topic": "bad"}', "-t", "tb", "--db", "t.db").code == EXIT_FAILED
+    res = cli("state", "tb", "--db", "t.db")
+    assert res.code == EXIT_OK, res.err
+    assert "status: error" in res.out.splitlines()
+    assert "error: node 'check' failed in step 1: ValueError: bad topic" in res.out.splitlines()
+    data = cli("state", "tb", "--db", "t.db", "--json").json()
+    validate("state", data)
+    assert data["status"] == "error"
+    [error] = data["errors"]
+    assert error["node"] == "check" and error["message"] == "bad topic" and "ValueError" in error["traceback"]
+
+
+def test_state_of_a_finished_thread_is_idle_with_no_error(cli: Cli, validate: Any) -> None:
+    assert cli("run", "flow.py:graph", "-i", '{"topic": "x"}', "-t", "ok", "--db", "t.db").code == EXIT_OK
+    res = cli("state", "ok", "--db", "t.db")
+    assert "status: idle" in res.out.splitlines() and "error:" not in res.out
+    data = cli("state", "ok", "--db", "t.db", "--json").json()
+    validate("state", data)
+    assert data["status"] == "idle" and data["errors"] == []
