@@ -6,6 +6,7 @@ code of what happened: 0 the run finished, 1 it failed, 3 it paused for input.
 """
 
 import os
+import shlex
 import sys
 import time
 import uuid
@@ -206,6 +207,8 @@ def cmd_resume(
     value = None if resume_value is None else Command(resume=parse_json(resume_value, "--resume"))
     start = find_checkpoint(app.checkpointer, thread_id, app.namespace, checkpoint, step)
     replay = checkpoint is not None or step is not None
+    if value is not None:
+        _check_answer(inv, start, thread_id, value.resume)
     if not replay and value is None and not start.next_tasks and not checkpoint_json(start)["interrupts"]:
         if inv.out.json:
             inv.out.emit({**checkpoint_json(start), "status": "done", "ran": False})
@@ -227,6 +230,42 @@ def cmd_resume(
         wait=wait,
         context=context,
     )
+
+
+def _check_answer(inv: Invocation, start: Checkpoint, thread_id: str, answer: Any) -> None:
+    """Refuse a ``--resume`` the thread cannot take, in the command line's words (the
+    library's own refusal names Python calls): no interrupt waits, or several do and the
+    answer does not say which it is for.
+
+    Raises:
+        ArgumentError: on ``--resume``, with the command that applies instead.
+    """
+    waiting = checkpoint_json(start, values=False)["interrupts"]
+    q = shlex.quote
+    at = f"{thread_id} (step {start.step}, checkpoint {start.id})"
+    if not waiting:
+        if start.next_tasks:
+            raise ArgumentError(
+                "--resume",
+                f"thread {at} waits for no answer: it has work left to do. Continue it without --resume: "
+                f"plait resume {inv.target} {q(thread_id)}{inv.flags()}",
+            )
+        raise ArgumentError(
+            "--resume",
+            f"thread {at} is finished: no interrupt waits for an answer. Start a new run on it with: "
+            f"plait run {inv.target} --thread {q(thread_id)} --input JSON{inv.flags()}, or branch it with: "
+            f"plait fork {q(thread_id)} --to NEW{inv.flags()}",
+        )
+    ids = [i["id"] for i in waiting]
+    if len({i["task_id"] for i in waiting}) > 1 and not (
+        isinstance(answer, dict) and answer and set(answer) <= set(ids)
+    ):
+        raise ArgumentError(
+            "--resume",
+            f"thread {at} has {len(ids)} interrupts waiting ({', '.join(ids)}): answer each by its id, "
+            f"--resume '{{\"{ids[0]}\": VALUE, ...}}'; see their questions with: "
+            f"plait state {q(thread_id)}{inv.flags()}",
+        )
 
 
 def cmd_update(
