@@ -125,3 +125,32 @@ def test_several_waiting_interrupts_are_answered_by_id(cli: Cli) -> None:
     res = cli("resume", "two.py:graph", "q", "--resume", answer, "--db", "t.db", "--json")
     assert res.code == EXIT_OK, res.err
     assert sorted([res.json()["values"]["a"], res.json()["values"]["b"]]) == [1, 2]
+
+
+NEEDS_CONTEXT = """
+from plait import END, START, Graph, StateSchema, interrupt
+
+schema = StateSchema.builder().add_lww("who").add_lww("answer").build()
+
+def ask(state, ctx):
+    return {"who": ctx.context["user"], "answer": interrupt("go?")}
+
+graph = Graph(schema)
+graph.add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
+"""
+
+
+def test_the_resume_hint_repeats_the_context_the_run_had(cli: Cli) -> None:
+    cli.write("ctx.py", NEEDS_CONTEXT)
+    cli.write("ctx.json", '{"user": "ann"}')
+    res = cli("run", "ctx.py:graph", "-t", "c1", "--db", "t.db", "--context", '{"user": "bob"}')
+    assert res.code == EXIT_INTERRUPTED, res.err
+    hint = 'resume with: plait resume ctx.py:graph c1 --resume JSON --db t.db --context \'{"user": "bob"}\''
+    assert hint in res.out
+    res = cli("run", "ctx.py:graph", "-t", "c2", "--db", "t.db", "--context", "@ctx.json")
+    assert "resume with: plait resume ctx.py:graph c2 --resume JSON --db t.db --context @ctx.json" in res.out
+    res = cli("resume", "ctx.py:graph", "c2", "--resume", '"yes"', "--db", "t.db", "--context", "@ctx.json", "--json")
+    assert res.code == EXIT_OK, res.err
+    assert res.json()["values"] == {"who": "ann", "answer": "yes"}
+    res = cli("run", "flow.py:with_question", "-i", '{"topic": "q"}', "-t", "c3", "--db", "t.db")
+    assert "--context" not in res.out  # none given, none repeated

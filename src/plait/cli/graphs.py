@@ -181,9 +181,9 @@ def _finish(inv: Invocation, app: "CompiledGraph", head: Checkpoint, *, ran: boo
         for i in record["interrupts"]:
             out.value(f"waiting for input: interrupt {i['id']} in node {i['node']!r}", i["value"])
         if status == "interrupted":
-            out.line(f"resume with: {resume} --resume JSON{inv.flags()}")
+            out.line(f"resume with: {resume} --resume JSON{inv.run_flags()}")
         elif status == "paused":
-            out.line(f"paused before: {', '.join(record['next'])}; continue with: {resume}{inv.flags()}")
+            out.line(f"paused before: {', '.join(record['next'])}; continue with: {resume}{inv.run_flags()}")
     if status != "done":
         raise Exit(EXIT_INTERRUPTED)
 
@@ -215,7 +215,7 @@ def cmd_resume(
         else:
             inv.out.line(
                 f"thread {thread_id} is finished (step {start.step}, checkpoint {start.id}): nothing to resume. "
-                f"Start it again with: plait run {inv.target} --thread {thread_id} --input JSON{inv.flags()}"
+                f"Start it again with: plait run {inv.target} --thread {thread_id} --input JSON{inv.run_flags()}"
             )
         return
     if wait is not None and wait < 0:
@@ -248,12 +248,12 @@ def _check_answer(inv: Invocation, start: Checkpoint, thread_id: str, answer: An
             raise ArgumentError(
                 "--resume",
                 f"thread {at} waits for no answer: it has work left to do. Continue it without --resume: "
-                f"plait resume {inv.target} {q(thread_id)}{inv.flags()}",
+                f"plait resume {inv.target} {q(thread_id)}{inv.run_flags()}",
             )
         raise ArgumentError(
             "--resume",
             f"thread {at} is finished: no interrupt waits for an answer. Start a new run on it with: "
-            f"plait run {inv.target} --thread {q(thread_id)} --input JSON{inv.flags()}, or branch it with: "
+            f"plait run {inv.target} --thread {q(thread_id)} --input JSON{inv.run_flags()}, or branch it with: "
             f"plait fork {q(thread_id)} --to NEW{inv.flags()}",
         )
     ids = [i["id"] for i in waiting]
@@ -377,6 +377,7 @@ def register(app: typer.Typer) -> None:
         def body(inv: Invocation) -> None:
             value = parse_input(input)
             given = parse_context(context)
+            inv.context = context
             graph = inv.graph(target, namespace=namespace)
             cmd_run(
                 inv,
@@ -422,6 +423,7 @@ def register(app: typer.Typer) -> None:
 
         def body(inv: Invocation) -> None:
             given = parse_context(context)
+            inv.context = context
             graph = inv.graph(target, namespace=namespace, create=False)
             cmd_resume(
                 inv,
