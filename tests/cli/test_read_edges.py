@@ -15,7 +15,7 @@ def test_state_shows_the_status_and_the_stored_error(cli: Cli, validate: Any) ->
     res = cli("state", "tb", "--db", "t.db")
     assert res.code == EXIT_OK, res.err
     assert "status: error" in res.out.splitlines()
-    assert "error: node 'check' failed in step 1: ValueError: bad topic" in res.out.splitlines()
+    assert "error: node 'check' failed: ValueError: bad topic" in res.out.splitlines()
     data = cli("state", "tb", "--db", "t.db", "--json").json()
     validate("state", data)
     assert data["status"] == "error"

@@ -72,7 +72,8 @@ def cmd_run(
     Steps are numbered as ``plait history`` numbers them: a node's line carries the step of
     the checkpoint its writes land in (one more than the step it started from).
     """
-    from plait.engine.events import CheckpointSaved, Interrupted, NodeFailed, NodeFinished
+    from plait.cli.progress import progress_line, send_items
+    from plait.engine.events import CheckpointSaved, NodeFailed, NodeFinished
 
     if durability not in DURABILITIES:
         raise ArgumentError("--durability", f"--durability is one of {', '.join(DURABILITIES)}; got {durability!r}")
@@ -82,9 +83,13 @@ def cmd_run(
     if not out.json:
         out.line(f"thread {thread_id}")
     waiting = _waiting(app, thread_id, wait)
+    assert app.checkpointer is not None
+    store = app.checkpointer
 
     async def drive() -> None:
         nonlocal ran
+        step_from: str | None = checkpoint_id  # the checkpoint the running step started from
+        items: dict[str, Any] | None = None  # its tasks' Send items, read at its first node event
         async for ev in app.astream(
             input,
             thread_id=thread_id,
@@ -100,15 +105,13 @@ def cmd_run(
                 ran += 1
             if out.json:
                 continue
-            if isinstance(ev, NodeFinished):
-                out.line(f"  step {ev.step + 1}  {ev.node}  wrote {', '.join(sorted(ev.writes)) or '-'}")
-            elif isinstance(ev, NodeFailed):
-                retry = " (will retry)" if ev.will_retry else ""
-                out.line(f"  step {ev.step + 1}  {ev.node}  failed: {ev.error}{retry}")
-            elif isinstance(ev, CheckpointSaved):
-                out.line(f"  step {ev.step}  checkpoint {ev.checkpoint_id} ({ev.source})")
-            elif isinstance(ev, Interrupted):
-                out.line(f"  paused at step {ev.step}")
+            if isinstance(ev, CheckpointSaved):
+                step_from, items = ev.checkpoint_id, None
+            elif isinstance(ev, NodeFinished | NodeFailed) and items is None:
+                items = await send_items(store, thread_id, app.namespace, step_from)
+            line = progress_line(ev, thread_id, items or {})
+            if line is not None:
+                out.line(line)
 
     try:
         with inv.run_phase():

@@ -159,12 +159,11 @@ def cmd_state(
 
 
 def _error_line(error: Mapping[str, Any]) -> str:
-    """A stored failure in one line: where it happened and what it said (the traceback is in
-    ``--json``)."""
+    """A stored failure in one line: which node and what it said (the traceback is in
+    ``--json``; the step is the checkpoint's, printed above it)."""
     where = f"node {error['node']!r}" if error.get("node") else "the step"
     kind = str(error.get("type") or error.get("error") or "error").rpartition(".")[2]
-    step = f" in step {error['step']}" if error.get("step") is not None else ""
-    return f"{where} failed{step}: {kind}: {error.get('message', '')}"
+    return f"{where} failed: {kind}: {error.get('message', '')}"
 
 
 def cmd_diff(inv: Invocation, a: str, b: str, namespace: str) -> None:
