@@ -3,6 +3,7 @@ it failed, ``diff`` shows only what differs."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from plait.cli import EXIT_FAILED, EXIT_OK
@@ -30,3 +31,17 @@ def test_state_of_a_finished_thread_is_idle_with_no_error(cli: Cli, validate: An
     data = cli("state", "ok", "--db", "t.db", "--json").json()
     validate("state", data)
     assert data["status"] == "idle" and data["errors"] == []
+
+
+def test_diff_prints_the_items_that_differ_not_both_lists(cli: Cli) -> None:
+    shared = [f"turn {i}" for i in range(40)]
+    for thread, topic in (("a", "x"), ("b", "y")):
+        data = json.dumps({"log": shared, "topic": topic})
+        assert cli("run", "flow.py:graph", "-i", data, "-t", thread, "--db", "t.db").code == EXIT_OK
+    res = cli("diff", "a", "b", "--db", "t.db")
+    assert res.code == EXIT_OK, res.err
+    assert "turn 3" not in res.out and "checked" not in res.out  # what both have is not repeated
+    only_a, only_b = res.out.index("~ log: 1 item only in a:"), res.out.index("~ log: 1 item only in b:")
+    assert '"hello x"' in res.out[only_a:only_b] and '"hello y"' in res.out[only_b:]
+    assert "~ topic:" in res.out and '"a": "x"' in res.out and '"b": "y"' in res.out
+    assert len(res.out.splitlines()) < 20
