@@ -1,5 +1,5 @@
 """What the reading commands show of a thread: ``state`` says how the thread stands and why
-it failed, ``diff`` shows only what differs."""
+it failed, ``diff`` shows only what differs, ``db migrate`` says when it created the store."""
 
 from __future__ import annotations
 
@@ -45,3 +45,15 @@ def test_diff_prints_the_items_that_differ_not_both_lists(cli: Cli) -> None:
     assert '"hello x"' in res.out[only_a:only_b] and '"hello y"' in res.out[only_b:]
     assert "~ topic:" in res.out and '"a": "x"' in res.out and '"b": "y"' in res.out
     assert len(res.out.splitlines()) < 20
+
+
+def test_db_migrate_says_when_it_created_the_store(cli: Cli, validate: Any) -> None:
+    res = cli("db", "migrate", "--db", "new.db")
+    assert res.code == EXIT_OK, res.err
+    assert res.out.strip() == "new.db: created a new store with the current schema"
+    res = cli("db", "migrate", "--db", "new.db")
+    assert res.out.strip() == "new.db: schema up to date"
+    data = cli("db", "migrate", "--db", "other.db", "--json").json()
+    validate("db-migrate", data)
+    assert data["created"] is True
+    assert cli("db", "migrate", "--db", "other.db", "--json").json()["created"] is False
