@@ -3,6 +3,8 @@ graph, store and namespace that were given, never Python calls."""
 
 from __future__ import annotations
 
+import json
+
 from plait.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
 from ._cli_support import Cli
@@ -78,13 +80,77 @@ def test_resume_on_a_finished_thread_says_there_is_nothing_to_do(cli: Cli) -> No
     assert cli("history", "a", "--db", "t.db", "--json").json() == before  # and nothing ran
 
 
-def test_resume_with_an_answer_but_nothing_waiting_says_how_to_look(cli: Cli) -> None:
-    cli("run", "flow.py:graph", "-i", '{"topic": "x"}', "-t", "a", "--db", "t.db")
-    res = cli("resume", "flow.py:graph", "a", "--resume", "1", "--db", "t.db")
-    assert res.code == EXIT_USAGE
-    assert "see what the thread waits for with: plait state a --db t.db" in res.one_line()
-
-
 def test_a_missing_store_says_how_to_create_one(cli: Cli) -> None:
     line = cli("threads", "--db", "none.db").one_line()
     assert "create the store with: plait db migrate --db none.db" in line
+
+
+TWO_QUESTIONS = """
+from plait import END, START, Graph, StateSchema, interrupt
+
+schema = StateSchema.builder().add_lww("a").add_lww("b").build()
+graph = Graph(schema)
+graph.add_node("left", lambda s: {"a": interrupt("left?")})
+graph.add_node("right", lambda s: {"b": interrupt("right?")})
+graph.add_edge(START, "left").add_edge(START, "right").add_edge("left", END).add_edge("right", END)
+"""
+
+
+def test_an_answer_no_interrupt_waits_for_is_refused_with_what_applies(cli: Cli) -> None:
+    cli("run", "flow.py:graph", "-i", '{"topic": "x"}', "-t", "done", "--db", "t.db")
+    res = cli("resume", "flow.py:graph", "done", "--resume", '"yes"', "--db", "t.db")
+    assert res.code == EXIT_USAGE
+    line = res.one_line()
+    assert "thread done" in line and "is finished: no interrupt waits for an answer" in line
+    assert "plait run flow.py:graph --thread done --input JSON --db t.db" in line
+    assert "plait fork done --to NEW --db t.db" in line
+    no_python(line)
+    cli("run", "flow.py:graph", "-i", '{"topic": "bad"}', "-t", "failed", "--db", "t.db")
+    line = cli("resume", "flow.py:graph", "failed", "--resume", '"yes"', "--db", "t.db").one_line()
+    assert "waits for no answer: it has work left to do" in line
+    assert "plait resume flow.py:graph failed --db t.db" in line
+    no_python(line)
+
+
+def test_several_waiting_interrupts_are_answered_by_id(cli: Cli) -> None:
+    cli.write("two.py", TWO_QUESTIONS)
+    assert cli("run", "two.py:graph", "-t", "q", "--db", "t.db").code == EXIT_INTERRUPTED
+    ids = [i["id"] for i in cli("state", "q", "--db", "t.db", "--json").json()["interrupts"]]
+    res = cli("resume", "two.py:graph", "q", "--resume", '"yes"', "--db", "t.db")
+    assert res.code == EXIT_USAGE
+    line = res.one_line()
+    assert "has 2 interrupts waiting" in line and ids[0] in line and "--resume '{" in line
+    no_python(line)
+    answer = json.dumps({ids[0]: 1, ids[1]: 2})
+    res = cli("resume", "two.py:graph", "q", "--resume", answer, "--db", "t.db", "--json")
+    assert res.code == EXIT_OK, res.err
+    assert sorted([res.json()["values"]["a"], res.json()["values"]["b"]]) == [1, 2]
+
+
+NEEDS_CONTEXT = """
+from plait import END, START, Graph, StateSchema, interrupt
+
+schema = StateSchema.builder().add_lww("who").add_lww("answer").build()
+
+def ask(state, ctx):
+    return {"who": ctx.context["user"], "answer": interrupt("go?")}
+
+graph = Graph(schema)
+graph.add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
+"""
+
+
+def test_the_resume_hint_repeats_the_context_the_run_had(cli: Cli) -> None:
+    cli.write("ctx.py", NEEDS_CONTEXT)
+    cli.write("ctx.json", '{"user": "ann"}')
+    res = cli("run", "ctx.py:graph", "-t", "c1", "--db", "t.db", "--context", '{"user": "bob"}')
+    assert res.code == EXIT_INTERRUPTED, res.err
+    hint = 'resume with: plait resume ctx.py:graph c1 --resume JSON --db t.db --context \'{"user": "bob"}\''
+    assert hint in res.out
+    res = cli("run", "ctx.py:graph", "-t", "c2", "--db", "t.db", "--context", "@ctx.json")
+    assert "resume with: plait resume ctx.py:graph c2 --resume JSON --db t.db --context @ctx.json" in res.out
+    res = cli("resume", "ctx.py:graph", "c2", "--resume", '"yes"', "--db", "t.db", "--context", "@ctx.json", "--json")
+    assert res.code == EXIT_OK, res.err
+    assert res.json()["values"] == {"who": "ann", "answer": "yes"}
+    res = cli("run", "flow.py:with_question", "-i", '{"topic": "q"}', "-t", "c3", "--db", "t.db")
+    assert "--context" not in res.out  # none given, none repeated

@@ -112,3 +112,28 @@ def test_the_run_commands_json_holds_to_their_schemas(
         err = res.error()
         validate("error", err)
         assert err["error"] in ("RunNotFoundError", "ScheduleNotFoundError") and err["exit_code"] == EXIT_USAGE
+
+
+def test_submit_answers_an_interrupted_thread_through_the_workers(
+    cli: Cli, postgres_dsn: str, postgres_schema: str, worker: Callable[[], None]
+) -> None:
+    db = ("--db", postgres_dsn, "--schema", postgres_schema)
+    runs = Runs(postgres_dsn, schema=postgres_schema)
+    runs.migrate()
+    runs.close()
+    worker()
+    for thread, answer in (("r", ("--resume", '"yes"')), ("c", ("--command", '{"resume": "sure"}'))):
+        res = cli("submit", flows.name("asking"), "-t", thread, "-i", "{}", "--wait", "60", *db, "--json")
+        assert res.code == EXIT_INTERRUPTED, res.err
+        res = cli(
+            "submit", flows.name("asking"), "-t", thread, *answer, "--context", '{"user": "ann"}', "--wait", "60",
+            *db, "--json",
+        )  # fmt: skip
+        assert res.code == EXIT_OK, res.err
+        run = res.json()
+        assert run["status"] == "success" and run["context"] == {"user": "ann"}
+        assert run["output"]["answer"] == ("yes" if thread == "r" else "sure")
+    res = cli("submit", flows.name("asking"), "-t", "x", "--command", '{"resum": 1}', *db)
+    assert res.code == EXIT_USAGE and "--command is a JSON object of resume, update, goto" in res.one_line()
+    res = cli("submit", flows.name("asking"), "-t", "x", "--resume", "1", "--command", '{"resume": 2}', *db)
+    assert res.code == EXIT_USAGE and "give the answer once" in res.one_line()

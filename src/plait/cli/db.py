@@ -16,7 +16,7 @@ from plait.checkpoint.base import Checkpointer
 from plait.cli.arguments import check_positive, confirm, plural
 from plait.cli.context import Invocation, run_command
 from plait.cli.options import Db, Debug, Json, Yes
-from plait.errors import CheckpointNotFoundError
+from plait.errors import CheckpointNotFoundError, StoreNotFoundError
 
 __all__ = [
     "checkpointer_bytes",
@@ -52,7 +52,14 @@ def _size(n: int | None) -> str:
 
 
 def cmd_db_migrate(inv: Invocation) -> None:
-    checkpointer = inv.checkpointer(create=True)
+    """Create the store, or bring its schema up to date, and say which it did: an operator
+    who mistyped a path should read that a new store was created, not that one is current."""
+    try:
+        checkpointer = inv.checkpointer()
+        created = False
+    except StoreNotFoundError:  # no SQLite file or file-store folder there yet
+        checkpointer = inv.checkpointer(create=True)
+        created = True
     shown = inv.shown_db
     runs = None
     if checkpointer_kind(checkpointer) == "postgres":  # the run tables and the job queue live beside the checkpoints
@@ -60,9 +67,10 @@ def cmd_db_migrate(inv: Invocation) -> None:
 
         runs = migrate_runs(inv.db)
     if inv.out.json:
-        inv.out.emit({"store": shown, "migrated": True, "runs": runs})
+        inv.out.emit({"store": shown, "migrated": True, "created": created, "runs": runs})
     else:
-        inv.out.line(f"{shown}: up to date" + (f"; {runs}" if runs else ""))
+        done = "created a new store with the current schema" if created else "schema up to date"
+        inv.out.line(f"{shown}: {done}" + (f"; {runs}" if runs else ""))
 
 
 def cmd_db_stats(inv: Invocation) -> None:

@@ -6,6 +6,7 @@ code of what happened: 0 the run finished, 1 it failed, 3 it paused for input.
 """
 
 import os
+import shlex
 import sys
 import time
 import uuid
@@ -71,7 +72,8 @@ def cmd_run(
     Steps are numbered as ``plait history`` numbers them: a node's line carries the step of
     the checkpoint its writes land in (one more than the step it started from).
     """
-    from plait.engine.events import CheckpointSaved, Interrupted, NodeFailed, NodeFinished
+    from plait.cli.progress import progress_line, send_items
+    from plait.engine.events import CheckpointSaved, NodeFailed, NodeFinished
 
     if durability not in DURABILITIES:
         raise ArgumentError("--durability", f"--durability is one of {', '.join(DURABILITIES)}; got {durability!r}")
@@ -81,9 +83,13 @@ def cmd_run(
     if not out.json:
         out.line(f"thread {thread_id}")
     waiting = _waiting(app, thread_id, wait)
+    assert app.checkpointer is not None
+    store = app.checkpointer
 
     async def drive() -> None:
         nonlocal ran
+        step_from: str | None = checkpoint_id  # the checkpoint the running step started from
+        items: dict[str, Any] | None = None  # its tasks' Send items, read at its first node event
         async for ev in app.astream(
             input,
             thread_id=thread_id,
@@ -99,15 +105,13 @@ def cmd_run(
                 ran += 1
             if out.json:
                 continue
-            if isinstance(ev, NodeFinished):
-                out.line(f"  step {ev.step + 1}  {ev.node}  wrote {', '.join(sorted(ev.writes)) or '-'}")
-            elif isinstance(ev, NodeFailed):
-                retry = " (will retry)" if ev.will_retry else ""
-                out.line(f"  step {ev.step + 1}  {ev.node}  failed: {ev.error}{retry}")
-            elif isinstance(ev, CheckpointSaved):
-                out.line(f"  step {ev.step}  checkpoint {ev.checkpoint_id} ({ev.source})")
-            elif isinstance(ev, Interrupted):
-                out.line(f"  paused at step {ev.step}")
+            if isinstance(ev, CheckpointSaved):
+                step_from, items = ev.checkpoint_id, None
+            elif isinstance(ev, NodeFinished | NodeFailed) and items is None:
+                items = await send_items(store, thread_id, app.namespace, step_from)
+            line = progress_line(ev, thread_id, items or {})
+            if line is not None:
+                out.line(line)
 
     try:
         with inv.run_phase():
@@ -180,9 +184,9 @@ def _finish(inv: Invocation, app: "CompiledGraph", head: Checkpoint, *, ran: boo
         for i in record["interrupts"]:
             out.value(f"waiting for input: interrupt {i['id']} in node {i['node']!r}", i["value"])
         if status == "interrupted":
-            out.line(f"resume with: {resume} --resume JSON{inv.flags()}")
+            out.line(f"resume with: {resume} --resume JSON{inv.run_flags()}")
         elif status == "paused":
-            out.line(f"paused before: {', '.join(record['next'])}; continue with: {resume}{inv.flags()}")
+            out.line(f"paused before: {', '.join(record['next'])}; continue with: {resume}{inv.run_flags()}")
     if status != "done":
         raise Exit(EXIT_INTERRUPTED)
 
@@ -206,13 +210,15 @@ def cmd_resume(
     value = None if resume_value is None else Command(resume=parse_json(resume_value, "--resume"))
     start = find_checkpoint(app.checkpointer, thread_id, app.namespace, checkpoint, step)
     replay = checkpoint is not None or step is not None
+    if value is not None:
+        _check_answer(inv, start, thread_id, value.resume)
     if not replay and value is None and not start.next_tasks and not checkpoint_json(start)["interrupts"]:
         if inv.out.json:
             inv.out.emit({**checkpoint_json(start), "status": "done", "ran": False})
         else:
             inv.out.line(
                 f"thread {thread_id} is finished (step {start.step}, checkpoint {start.id}): nothing to resume. "
-                f"Start it again with: plait run {inv.target} --thread {thread_id} --input JSON{inv.flags()}"
+                f"Start it again with: plait run {inv.target} --thread {thread_id} --input JSON{inv.run_flags()}"
             )
         return
     if wait is not None and wait < 0:
@@ -227,6 +233,42 @@ def cmd_resume(
         wait=wait,
         context=context,
     )
+
+
+def _check_answer(inv: Invocation, start: Checkpoint, thread_id: str, answer: Any) -> None:
+    """Refuse a ``--resume`` the thread cannot take, in the command line's words (the
+    library's own refusal names Python calls): no interrupt waits, or several do and the
+    answer does not say which it is for.
+
+    Raises:
+        ArgumentError: on ``--resume``, with the command that applies instead.
+    """
+    waiting = checkpoint_json(start, values=False)["interrupts"]
+    q = shlex.quote
+    at = f"{thread_id} (step {start.step}, checkpoint {start.id})"
+    if not waiting:
+        if start.next_tasks:
+            raise ArgumentError(
+                "--resume",
+                f"thread {at} waits for no answer: it has work left to do. Continue it without --resume: "
+                f"plait resume {inv.target} {q(thread_id)}{inv.run_flags()}",
+            )
+        raise ArgumentError(
+            "--resume",
+            f"thread {at} is finished: no interrupt waits for an answer. Start a new run on it with: "
+            f"plait run {inv.target} --thread {q(thread_id)} --input JSON{inv.run_flags()}, or branch it with: "
+            f"plait fork {q(thread_id)} --to NEW{inv.flags()}",
+        )
+    ids = [i["id"] for i in waiting]
+    if len({i["task_id"] for i in waiting}) > 1 and not (
+        isinstance(answer, dict) and answer and set(answer) <= set(ids)
+    ):
+        raise ArgumentError(
+            "--resume",
+            f"thread {at} has {len(ids)} interrupts waiting ({', '.join(ids)}): answer each by its id, "
+            f"--resume '{{\"{ids[0]}\": VALUE, ...}}'; see their questions with: "
+            f"plait state {q(thread_id)}{inv.flags()}",
+        )
 
 
 def cmd_update(
@@ -338,6 +380,7 @@ def register(app: typer.Typer) -> None:
         def body(inv: Invocation) -> None:
             value = parse_input(input)
             given = parse_context(context)
+            inv.context = context
             graph = inv.graph(target, namespace=namespace)
             cmd_run(
                 inv,
@@ -383,6 +426,7 @@ def register(app: typer.Typer) -> None:
 
         def body(inv: Invocation) -> None:
             given = parse_context(context)
+            inv.context = context
             graph = inv.graph(target, namespace=namespace, create=False)
             cmd_resume(
                 inv,

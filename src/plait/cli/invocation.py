@@ -44,6 +44,9 @@ class Invocation:
         self.target: str | None = None
         """The MODULE:GRAPH the command loaded, for hints (``plait resume TARGET T``)."""
         self.namespace = ""
+        self.context: str | None = None
+        """``--context`` as given (JSON or @file): it is never stored, so a hint that runs the
+        graph again repeats it (:meth:`run_flags`)."""
         self.running = False
         """True while a graph runs: errors raised then are the run's failure (exit 1)."""
         self._checkpointers: list[Checkpointer] = []
@@ -72,6 +75,12 @@ class Invocation:
         if self.namespace:
             out += f" --namespace {_quote(self.namespace)}"
         return out
+
+    def run_flags(self) -> str:
+        """:meth:`flags`, plus the ``--context`` this run was given: what a command that runs
+        the graph again (``plait resume``, ``plait run``) needs, the context not being stored."""
+        extra = f" --context {_quote(self.context)}" if self.context is not None else ""
+        return self.flags() + extra
 
     def checkpointer(self, address: str | None = None, *, create: bool = False) -> Checkpointer:
         """Open (and set up) the store at ``address`` (default: :attr:`db`), to be closed when

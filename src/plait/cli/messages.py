@@ -40,6 +40,7 @@ def describe(exc: BaseException, inv: Invocation) -> str:  # noqa: PLR0912 - one
     """One line: what went wrong and, where there is one, the command that helps."""
     target = inv.target or "MODULE:GRAPH"
     flags = inv.flags()
+    run_flags = inv.run_flags()
     if isinstance(exc, NodeError):
         thread = exc.thread_id
         if isinstance(exc, NodeTimeoutError):
@@ -51,7 +52,7 @@ def describe(exc: BaseException, inv: Invocation) -> str:  # noqa: PLR0912 - one
         text = f"NodeError: node {exc.node!r} failed in super-step {exc.step}"
         if thread:
             text += f" of thread {thread!r}: {cause}. The thread is resumable: "
-            text += f"plait resume {target} {_q(thread)}{flags} re-runs only the tasks that did not finish"
+            text += f"plait resume {target} {_q(thread)}{run_flags} re-runs only the tasks that did not finish"
         else:
             text += f": {cause}"
         return text
@@ -60,7 +61,7 @@ def describe(exc: BaseException, inv: Invocation) -> str:  # noqa: PLR0912 - one
         return (
             f"RecursionLimitError: the run reached the recursion limit of {exc.limit} super-steps without "
             f"finishing. If it is meant to loop that long, go on with a larger limit: plait resume {target} "
-            f"{_q(thread)}{flags} --recursion-limit {exc.limit * 10}; otherwise check what ends its loops"
+            f"{_q(thread)}{run_flags} --recursion-limit {exc.limit * 10}; otherwise check what ends its loops"
         )
     if isinstance(exc, CheckpointNotFoundError):
         ns = f" in namespace {exc.namespace!r}" if exc.namespace else ""

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from plait._sync import run_sync
-from plait.cli.arguments import check_positive, parse_json
+from plait.cli.arguments import check_positive, parse_context, parse_json
 from plait.cli.context import Invocation, run_command
 from plait.cli.options import ConfigFile, Db, Debug, Json
 from plait.cli.output import EXIT_FAILED, EXIT_INTERRUPTED, Exit
@@ -27,6 +27,10 @@ Schema = Annotated[
     str | None,
     typer.Option("--schema", metavar="NAME", help="The Postgres schema of runs, queue and checkpoints."),
 ]
+
+
+COMMAND_FIELDS = ("resume", "update", "goto")
+"""What ``plait submit --command`` takes: the fields of a ``Command`` a queued run applies."""
 
 
 def _need_runs_extra() -> None:
@@ -118,6 +122,7 @@ def cmd_submit(
     if data is not None and not isinstance(data, dict):
         raise ArgumentError("--input", "--input must be a JSON object of channel values")
     _seconds(wait, "--wait")
+    _answer_options(options)
     delay = options.pop("delay")
     if delay is not None:
         options["after"] = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=delay)
@@ -139,6 +144,34 @@ def cmd_submit(
         raise Exit(EXIT_FAILED)
     if run.status == "interrupted":
         raise Exit(EXIT_INTERRUPTED)
+
+
+def _answer_options(options: dict[str, Any]) -> None:
+    """``--resume``, ``--context`` and ``--command`` (their texts, in ``options``) as
+    :meth:`Runs.submit` takes them: the answer to the thread's interrupt, the run's context,
+    and a command's ``update``, ``goto`` and ``resume``.
+
+    Raises:
+        ArgumentError: JSON that does not parse, a --command that is not a command, or an
+            answer given twice.
+    """
+    resume, context, command = options.pop("resume"), options.pop("context"), options.pop("command")
+    if resume is not None:
+        options["resume"] = parse_json(resume, "--resume")
+    if context is not None:
+        options["context"] = parse_context(context)
+    if command is None:
+        return
+    data = parse_json(command, "--command")
+    if not isinstance(data, dict) or not data or set(data) - set(COMMAND_FIELDS):
+        raise ArgumentError(
+            "--command",
+            f"--command is a JSON object of {', '.join(COMMAND_FIELDS)} (at least one), "
+            f'e.g. {{"resume": "yes", "update": {{"topic": "x"}}}}; got {command!r}',
+        )
+    if "resume" in data and "resume" in options:
+        raise ArgumentError("--command", "give the answer once: --resume, or the resume of --command")
+    options.update(data)
 
 
 def cmd_runs(inv: Invocation, schema: str | None, filters: dict[str, Any]) -> None:
@@ -313,6 +346,17 @@ def register(app: typer.Typer) -> None:
         wait: Annotated[float | None, typer.Option("--wait", metavar="S", help="Wait up to S s for the end.")] = None,
         queue: Annotated[str, typer.Option("--queue", "-q", metavar="NAME", help="The queue.")] = "plait",
         namespace: Annotated[str, typer.Option("--namespace", metavar="NS", help="The thread's namespace.")] = "",
+        resume: Annotated[
+            str | None,
+            typer.Option("--resume", "-r", metavar="JSON", help="The answer to the thread's interrupt (@file too)."),
+        ] = None,
+        context: Annotated[
+            str | None, typer.Option("--context", metavar="JSON", help="The run's context (a JSON object, or @file).")
+        ] = None,
+        command: Annotated[
+            str | None,
+            typer.Option("--command", metavar="JSON", help='A command: {"resume": ..., "update": {...}, "goto": ...}.'),
+        ] = None,
         schema: Schema = None,
         db: Db = None,
         as_json: Json = False,
@@ -329,6 +373,9 @@ def register(app: typer.Typer) -> None:
             "timeout": timeout,
             "queue": queue,
             "namespace": namespace,
+            "resume": resume,
+            "context": context,
+            "command": command,
         }
         run_command(lambda inv: cmd_submit(inv, target, schema, input, wait, opts), as_json=as_json, debug=debug, db=db)
 

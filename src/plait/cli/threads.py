@@ -6,6 +6,7 @@ need no graph; only ``fork --set`` folds edits through a graph's reducers (``--g
 """
 
 import time
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import typer
@@ -20,7 +21,7 @@ from plait.cli.options import Checkpoint as CheckpointOpt
 from plait.cli.options import Db, Debug, Json, Namespace, Sets, Step, Thread, Yes
 from plait.cli.selection import find_checkpoint, short_ids
 from plait.errors import ArgumentError, CheckpointNotFoundError, ThreadExistsError
-from plait.inspect import diff_threads
+from plait.inspect import ChannelDiff, diff_channel, diff_threads, stored_errors
 from plait.inspect_json import checkpoint_json, ref_json, thread_diff_json, thread_json
 
 __all__ = [
@@ -129,8 +130,11 @@ def cmd_history(
 def cmd_state(
     inv: Invocation, thread: str, checkpoint: str | None, step: int | None, key: str | None, namespace: str
 ) -> None:
-    cp = find_checkpoint(inv.checkpointer(), thread, namespace, checkpoint, step)
-    record = checkpoint_json(cp)
+    checkpointer = inv.checkpointer()
+    cp = find_checkpoint(checkpointer, thread, namespace, checkpoint, step)
+    info = run_sync(checkpointer.aget_thread(thread, namespace=namespace))
+    errors = stored_errors(cp.pending_writes) if cp.pending_writes else []
+    record = {**checkpoint_json(cp), "status": info.status if info is not None else "idle", "errors": errors}
     out = inv.out
     if key is not None:
         if key not in cp.values:
@@ -145,10 +149,21 @@ def cmd_state(
         out.emit(record)
         return
     out.line(f"thread {thread}  step {cp.step}  checkpoint {cp.id}  ({record['source']})")
+    out.line(f"status: {record['status']}")
     out.line(f"next: {', '.join(record['next']) or '(finished)'}")
+    for e in errors:
+        out.line(f"error: {_error_line(e)}")
     for i in record["interrupts"]:
         out.value(f"waiting for input: interrupt {i['id']} in node {i['node']!r}", i["value"])
     out.value("values", cp.values)
+
+
+def _error_line(error: Mapping[str, Any]) -> str:
+    """A stored failure in one line: which node and what it said (the traceback is in
+    ``--json``; the step is the checkpoint's, printed above it)."""
+    where = f"node {error['node']!r}" if error.get("node") else "the step"
+    kind = str(error.get("type") or error.get("error") or "error").rpartition(".")[2]
+    return f"{where} failed: {kind}: {error.get('message', '')}"
 
 
 def cmd_diff(inv: Invocation, a: str, b: str, namespace: str) -> None:
@@ -169,7 +184,42 @@ def cmd_diff(inv: Invocation, a: str, b: str, namespace: str) -> None:
     for k, v in heads.removed.items():
         out.value(f"- {k} (only in {a})", v)
     for c in heads.changed:
-        out.value(f"~ {c.key}", {a: c.before, b: c.after})
+        channel = diff_channel(c.key, c.before, c.after)
+        if channel is not None:
+            for title, value in _channel_lines(channel, {a: c.before, b: c.after}):
+                out.value(title, value)
+
+
+def _channel_lines(c: ChannelDiff, both: dict[str, Any]) -> list[tuple[str, Any]]:
+    """What differs in one channel held by both heads, as ``(title, value)`` pairs: of a list,
+    the items one side has and the other has not (a long chat that forked shows where, not
+    all of it twice); of a mapping, its entries that differ; else both values (``both``:
+    each thread's value by its id)."""
+    key = c.key
+    a, b = both
+    if c.kind in ("list", "messages"):
+        noun = "messages" if c.kind == "messages" else "items"
+        lines: list[tuple[str, Any]] = []
+        if c.removed_items:
+            lines.append((f"~ {key}: {plural(len(c.removed_items), noun[:-1])} only in {a}", list(c.removed_items)))
+        if c.appended:
+            lines.append((f"~ {key}: {plural(len(c.appended), noun[:-1])} only in {b}", list(c.appended)))
+        if c.updated:
+            changed = [{a: before, b: after} for before, after in c.updated]
+            lines.append((f"~ {key}: {plural(len(c.updated), 'message')} with one id and different content", changed))
+        return lines or [(f"~ {key}: the same {noun} in another order", both)]
+    if c.kind == "map":
+        lines = []
+        if c.added_keys:
+            lines.append((f"~ {key}: entries only in {b}", dict(c.added_keys)))
+        if c.removed_keys:
+            lines.append((f"~ {key}: entries only in {a}", dict(c.removed_keys)))
+        if c.changed_keys:
+            lines.append(
+                (f"~ {key}: entries that differ", {k: {a: old, b: new} for k, (old, new) in c.changed_keys.items()})
+            )
+        return lines
+    return [(f"~ {key}", both)]
 
 
 def cmd_fork(
