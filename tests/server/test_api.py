@@ -326,11 +326,19 @@ def test_threads_and_checkpoints_have_the_command_lines_json_shape(client: TestC
     assert all(t["lease"] is None and t["cursor"] for t in sent)
     history = client.get("/api/threads/done/history").json()["checkpoints"]
     assert [_without(cp, "writes", "errors") for cp in history] == plait("history", "done")
-    assert _without(client.get("/api/threads/done/state").json(), "writes", "errors") == plait("state", "done")
+    # ``plait state`` adds the thread's status and stored errors (the Studio's page shows them apart)
+    printed_state = plait("state", "done")
+    assert (printed_state["status"], printed_state["errors"]) == ("idle", [])
+    assert _without(client.get("/api/threads/done/state").json(), "writes", "errors") == _without(
+        printed_state, "status", "errors"
+    )
     summary = client.get("/api/threads/waiting").json()
     extras = ("lease", "cursor", "next", "interrupts", "errors", "head", "runs")
     assert _without(summary, *extras) == printed["waiting"]
-    assert _without(summary["head"], "writes", "errors") == _without(plait("state", "waiting"), "values")
+    assert _without(summary["head"], "writes", "errors") == _without(
+        plait("state", "waiting"), "values", "status", "errors"
+    )
+    assert summary["status"] == plait("state", "waiting")["status"] == "interrupted"
 
 
 def test_a_studio_runs_times_are_iso_utc_with_microseconds() -> None:
