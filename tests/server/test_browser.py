@@ -322,15 +322,15 @@ def test_odd_thread_ids_in_a_browser(browser: Any, tmp_path: Path) -> None:
         tab.page.goto(server.url + "/")
         rows = tab.page.locator("table.threads tbody tr")
         expect(rows).to_have_count(5)
-        heights = {
-            t: tab.page.locator(f"table.threads tbody tr >> nth={i}").bounding_box()["height"]
-            for i, t in enumerate(
-                tab.page.eval_on_selector_all("table.threads tbody tr", "rs => rs.map(r => r.dataset.thread)")
+        # measured in one evaluation: the list may be redrawn (its live refresh) between two calls
+        heights = dict(
+            tab.page.eval_on_selector_all(
+                "table.threads tbody tr", "rs => rs.map(r => [r.dataset.thread, r.getBoundingClientRect().height])"
             )
-        }
+        )
         assert heights[long] == heights["plain"] and heights[two_lines] == heights["plain"], heights
-        cell = tab.page.locator(f'a.tid[title="{long}"]')
-        assert cell.bounding_box()["width"] < 600
+        width = tab.page.eval_on_selector(f'a.tid[title="{long}"]', "a => a.getBoundingClientRect().width")
+        assert width < 600
         expect(tab.page.locator('a.tid[title="two\\\\nlines"]')).to_have_text("two\\nlines")
 
         tab.page.click('a.tid:text-is("user/42")')

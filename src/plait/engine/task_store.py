@@ -69,8 +69,10 @@ class TaskStore(SyncFacade):
 
     async def aget(self, namespace: Sequence[str], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
         """The item as the store would hold it with this task's staged writes applied."""
-        stored = await self._store.aget(namespace, key, refresh_ttl=refresh_ttl)
+        # The writes not yet in the store are taken before the store is read: a commit that
+        # lands during the read leaves its write in this copy (the store's answer may be older).
         w = self._last().get((tuple(namespace), key))
+        stored = await self._store.aget(namespace, key, refresh_ttl=refresh_ttl)
         if w is None:
             return stored
         if w.value is None:

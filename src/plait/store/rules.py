@@ -33,6 +33,7 @@ __all__ = [
     "same_json",
 ]
 
+_ALL: Final = 2**62
 OPERATORS: Final[frozenset[str]] = frozenset(get_args(Operator))
 _MISSING: Final = object()
 
@@ -124,7 +125,8 @@ def check_page(limit: Any, offset: Any) -> tuple[int, int]:
         raise ValueError(f"limit={limit!r}: give a number of items, 0 or more")
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise ValueError(f"offset={offset!r}: give a number of items to skip, 0 or more")
-    return limit, offset
+    # past 2**62 every count means "all" (and a database's 64-bit integers cannot take more)
+    return min(limit, _ALL), min(offset, _ALL)
 
 
 def parse_filter(filter: Mapping[str, Any] | None) -> tuple[Condition, ...]:
