@@ -11,13 +11,14 @@ staged writes back: ``get`` and ``search`` answer as if they were applied.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from plait._frozen import thaw
 from plait.store import NOT_GIVEN, Item, MemoryWrite, NotGiven, SearchItem, Store
 from plait.store.facade import SyncFacade
 from plait.store.memory import search_page
-from plait.store.records import from_micros
+from plait.store.records import StoredItem, from_micros
 from plait.store.rules import matches
 from plait.store.vectors import dot
 
@@ -101,17 +102,9 @@ class TaskStore(SyncFacade):
         mine = {k: w for k, w in self._last().items() if k[0][:n] == search.prefix}
         if not mine:
             rows = await self._store.backend.asearch_memory(search)
-            return [_search_item(r.namespace, r.key, r.value, r.created_at, r.updated_at, r.score) for r in rows]
+            return [r.to_search_item() for r in rows]
         # Ask the store for enough to fill the page whatever the staged writes replace.
-        wide = type(search)(
-            prefix=search.prefix,
-            conditions=search.conditions,
-            limit=search.offset + search.limit + len(mine),
-            offset=0,
-            vector=search.vector,
-            now=search.now,
-            refresh=search.refresh,
-        )
+        wide = replace(search, limit=search.offset + search.limit + len(mine), offset=0)
         rows = await self._store.backend.asearch_memory(wide)
         found: list[tuple[float | None, int, tuple[str, ...], str, Any, int]] = [
             (r.score, r.updated_at, r.namespace, r.key, r.value, r.created_at)
@@ -131,7 +124,7 @@ class TaskStore(SyncFacade):
         page = search_page(
             found, lambda f: (f[0], f[1], f[2], f[3]), search.vector is not None, search.offset, search.limit
         )
-        return [_search_item(ns, key, value, c, u, score) for score, u, ns, key, value, c in page]
+        return [StoredItem(ns, key, value, c, u, score).to_search_item() for score, u, ns, key, value, c in page]
 
     async def alist_namespaces(
         self,
@@ -147,16 +140,3 @@ class TaskStore(SyncFacade):
         return await self._store.alist_namespaces(
             prefix=prefix, suffix=suffix, max_depth=max_depth, limit=limit, offset=offset
         )
-
-
-def _search_item(
-    ns: tuple[str, ...], key: str, value: Any, created: int, updated: int, score: float | None
-) -> SearchItem:
-    return SearchItem(
-        namespace=ns,
-        key=key,
-        value=thaw(value),
-        created_at=from_micros(created),
-        updated_at=from_micros(updated),
-        score=score,
-    )

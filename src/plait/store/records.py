@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
+from plait._frozen import thaw
+
 __all__ = [
     "Condition",
     "Item",
@@ -90,6 +92,27 @@ class StoredItem:
     created_at: int
     updated_at: int
     score: float | None = None
+
+    def to_item(self) -> Item:
+        """The public record: the value thawed (the caller's own copy), times as UTC datetimes."""
+        return Item(
+            namespace=self.namespace,
+            key=self.key,
+            value=thaw(self.value),
+            created_at=from_micros(self.created_at),
+            updated_at=from_micros(self.updated_at),
+        )
+
+    def to_search_item(self) -> SearchItem:
+        """:meth:`to_item` with the search's score."""
+        return SearchItem(
+            namespace=self.namespace,
+            key=self.key,
+            value=thaw(self.value),
+            created_at=from_micros(self.created_at),
+            updated_at=from_micros(self.updated_at),
+            score=self.score,
+        )
 
 
 @dataclass(frozen=True, slots=True)

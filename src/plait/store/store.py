@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypedDict
 
-from plait._frozen import thaw
 from plait._sync import run_sync
 from plait.errors import EmbeddingError, InvalidMemoryError
 from plait.store.facade import SyncFacade
@@ -30,8 +29,6 @@ from plait.store.records import (
     Namespace,
     NamespaceListing,
     SearchItem,
-    StoredItem,
-    from_micros,
 )
 from plait.store.rules import (
     check_key,
@@ -57,27 +54,6 @@ class TTLConfig(TypedDict, total=False):
     sweep_interval_minutes: int | None
     """How often ``plait worker`` and ``plait serve`` delete expired items (None: the
     default, 60 minutes). Expired items are invisible at once either way."""
-
-
-def _to_item(row: StoredItem) -> Item:
-    return Item(
-        namespace=row.namespace,
-        key=row.key,
-        value=thaw(row.value),
-        created_at=from_micros(row.created_at),
-        updated_at=from_micros(row.updated_at),
-    )
-
-
-def _to_search_item(row: StoredItem) -> SearchItem:
-    return SearchItem(
-        namespace=row.namespace,
-        key=row.key,
-        value=thaw(row.value),
-        created_at=from_micros(row.created_at),
-        updated_at=from_micros(row.updated_at),
-        score=row.score,
-    )
 
 
 def _conditions(op: ListNamespacesOp) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
@@ -260,7 +236,7 @@ class Store(SyncFacade):
         """The item, or None when there is none or it expired."""
         ns = check_namespace(namespace)
         row = await self.backend.aget_memory(ns, check_key(ns, key), now=self.now(), refresh=self._refresh(refresh_ttl))
-        return None if row is None else _to_item(row)
+        return None if row is None else row.to_item()
 
     async def search_for(
         self,
@@ -313,7 +289,7 @@ class Store(SyncFacade):
         search = await self.search_for(
             namespace_prefix, query=query, filter=filter, limit=limit, offset=offset, refresh_ttl=refresh_ttl
         )
-        return [_to_search_item(r) for r in await self.backend.asearch_memory(search)]
+        return [r.to_search_item() for r in await self.backend.asearch_memory(search)]
 
     def listing_for(
         self,
