@@ -21,11 +21,10 @@ def test_a_failed_run_says_which_resume_command_continues_it(cli: Cli) -> None:
     res = cli("run", "flow.py:graph", "-i", '{"topic": "bad"}', "-t", "tb", "--db", "f.db", "--namespace", "ns")
     assert res.code == EXIT_FAILED
     line = res.one_line()
-    assert line.startswith(
-        "error: NodeError: node 'check' failed in super-step 1 of thread 'tb': ValueError: bad topic"
-    )
+    assert line.startswith("error: NodeError: node 'check' failed in step 2 of thread 'tb': ValueError: bad topic")
     assert "plait resume flow.py:graph tb --db f.db --namespace ns re-runs only the tasks that did not finish" in line
     no_python(line)
+    assert "step 2  check  failed" in res.out + res.err, "the progress line and the error name one step"
 
 
 def test_a_failed_run_with_plait_db_needs_no_db_in_its_hint(cli: Cli) -> None:

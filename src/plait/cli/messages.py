@@ -49,7 +49,7 @@ def describe(exc: BaseException, inv: Invocation) -> str:  # noqa: PLR0912 - one
             cause = f"{type(exc.__cause__).__name__}: {exc.__cause__}"
         else:
             cause = str(exc)
-        text = f"NodeError: node {exc.node!r} failed in super-step {exc.step}"
+        text = f"NodeError: node {exc.node!r} failed in step {exc.step + 1}"  # as the progress lines number it
         if thread:
             text += f" of thread {thread!r}: {cause}. The thread is resumable: "
             text += f"plait resume {target} {_q(thread)}{run_flags} re-runs only the tasks that did not finish"

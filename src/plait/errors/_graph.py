@@ -99,6 +99,9 @@ class NodeError(RunError):
     def __init__(self, node: str, step: int, thread_id: str | None, cause: BaseException) -> None:
         self.node = node
         self.step = step
+        """The step of the checkpoint the task ran from. The message says ``step + 1``, the
+        step its writes would have made, which is how ``plait history``, the CLI's progress
+        and the Studio number a node's work."""
         self.thread_id = thread_id
         where = f" of thread {thread_id!r}" if thread_id else ""
         resume = (
@@ -107,7 +110,7 @@ class NodeError(RunError):
             if thread_id
             else ""
         )
-        super().__init__(f"node {node!r} failed in super-step {step}{where}: {type(cause).__name__}: {cause}.{resume}")
+        super().__init__(f"node {node!r} failed in step {step + 1}{where}: {type(cause).__name__}: {cause}.{resume}")
 
 
 class NodeTimeoutError(NodeError, TimeoutError):

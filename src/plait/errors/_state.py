@@ -148,7 +148,7 @@ class ConcurrentWriteError(StateError):
         self.channel = channel
         self.nodes = tuple(nodes)
         self.step = step
-        at = f" in super-step {step}" if step is not None else ""
+        at = f" in step {step + 1}" if step is not None else ""  # the step the writes were for
         super().__init__(
             f"nodes {' and '.join(repr(n) for n in self.nodes)} both wrote last-write-wins "
             f"channel {channel!r}{at}; which one wins would depend on timing. Give the channel "
