@@ -42,6 +42,7 @@ from plait.server.paths import THREAD_ID, thread_target, thread_url
 from plait.server.queue import error_summary
 from plait.server.render import change_html, shown_id, state_html, tree_html
 from plait.server.studio import Studio, check_write, studio_of
+from plait.server.timings import step_timing
 
 __all__ = ["router"]
 
@@ -60,6 +61,7 @@ _env.globals["error_summary"] = error_summary
 _env.globals["tree"] = tree_html
 _env.globals["run_url"] = lambda run_id: f"/runs/{quote(run_id, safe='')}"
 _env.globals["statuses"] = STATUSES
+_env.globals["step_timing"] = step_timing
 
 PAGE_METHODS = ["GET", "HEAD"]
 """A page answers HEAD as GET does (a link checker's or a proxy's look), not with a 405."""

@@ -1,0 +1,81 @@
+"""The timeline's per-step detail: how long each node took, which was retried, and who ran
+the step (a run's ``timings`` and ``owner`` metadata), on the page and in the JSON API."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from plait import SqliteCheckpointer
+from plait.server.timings import duration_text, step_timing
+
+from ._studio_support import make_client
+from ._timeline_support import write_step
+
+
+@pytest.fixture
+def timed(tmp_path: Path) -> Iterator[TestClient]:
+    saver = SqliteCheckpointer(str(tmp_path / "timed.db"))
+    saver.setup()
+    write_step(saver, "timed", {"topic": "rivers"}, source="input")
+    write_step(
+        saver,
+        "timed",
+        {"notes": ["a"], "sources": {"web": 1}},
+        metadata={
+            "writes": {"research": ["notes"], "fetch": ["sources"]},
+            "timings": [["research", 0.012, 1], ["fetch", 1.34, 2]],
+            "owner": "worker-a/job-7",
+        },
+    )
+    write_step(saver, "timed", {"style": "brief"}, source="update", metadata={"writes": {"": ["style"]}})
+    with make_client(saver) as c:
+        yield c
+    saver.close()
+
+
+def _rows(page: str) -> list[str]:
+    return re.findall(r"<li data-id=.*?</li>", page, flags=re.S)
+
+
+def test_a_step_shows_its_nodes_durations_retries_and_owner(timed: TestClient) -> None:
+    update, loop, root = _rows(timed.get("/threads/timed").text)
+    assert "<b>research</b> 12 ms" in loop and "<b>fetch</b> 1.3 s" in loop
+    assert loop.count('class="attempt"') == 1 and "attempt 2" in loop and "data-retried" in loop
+    assert "by worker-a/job-7" in loop
+    for quiet in (update, root):  # no timings recorded: nothing extra
+        assert 'class="timing"' not in quiet and "attempt" not in quiet
+
+
+def test_the_api_gives_a_checkpoints_timings_and_owner(timed: TestClient) -> None:
+    history = timed.get("/api/threads/timed/history").json()["checkpoints"]
+    loop = next(cp for cp in history if cp["source"] == "loop")
+    assert loop["metadata"]["timings"] == [["research", 0.012, 1], ["fetch", 1.34, 2]]
+    assert loop["metadata"]["owner"] == "worker-a/job-7"
+    state = timed.get("/api/threads/timed/state", params={"checkpoint_id": loop["checkpoint_id"]}).json()
+    assert state["metadata"]["timings"][1] == ["fetch", 1.34, 2]
+    assert all("timings" not in cp["metadata"] for cp in history if cp["source"] != "loop")
+
+
+def test_durations_read_at_a_glance() -> None:
+    assert [duration_text(s) for s in (0.0004, 0.012, 0.9994, 1.34, 59.96, 125, 7300)] == [
+        "0.4 ms",
+        "12 ms",
+        "999 ms",
+        "1.3 s",
+        "1 min 0 s",
+        "2 min 5 s",
+        "2 h 1 min",
+    ]
+
+
+def test_metadata_of_another_shape_shows_nothing() -> None:
+    assert step_timing({}) is None
+    assert step_timing({"timings": "soon", "owner": 7}) is None
+    odd = step_timing({"timings": [["a"], [1, 2, 3], ["b", True, 1], ["c", 0.5, "x"], ["d", 2]]})
+    assert odd is not None and [(n.node, n.seconds, n.attempts) for n in odd.nodes] == [("c", 0.5, 1), ("d", 2.0, 1)]
+    assert step_timing({"owner": "w/job-1"}) == type(odd)((), "w/job-1")
