@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from plait import SqliteCheckpointer
 from plait.server.timings import duration_text, step_timing
 
-from ._studio_support import make_client
+from ._studio_support import ORIGIN, make_client
 from ._timeline_support import write_step
 
 
@@ -79,3 +79,33 @@ def test_metadata_of_another_shape_shows_nothing() -> None:
     odd = step_timing({"timings": [["a"], [1, 2, 3], ["b", True, 1], ["c", 0.5, "x"], ["d", 2]]})
     assert odd is not None and [(n.node, n.seconds, n.attempts) for n in odd.nodes] == [("c", 0.5, 1), ("d", 2.0, 1)]
     assert step_timing({"owner": "w/job-1"}) == type(odd)((), "w/job-1")
+
+
+def test_a_huge_write_makes_a_small_change_panel_and_loads_whole(client: TestClient) -> None:
+    token = client.get("/api/csrf").json()["csrf_token"]
+    huge, items = "y" * 2_000_000, [{"n": i, "text": f"item {i}"} for i in range(3000)]
+    r = client.post(
+        "/api/threads/done/state",
+        json={"values": {"answer": huge, "notes": items}},
+        headers={"Origin": ORIGIN, "X-CSRF-Token": token},
+    )
+    assert r.status_code == 201
+    page = client.get("/threads/done").text
+    assert len(page) < 60_000  # the whole write is 2.1 MB
+    assert "a string of 2,000,000 characters" in page and "3,000 appended" in page and "… and 2,995 more" in page
+    loads = {
+        m.group(2): m.group(1).replace("&amp;", "&")
+        for m in re.finditer(r'data-lazy="([^"]*/changes\?[^"]*key=(\w+))"', page)
+    }
+    assert sorted(loads) == ["answer", "notes"]
+    answer = client.get(loads["answer"]).json()
+    assert answer["key"] == "answer" and answer["value"]["after"] == huge and answer["value"]["kind"] == "changed"
+    assert client.get(loads["notes"]).json()["value"]["appended"] == items
+    missing = client.get(loads["notes"].replace("key=notes", "key=style"))
+    assert missing.status_code == 404 and "style" in missing.json()["message"]
+
+
+def test_a_small_change_is_still_inline(client: TestClient) -> None:
+    page = client.get("/threads/done").text
+    assert 'class="change changed"' in page or 'class="change ' in page
+    assert "/changes?" not in page

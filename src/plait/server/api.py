@@ -182,14 +182,20 @@ async def get_state(
 
 @router.get(f"/threads/{THREAD_ID}/changes", summary="What a checkpoint changed against its parent")
 async def get_changes(
-    request: Request, thread_id: str, namespace: Namespace = "", checkpoint_id: str | None = None
+    request: Request,
+    thread_id: str,
+    namespace: Namespace = "",
+    checkpoint_id: str | None = None,
+    key: Annotated[str | None, Query(description="Only this channel's change (what the page loads lazily).")] = None,
 ) -> Response:
     studio = studio_of(request)
-    return json_response(
-        checkpoint_diff_json(
-            await ins.changes(studio.checkpointer, thread_id, checkpoint_id or None, namespace=namespace)
-        )
-    )
+    d = await ins.changes(studio.checkpointer, thread_id, checkpoint_id or None, namespace=namespace)
+    if key is not None:
+        found = next((c for c in d.channels if c.key == key), None)
+        if found is None:
+            raise CheckpointNotFoundError(thread_id, f"{d.b.id} (a change of channel {key!r})", namespace)
+        return json_response({"key": key, "value": found.to_json()})
+    return json_response(checkpoint_diff_json(d))
 
 
 @router.get("/diff", summary="The per-channel diff of two checkpoints, of one thread or two")

@@ -184,6 +184,7 @@ async def thread_page(
         selected=selected,
         is_head=selected.id == summary.head.id,
         change=change,
+        change_url=_api_url(request, thread_id, "/changes", namespace, selected.id),
         state=state_html(selected.values, root_of(request.scope) + lazy_path, lazy_query),
         graph_name=graph_name,
         svg=Markup(svg) if svg else None,
@@ -200,6 +201,12 @@ async def thread_page(
         events=thread_url(thread_id, "/events", api=True, namespace=namespace or None),
         interrupt_json=json.dumps(summary.interrupts[0].value, indent=2, default=str) if summary.interrupts else "",
     )
+
+
+def _api_url(request: Request, thread_id: str, suffix: str, namespace: str, checkpoint_id: str) -> str:
+    """An API URL of the thread's, under the mount path, with a query to add ``&key=`` to."""
+    path, query = thread_target(thread_id, suffix, api=True, namespace=namespace or None, checkpoint_id=checkpoint_id)
+    return root_of(request.scope) + path + "?" + urlencode(query)
 
 
 def _writes(cp: Checkpoint) -> str:
