@@ -20,7 +20,7 @@ from plait import END, PostgresCheckpointer, SqliteCheckpointer
 from plait.server import create_app
 
 from ._studio_support import LiveServer, build_graph
-from ._timeline_support import write_step
+from ._timeline_support import retried_graph, write_step
 from .test_browser import Page, browser, sync_api  # noqa: F401  (browser: the fixture, shared)
 
 TIMINGS = {"timings": [["research", 0.012, 1], ["fetch", 1.34, 2]], "owner": "worker-a/job-7"}
@@ -51,6 +51,7 @@ def _seed(db: str) -> None:
     write_step(saver, "timed", {"style": "brief"}, source="update")
     huge = {"answer": "y" * 2_000_000, "notes": [{"n": i, "text": f"item {i}"} for i in range(3000)]}
     write_step(saver, "timed", huge, metadata={"timings": [["ask", 0.4, 1]], "owner": "worker-b/job-9"})
+    retried_graph().bind(checkpointer=saver).invoke({"topic": "rivers"}, thread_id="research", owner="worker-a/job-7")
     saver.close()
 
 
@@ -104,7 +105,10 @@ def test_the_timeline_change_panel_and_graph_in_a_browser(browser: Any, tmp_path
         assert sub_fill not in (plain.evaluate("r => getComputedStyle(r).fill"), "rgb(185, 240, 192)")  # running
         expect(tab.page.locator("#graph .legend .sw.subgraph")).to_be_visible()
         assert tab.page.eval_on_selector("#graph rect.bg", "r => getComputedStyle(r).fill") == "rgb(255, 255, 255)"
-        tab.page.goto(server.url + "/threads/timed?checkpoint=" + (steps.nth(2).get_attribute("data-id") or ""))
+        # A real run's timeline (a retried node, a worker's name), for the docs.
+        tab.page.goto(server.url + "/threads/research")
+        expect(tab.page.locator('.timeline .took[data-node="fetch"] .attempt')).to_have_text("attempt 2")
+        expect(tab.page.locator(".timeline .owner").first).to_have_text("by worker-a/job-7")
         _element_shot(tab, "#timeline", "timeline")
         assert tab.errors == []
         tab.context.close()

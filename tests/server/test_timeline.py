@@ -14,7 +14,7 @@ from plait import SqliteCheckpointer
 from plait.server.timings import duration_text, step_timing
 
 from ._studio_support import ORIGIN, make_client
-from ._timeline_support import write_step
+from ._timeline_support import retried_graph, write_step
 
 
 @pytest.fixture
@@ -62,8 +62,9 @@ def test_the_api_gives_a_checkpoints_timings_and_owner(timed: TestClient) -> Non
 
 
 def test_durations_read_at_a_glance() -> None:
-    assert [duration_text(s) for s in (0.0004, 0.012, 0.9994, 1.34, 59.96, 125, 7300)] == [
-        "0.4 ms",
+    assert [duration_text(s) for s in (0.000024, 0.0006, 0.012, 0.9994, 1.34, 59.96, 125, 7300)] == [
+        "24 µs",
+        "1 ms",
         "12 ms",
         "999 ms",
         "1.3 s",
@@ -109,3 +110,25 @@ def test_a_small_change_is_still_inline(client: TestClient) -> None:
     page = client.get("/threads/done").text
     assert 'class="change changed"' in page or 'class="change ' in page
     assert "/changes?" not in page
+
+
+def test_a_real_run_with_a_retried_node_shows_its_durations_attempt_and_owner(tmp_path: Path) -> None:
+    saver = SqliteCheckpointer(str(tmp_path / "real.db"))
+    app = retried_graph().bind(checkpointer=saver)
+    app.invoke({"topic": "rivers"}, thread_id="real", owner="worker-a/job-7")
+    with make_client(saver) as c:
+        rows = _rows(c.get("/threads/real").text)
+        took = r"<b>{}</b> \d+(\.\d)? (µs|ms|s)"
+        (both,) = [row for row in rows if 'data-node="fetch"' in row]
+        assert re.search(took.format("fetch"), both) and re.search(took.format("search"), both), both
+        assert both.count("attempt 2") == 1 and "by worker-a/job-7" in both
+        fetch = re.search(r'<span class="took" data-node="fetch".*?</span></span>', both, flags=re.S)
+        assert fetch and "attempt 2" in fetch.group(0)
+        (write,) = [row for row in rows if 'data-node="write"' in row]
+        assert re.search(took.format("write"), write) and "attempt" not in write
+        assert sum('class="timing"' in row for row in rows) == 3  # plan, fetch + search, write: not the input
+        history = c.get("/api/threads/real/history").json()["checkpoints"]
+        step = next(cp for cp in history if "fetch" in cp["writes"])
+        assert {node: attempts for node, _, attempts in step["metadata"]["timings"]} == {"fetch": 2, "search": 1}
+        assert step["metadata"]["owner"] == "worker-a/job-7"
+    saver.close()

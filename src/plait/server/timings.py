@@ -38,10 +38,10 @@ class StepTiming:
 
 
 def duration_text(seconds: float) -> str:
-    """``0.4 ms``, ``12 ms``, ``1.3 s``, ``2 min 5 s``: short, and exact enough to compare
+    """``24 µs``, ``12 ms``, ``1.3 s``, ``2 min 5 s``: short, and exact enough to compare
     the nodes of one step."""
-    if seconds < 0.001:
-        return f"{seconds * 1000:.1f} ms"
+    if seconds < 0.0005:
+        return f"{seconds * 1e6:.0f} µs"
     if seconds < 1:
         return f"{seconds * 1000:.0f} ms"
     if seconds < 59.95:
