@@ -6,7 +6,10 @@ from __future__ import annotations
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
+from plait import SqliteCheckpointer
 from plait.server import api, memory
+
+from ._studio_support import MOUNT, mounted_client
 
 PARAMS = {"thread_id": "done", "name": "small", "run_id": "no-such-run"}
 STREAMS = ("/events",)
@@ -39,3 +42,11 @@ def test_head_on_a_write_only_path_is_still_refused_with_its_methods(client: Tes
     r = client.head("/api/threads/done/fork")
     assert r.status_code == 405 and r.headers["allow"] == "POST"
     assert "HEAD" in client.put("/api/threads/done").headers["allow"].split(", ")
+
+
+def test_head_on_the_api_of_a_mounted_studio(saver: SqliteCheckpointer) -> None:
+    with mounted_client(saver) as c:
+        head, got = c.head(f"{MOUNT}/api/threads/done/history"), c.get(f"{MOUNT}/api/threads/done/history")
+        assert (head.status_code, head.content) == (200, b"")
+        assert int(head.headers["content-length"]) == len(got.content)
+        assert c.head(f"{MOUNT}/threads/done").status_code == 200  # a page, as before

@@ -105,6 +105,15 @@ def test_a_huge_write_makes_a_small_change_panel_and_loads_whole(client: TestCli
     missing = client.get(loads["notes"].replace("key=notes", "key=style"))
     assert missing.status_code == 404 and "style" in missing.json()["message"]
 
+    # The diff page of the same two checkpoints: as small, and loads the same values.
+    picks = re.findall(r'name="pick" value="([^"]+)"', page)[:2]
+    diff = client.get("/diff", params=[("pick", p) for p in picks]).text
+    assert len(diff) < 30_000 and "3,000 appended" in diff
+    lazy = dict(re.findall(r'data-lazy="([^"]*/api/diff\?[^"]*key=(\w+))"', diff))
+    assert sorted(lazy.values()) == ["answer", "notes"]
+    by_key = {k: url.replace("&amp;", "&") for url, k in lazy.items()}
+    assert client.get(by_key["notes"]).json()["value"]["appended"] == items
+
 
 def test_a_small_change_is_still_inline(client: TestClient) -> None:
     page = client.get("/threads/done").text

@@ -264,7 +264,9 @@ async def diff_page(
             d=None,
             message=str(exc),
         )
-    return _render(request, "diff.html", a=a, b=b, d=d, message=None, url=_thread_url)
+    pinned = {"a": f"{d.a.thread_id}@{d.a.id}" if d.a else a, "b": f"{d.b.thread_id}@{d.b.id}", "namespace": namespace}
+    lazy = root_of(request.scope) + "/api/diff?" + urlencode({k: v for k, v in pinned.items() if v})
+    return _render(request, "diff.html", a=a, b=b, d=d, message=None, url=_thread_url, diff_url=lazy)
 
 
 # -- the forms ---------------------------------------------------------------------------------
