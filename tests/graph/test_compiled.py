@@ -626,7 +626,7 @@ def test_every_thread_says_how_it_stands_and_keeps_its_error(backend: str, tmp_p
 
     asyncio.run(cancelled())
     statuses = {t.thread_id: t.status for t in app.list_threads()}
-    assert statuses == {"done": "idle", "asking": "interrupted", "failed": "error", "look": "idle", "cut": "stale"}
+    assert statuses == {"done": "idle", "asking": "interrupted", "failed": "error", "look": "idle", "cut": "ready"}
     failed = app.get_state("failed")
     assert failed.status == "error" and failed.next == ("work",)
     assert failed.error is not None and failed.error.node == "work" and failed.error.step == 0

@@ -543,7 +543,7 @@ class Driver(Starting):
     async def _stop_at(self, cur: Checkpoint) -> None:
         """End the run at a super-step boundary, as its hooks asked: ``cur`` is stored (in
         every durability mode) and nothing of the next step has started; the lease is given
-        back leaving the thread ``stale``, and the next run continues from ``cur``."""
+        back leaving the thread ``ready``, and the next run continues from ``cur``."""
         if self.persist is not None:
             await self.persist.persist_current(cur)
         raise _Stop(self._result(cur, (), "stopped"))
