@@ -257,7 +257,7 @@ def draw_mermaid(spec: GraphSpec, *, xray: bool = False) -> str:
     lines = ["flowchart TD", *_mermaid_body(spec, "", "    ", xray)]
     lines.append("    classDef terminal fill:#eef,stroke:#446")
     lines.append("    classDef dynamic fill:#fff,stroke:#888,stroke-dasharray:4 3")
-    lines.append("    classDef nested fill:#eef7ee,stroke:#2e6b2e")
+    lines.append(f"    classDef nested fill:{SUBGRAPH[0]},stroke:{SUBGRAPH[1]}")
     return "\n".join(lines) + "\n"
 
 
@@ -345,6 +345,8 @@ _NODE_H = 34.0
 _GAP_X = 36.0
 _GAP_Y = 64.0
 _MARGIN = 24.0
+SUBGRAPH = ("#eef0fb", "#4b4f9e")
+"""A subgraph node's fill and border: unlike the Studio's next (amber) and running (green) marks."""
 _COLOURS: dict[EdgeKind, str] = {"edge": "#333", "join": "#1f5fa8", "conditional": "#8a5a00", "dynamic": "#7a2e8a"}
 
 
@@ -363,6 +365,7 @@ def draw_svg(spec: GraphSpec) -> str:
     widths = {name: _width(n) for name, n in lay.nodes.items()}
     row_w = [sum(widths[n] for n in row) + _GAP_X * (len(row) - 1) for row in lay.layers]
     total_w = max([*row_w, 360.0]) + 2 * _MARGIN + 80.0  # room on the right for loop arcs
+    total_w = max(total_w, _LEGEND_W + 2 * _MARGIN)
     pos: dict[str, tuple[float, float]] = {}
     for r, row in enumerate(lay.layers):
         x = _MARGIN + (total_w - 80.0 - 2 * _MARGIN - row_w[r]) / 2
@@ -371,7 +374,7 @@ def draw_svg(spec: GraphSpec) -> str:
             pos[name] = (x + widths[name] / 2, y + _NODE_H / 2)
             x += widths[name] + _GAP_X
     legend_y = _MARGIN + len(lay.layers) * (_NODE_H + _GAP_Y) - _GAP_Y / 2
-    total_h = legend_y + 40.0
+    total_h = legend_y + 40.0 + _LEGEND_ROW * (len(_LEGEND) - 1)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_w:.0f}" height="{total_h:.0f}" '
         f'viewBox="0 0 {total_w:.0f} {total_h:.0f}" font-family="sans-serif" font-size="12">',
@@ -382,7 +385,7 @@ def draw_svg(spec: GraphSpec) -> str:
             for kind, colour in _COLOURS.items()
         ),
         "</defs>",
-        '<rect width="100%" height="100%" fill="#ffffff"/>',
+        '<rect class="bg" width="100%" height="100%" fill="#ffffff"/>',
     ]
     parts += list(_svg_edges(lay, pos, widths, total_w))
     for name, n in lay.nodes.items():
@@ -417,7 +420,7 @@ def _svg_edges(
         yield f'<path class="edge {e.kind}" d="{d}" {style}/>'
         if e.label:
             yield (
-                f'<text class="edge-label" x="{lx:.1f}" y="{ly:.1f}" text-anchor="middle" font-size="10" '
+                f'<text class="edge-label" x="{lx:.1f}" y="{ly:.1f}" text-anchor="middle" font-size="11" '
                 f'fill="{colour}" paint-order="stroke" stroke="#fff" stroke-width="3">{escape(e.label)}</text>'
             )
 
@@ -435,12 +438,12 @@ def _svg_node(n: _Node, centre: tuple[float, float], width: float) -> str:
             f'<rect x="{x:.1f}" y="{y:.1f}" width="{width:.1f}" height="{_NODE_H:.0f}" rx="4" '
             'fill="#fff" stroke="#7a2e8a" stroke-dasharray="4 3"/>'
         )
-    elif n.kind == "subgraph":  # a graph of its own: a double border
+    elif n.kind == "subgraph":  # a graph of its own: a double border, in a colour no run marker uses
         shape = (
             f'<rect x="{x:.1f}" y="{y:.1f}" width="{width:.1f}" height="{_NODE_H:.0f}" rx="6" '
-            'fill="#eef7ee" stroke="#2e6b2e"/>'
-            f'<rect x="{x + 3:.1f}" y="{y + 3:.1f}" width="{width - 6:.1f}" height="{_NODE_H - 6:.0f}" rx="4" '
-            'fill="none" stroke="#2e6b2e"/>'
+            f'fill="{SUBGRAPH[0]}" stroke="{SUBGRAPH[1]}"/>'
+            f'<rect class="inner" x="{x + 3:.1f}" y="{y + 3:.1f}" width="{width - 6:.1f}" height="{_NODE_H - 6:.0f}" '
+            f'rx="4" fill="none" stroke="{SUBGRAPH[1]}"/>'
         )
     else:
         shape = (
@@ -451,25 +454,30 @@ def _svg_node(n: _Node, centre: tuple[float, float], width: float) -> str:
     return f'<g class="node {n.kind}" data-name="{escape(n.label, {chr(34): "&quot;"})}">{shape}{text}</g>'
 
 
-def _svg_legend(y: float) -> list[str]:
-    items: list[tuple[EdgeKind, str]] = [
-        ("edge", "edge"),
-        ("join", "join (waits for all)"),
-        ("conditional", "conditional"),
-        ("dynamic", "dynamic (Send)"),
-    ]
-    out = ['<g class="legend" font-size="10">']
-    x = _MARGIN
-    for kind, text in items:
-        colour = _COLOURS[kind]
-        dash = ' stroke-dasharray="6 4"' if kind in ("conditional", "dynamic") else ""
-        width = "2.5" if kind == "join" else "1.3"
-        out.append(
-            f'<line x1="{x:.0f}" y1="{y:.0f}" x2="{x + 28:.0f}" y2="{y:.0f}" stroke="{colour}" '
-            f'stroke-width="{width}"{dash}/>'
-        )
-        out.append(f'<text class="legend-label" x="{x + 34:.0f}" y="{y + 4:.0f}" fill="#444">{escape(text)}</text>')
-        x += 44 + len(text) * 6.0
+_LEGEND: list[list[tuple[EdgeKind, str]]] = [
+    [("edge", "edge"), ("join", "join (waits for all)")],
+    [("conditional", "conditional"), ("dynamic", "dynamic (Send)")],
+]
+"""The legend's rows: two entries a row keeps a narrow graph's drawing narrow."""
+_LEGEND_ROW = 20.0
+_LEGEND_W = max(sum(44 + len(text) * 6.6 for _, text in row) for row in _LEGEND)
+"""How wide the legend is: the drawing is never narrower (an entry would be cut off)."""
+
+
+def _svg_legend(top: float) -> list[str]:
+    out = ['<g class="legend" font-size="11">']
+    for r, row in enumerate(_LEGEND):
+        x, y = _MARGIN, top + r * _LEGEND_ROW
+        for kind, text in row:
+            colour = _COLOURS[kind]
+            dash = ' stroke-dasharray="6 4"' if kind in ("conditional", "dynamic") else ""
+            width = "2.5" if kind == "join" else "1.3"
+            out.append(
+                f'<line class="{kind}" x1="{x:.0f}" y1="{y:.0f}" x2="{x + 28:.0f}" y2="{y:.0f}" stroke="{colour}" '
+                f'stroke-width="{width}"{dash}/>'
+            )
+            out.append(f'<text class="legend-label" x="{x + 34:.0f}" y="{y + 4:.0f}" fill="#444">{escape(text)}</text>')
+            x += 44 + len(text) * 6.6
     out.append("</g>")
     return out
 

@@ -182,14 +182,26 @@ async def get_state(
 
 @router.get(f"/threads/{THREAD_ID}/changes", summary="What a checkpoint changed against its parent")
 async def get_changes(
-    request: Request, thread_id: str, namespace: Namespace = "", checkpoint_id: str | None = None
+    request: Request,
+    thread_id: str,
+    namespace: Namespace = "",
+    checkpoint_id: str | None = None,
+    key: Annotated[str | None, Query(description="Only this channel's change (what the page loads lazily).")] = None,
 ) -> Response:
     studio = studio_of(request)
-    return json_response(
-        checkpoint_diff_json(
-            await ins.changes(studio.checkpointer, thread_id, checkpoint_id or None, namespace=namespace)
-        )
-    )
+    d = await ins.changes(studio.checkpointer, thread_id, checkpoint_id or None, namespace=namespace)
+    return _diff_response(d, key)
+
+
+def _diff_response(d: ins.CheckpointDiff, key: str | None) -> Response:
+    """The diff, or with ``key`` only that channel's part, ``{"key", "value"}``: what the page
+    loads when a change was too large to send with it."""
+    if key is None:
+        return json_response(checkpoint_diff_json(d))
+    found = next((c for c in d.channels if c.key == key), None)
+    if found is None:
+        raise CheckpointNotFoundError(d.b.thread_id, f"{d.b.id} (a change of channel {key!r})", d.b.namespace)
+    return json_response({"key": key, "value": found.to_json()})
 
 
 @router.get("/diff", summary="The per-channel diff of two checkpoints, of one thread or two")
@@ -198,10 +210,11 @@ async def get_diff(
     a: Annotated[str, Query(description="THREAD or THREAD@CHECKPOINT")],
     b: Annotated[str, Query(description="THREAD or THREAD@CHECKPOINT")],
     namespace: Namespace = "",
+    key: Annotated[str | None, Query(description="Only this channel's part (what the page loads lazily).")] = None,
 ) -> Response:
     studio = studio_of(request)
     d = await ins.diff_checkpoints(studio.checkpointer, ins.parse_ref(a, namespace), ins.parse_ref(b, namespace))
-    return json_response(checkpoint_diff_json(d))
+    return _diff_response(d, key)
 
 
 @router.get("/graphs", summary="The graphs this Studio can act with")

@@ -33,6 +33,7 @@ from plait.checkpoint.base import Checkpointer
 from plait.errors import PlaitError
 from plait.graph.compiled import CompiledGraph
 from plait.server import api, memory, pages
+from plait.server.head import ApiHead
 from plait.server.http import StudioRefusal, error_response, status_of
 from plait.server.live import Watcher
 from plait.server.paths import ThreadPaths
@@ -142,6 +143,7 @@ def create_app(
     app.include_router(memory.router, responses=api.ERRORS)
     app.include_router(pages.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    app.add_middleware(ApiHead)  # innermost: HEAD /api/... is a GET by the time it is routed
     app.add_middleware(SecurityMiddleware, guard=guard)
     app.add_middleware(ThreadPaths)  # outermost: the token redirect keeps an id's escaped '/'
     return app
@@ -176,12 +178,17 @@ def studio_lifespan(app: FastAPI) -> AbstractAsyncContextManager[None]:
     return cast("AbstractAsyncContextManager[None]", app.router.lifespan_context(app))
 
 
+ROUTERS = (api.router, memory.router, pages.router)
+"""The routers the app includes: their own routes are what a path's methods are read from
+(the app's list holds the inclusions, which carry no methods of their own)."""
+
+
 def _methods(app: FastAPI, scope: Any) -> set[str]:
     methods: set[str] = set()
-    for route in app.router.routes:
+    for route in (*app.router.routes, *(r for router in ROUTERS for r in router.routes)):
         if route.matches(scope)[0] is not Match.NONE:  # a full or a method-only (partial) match
             methods |= set(getattr(route, "methods", None) or ())
-    return methods
+    return methods | ({"HEAD"} if "GET" in methods else set())  # ApiHead answers HEAD wherever GET is
 
 
 def _shown(checkpointer: Checkpointer) -> str:

@@ -42,6 +42,7 @@ from plait.server.paths import THREAD_ID, thread_target, thread_url
 from plait.server.queue import error_summary
 from plait.server.render import change_html, shown_id, state_html, tree_html
 from plait.server.studio import Studio, check_write, studio_of
+from plait.server.timings import step_timing
 
 __all__ = ["router"]
 
@@ -60,6 +61,7 @@ _env.globals["error_summary"] = error_summary
 _env.globals["tree"] = tree_html
 _env.globals["run_url"] = lambda run_id: f"/runs/{quote(run_id, safe='')}"
 _env.globals["statuses"] = STATUSES
+_env.globals["step_timing"] = step_timing
 
 PAGE_METHODS = ["GET", "HEAD"]
 """A page answers HEAD as GET does (a link checker's or a proxy's look), not with a 405."""
@@ -182,6 +184,7 @@ async def thread_page(
         selected=selected,
         is_head=selected.id == summary.head.id,
         change=change,
+        change_url=_api_url(request, thread_id, "/changes", namespace, selected.id),
         state=state_html(selected.values, root_of(request.scope) + lazy_path, lazy_query),
         graph_name=graph_name,
         svg=Markup(svg) if svg else None,
@@ -198,6 +201,12 @@ async def thread_page(
         events=thread_url(thread_id, "/events", api=True, namespace=namespace or None),
         interrupt_json=json.dumps(summary.interrupts[0].value, indent=2, default=str) if summary.interrupts else "",
     )
+
+
+def _api_url(request: Request, thread_id: str, suffix: str, namespace: str, checkpoint_id: str) -> str:
+    """An API URL of the thread's, under the mount path, with a query to add ``&key=`` to."""
+    path, query = thread_target(thread_id, suffix, api=True, namespace=namespace or None, checkpoint_id=checkpoint_id)
+    return root_of(request.scope) + path + "?" + urlencode(query)
 
 
 def _writes(cp: Checkpoint) -> str:
@@ -255,7 +264,9 @@ async def diff_page(
             d=None,
             message=str(exc),
         )
-    return _render(request, "diff.html", a=a, b=b, d=d, message=None, url=_thread_url)
+    pinned = {"a": f"{d.a.thread_id}@{d.a.id}" if d.a else a, "b": f"{d.b.thread_id}@{d.b.id}", "namespace": namespace}
+    lazy = root_of(request.scope) + "/api/diff?" + urlencode({k: v for k, v in pinned.items() if v})
+    return _render(request, "diff.html", a=a, b=b, d=d, message=None, url=_thread_url, diff_url=lazy)
 
 
 # -- the forms ---------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 from markupsafe import Markup, escape
 
 from plait import inspect as ins
+from plait.server.render_large import json_size, large_change_html
 
 __all__ = ["ID_CHARS", "LAZY_BYTES", "change_html", "shown_id", "state_html", "tree_html"]
 
@@ -43,10 +44,6 @@ def shown_id(text: str, limit: int | None = ID_CHARS) -> str:
     with a ``limit``, cut short with an ellipsis so one long id cannot push a list's columns off."""
     out = "".join(_visible(ch) for ch in str(text))
     return out if limit is None or len(out) <= limit else out[: limit - 1] + "…"
-
-
-def _size(value: Any) -> int:
-    return len(json.dumps(value, default=str, ensure_ascii=False))
 
 
 def _leaf(value: Any) -> Markup:
@@ -85,7 +82,7 @@ def state_html(values: Mapping[str, Any], lazy_url: str, query: Mapping[str, str
     rows = []
     for key in sorted(values):
         value = values[key]
-        size = _size(value)
+        size = json_size(value)
         if size > LAZY_BYTES:
             url = lazy_url + "?" + urlencode({**query, "key": key})
             rows.append(
@@ -106,8 +103,16 @@ def _items(cls: str, sign: str, items: Any) -> Markup:
     )
 
 
-def change_html(d: ins.ChannelDiff) -> Markup:
-    """One channel's difference: appended/removed items, changed keys, or before → after."""
+def change_html(d: ins.ChannelDiff, lazy_url: str | None = None) -> Markup:
+    """One channel's difference: appended/removed items, changed keys, or before → after.
+
+    With ``lazy_url`` (where the API gives this one channel's change), a change whose JSON
+    is larger than :data:`LAZY_BYTES` is not sent whole: a count of what changed, the first
+    few small values, and a button (without JavaScript, a link) that loads the rest."""
+    if lazy_url is not None:
+        size = json_size(d.to_json())
+        if size > LAZY_BYTES:
+            return large_change_html(d, lazy_url + "&" + urlencode({"key": d.key}), size)
     parts: list[Markup] = []
     if d.kind in ("list", "messages"):
         parts.append(_items("add", "+", d.appended))

@@ -27,6 +27,8 @@ document.addEventListener("submit", (ev) => {
 });
 
 // -- the JSON tree's lazy values --------------------------------------------------------------
+const LONG = 2000; // characters of a string drawn before its "show all" button
+
 function tree(value, label) {
   const line = (el) => {
     if (label !== undefined) {
@@ -59,8 +61,18 @@ function tree(value, label) {
   div.className = "leaf";
   const v = document.createElement("span");
   v.className = "v " + (value === null ? "null" : typeof value === "string" ? "str" : typeof value === "number" ? "num" : "bool");
-  v.textContent = JSON.stringify(value);
+  const text = JSON.stringify(value);
+  v.textContent = text.length > LONG ? text.slice(0, LONG) + "…" : text;
   div.append(v);
+  if (text.length > LONG) {
+    // A long string is laid out whole only when asked: megabytes of text take seconds.
+    const all = document.createElement("button");
+    all.type = "button";
+    all.className = "all";
+    all.textContent = `show all ${value.length.toLocaleString()} characters`;
+    all.addEventListener("click", () => { v.textContent = text; all.remove(); });
+    div.append(" ", all);
+  }
   return line(div);
 }
 
@@ -134,6 +146,9 @@ document.addEventListener("keydown", (ev) => {
 });
 
 // -- live parts: refresh the [data-live] regions when the store says something changed -------
+// Each live region's HTML as the server last sent it.
+const served = new WeakMap();
+for (const region of document.querySelectorAll("[data-live]")) served.set(region, region.outerHTML);
 let refreshing = null;
 async function refresh() {
   if (refreshing) return refreshing;
@@ -146,8 +161,12 @@ async function refresh() {
         const fresh = doc.getElementById(region.id);
         const focused = document.activeElement;
         if (!fresh || (region.contains(focused) && typing(focused))) continue;
+        // Unchanged on the server: keep it as it is here (values loaded, trees unfolded).
+        const html = fresh.outerHTML;
+        if (served.get(region) === html) continue;
         keepPicks(region, fresh);
         region.replaceWith(fresh);
+        served.set(fresh, html);
       }
       bindPicks();
       document.dispatchEvent(new CustomEvent("plait:refreshed"));
