@@ -57,3 +57,37 @@ def test_db_migrate_says_when_it_created_the_store(cli: Cli, validate: Any) -> N
     validate("db-migrate", data)
     assert data["created"] is True
     assert cli("db", "migrate", "--db", "other.db", "--json").json()["created"] is False
+
+
+CHAT = """
+import os
+from plait import END, START, AppendMessages, Graph, StateSchema
+
+schema = StateSchema.builder().add("messages", AppendMessages()).build()
+
+
+def bot(state):
+    return {"messages": [{"role": "assistant", "content": f"answer from process {os.getpid()}"}]}
+
+
+graph = Graph(schema)
+graph.add_node("bot", bot).add_edge(START, "bot").add_edge("bot", END)
+"""
+
+
+def test_a_fork_nobody_ran_is_ready_not_stale_and_its_answers_get_ids_of_their_own(cli: Cli) -> None:
+    """``stale`` lists runs that died, never a fork; and after both branches ran, the diff
+    sees one answer on each side, not one message "with one id and different content"."""
+    cli.write("chat.py", CHAT)
+    hi = json.dumps({"messages": [{"role": "user", "content": "hi"}]})
+    assert cli("run", "chat.py:graph", "-i", hi, "-t", "a", "--db", "c.db").code == EXIT_OK
+    assert cli("fork", "a", "--to", "b", "--step", "0", "--db", "c.db").code == EXIT_OK
+    ready = cli("threads", "--status", "ready", "--db", "c.db", "--json").json()
+    assert [(t["thread_id"], t["status"]) for t in ready] == [("b", "ready")]
+    assert cli("threads", "--status", "stale", "--db", "c.db", "--json").json() == []
+    assert "b       ready" in cli("threads", "--db", "c.db").out
+    assert cli("resume", "chat.py:graph", "b", "--db", "c.db").code == EXIT_OK  # another process: another answer
+    res = cli("diff", "a", "b", "--db", "c.db")
+    assert res.code == EXIT_OK, res.err
+    assert "~ messages: 1 message only in a:" in res.out and "~ messages: 1 message only in b:" in res.out
+    assert "with one id and different content" not in res.out
