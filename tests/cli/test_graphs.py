@@ -91,3 +91,8 @@ def test_run_and_resume_pass_context_to_the_nodes(cli: Cli) -> None:
     assert resumed.json()["values"]["log"] == ["hello ann", "bye bo"]
     bad = cli("run", "ctxflow.py:graph", "-t", "u", "--db", "t.db", "--context", "[1]")
     assert bad.code == 2 and "--context is a JSON object" in bad.err
+    missing = cli("run", "ctxflow.py:graph", "-t", "v", "--db", "t.db")
+    assert missing.code == 2, "a context with a required field is never left None for the nodes"
+    assert "ContextError: the graph's context type Ctx does not fit what was given: missing 'user'" in missing.err
+    assert "--context '{...}'" in missing.err and "invoke(" not in missing.err
+    assert "v" not in [t["thread_id"] for t in cli("threads", "--db", "t.db", "--json").json()], "nothing ran"

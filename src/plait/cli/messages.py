@@ -14,6 +14,7 @@ from plait.errors import (
     CheckpointNotFoundError,
     CommandLineError,
     ConcurrentUpdateError,
+    ContextError,
     GraphChangedError,
     InvalidResumeError,
     NodeError,
@@ -106,6 +107,11 @@ def describe(exc: BaseException, inv: Invocation) -> str:  # noqa: PLR0912 - one
         return f"UnknownChannelError: the graph has no channel {exc.channel!r}{where}; its channels are: {known}"
     if isinstance(exc, ThreadExistsError):
         return str(exc)
+    if isinstance(exc, ContextError):
+        return (
+            f"ContextError: the graph's context type {exc.declared} does not fit what was given: {exc.problem}. "
+            "Pass it as a JSON object of its fields: --context '{...}' (run, resume and submit take it)"
+        )
     if isinstance(exc, AmbiguousCheckpointError):
         listed = ", ".join(f"{cid} (step {step})" for cid, step in exc.candidates)
         return (
