@@ -72,7 +72,8 @@ def test_no_chat_view_without_messages(client: TestClient, tmp_path: Path) -> No
     g.compile(checkpointer=saver).invoke({"x": 1}, thread_id="plain")
     with TestClient(create_app(saver, config=StudioConfig(allowed_hosts=("testserver",)))) as c:
         page = c.get("/threads/plain").text
-        assert 'id="state"' in page and 'id="chat"' not in page
+        assert 'id="state"' in page and '<section id="chat" data-live hidden></section>' in page
+        assert "chat-card" not in page
     saver.close()
     assert not looks_like_messages([]) and not looks_like_messages([{"id": "m1", "text": "not a message"}])
     assert chat_of({"notes": ["a", "b"], "x": 1}) is None
@@ -120,7 +121,8 @@ def test_the_interrupt_box_is_first_and_answers_the_interrupt(chat: TestClient) 
     _joined(chat, "paris")
     assert chat.get("/api/threads/paris/state").json()["values"]["sent"] == "yes, send it"
     page = chat.get("/threads/paris").text
-    assert 'id="answer-box"' not in page and "approved: yes, send it" in _section(page, "chat")
+    assert '<section id="answer-box" data-live hidden></section>' in page and 'id="answer-form"' not in page
+    assert "approved: yes, send it" in _section(page, "chat")
 
 
 def _joined(c: TestClient, thread: str) -> None:
