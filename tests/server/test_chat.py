@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from plait import END, START, AppendList, Graph, SqliteCheckpointer, StateSchema
 from plait.server import StudioConfig, create_app
-from plait.server.chat import chat_of, looks_like_messages, question_of
+from plait.server.chat import SHOWN, chat_of, looks_like_messages, question_of
 
 from ._chat_support import ASK, LONG, QUESTION, chat_graph, start
 from ._studio_support import ORIGIN
@@ -105,6 +105,8 @@ def test_a_chat_channel_by_another_name_and_openais_tool_calls_are_read() -> Non
         and '"q": "otters"' in ai.tool_calls[0].args
     )
     assert tool.kind == "tool" and tool.tool_call_id == "c9" and tool.texts[0] == "fish" and '"image"' in tool.texts[1]
+    long = chat_of({"messages": [{"role": "user", "content": str(i)} for i in range(SHOWN + 5)]})
+    assert long is not None and long.earlier == 5 and long.entries[0].texts == ("5",) and len(long.entries) == SHOWN
     assert (
         question_of({"question": "go?", "n": 1}) == "go?" and question_of("go?") == "go?" and question_of([1]) is None
     )

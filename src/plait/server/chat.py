@@ -30,6 +30,9 @@ KINDS = {
     "developer": "system",
 }
 """A message's ``type`` or ``role`` -> the kind the view draws it as (others: ``other``)."""
+SHOWN = 200
+"""Messages the view shows at most, the last ones: a page stays light however long the chat
+(the state tree and the API have them all)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,8 @@ class ChatEntry:
 class Chat:
     channel: str
     entries: tuple[ChatEntry, ...] = field(default_factory=tuple)
+    earlier: int = 0
+    """Messages before the first entry, left out (a long chat shows its last :data:`SHOWN`)."""
 
 
 def _kind_of(message: Mapping[str, Any]) -> str | None:
@@ -142,7 +147,8 @@ def chat_of(values: Mapping[str, Any]) -> Chat | None:
     if channel is None:
         return None
     messages: Sequence[Mapping[str, Any]] = values[channel]
-    return Chat(channel=channel, entries=tuple(entry_of(m) for m in messages))
+    earlier = max(0, len(messages) - SHOWN)
+    return Chat(channel=channel, entries=tuple(entry_of(m) for m in messages[earlier:]), earlier=earlier)
 
 
 QUESTION_KEYS = ("question", "ask", "prompt", "message")

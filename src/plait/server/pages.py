@@ -6,7 +6,8 @@ run queue's runs and ``/runs/{id}`` shows one, ``/memory`` shows the memory stor
 namespaces as a tree, the items under one, an item's value). The forms post to
 ``/threads/{id}/do/{action}`` (a run's Cancel to ``/runs/{id}/cancel``, the Memory page's to
 ``/memory/do/{action}``) and redirect back (POST, redirect, GET) with a confirmation of what
-was done.
+was done; one that fails answers with its page again, the error beside the field it is about
+and the input kept (:mod:`plait.server.forms`).
 
 Every path here is the Studio's own (``/threads/ID``); what the page and its redirects carry
 is that path under the Studio's mount path (:func:`~plait.server.http.root_of`: ``""`` at the
