@@ -148,7 +148,7 @@ def test_history_json_is_metadata_only_unless_values_are_asked_for(cli: Cli) -> 
     assert all("messages" in h["values"] for h in full.json())
     assert all(set(h["values"]) <= {"n"} for h in some.json())
     assert len(full.json()) == len(slim.json()) == 41
-    assert len(slim.out) * 20 < len(full.out)
+    assert len(slim.out) * 10 < len(full.out)
     res = cli("history", "c", "--db", "t.db", "--json", "--values", "--keys", "n")
     assert res.code == EXIT_USAGE and "not both" in res.err
 

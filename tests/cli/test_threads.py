@@ -52,7 +52,7 @@ def test_threads_filter_by_status_and_limit(store: str, capsys: pytest.CaptureFi
     assert [r["thread_id"] for r in listed(capsys, "--limit", "2")] == ["asked", "bad"]
     capsys.readouterr()
     assert main(["threads", "--db", "t.db", "--status", "running"]) == EXIT_USAGE
-    assert "--status is one of idle, busy, interrupted, error, stale" in capsys.readouterr().err
+    assert "--status is one of idle, busy, interrupted, error, ready, stale" in capsys.readouterr().err
 
 
 def test_threads_since_keeps_those_that_moved_since(store: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -70,7 +70,7 @@ def test_a_stop_at_a_boundary_keeps_what_was_committed_and_the_next_run_goes_on(
     assert hooks.result is not None and hooks.result.status == "stopped"
     assert hooks.seen == [0, 1, 2]  # the input's checkpoint, then one per step
     state = app.get_state("t")
-    assert state.status == "stale" and [t.node for t in state.tasks] == ["s2"]
+    assert state.status == "ready" and [t.node for t in state.tasks] == ["s2"]
     assert app.invoke(None, thread_id="t")["log"] == ["s0", "s1", "s2", "s3"]
     assert ran == ["s0", "s1", "s2", "s3"]  # nothing ran twice
 

@@ -510,9 +510,9 @@ def test_messages_are_named_by_the_task_that_wrote_them_and_their_position(
     assert [m["id"] for m in out["messages"]] == [
         message_id(started.checkpoint_id, 0),
         message_id(started.checkpoint_id, 1),
-        message_id(task, 0),
-        message_id(task, 1),
-        message_id(task, 2),
+        message_id(f"\x00t\x00{task}", 0),  # a task's messages: by namespace, thread and task
+        message_id(f"\x00t\x00{task}", 1),
+        message_id(f"\x00t\x00{task}", 2),
     ]
 
 
@@ -574,7 +574,7 @@ def test_messages_of_a_task_kept_when_a_sibling_failed_keep_their_ids(make_saver
     bot_task = next(t.id for t in app.get_state("t").tasks if t.node == "bot")
     broken[0] = False
     out = app.invoke(None, thread_id="t")
-    ids = [message_id(bot_task, 0), message_id(bot_task, 1)]
+    ids = [message_id(f"\x00t\x00{bot_task}", 0), message_id(f"\x00t\x00{bot_task}", 1)]
     assert [m["id"] for m in out["messages"]] == ids
     assert [m["id"] for m in streamed[0]["bot"]["messages"]] == ids
 

@@ -63,6 +63,35 @@ def test_a_context_that_does_not_fit_is_refused_before_the_run(declared: type, g
         graph(declared).compile().invoke({}, context=given)
 
 
+@dataclasses.dataclass
+class Optional_:
+    model: str = "small"
+
+
+class OptionalDict(TypedDict, total=False):
+    user: str
+
+
+@pytest.mark.parametrize(("declared", "missing"), [(Ctx, "'user'"), (CtxDict, "'user'"), (int, "no context")])
+def test_no_context_for_a_type_with_required_fields_is_refused_before_the_run(declared: type, missing: str) -> None:
+    """A node never meets ``ctx.context = None`` where the declared type promised fields."""
+    app = graph(declared).compile()
+    with pytest.raises(ContextError, match=missing) as info:
+        app.invoke({})
+    assert "--context JSON" in str(info.value), "the message says how to give one from the command line"
+
+
+def test_no_context_for_a_type_whose_fields_all_have_defaults_is_its_defaults() -> None:
+    def node(state: Any, ctx: NodeContext) -> dict[str, Any]:
+        return {"who": repr(ctx.context), "seen": 1}
+
+    def one(context: type) -> Any:
+        return Graph(State, context=context).add_node("n", node).add_edge(START, "n").add_edge("n", END).compile()
+
+    assert one(Optional_).invoke({})["who"] == "Optional_(model='small')"
+    assert one(OptionalDict).invoke({})["who"] == "{}"
+
+
 def test_without_a_declared_type_the_value_passes_as_given() -> None:
     assert graph(None).compile().invoke({}, context=7)["who"] == "int:7"
     assert graph(None).compile().invoke({})["who"] == "NoneType:None"
@@ -110,3 +139,5 @@ def test_a_pydantic_model_context_is_validated() -> None:
     assert app.invoke({}, context={"user": "ann"})["who"] == "ann/small"
     with pytest.raises(ContextError, match="Settings"):
         app.invoke({}, context={"model": "x"})
+    with pytest.raises(ContextError, match="no context was given"):
+        app.invoke({})

@@ -35,6 +35,7 @@ from plait import (
     message_id,
 )
 from plait.checkpoint.model import CheckpointWrite, Fence, WritesBatch
+from plait.inspect import diff_values
 
 
 def schema(log_reducer: Any = None) -> StateSchema:
@@ -399,6 +400,31 @@ def test_fork_edits_name_their_messages_by_the_fork_s_checkpoint(make_saver: Cal
     assert [m["content"] for m in app.get_state("t").values["messages"]] == ["yes"], "the source is untouched"
 
 
+def test_two_branches_never_give_one_id_to_two_messages(make_saver: Callable[..., Checkpointer]) -> None:
+    """A fork copies the planned tasks with their ids; the messages those tasks write on the
+    fork are still named apart from the ones they wrote on the source, so an id-based diff
+    of the two branches sees two messages, not one changed in place."""
+    said = iter(["first answer", "second answer"])
+
+    def bot(state: Any) -> Any:
+        return {"messages": [{"role": "assistant", "content": next(said)}]}
+
+    g = Graph(StateSchema.builder().add("messages", AppendMessages()).build())
+    g.add_node("bot", bot).add_edge(START, "bot").add_edge("bot", END)
+    app = g.compile(make_saver(), interrupt_before=["bot"])
+    app.invoke({"messages": [{"role": "user", "content": "hi"}]}, thread_id="a")
+    app.fork("a", "b")
+    app.invoke(None, thread_id="a")
+    app.invoke(None, thread_id="b")
+    a, b = (app.get_state(t).values["messages"] for t in ("a", "b"))
+    assert a[0] == b[0], "what both branches share keeps its id"
+    assert (a[1]["content"], b[1]["content"]) == ("first answer", "second answer")
+    assert a[1]["id"] != b[1]["id"]
+    (messages,) = diff_values({"messages": a}, {"messages": b})
+    assert messages.kind == "messages"
+    assert (messages.updated, messages.appended, messages.removed_items) == ((), (b[1],), (a[1],))
+
+
 def test_fork_of_an_unknown_thread_is_checkpoint_not_found() -> None:
     with pytest.raises(CheckpointNotFoundError):
         abc().fork("ghost", "T2")
@@ -600,7 +626,7 @@ def test_every_thread_says_how_it_stands_and_keeps_its_error(backend: str, tmp_p
 
     asyncio.run(cancelled())
     statuses = {t.thread_id: t.status for t in app.list_threads()}
-    assert statuses == {"done": "idle", "asking": "interrupted", "failed": "error", "look": "idle", "cut": "stale"}
+    assert statuses == {"done": "idle", "asking": "interrupted", "failed": "error", "look": "idle", "cut": "ready"}
     failed = app.get_state("failed")
     assert failed.status == "error" and failed.next == ("work",)
     assert failed.error is not None and failed.error.node == "work" and failed.error.step == 0

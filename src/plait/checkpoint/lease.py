@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any, Final, get_args
 
 from plait.checkpoint.holder import Holder
 from plait.checkpoint.model import (
@@ -57,8 +58,11 @@ __all__ = [
     "revoked",
     "settled",
     "shown_status",
+    "stored_rest",
     "take",
 ]
+
+_REST_STATUSES: Final[frozenset[str]] = frozenset(get_args(RestStatus))
 
 
 @dataclass(slots=True, kw_only=True)
@@ -246,7 +250,17 @@ def rest_status(next_tasks: Sequence[Task], writes: Iterable[PendingWrite]) -> R
             index = w.value.get("index", 0) if hasattr(w.value, "get") else 0
             if not isinstance(index, int) or index >= resumed.get(w.task_id, 0):
                 return "interrupted"
-    return "stale" if next_tasks else "idle"
+    return "ready" if next_tasks else "idle"
+
+
+def stored_rest(status: Any) -> RestStatus:
+    """A status at rest as a store read it back: ``stale`` as stored by plait before
+    ``ready`` existed meant what ``ready`` means (a run gave the thread back with work to
+    do; a run that died never gives it back), and a value plait does not know is shown
+    ``stale`` (something to look at)."""
+    if status == "stale":
+        return "ready"
+    return status if status in _REST_STATUSES else "stale"
 
 
 def settled(checkpoints: Sequence[CheckpointWrite], writes: Sequence[WritesBatch]) -> dict[tuple[str, str], RestStatus]:
@@ -256,7 +270,7 @@ def settled(checkpoints: Sequence[CheckpointWrite], writes: Sequence[WritesBatch
     changes how it stands)."""
     if len(checkpoints) == 1 and not writes:  # the usual one: an update or a fork, nothing pending
         cp = checkpoints[0].checkpoint
-        return {(cp.namespace, cp.thread_id): "stale" if cp.next_tasks else "idle"}
+        return {(cp.namespace, cp.thread_id): "ready" if cp.next_tasks else "idle"}
     newest: dict[tuple[str, str], Checkpoint] = {}
     for cw in checkpoints:
         cp = cw.checkpoint
@@ -285,4 +299,4 @@ def shown_status(row: LeaseRow | None, now: float, fallback: RestStatus = "idle"
         return fallback
     if row.held:
         return "busy" if _live(row, now) else "stale"
-    return row.status
+    return stored_rest(row.status)

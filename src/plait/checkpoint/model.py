@@ -53,13 +53,16 @@ WRITE_KINDS: Final = frozenset(get_args(WriteKind))
 """Every kind of pending write a store may hold; a stored write of any other kind is corrupt."""
 _WRITE_KINDS: Final = WRITE_KINDS
 
-Status = Literal["idle", "busy", "interrupted", "error", "stale"]
+Status = Literal["idle", "busy", "interrupted", "error", "ready", "stale"]
 """How a thread stands: ``idle`` (finished, nothing next), ``busy`` (a run holds a live
 lease on it), ``interrupted`` (waiting for input), ``error`` (a task failed; the error is
-stored), ``stale`` (unfinished work and no live run: it needs a resume)."""
-RestStatus = Literal["idle", "interrupted", "error", "stale"]
+stored), ``ready`` (work to do that no run has started: a fork, an update, a run stopped
+or cancelled at a step boundary; a run continues it), ``stale`` (a run held the thread and
+died without giving it back: its lease lapsed or its process is gone; a resume continues
+it)."""
+RestStatus = Literal["idle", "interrupted", "error", "ready", "stale"]
 """How a thread stands when no run holds it."""
-STATUSES: Final[tuple[Status, ...]] = ("idle", "busy", "interrupted", "error", "stale")
+STATUSES: Final[tuple[Status, ...]] = ("idle", "busy", "interrupted", "error", "ready", "stale")
 
 
 def _brief(data: Any) -> str:

@@ -304,7 +304,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--status",
                 metavar="STATUS",
-                help="Only threads that stand so: idle, interrupted, error, busy or stale.",
+                help="Only threads that stand so: idle, interrupted, error, busy, ready or stale.",
             ),
         ] = None,
         limit: Annotated[int | None, typer.Option("--limit", "-n", metavar="N", help="At most N threads.")] = None,

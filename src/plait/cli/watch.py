@@ -9,8 +9,8 @@ look-up of the thread's row (:meth:`~plait.checkpoint.base.Checkpointer.aget_thr
 status and head id), the new checkpoints read only when the head moved, and the head's
 pending writes only while a run holds the thread (they show each task of the running step as
 it finishes). It ends when nobody holds the thread any more, with the exit code of how it
-stands: 0 idle (finished), 3 interrupted (waiting for input), 1 error or stale (a task
-failed, or the run died).
+stands: 0 idle (finished), 3 interrupted (waiting for input), 1 error, ready or stale (a
+task failed, the run stopped before the end, or it died).
 """
 
 import asyncio
@@ -30,7 +30,13 @@ from plait.inspect_json import checkpoint_json, iso
 
 __all__ = ["STOP_CODES", "cmd_watch", "register"]
 
-STOP_CODES = {"idle": EXIT_OK, "interrupted": EXIT_INTERRUPTED, "error": EXIT_FAILED, "stale": EXIT_FAILED}
+STOP_CODES = {
+    "idle": EXIT_OK,
+    "interrupted": EXIT_INTERRUPTED,
+    "error": EXIT_FAILED,
+    "ready": EXIT_FAILED,
+    "stale": EXIT_FAILED,
+}
 """The exit code of ``watch`` by how the thread stands when nobody holds it any more."""
 
 

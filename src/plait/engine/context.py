@@ -160,6 +160,16 @@ class NodeContext:
         return TaskStore(self.memory_store, self.staged, self.host.unsettled_memory)
 
     @property
+    def message_seed(self) -> str:
+        """What names the messages this task writes without an id (:func:`message_id`): the
+        task id, stable across re-runs of the task, with its thread and namespace, because a
+        fork copies a thread's checkpoints, planned tasks and their ids included, and the two
+        branches must not give one id to two different messages."""
+        if self.thread_id is None:
+            return self.task_id
+        return f"{self.namespace}\x00{self.thread_id}\x00{self.task_id}"
+
+    @property
     def idempotency_key(self) -> str:
         """Stable across re-runs of this task (after a crash, a retry, an interrupt): pass it
         to external APIs so a repeated call is recognised as the same request."""
@@ -261,7 +271,7 @@ class NodeContext:
     def _message_stream(self, id: str | None) -> _MessageStream:
         n = self._messages_streamed
         self._messages_streamed += 1
-        mid = id if id is not None else message_id(f"{self.task_id}|stream", n)
+        mid = id if id is not None else message_id(f"{self.message_seed}|stream", n)
         return _MessageStream(
             MessageBuilder(mid), self.host.message_sink(self.node, self.step, self.task_id, mid), self.node
         )

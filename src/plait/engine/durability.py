@@ -58,7 +58,7 @@ class Durable:
         """Queue ``cp`` for commit (``checked``: see :attr:`CheckpointWrite.checked`), with
         the memory store writes of the step that made it."""
         self.current = cp
-        self.rest = "stale" if cp.next_tasks else "idle"
+        self.rest = "ready" if cp.next_tasks else "idle"
         self.committer.submit(
             checkpoint=CheckpointWrite(
                 checkpoint=cp, changed=frozenset(changed), folds_parent_writes=folds, checked=checked
@@ -102,7 +102,7 @@ class _Sync(Durable):
         # committed inline, without the queue: the step waits for it anyway
         self.current = cp
         self.persisted_id = cp.id
-        self.rest = "stale" if cp.next_tasks else "idle"
+        self.rest = "ready" if cp.next_tasks else "idle"
         await self.committer.commit_now(
             CheckpointWrite(checkpoint=cp, changed=frozenset(changed), folds_parent_writes=folds, checked=True),
             memory,
@@ -135,7 +135,7 @@ class _Exit(Durable):
         memory: Sequence[MemoryWrite] = (),
     ) -> None:
         self.current = cp
-        self.rest = "stale" if cp.next_tasks else "idle"
+        self.rest = "ready" if cp.next_tasks else "idle"
         self._unpersisted |= changed
         self._folds = folds or self._folds
         self._memory.extend(memory)

@@ -14,6 +14,7 @@ import contextlib
 import functools
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -32,6 +33,7 @@ from plait.engine.merge import (
     error_write,
     merge_step,
     read_pending,
+    step_timings,
     written_keys,
 )
 from plait.engine.options import Binding, RunHooks, RunOptions, RunOutcome, RunResult
@@ -374,7 +376,9 @@ class Driver(Starting):
                 self.emit.state_updated(tasks, results, st.version, cur.step)
         st.advance()
         step_memory = [w for t in tasks for w in memory.get(t.id, ())] if memory else []
-        new, next_tasks = await self._next_checkpoint(cur, tasks, results, changed, bool(pending), held, step_memory)
+        new, next_tasks = await self._next_checkpoint(
+            cur, tasks, results, changed, bool(pending), held, step_memory, inputs.timings
+        )
         self._emit_values()
         if self.after and next_tasks and any(t.node in self.after for t in tasks):
             await self._pause(new, [PendingWrite(task_id="", kind="breakpoint", key="after")], ())
@@ -415,6 +419,7 @@ class Driver(Starting):
                 emit.event(NodeStarted(node=task.node, task_id=task.id, step=step))
             node = self.spec.nodes[task.node]
             arg = task.arg if task.send else view
+            began = time.perf_counter()
             out = await run_task(
                 self.spec,
                 node,
@@ -426,8 +431,10 @@ class Driver(Starting):
                 on_retry=emit.retry_hook(task, step) if emit.events else None,
                 executor=self.binding.executor,
             )
+            out.seconds = time.perf_counter() - began
             if out.error is None and out.interrupt is None:
                 results[task.id] = (out.writes, out.routes)
+                inputs.timings[task.id] = (out.seconds, out.attempts)
                 if out.memory:
                     inputs.memory[task.id] = out.memory
                 if flush:
@@ -470,9 +477,12 @@ class Driver(Starting):
         resumed: bool,
         held: tuple[Task, ...],
         memory: Sequence[MemoryWrite] = (),
+        timings: Mapping[str, tuple[float, int]] | None = None,
     ) -> tuple[Checkpoint, tuple[Task, ...]]:
         """Plan the next tasks (plus the deferred ones ``held`` back) and store the checkpoint
-        with the step's ``memory`` store writes (without a checkpointer: applied now)."""
+        with the step's ``memory`` store writes (without a checkpointer: applied now), and
+        with how long its tasks took (``timings`` metadata) and who ran them (``owner``,
+        when the caller named one: a worker does)."""
         persist = self.persist
         cid = new_checkpoint_id(after=cur.id) if persist is not None else f"{self.run_id}.{cur.step + 1}"
         next_tasks, barriers = plan_next(self.spec, cid, [(t, results[t.id][1]) for t in tasks], cur.barriers)
@@ -482,8 +492,18 @@ class Driver(Starting):
             if memory and self.binding.store is not None:
                 await self.binding.store.backend.acommit(memory=memory)
             return bare_checkpoint(cid, cur, next_tasks, barriers), next_tasks
+        extra: dict[str, Any] = {"timings": step_timings(tasks, timings)} if timings else {}
+        if self.options.owner is not None:
+            extra["owner"] = self.options.owner
         new = self._checkpoint(
-            cid, persist.parent_for_next(cur), cur.step + 1, next_tasks, barriers, "loop", written_keys(tasks, results)
+            cid,
+            persist.parent_for_next(cur),
+            cur.step + 1,
+            next_tasks,
+            barriers,
+            "loop",
+            written_keys(tasks, results),
+            **extra,
         )
         parent = new.parent_id
         folds = resumed or parent in self._with_writes
@@ -523,7 +543,7 @@ class Driver(Starting):
     async def _stop_at(self, cur: Checkpoint) -> None:
         """End the run at a super-step boundary, as its hooks asked: ``cur`` is stored (in
         every durability mode) and nothing of the next step has started; the lease is given
-        back leaving the thread ``stale``, and the next run continues from ``cur``."""
+        back leaving the thread ``ready``, and the next run continues from ``cur``."""
         if self.persist is not None:
             await self.persist.persist_current(cur)
         raise _Stop(self._result(cur, (), "stopped"))

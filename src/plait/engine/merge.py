@@ -21,7 +21,16 @@ from plait.state.run_state import RunState
 from plait.state.schema import StateSchema
 from plait.store import MemoryWrite
 
-__all__ = ["Results", "StepInputs", "checkpoint_metadata", "error_write", "merge_step", "read_pending", "written_keys"]
+__all__ = [
+    "Results",
+    "StepInputs",
+    "checkpoint_metadata",
+    "error_write",
+    "merge_step",
+    "read_pending",
+    "step_timings",
+    "written_keys",
+]
 
 Results = dict[str, tuple[list[tuple[str, Any]], list[Route]]]
 """A step's finished tasks: task id -> (its writes in order, its routes)."""
@@ -42,6 +51,8 @@ class StepInputs:
     """A breakpoint before this step already paused once: the resume goes past it."""
     memory: dict[str, list[MemoryWrite]] = field(default_factory=dict)
     """The memory store writes of the finished tasks, per task: committed with the step."""
+    timings: dict[str, tuple[float, int]] = field(default_factory=dict)
+    """How long each finished task took and in how many attempts (seconds, attempts)."""
 
 
 def read_pending(pending: Sequence[PendingWrite], schema: StateSchema) -> StepInputs:
@@ -54,6 +65,9 @@ def read_pending(pending: Sequence[PendingWrite], schema: StateSchema) -> StepIn
             inputs.results[pw.task_id] = (writes, routes_from_json(pw.value["r"]))
             if "m" in pw.value:
                 inputs.memory[pw.task_id] = [MemoryWrite.from_json(m) for m in pw.value["m"]]
+            took = pw.value.get("t")
+            if isinstance(took, list) and len(took) == 2:
+                inputs.timings[pw.task_id] = (took[0], took[1])
         elif pw.kind == "effect":
             inputs.effects.setdefault(pw.task_id, {})[pw.key] = pw.value
         elif pw.kind == "breakpoint" and pw.key != "after":
@@ -96,6 +110,18 @@ def merge_step(
                         raise ConcurrentWriteError(key, (prev.node, t.node), step)
                     writer[key] = t
     return state.fold_many(base, batches)
+
+
+def step_timings(tasks: Sequence[Task], timings: Mapping[str, tuple[float, int]]) -> list[list[Any]]:
+    """``[[node, seconds, attempts], ...]``, one per task of a step in task order (a task with
+    no measure, finished by a run of an older plait, is left out): a step checkpoint's
+    ``timings`` metadata, which the Studio's timeline shows."""
+    out: list[list[Any]] = []
+    for t in tasks:
+        took = timings.get(t.id)
+        if took is not None:
+            out.append([t.node, round(took[0], 6), took[1]])
+    return out
 
 
 def written_keys(tasks: Sequence[Task], results: Results) -> dict[str, list[str]]:

@@ -12,7 +12,7 @@ travels as data from there on:
 
 A stop asked for by the hooks ends the run ``"stopped"``: every committed checkpoint stays,
 nothing of the next super-step has started, the lease is given back and the thread left
-``stale`` (work to do, no run), which the next run on it continues.
+``ready`` (work to do, no run), which the next run on it continues.
 """
 
 from __future__ import annotations

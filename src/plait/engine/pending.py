@@ -35,10 +35,13 @@ def goto_tasks(spec: GraphSpec, checkpoint_id: str, goto: Any) -> tuple[tuple[Ta
 
 def result_write(task_id: str, out: TaskOutcome) -> PendingWrite:
     """A finished task's saved result: its writes, its routes, and its memory store writes
-    (``"m"``, only when it made some), all of which its step commits."""
+    (``"m"``, only when it made some), all of which its step commits; and how long it took
+    and in how many attempts (``"t"``), for the step's ``timings`` when a resume finishes it."""
     value: dict[str, Any] = {"w": [[k, v] for k, v in out.writes], "r": route_json(out.routes)}
     if out.memory:
         value["m"] = [w.to_json() for w in out.memory]
+    if out.seconds is not None:
+        value["t"] = [round(out.seconds, 6), out.attempts]
     return PendingWrite(task_id=task_id, kind="result", value=value)
 
 

@@ -19,14 +19,17 @@ __all__ = ["coerce_context"]
 def coerce_context(declared: type | None, value: Any) -> Any:
     """``value`` as the graph's context: a dict made into the declared dataclass (or
     pydantic model), a TypedDict's keys checked (it stays a dict), anything else checked
-    with ``isinstance``. Without a declared type the value is passed as given.
+    with ``isinstance``; no value (None) is the declared type's defaults. Without a
+    declared type the value is passed as given.
 
     Raises:
         ContextError: a missing or unknown field, or a value of another type.
     """
-    if declared is None or value is None:
+    if declared is None:
         return value
     name = getattr(declared, "__name__", repr(declared))
+    if value is None:
+        return _without_context(declared, name)
     if is_typeddict(declared):
         if not isinstance(value, Mapping):
             raise ContextError(name, f"got {type(value).__name__}, not a mapping")
@@ -50,6 +53,25 @@ def coerce_context(declared: type | None, value: Any) -> Any:
         _check_keys(name, set(value), {f.name for f in fields}, required)
         return declared(**value)
     raise ContextError(name, "a mapping can only be made into a dataclass, a TypedDict or a pydantic model")
+
+
+def _without_context(declared: type, name: str) -> Any:
+    """The context of a run given none: the declared type built from its defaults, so that
+    a node reads ``ctx.context.field`` as it would with one; a type with a required field,
+    or one that cannot be built from nothing, refuses to run (a node would otherwise meet
+    ``ctx.context = None`` where its declared type promised fields)."""
+    if is_typeddict(declared):
+        _check_keys(name, set(), set(declared.__annotations__), set(getattr(declared, "__required_keys__", ())))
+        return {}
+    validate = getattr(declared, "model_validate", None)  # a pydantic model
+    if callable(validate):
+        try:
+            return validate({})
+        except ValueError as exc:
+            raise ContextError(name, f"no context was given, and it has required fields ({exc})") from exc
+    if dataclasses.is_dataclass(declared):
+        return coerce_context(declared, {})
+    raise ContextError(name, "no context was given")
 
 
 def _check_keys(name: str, given: set[str], known: set[str], required: set[str]) -> None:

@@ -202,11 +202,16 @@ class TaskOutcome:
     computed): a step of this one task merges to exactly these values."""
     memory: list[MemoryWrite] = field(default_factory=list)
     """Its memory store writes (``ctx.store``), committed with its step."""
+    seconds: float | None = None
+    """How long the task took, its retries' waits included (None: not measured here)."""
+    attempts: int = 1
+    """How many times its node was called (more than 1: its retry policy ran it again)."""
 
 
-def normalise(spec: NodeSpec, result: Any, schema: StateSchema, task_id: str) -> tuple[list[tuple[str, Any]], Any]:
+def normalise(spec: NodeSpec, result: Any, schema: StateSchema, seed: str) -> tuple[list[tuple[str, Any]], Any]:
     """A node's return value as (frozen writes, goto); messages written without an id are
-    named by ``task_id`` (so a re-run of the task names them alike)."""
+    named by ``seed`` (the task's :attr:`NodeContext.message_seed`: a re-run of the task
+    names them alike)."""
     goto: Any = ()
     if isinstance(result, list | tuple) and any(isinstance(r, Command) for r in result):
         result = _joined_commands(spec, result)
@@ -234,7 +239,7 @@ def normalise(spec: NodeSpec, result: Any, schema: StateSchema, task_id: str) ->
     for key, value in pairs:
         schema.channel(key, spec.name)  # UnknownChannelError naming the node
         writes.append((key, freeze(value, key, spec.name)))
-    return schema.with_ids(writes, task_id), goto
+    return schema.with_ids(writes, seed), goto
 
 
 def _joined_commands(spec: NodeSpec, items: list[Any] | tuple[Any, ...]) -> Command:
@@ -409,7 +414,7 @@ async def run_task(  # noqa: PLR0912 - each way a node's call can end (result, i
             retry = policy is not None and attempt < policy.max_attempts and policy.should_retry(exc)
         else:
             try:
-                writes, goto = normalise(node, result, graph.schema, ctx.task_id)
+                writes, goto = normalise(node, result, graph.schema, ctx.message_seed)
                 routes, folded = await routes_and_fold(graph, node.name, state, base, writes, goto)
             except PlaitError as exc:  # a refused write or route: the state layer's own words
                 return TaskOutcome(error=exc)
@@ -423,7 +428,7 @@ async def run_task(  # noqa: PLR0912 - each way a node's call can end (result, i
                 err = NodeError(node.name, ctx.step, ctx.thread_id, exc)
                 err.__cause__ = exc
                 return TaskOutcome(error=err)
-            return TaskOutcome(writes=writes, routes=routes, folded=folded, memory=list(ctx.staged))
+            return TaskOutcome(writes=writes, routes=routes, folded=folded, memory=list(ctx.staged), attempts=attempt)
         if on_retry is not None:
             on_retry(attempt, err, retry)
         if not retry or policy is None:

@@ -75,7 +75,7 @@ class ContextError(GraphError):
         self.problem = problem
         super().__init__(
             f"invoke(..., context=...) does not fit the graph's context type {declared}: {problem}. "
-            f"Pass a {declared} or a dict with its fields"
+            f"Pass a {declared} or a dict with its fields (from the command line: --context JSON)"
         )
 
 

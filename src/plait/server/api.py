@@ -53,7 +53,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 router = APIRouter(prefix="/api", responses=ERRORS)
 
 Namespace = Annotated[str, Query(description="The threads' namespace.")]
-StatusQ = Literal["idle", "busy", "interrupted", "error", "stale"]
+StatusQ = Literal["idle", "busy", "interrupted", "error", "ready", "stale"]
 RunStatusQ = Literal["pending", "running", "interrupted", "success", "error", "cancelled", "timeout"]
 """A queued run's status: ``plait.runs.RUN_STATUSES``, written out because importing
 :mod:`plait.runs` needs the runs extra (a test holds the two equal)."""

@@ -170,14 +170,16 @@ def message_id(seed: str, position: int) -> str:
     """The id plait gives a message written without one: the message at ``position`` of the
     write named ``seed``.
 
-    In a graph, ``seed`` is the id of the task that wrote the message (for an ``invoke``
-    input, ``update_state`` or a fork's edits, the id of the checkpoint the write creates)
-    and ``position`` counts the messages the task wrote, from 0. A task that runs again (a
-    resume after a crash or after a failure of its step, a retry) has the same task id, so
-    it gives its messages the same ids: the state a resumed run ends with does not depend on
-    how often a task ran. The content never enters the id, so a user saying "yes" twice is
-    two messages. Outside a graph, :meth:`RunState.merge_writes` names a write by the
-    channel's value before it.
+    In a graph, ``seed`` names the task that wrote the message: its namespace, thread id
+    and task id joined by NUL characters (``NodeContext.message_seed``; a fork copies its
+    source's planned tasks with their ids, and the thread keeps the two branches' messages
+    apart); for an ``invoke`` input, ``update_state`` or a fork's edits, it is the id of
+    the checkpoint the write creates. ``position`` counts the messages the task wrote, from
+    0. A task that runs again (a resume after a crash or after a failure of its step, a
+    retry) has the same seed, so it gives its messages the same ids: the state a resumed
+    run ends with does not depend on how often a task ran. The content never enters the
+    id, so a user saying "yes" twice is two messages. Outside a graph,
+    :meth:`RunState.merge_writes` names a write by the channel's value before it.
     """
     return "msg-" + hashlib.blake2b(f"{seed}|{position}".encode(), digest_size=8).hexdigest()
 

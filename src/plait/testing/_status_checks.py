@@ -22,12 +22,13 @@ async def _statuses(cp: Checkpointer, namespace: str | None = None) -> dict[str,
 
 @check("thread_statuses")
 async def _thread_statuses(env: Env) -> None:
-    """idle, stale, interrupted, error from what a one-off commit stores; busy under a live lease, stale once lapsed."""
+    """idle, ready, interrupted, error from what a one-off commit stores; busy under a live
+    lease, stale once lapsed (and only then: a fork or an update with work to do is ready)."""
     cp = await env.new()
     planned = (Task(id="t1", node="a"),)
     idle = ThreadBuilder("idle").step({"n": 1}, root=True)
     await cp.acommit(checkpoints=[idle])
-    await cp.acommit(checkpoints=[ThreadBuilder("stale").step({"n": 1}, root=True, next_tasks=planned)])
+    await cp.acommit(checkpoints=[ThreadBuilder("ready").step({"n": 1}, root=True, next_tasks=planned)])
     for name, kind, value in (("interrupted", "interrupt", _ASK), ("error", "error", _ERROR)):
         root = ThreadBuilder(name).step({"n": 1}, root=True, next_tasks=planned)
         saved = make_writes(("t1", kind, "0", value))
@@ -37,7 +38,19 @@ async def _thread_statuses(env: Env) -> None:
     same(
         "statuses after one-off commits",
         await _statuses(cp),
-        {"idle": "idle", "stale": "stale", "interrupted": "interrupted", "error": "error"},
+        {"idle": "idle", "ready": "ready", "interrupted": "interrupted", "error": "error"},
+    )
+    for status in ("ready", "stale"):
+        listed = [t.thread_id for t in await cp.alist_threads(status=status)]
+        same(f"the threads listed with status={status!r}", listed, ["ready"] if status == "ready" else [])
+    old = await cp.atake_lease("ready", "an older plait")
+    await cp.arelease_lease(old, status="stale")  # how plait stored "ready" before it existed
+    info = await cp.aget_thread("ready")
+    expect(info is not None and info.status == "ready", f"a thread given back 'stale' reads {info!r}, not ready")
+    same(
+        "status='ready' lists a thread given back 'stale'",
+        [t.thread_id for t in await cp.alist_threads(status="ready")],
+        ["ready"],
     )
     lease = await cp.atake_lease("idle", "A", ttl=0.3)
     info = await cp.aget_thread("idle")
@@ -49,6 +62,11 @@ async def _thread_statuses(env: Env) -> None:
     await asyncio.sleep(0.8)  # lapsed: the run that held it stalled or died elsewhere
     info = await cp.aget_thread("idle")
     expect(info is not None and info.status == "stale", f"a thread whose lease lapsed reads {info!r}")
+    same(
+        "status='stale' lists the lapsed thread",
+        [t.thread_id for t in await cp.alist_threads(status="stale")],
+        ["idle"],
+    )
     await cp.arelease_lease(lease, status="error")
     info = await cp.aget_thread("idle")
     expect(

@@ -249,7 +249,7 @@ async def _prune_newer_than_revokes(env: Env) -> None:
     info = await cp.aget_thread("t")
     assert info is not None
     expect(info.lease is None, f"prune(newer_than=) left the run's lease held: {info.lease!r}")
-    expect(info.status == "stale", f"the thread is {info.status!r} after prune(newer_than=), not stale (work to do)")
+    expect(info.status == "ready", f"the thread is {info.status!r} after prune(newer_than=), not ready (work to do)")
     try:
         await cp.arenew_lease(lease)
     except LeaseLostError:

@@ -137,7 +137,7 @@ def test_a_store_of_every_older_version_is_refused_then_upgraded_in_place(backen
         same(head, waiting.checkpoint)
         assert head is not None and head.pending_writes == (asked,)
         statuses = {t.thread_id: t.status for t in asyncio.run(store.alist_threads())}
-        assert statuses == {"done": "idle", "waiting": "interrupted", "unfinished": "stale", "running": "busy"}
+        assert statuses == {"done": "idle", "waiting": "interrupted", "unfinished": "ready", "running": "busy"}
         with pytest.raises(ThreadBusyError) as busy:  # the older plait's lease is still honoured
             asyncio.run(store.atake_lease("running", "a new run"))
         assert busy.value.owner == "an older plait"

@@ -36,7 +36,7 @@ def read_row(fd: int) -> rules.LeaseRow | None:
             taken_at=float(data.get("ta", 0.0)),
             expires_at=float(data["e"]),
             held=bool(data["held"]),
-            status=status if status in ("idle", "interrupted", "error", "stale") else "stale",
+            status=rules.stored_rest(status),
             updated_at=float(data.get("u", 0.0)),
         )
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):

@@ -36,8 +36,6 @@ __all__ = ["SqlThreads", "holder_json"]
 
 log = logging.getLogger("plait.checkpoint.sql")
 
-_REST: frozenset[str] = frozenset(("idle", "interrupted", "error", "stale"))
-
 
 def holder_json(holder: Holder | None) -> str | None:
     """A holder as the text its column stores."""
@@ -65,7 +63,7 @@ def _row(raw: Sequence[Any] | None) -> rules.LeaseRow | None:
         taken_at=float(taken_at),
         expires_at=float(expires_at),
         held=bool(held),
-        status=status if status in _REST else "stale",
+        status=rules.stored_rest(status),
         updated_at=float(updated_at),
     )
 
@@ -272,8 +270,10 @@ class SqlThreads:
         clock = self.dialect.clock
         if status == "busy":
             return f"t.held = 1 AND t.expires_at > {clock}", [now]
-        if status == "stale":
-            return f"((t.held = 1 AND t.expires_at <= {clock}) OR (t.held = 0 AND t.status = 'stale'))", [now]
+        if status == "stale":  # (a row at rest stored 'stale' before 'ready' existed reads as 'ready')
+            return f"t.held = 1 AND t.expires_at <= {clock}", [now]
+        if status == "ready":
+            return "t.held = 0 AND t.status IN ('ready', 'stale')", []
         return "t.held = 0 AND t.status = ?", [status]
 
     def _info(self, raw: Sequence[Any], *, raising: bool = False) -> ThreadInfo | None:
