@@ -194,6 +194,11 @@ def test_the_other_forms_errors_are_beside_their_fields(chat: TestClient) -> Non
     actions = _section(r.text, "actions")
     assert "<details open><summary>Delete the thread" in actions and 'id="delete-confirm-error"' in actions
     assert "tick the box" in actions
+    _post(chat, "/threads/paris/do/resume", {"resume": "true"})
+    _joined(chat, "paris")
+    r = _post(chat, "/threads/paris/do/resume", {"resume": "true"})  # answered already (another tab)
+    assert r.status_code == 400 and "No interrupt to answer" in _section(r.text, "answer-box")
+    assert 'id="resume-resume-error"' in r.text and "InvalidResumeError" in r.text
     r = _post(chat, "/threads/paris/do/fly", {})  # no form: the error page, as before
     assert r.status_code == 400 and 'id="problem"' in r.text
 
