@@ -121,6 +121,26 @@ def test_history_pages_newest_first_and_unknown_threads_are_refused(saver: Check
         run(ins.get_checkpoint(saver, "t", "0" * 22))
 
 
+def test_a_forks_root_changed_only_its_edits_against_the_checkpoint_it_came_from(saver: Checkpointer) -> None:
+    app = build(saver)
+    app.invoke({"topic": "x"}, thread_id="src")
+    head = run(ins.get_checkpoint(saver, "src"))
+    edited = app.fork("src", "edited", edits={"topic": "y"})
+    d = run(ins.changes(saver, "edited", edited))
+    assert d.a is not None and (d.a.thread_id, d.a.id) == ("src", head.id)
+    assert [(c.key, c.kind, c.before, c.after) for c in d.channels] == [("topic", "changed", "x", "y")]
+    assert run(ins.get_checkpoint(saver, "edited")).metadata["forked_from"] == {
+        "thread_id": "src",
+        "checkpoint_id": head.id,
+    }
+    plain = run(ins.copy_checkpoint(saver, "src", None, "plain"))
+    d = run(ins.changes(saver, "plain", plain))
+    assert d.a is not None and d.a.thread_id == "src" and d.channels == ()
+    saver.delete_thread("src")  # the source gone: against an empty state, as any root
+    d = run(ins.changes(saver, "edited", edited))
+    assert d.a is None and "topic" in d.keys
+
+
 def test_changes_report_appends_map_keys_and_messages_per_channel(saver: Checkpointer) -> None:
     app = build(saver)
     app.invoke({"topic": "x"}, thread_id="t")

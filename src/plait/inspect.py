@@ -126,7 +126,8 @@ class ChannelDiff:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CheckpointDiff:
     """What differs from checkpoint ``a`` to checkpoint ``b`` (``a`` None: ``b`` is a root,
-    compared with an empty state)."""
+    compared with an empty state; for :func:`changes` of a fork's root, ``a`` is of the
+    thread it was forked from)."""
 
     a: Checkpoint | None
     b: Checkpoint
@@ -344,15 +345,31 @@ async def get_checkpoint(
 async def changes(
     checkpointer: Checkpointer, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = ""
 ) -> CheckpointDiff:
-    """What ``checkpoint_id`` (default: the head) changed against its parent; a root (an
-    input or a fork) against an empty state.
+    """What ``checkpoint_id`` (default: the head) changed against its parent; a fork's root
+    against the checkpoint it was forked from (so its edits, and nothing else, show), while
+    that one is still stored; any other root (an input) against an empty state.
 
     Raises:
         CheckpointNotFoundError: no such thread or checkpoint.
     """
     cp = await get_checkpoint(checkpointer, thread_id, checkpoint_id, namespace=namespace)
-    parent = await checkpointer.aget(thread_id, cp.parent_id, namespace=namespace) if cp.parent_id else None
+    if cp.parent_id:
+        parent = await checkpointer.aget(thread_id, cp.parent_id, namespace=namespace)
+    else:
+        parent = await _fork_source(checkpointer, cp)
     return CheckpointDiff(a=parent, b=cp, channels=diff_values(parent.values if parent else {}, cp.values))
+
+
+async def _fork_source(checkpointer: Checkpointer, cp: Checkpoint) -> Checkpoint | None:
+    """The checkpoint a fork's root was copied from, as its ``forked_from`` metadata names
+    it (None: not a fork, or its source was deleted since)."""
+    source = cp.metadata.get("forked_from")
+    if not isinstance(source, Mapping):
+        return None
+    thread, checkpoint = source.get("thread_id"), source.get("checkpoint_id")
+    if not isinstance(thread, str) or not isinstance(checkpoint, str):
+        return None
+    return await checkpointer.aget(thread, checkpoint, namespace=cp.namespace)
 
 
 async def diff_checkpoints(checkpointer: Checkpointer, a: CheckpointRef, b: CheckpointRef) -> CheckpointDiff:

@@ -101,7 +101,8 @@ def test_the_forms_write_and_redirect_under_the_mount_path(client: TestClient) -
     assert "deleted thread forked" in client.get(r.headers["location"]).text
 
     refused = _post(client, f"{MOUNT}/threads/done/do/fork", {"target": ""})
-    assert refused.status_code == 400 and 'href="/studio/threads/done"' in refused.text  # the error's way back
+    assert refused.status_code == 400 and 'id="fork-target-error"' in refused.text  # beside the field
+    assert 'action="/studio/threads/done/do/fork"' in refused.text  # the form again, to send once corrected
 
 
 def test_writes_under_the_mount_path_keep_the_host_origin_and_csrf_checks(client: TestClient) -> None:

@@ -73,3 +73,34 @@ def test_ids_are_escaped_in_pages(client: TestClient) -> None:
 
     thread = client.get("/threads/" + quote(evil, safe="")).text
     assert "<script>alert" not in thread
+
+
+def test_hostile_chat_messages_interrupts_and_form_input_are_escaped(tmp_path: Any) -> None:
+    from plait import SqliteCheckpointer
+
+    from ._studio_support import compiled
+
+    evil = "<script>alert(1)</script><img src=x onerror=alert(2)>\"'"
+    call = {"name": evil, "args": {evil: evil}, "id": evil}
+    messages = [
+        {"type": "human", "content": evil, "id": "h1"},
+        {"type": "ai", "content": [{"type": "text", "text": evil}, {"type": evil}], "tool_calls": [call], "id": "a1"},
+        {"type": "tool", "name": evil, "tool_call_id": evil, "content": evil, "id": "t1"},
+    ]
+    saver = SqliteCheckpointer(str(tmp_path / "evil.db"))
+    compiled(saver).invoke({"topic": evil, "messages": messages}, thread_id="evil")  # waits on its interrupt
+    with make_client(saver) as c:
+        page = c.get("/threads/evil").text
+        assert 'id="chat"' in page and 'id="answer-box"' in page and evil not in page
+        assert "<script>alert" not in page and "<img src=x" not in page
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;" in page
+        token = c.get("/api/csrf").json()["csrf_token"]
+        hostile = "</textarea>" + evil
+        r = c.post(
+            "/threads/evil/do/fork",
+            data={"target": hostile, "edits": hostile, "csrf_token": token},
+            headers={"Origin": ORIGIN},
+        )
+        assert r.status_code == 400 and 'id="fork-edits-error"' in r.text
+        assert "</textarea><script>" not in r.text and "<script>alert" not in r.text
+    saver.close()

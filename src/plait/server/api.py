@@ -180,7 +180,10 @@ async def get_state(
     return json_response(checkpoint_json(cp, detail=True))
 
 
-@router.get(f"/threads/{THREAD_ID}/changes", summary="What a checkpoint changed against its parent")
+@router.get(
+    f"/threads/{THREAD_ID}/changes",
+    summary="What a checkpoint changed against its parent (a fork's root: against its source)",
+)
 async def get_changes(
     request: Request,
     thread_id: str,

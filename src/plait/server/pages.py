@@ -6,7 +6,8 @@ run queue's runs and ``/runs/{id}`` shows one, ``/memory`` shows the memory stor
 namespaces as a tree, the items under one, an item's value). The forms post to
 ``/threads/{id}/do/{action}`` (a run's Cancel to ``/runs/{id}/cancel``, the Memory page's to
 ``/memory/do/{action}``) and redirect back (POST, redirect, GET) with a confirmation of what
-was done.
+was done; one that fails answers with its page again, the error beside the field it is about
+and the input kept (:mod:`plait.server.forms`).
 
 Every path here is the Studio's own (``/threads/ID``); what the page and its redirects carry
 is that path under the Studio's mount path (:func:`~plait.server.http.root_of`: ``""`` at the
@@ -21,6 +22,7 @@ confirmations; without it every page still reads and every form still works.
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import uuid
 from pathlib import Path
@@ -36,6 +38,8 @@ from plait import inspect as ins
 from plait.checkpoint.model import STATUSES, Checkpoint
 from plait.errors import ArgumentError, PlaitError, RunNotFoundError, RunsError, StoreUnsupportedError
 from plait.server import memory as mem
+from plait.server.chat import asked, chat_of, question_of
+from plait.server.forms import FormError, field_error, kept, shown_again
 from plait.server.graphs import graph_svg
 from plait.server.http import read_form, root_of, route_path, status_of
 from plait.server.paths import THREAD_ID, thread_target, thread_url
@@ -62,6 +66,7 @@ _env.globals["tree"] = tree_html
 _env.globals["run_url"] = lambda run_id: f"/runs/{quote(run_id, safe='')}"
 _env.globals["statuses"] = STATUSES
 _env.globals["step_timing"] = step_timing
+_env.globals.update(asked=asked, question_of=question_of, field_error=field_error, kept=kept, form_error=None)
 
 PAGE_METHODS = ["GET", "HEAD"]
 """A page answers HEAD as GET does (a link checker's or a proxy's look), not with a 405."""
@@ -156,6 +161,18 @@ async def thread_page(
     checkpoint: str | None = None,
     before: str | None = None,
 ) -> HTMLResponse:
+    return await _thread_html(request, thread_id, namespace, checkpoint, before)
+
+
+async def _thread_html(
+    request: Request,
+    thread_id: str,
+    namespace: str,
+    checkpoint: str | None,
+    before: str | None,
+    failed: FormError | None = None,
+    code: int = 200,
+) -> HTMLResponse:
     studio = studio_of(request)
     try:
         summary = await ins.thread_summary(studio.checkpointer, thread_id, namespace=namespace)
@@ -178,6 +195,7 @@ async def thread_page(
     return _render(
         request,
         "thread.html",
+        code,
         s=summary,
         history=page,
         older=_thread_url(thread_id, namespace, before=older) if older else None,
@@ -199,7 +217,8 @@ async def thread_page(
         writes=_writes,
         fork_name=f"{thread_id}-fork-{uuid.uuid4().hex[:4]}",
         events=thread_url(thread_id, "/events", api=True, namespace=namespace or None),
-        interrupt_json=json.dumps(summary.interrupts[0].value, indent=2, default=str) if summary.interrupts else "",
+        chat=chat_of(selected.values),
+        form_error=failed,
     )
 
 
@@ -334,7 +353,8 @@ async def act(request: Request, thread_id: str, action: str, namespace: str = ""
         else:
             raise ArgumentError("action", f"unknown action {action!r}")
     except (PlaitError, ValueError) as exc:
-        return _problem(request, exc, back)
+        again = functools.partial(_thread_html, request, thread_id, namespace, checkpoint, None)
+        return await shown_again(action, exc, form, again, functools.partial(_problem, request, exc, back))
     return _flashed(request, target, studio.flash(done))
 
 
@@ -475,6 +495,20 @@ async def memory_page(
     query: str | None = None,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> HTMLResponse:
+    return await _memory_html(request, namespace, item_ns, key, filter, query, offset)
+
+
+async def _memory_html(
+    request: Request,
+    namespace: str,
+    item_ns: str | None,
+    key: str | None,
+    filter: str | None,
+    query: str | None,
+    offset: int,
+    failed: FormError | None = None,
+    failed_code: int = 200,
+) -> HTMLResponse:
     try:
         store = mem.store_of(request)
     except StoreUnsupportedError as exc:  # a store without memory: say so, as the Runs page does
@@ -493,11 +527,14 @@ async def memory_page(
                 problem, code = f"no item {key!r} in namespace {item_ns or ''!r}: deleted, expired, or never put", 404
     except (PlaitError, ValueError) as exc:
         problem, code = str(exc), 400
+    if failed is not None and item is None and failed.action == "delete-item":  # no item left to show it by
+        problem = failed.message
     search = {"filter": filter, "query": query}
     return _render(
         request,
         "memory.html",
-        code,
+        failed_code if failed else code,
+        form_error=failed,
         unavailable=None,
         ns_tree=mem.namespace_tree(listed[:MEMORY_TREE]),
         tree_cut=len(listed) > MEMORY_TREE,
@@ -544,5 +581,8 @@ async def memory_act(request: Request, action: str) -> Response:
         else:
             raise ArgumentError("action", f"unknown action {action!r}")
     except (PlaitError, ValueError) as exc:
-        return _problem(request, exc, back)
+        selected = (ns_text, key) if action == "delete" else (None, None)  # the item a deletion was of
+        again = functools.partial(_memory_html, request, listed, selected[0], selected[1], None, None, 0)
+        form_of = {"put": "put", "delete": "delete-item"}.get(action, "")
+        return await shown_again(form_of, exc, form, again, functools.partial(_problem, request, exc, back))
     return _flashed(request, target, studio.flash(done))
