@@ -49,7 +49,10 @@ FORMATS = ("mermaid", "ascii", "svg")
 
 
 def run_status(cp: Checkpoint, record: dict[str, Any]) -> str:
-    """``done``, ``interrupted`` (waits for ``--resume``) or ``paused`` (at a breakpoint)."""
+    """How a run ended: ``done``, ``interrupted`` (waits for ``--resume``) or ``paused`` (at a
+    breakpoint). Not the thread's status (``plait threads``): after a run that is done the
+    thread rests ``idle``, after one interrupted or paused ``interrupted``; docs/cli.md has
+    the mapping."""
     if record["interrupts"]:
         return "interrupted"
     return "paused" if cp.next_tasks else "done"
@@ -217,8 +220,9 @@ def cmd_resume(
             inv.out.emit({**checkpoint_json(start), "status": "done", "ran": False})
         else:
             inv.out.line(
-                f"thread {thread_id} is finished (step {start.step}, checkpoint {start.id}): nothing to resume. "
-                f"Start it again with: plait run {inv.target} --thread {thread_id} --input JSON{inv.run_flags()}"
+                f"thread {thread_id} is idle: its last run is done (step {start.step}, checkpoint {start.id}), so "
+                f"there is nothing to resume. To continue it with new input: plait run {inv.target} --thread "
+                f"{shlex.quote(thread_id)} --input JSON{inv.run_flags()}"
             )
         return
     if wait is not None and wait < 0:
@@ -255,7 +259,8 @@ def _check_answer(inv: Invocation, start: Checkpoint, thread_id: str, answer: An
             )
         raise ArgumentError(
             "--resume",
-            f"thread {at} is finished: no interrupt waits for an answer. Start a new run on it with: "
+            f"thread {at} is idle (its last run is done): no interrupt waits for an answer. To continue it with "
+            "new input: "
             f"plait run {inv.target} --thread {q(thread_id)} --input JSON{inv.run_flags()}, or branch it with: "
             f"plait fork {q(thread_id)} --to NEW{inv.flags()}",
         )
