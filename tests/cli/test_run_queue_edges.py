@@ -100,8 +100,9 @@ def test_submit_and_schedule_warn_when_no_live_worker_serves_the_graph(
     single = flows.name("single")
     res = cli("submit", single, "-i", "{}", *db)
     assert res.code == EXIT_OK and res.out.startswith("submitted run ")
-    assert "warning: no worker is running on this database; until one does, runs of" in res.err
-    assert f"Start one with: plait worker --graph {single} --db " in res.err and f"--schema {db[-1]}" in res.err
+    assert f"warning: no worker is running on this database, so runs of {single} wait in the queue" in res.err
+    assert f"Start one that serves it with: plait worker --graph {single} --db " in res.err
+    assert f"--schema {db[-1]}" in res.err
     res = cli("schedule", single, "--cron", "0 0 1 1 *", *db)
     assert res.code == EXIT_OK and "warning: no worker is running on this database" in res.err
 
@@ -113,10 +114,13 @@ def test_submit_and_schedule_warn_when_no_live_worker_serves_the_graph(
     res = cli("submit", "elsewhere.py:graph", "-i", "{}", *db)
     assert res.code == EXIT_OK
     assert "warning: no live worker on queue 'plait' serves graph 'elsewhere.py:graph' (they serve: " in res.err
+    assert "so one of them will fail its runs with UnknownGraphError" in res.err
     assert single in res.err and "plait worker --graph elsewhere.py:graph --db" in res.err
+    res = cli("schedule", "digest", "--cron", "0 9 * * *", *db)  # a plain name: the worker needs its target
+    assert res.code == EXIT_OK and "plait worker --graph digest=MODULE:GRAPH --db" in res.err
     res = cli("submit", single, "-i", "{}", "--queue", "slow", *db)
     assert res.code == EXIT_OK
-    assert "warning: no live worker serves queue 'slow' (the 1 live worker(s) serve: plait)" in res.err
+    assert "warning: no live worker serves queue 'slow' (the 1 live worker(s) serve: plait), so runs" in res.err
     assert f"plait worker --graph {single} --queue slow --db" in res.err
 
     worker("--queue", "slow")
@@ -153,7 +157,12 @@ def test_submit_after_takes_seconds_or_a_time(cli: Cli, postgres_dsn: str, db: t
         wait = (scheduled_at(run["run_id"]) - before).total_seconds()
         assert 3600 <= wait < 3600 + 120
     assert "--delay" not in cli("submit", "--help").out
-    for args in (("--after", "tomorrow"), ("--after", "2030-01-02T03:04:05"), ("--after", "5", "--delay", "5")):
+    for args in (
+        ("--after", "tomorrow"),
+        ("--after", "2030-01-02T03:04:05"),
+        ("--after", "inf"),
+        ("--after", "5", "--delay", "5"),
+    ):
         res = cli("submit", single, *args, *db)
         assert res.code == EXIT_USAGE and "--after" in res.one_line()
 

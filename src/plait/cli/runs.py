@@ -176,7 +176,7 @@ def _after(after: str | None, delay: float | None) -> datetime.datetime | None:
     now = datetime.datetime.now(datetime.UTC)
     try:
         return now + datetime.timedelta(seconds=float(after))
-    except ValueError:
+    except (ValueError, OverflowError):  # not a number, or not a finite one
         pass
     try:
         when = datetime.datetime.fromisoformat(after)
@@ -202,9 +202,10 @@ async def _warn_unserved(inv: Invocation, runs: Any, graph: str, queue: str, sch
     if why is None:
         return
     q = shlex.quote
-    start = f"plait worker --graph {q(graph)}" + ("" if queue == "plait" else f" --queue {q(queue)}")
+    given = q(graph) if ":" in graph else f"{q(graph)}=MODULE:GRAPH"  # a plain name needs its target
+    start = f"plait worker --graph {given}" + ("" if queue == "plait" else f" --queue {q(queue)}")
     start += f" --db {q(inv.shown_db)}" + (f" --schema {q(schema)}" if schema else "")
-    note(f"warning: {why}; until one does, runs of {graph} wait in the queue. Start one with: {start}")
+    note(f"warning: {why}. Start one that serves it with: {start}")
 
 
 def _answer_options(options: dict[str, Any]) -> None:
@@ -506,7 +507,7 @@ def register(app: typer.Typer) -> None:
         target: Annotated[
             str, typer.Argument(metavar="GRAPH", help="The graph, as workers were given it: NAME, or MODULE:GRAPH.")
         ],
-        cron: Annotated[str, typer.Option("--cron", metavar="CRON", help="'*/5 * * * *'; a 6th field: seconds.")],
+        cron: Annotated[str, typer.Option("--cron", metavar="CRON", help="'*/5 * * * *'; six fields: seconds last.")],
         input: Annotated[str | None, typer.Option("--input", "-i", metavar="JSON", help="Channel values.")] = None,
         thread: Annotated[
             str | None, typer.Option("--thread", "-t", metavar="THREAD", help="One thread for every tick.")

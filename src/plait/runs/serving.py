@@ -104,17 +104,21 @@ async def live_workers(db: Any) -> list[LiveWorker]:
 
 
 def unserved(workers: Sequence[LiveWorker], graph: str, queue: str) -> str | None:
-    """Why no live worker will run ``graph`` on ``queue``, or None when one will."""
+    """Why no live worker will run ``graph`` on ``queue``, and what becomes of its runs meanwhile;
+    None when one will."""
     if not workers:
-        return "no worker is running on this database"
+        return f"no worker is running on this database, so runs of {graph} wait in the queue until one starts"
     on_queue = [w for w in workers if queue in w.queues]
     if not on_queue:
         queues = ", ".join(sorted({q for w in workers for q in w.queues}))
-        return f"no live worker serves queue {queue!r} (the {len(workers)} live worker(s) serve: {queues})"
+        return (
+            f"no live worker serves queue {queue!r} (the {len(workers)} live worker(s) serve: {queues}), so runs "
+            "there wait until one does"
+        )
     if not any(graph in w.graphs for w in on_queue):
         graphs = ", ".join(sorted({g for w in on_queue for g in w.graphs}))
         return (
-            f"no live worker on queue {queue!r} serves graph {graph!r} (they serve: {graphs}); "
-            "one of them would fail the run with UnknownGraphError"
+            f"no live worker on queue {queue!r} serves graph {graph!r} (they serve: {graphs}), so one of them "
+            "will fail its runs with UnknownGraphError"
         )
     return None
