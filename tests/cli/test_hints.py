@@ -113,6 +113,10 @@ def test_an_answer_no_interrupt_waits_for_is_refused_with_what_applies(cli: Cli)
     assert "waits for no answer: it has work left to do" in line
     assert "plait resume flow.py:graph failed --db t.db" in line
     no_python(line)
+    # an answer at a past checkpoint: the command that applies goes on from that checkpoint
+    line = cli("resume", "flow.py:graph", "done", "--resume", '"yes"', "--step", "1", "--db", "t.db").one_line()
+    first = cli("state", "done", "--step", "1", "--db", "t.db", "--json").json()["checkpoint_id"]
+    assert f"Continue it without --resume: plait resume flow.py:graph done --checkpoint {first} --db t.db" in line
 
 
 def test_several_waiting_interrupts_are_answered_by_id(cli: Cli) -> None:

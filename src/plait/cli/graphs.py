@@ -214,7 +214,7 @@ def cmd_resume(
     start = find_checkpoint(app.checkpointer, thread_id, app.namespace, checkpoint, step)
     replay = checkpoint is not None or step is not None
     if value is not None:
-        _check_answer(inv, start, thread_id, value.resume)
+        _check_answer(inv, start, thread_id, value.resume, replay=replay)
     if not replay and value is None and not start.next_tasks and not checkpoint_json(start)["interrupts"]:
         if inv.out.json:
             inv.out.emit({**checkpoint_json(start), "status": "done", "ran": False})
@@ -239,10 +239,11 @@ def cmd_resume(
     )
 
 
-def _check_answer(inv: Invocation, start: Checkpoint, thread_id: str, answer: Any) -> None:
+def _check_answer(inv: Invocation, start: Checkpoint, thread_id: str, answer: Any, *, replay: bool) -> None:
     """Refuse a ``--resume`` the thread cannot take, in the command line's words (the
     library's own refusal names Python calls): no interrupt waits, or several do and the
-    answer does not say which it is for.
+    answer does not say which it is for. ``replay``: ``start`` was chosen (``--checkpoint``,
+    ``--step``), so the command that applies goes on from it, not from the head.
 
     Raises:
         ArgumentError: on ``--resume``, with the command that applies instead.
@@ -255,7 +256,8 @@ def _check_answer(inv: Invocation, start: Checkpoint, thread_id: str, answer: An
             raise ArgumentError(
                 "--resume",
                 f"thread {at} waits for no answer: it has work left to do. Continue it without --resume: "
-                f"plait resume {inv.target} {q(thread_id)}{inv.run_flags()}",
+                f"plait resume {inv.target} {q(thread_id)}{f' --checkpoint {start.id}' if replay else ''}"
+                f"{inv.run_flags()}",
             )
         raise ArgumentError(
             "--resume",
