@@ -27,6 +27,9 @@ __all__ = ["LiveWorker", "live_workers", "start_advert", "unserved"]
 log = logging.getLogger("plait.runs.worker")
 
 _PREFIX = "worker:"
+_EXPIRES = "CASE WHEN starts_with(key, 'worker:') THEN (value::jsonb ->> 'expires')::float8 END"
+"""When an advert row expires; NULL for the table's other rows, whose values are no JSON (a
+CASE, because PostgreSQL may test a WHERE's conditions in any order)."""
 _FORGET_AFTER = 3600.0
 """Seconds after its expiry that a dead worker's row is deleted (kept a while: harmless)."""
 
@@ -50,8 +53,7 @@ async def _advertise(db: Any, name: str, graphs: Sequence[str], queues: Sequence
             (_PREFIX + name, body, ttl),
         )
         await cur.execute(
-            "DELETE FROM plait_run_meta WHERE key LIKE 'worker:%%' "
-            "AND (value::jsonb ->> 'expires')::float8 < extract(epoch FROM now()) - %s",
+            f"DELETE FROM plait_run_meta WHERE {_EXPIRES} < extract(epoch FROM now()) - %s",
             (_FORGET_AFTER,),
         )
 
@@ -92,8 +94,7 @@ async def live_workers(db: Any) -> list[LiveWorker]:
     """The workers whose advert has not expired, by name."""
     async with db.connection() as conn, conn.cursor() as cur:
         await cur.execute(
-            "SELECT key, value FROM plait_run_meta WHERE key LIKE 'worker:%%' "
-            "AND (value::jsonb ->> 'expires')::float8 > extract(epoch FROM now()) ORDER BY key"
+            f"SELECT key, value FROM plait_run_meta WHERE {_EXPIRES} > extract(epoch FROM now()) ORDER BY key"
         )
         rows = await cur.fetchall()
     found = []
