@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import pathlib
+import subprocess
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
+from ..runs._runs_support import plait_worker, started, wait_for
 from ._cli_support import FLOW, SCHEMAS, Cli
 
 
@@ -38,3 +41,24 @@ def validate() -> Any:
         assert not errors, f"{name}: " + "; ".join(f"{list(e.path)}: {e.message}" for e in errors)
 
     return check
+
+
+@pytest.fixture
+def worker(postgres_dsn: str, postgres_schema: str, tmp_path: pathlib.Path) -> Iterator[Callable[..., None]]:
+    """``start(*args)``: a `plait worker` serving the runs tests' graphs on the scratch schema
+    (set up by then), with extra ``args``; killed at the end."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(*args: str) -> None:
+        log = tmp_path / f"worker-{len(procs)}.log"
+        # unhurried: a busy machine's pause is never taken for a dead worker
+        extra = ("--stalled-after", "60", "--lease-ttl", "60", *args)
+        proc = plait_worker(postgres_dsn, postgres_schema, log=log, args=extra)
+        procs.append(proc)
+        wait_for(lambda: started(log) or proc.poll() is not None, 60, "the worker to start")
+        assert proc.poll() is None, log.read_text()
+
+    yield start
+    for proc in procs:
+        proc.kill()
+        proc.wait(10)

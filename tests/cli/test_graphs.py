@@ -52,7 +52,7 @@ def test_resume_waits_for_the_run_holding_the_thread(cli: Cli, tmp_path: pathlib
     finally:
         store.close()
     done = cli("resume", "flow.py:with_question", "t", "--db", "t.db", "--wait", "5")
-    assert done.code == 0 and "is finished" in done.out and "nothing to resume" in done.out
+    assert done.code == 0 and "is idle: its last run is done" in done.out and "nothing to resume" in done.out
 
 
 CONTEXT_FLOW = """

@@ -4,6 +4,9 @@ graph, store and namespace that were given, never Python calls."""
 from __future__ import annotations
 
 import json
+import pathlib
+
+import pytest
 
 from plait.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 
@@ -71,7 +74,7 @@ def test_resume_on_a_finished_thread_says_there_is_nothing_to_do(cli: Cli) -> No
     before = cli("history", "a", "--db", "t.db", "--json").json()
     res = cli("resume", "flow.py:graph", "a", "--db", "t.db")
     assert res.code == EXIT_OK
-    assert "thread a is finished" in res.out and "nothing to resume" in res.out
+    assert "thread a is idle: its last run is done" in res.out and "nothing to resume" in res.out
     assert "values" not in res.out  # nothing is reprinted
     assert "plait run flow.py:graph --thread a --input JSON --db t.db" in res.out
     res = cli("resume", "flow.py:graph", "a", "--db", "t.db", "--json")
@@ -100,7 +103,7 @@ def test_an_answer_no_interrupt_waits_for_is_refused_with_what_applies(cli: Cli)
     res = cli("resume", "flow.py:graph", "done", "--resume", '"yes"', "--db", "t.db")
     assert res.code == EXIT_USAGE
     line = res.one_line()
-    assert "thread done" in line and "is finished: no interrupt waits for an answer" in line
+    assert "thread done" in line and "is idle (its last run is done): no interrupt waits for an answer" in line
     assert "plait run flow.py:graph --thread done --input JSON --db t.db" in line
     assert "plait fork done --to NEW --db t.db" in line
     no_python(line)
@@ -109,6 +112,10 @@ def test_an_answer_no_interrupt_waits_for_is_refused_with_what_applies(cli: Cli)
     assert "waits for no answer: it has work left to do" in line
     assert "plait resume flow.py:graph failed --db t.db" in line
     no_python(line)
+    # an answer at a past checkpoint: the command that applies goes on from that checkpoint
+    line = cli("resume", "flow.py:graph", "done", "--resume", '"yes"', "--step", "1", "--db", "t.db").one_line()
+    first = cli("state", "done", "--step", "1", "--db", "t.db", "--json").json()["checkpoint_id"]
+    assert f"Continue it without --resume: plait resume flow.py:graph done --checkpoint {first} --db t.db" in line
 
 
 def test_several_waiting_interrupts_are_answered_by_id(cli: Cli) -> None:
@@ -153,3 +160,23 @@ def test_the_resume_hint_repeats_the_context_the_run_had(cli: Cli) -> None:
     assert res.json()["values"] == {"who": "ann", "answer": "yes"}
     res = cli("run", "flow.py:with_question", "-i", '{"topic": "q"}', "-t", "c3", "--db", "t.db")
     assert "--context" not in res.out  # none given, none repeated
+
+
+def test_a_resume_refused_by_the_library_is_told_in_commands(tmp_path: pathlib.Path) -> None:
+    """What the engine says of an answer to a thread that waits for none names a Python
+    call; the command line's message names the commands instead."""
+    from plait.cli.invocation import Invocation
+    from plait.cli.messages import describe
+    from plait.cli.output import Out
+    from plait.engine.pending import resume_writes
+    from plait.errors import InvalidResumeError
+
+    with pytest.raises(InvalidResumeError) as caught:
+        resume_writes("t1", [], "yes")  # the library's own refusal, as a run meets it
+    assert "invoke(None" in str(caught.value)
+    inv = Invocation(Out(), str(tmp_path / "t.db"), debug=False)
+    inv.target = "flow.py:graph"
+    said = describe(caught.value, inv)
+    assert "invoke(" not in said and "has no interrupt waiting for an answer" in said
+    assert "continue it without --resume: plait resume flow.py:graph t1 --db " in said
+    assert "run it again with new input: plait run flow.py:graph --thread t1 --input JSON --db " in said

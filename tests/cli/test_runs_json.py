@@ -4,9 +4,7 @@ schedules, schedules --remove), run for real on a scratch PostgreSQL schema with
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,32 +13,13 @@ from plait.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from plait.runs import Runs
 
 from ..runs import _run_flows as flows
-from ..runs._runs_support import plait_worker, started, wait_for
+from ..runs._runs_support import wait_for
 from ._cli_support import Cli
 
 pytestmark = pytest.mark.postgres
 
 Validate = Callable[[str, Any], None]
 TIMES = ("created_at", "started_at", "finished_at", "updated_at", "tick", "last_tick")
-
-
-@pytest.fixture
-def worker(postgres_dsn: str, postgres_schema: str, tmp_path: Path) -> Iterator[Callable[[], None]]:
-    """``start()``: a `plait worker` on the scratch schema (set up by then), killed at the end."""
-    procs: list[subprocess.Popen[bytes]] = []
-
-    def start() -> None:
-        log = tmp_path / "worker.log"
-        # unhurried: a busy machine's pause is never taken for a dead worker
-        proc = plait_worker(postgres_dsn, postgres_schema, log=log, args=("--stalled-after", "60", "--lease-ttl", "60"))
-        procs.append(proc)
-        wait_for(lambda: started(log) or proc.poll() is not None, 60, "the worker to start")
-        assert proc.poll() is None, log.read_text()
-
-    yield start
-    for proc in procs:
-        proc.kill()
-        proc.wait(10)
 
 
 def test_the_run_commands_json_holds_to_their_schemas(
@@ -73,7 +52,7 @@ def test_the_run_commands_json_holds_to_their_schemas(
     asked = ok("submit", "submit", flows.name("asking"), "-t", "a", "-i", "{}", "--wait", "60", code=EXIT_INTERRUPTED)
     assert asked["status"] == "interrupted" and asked["output"]["__interrupt__"]
     later = ok(
-        "submit", "submit", flows.name("single"), "-t", "p", "--delay", "3600", "--priority", "2", "--timeout", "30",
+        "submit", "submit", flows.name("single"), "-t", "p", "--after", "3600", "--priority", "2", "--timeout", "30",
         "--multitask", "enqueue", "-i", '{"tag": "x"}',
     )  # fmt: skip
     assert later["status"] == "pending" and later["started_at"] is None and later["timeout"] == 30

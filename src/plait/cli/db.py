@@ -65,6 +65,7 @@ def cmd_db_migrate(inv: Invocation) -> None:
     if checkpointer_kind(checkpointer) == "postgres":  # the run tables and the job queue live beside the checkpoints
         from plait.cli.runs import migrate_runs
 
+        created = bool(getattr(checkpointer, "created", False))  # its setup found no tables: a new store
         runs = migrate_runs(inv.db)
     if inv.out.json:
         inv.out.emit({"store": shown, "migrated": True, "created": created, "runs": runs})

@@ -49,7 +49,10 @@ FORMATS = ("mermaid", "ascii", "svg")
 
 
 def run_status(cp: Checkpoint, record: dict[str, Any]) -> str:
-    """``done``, ``interrupted`` (waits for ``--resume``) or ``paused`` (at a breakpoint)."""
+    """How a run ended: ``done``, ``interrupted`` (waits for ``--resume``) or ``paused`` (at a
+    breakpoint). Not the thread's status (``plait threads``): after a run that is done the
+    thread rests ``idle``, after one interrupted or paused ``interrupted``; docs/cli.md has
+    the mapping."""
     if record["interrupts"]:
         return "interrupted"
     return "paused" if cp.next_tasks else "done"
@@ -211,14 +214,15 @@ def cmd_resume(
     start = find_checkpoint(app.checkpointer, thread_id, app.namespace, checkpoint, step)
     replay = checkpoint is not None or step is not None
     if value is not None:
-        _check_answer(inv, start, thread_id, value.resume)
+        _check_answer(inv, start, thread_id, value.resume, replay=replay)
     if not replay and value is None and not start.next_tasks and not checkpoint_json(start)["interrupts"]:
         if inv.out.json:
             inv.out.emit({**checkpoint_json(start), "status": "done", "ran": False})
         else:
             inv.out.line(
-                f"thread {thread_id} is finished (step {start.step}, checkpoint {start.id}): nothing to resume. "
-                f"Start it again with: plait run {inv.target} --thread {thread_id} --input JSON{inv.run_flags()}"
+                f"thread {thread_id} is idle: its last run is done (step {start.step}, checkpoint {start.id}), so "
+                f"there is nothing to resume. To continue it with new input: plait run {inv.target} --thread "
+                f"{shlex.quote(thread_id)} --input JSON{inv.run_flags()}"
             )
         return
     if wait is not None and wait < 0:
@@ -235,10 +239,11 @@ def cmd_resume(
     )
 
 
-def _check_answer(inv: Invocation, start: Checkpoint, thread_id: str, answer: Any) -> None:
+def _check_answer(inv: Invocation, start: Checkpoint, thread_id: str, answer: Any, *, replay: bool) -> None:
     """Refuse a ``--resume`` the thread cannot take, in the command line's words (the
     library's own refusal names Python calls): no interrupt waits, or several do and the
-    answer does not say which it is for.
+    answer does not say which it is for. ``replay``: ``start`` was chosen (``--checkpoint``,
+    ``--step``), so the command that applies goes on from it, not from the head.
 
     Raises:
         ArgumentError: on ``--resume``, with the command that applies instead.
@@ -251,11 +256,13 @@ def _check_answer(inv: Invocation, start: Checkpoint, thread_id: str, answer: An
             raise ArgumentError(
                 "--resume",
                 f"thread {at} waits for no answer: it has work left to do. Continue it without --resume: "
-                f"plait resume {inv.target} {q(thread_id)}{inv.run_flags()}",
+                f"plait resume {inv.target} {q(thread_id)}{f' --checkpoint {start.id}' if replay else ''}"
+                f"{inv.run_flags()}",
             )
         raise ArgumentError(
             "--resume",
-            f"thread {at} is finished: no interrupt waits for an answer. Start a new run on it with: "
+            f"thread {at} is idle (its last run is done): no interrupt waits for an answer. To continue it with "
+            "new input: "
             f"plait run {inv.target} --thread {q(thread_id)} --input JSON{inv.run_flags()}, or branch it with: "
             f"plait fork {q(thread_id)} --to NEW{inv.flags()}",
         )

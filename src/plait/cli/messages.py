@@ -31,10 +31,14 @@ from plait.errors import (
     UnknownChannelError,
 )
 
-__all__ = ["DB_FORMS", "describe"]
+__all__ = ["DB_FORMS", "NO_INTERRUPT", "describe"]
 
 DB_FORMS = STORE_ADDRESS_FORMS
 """What a ``--db`` (or ``$PLAIT_DB``) can be."""
+
+NO_INTERRUPT = "no pending interrupt"
+"""What the reason of an :class:`InvalidResumeError` says when the thread waits for no
+answer at all (then it goes on to name ``invoke(None, ...)``, a Python call)."""
 
 
 def describe(exc: BaseException, inv: Invocation) -> str:  # noqa: PLR0912 - one table of errors and the command that mends each
@@ -100,6 +104,13 @@ def describe(exc: BaseException, inv: Invocation) -> str:  # noqa: PLR0912 - one
         )
     if isinstance(exc, InvalidResumeError):
         thread = exc.thread_id or "THREAD"
+        if NO_INTERRUPT in exc.reason:  # the library's advice there is a Python call
+            return (
+                f"InvalidResumeError: thread {thread!r} has no interrupt waiting for an answer, so --resume has "
+                f"nothing to answer. If it has work left, continue it without --resume: plait resume {target} "
+                f"{_q(thread)}{run_flags}; if it is idle (its last run done), run it again with new input: "
+                f"plait run {target} --thread {_q(thread)} --input JSON{run_flags}"
+            )
         return f"{exc}; see what the thread waits for with: plait state {_q(thread)}{flags}"
     if isinstance(exc, UnknownChannelError):
         known = ", ".join(exc.known) or "(none)"

@@ -8,6 +8,8 @@ the checkpoints (default: the connection's search path, which ``PGOPTIONS`` can 
 import asyncio
 import datetime
 import logging
+import shlex
+import warnings
 from typing import Annotated, Any
 
 import typer
@@ -15,8 +17,9 @@ import typer
 from plait._sync import run_sync
 from plait.cli.arguments import check_positive, parse_context, parse_json
 from plait.cli.context import Invocation, run_command
+from plait.cli.messages import NO_INTERRUPT
 from plait.cli.options import ConfigFile, Db, Debug, Json
-from plait.cli.output import EXIT_FAILED, EXIT_INTERRUPTED, Exit
+from plait.cli.output import EXIT_FAILED, EXIT_INTERRUPTED, Exit, note
 from plait.cli.targets import graph_targets
 from plait.errors import ArgumentError
 from plait.inspect_json import iso
@@ -123,11 +126,10 @@ def cmd_submit(
         raise ArgumentError("--input", "--input must be a JSON object of channel values")
     _seconds(wait, "--wait")
     _answer_options(options)
-    delay = options.pop("delay")
-    if delay is not None:
-        options["after"] = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=delay)
+    options["after"] = _after(options.pop("after"), options.pop("delay"))
 
     async def body(runs: Any) -> Any:
+        await _warn_unserved(inv, runs, target, options["queue"], schema)
         run_id = await runs.asubmit(target, data, **options)
         return await runs.ajoin(run_id, wait) if wait is not None else await runs.aget(run_id)
 
@@ -137,13 +139,73 @@ def cmd_submit(
     elif run.done:
         inv.out.line(f"run {run.run_id} on thread {run.thread_id}: {run.status}")
         if run.error:
-            inv.out.line(f"  {run.error.get('type')}: {run.error.get('message')}")
+            inv.out.line(f"  {run.error.get('type')}: {_run_error(run, target, inv, schema)}")
     else:
         inv.out.line(f"submitted run {run.run_id} on thread {run.thread_id} ({run.status})")
     if run.status in ("error", "timeout", "cancelled"):
         raise Exit(EXIT_FAILED)
     if run.status == "interrupted":
         raise Exit(EXIT_INTERRUPTED)
+
+
+def _run_error(run: Any, target: str, inv: Invocation, schema: str | None) -> str:
+    """A failed run's error message, in the command line's words where the worker's names a
+    Python call: an answer (``--resume``) to a thread that waits for none."""
+    message = str(run.error.get("message"))
+    if run.error.get("type") != "InvalidResumeError" or NO_INTERRUPT not in message:
+        return message
+    q, thread = shlex.quote, shlex.quote(run.thread_id)
+    flags = f" --db {q(inv.shown_db)}" + (f" --schema {q(schema)}" if schema else "")
+    return (
+        f"thread {run.thread_id!r} has no interrupt waiting for an answer, so --resume had nothing to answer. "
+        f"If it has work left, continue it without --resume: plait submit {q(target)} -t {thread}{flags}; if it "
+        f"is idle (its last run done), run it again with new input: plait submit {q(target)} -t {thread} "
+        f"--input JSON{flags}"
+    )
+
+
+def _after(after: str | None, delay: float | None) -> datetime.datetime | None:
+    """``--after`` (seconds from now, or an ISO 8601 time with its UTC offset) as the time
+    :meth:`Runs.submit` takes as ``after``; ``--delay S``, its old name, is ``--after S``."""
+    if delay is not None:
+        if after is not None:
+            raise ArgumentError("--after", "give --after once (--delay is its old name)")
+        after = str(delay)
+    if after is None:
+        return None
+    now = datetime.datetime.now(datetime.UTC)
+    try:
+        return now + datetime.timedelta(seconds=float(after))
+    except (ValueError, OverflowError):  # not a number, or not a finite one
+        pass
+    try:
+        when = datetime.datetime.fromisoformat(after)
+    except ValueError:
+        when = None
+    if when is None or when.utcoffset() is None:
+        raise ArgumentError(
+            "--after",
+            f"--after takes seconds from now (300) or a time with its UTC offset (2030-01-01T09:00:00+00:00); "
+            f"got {after!r}",
+        )
+    return when
+
+
+async def _warn_unserved(inv: Invocation, runs: Any, graph: str, queue: str, schema: str | None) -> None:
+    """Say on stderr, before queueing, when no live worker would run ``graph`` on ``queue``
+    (see :mod:`plait.runs.serving`): the run would wait, or fail, with nothing on screen
+    saying why. A warning, not a refusal: a worker may be started after."""
+    from plait.runs.serving import live_workers, unserved
+
+    await runs.aopen()
+    why = unserved(await live_workers(runs.db), graph, queue)
+    if why is None:
+        return
+    q = shlex.quote
+    given = q(graph) if ":" in graph else f"{q(graph)}=MODULE:GRAPH"  # a plain name needs its target
+    start = f"plait worker --graph {given}" + ("" if queue == "plait" else f" --queue {q(queue)}")
+    start += f" --db {q(inv.shown_db)}" + (f" --schema {q(schema)}" if schema else "")
+    note(f"warning: {why}. Start one that serves it with: {start}")
 
 
 def _answer_options(options: dict[str, Any]) -> None:
@@ -201,15 +263,30 @@ def cmd_cancel(inv: Invocation, schema: str | None, run_id: str) -> None:
 def cmd_schedule(
     inv: Invocation, schema: str | None, target: str, cron: str, input_text: str | None, **opts: Any
 ) -> None:
+    from plait.runs.cron import CronFieldsWarning, check_cron, next_fires, seconds_first
+
     data = parse_json(input_text, "--input") if input_text is not None else None
     try:
-        schedule_id = _closing(_runs(inv, schema), lambda runs: runs.aschedule(target, cron, data, **opts))
+        check_cron(cron)
     except ValueError as exc:
         raise ArgumentError("--cron", str(exc)) from exc
+    if (said := seconds_first(cron)) is not None:
+        note(f"warning: {said} (check the next fire times below)")
+
+    async def body(runs: Any) -> str:
+        await _warn_unserved(inv, runs, target, "plait", schema)
+        with warnings.catch_warnings():  # said above, in the command line's words
+            warnings.simplefilter("ignore", CronFieldsWarning)
+            schedule_id: str = await runs.aschedule(target, cron, data, **opts)
+        return schedule_id
+
+    schedule_id = _closing(_runs(inv, schema), body)
+    fires = [iso(t.timestamp()) for t in next_fires(cron, 3)]
     if inv.out.json:
-        inv.out.emit({"schedule_id": schedule_id})
+        inv.out.emit({"schedule_id": schedule_id, "next": fires})
     else:
         inv.out.line(f"schedule {schedule_id}: {target} at {cron!r}")
+        inv.out.line(f"  next fires (UTC): {', '.join(fires)}")
 
 
 def cmd_schedules(inv: Invocation, schema: str | None, remove: str | None) -> None:
@@ -341,7 +418,13 @@ def register(app: typer.Typer) -> None:
             str, typer.Option("--multitask", metavar="HOW", help="reject, enqueue, interrupt or rollback.")
         ] = "reject",
         priority: Annotated[int, typer.Option("--priority", metavar="N", help="Higher runs first.")] = 0,
-        delay: Annotated[float | None, typer.Option("--delay", metavar="S", help="Start no sooner than S s.")] = None,
+        after: Annotated[
+            str | None,
+            typer.Option("--after", metavar="S|TIME", help="Start no sooner: S seconds from now, or an ISO time."),
+        ] = None,
+        delay: Annotated[
+            float | None, typer.Option("--delay", metavar="S", hidden=True, help="The old name of --after S.")
+        ] = None,
         timeout: Annotated[float | None, typer.Option("--timeout", metavar="S", help="Run time limit.")] = None,
         wait: Annotated[float | None, typer.Option("--wait", metavar="S", help="Wait up to S s for the end.")] = None,
         queue: Annotated[str, typer.Option("--queue", "-q", metavar="NAME", help="The queue.")] = "plait",
@@ -369,6 +452,7 @@ def register(app: typer.Typer) -> None:
             "thread_id": thread,
             "multitask": multitask,
             "priority": priority,
+            "after": after,
             "delay": delay,
             "timeout": timeout,
             "queue": queue,
@@ -423,7 +507,7 @@ def register(app: typer.Typer) -> None:
         target: Annotated[
             str, typer.Argument(metavar="GRAPH", help="The graph, as workers were given it: NAME, or MODULE:GRAPH.")
         ],
-        cron: Annotated[str, typer.Option("--cron", metavar="CRON", help="'*/5 * * * *'; a 6th field: seconds.")],
+        cron: Annotated[str, typer.Option("--cron", metavar="CRON", help="'*/5 * * * *'; six fields: seconds last.")],
         input: Annotated[str | None, typer.Option("--input", "-i", metavar="JSON", help="Channel values.")] = None,
         thread: Annotated[
             str | None, typer.Option("--thread", "-t", metavar="THREAD", help="One thread for every tick.")

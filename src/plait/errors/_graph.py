@@ -143,6 +143,7 @@ class InvalidResumeError(RunError):
 
     def __init__(self, thread_id: str | None, reason: str) -> None:
         self.thread_id = thread_id
+        self.reason = reason
         super().__init__(f"cannot resume thread {thread_id!r}: {reason}")
 
 

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal, get_args
 
+from plait._aliases import either
 from plait._sync import iterate_sync, run_sync
 from plait.engine.context import current_node
 from plait.engine.emitter import INTERRUPT_KEY, queue_sink
@@ -142,7 +143,7 @@ class Running(BoundGraph):
         self,
         input: Any,
         *,
-        mode: StreamMode | Sequence[StreamMode] = "values",
+        mode: StreamMode | Sequence[StreamMode] | None = None,
         stream_mode: StreamMode | Sequence[StreamMode] | None = None,
         thread_id: str | None = None,
         checkpoint_id: str | None = None,
@@ -157,16 +158,17 @@ class Running(BoundGraph):
     ) -> AsyncIterator[Any]:
         """Run the graph and yield what happens as it happens.
 
-        Modes: ``"values"`` (the state after the input and after each super-step),
+        Modes (``mode=``, default ``"values"``): ``"values"`` (the state after the input and after each super-step),
         ``"updates"`` (``{node: writes}`` as each task finishes), ``"events"`` (event
         records: node started / finished / failed, state updated, checkpoint saved,
         interrupted, run finished), ``"custom"`` (what nodes pass to ``ctx.emit``),
         ``"messages"`` (``(chunk, metadata)`` pairs as LangGraph's: each chunk a node streams
         with ``ctx.stream_message``, and each message a node writes to a messages channel
         without streaming it, whole; see docs/howto.md). With a list of modes, items come as
-        ``(mode, item)`` pairs. ``stream_mode=`` is LangGraph's spelling of ``mode=``. When the run pauses, ``"values"``
-        and ``"updates"`` yield ``{"__interrupt__": (Interrupt, ...)}`` last (an empty tuple
-        at a breakpoint).
+        ``(mode, item)`` pairs. ``stream_mode=`` is LangGraph's spelling of ``mode=`` (both:
+        a ``TypeError`` unless they agree). When the run pauses, ``"values"`` and
+        ``"updates"`` yield ``{"__interrupt__": (Interrupt, ...)}`` last (an empty tuple at a
+        breakpoint).
 
         An ``"updates"`` item's writes are ``{key: value, ...}`` when the task wrote each key
         once; when it wrote a key more than once (a list of pairs, a ``Command`` update with
@@ -178,10 +180,7 @@ class Running(BoundGraph):
         for this graph and a tuple of ``"node:task_id"`` segments for a subgraph, as in
         LangGraph.
         """
-        if stream_mode is not None:
-            if mode != "values":
-                raise TypeError("pass the stream mode once: mode= or stream_mode= (LangGraph's spelling), not both")
-            mode = stream_mode
+        mode = either("mode", mode, "stream_mode", stream_mode) or "values"
         modes = (mode,) if isinstance(mode, str) else tuple(mode)
         for m in modes:
             if m not in _MODES:
@@ -216,7 +215,7 @@ class Running(BoundGraph):
         self,
         input: Any,
         *,
-        mode: StreamMode | Sequence[StreamMode] = "values",
+        mode: StreamMode | Sequence[StreamMode] | None = None,
         stream_mode: StreamMode | Sequence[StreamMode] | None = None,
         thread_id: str | None = None,
         checkpoint_id: str | None = None,

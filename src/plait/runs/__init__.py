@@ -17,11 +17,13 @@ from plait.errors import (
     UnknownGraphError,
 )
 from plait.runs.client import Runs
+from plait.runs.cron import CronFieldsWarning, next_fires
 from plait.runs.records import MULTITASK, RUN_STATUSES, Multitask, Run, RunStatus, Schedule
 from plait.runs.worker import Worker, WorkerSettings
 
 __all__ = [
     "MULTITASK",
+    "CronFieldsWarning",
     "RUN_STATUSES",
     "Multitask",
     "NoRunQueueError",
@@ -38,4 +40,5 @@ __all__ = [
     "UnknownGraphError",
     "Worker",
     "WorkerSettings",
+    "next_fires",
 ]

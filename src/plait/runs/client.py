@@ -19,6 +19,7 @@ import uuid
 from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
+from plait._aliases import either
 from plait.errors import RunNotFoundError, RunWaitTimeoutError, ScheduleNotFoundError
 from plait.runs import _schema, _store
 from plait.runs._db import Database, connect_kwargs
@@ -34,8 +35,8 @@ from plait.runs._submit import (
     thread_lock,
     wire_modes,
 )
+from plait.runs.cron import check_cron, warn_seconds_first
 from plait.runs.records import FINAL, RUN_STATUSES, Multitask, Run, RunStatus, Schedule
-from plait.runs.schedules import check_cron
 
 __all__ = ["ADVANCE_TASK", "DEFAULT_QUEUE", "Runs", "thread_lock"]
 
@@ -144,6 +145,7 @@ class Runs:
         resume: Any = ...,
         timeout: float | None = None,
         queue: str = DEFAULT_QUEUE,
+        mode: str | Sequence[str] | None = None,
         stream_mode: str | Sequence[str] | None = None,
         run_id: str | None = None,
         update: Any = None,
@@ -170,9 +172,10 @@ class Runs:
                 ``Command(resume=...)``); not given: none.
             timeout: seconds the run may take once started; then it ends ``timeout``.
             queue: the queue of workers that may run it (``plait worker --queue``).
-            stream_mode: what the worker stores for :meth:`astream` (``"values"``,
-                ``"updates"``, ``"events"``, ``"custom"``, or several); None stores only the
-                run's status changes.
+            mode: what the worker stores for :meth:`astream` (``"values"``, ``"updates"``,
+                ``"events"``, ``"custom"``, or several), as ``CompiledGraph.stream(mode=)``
+                takes them; None stores only the run's status changes. ``stream_mode=`` is
+                LangGraph's spelling of it (both: a ``TypeError`` unless they agree).
             run_id: the run's id (None: a new UUID). Submitting an id again is refused.
             update, goto: a ``Command``'s update and goto, applied before the run continues
                 (with ``resume``, or instead of an input).
@@ -198,7 +201,8 @@ class Runs:
             update=update, goto=goto, checkpoint_id=checkpoint_id, interrupt_before=interrupt_before,
             interrupt_after=interrupt_after, durability=durability, recursion_limit=recursion_limit, wire=wire,
         )  # fmt: skip
-        modes = stream_modes(stream_mode) if wire is None else wire_modes(wire)
+        chosen = either("mode", mode, "stream_mode", stream_mode)
+        modes = stream_modes(chosen) if wire is None else wire_modes(wire)
         if after is not None and after.utcoffset() is None:
             raise ValueError("after must be timezone-aware (for example datetime.now(UTC) + timedelta(minutes=5))")
         await self.aopen()
@@ -226,6 +230,7 @@ class Runs:
         resume: Any = ...,
         timeout: float | None = None,
         queue: str = DEFAULT_QUEUE,
+        mode: str | Sequence[str] | None = None,
         stream_mode: str | Sequence[str] | None = None,
         run_id: str | None = None,
         update: Any = None,
@@ -241,7 +246,7 @@ class Runs:
         return self._sync(
             self.asubmit(
                 graph, input, thread_id=thread_id, namespace=namespace, multitask=multitask, priority=priority,
-                after=after, context=context, metadata=metadata, resume=resume, timeout=timeout, queue=queue,
+                after=after, context=context, metadata=metadata, resume=resume, timeout=timeout, queue=queue, mode=mode,
                 stream_mode=stream_mode, run_id=run_id, update=update, goto=goto, checkpoint_id=checkpoint_id,
                 interrupt_before=interrupt_before, interrupt_after=interrupt_after, durability=durability,
                 recursion_limit=recursion_limit, wire=wire,
@@ -449,9 +454,26 @@ class Runs:
         seconds last), exactly once per tick however many workers run. Ticks are fired by
         the workers (one deduplicated periodic job a second); ticks missed while no worker
         ran are fired when one is back, up to :data:`~plait.runs.schedules.CATCH_UP` per
-        schedule. Returns the schedule id."""
+        schedule. Returns the schedule id; :func:`plait.runs.cron.next_fires` says when it
+        fires next.
+
+        Warns :class:`~plait.runs.cron.CronFieldsWarning` when ``cron`` looks written seconds
+        first (Quartz, APScheduler), saying what to write instead; it is stored as given.
+
+        Raises:
+            ValueError: a cron expression croniter cannot read, or an unknown multitask.
+        """
         check_cron(cron)
         check_multitask(multitask)
+        warn_seconds_first(cron)
+        return await self._insert_schedule(
+            graph, cron, input, thread_id, namespace, multitask, metadata, queue, schedule_id
+        )
+
+    async def _insert_schedule(
+        self, graph: str, cron: str, input: Any, thread_id: str | None, namespace: str, multitask: str,
+        metadata: Any, queue: str, schedule_id: str | None,
+    ) -> str:  # fmt: skip
         await self.aopen()
         schedule_id = schedule_id or uuid.uuid4().hex
         async with self.db.connection() as conn, conn.cursor() as cur:
@@ -478,13 +500,13 @@ class Runs:
         queue: str = DEFAULT_QUEUE,
         schedule_id: str | None = None,
     ) -> str:
-        """Sync :meth:`aschedule`."""
+        """Sync :meth:`aschedule` (its warning points at the caller here, not at a loop)."""
+        check_cron(cron)
+        check_multitask(multitask)
+        warn_seconds_first(cron)
         return self._sync(
-            self.aschedule(
-                graph, cron, input, thread_id=thread_id, namespace=namespace, multitask=multitask,
-                metadata=metadata, queue=queue, schedule_id=schedule_id,
-            )
-        )  # fmt: skip
+            self._insert_schedule(graph, cron, input, thread_id, namespace, multitask, metadata, queue, schedule_id)
+        )
 
     async def aschedules(self) -> builtins.list[Schedule]:
         """Every schedule, oldest first."""

@@ -24,6 +24,8 @@ from plait.errors import RunRejectedError
 from plait.runs import _store
 from plait.runs._db import Database
 from plait.runs._submit import Submission, run_options, submit, wire_modes
+from plait.runs.cron import check_cron
+from plait.runs.cron import ticks as cron_ticks
 
 __all__ = ["CATCH_UP", "SUBMIT_KEY", "Opened", "check_cron", "fire_due", "ticks"]
 
@@ -37,31 +39,9 @@ holds: ``metadata`` (the runs' metadata, in place of the schedule's), ``context`
 ``recursion_limit``, ...)."""
 
 
-def check_cron(cron: str) -> None:
-    """Refuse a cron expression croniter cannot read, with what is wrong."""
-    import croniter  # type: ignore[import-untyped]
-
-    if not croniter.croniter.is_valid(cron):
-        raise ValueError(
-            f"cron {cron!r} is not a cron expression: use five fields (minute hour day month weekday), "
-            "or six with seconds last, e.g. '*/5 * * * *' or '* * * * * */10'"
-        )
-
-
 def ticks(cron: str, after: int, until: int, limit: int = CATCH_UP) -> list[int]:
     """The ticks of ``cron`` in ``(after, until]`` (unix seconds), the last ``limit`` of them."""
-    import croniter
-
-    it = croniter.croniter(cron, after)
-    found: list[int] = []
-    while True:
-        t = int(it.get_next(float))
-        if t > until:
-            break
-        found.append(t)
-        if len(found) > limit:
-            found.pop(0)
-    return found
+    return cron_ticks(cron, after, until, limit)
 
 
 def _extras(metadata: Any) -> dict[str, Any]:

@@ -53,6 +53,7 @@ from plait.runs._stops import Handle, Requeue, RequeueStrategy, Steering, databa
 from plait.runs.client import ADVANCE_TASK, DEFAULT_QUEUE, Runs
 from plait.runs.records import Run
 from plait.runs.schedules import fire_due
+from plait.runs.serving import start_advert
 from plait.store.sweeper import Sweeper
 from plait.stream_wire import error_name
 
@@ -166,6 +167,7 @@ class Worker:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.stop)
         listener = asyncio.create_task(self._listen(), name="plait stop listener")
+        side = (listener, await start_advert(db, self.name, self.graphs, s.queues, s.heartbeat, s.stalled_after))
         if self._checkpointer.capabilities.memory:  # graphs compiled with Store(cp, ttl=...) keep their interval
             stores = [g.bind(checkpointer=self._checkpointer).binding.store for g in self.graphs.values()]
             self.memory_sweeper = Sweeper.of(self._checkpointer.store, stores, every_minutes=s.memory_sweep_minutes)
@@ -189,9 +191,10 @@ class Worker:
                 options["shutdown_graceful_timeout"] = s.shutdown_timeout
             await self._serve(app, options, db.shown)
         finally:
-            listener.cancel()
-            with contextlib.suppress(BaseException):
-                await listener
+            for task in side:  # the advert, cancelled, withdraws the worker's row
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
             if install_signal_handlers:
                 for sig in (signal.SIGTERM, signal.SIGINT):
                     loop.remove_signal_handler(sig)
@@ -405,14 +408,11 @@ class Worker:
                 (list(stopped),),
             )
             row = await cur.fetchone()
-        if row is not None:
+        if row is not None:  # a start of None: the stopped run began a new thread, which goes back to empty
             dropped = await rewind(self._checkpointer, run.thread_id, run.namespace, row[0])
+            to = f"checkpoint {row[0]}" if row[0] else "its start (the stopped run began the thread: none of it stays)"
             log.info(
-                "run %s rolled thread %r back to %s (%d checkpoints dropped)",
-                run.run_id,
-                run.thread_id,
-                row[0],
-                dropped,
+                "run %s rolled thread %r back to %s (%d checkpoints dropped)", run.run_id, run.thread_id, to, dropped
             )
 
     async def _attempt(self, run: Run, extra: dict[str, Any], graph: CompiledGraph, handle: Handle, job: int) -> None:

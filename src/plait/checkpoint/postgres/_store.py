@@ -228,6 +228,9 @@ class PostgresCheckpointer(SqlCheckpointer):
         self._executor = ThreadPoolExecutor(max_workers=max_connections, thread_name_prefix="plait-pg")
         self._opened = False
         self._checked = False
+        self.created = False
+        """Whether a setup by this object found none of plait's tables and created them (what
+        ``plait db migrate`` reports: a new store, not one brought up to date)."""
         self._closed = False
         self._jobs = 0
         """Jobs of this checkpointer running now, on any thread (see :meth:`_off_loop`)."""
@@ -468,6 +471,7 @@ class PostgresCheckpointer(SqlCheckpointer):
 
         found = self._transaction(migrate, check=False)
         self._checked = True
+        self.created = self.created or found == 0
         return found
 
     async def asetup(self) -> None:
