@@ -84,7 +84,11 @@ def test_sigterm_puts_the_run_back_and_another_worker_finishes_it(
     assert updated == {f"t:{i}" for i in range(30)}, sorted(updated)
     store = PostgresCheckpointer(dsn, schema=schema)
     check_thread(store, "term", "t", 30)
+    # each step names the worker and job that ran it, and a later attempt says which it was
+    steps_by = [cp.metadata["owner"] for cp in reversed(run_sync(store.ahistory("term"))) if cp.step > 0]
     store.close()
+    assert "/job-" in steps_by[0] and "(attempt" not in steps_by[0], steps_by[0]
+    assert steps_by[-1].endswith(f"(attempt {run.attempts})"), steps_by[-1]
 
 
 def test_sigkill_at_random_moments_loses_no_run_and_reruns_no_committed_step(

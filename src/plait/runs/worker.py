@@ -513,8 +513,10 @@ class Worker:
         """Run the graph (its hooks store the stream items asked for, a batch per super-step,
         and stop it at the next boundary once asked); its output as ``invoke`` returns it,
         as JSON data: a run that paused has its interrupts under ``"__interrupt__"`` (an
-        empty list at a breakpoint)."""
+        empty list at a breakpoint). A later attempt's owner says which it is (its steps
+        record it: the Studio's timeline shows who ran each step)."""
         chosen = {k: v for k, v in (run.options or {}).items() if k in _RUN_KEYWORDS}
+        owner = f"{owner} (attempt {run.attempts})" if run.attempts > 1 else owner
         output = thaw(await graph.ainvoke(input, thread_id=run.thread_id, owner=owner, **chosen))
         if INTERRUPT_KEY in output:
             output[INTERRUPT_KEY] = [i.to_json() for i in output[INTERRUPT_KEY]]
