@@ -75,6 +75,10 @@ def test_schedule_prints_its_next_fires_and_warns_of_a_seconds_first_cron(
     assert res.code == EXIT_USAGE
     assert "if the seconds come first (Quartz, APScheduler), write '0 12 * * MON-FRI'" in res.one_line()
     assert len(cli("schedules", *db, "--json").json()) == 4
+    table = cli("schedules", *db).out
+    assert "next tick (UTC)" in table
+    every_five = next(line for line in table.splitlines() if "  */5 * * * *  " in line)
+    assert _times([every_five.rsplit("  ", 1)[1].replace(" ", "T") + "+00:00"])[0].minute % 5 == 0
 
 
 def test_python_schedule_warns_of_a_seconds_first_cron(postgres_dsn: str, db: tuple[str, ...]) -> None:

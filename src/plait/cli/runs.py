@@ -304,8 +304,20 @@ def cmd_schedules(inv: Invocation, schema: str | None, remove: str | None) -> No
     if not found:
         inv.out.line("no schedules")
         return
-    rows = [(s.schedule_id, s.cron, s.graph, s.thread_id or "(new each tick)", _when(s.last_tick)) for s in found]
-    inv.out.table("schedules", ("schedule", "cron", "graph", "thread", "last tick"), rows)
+    from plait.runs.cron import next_fires
+
+    rows = [
+        (
+            s.schedule_id,
+            s.cron,
+            s.graph,
+            s.thread_id or "(new each tick)",
+            _when(s.last_tick),
+            _when(next_fires(s.cron, 1)[0].timestamp()),
+        )
+        for s in found
+    ]
+    inv.out.table("schedules", ("schedule", "cron", "graph", "thread", "last tick", "next tick (UTC)"), rows)
 
 
 def _record(record: dict[str, Any]) -> dict[str, Any]:
