@@ -51,6 +51,8 @@ from plait.errors import (
 from plait.state.reducers import LastWriteWins
 from plait.state.run_state import RunState
 from plait.store import MemoryWrite
+from plait.tracing import hooks as tracing
+from plait.tracing.hooks import RunTrace
 from plait.types import Command, Durability, Interrupt
 
 __all__ = ["Driver"]
@@ -77,8 +79,11 @@ class Driver(Starting):
         modes: frozenset[str] = frozenset(),
         path: tuple[str, ...] = (),
         watch: RunHooks | None = None,
+        name: str = "",
     ) -> None:
         self.spec = spec
+        self.name = name
+        """The compiled graph's name (for the traces; a subgraph's run has none)."""
         self.graph_fp = graph_fp
         self.binding = binding
         self.options = options
@@ -126,6 +131,8 @@ class Driver(Starting):
         )
         """When checkpoints reach the checkpointer (the durability mode's strategy)."""
         self.hold: ThreadLease | None = None
+        self.trace: RunTrace | None = None
+        """The run's spans, when :func:`plait.instrument` is on."""
         """The run's lease on its thread, while it runs (None without a checkpointer)."""
         self.durable = checkpointer is not None
         self.state = RunState(spec.schema)
@@ -261,6 +268,19 @@ class Driver(Starting):
 
     async def _outcome(self, input: Any, checkpoint_id: str | None, head: Checkpoint | None) -> RunResult:
         """Run to the end, then wait for the commits (every outcome is durable on return)."""
+        tracer = tracing.active
+        if tracer is None:
+            return await self._to_end(input, checkpoint_id, head)
+        trace = self._begin_trace(tracer, input, head, (_Stop,))
+        try:
+            result = await self._to_end(input, checkpoint_id, head)
+        except BaseException as error:
+            trace.failed(error)
+            raise
+        trace.finished(result.status, result.checkpoint_id, result.step)
+        return result
+
+    async def _to_end(self, input: Any, checkpoint_id: str | None, head: Checkpoint | None) -> RunResult:
         try:
             try:
                 result = await self._execute(input, checkpoint_id, head)
@@ -326,7 +346,8 @@ class Driver(Starting):
                 error = RecursionLimitError(self.options.recursion_limit, self.thread_id)
                 await self._save_pending(cur, [error_write("", "", cur.step, error)], status="error")
                 raise error
-            cur, tasks = await self._step(cur, tasks, pending)
+            work = self._step(cur, tasks, pending)
+            cur, tasks = await (work if self.trace is None else self.trace.step(cur.step, cur.id, work))
             pending = []
             steps += 1
         if self.persist is not None:
@@ -420,7 +441,9 @@ class Driver(Starting):
             node = self.spec.nodes[task.node]
             arg = task.arg if task.send else view
             began = time.perf_counter()
-            out = await run_task(
+            on_retry = emit.retry_hook(task, step) if emit.events else None
+            traced = self.trace.task(task.node, task.id, step) if self.trace is not None else None
+            work = run_task(
                 self.spec,
                 node,
                 arg,
@@ -428,9 +451,11 @@ class Driver(Starting):
                 self.state,
                 base,
                 inline=inline,
-                on_retry=emit.retry_hook(task, step) if emit.events else None,
+                on_retry=on_retry if traced is None else traced.chain(on_retry),
                 executor=self.binding.executor,
+                on_attempt=None if traced is None else traced.attempt,
             )
+            out = await (work if traced is None else traced.run(work))
             out.seconds = time.perf_counter() - began
             if out.error is None and out.interrupt is None:
                 results[task.id] = (out.writes, out.routes)
@@ -551,6 +576,8 @@ class Driver(Starting):
     async def _pause(self, cur: Checkpoint, writes: list[PendingWrite], interrupts: tuple[Interrupt, ...]) -> None:
         await self._save_pending(cur, writes, status="interrupted")
         self.emit.interrupted(interrupts, cur.step)
+        if self.trace is not None:
+            self.trace.interrupted(interrupts, cur.id)
         raise _Stop(self._result(cur, interrupts, "interrupted"))
 
     def _result(self, cur: Checkpoint, interrupts: tuple[Interrupt, ...], status: RunOutcome) -> RunResult:

@@ -25,7 +25,8 @@ from plait.engine.spec import GraphSpec
 from plait.engine.tasks import compute_routes
 from plait.errors import GraphChangedError
 from plait.state.run_state import RunState
-from plait.types import START
+from plait.tracing.hooks import RunInfo, RunTrace, Tracer
+from plait.types import START, Durability
 
 __all__ = ["Starting"]
 
@@ -46,6 +47,41 @@ class Starting:
     persist: Durable | None
     _with_writes: set[str]
     hooks: RunHooks | None
+    trace: RunTrace | None
+    name: str
+    durability: Durability
+    path: tuple[str, ...]
+
+    def _begin_trace(
+        self, tracer: Tracer, input: Any, head: Checkpoint | None, benign: tuple[type[BaseException], ...]
+    ) -> RunTrace:
+        """Start the run's spans: a run that continues a paused thread (no new input) links to
+        the run that paused it; the committer reports each commit to them."""
+        top = not self.path
+        resumed = head is not None and not isinstance(input, Mapping)
+        trace = self.trace = tracer.run(
+            RunInfo(
+                thread_id=self.thread_id,
+                namespace=self.namespace,
+                run_id=self.run_id,
+                durability=self.durability,
+                graph=self.name,
+                top=top,
+                link=head.metadata.get("trace") if resumed and head is not None else None,
+                resumed=resumed,
+                benign=benign,
+            )
+        )
+        if self.committer is not None:
+            report = self.committer.on_commit
+
+            def committed(checkpoints: Sequence[Any]) -> None:
+                trace.committed(checkpoints)
+                if report is not None:
+                    report(checkpoints)
+
+            self.committer.on_commit = committed
+        return trace
 
     async def _check_compatible(self, head: Checkpoint) -> None:
         if head.metadata.get("graph") in (None, self.graph_fp):
@@ -146,6 +182,8 @@ class Starting:
         **extra: Any,
     ) -> Checkpoint:
         st = self.state
+        if self.trace is not None and self.trace.stamp is not None:
+            extra["trace"] = self.trace.stamp
         return Checkpoint(
             thread_id=self.thread_id or "",
             namespace=self.namespace,
