@@ -64,11 +64,8 @@ def test_instrument_twice_is_one_instrumentation(exporter: InMemorySpanExporter)
     assert not is_instrumented()
 
 
-def test_the_global_provider_is_used_by_default() -> None:
-    """In a child interpreter: ``instrument()`` with no provider sends to the one set with
-    ``opentelemetry.trace.set_tracer_provider``."""
-    code = textwrap.dedent(
-        """
+_GLOBAL_PROVIDER = textwrap.dedent(
+    """
         from typing import TypedDict
         from opentelemetry import trace
         from opentelemetry.sdk.trace import TracerProvider
@@ -83,6 +80,16 @@ def test_the_global_provider_is_used_by_default() -> None:
         provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(out))
         trace.set_tracer_provider(provider)
+    """
+)
+"""A child interpreter's start: its global tracer provider keeps the spans in ``out``."""
+
+
+def test_the_global_provider_is_used_by_default() -> None:
+    """In a child interpreter: ``instrument()`` with no provider sends to the one set with
+    ``opentelemetry.trace.set_tracer_provider``."""
+    code = _GLOBAL_PROVIDER + textwrap.dedent(
+        """
         plait.instrument()
         g = plait.Graph(S).add_node("a", lambda s: {"n": 1}).add_edge(plait.START, "a").add_edge("a", plait.END)
         g.compile().invoke({"n": 0})
@@ -91,6 +98,35 @@ def test_the_global_provider_is_used_by_default() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "['plait.run', 'plait.step', 'plait.task a']"
+
+
+def test_a_graph_compiled_with_tracing_is_traced_without_instrument() -> None:
+    """In a child interpreter (the global provider can be set once): only the graph compiled
+    with ``tracing=True`` makes spans, its effects and subgraph runs included."""
+    code = _GLOBAL_PROVIDER + textwrap.dedent(
+        """
+
+        def effect(s, ctx):
+            return {"n": ctx.once("e", lambda: 1)}
+
+        def build(**kw):
+            g = plait.Graph(S).add_node("a", effect).add_edge(plait.START, "a").add_edge("a", plait.END)
+            return g.compile(plait.MemoryCheckpointer(), **kw)
+
+        build().invoke({"n": 0}, thread_id="plain")
+        assert out.get_finished_spans() == ()
+        inner = plait.Graph(S).add_node("b", lambda s: {"n": 2}).add_edge(plait.START, "b").add_edge("b", plait.END)
+        outer = plait.Graph(S).add_node("a", effect).add_node("sub", inner.compile())
+        outer.add_edge(plait.START, "a").add_edge("a", "sub").add_edge("sub", plait.END)
+        outer.compile(plait.MemoryCheckpointer(), tracing=True).invoke({"n": 0}, thread_id="traced")
+        assert not plait.tracing.is_instrumented()
+        print(sorted(s.name for s in out.get_finished_spans()))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    names = ["plait.once", "plait.run", "plait.run", "plait.step", "plait.step", "plait.step"]
+    names += ["plait.task a", "plait.task b", "plait.task sub"]
+    assert done.stdout.strip() == repr(names)
 
 
 def test_import_plait_loads_no_opentelemetry_and_instrument_says_what_to_install() -> None:
@@ -105,8 +141,19 @@ def test_import_plait_loads_no_opentelemetry_and_instrument_says_what_to_install
         except plait.PlaitError as exc:
             assert isinstance(exc, ImportError), type(exc)
             print(type(exc).__name__, exc)
+        from typing import TypedDict
+
+        class S(TypedDict):
+            n: int
+
+        g = plait.Graph(S).add_node("a", lambda s: None).add_edge(plait.START, "a")
+        try:
+            g.compile(tracing=True)
+        except plait.PlaitError as exc:
+            print(type(exc).__name__)
         """
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.startswith("TracingUnavailableError ")
     assert "pip install 'plait[otel]'" in done.stdout
+    assert done.stdout.splitlines()[-1] == "TracingUnavailableError"

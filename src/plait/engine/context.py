@@ -198,7 +198,7 @@ class NodeContext:
             return self.effects[name]
         if self.host.durable and on_loop_thread(self.host.loop):
             raise SyncCallOnLoopError(self.node, "once", "aonce")
-        with effect_span(name, self.node):
+        with effect_span(self.host, name, self.node):
             if self.host.durable:
                 asyncio.run_coroutine_threadsafe(self.host.confirm_lease(), self.host.loop).result()
             value = freeze(fn(), f"once({name!r})", self.node)
@@ -213,7 +213,7 @@ class NodeContext:
         """:meth:`once` for async nodes; ``fn`` may be sync or async."""
         if name in self.effects:
             return self.effects[name]
-        with effect_span(name, self.node):
+        with effect_span(self.host, name, self.node):
             if self.host.durable:
                 await self.host.confirm_lease()
             result = fn()

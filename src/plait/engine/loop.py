@@ -51,6 +51,7 @@ from plait.errors import (
 from plait.state.reducers import LastWriteWins
 from plait.state.run_state import RunState
 from plait.store import MemoryWrite
+from plait.tracing import graph_tracer
 from plait.tracing import hooks as tracing
 from plait.tracing.hooks import RunTrace
 from plait.types import Command, Durability, Interrupt
@@ -270,7 +271,9 @@ class Driver(Starting):
         """Run to the end, then wait for the commits (every outcome is durable on return)."""
         tracer = tracing.active
         if tracer is None:
-            return await self._to_end(input, checkpoint_id, head)
+            if not self.binding.tracing:
+                return await self._to_end(input, checkpoint_id, head)
+            tracer = graph_tracer()
         trace = self._begin_trace(tracer, input, head, (_Stop,))
         try:
             result = await self._to_end(input, checkpoint_id, head)

@@ -12,7 +12,7 @@ from typing import Any
 from plait.errors import TracingUnavailableError
 from plait.tracing import hooks
 
-__all__ = ["instrument", "is_instrumented", "uninstrument"]
+__all__ = ["graph_tracer", "instrument", "is_instrumented", "require_opentelemetry", "uninstrument"]
 
 
 def instrument(tracer_provider: Any = None) -> None:
@@ -44,6 +44,32 @@ def uninstrument() -> None:
     from plait.tracing import logs
 
     logs.remove()
+
+
+_global: hooks.Tracer | None = None
+
+
+def require_opentelemetry() -> None:
+    """Refuse, at ``compile(tracing=True)``, a graph that could not be traced.
+
+    Raises:
+        TracingUnavailableError: OpenTelemetry's API is not installed.
+    """
+    try:
+        import opentelemetry.trace  # noqa: F401 - only whether it imports
+    except ImportError as exc:
+        raise TracingUnavailableError(str(exc)) from exc
+
+
+def graph_tracer() -> hooks.Tracer:
+    """The tracer of the graphs compiled with ``tracing=True``, for their runs while
+    :func:`instrument` is off: the global tracer provider's (no log correlation)."""
+    global _global
+    if _global is None:
+        from plait.tracing import spans
+
+        _global = spans.OtelTracer(None)
+    return _global
 
 
 def is_instrumented() -> bool:

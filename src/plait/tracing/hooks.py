@@ -48,6 +48,8 @@ class RunTrace(Protocol):
 
     def failed(self, error: BaseException) -> None: ...
 
+    def effect(self, name: str, node: str) -> contextlib.AbstractContextManager[Any]: ...
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunInfo:
@@ -73,16 +75,16 @@ class Tracer(Protocol):
 
     def run(self, info: RunInfo) -> RunTrace: ...
 
-    def effect(self, name: str, node: str) -> contextlib.AbstractContextManager[Any]: ...
-
 
 active: Tracer | None = None
-"""The tracer of :func:`plait.instrument` (None: runs are not traced)."""
+"""The tracer of :func:`plait.instrument` (None: runs are not traced, but those of a graph
+compiled with ``tracing=True``)."""
 
 _nothing = contextlib.nullcontext()
 
 
-def effect_span(name: str, node: str) -> contextlib.AbstractContextManager[Any]:
-    """The span of a ``ctx.once`` effect, or a context that does nothing when not tracing."""
-    tracer = active
-    return _nothing if tracer is None else tracer.effect(name, node)
+def effect_span(host: object, name: str, node: str) -> contextlib.AbstractContextManager[Any]:
+    """The span of a ``ctx.once`` effect of the run ``host`` (a driver), or a context that
+    does nothing when that run is not traced."""
+    trace: RunTrace | None = getattr(host, "trace", None)
+    return _nothing if trace is None else trace.effect(name, node)

@@ -74,13 +74,6 @@ class OtelTracer:
             span.add_event("plait.resume", {"plait.linked": found is not None})
         return RunSpans(self.tracer, span, info)
 
-    @contextlib.contextmanager
-    def effect(self, name: str, node: str) -> Iterator[Span]:
-        with self.tracer.start_as_current_span(
-            "plait.once", attributes={"plait.once": name, "plait.node": node}
-        ) as span:
-            yield span
-
 
 class RunSpans:
     """The spans of one run (see :class:`plait.tracing.hooks.RunTrace`)."""
@@ -131,6 +124,14 @@ class RunSpans:
         attributes["plait.interrupt_ids"] = [i.id for i in interrupts]
         attributes["plait.breakpoint"] = not interrupts
         self.span.add_event("plait.interrupt", attributes)
+
+    @contextlib.contextmanager
+    def effect(self, name: str, node: str) -> Iterator[Span]:
+        """A ``ctx.once`` effect: under the current span (its task attempt's, in the node)."""
+        with self.tracer.start_as_current_span(
+            "plait.once", attributes={"plait.once": name, "plait.node": node}
+        ) as span:
+            yield span
 
     def finished(self, status: str, checkpoint_id: str | None, step: int) -> None:
         if checkpoint_id is not None:
