@@ -132,9 +132,9 @@ class Driver(Starting):
         )
         """When checkpoints reach the checkpointer (the durability mode's strategy)."""
         self.hold: ThreadLease | None = None
-        self.trace: RunTrace | None = None
-        """The run's spans, when :func:`plait.instrument` is on."""
         """The run's lease on its thread, while it runs (None without a checkpointer)."""
+        self.trace: RunTrace | None = None
+        """The run's spans, when it is traced (:func:`plait.instrument`, ``compile(tracing=True)``)."""
         self.durable = checkpointer is not None
         self.state = RunState(spec.schema)
         self.state.writers = spec.writers
@@ -270,18 +270,10 @@ class Driver(Starting):
     async def _outcome(self, input: Any, checkpoint_id: str | None, head: Checkpoint | None) -> RunResult:
         """Run to the end, then wait for the commits (every outcome is durable on return)."""
         tracer = tracing.active
-        if tracer is None:
-            if not self.binding.tracing:
-                return await self._to_end(input, checkpoint_id, head)
-            tracer = graph_tracer()
-        trace = self._begin_trace(tracer, input, head, (_Stop,))
-        try:
-            result = await self._to_end(input, checkpoint_id, head)
-        except BaseException as error:
-            trace.failed(error)
-            raise
-        trace.finished(result.status, result.checkpoint_id, result.step)
-        return result
+        if tracer is None and not self.binding.tracing:
+            return await self._to_end(input, checkpoint_id, head)
+        work = self._to_end(input, checkpoint_id, head)
+        return await self._traced(tracer or graph_tracer(), input, head, (_Stop,), work)
 
     async def _to_end(self, input: Any, checkpoint_id: str | None, head: Checkpoint | None) -> RunResult:
         try:

@@ -9,7 +9,7 @@ declared below, so that each module keeps to one job.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
 from plait.checkpoint.base import Checkpointer
@@ -18,7 +18,7 @@ from plait.engine.commit import Committer
 from plait.engine.durability import Durable
 from plait.engine.emitter import Emitter
 from plait.engine.merge import checkpoint_metadata
-from plait.engine.options import RunHooks, RunOptions
+from plait.engine.options import RunHooks, RunOptions, RunResult
 from plait.engine.pending import goto_tasks, incompatibilities, resume_writes
 from plait.engine.plan import plan_next, renamed_tasks
 from plait.engine.spec import GraphSpec
@@ -52,11 +52,17 @@ class Starting:
     durability: Durability
     path: tuple[str, ...]
 
-    def _begin_trace(
-        self, tracer: Tracer, input: Any, head: Checkpoint | None, benign: tuple[type[BaseException], ...]
-    ) -> RunTrace:
-        """Start the run's spans: a run that continues a paused thread (no new input) links to
-        the run that paused it; the committer reports each commit to them."""
+    async def _traced(
+        self,
+        tracer: Tracer,
+        input: Any,
+        head: Checkpoint | None,
+        benign: tuple[type[BaseException], ...],
+        work: Awaitable[RunResult],
+    ) -> RunResult:
+        """Run ``work`` (the run, to its end) inside the run's span: a run that continues a
+        paused thread (no new input) links to the run that paused it; the committer reports
+        each commit to the span. ``benign``: what ends a step without failing it."""
         top = not self.path
         resumed = head is not None and not isinstance(input, Mapping)
         trace = self.trace = tracer.run(
@@ -81,7 +87,13 @@ class Starting:
                     report(checkpoints)
 
             self.committer.on_commit = committed
-        return trace
+        try:
+            result = await work
+        except BaseException as error:
+            trace.failed(error)
+            raise
+        trace.finished(result.status, result.checkpoint_id, result.step)
+        return result
 
     async def _check_compatible(self, head: Checkpoint) -> None:
         if head.metadata.get("graph") in (None, self.graph_fp):
