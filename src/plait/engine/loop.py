@@ -333,7 +333,7 @@ class Driver(Starting):
 
     async def _loop(self, cur: Checkpoint, tasks: Sequence[Task], pending: list[PendingWrite]) -> RunResult:
         steps = 0
-        hooks = self.hooks
+        hooks, trace = self.hooks, self.trace
         while tasks:
             if hooks is not None and await hooks.at_step(cur):
                 await self._stop_at(cur)
@@ -342,7 +342,7 @@ class Driver(Starting):
                 await self._save_pending(cur, [error_write("", "", cur.step, error)], status="error")
                 raise error
             work = self._step(cur, tasks, pending)
-            cur, tasks = await (work if self.trace is None else self.trace.step(cur.step, cur.id, work))
+            cur, tasks = await (work if trace is None else trace.step(cur.step, cur.id, work))
             pending = []
             steps += 1
         if self.persist is not None:
@@ -413,7 +413,7 @@ class Driver(Starting):
         # slow node (an LLM call) cannot starve the lease renewal.
         inline = not multi and self._inline_ok
         flush = multi and self.persist is not None and self.persist.flushes_results
-        emit = self.emit
+        emit, trace = self.emit, self.trace
 
         async def one(task: Task) -> TaskOutcome:
             if self.hold is not None and self.hold.error is not None:  # lost while siblings ran
@@ -437,7 +437,7 @@ class Driver(Starting):
             arg = task.arg if task.send else view
             began = time.perf_counter()
             on_retry = emit.retry_hook(task, step) if emit.events else None
-            traced = self.trace.task(task.node, task.id, step) if self.trace is not None else None
+            traced = None if trace is None else trace.task(task.node, task.id, step)
             work = run_task(
                 self.spec,
                 node,
