@@ -44,6 +44,7 @@ ABOVE = {
     "state": ("plait.checkpoint", "plait.engine", "plait.inspect", "plait.graph", *_TOP),
     "checkpoint": ("plait.engine", "plait.inspect", "plait.graph", *_TOP),
     "engine": ("plait.inspect", "plait.graph", *_TOP),
+    "tracing": ("plait.state", "plait.checkpoint", "plait.engine", "plait.inspect", "plait.graph", *_TOP),
     "inspect": ("plait.engine", "plait.graph", *_TOP),
     "inspect_json": ("plait.engine", "plait.graph", *_TOP),
     "graph": _TOP,

@@ -110,6 +110,7 @@ EXPECTED = [
     "__version__",
     "diff",
     "event_json",
+    "instrument",
     "interrupt",
     "message_id",
     "remove_all_messages",
@@ -117,6 +118,7 @@ EXPECTED = [
     "thaw",
     "tool_node",
     "tools_condition",
+    "uninstrument",
 ]
 """plait.__all__, exactly and in this (sorted) order: a new public name is a decision."""
 

@@ -101,6 +101,7 @@ from plait.state import (
     remove_message,
 )
 from plait.store import NOT_GIVEN, GetOp, Item, ListNamespacesOp, MatchCondition, PutOp, SearchItem, SearchOp, Store
+from plait.tracing import instrument, uninstrument
 from plait.types import END, START, Command, Durability, Interrupt, RetryPolicy, Send
 
 __all__ = [
@@ -211,6 +212,7 @@ __all__ = [
     "__version__",
     "diff",
     "event_json",
+    "instrument",
     "interrupt",
     "message_id",
     "remove_all_messages",
@@ -218,4 +220,5 @@ __all__ = [
     "thaw",
     "tool_node",
     "tools_condition",
+    "uninstrument",
 ]

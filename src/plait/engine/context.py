@@ -22,6 +22,7 @@ from plait.errors import MessageChunkError, NoCheckpointerError, NoStoreError, P
 from plait.state.messages import MessageBuilder, chunk_item, read_chunk
 from plait.state.reducers import message_id
 from plait.store import MemoryWrite, Store
+from plait.tracing.hooks import effect_span
 from plait.types import Interrupt
 
 if TYPE_CHECKING:
@@ -195,15 +196,16 @@ class NodeContext:
         """
         if name in self.effects:
             return self.effects[name]
-        if self.host.durable:
-            if on_loop_thread(self.host.loop):
-                raise SyncCallOnLoopError(self.node, "once", "aonce")
-            asyncio.run_coroutine_threadsafe(self.host.confirm_lease(), self.host.loop).result()
-        value = freeze(fn(), f"once({name!r})", self.node)
-        if self.host.durable:
-            asyncio.run_coroutine_threadsafe(
-                self.host.record_effect(self.task_id, name, value), self.host.loop
-            ).result()
+        if self.host.durable and on_loop_thread(self.host.loop):
+            raise SyncCallOnLoopError(self.node, "once", "aonce")
+        with effect_span(self.host, name, self.node):
+            if self.host.durable:
+                asyncio.run_coroutine_threadsafe(self.host.confirm_lease(), self.host.loop).result()
+            value = freeze(fn(), f"once({name!r})", self.node)
+            if self.host.durable:
+                asyncio.run_coroutine_threadsafe(
+                    self.host.record_effect(self.task_id, name, value), self.host.loop
+                ).result()
         self.effects[name] = value
         return value
 
@@ -211,14 +213,15 @@ class NodeContext:
         """:meth:`once` for async nodes; ``fn`` may be sync or async."""
         if name in self.effects:
             return self.effects[name]
-        if self.host.durable:
-            await self.host.confirm_lease()
-        result = fn()
-        if inspect.isawaitable(result):
-            result = await result
-        value = freeze(result, f"once({name!r})", self.node)
-        if self.host.durable:
-            await self.host.record_effect(self.task_id, name, value)
+        with effect_span(self.host, name, self.node):
+            if self.host.durable:
+                await self.host.confirm_lease()
+            result = fn()
+            if inspect.isawaitable(result):
+                result = await result
+            value = freeze(result, f"once({name!r})", self.node)
+            if self.host.durable:
+                await self.host.record_effect(self.task_id, name, value)
         self.effects[name] = value
         return value
 

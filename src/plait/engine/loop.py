@@ -51,6 +51,9 @@ from plait.errors import (
 from plait.state.reducers import LastWriteWins
 from plait.state.run_state import RunState
 from plait.store import MemoryWrite
+from plait.tracing import graph_tracer
+from plait.tracing import hooks as tracing
+from plait.tracing.hooks import RunTrace
 from plait.types import Command, Durability, Interrupt
 
 __all__ = ["Driver"]
@@ -77,8 +80,11 @@ class Driver(Starting):
         modes: frozenset[str] = frozenset(),
         path: tuple[str, ...] = (),
         watch: RunHooks | None = None,
+        name: str = "",
     ) -> None:
         self.spec = spec
+        self.name = name
+        """The compiled graph's name (for the traces; a subgraph's run has none)."""
         self.graph_fp = graph_fp
         self.binding = binding
         self.options = options
@@ -127,6 +133,8 @@ class Driver(Starting):
         """When checkpoints reach the checkpointer (the durability mode's strategy)."""
         self.hold: ThreadLease | None = None
         """The run's lease on its thread, while it runs (None without a checkpointer)."""
+        self.trace: RunTrace | None = None
+        """The run's spans, when it is traced (:func:`plait.instrument`, ``compile(tracing=True)``)."""
         self.durable = checkpointer is not None
         self.state = RunState(spec.schema)
         self.state.writers = spec.writers
@@ -261,6 +269,13 @@ class Driver(Starting):
 
     async def _outcome(self, input: Any, checkpoint_id: str | None, head: Checkpoint | None) -> RunResult:
         """Run to the end, then wait for the commits (every outcome is durable on return)."""
+        tracer = tracing.active
+        if tracer is None and not self.binding.tracing:
+            return await self._to_end(input, checkpoint_id, head)
+        work = self._to_end(input, checkpoint_id, head)
+        return await self._traced(tracer or graph_tracer(), input, head, (_Stop,), work)
+
+    async def _to_end(self, input: Any, checkpoint_id: str | None, head: Checkpoint | None) -> RunResult:
         try:
             try:
                 result = await self._execute(input, checkpoint_id, head)
@@ -318,7 +333,7 @@ class Driver(Starting):
 
     async def _loop(self, cur: Checkpoint, tasks: Sequence[Task], pending: list[PendingWrite]) -> RunResult:
         steps = 0
-        hooks = self.hooks
+        hooks, trace = self.hooks, self.trace
         while tasks:
             if hooks is not None and await hooks.at_step(cur):
                 await self._stop_at(cur)
@@ -326,7 +341,8 @@ class Driver(Starting):
                 error = RecursionLimitError(self.options.recursion_limit, self.thread_id)
                 await self._save_pending(cur, [error_write("", "", cur.step, error)], status="error")
                 raise error
-            cur, tasks = await self._step(cur, tasks, pending)
+            work = self._step(cur, tasks, pending)
+            cur, tasks = await (work if trace is None else trace.step(cur.step, cur.id, work))
             pending = []
             steps += 1
         if self.persist is not None:
@@ -397,7 +413,7 @@ class Driver(Starting):
         # slow node (an LLM call) cannot starve the lease renewal.
         inline = not multi and self._inline_ok
         flush = multi and self.persist is not None and self.persist.flushes_results
-        emit = self.emit
+        emit, trace = self.emit, self.trace
 
         async def one(task: Task) -> TaskOutcome:
             if self.hold is not None and self.hold.error is not None:  # lost while siblings ran
@@ -420,7 +436,9 @@ class Driver(Starting):
             node = self.spec.nodes[task.node]
             arg = task.arg if task.send else view
             began = time.perf_counter()
-            out = await run_task(
+            on_retry = emit.retry_hook(task, step) if emit.events else None
+            traced = None if trace is None else trace.task(task.node, task.id, step)
+            work = run_task(
                 self.spec,
                 node,
                 arg,
@@ -428,9 +446,11 @@ class Driver(Starting):
                 self.state,
                 base,
                 inline=inline,
-                on_retry=emit.retry_hook(task, step) if emit.events else None,
+                on_retry=on_retry if traced is None else traced.chain(on_retry),
                 executor=self.binding.executor,
+                on_attempt=None if traced is None else traced.attempt,
             )
+            out = await (work if traced is None else traced.run(work))
             out.seconds = time.perf_counter() - began
             if out.error is None and out.interrupt is None:
                 results[task.id] = (out.writes, out.routes)
@@ -551,6 +571,8 @@ class Driver(Starting):
     async def _pause(self, cur: Checkpoint, writes: list[PendingWrite], interrupts: tuple[Interrupt, ...]) -> None:
         await self._save_pending(cur, writes, status="interrupted")
         self.emit.interrupted(interrupts, cur.step)
+        if self.trace is not None:
+            self.trace.interrupted(interrupts, cur.id)
         raise _Stop(self._result(cur, interrupts, "interrupted"))
 
     def _result(self, cur: Checkpoint, interrupts: tuple[Interrupt, ...], status: RunOutcome) -> RunResult:

@@ -141,6 +141,9 @@ class Binding:
     hooks: RunHooks | None = None
     store: Store | None = None
     """The memory store nodes reach as ``ctx.store`` (None: none)."""
+    tracing: bool = False
+    """Trace the runs (OpenTelemetry, the global provider) even while ``plait.instrument()``
+    is off: ``compile(tracing=True)``."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -9,7 +9,7 @@ declared below, so that each module keeps to one job.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
 from plait.checkpoint.base import Checkpointer
@@ -18,14 +18,15 @@ from plait.engine.commit import Committer
 from plait.engine.durability import Durable
 from plait.engine.emitter import Emitter
 from plait.engine.merge import checkpoint_metadata
-from plait.engine.options import RunHooks, RunOptions
+from plait.engine.options import RunHooks, RunOptions, RunResult
 from plait.engine.pending import goto_tasks, incompatibilities, resume_writes
 from plait.engine.plan import plan_next, renamed_tasks
 from plait.engine.spec import GraphSpec
 from plait.engine.tasks import compute_routes
 from plait.errors import GraphChangedError
 from plait.state.run_state import RunState
-from plait.types import START
+from plait.tracing.hooks import RunInfo, RunTrace, Tracer
+from plait.types import START, Durability
 
 __all__ = ["Starting"]
 
@@ -46,6 +47,53 @@ class Starting:
     persist: Durable | None
     _with_writes: set[str]
     hooks: RunHooks | None
+    trace: RunTrace | None
+    name: str
+    durability: Durability
+    path: tuple[str, ...]
+
+    async def _traced(
+        self,
+        tracer: Tracer,
+        input: Any,
+        head: Checkpoint | None,
+        benign: tuple[type[BaseException], ...],
+        work: Awaitable[RunResult],
+    ) -> RunResult:
+        """Run ``work`` (the run, to its end) inside the run's span: a run that continues a
+        paused thread (no new input) links to the run that paused it; the committer reports
+        each commit to the span. ``benign``: what ends a step without failing it."""
+        top = not self.path
+        resumed = head is not None and not isinstance(input, Mapping)
+        trace = self.trace = tracer.run(
+            RunInfo(
+                thread_id=self.thread_id,
+                namespace=self.namespace,
+                run_id=self.run_id,
+                durability=self.durability,
+                graph=self.name,
+                top=top,
+                link=head.metadata.get("trace") if resumed and head is not None else None,
+                resumed=resumed,
+                benign=benign,
+            )
+        )
+        if self.committer is not None:
+            report = self.committer.on_commit
+
+            def committed(checkpoints: Sequence[Any]) -> None:
+                trace.committed(checkpoints)
+                if report is not None:
+                    report(checkpoints)
+
+            self.committer.on_commit = committed
+        try:
+            result = await work
+        except BaseException as error:
+            trace.failed(error)
+            raise
+        trace.finished(result.status, result.checkpoint_id, result.step)
+        return result
 
     async def _check_compatible(self, head: Checkpoint) -> None:
         if head.metadata.get("graph") in (None, self.graph_fp):
@@ -146,6 +194,8 @@ class Starting:
         **extra: Any,
     ) -> Checkpoint:
         st = self.state
+        if self.trace is not None and self.trace.stamp is not None:
+            extra["trace"] = self.trace.stamp
         return Checkpoint(
             thread_id=self.thread_id or "",
             namespace=self.namespace,

@@ -382,6 +382,7 @@ async def run_task(  # noqa: PLR0912 - each way a node's call can end (result, i
     inline: bool,
     on_retry: Callable[[int, BaseException, bool], None] | None = None,
     executor: NodeExecutor | None = None,
+    on_attempt: Callable[[int], None] | None = None,
 ) -> TaskOutcome:
     """Call the node (with retries and timeout) and compute its writes and routes.
 
@@ -392,6 +393,8 @@ async def run_task(  # noqa: PLR0912 - each way a node's call can end (result, i
     attempt = 1
     policy = node.retry
     while True:
+        if on_attempt is not None:  # (tracing: a span per attempt)
+            on_attempt(attempt)
         try:
             result = await _call(node, arg, ctx, inline, executor)
         except GraphInterrupt as signal:

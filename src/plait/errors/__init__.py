@@ -32,6 +32,7 @@ The tree::
     │   ├── InvalidResumeError       a Command(resume=...) that matches no pending interrupt
     │   ├── NoCheckpointerError      a feature that needs a checkpointer was used without one
     │   └── SyncCallOnLoopError      ctx.once / ctx.stream_message called in an async node
+    ├── TracingUnavailableError      (also ImportError) plait.instrument() without OpenTelemetry installed
     ├── CommandLineError             the plait command was used wrongly (it exits with code 2)
     │   ├── ArgumentError            an argument or option value that cannot be used
     │   ├── TargetLoadError          MODULE:GRAPH names nothing that loads as a graph
@@ -78,6 +79,7 @@ cannot swallow the pause, and users never need to catch it.
 """
 
 from plait.errors._base import PlaitError as PlaitError
+from plait.errors._base import TracingUnavailableError as TracingUnavailableError
 from plait.errors._cli import (
     ArgumentError as ArgumentError,
 )
@@ -337,6 +339,7 @@ __all__ = [
     "ThreadBusyError",
     "ThreadExistsError",
     "ThreadNotFoundError",
+    "TracingUnavailableError",
     "UnknownChannelError",
     "UnknownGraphError",
 ]

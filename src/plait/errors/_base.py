@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["PlaitError", "describe"]
+__all__ = ["PlaitError", "TracingUnavailableError", "describe"]
 
 
 def at_node(node: str | None) -> str:
@@ -13,6 +13,16 @@ def at_node(node: str | None) -> str:
 
 class PlaitError(Exception):
     """Root of every error plait raises on purpose."""
+
+
+class TracingUnavailableError(PlaitError, ImportError):
+    """``plait.instrument()`` in an environment without OpenTelemetry's API."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(
+            f"plait.instrument() needs OpenTelemetry, which did not import ({why}): "
+            "pip install 'plait[otel]' (and opentelemetry-sdk with an exporter to send the spans somewhere)."
+        )
 
 
 def utc_text(seconds: float) -> str:

@@ -20,6 +20,7 @@ from plait.engine.spec import GraphSpec
 from plait.errors import MissingNodeError, NoCheckpointerError
 from plait.graph.closing import Closing
 from plait.store import Store
+from plait.tracing import require_opentelemetry
 
 __all__ = ["BoundGraph", "breakpoints"]
 
@@ -85,7 +86,10 @@ class BoundGraph(Closing):
         executor: NodeExecutor | None = None,
         hooks: RunHooks | None = None,
         store: Store | bool | None = None,
+        tracing: bool = False,
     ) -> None:
+        if tracing:
+            require_opentelemetry()
         cp = coerce_checkpointer(checkpointer)
         self._bind(
             spec,
@@ -98,6 +102,7 @@ class BoundGraph(Closing):
                 interrupt_after=breakpoints(interrupt_after, spec.nodes),
                 executor=executor,
                 hooks=hooks,
+                tracing=tracing,
             ),
         )
 

@@ -212,6 +212,7 @@ class Graph:
         name: str | None = None,
         executor: NodeExecutor | None = None,
         store: Store | bool | None = None,
+        tracing: bool = False,
     ) -> CompiledGraph:
         """Validate the graph and return a runnable :class:`CompiledGraph`.
 
@@ -230,6 +231,9 @@ class Graph:
                 :class:`plait.Store`, or True for the checkpointer's own (``cp.store``). In
                 the checkpointer's database, a step's memory writes commit in its
                 transaction; in another store they are applied right before it.
+            tracing: trace this graph's runs with OpenTelemetry's global tracer provider even
+                while :func:`plait.instrument` is off (see docs/tracing.md); raises
+                ``TracingUnavailableError`` without OpenTelemetry's API installed.
         """
         from plait.graph.compiled import CompiledGraph
 
@@ -245,6 +249,7 @@ class Graph:
             name=name or type(self).__name__,
             executor=executor,
             store=store,
+            tracing=tracing,
         )
 
     def _validate(self) -> None:  # noqa: PLR0912 - every rule a graph must keep, each with its own message
@@ -419,6 +424,7 @@ class Dag:
         interrupt_after: Iterable[str] = (),
         executor: NodeExecutor | None = None,
         store: Store | bool | None = None,
+        tracing: bool = False,
     ) -> CompiledGraph:
         return self.to_graph().compile(
             checkpointer,
@@ -428,4 +434,5 @@ class Dag:
             executor=executor,
             name="Dag",
             store=store,
+            tracing=tracing,
         )

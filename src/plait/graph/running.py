@@ -51,7 +51,7 @@ class Running(BoundGraph):
                 )
         elif input is None or options.checkpoint_id is not None or isinstance(input, Command):
             raise NoCheckpointerError("resuming a run")
-        driver = Driver(self.spec, self.fingerprint, self.binding, options, sink=sink, modes=modes)
+        driver = Driver(self.spec, self.fingerprint, self.binding, options, sink=sink, modes=modes, name=self.name)
         return await driver.execute(input)
 
     async def ainvoke(
