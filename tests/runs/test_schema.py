@@ -134,9 +134,9 @@ def test_run_tables_set_up_with_their_own_version_table_are_used_and_upgraded_in
 
     async def go() -> None:
         runs = Runs(postgres_dsn, schema=postgres_schema)
-        with pytest.raises(QueueSchemaError, match="at version 1, this plait needs 2"):
+        with pytest.raises(QueueSchemaError, match="at version 1, this plait needs 3"):
             await runs.aopen()
-        assert await runs.amigrate() == (1, False)  # upgraded in place: version 2 adds run options
+        assert await runs.amigrate() == (1, False)  # upgraded in place: version 2 adds run options, 3 spans
         run = await runs.aget("r-old")
         assert (run.status, run.input, run.metadata, run.priority, run.thread_id, run.options) == (
             "pending",
@@ -151,7 +151,7 @@ def test_run_tables_set_up_with_their_own_version_table_are_used_and_upgraded_in
     asyncio.run(go())
     with psycopg.connect(postgres_dsn, autocommit=True, **connect_kwargs(postgres_schema)) as conn:
         versions = conn.execute("SELECT version, applied_at FROM plait_run_migrations ORDER BY version").fetchall()
-        assert versions[0] == (1, 1764547200) and [v for v, _ in versions] == [1, 2]
+        assert versions[0] == (1, 1764547200) and [v for v, _ in versions] == [1, 2, 3]
 
 
 def test_a_store_that_is_not_postgres_is_refused() -> None:

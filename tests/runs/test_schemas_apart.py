@@ -18,6 +18,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from plait.runs import Runs
+from plait.runs._schema import RUNS_VERSION
 
 from . import _run_flows as flows
 from ._runs_support import worker_in_process
@@ -75,7 +76,7 @@ def test_a_schema_is_set_up_apart_from_run_tables_on_the_search_path(scratch_db:
     public, x = rows_per_table(scratch_db, "public"), rows_per_table(scratch_db, "x")
     assert set(public) == set(x) and {"plait_run", "plait_run_migrations", "procrastinate_jobs"} <= set(x)
     assert x["plait_run"] == x["procrastinate_jobs"] == public["plait_run"] == 1
-    assert x["plait_run_migrations"] == public["plait_run_migrations"] == 2  # versions 1 and 2
+    assert x["plait_run_migrations"] == public["plait_run_migrations"] == RUNS_VERSION  # one row a version
 
 
 def test_work_on_a_schema_leaves_the_run_and_job_tables_of_the_search_path_untouched(scratch_db: str) -> None:

@@ -8,6 +8,7 @@ the checkpoints (default: the connection's search path, which ``PGOPTIONS`` can 
 import asyncio
 import datetime
 import logging
+import os
 import shlex
 import warnings
 from typing import Annotated, Any
@@ -21,8 +22,9 @@ from plait.cli.messages import NO_INTERRUPT
 from plait.cli.options import ConfigFile, Db, Debug, Json
 from plait.cli.output import EXIT_FAILED, EXIT_INTERRUPTED, Exit, note
 from plait.cli.targets import graph_targets
-from plait.errors import ArgumentError
+from plait.errors import ArgumentError, TraceContextError
 from plait.inspect_json import iso
+from plait.tracing import carrier
 
 __all__ = ["register"]
 
@@ -127,6 +129,10 @@ def cmd_submit(
     _seconds(wait, "--wait")
     _answer_options(options)
     options["after"] = _after(options.pop("after"), options.pop("delay"))
+    try:
+        options["trace_context"] = carrier.from_environment(os.environ)
+    except TraceContextError as exc:
+        raise ArgumentError("TRACEPARENT", str(exc)) from exc
 
     async def body(runs: Any) -> Any:
         await _warn_unserved(inv, runs, target, options["queue"], schema)
@@ -457,7 +463,10 @@ def register(app: typer.Typer) -> None:
         as_json: Json = False,
         debug: Debug = False,
     ) -> None:
-        """Queue a run of a graph for the workers (exit 1 if, waited for, it failed; 3 if it paused)."""
+        """Queue a run of a graph for the workers (exit 1 if, waited for, it failed; 3 if it paused).
+
+        With TRACEPARENT (and TRACESTATE) set, a worker that traces puts the run's spans in that trace.
+        """
         if multitask not in ("reject", "enqueue", "interrupt", "rollback"):
             raise typer.BadParameter("use reject, enqueue, interrupt or rollback", param_hint="--multitask")
         opts = {

@@ -8,10 +8,11 @@ copied) and async ones alike.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import hashlib
 import inspect
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -22,7 +23,7 @@ from plait.errors import MessageChunkError, NoCheckpointerError, NoStoreError, P
 from plait.state.messages import MessageBuilder, chunk_item, read_chunk
 from plait.state.reducers import message_id
 from plait.store import MemoryWrite, Store
-from plait.tracing.hooks import effect_span
+from plait.tracing.hooks import chat_span, effect_span
 from plait.types import Interrupt
 
 if TYPE_CHECKING:
@@ -253,9 +254,10 @@ class NodeContext:
         if on_loop_thread(self.host.loop):
             raise SyncCallOnLoopError(self.node, "stream_message", "astream_message")
         stream = self._message_stream(id)
-        for chunk in chunks:
-            stream.add(chunk)
-        return stream.builder.message()
+        with stream.answering(self.host):
+            for chunk in chunks:
+                stream.add(chunk)
+        return stream.message
 
     async def astream_message(
         self, chunks: AsyncIterable[Any] | Iterable[Any], *, id: str | None = None
@@ -263,13 +265,14 @@ class NodeContext:
         """:meth:`stream_message` for async nodes: ``chunks`` may be an async iterable (a
         model's ``astream()``) or a plain one."""
         stream = self._message_stream(id)
-        if isinstance(chunks, AsyncIterable):
-            async for chunk in chunks:
-                stream.add(chunk)
-        else:
-            for chunk in chunks:
-                stream.add(chunk)
-        return stream.builder.message()
+        with stream.answering(self.host):
+            if isinstance(chunks, AsyncIterable):
+                async for chunk in chunks:
+                    stream.add(chunk)
+            else:
+                for chunk in chunks:
+                    stream.add(chunk)
+        return stream.message
 
     def _message_stream(self, id: str | None) -> _MessageStream:
         n = self._messages_streamed
@@ -308,13 +311,24 @@ class NodeContext:
 class _MessageStream:
     """One message being streamed: its chunks added up, and sent on when someone listens."""
 
-    __slots__ = ("builder", "count", "node", "sink")
+    __slots__ = ("builder", "count", "message", "node", "sink")
 
     def __init__(self, builder: MessageBuilder, sink: Callable[[Any], None] | None, node: str) -> None:
         self.builder = builder
         self.sink = sink
         self.node = node
         self.count = 0
+        self.message: dict[str, Any] = {}
+        """The finished message, once the chunks are all in (:meth:`answering`)."""
+
+    @contextlib.contextmanager
+    def answering(self, host: object) -> Iterator[None]:
+        """While the chunks come in: a ``chat`` span when the run is traced; then the message."""
+        with chat_span(host, self.node, self.builder.id) as traced:
+            yield
+            self.message = self.builder.message()
+            if traced is not None:
+                traced(self.message)
 
     def add(self, chunk: Any) -> None:
         try:

@@ -273,7 +273,7 @@ class Driver(Starting):
         if tracer is None and not self.binding.tracing:
             return await self._to_end(input, checkpoint_id, head)
         work = self._to_end(input, checkpoint_id, head)
-        return await self._traced(tracer or graph_tracer(), input, head, (_Stop,), work)
+        return await self._traced(tracer or graph_tracer(), input, head, checkpoint_id, (_Stop,), work)
 
     async def _to_end(self, input: Any, checkpoint_id: str | None, head: Checkpoint | None) -> RunResult:
         try:

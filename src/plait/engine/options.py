@@ -94,6 +94,15 @@ class RunHooks:
     a first message by running from there); ``plait serve`` asks for it. With durability
     ``"exit"`` it is folded away like every checkpoint the run's end does not need."""
 
+    trace_links: tuple[Mapping[str, str], ...] = ()
+    """Spans the run's span links to when the run is traced (each ``{"trace_id", "span_id"}``,
+    hex): a queued run's earlier attempt, whose worker may have died before exporting it."""
+
+    async def on_trace(self, stamp: Mapping[str, str]) -> None:
+        """The ids of the run's span (``{"trace_id", "span_id"}``, hex), when the run is traced
+        and has a thread: awaited as the span starts (after :meth:`on_start`, before the first
+        step), so that a host can store them with the run, where the next attempt finds them."""
+
     async def on_start(self, head: Checkpoint | None, input: Any) -> Any:
         """Called once the run holds its thread (its lease taken) and has read the checkpoint
         it starts from (``head``; None on a new thread), before anything is written: returns

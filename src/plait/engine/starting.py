@@ -9,7 +9,7 @@ declared below, so that each module keeps to one job.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
 from plait.checkpoint.base import Checkpointer
@@ -47,6 +47,8 @@ class Starting:
     persist: Durable | None
     _with_writes: set[str]
     hooks: RunHooks | None
+    hold: Any
+    """The run's :class:`~plait.engine.lease.ThreadLease` (None: no lease; a subgraph's: its parent's)."""
     trace: RunTrace | None
     name: str
     durability: Durability
@@ -57,14 +59,16 @@ class Starting:
         tracer: Tracer,
         input: Any,
         head: Checkpoint | None,
+        start_from: str | None,
         benign: tuple[type[BaseException], ...],
-        work: Awaitable[RunResult],
+        work: Coroutine[Any, Any, RunResult],
     ) -> RunResult:
         """Run ``work`` (the run, to its end) inside the run's span: a run that continues a
         paused thread (no new input) links to the run that paused it; the committer reports
         each commit to the span. ``benign``: what ends a step without failing it."""
         top = not self.path
         resumed = head is not None and not isinstance(input, Mapping)
+        lease = getattr(self.hold, "lease", None)
         trace = self.trace = tracer.run(
             RunInfo(
                 thread_id=self.thread_id,
@@ -76,6 +80,10 @@ class Starting:
                 link=head.metadata.get("trace") if resumed and head is not None else None,
                 resumed=resumed,
                 benign=benign,
+                retries=self.hooks.trace_links if top and self.hooks is not None else (),
+                start_from=start_from if top else None,
+                replay=input is None,
+                lease=(lease.owner, lease.token) if top and lease is not None else None,
             )
         )
         if self.committer is not None:
@@ -88,6 +96,12 @@ class Starting:
 
             self.committer.on_commit = committed
         try:
+            if trace.stamp is not None and self.hooks is not None:
+                try:
+                    await self.hooks.on_trace(trace.stamp)
+                except BaseException:
+                    work.close()
+                    raise
             result = await work
         except BaseException as error:
             trace.failed(error)

@@ -33,6 +33,7 @@ The tree::
     │   ├── NoCheckpointerError      a feature that needs a checkpointer was used without one
     │   └── SyncCallOnLoopError      ctx.once / ctx.stream_message called in an async node
     ├── TracingUnavailableError      (also ImportError) plait.instrument() without OpenTelemetry installed
+    ├── TraceContextError            (also ValueError) a TRACEPARENT / trace_context that is not W3C trace context
     ├── CommandLineError             the plait command was used wrongly (it exits with code 2)
     │   ├── ArgumentError            an argument or option value that cannot be used
     │   ├── TargetLoadError          MODULE:GRAPH names nothing that loads as a graph
@@ -79,6 +80,7 @@ cannot swallow the pause, and users never need to catch it.
 """
 
 from plait.errors._base import PlaitError as PlaitError
+from plait.errors._base import TraceContextError as TraceContextError
 from plait.errors._base import TracingUnavailableError as TracingUnavailableError
 from plait.errors._cli import (
     ArgumentError as ArgumentError,
@@ -339,6 +341,7 @@ __all__ = [
     "ThreadBusyError",
     "ThreadExistsError",
     "ThreadNotFoundError",
+    "TraceContextError",
     "TracingUnavailableError",
     "UnknownChannelError",
     "UnknownGraphError",

@@ -34,3 +34,16 @@ def utc_text(seconds: float) -> str:
 def describe(value: Any) -> str:
     """A short type name for messages (``datetime``, ``MyClass``)."""
     return type(value).__name__
+
+
+class TraceContextError(PlaitError, ValueError):
+    """A W3C trace context (``TRACEPARENT``, ``submit(trace_context=...)``) plait cannot read."""
+
+    def __init__(self, where: str, value: object) -> None:
+        self.where = where
+        self.value = value
+        super().__init__(
+            f"{where} is not a W3C trace context: {value!r}. It must look like "
+            "'00-<32 hex trace id>-<16 hex span id>-<2 hex flags>' (as an OpenTelemetry propagator writes "
+            f"it); fix or unset {where}."
+        )

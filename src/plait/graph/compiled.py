@@ -25,6 +25,7 @@ from plait.graph.records import ThreadState
 from plait.graph.running import Running, StreamMode
 from plait.graph.subgraph import nested_states, subgraph_target
 from plait.inspect import ThreadDiff, diff_threads
+from plait.tracing import hooks as tracing
 
 __all__ = ["INTERRUPT_KEY", "CompiledGraph", "StreamMode", "coerce_checkpointer"]
 
@@ -191,16 +192,21 @@ class CompiledGraph(Running):
         spec, fp, namespace = self.spec, self.fingerprint, self.namespace
         if subgraph is not None:
             spec, fp, namespace = subgraph_target(spec, fp, namespace, subgraph)
-        return await update_thread(
-            await self._ready_checkpointer(),
-            spec,
-            fp,
-            thread_id,
-            update,
-            as_node,
-            namespace=namespace,
-            checkpoint_id=checkpoint_id,
-        )
+        where = {"plait.thread_id": thread_id, "plait.namespace": namespace, "plait.as_node": as_node or ""}
+        with tracing.operation(self.binding.tracing, "plait.update", where) as traced:
+            made = await update_thread(
+                await self._ready_checkpointer(),
+                spec,
+                fp,
+                thread_id,
+                update,
+                as_node,
+                namespace=namespace,
+                checkpoint_id=checkpoint_id,
+            )
+            if traced is not None:
+                traced(made)
+        return made
 
     def update_state(
         self,
@@ -242,16 +248,21 @@ class CompiledGraph(Running):
             ConcurrentUpdateError: ``target_thread`` already has checkpoints (a fork creates
                 a thread; nothing is stored).
         """
-        return await fork_thread(
-            await self._ready_checkpointer(),
-            self.spec,
-            self.fingerprint,
-            source_thread,
-            target_thread,
-            checkpoint_id=checkpoint_id,
-            edits=edits,
-            namespace=self.namespace,
-        )
+        where = {"plait.thread_id": target_thread, "plait.namespace": self.namespace, "plait.source": source_thread}
+        with tracing.operation(self.binding.tracing, "plait.fork", where) as traced:
+            made = await fork_thread(
+                await self._ready_checkpointer(),
+                self.spec,
+                self.fingerprint,
+                source_thread,
+                target_thread,
+                checkpoint_id=checkpoint_id,
+                edits=edits,
+                namespace=self.namespace,
+            )
+            if traced is not None:
+                traced(made)
+        return made
 
     def fork(
         self, source_thread: str, target_thread: str, *, checkpoint_id: str | None = None, edits: Any = None

@@ -1,10 +1,15 @@
-"""What a worker makes of a stored run before it runs it, and what it drops once it ended."""
+"""What a worker makes of a stored run before it runs it, how it runs it, and what it drops
+once it ended."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from plait._frozen import thaw
+from plait.engine.emitter import INTERRUPT_KEY
 from plait.runs._events import Events, WireEvents
+from plait.tracing import carrier
+from plait.tracing import hooks as tracing
 from plait.types import Command
 
 if TYPE_CHECKING:
@@ -14,7 +19,10 @@ if TYPE_CHECKING:
     from plait.runs.client import Runs
     from plait.runs.records import Run
 
-__all__ = ["drop_temporary", "prepared", "wants_root"]
+__all__ = ["drive", "drop_temporary", "prepared", "wants_root"]
+
+_RUN_KEYWORDS = frozenset({"checkpoint_id", "durability", "recursion_limit"})
+"""The run options that go to ``ainvoke`` as they are."""
 
 
 def prepared(
@@ -59,3 +67,22 @@ async def drop_temporary(run: Run, checkpointer: Checkpointer) -> None:
     wire = (run.options or {}).get("wire") or {}
     if wire.get("temporary"):
         await checkpointer.adelete_thread(run.thread_id, namespace=run.namespace)
+
+
+async def drive(graph: CompiledGraph, run: Run, input: Any, owner: str, events: Events) -> dict[str, Any]:
+    """Run the graph (its hooks store the stream items asked for, a batch per super-step,
+    and stop it at the next boundary once asked); its output as ``invoke`` returns it,
+    as JSON data: a run that paused has its interrupts under ``"__interrupt__"`` (an
+    empty list at a breakpoint). A later attempt's owner says which it is (its steps
+    record it: the Studio's timeline shows who ran each step). When the run is traced, its
+    span continues the trace of whoever submitted it (the context stored with the run)."""
+    options = run.options or {}
+    chosen = {k: v for k, v in options.items() if k in _RUN_KEYWORDS}
+    owner = f"{owner} (attempt {run.attempts})" if run.attempts > 1 else owner
+    traced = tracing.active is not None or graph.binding.tracing
+    with carrier.continuing(options.get("trace") if traced else None):
+        output = thaw(await graph.ainvoke(input, thread_id=run.thread_id, owner=owner, **chosen))
+    if INTERRUPT_KEY in output:
+        output[INTERRUPT_KEY] = [i.to_json() for i in output[INTERRUPT_KEY]]
+    await events.flush()
+    return output  # type: ignore[no-any-return]

@@ -184,7 +184,12 @@ RUN_TABLES_V2 = (
 ``Command``'s update and goto, the checkpoint to start from, breakpoints, durability, and the
 stream as the LangGraph API's events), and the API server's threads (their metadata)."""
 
-_MIGRATIONS = {1: RUN_TABLES_V1, 2: RUN_TABLES_V2}
+RUN_TABLES_V3 = ("ALTER TABLE {P}run ADD COLUMN IF NOT EXISTS span text",)
+"""Version 3: the ``plait.run`` span of a run's latest attempt, when traced (``<trace id>-<span
+id>``, hex), stored as the attempt starts: the next attempt's span links to it even when the
+worker died before exporting it."""
+
+_MIGRATIONS = {1: RUN_TABLES_V1, 2: RUN_TABLES_V2, 3: RUN_TABLES_V3}
 
 RUNS_VERSION = max(_MIGRATIONS)
 """The version of plait's run tables that this code reads and writes."""

@@ -8,7 +8,7 @@ by its handle's event (:class:`Handle`); a job that must run again later raises
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,7 @@ from procrastinate.retry import BaseRetryStrategy, RetryDecision
 from plait.checkpoint.model import Checkpoint
 from plait.engine.options import RunHooks, RunResult
 from plait.runs._events import Events
+from plait.tracing import carrier
 
 __all__ = ["Handle", "Requeue", "RequeueStrategy", "Steering", "database_failure"]
 
@@ -54,14 +55,23 @@ class Steering(RunHooks):
         handle: Handle,
         events: Events,
         record_start: Callable[[str | None], Awaitable[None]],
+        record_span: Callable[[str], Awaitable[None]],
         started: bool,
         start: str | None,
         root: bool = False,
+        previous_span: str | None = None,
+        attempt: int = 1,
     ) -> None:
         self.root = root
+        self.attempt = attempt
+        found = carrier.parse_stamp(previous_span)
+        self.trace_links = (found,) if found is not None else ()
+        self.span: str | None = None
+        """This attempt's ``plait.run`` span, when traced (``<trace id>-<span id>``)."""
         self.handle = handle
         self.events = events
         self.record_start = record_start
+        self.record_span = record_span
         self.started = started
         """Whether an earlier attempt recorded where the run started (``start``)."""
         self.start = start
@@ -69,6 +79,13 @@ class Steering(RunHooks):
         self.subgraphs = events.subgraphs
         self.result: RunResult | None = None
         """How the run ended (None: it failed, or has not ended)."""
+
+    async def on_trace(self, stamp: Mapping[str, str]) -> None:
+        """A traced attempt records its span before its first step, for the next attempt to
+        link to (a worker killed mid-run never exports it)."""
+        self.span = carrier.stamp_text(stamp)
+        carrier.annotate({"plait.queued_run_id": self.handle.run_id, "plait.attempt": self.attempt})
+        await self.record_span(self.span)
 
     async def on_start(self, head: Checkpoint | None, input: Any) -> Any:
         """Why a job never replays code: a first attempt records the head it found (before its

@@ -48,7 +48,7 @@ run's end)."""
 RUN_COLUMNS = (
     "run_id, graph, ns, thread_id, status, multitask, input, resume, has_resume, context, metadata, priority, "
     "queue, timeout, job_id, attempts, worker, output, error, start_checkpoint, started, stop, rollback_of, "
-    "schedule_id, tick, created_at, started_at, finished_at, updated_at, seq, stream, options"
+    "schedule_id, tick, created_at, started_at, finished_at, updated_at, seq, stream, options, span"
 )
 
 
@@ -129,7 +129,7 @@ async def claim(
     if row is None:
         return None
     run, extra = _with_extra(row)
-    extra["events"] = row[32]
+    extra["events"] = row[33]
     return run, extra
 
 
@@ -142,6 +142,12 @@ async def record_start(cur: Any, run_id: str, head: str | None) -> None:
     )
 
 
+async def record_span(cur: Any, run_id: str, span: str) -> None:
+    """Record the ``plait.run`` span of a traced attempt as it starts (``<trace id>-<span id>``):
+    the next attempt's span links to it."""
+    await cur.execute("UPDATE plait_run SET span = %s WHERE run_id = %s", (span, run_id))
+
+
 def _with_extra(row: Sequence[Any]) -> tuple[Run, dict[str, Any]]:
     return row_run(row), {
         "job_id": row[14],
@@ -149,6 +155,7 @@ def _with_extra(row: Sequence[Any]) -> tuple[Run, dict[str, Any]]:
         "stop": row[21],
         "rollback_of": row[22] or [],
         "stream": row[30] or [],
+        "span": row[32],
     }
 
 

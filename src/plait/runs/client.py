@@ -37,6 +37,7 @@ from plait.runs._submit import (
 )
 from plait.runs.cron import check_cron, warn_seconds_first
 from plait.runs.records import FINAL, RUN_STATUSES, Multitask, Run, RunStatus, Schedule
+from plait.tracing import carrier
 
 __all__ = ["ADVANCE_TASK", "DEFAULT_QUEUE", "Runs", "thread_lock"]
 
@@ -156,6 +157,7 @@ class Runs:
         durability: str | None = None,
         recursion_limit: int | None = None,
         wire: Mapping[str, Any] | None = None,
+        trace_context: Mapping[str, str] | None = None,
     ) -> str:
         """Store a run of ``graph`` on ``thread_id`` and queue it for the workers.
 
@@ -188,6 +190,9 @@ class Runs:
             wire: store the stream as the LangGraph API's events (``{"modes": [...],
                 "subgraphs": bool}``, the API's stream modes; ``"temporary": True`` deletes
                 the thread once the run ended, a stateless run's): what ``plait serve`` asks.
+            trace_context: the W3C trace context (``{"traceparent": ..., "tracestate": ...}``)
+                the worker's spans of the run continue, when it traces (see docs/tracing.md);
+                None: the current OpenTelemetry span's, if one is active.
 
         Returns:
             The run id.
@@ -195,11 +200,14 @@ class Runs:
         Raises:
             RunRejectedError: ``multitask="reject"`` and the thread has an active run.
             ValueError: an unknown multitask strategy or stream mode, or a naive ``after``.
+            TraceContextError: a ``trace_context`` with no W3C ``traceparent``.
         """
         check_multitask(multitask)
+        trace = carrier.current() if trace_context is None else carrier.checked(trace_context, "trace_context")
         options = run_options(
             update=update, goto=goto, checkpoint_id=checkpoint_id, interrupt_before=interrupt_before,
             interrupt_after=interrupt_after, durability=durability, recursion_limit=recursion_limit, wire=wire,
+            trace=trace,
         )  # fmt: skip
         chosen = either("mode", mode, "stream_mode", stream_mode)
         modes = stream_modes(chosen) if wire is None else wire_modes(wire)
@@ -241,8 +249,9 @@ class Runs:
         durability: str | None = None,
         recursion_limit: int | None = None,
         wire: Mapping[str, Any] | None = None,
+        trace_context: Mapping[str, str] | None = None,
     ) -> str:
-        """Sync :meth:`asubmit`."""
+        """Sync :meth:`asubmit` (the current span is the caller's: the loop runs elsewhere)."""
         return self._sync(
             self.asubmit(
                 graph, input, thread_id=thread_id, namespace=namespace, multitask=multitask, priority=priority,
@@ -250,6 +259,7 @@ class Runs:
                 stream_mode=stream_mode, run_id=run_id, update=update, goto=goto, checkpoint_id=checkpoint_id,
                 interrupt_before=interrupt_before, interrupt_after=interrupt_after, durability=durability,
                 recursion_limit=recursion_limit, wire=wire,
+                trace_context=carrier.current() if trace_context is None else trace_context,
             )
         )  # fmt: skip
 

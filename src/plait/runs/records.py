@@ -93,8 +93,9 @@ class Run:
     options: Any = None
     """What the run was asked beyond its input (JSON data; None: nothing): ``update`` and
     ``goto`` of a ``Command``, ``checkpoint_id`` to start from, ``interrupt_before`` /
-    ``interrupt_after``, ``durability``, ``recursion_limit``, and ``wire`` (the stream stored
-    as the LangGraph API's events, for ``plait serve``)."""
+    ``interrupt_after``, ``durability``, ``recursion_limit``, ``wire`` (the stream stored
+    as the LangGraph API's events, for ``plait serve``), and ``trace`` (the submitter's W3C
+    trace context, which a tracing worker's spans continue)."""
 
     @property
     def done(self) -> bool:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import signal
@@ -32,7 +33,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from plait._frozen import thaw
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.rewind import rewind
 from plait.engine.emitter import INTERRUPT_KEY
@@ -48,7 +48,7 @@ from plait.runs import _store
 from plait.runs._events import Events
 from plait.runs._limits import Limits
 from plait.runs._notify import Notifier
-from plait.runs._prepare import drop_temporary, prepared, wants_root
+from plait.runs._prepare import drive, drop_temporary, prepared, wants_root
 from plait.runs._stops import Handle, Requeue, RequeueStrategy, Steering, database_failure
 from plait.runs.client import ADVANCE_TASK, DEFAULT_QUEUE, Runs
 from plait.runs.records import Run
@@ -424,15 +424,15 @@ class Worker:
                 "UPDATE plait_run SET status = 'running', attempts = attempts + 1, worker = %s, "
                 "started_at = coalesce(started_at, %s), updated_at = %s "
                 "WHERE run_id = %s AND status IN ('pending', 'running') "
-                "RETURNING started_at, start_checkpoint, attempts, started",
+                "RETURNING started_at, start_checkpoint, attempts, started, span",
                 (owner, now, now, run.run_id),
             )
             row = await cur.fetchone()
         if row is None:
             return  # it ended meanwhile (cancelled)
-        started_at, start, attempts, started = row
+        started_at, start, attempts, started, span = row
         run = dataclasses.replace(run, attempts=attempts, start_checkpoint=start)
-        await self._execute(run, {**extra, "started": started}, graph, handle, owner, started_at)
+        await self._execute(run, {**extra, "started": started, "span": span}, graph, handle, owner, started_at)
 
     async def _execute(
         self,
@@ -450,9 +450,11 @@ class Worker:
         events.add("status", {"status": "running", "worker": owner, "attempt": run.attempts})
         budget = None if run.timeout is None else run.timeout - (time.time() - started_at)
         steering = Steering(
-            handle, events, self._record_start(run.run_id), extra["started"], run.start_checkpoint, wants_root(run)
-        )
-        task = asyncio.create_task(self._drive(graph.bind(hooks=steering), run, input, owner, events))
+            handle, events, functools.partial(self._record, _store.record_start, run.run_id),
+            functools.partial(self._record, _store.record_span, run.run_id), extra["started"], run.start_checkpoint,
+            wants_root(run), extra.get("span"), run.attempts,
+        )  # fmt: skip
+        task = asyncio.create_task(drive(graph.bind(hooks=steering), run, input, owner, events))
         stopper = asyncio.create_task(handle.now.wait())
         try:
             done, _ = await asyncio.wait({task, stopper}, timeout=budget, return_when=asyncio.FIRST_COMPLETED)
@@ -509,20 +511,6 @@ class Worker:
             return
         await self._end(run, "success", events, output=output)
 
-    async def _drive(self, graph: CompiledGraph, run: Run, input: Any, owner: str, events: Events) -> dict[str, Any]:
-        """Run the graph (its hooks store the stream items asked for, a batch per super-step,
-        and stop it at the next boundary once asked); its output as ``invoke`` returns it,
-        as JSON data: a run that paused has its interrupts under ``"__interrupt__"`` (an
-        empty list at a breakpoint). A later attempt's owner says which it is (its steps
-        record it: the Studio's timeline shows who ran each step)."""
-        chosen = {k: v for k, v in (run.options or {}).items() if k in _RUN_KEYWORDS}
-        owner = f"{owner} (attempt {run.attempts})" if run.attempts > 1 else owner
-        output = thaw(await graph.ainvoke(input, thread_id=run.thread_id, owner=owner, **chosen))
-        if INTERRUPT_KEY in output:
-            output[INTERRUPT_KEY] = [i.to_json() for i in output[INTERRUPT_KEY]]
-        await events.flush()
-        return output  # type: ignore[no-any-return]
-
     async def _after_stop(self, run: Any, why: str, events: Events) -> None:
         if why == "shutdown":
             await self._put_back(run.run_id)
@@ -576,12 +564,10 @@ class Worker:
         if ended:
             self._notifier.send("end", run_id)
 
-    def _record_start(self, run_id: str) -> Callable[[str | None], Awaitable[None]]:
-        async def record(head: str | None) -> None:
-            async with self.runs.db.connection() as conn, conn.cursor() as cur:
-                await _store.record_start(cur, run_id, head)
-
-        return record
+    async def _record(self, statement: Callable[..., Awaitable[None]], *args: Any) -> None:
+        """One of :mod:`_store`'s statements on a connection of the pool."""
+        async with self.runs.db.connection() as conn, conn.cursor() as cur:
+            await statement(cur, *args)
 
     async def _put_back(self, run_id: str) -> None:
         async with self.runs.db.connection() as conn, conn.cursor() as cur:
@@ -589,10 +575,6 @@ class Worker:
                 "UPDATE plait_run SET status = 'pending', updated_at = %s WHERE run_id = %s AND status = 'running'",
                 (time.time(), run_id),
             )
-
-
-_RUN_KEYWORDS = frozenset({"checkpoint_id", "durability", "recursion_limit"})
-"""The run options that go to ``ainvoke`` as they are."""
 
 
 def _error(exc: BaseException) -> dict[str, Any]:  # cause: the node's own exception class

@@ -144,6 +144,7 @@ class QueueRunner:
                 "temporary": record.temporary,  # a stateless run's thread: its worker deletes it
             },
             after=None if after is None else datetime.datetime.fromtimestamp(float(after), datetime.UTC),
+            trace_context=kw.get("trace"),
         )
         return record
 

@@ -33,6 +33,8 @@ from plait.serve.requests import start_of
 from plait.serve.streams import EventWriter, Notifier
 from plait.serve.wire import interrupt_json
 from plait.stream_wire import Translator, api_error, library_modes
+from plait.tracing import carrier
+from plait.tracing import hooks as tracing
 
 __all__ = ["Runner"]
 
@@ -266,6 +268,21 @@ class Runner:
                 interrupt_after=kw.get("interrupt_after") or graph.interrupt_after,
             )
         input, checkpoint_id = start_of(kw, head_id, landed=landed)
+        traced = tracing.active is not None or graph.binding.tracing
+        with carrier.continuing(kw.get("trace") if traced else None):
+            return await self._stream(run, graph, hooks, translator, writer, input, checkpoint_id)
+
+    async def _stream(
+        self,
+        run: RunRecord,
+        graph: CompiledGraph,
+        hooks: _Steer,
+        translator: Translator,
+        writer: EventWriter,
+        input: Any,
+        checkpoint_id: str | None,
+    ) -> tuple[ApiRunStatus, Any, dict[str, Any] | None]:
+        kw = run.kwargs
         stream = graph.astream(
             input,
             mode=list(library_modes(kw.get("stream_mode") or ["values"])),  # type: ignore[arg-type]

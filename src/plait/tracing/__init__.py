@@ -11,6 +11,7 @@ from typing import Any
 
 from plait.errors import TracingUnavailableError
 from plait.tracing import hooks
+from plait.tracing.hooks import graph_tracer
 
 __all__ = ["graph_tracer", "instrument", "is_instrumented", "require_opentelemetry", "uninstrument"]
 
@@ -46,9 +47,6 @@ def uninstrument() -> None:
     logs.remove()
 
 
-_global: hooks.Tracer | None = None
-
-
 def require_opentelemetry() -> None:
     """Refuse, at ``compile(tracing=True)``, a graph that could not be traced.
 
@@ -59,17 +57,6 @@ def require_opentelemetry() -> None:
         import opentelemetry.trace  # noqa: F401 - only whether it imports
     except ImportError as exc:
         raise TracingUnavailableError(str(exc)) from exc
-
-
-def graph_tracer() -> hooks.Tracer:
-    """The tracer of the graphs compiled with ``tracing=True``, for their runs while
-    :func:`instrument` is off: the global tracer provider's (no log correlation)."""
-    global _global
-    if _global is None:
-        from plait.tracing import spans
-
-        _global = spans.OtelTracer(None)
-    return _global
 
 
 def is_instrumented() -> bool:

@@ -12,7 +12,17 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["RunInfo", "RunTrace", "TaskTrace", "Tracer", "active", "effect_span"]
+__all__ = [
+    "RunInfo",
+    "RunTrace",
+    "TaskTrace",
+    "Tracer",
+    "active",
+    "chat_span",
+    "effect_span",
+    "graph_tracer",
+    "operation",
+]
 
 _T = TypeVar("_T")
 
@@ -50,6 +60,10 @@ class RunTrace(Protocol):
 
     def effect(self, name: str, node: str) -> contextlib.AbstractContextManager[Any]: ...
 
+    def chat(
+        self, node: str, message_id: str
+    ) -> contextlib.AbstractContextManager[Callable[[Mapping[str, Any]], None]]: ...
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunInfo:
@@ -68,12 +82,24 @@ class RunInfo:
     resumed: bool
     benign: tuple[type[BaseException], ...]
     """What ends a step without failing it (a pause, a stop asked for by the run's hooks)."""
+    retries: tuple[Mapping[str, str], ...] = ()
+    """The spans of a queued run's earlier attempts (its hooks' ``trace_links``), linked to."""
+    start_from: str | None = None
+    """The checkpoint a run was told to start from (``invoke(checkpoint_id=...)``): a replay
+    (no input) or a new branch (with input)."""
+    replay: bool = False
+    lease: tuple[str, int] | None = None
+    """The owner and token of the lease the run holds its thread by (None: no lease)."""
 
 
 class Tracer(Protocol):
     """Makes the spans of each run (:class:`plait.tracing.spans.OtelTracer`)."""
 
     def run(self, info: RunInfo) -> RunTrace: ...
+
+    def operation(
+        self, name: str, attributes: Mapping[str, Any]
+    ) -> contextlib.AbstractContextManager[Callable[[str], None]]: ...
 
 
 active: Tracer | None = None
@@ -88,3 +114,38 @@ def effect_span(host: object, name: str, node: str) -> contextlib.AbstractContex
     does nothing when that run is not traced."""
     trace: RunTrace | None = getattr(host, "trace", None)
     return _nothing if trace is None else trace.effect(name, node)
+
+
+def chat_span(host: object, node: str, message_id: str) -> contextlib.AbstractContextManager[Any]:
+    """The span of a model's answer streamed through ``ctx.stream_message`` in the run ``host``
+    (a driver): it yields what to call with the finished message (its model, finish reason
+    and token counts become the span's ``gen_ai.*`` attributes), or None when the run is
+    not traced."""
+    trace: RunTrace | None = getattr(host, "trace", None)
+    return _nothing if trace is None else trace.chat(node, message_id)
+
+
+def operation(tracing: bool, name: str, attributes: Mapping[str, Any]) -> contextlib.AbstractContextManager[Any]:
+    """The span of a change to a thread made outside any run (``update_state``: ``plait.update``,
+    ``fork``: ``plait.fork``), when :func:`plait.instrument` is on or the graph was compiled
+    with ``tracing``: it yields what to call with the checkpoint the change made, or None."""
+    tracer = active
+    if tracer is None:
+        if not tracing:
+            return _nothing
+        tracer = graph_tracer()
+    return tracer.operation(name, attributes)
+
+
+_global: Tracer | None = None
+
+
+def graph_tracer() -> Tracer:
+    """The tracer of the graphs compiled with ``tracing=True``, for their runs while
+    :func:`plait.instrument` is off: the global tracer provider's (no log correlation)."""
+    global _global
+    if _global is None:
+        from plait.tracing import spans
+
+        _global = spans.OtelTracer(None)
+    return _global

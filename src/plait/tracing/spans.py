@@ -14,14 +14,18 @@ the thread's checkpoints.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry import context, trace
-from opentelemetry.trace import Link, Span, SpanContext, Status, StatusCode, TraceFlags
+from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from plait._version import __version__
-from plait.tracing.hooks import RunInfo
+from plait.errors import LeaseLostError
+
+if TYPE_CHECKING:
+    from plait.tracing.hooks import RunInfo
 
 __all__ = ["OtelTracer", "link_from", "stamp_of"]
 
@@ -34,8 +38,9 @@ def stamp_of(span: Span) -> dict[str, str]:
     return {"trace_id": format(ctx.trace_id, "032x"), "span_id": format(ctx.span_id, "016x")}
 
 
-def link_from(stamp: Any) -> Link | None:
-    """The link to the span a checkpoint's ``trace`` metadata names (None: none, or unreadable)."""
+def link_from(stamp: Any, why: str = "resumes") -> Link | None:
+    """The link to the span a checkpoint's ``trace`` metadata names, or an earlier attempt's
+    (None: none, or unreadable); ``why`` is its ``plait.link`` attribute."""
     if not isinstance(stamp, Mapping):
         return None
     try:
@@ -47,7 +52,32 @@ def link_from(stamp: Any) -> Link | None:
         )
     except (KeyError, TypeError, ValueError):
         return None
-    return Link(ctx, {"plait.link": "resumes"}) if ctx.is_valid else None
+    return Link(ctx, {"plait.link": why}) if ctx.is_valid else None
+
+
+def _describe_answer(span: Span, message: Mapping[str, Any]) -> None:
+    """The GenAI attributes of a finished answer, from what LangChain's chunks carry
+    (``response_metadata``: ``model_name``/``model``, ``finish_reason``/``stop_reason``,
+    ``model_provider``; ``usage_metadata``: ``input_tokens``, ``output_tokens``)."""
+    meta = message.get("response_metadata") or {}
+    model = meta.get("model_name") or meta.get("model")
+    if isinstance(model, str) and model:
+        span.set_attribute("gen_ai.response.model", model)
+        span.update_name(f"chat {model}")
+    provider = meta.get("model_provider")
+    if isinstance(provider, str) and provider:
+        span.set_attribute("gen_ai.provider.name", provider)
+    reason = meta.get("finish_reason") or meta.get("stop_reason")
+    if isinstance(reason, str) and reason:
+        span.set_attribute("gen_ai.response.finish_reasons", [reason])
+    usage = message.get("usage_metadata") or {}
+    for key in ("input_tokens", "output_tokens"):
+        count = usage.get(key)
+        if isinstance(count, int) and not isinstance(count, bool):
+            span.set_attribute(f"gen_ai.usage.{key}", count)
+    calls = message.get("tool_calls") or ()
+    if calls:
+        span.set_attribute("plait.tool_calls", [str(c.get("name")) for c in calls])
 
 
 def _fail(span: Span, error: BaseException) -> None:
@@ -68,11 +98,24 @@ class OtelTracer:
             attributes["plait.graph.name"] = info.graph
         if info.thread_id is not None:
             attributes["plait.thread_id"] = info.thread_id
+        links = [link for link in (link_from(s, "retries") for s in info.retries) if link is not None]
         found = link_from(info.link) if info.top else None
-        span = self.tracer.start_span("plait.run", attributes=attributes, links=[found] if found else None)
+        if found is not None and all(found.context.span_id != link.context.span_id for link in links):
+            links.append(found)  # (an attempt that goes on from its dead predecessor links to it once)
+        span = self.tracer.start_span("plait.run", attributes=attributes, links=links or None)
+        if info.lease is not None:
+            span.add_event("plait.lease", {"plait.lease.owner": info.lease[0], "plait.lease.token": info.lease[1]})
+        if info.start_from is not None:
+            span.add_event("plait.replay" if info.replay else "plait.branch", {"plait.checkpoint_id": info.start_from})
         if info.resumed:
             span.add_event("plait.resume", {"plait.linked": found is not None})
         return RunSpans(self.tracer, span, info)
+
+    @contextlib.contextmanager
+    def operation(self, name: str, attributes: Mapping[str, Any]) -> Iterator[Callable[[str], None]]:
+        """A change to a thread outside any run: a span of its own, current while it runs."""
+        with self.tracer.start_as_current_span(name, attributes=attributes) as span:
+            yield functools.partial(span.set_attribute, "plait.checkpoint_id")
 
 
 class RunSpans:
@@ -133,6 +176,15 @@ class RunSpans:
         ) as span:
             yield span
 
+    @contextlib.contextmanager
+    def chat(self, node: str, message_id: str) -> Iterator[Callable[[Mapping[str, Any]], None]]:
+        """A model's answer streamed by ``ctx.stream_message``: a ``chat`` span under the
+        task attempt, in OpenTelemetry's GenAI conventions, named ``chat <model>`` once the
+        answer says which model gave it."""
+        attributes = {"gen_ai.operation.name": "chat", "plait.node": node, "plait.message_id": message_id}
+        with self.tracer.start_as_current_span("chat", kind=SpanKind.CLIENT, attributes=attributes) as span:
+            yield functools.partial(_describe_answer, span)
+
     def finished(self, status: str, checkpoint_id: str | None, step: int) -> None:
         if checkpoint_id is not None:
             self.span.set_attribute("plait.checkpoint_id", checkpoint_id)
@@ -140,6 +192,8 @@ class RunSpans:
         self._end(status)
 
     def failed(self, error: BaseException) -> None:
+        if isinstance(error, LeaseLostError):
+            self.span.add_event("plait.lease_lost", {"plait.taken_by": str(error.taken_by or "")})
         _fail(self.span, error)
         self._end("failed")
 
