@@ -37,7 +37,10 @@ def _otel_env(receiver: Receiver, **more: str) -> dict[str, str]:
     gets, it gets when the process stops (SIGTERM) and sends the queued spans."""
     unset = ("OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_TRACES_EXPORTER", "OTEL_SDK_DISABLED")
     base = dict.fromkeys((*unset, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL"), "")  # "": unset
-    return base | {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_BSP_SCHEDULE_DELAY": "600000"} | more
+    # a batch no run fills either (the server's own request spans count: /ok is polled while it starts)
+    batch = {"OTEL_BSP_SCHEDULE_DELAY": "600000", "OTEL_BSP_MAX_QUEUE_SIZE": "100000"}
+    batch["OTEL_BSP_MAX_EXPORT_BATCH_SIZE"] = "100000"
+    return base | {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url} | batch | more
 
 
 def _check_tree(spans: list[Span], thread_id: str, service: str) -> None:
