@@ -76,7 +76,7 @@ def cmd_serve(
             "give the graphs to serve: plait serve --graph NAME=MODULE:GRAPH (repeatable), or --config langgraph.json",
         )
     with sending_traces(otel, "plait-serve") as traces:
-        _serve(inv, targets, config, network, (studio, workers, api_key, traces))
+        _serve(inv, targets, config, network, studio=studio, workers=workers, api_key=api_key, traces=traces)
 
 
 def _serve(
@@ -84,17 +84,20 @@ def _serve(
     targets: list[tuple[str | None, str]],
     config: str | None,
     network: dict[str, Any],
-    settings: tuple[bool, int, str | None, str | None],
+    *,
+    studio: bool,
+    workers: int,
+    api_key: str | None,
+    traces: str | None,
 ) -> None:
-    """Serve until a signal stops it; ``settings`` are ``--no-studio``'s opposite,
-    ``--workers``, the API key, and the line that says where traces go (None: not sent)."""
+    """Serve until a signal stops it; ``traces`` is the line that says where the runs' spans
+    go (None: not sent)."""
     import uvicorn
 
     from plait.serve.app import ServeConfig, create_app
     from plait.serve.assistants import assistant_id_of
     from plait.server.security import is_loopback
 
-    studio, workers, api_key, traces = settings
     host, port = network["host"], network["port"]
     checkpointer = inv.checkpointer(create=True)
     apps: dict[str, Any] = {}
