@@ -39,6 +39,7 @@ from plait.errors import (
     StoreAddressError,
     StoreUnsupportedError,
     ThreadExistsError,
+    TracingUnavailableError,
 )
 
 __all__ = ["DB_ENV", "DEFAULT_DB", "Invocation", "exit_code", "run_command"]
@@ -48,8 +49,8 @@ def exit_code(exc: BaseException, *, running: bool) -> int:
     """The exit code an error ends a command with.
 
     2 for what the operator named wrongly (an option, a thread, a checkpoint, a node, a
-    channel, a store, a graph that does not fit the thread, a queued run, a schedule, or a server
-    configuration ``plait serve`` cannot start with); 1 for
+    channel, a store, a graph that does not fit the thread, a queued run, a schedule, a server
+    configuration ``plait serve`` cannot start with, or ``--otel`` without its extra); 1 for
     a run that failed and for a command the store could not carry out. A state, graph or
     memory item error raised while the graph runs (a node writing an unknown channel, routing
     to a missing node, putting a value the memory store cannot hold) is the run failing.
@@ -68,7 +69,8 @@ def exit_code(exc: BaseException, *, running: bool) -> int:
         | RunNotFoundError
         | ScheduleNotFoundError
         | ServeConfigError
-        | StoreUnsupportedError,
+        | StoreUnsupportedError
+        | TracingUnavailableError,
     ):
         return EXIT_USAGE
     if isinstance(exc, StateError | GraphError | InvalidNamespaceError | InvalidMemoryError | MemoryFilterError):

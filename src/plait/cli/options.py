@@ -18,6 +18,7 @@ __all__ = [
     "Json",
     "Namespace",
     "OptNamespace",
+    "Otel",
     "Port",
     "RecursionLimit",
     "RunContext",
@@ -39,6 +40,15 @@ Json = Annotated[
 Debug = Annotated[bool, typer.Option("--debug", metavar="", help="Show the traceback of an error.")]
 Yes = Annotated[bool, typer.Option("--yes", "-y", metavar="", help="Do it without asking for confirmation.")]
 Db = Annotated[str | None, typer.Option("--db", metavar="STORE", help=DB_HELP, show_default=False)]
+Otel = Annotated[
+    bool,
+    typer.Option(
+        "--otel",
+        metavar="",
+        help="Send the runs' traces over OTLP/HTTP, to where the OTEL_* environment variables say "
+        "(default http://localhost:4318); needs the otel-export extra.",
+    ),
+]
 Port = Annotated[int, typer.Option("--port", "-p", metavar="PORT", help="The TCP port.")]
 AllowHost = Annotated[
     list[str] | None,

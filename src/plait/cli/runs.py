@@ -19,7 +19,8 @@ from plait._sync import run_sync
 from plait.cli.arguments import check_positive, parse_context, parse_json
 from plait.cli.context import Invocation, run_command
 from plait.cli.messages import NO_INTERRUPT
-from plait.cli.options import ConfigFile, Db, Debug, Json
+from plait.cli.options import ConfigFile, Db, Debug, Json, Otel
+from plait.cli.otel import sending_traces
 from plait.cli.output import EXIT_FAILED, EXIT_INTERRUPTED, Exit, note
 from plait.cli.targets import graph_targets
 from plait.errors import ArgumentError, TraceContextError
@@ -105,14 +106,20 @@ def cmd_worker(
         )
     name = options.pop("name")
     queues = tuple(options.pop("queues") or ("plait",))
+    otel = options.pop("otel")
     settings = WorkerSettings(queues=queues, **options)
-    # runs name a graph as the worker was given it: NAME=, else the MODULE:GRAPH target itself
-    named = {given or target: load_graph(target) for given, target in targets}
-    worker = Worker(inv.db, named, schema=schema, name=name, settings=settings)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("procrastinate").setLevel(logging.WARNING)
-    inv.out.line(f"worker {worker.name}: {len(worker.graphs)} graph(s), queues {', '.join(queues)}, on {inv.shown_db}")
-    asyncio.run(worker.arun())
+    with sending_traces(otel, "plait-worker") as traces:
+        # runs name a graph as the worker was given it: NAME=, else the MODULE:GRAPH target itself
+        named = {given or target: load_graph(target) for given, target in targets}
+        worker = Worker(inv.db, named, schema=schema, name=name, settings=settings)
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        logging.getLogger("procrastinate").setLevel(logging.WARNING)
+        inv.out.line(
+            f"worker {worker.name}: {len(worker.graphs)} graph(s), queues {', '.join(queues)}, on {inv.shown_db}"
+        )
+        if traces is not None:
+            inv.out.line(traces)
+        asyncio.run(worker.arun())
 
 
 def cmd_submit(
@@ -404,6 +411,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
         schema: Schema = None,
         db: Db = None,
+        otel: Otel = False,
         debug: Debug = False,
     ) -> None:
         """Run queued runs of the given graphs until SIGTERM (a second SIGTERM: stop at once)."""
@@ -418,6 +426,7 @@ def register(app: typer.Typer) -> None:
             "poll": poll,
             "shutdown_timeout": shutdown_timeout,
             "memory_sweep_minutes": memory_sweep,
+            "otel": otel,
         }
         run_command(
             lambda inv: cmd_worker(inv, graph or [], config, schema, options), as_json=False, debug=debug, db=db

@@ -21,7 +21,8 @@ import typer
 
 from plait.cli.arguments import check_positive
 from plait.cli.context import Invocation, run_command
-from plait.cli.options import AllowHost, ConfigFile, Db, Debug, Port
+from plait.cli.options import AllowHost, ConfigFile, Db, Debug, Otel, Port
+from plait.cli.otel import sending_traces
 from plait.cli.targets import graph_targets
 from plait.errors import ArgumentError, ServeConfigError
 
@@ -44,12 +45,12 @@ def cmd_serve(
     network: dict[str, Any],
     workers: int,
     studio: bool,
+    otel: bool,
 ) -> None:
-    try:
-        import uvicorn
+    try:  # the serve extra, said before anything is created
+        import uvicorn  # noqa: F401
 
-        from plait.serve.app import ServeConfig, create_app
-        from plait.serve.assistants import assistant_id_of
+        import plait.serve.app  # noqa: F401
         from plait.server.security import is_loopback
     except ImportError as exc:
         raise ArgumentError(
@@ -74,6 +75,30 @@ def cmd_serve(
             "--graph",
             "give the graphs to serve: plait serve --graph NAME=MODULE:GRAPH (repeatable), or --config langgraph.json",
         )
+    with sending_traces(otel, "plait-serve") as traces:
+        _serve(inv, targets, config, network, studio=studio, workers=workers, api_key=api_key, traces=traces)
+
+
+def _serve(
+    inv: Invocation,
+    targets: list[tuple[str | None, str]],
+    config: str | None,
+    network: dict[str, Any],
+    *,
+    studio: bool,
+    workers: int,
+    api_key: str | None,
+    traces: str | None,
+) -> None:
+    """Serve until a signal stops it; ``traces`` is the line that says where the runs' spans
+    go (None: not sent)."""
+    import uvicorn
+
+    from plait.serve.app import ServeConfig, create_app
+    from plait.serve.assistants import assistant_id_of
+    from plait.server.security import is_loopback
+
+    host, port = network["host"], network["port"]
     checkpointer = inv.checkpointer(create=True)
     apps: dict[str, Any] = {}
     given = {name for name, _ in targets if name is not None}
@@ -102,6 +127,8 @@ def cmd_serve(
     else:
         how = "runs run in this process" + (f" (--workers {workers} is for PostgreSQL)" if workers > 1 else "")
     inv.out.line(f"store {inv.shown_db}; {how}; press Ctrl-C to stop")
+    if traces is not None:
+        inv.out.line(traces)
     server = uvicorn.Server(
         uvicorn.Config(asgi, log_level="warning", access_log=False, timeout_graceful_shutdown=GRACEFUL_SECONDS)
     )
@@ -221,6 +248,7 @@ def register(app: typer.Typer) -> None:
         no_studio: Annotated[
             bool, typer.Option("--no-studio", metavar="", help="Do not serve the Studio at /studio.")
         ] = False,
+        otel: Otel = False,
         debug: Debug = False,
     ) -> None:
         """Serve the LangGraph Agent Server API (for langgraph-sdk, useStream, agent-chat-ui) over the store."""
@@ -232,7 +260,7 @@ def register(app: typer.Typer) -> None:
             "allow_hosts": allow_host or [],
         }
         run_command(
-            lambda inv: cmd_serve(inv, graph or [], config, network, workers, not no_studio),
+            lambda inv: cmd_serve(inv, graph or [], config, network, workers, not no_studio, otel),
             as_json=False,
             debug=debug,
             db=db,

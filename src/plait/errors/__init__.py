@@ -32,7 +32,7 @@ The tree::
     │   ├── InvalidResumeError       a Command(resume=...) that matches no pending interrupt
     │   ├── NoCheckpointerError      a feature that needs a checkpointer was used without one
     │   └── SyncCallOnLoopError      ctx.once / ctx.stream_message called in an async node
-    ├── TracingUnavailableError      (also ImportError) plait.instrument() without OpenTelemetry installed
+    ├── TracingUnavailableError      (also ImportError) plait.instrument() or --otel without OpenTelemetry installed
     ├── TraceContextError            (also ValueError) a TRACEPARENT / trace_context that is not W3C trace context
     ├── CommandLineError             the plait command was used wrongly (it exits with code 2)
     │   ├── ArgumentError            an argument or option value that cannot be used

@@ -16,13 +16,23 @@ class PlaitError(Exception):
 
 
 class TracingUnavailableError(PlaitError, ImportError):
-    """``plait.instrument()`` in an environment without OpenTelemetry's API."""
+    """``plait.instrument()`` in an environment without OpenTelemetry's API, or ``--otel``
+    (``plait worker``, ``plait serve``) without its SDK and OTLP exporter."""
 
-    def __init__(self, why: str) -> None:
-        super().__init__(
-            f"plait.instrument() needs OpenTelemetry, which did not import ({why}): "
-            "pip install 'plait[otel]' (and opentelemetry-sdk with an exporter to send the spans somewhere)."
-        )
+    def __init__(self, why: str, *, export: bool = False) -> None:
+        self.export = export
+        """Whether exporting was asked (``--otel``: the ``otel-export`` extra is missing)."""
+        if export:
+            message = (
+                f"--otel sends traces with OpenTelemetry's SDK and OTLP/HTTP exporter, which did not import ({why}): "
+                "pip install 'plait[otel-export]', or run without --otel."
+            )
+        else:
+            message = (
+                f"plait.instrument() needs OpenTelemetry, which did not import ({why}): "
+                "pip install 'plait[otel]' (and opentelemetry-sdk with an exporter to send the spans somewhere)."
+            )
+        super().__init__(message)
 
 
 def utc_text(seconds: float) -> str:
