@@ -39,6 +39,7 @@ from plait.errors import (
     StoreAddressError,
     StoreUnsupportedError,
     ThreadExistsError,
+    TraceUrlError,
 )
 
 __all__ = ["DB_ENV", "DEFAULT_DB", "Invocation", "exit_code", "run_command"]
@@ -68,7 +69,8 @@ def exit_code(exc: BaseException, *, running: bool) -> int:
         | RunNotFoundError
         | ScheduleNotFoundError
         | ServeConfigError
-        | StoreUnsupportedError,
+        | StoreUnsupportedError
+        | TraceUrlError,
     ):
         return EXIT_USAGE
     if isinstance(exc, StateError | GraphError | InvalidNamespaceError | InvalidMemoryError | MemoryFilterError):

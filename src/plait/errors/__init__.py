@@ -33,6 +33,7 @@ The tree::
     │   ├── NoCheckpointerError      a feature that needs a checkpointer was used without one
     │   └── SyncCallOnLoopError      ctx.once / ctx.stream_message called in an async node
     ├── TracingUnavailableError      (also ImportError) plait.instrument() without OpenTelemetry installed
+    ├── TraceUrlError                (also ValueError) a Studio trace link template (--trace-url) it cannot link with
     ├── CommandLineError             the plait command was used wrongly (it exits with code 2)
     │   ├── ArgumentError            an argument or option value that cannot be used
     │   ├── TargetLoadError          MODULE:GRAPH names nothing that loads as a graph
@@ -112,6 +113,9 @@ from plait.errors._cli import (
 )
 from plait.errors._cli import (
     TargetLoadError as TargetLoadError,
+)
+from plait.errors._cli import (
+    TraceUrlError as TraceUrlError,
 )
 from plait.errors._cli import (
     UnknownGraphError as UnknownGraphError,
@@ -339,6 +343,7 @@ __all__ = [
     "ThreadBusyError",
     "ThreadExistsError",
     "ThreadNotFoundError",
+    "TraceUrlError",
     "TracingUnavailableError",
     "UnknownChannelError",
     "UnknownGraphError",

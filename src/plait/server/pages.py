@@ -47,6 +47,7 @@ from plait.server.queue import error_summary
 from plait.server.render import change_html, shown_id, state_html, tree_html
 from plait.server.studio import Studio, check_write, studio_of
 from plait.server.timings import step_timing
+from plait.server.traces import trace_of
 
 __all__ = ["router"]
 
@@ -66,6 +67,7 @@ _env.globals["tree"] = tree_html
 _env.globals["run_url"] = lambda run_id: f"/runs/{quote(run_id, safe='')}"
 _env.globals["statuses"] = STATUSES
 _env.globals["step_timing"] = step_timing
+_env.globals["trace_of"] = trace_of
 _env.globals.update(asked=asked, question_of=question_of, field_error=field_error, kept=kept, form_error=None)
 
 PAGE_METHODS = ["GET", "HEAD"]
@@ -218,6 +220,7 @@ async def _thread_html(
         fork_name=f"{thread_id}-fork-{uuid.uuid4().hex[:4]}",
         events=thread_url(thread_id, "/events", api=True, namespace=namespace or None),
         chat=chat_of(selected.values),
+        traces=studio.traces,
         form_error=failed,
     )
 
