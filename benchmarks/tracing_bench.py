@@ -2,7 +2,8 @@
 with tracing off, on with OpenTelemetry's no-op provider, and on with the SDK's provider
 exporting through a ``BatchSpanProcessor`` to an exporter that drops the spans.
 
-Run: ``python -m benchmarks.tracing_bench [--steps 300] [--repeats 15] [--backends memory,sqlite]``
+Run: ``python -m benchmarks.tracing_bench [--steps 300] [--repeats 15] [--backends memory,sqlite]
+[--durability sync|async|exit]``
 (``--quick``: a smoke test). Needs ``opentelemetry-sdk`` (the dev extra) besides ``plait[bench]``.
 
 Each repeat runs every mode once on a fresh thread, the modes taking turns in an order that
@@ -13,7 +14,8 @@ the middle half), the overhead per step against ``off`` (the median of each repe
 difference to its own ``off`` run), and the spans one run made. The batch
 processor's queue is flushed after each run, outside the timed part: the export thread's work
 during the run is what a real program pays, the backlog of the previous run is not.
-SQLite runs at plait's default durability (``sync``), in a scratch folder on disk.
+The runs use plait's default durability (``sync``: on SQLite each step's commit waits for the
+disk) unless ``--durability`` says otherwise; SQLite's file is in a scratch folder on disk.
 """
 
 from __future__ import annotations
@@ -103,30 +105,30 @@ def checkpointer(backend: str, folder: Path) -> Iterator[Any]:
         cp.close()
 
 
-def one_run(app: Any, steps: int) -> float:
+def one_run(app: Any, steps: int, durability: str) -> float:
     """Seconds per step of one ``invoke`` of the ``steps``-step chain on a new thread."""
     t0 = time.perf_counter()
-    out = app.invoke({"n": 0}, thread_id=uuid.uuid4().hex, recursion_limit=steps + 10)
+    out = app.invoke({"n": 0}, thread_id=uuid.uuid4().hex, recursion_limit=steps + 10, durability=durability)
     took = time.perf_counter() - t0
     assert out["n"] == steps, out
     return took / steps
 
 
-def measure(backend: str, steps: int, repeats: int, folder: Path, modes: Modes) -> dict[str, Any]:
+def measure(backend: str, steps: int, repeats: int, folder: Path, modes: Modes, durability: str) -> dict[str, Any]:
     """Samples (µs per step) of each mode on ``backend``, and the spans a traced run made."""
     samples: dict[str, list[float]] = {m: [] for m in MODES}
     with checkpointer(backend, folder) as cp:
         app = counter_graph(steps).compile(checkpointer=cp)
         for mode in MODES:  # warm-up
             modes.use(mode)
-            one_run(app, steps)
+            one_run(app, steps, durability)
             modes.after()
         before = modes.dropped.spans
         for rep in range(repeats):
             turn = MODES[rep % len(MODES) :] + MODES[: rep % len(MODES)]
             for mode in turn:
                 modes.use(mode)
-                samples[mode].append(one_run(app, steps) * 1e6)
+                samples[mode].append(one_run(app, steps, durability) * 1e6)
                 modes.after()
         spans = (modes.dropped.spans - before) / repeats
     modes.use("off")
@@ -148,9 +150,13 @@ def rows(backend: str, result: dict[str, Any]) -> list[tuple[str, str, float, fl
 
 
 def print_rows(
-    found: list[tuple[str, str, float, float, float, float]], steps: int, repeats: int, spans: dict[str, float]
+    found: list[tuple[str, str, float, float, float, float]],
+    steps: int,
+    repeats: int,
+    spans: dict[str, float],
+    durability: str,
 ) -> None:
-    print(f"W1, a chain of {steps} tiny steps; {repeats} runs per mode, interleaved")
+    print(f"W1, a chain of {steps} tiny steps, durability {durability}; {repeats} runs per mode, interleaved")
     print(f"{'backend':8} {'tracing':22} {'µs/step':>9} {'p75-p25':>8} {'overhead µs/step':>17} {'overhead':>9}")
     for backend, mode, us, spread, extra, pct in found:
         over = "-" if mode == "off" else f"{extra:+.1f}"
@@ -166,6 +172,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeats", type=int, default=15, help="runs of each mode per backend (default 15)")
     p.add_argument("--backends", default="memory,sqlite", help="comma-separated: memory,sqlite")
     p.add_argument("--quick", action="store_true", help="a smoke test: 50 steps, 3 repeats")
+    p.add_argument("--durability", default="sync", help="sync (plait's default), async or exit")
     p.add_argument("--workdir", help="parent folder of the SQLite scratch folder (not tmpfs)")
     args = p.parse_args(argv)
     steps, repeats = (50, 3) if args.quick else (args.steps, args.repeats)
@@ -177,13 +184,13 @@ def main(argv: list[str] | None = None) -> None:
         for backend in [b.strip() for b in args.backends.split(",") if b.strip()]:
             if backend not in ("memory", "sqlite"):
                 raise SystemExit(f"--backends: memory or sqlite, not {backend!r}")
-            result = measure(backend, steps, repeats, folder, modes)
+            result = measure(backend, steps, repeats, folder, modes, args.durability)
             found += rows(backend, result)
             spans[backend] = result["spans_per_run"]
     finally:
         modes.close()
         shutil.rmtree(folder, ignore_errors=True)
-    print_rows(found, steps, repeats, spans)
+    print_rows(found, steps, repeats, spans, args.durability)
 
 
 if __name__ == "__main__":
