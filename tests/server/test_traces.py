@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 from plait import SqliteCheckpointer  # noqa: E402
 from plait.errors import TraceUrlError  # noqa: E402
 from plait.server import StudioConfig, create_app  # noqa: E402
-from plait.server.traces import TraceLinks, check_trace_url, trace_of  # noqa: E402
+from plait.server.traces import TraceLinks, check_trace_url, trace_of, traces_by  # noqa: E402
 
 from ._studio_support import make_client  # noqa: E402
 from ._trace_support import JAEGER, seed_traced  # noqa: E402
@@ -137,3 +137,60 @@ def test_a_template_that_cannot_link_is_refused_at_startup(template: str, proble
     assert problem in str(caught.value) and "--trace-url" in str(caught.value)
     assert not (tmp_path / "never.db").exists()  # refused before the store was opened
     assert check_trace_url("https://ui.example/t/{trace_id}#{{span}}") == "https://ui.example/t/{trace_id}#{{span}}"
+
+
+def test_a_queued_runs_traces_are_those_of_the_checkpoints_its_worker_wrote() -> None:
+    from plait.checkpoint.model import Checkpoint
+
+    def cp(step: int, owner: str | None, trace: str | None) -> Checkpoint:
+        meta: dict[str, Any] = {"source": "loop", "step": step}
+        if owner is not None:
+            meta["owner"] = owner
+        if trace is not None:
+            meta["trace"] = {"trace_id": trace * 32, "span_id": "1" * 16}
+        return Checkpoint(thread_id="t", id=f"c{step}", parent_id=None, step=step, values={}, metadata=meta)
+
+    newest_first = [
+        cp(5, "w2/job-7 (attempt 2)", "c"),
+        cp(4, "w1/job-7", "b"),
+        cp(3, "w1/job-7", "b"),
+        cp(2, "w1/job-70", "e"),  # another job of the same worker
+        cp(1, "w1/job-7", None),  # written untraced
+        cp(0, None, "a"),  # an input, written by no worker
+    ]
+    assert [t.trace_id[0] for t in traces_by(newest_first, "w1/job-7")] == ["b"]
+    assert [t.trace_id[0] for t in traces_by(newest_first, "w2/job-7")] == ["c"]
+    assert traces_by(newest_first, None) == [] and traces_by(newest_first, "w3/job-1") == []
+
+
+@pytest.mark.postgres
+def test_a_queued_runs_page_links_the_traces_its_worker_wrote(queue_db: tuple[str, str], queue_worker: Any) -> None:
+    from plait.runs import Runs
+
+    from ._queue_support import flows, studio_on
+    from ._timeline_support import write_step
+
+    dsn, schema = queue_db
+    queue_worker()
+    with Runs(dsn, schema=schema) as runs:
+        run_id = runs.submit(flows.name("single"), {}, thread_id="queued")
+        runs.join(run_id, timeout=60)
+        worker = runs.get(run_id).worker
+    assert worker
+    c, store = studio_on(dsn, schema, trace_url=JAEGER)
+    with c:
+        assert 'id="run-traces"' not in c.get(f"/runs/{run_id}").text  # the worker was not traced
+        # what a traced worker's run adds: its owner and its run span's ids on a checkpoint
+        trace = {"trace_id": "4bf92f3577b34da6a3ce929d0e0e4736", "span_id": "00f067aa0ba902b7"}
+        write_step(store, "queued", {"tag": "traced"}, metadata={"owner": worker, "trace": trace})
+        write_step(
+            store,
+            "queued",
+            {"tag": "other"},
+            metadata={"owner": "elsewhere/job-1", "trace": {**trace, "trace_id": "5" * 32}},
+        )
+        (row,) = re.findall(r'<tr id="run-traces">.*?</tr>', c.get(f"/runs/{run_id}").text, flags=re.S)
+        href = JAEGER.format(**trace).replace("&", "&amp;")
+        assert f'<a class="trace" href="{href}" target="_blank" rel="noopener noreferrer"' in row
+        assert "5" * 32 not in row
+    store.close()

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from plait.errors import TraceUrlError
 
-__all__ = ["TraceLinks", "TraceRef", "check_trace_url", "trace_of"]
+__all__ = ["TraceLinks", "TraceRef", "check_trace_url", "trace_of", "traces_by"]
 
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
 _SPAN_ID = re.compile(r"[0-9a-f]{16}")
@@ -50,6 +50,23 @@ def trace_of(metadata: Mapping[str, Any]) -> TraceRef | None:
     if not _TRACE_ID.fullmatch(trace_id) or not _SPAN_ID.fullmatch(span_id) or not trace_id.strip("0"):
         return None  # an all-zero trace id is OpenTelemetry's "no trace"
     return TraceRef(trace_id, span_id)
+
+
+def traces_by(checkpoints: Iterable[Any], worker: str | None) -> list[TraceRef]:
+    """The traces of the checkpoints a queued run's latest attempt wrote, oldest first, each
+    once: those whose ``owner`` metadata is the run's ``worker`` (a worker names each attempt
+    ``<worker>/job-<n>``, a later one with `` (attempt N)`` after it), newest first in
+    ``checkpoints`` as a history page lists them."""
+    if not worker:
+        return []
+    found: dict[TraceRef, None] = {}
+    for cp in reversed(list(checkpoints)):
+        owner = cp.metadata.get("owner")
+        if isinstance(owner, str) and (owner == worker or owner.startswith(f"{worker} (attempt ")):
+            ref = trace_of(cp.metadata)
+            if ref is not None:
+                found[ref] = None
+    return list(found)
 
 
 def check_trace_url(template: str) -> str:
