@@ -47,7 +47,7 @@ from plait.server.queue import error_summary
 from plait.server.render import change_html, shown_id, state_html, tree_html
 from plait.server.studio import Studio, check_write, studio_of
 from plait.server.timings import step_timing
-from plait.server.traces import TraceRef, trace_of, traces_by
+from plait.server.traces import queued_run_traces, trace_of
 
 __all__ = ["router"]
 
@@ -441,25 +441,13 @@ async def run_page(request: Request, run_id: str) -> HTMLResponse:
         request,
         "run.html",
         r=run,
-        run_traces=await _run_traces(studio, run),
+        run_traces=await queued_run_traces(studio.checkpointer, run, HISTORY_PAGE),
         traces=studio.traces,
         url=_thread_url,
         back=_run_url(run_id),
         thread_query=urlencode({"thread": run.thread_id, "namespace": run.namespace}),
         events="/api/events/runs?" + urlencode({"thread_id": run.thread_id, "namespace": run.namespace}),
     )
-
-
-async def _run_traces(studio: Studio, run: Any) -> list[TraceRef]:
-    """The traces of the checkpoints the run's latest attempt wrote, among its thread's newest
-    (one history page: a look, not a search; none before a worker took it)."""
-    if not run.worker:
-        return []
-    try:
-        page, _ = await ins.history(studio.checkpointer, run.thread_id, namespace=run.namespace, limit=HISTORY_PAGE)
-    except (PlaitError, ValueError):  # no such thread (yet, or any more)
-        return []
-    return traces_by(page, run.worker)
 
 
 @router.post("/runs/{run_id}/cancel", dependencies=[Depends(check_write)])

@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from plait.errors import TraceUrlError
+from plait import inspect as ins
+from plait.checkpoint.base import Checkpointer
+from plait.errors import PlaitError, TraceUrlError
 
-__all__ = ["TraceLinks", "TraceRef", "check_trace_url", "trace_of", "traces_by"]
+__all__ = ["TraceLinks", "TraceRef", "check_trace_url", "queued_run_traces", "trace_of", "traces_by"]
 
 _TRACE_ID = re.compile(r"[0-9a-f]{32}")
 _SPAN_ID = re.compile(r"[0-9a-f]{16}")
@@ -67,6 +69,19 @@ def traces_by(checkpoints: Iterable[Any], worker: str | None) -> list[TraceRef]:
             if ref is not None:
                 found[ref] = None
     return list(found)
+
+
+async def queued_run_traces(checkpointer: Checkpointer, run: Any, limit: int) -> list[TraceRef]:
+    """:func:`traces_by` of a queued run (a :class:`plait.runs.Run`) among its thread's
+    ``limit`` newest checkpoints: one history page, a look rather than a search; none before
+    a worker took the run, or once its thread is gone."""
+    if not run.worker:
+        return []
+    try:
+        page, _ = await ins.history(checkpointer, run.thread_id, namespace=run.namespace, limit=limit)
+    except (PlaitError, ValueError):
+        return []
+    return traces_by(page, run.worker)
 
 
 def check_trace_url(template: str) -> str:
