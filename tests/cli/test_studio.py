@@ -25,6 +25,8 @@ def test_a_non_loopback_bind_needs_a_token_and_a_port_must_be_one(cli: Cli) -> N
     assert r.code == 2 and "--port" in r.one_line()
     r = cli("studio", "--db", "missing.db")
     assert r.code == 2 and "missing.db" in r.one_line()
+    r = cli("studio", "--db", "s.db", "--trace-url", "http://localhost:16686/search")
+    assert r.code == 2 and "--trace-url" in r.one_line() and "{trace_id}" in r.one_line()
 
 
 def _port() -> int:

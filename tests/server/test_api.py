@@ -312,7 +312,7 @@ def _without(record: dict[str, Any], *keys: str) -> dict[str, Any]:
 def test_threads_and_checkpoints_have_the_command_lines_json_shape(client: TestClient, db: str) -> None:
     """One JSON shape per record: the Studio sends a thread and a checkpoint as ``plait threads``,
     ``history`` and ``state --json`` print them (a published contract), with its own fields
-    added (a thread's lease and listing cursor, a checkpoint's writes and errors), none renamed."""
+    added (a thread's lease and listing cursor, a checkpoint's writes, errors and trace), none renamed."""
 
     def plait(*args: str) -> Any:
         done = subprocess.run(
@@ -325,17 +325,17 @@ def test_threads_and_checkpoints_have_the_command_lines_json_shape(client: TestC
     assert {t["thread_id"]: _without(t, "lease", "cursor") for t in sent} == printed
     assert all(t["lease"] is None and t["cursor"] for t in sent)
     history = client.get("/api/threads/done/history").json()["checkpoints"]
-    assert [_without(cp, "writes", "errors") for cp in history] == plait("history", "done")
+    assert [_without(cp, "writes", "errors", "trace") for cp in history] == plait("history", "done")
     # ``plait state`` adds the thread's status and stored errors (the Studio's page shows them apart)
     printed_state = plait("state", "done")
     assert (printed_state["status"], printed_state["errors"]) == ("idle", [])
-    assert _without(client.get("/api/threads/done/state").json(), "writes", "errors") == _without(
+    assert _without(client.get("/api/threads/done/state").json(), "writes", "errors", "trace") == _without(
         printed_state, "status", "errors"
     )
     summary = client.get("/api/threads/waiting").json()
     extras = ("lease", "cursor", "next", "interrupts", "errors", "head", "runs")
     assert _without(summary, *extras) == printed["waiting"]
-    assert _without(summary["head"], "writes", "errors") == _without(
+    assert _without(summary["head"], "writes", "errors", "trace") == _without(
         plait("state", "waiting"), "values", "status", "errors"
     )
     assert summary["status"] == plait("state", "waiting")["status"] == "interrupted"

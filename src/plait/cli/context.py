@@ -39,6 +39,7 @@ from plait.errors import (
     StoreAddressError,
     StoreUnsupportedError,
     ThreadExistsError,
+    TraceUrlError,
     TracingUnavailableError,
 )
 
@@ -70,7 +71,8 @@ def exit_code(exc: BaseException, *, running: bool) -> int:
         | ScheduleNotFoundError
         | ServeConfigError
         | StoreUnsupportedError
-        | TracingUnavailableError,
+        | TracingUnavailableError
+        | TraceUrlError,
     ):
         return EXIT_USAGE
     if isinstance(exc, StateError | GraphError | InvalidNamespaceError | InvalidMemoryError | MemoryFilterError):

@@ -35,12 +35,14 @@ def cmd_studio(
     token: str | None,
     allow_hosts: list[str],
     open_browser: bool,
+    trace_url: str | None = None,
 ) -> None:
     try:
         import uvicorn
 
         from plait.server import StudioConfig, create_app
         from plait.server.security import is_loopback
+        from plait.server.traces import check_trace_url
     except ImportError as exc:
         raise ArgumentError(
             "studio", f"the Studio needs the studio extra ({exc.name} is missing): pip install 'plait[studio]'"
@@ -53,6 +55,8 @@ def cmd_studio(
         )
     if not 0 <= port <= 65535:
         raise ArgumentError("--port", f"--port is a TCP port (0-65535), got {port}")
+    if trace_url is not None:
+        check_trace_url(trace_url)  # before the store is opened or the graphs imported
     checkpointer = inv.checkpointer()
     apps = {}
     for target in graphs:
@@ -61,7 +65,9 @@ def cmd_studio(
         apps[name] = app
     hosts = tuple(allow_hosts) + (() if is_loopback(host) else (host,))
     studio = create_app(
-        checkpointer, apps, config=StudioConfig(token=token, allowed_hosts=hosts, store_name=inv.shown_db)
+        checkpointer,
+        apps,
+        config=StudioConfig(token=token, allowed_hosts=hosts, store_name=inv.shown_db, trace_url=trace_url),
     )
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
@@ -101,11 +107,20 @@ def register(app: typer.Typer) -> None:
         ] = None,
         allow_host: AllowHost = None,
         open_browser: Annotated[bool, typer.Option("--open", metavar="", help="Open the page in a browser.")] = False,
+        trace_url: Annotated[
+            str | None,
+            typer.Option(
+                "--trace-url",
+                metavar="TEMPLATE",
+                help="Link each run's trace id to your tracing UI: an http(s) URL with {trace_id} "
+                "(and {span_id}), e.g. http://localhost:16686/trace/{trace_id}.",
+            ),
+        ] = None,
         debug: Debug = False,
     ) -> None:
         """Serve the Studio: a local web page and JSON API over the store's threads."""
         run_command(
-            lambda inv: cmd_studio(inv, graph or [], host, port, token, allow_host or [], open_browser),
+            lambda inv: cmd_studio(inv, graph or [], host, port, token, allow_host or [], open_browser, trace_url),
             as_json=False,
             debug=debug,
             db=studio_db(db),

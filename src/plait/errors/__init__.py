@@ -34,6 +34,7 @@ The tree::
     │   └── SyncCallOnLoopError      ctx.once / ctx.stream_message called in an async node
     ├── TracingUnavailableError      (also ImportError) plait.instrument() or --otel without OpenTelemetry installed
     ├── TraceContextError            (also ValueError) a TRACEPARENT / trace_context that is not W3C trace context
+    ├── TraceUrlError                (also ValueError) a Studio trace link template (--trace-url) it cannot link with
     ├── CommandLineError             the plait command was used wrongly (it exits with code 2)
     │   ├── ArgumentError            an argument or option value that cannot be used
     │   ├── TargetLoadError          MODULE:GRAPH names nothing that loads as a graph
@@ -114,6 +115,9 @@ from plait.errors._cli import (
 )
 from plait.errors._cli import (
     TargetLoadError as TargetLoadError,
+)
+from plait.errors._cli import (
+    TraceUrlError as TraceUrlError,
 )
 from plait.errors._cli import (
     UnknownGraphError as UnknownGraphError,
@@ -342,6 +346,7 @@ __all__ = [
     "ThreadExistsError",
     "ThreadNotFoundError",
     "TraceContextError",
+    "TraceUrlError",
     "TracingUnavailableError",
     "UnknownChannelError",
     "UnknownGraphError",

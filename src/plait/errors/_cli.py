@@ -17,6 +17,7 @@ __all__ = [
     "RunsError",
     "ScheduleNotFoundError",
     "TargetLoadError",
+    "TraceUrlError",
     "UnknownGraphError",
 ]
 
@@ -71,6 +72,20 @@ class NotConfirmedError(CommandLineError):
         """True when the answer was no; False when there was nobody to ask (no input)."""
         why = "declined" if declined else "there was no answer to the question (stdin is closed)"
         super().__init__(f"{action}: not done, {why}; pass --yes to do it without asking")
+
+
+class TraceUrlError(PlaitError, ValueError):
+    """The Studio's trace link template (``plait studio --trace-url``, ``StudioConfig.trace_url``)
+    cannot make a link: not an http(s) URL, no ``{trace_id}`` in it, or a placeholder other
+    than ``{trace_id}`` and ``{span_id}``. Also a ``ValueError``."""
+
+    def __init__(self, template: str, problem: str) -> None:
+        self.template = template
+        self.problem = problem
+        super().__init__(
+            f"--trace-url {template!r}: {problem}; give your tracing UI's trace page with {{trace_id}} "
+            "where the id goes, e.g. --trace-url 'http://localhost:16686/trace/{trace_id}' (Jaeger)"
+        )
 
 
 class RunsError(PlaitError):

@@ -141,6 +141,7 @@ async def get_thread(request: Request, thread_id: str, namespace: Namespace = ""
     studio = studio_of(request)
     summary = await ins.thread_summary(studio.checkpointer, thread_id, namespace=namespace)
     out = summary_json(summary)
+    studio.traces.add_to(out["head"])
     out["runs"] = [r.to_json() for r in studio.studio_runs.of_thread(thread_id, namespace)]
     return json_response(out)
 
@@ -159,7 +160,10 @@ async def get_history(
         studio.checkpointer, thread_id, namespace=namespace, limit=limit, before=before or None
     )
     return json_response(
-        {"checkpoints": [checkpoint_json(cp, values=values, detail=True) for cp in page], "next_before": more}
+        {
+            "checkpoints": [studio.traces.add_to(checkpoint_json(cp, values=values, detail=True)) for cp in page],
+            "next_before": more,
+        }
     )
 
 
@@ -177,7 +181,7 @@ async def get_state(
         if key not in cp.values:
             raise CheckpointNotFoundError(thread_id, f"{cp.id} (channel {key!r})", namespace)
         return json_response({"key": key, "value": cp.values[key]})
-    return json_response(checkpoint_json(cp, detail=True))
+    return json_response(studio.traces.add_to(checkpoint_json(cp, detail=True)))
 
 
 @router.get(

@@ -40,6 +40,7 @@ from plait.server.paths import ThreadPaths
 from plait.server.queue import RunQueue
 from plait.server.security import Guard, SecurityMiddleware
 from plait.server.studio import Studio, StudioConfig
+from plait.server.traces import TraceLinks, check_trace_url
 from plait.store import Store
 
 __all__ = ["StudioConfig", "create_app", "studio_lifespan"]
@@ -65,11 +66,16 @@ def create_app(
         graphs: the graphs whose threads the Studio may edit and run, by name (an iterable
             names each by its ``name``). Without any, the Studio reads, copies and deletes,
             and refuses the actions that need a graph with a 400 saying to pass one.
-        config: the token, extra host names, and how the store is shown.
+        config: the token, extra host names, how the store is shown, and the link to a
+            run's trace (``trace_url``).
         store: the memory store the Memory page shows and ``/api/store/`` serves (one with an
             index, for a search by meaning); default: the checkpointer's own (``checkpointer.store``).
+
+    Raises:
+        TraceUrlError: ``config.trace_url`` is not an http(s) URL with ``{trace_id}``.
     """
     cfg = config or StudioConfig()
+    traces = TraceLinks(None if cfg.trace_url is None else check_trace_url(cfg.trace_url))  # before opening a store
     owned = isinstance(checkpointer, str)
     if isinstance(checkpointer, str):
         cfg = StudioConfig(**{**cfg.__dict__, "store_name": cfg.store_name or redact(checkpointer)})
@@ -90,6 +96,7 @@ def create_app(
         queue=RunQueue(opened, cfg.store_name),
         watcher=Watcher(opened, interval=cfg.poll_interval),
         memory=store,
+        traces=traces,
     )
 
     @contextlib.asynccontextmanager

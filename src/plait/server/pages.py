@@ -47,6 +47,7 @@ from plait.server.queue import error_summary
 from plait.server.render import change_html, shown_id, state_html, tree_html
 from plait.server.studio import Studio, check_write, studio_of
 from plait.server.timings import step_timing
+from plait.server.traces import queued_run_traces, trace_of
 
 __all__ = ["router"]
 
@@ -66,6 +67,7 @@ _env.globals["tree"] = tree_html
 _env.globals["run_url"] = lambda run_id: f"/runs/{quote(run_id, safe='')}"
 _env.globals["statuses"] = STATUSES
 _env.globals["step_timing"] = step_timing
+_env.globals["trace_of"] = trace_of
 _env.globals.update(asked=asked, question_of=question_of, field_error=field_error, kept=kept, form_error=None)
 
 PAGE_METHODS = ["GET", "HEAD"]
@@ -218,6 +220,7 @@ async def _thread_html(
         fork_name=f"{thread_id}-fork-{uuid.uuid4().hex[:4]}",
         events=thread_url(thread_id, "/events", api=True, namespace=namespace or None),
         chat=chat_of(selected.values),
+        traces=studio.traces,
         form_error=failed,
     )
 
@@ -438,6 +441,8 @@ async def run_page(request: Request, run_id: str) -> HTMLResponse:
         request,
         "run.html",
         r=run,
+        run_traces=await queued_run_traces(studio.checkpointer, run, HISTORY_PAGE),
+        traces=studio.traces,
         url=_thread_url,
         back=_run_url(run_id),
         thread_query=urlencode({"thread": run.thread_id, "namespace": run.namespace}),

@@ -31,6 +31,7 @@ from plait.server.live import Watcher
 from plait.server.queue import RunQueue
 from plait.server.security import CSRF_FIELD, CSRF_HEADER, Guard, origin_ok
 from plait.server.studio_runs import StudioRun, StudioRuns
+from plait.server.traces import TraceLinks
 from plait.store import Store
 from plait.types import Command
 
@@ -49,6 +50,9 @@ class StudioConfig:
     """The store as shown on the page (a DSN's password hidden)."""
     poll_interval: float | None = None
     """Seconds between store change checks (None: the watcher's default)."""
+    trace_url: str | None = None
+    """A link to a run's trace in your tracing UI, ``{trace_id}`` (and ``{span_id}``) where the
+    ids go (``http://localhost:16686/trace/{trace_id}``); None: the trace ids are shown unlinked."""
 
 
 @dataclass(kw_only=True)
@@ -66,6 +70,8 @@ class Studio:
     memory: Store | None = None
     """The memory store the Memory page shows (None: the checkpointer's own, ``checkpointer.store``)."""
     flashes: dict[str, str] = field(default_factory=dict)
+    traces: TraceLinks = field(default_factory=TraceLinks)
+    """The links to the traces of the runs that wrote the checkpoints (``config.trace_url``)."""
 
     def flash(self, message: str) -> str:
         """Keep a confirmation for the page a form redirects to; returns its key."""
