@@ -16,13 +16,12 @@ import orjson
 import psycopg
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-import plait
 from plait.errors import TraceContextError
 from plait.runs import Runs
 
+from ..tracing._kept import kept_spans
 from . import _run_flows as flows
 from . import _traced_flows as traced
 from ._runs_support import WorkerProcess, ledger_lines, started, wait_for, worker_in_process
@@ -35,15 +34,8 @@ PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 @pytest.fixture
 def provider() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
     """plait instrumented in this process, its spans kept in memory."""
-    out = InMemorySpanExporter()
-    made = TracerProvider()
-    made.add_span_processor(SimpleSpanProcessor(out))
-    plait.instrument(tracer_provider=made)
-    try:
-        yield made, out
-    finally:
-        plait.uninstrument()
-        made.shutdown()
+    with kept_spans() as kept:
+        yield kept
 
 
 def _hex(n: int, width: int) -> str:
@@ -159,6 +151,8 @@ def test_after_a_sigkill_the_next_attempt_links_to_the_dead_attempts_span(
     assert len(steps) >= 3 and {s["parent"] for s in steps} == {dead_run}
     assert {s["trace_id"] for s in exported} == {trace_id} == {_hex(request.get_span_context().trace_id, 32)}
     assert not [s for s in exported if s["name"] == "plait.run"]
+    with Runs(dsn, schema=schema) as runs:
+        assert runs.get(run_id).trace == {"trace_id": trace_id, "span_id": dead_run}
     gate.touch()
 
     async def resume() -> str:

@@ -8,26 +8,18 @@ from collections.abc import Iterator
 
 import pytest
 from langgraph_sdk.client import SyncLangGraphClient
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-import plait
+from ..tracing._kept import kept_spans
 
 TRACE, SPAN = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 
 
 @pytest.fixture
 def spans() -> Iterator[InMemorySpanExporter]:
-    out = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(out))
-    plait.instrument(tracer_provider=provider)
-    try:
+    with kept_spans() as (_, out):
         yield out
-    finally:
-        plait.uninstrument()
-        provider.shutdown()
 
 
 def _runs(out: InMemorySpanExporter, thread: str) -> list[ReadableSpan]:

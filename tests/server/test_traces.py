@@ -194,3 +194,32 @@ def test_a_queued_runs_page_links_the_traces_its_worker_wrote(queue_db: tuple[st
         assert f'<a class="trace" href="{href}" target="_blank" rel="noopener noreferrer"' in row
         assert "5" * 32 not in row
     store.close()
+
+
+@pytest.mark.postgres
+def test_a_queued_runs_page_shows_the_span_its_latest_attempt_stored(
+    queue_db: tuple[str, str], queue_worker: Any
+) -> None:
+    """A traced attempt stores its run span in the run's row before its first step: the page
+    links that trace even when no checkpoint of the attempt names it (its worker died first)."""
+    import psycopg
+
+    from plait.runs import Runs
+
+    from ._queue_support import flows, studio_on
+
+    dsn, schema = queue_db
+    queue_worker()
+    with Runs(dsn, schema=schema) as runs:
+        run_id = runs.submit(flows.name("single"), {}, thread_id="stored")
+        runs.join(run_id, timeout=60)
+    trace_id, span_id = "6" * 32, "7" * 16
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'UPDATE "{schema}".plait_run SET span = %s WHERE run_id = %s', (f"{trace_id}-{span_id}", run_id))
+    with Runs(dsn, schema=schema) as runs:
+        assert runs.get(run_id).trace == {"trace_id": trace_id, "span_id": span_id}
+    c, store = studio_on(dsn, schema, trace_url=JAEGER)
+    with c:
+        (row,) = re.findall(r'<tr id="run-traces">.*?</tr>', c.get(f"/runs/{run_id}").text, flags=re.S)
+        assert f'data-trace-id="{trace_id}"' in row
+    store.close()

@@ -12,19 +12,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import plait
 
+from ._kept import kept_spans
+
 
 @pytest.fixture
 def exporter() -> Iterator[InMemorySpanExporter]:
     """The spans of the runs of the test, plait instrumented with their provider."""
-    out = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(out))
-    plait.instrument(tracer_provider=provider)
-    try:
+    with kept_spans() as (_, out):
         yield out
-    finally:
-        plait.uninstrument()
-        provider.shutdown()
 
 
 @pytest.fixture

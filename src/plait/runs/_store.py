@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from plait.runs.records import ACTIVE, Run, Schedule
+from plait.tracing.carrier import parse_stamp
 
 __all__ = [
     "CHANNEL",
@@ -89,6 +90,7 @@ def row_run(row: Sequence[Any]) -> Run:
         finished_at=row[27],
         updated_at=row[28],
         options=decode(row[31]),
+        trace=parse_stamp(row[32]),
     )
 
 

@@ -96,6 +96,10 @@ class Run:
     ``interrupt_after``, ``durability``, ``recursion_limit``, ``wire`` (the stream stored
     as the LangGraph API's events, for ``plait serve``), and ``trace`` (the submitter's W3C
     trace context, which a tracing worker's spans continue)."""
+    trace: dict[str, str] | None = None
+    """The ``plait.run`` span of the run's latest traced attempt (``{"trace_id", "span_id"}``,
+    hex; None: no attempt was traced), stored before the attempt's first step: there even when
+    its worker died before exporting it."""
 
     @property
     def done(self) -> bool:

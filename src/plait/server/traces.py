@@ -74,14 +74,20 @@ def traces_by(checkpoints: Iterable[Any], worker: str | None) -> list[TraceRef]:
 async def queued_run_traces(checkpointer: Checkpointer, run: Any, limit: int) -> list[TraceRef]:
     """:func:`traces_by` of a queued run (a :class:`plait.runs.Run`) among its thread's
     ``limit`` newest checkpoints: one history page, a look rather than a search; none before
-    a worker took the run, or once its thread is gone."""
+    a worker took the run, or once its thread is gone. The run's own record of its latest
+    traced attempt (:attr:`plait.runs.Run.trace`) comes too, even when that attempt's worker
+    died before writing a checkpoint; each trace once."""
     if not run.worker:
         return []
+    stored = trace_of({"trace": run.trace}) if getattr(run, "trace", None) else None
     try:
         page, _ = await ins.history(checkpointer, run.thread_id, namespace=run.namespace, limit=limit)
     except (PlaitError, ValueError):
-        return []
-    return traces_by(page, run.worker)
+        page = []
+    found = traces_by(page, run.worker)
+    if stored is not None and all(ref.trace_id != stored.trace_id for ref in found):
+        found.append(stored)
+    return found
 
 
 def check_trace_url(template: str) -> str:
