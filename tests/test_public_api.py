@@ -29,6 +29,7 @@ EXPECTED = [
     "Graph",
     "GraphChangedError",
     "GraphError",
+    "GraphMigrationError",
     "Interrupt",
     "Interrupted",
     "InvalidIdError",
