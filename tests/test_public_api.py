@@ -53,6 +53,7 @@ EXPECTED = [
     "MessageChunkError",
     "MessageNotFoundError",
     "MessagesState",
+    "MigrationResult",
     "MissingNodeError",
     "MissingValueError",
     "NOT_GIVEN",

@@ -77,7 +77,7 @@ from plait.errors import (
     ThreadExistsError,
     UnknownChannelError,
 )
-from plait.graph import CompiledGraph, Dag, Graph, TaskState, ThreadDiff, ThreadState
+from plait.graph import CompiledGraph, Dag, Graph, MigrationResult, TaskState, ThreadDiff, ThreadState
 from plait.graph.running import StreamMode
 from plait.prebuilt import MessagesState, tool_node, tools_condition
 from plait.state import (
@@ -156,6 +156,7 @@ __all__ = [
     "MessageChunkError",
     "MessageNotFoundError",
     "MessagesState",
+    "MigrationResult",
     "MissingNodeError",
     "MissingValueError",
     "NOT_GIVEN",

@@ -3,6 +3,7 @@ version once, as one ``migrate`` checkpoint, when a run resumes it (every backen
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -292,3 +293,48 @@ def test_a_chain_of_identity_steps_leaves_the_values_and_tasks_equal(values: dic
     assert m is not None
     assert m.values == values and m.versions == head.versions and m.changed == frozenset()
     assert m.tasks == head.next_tasks and (m.from_version, m.to_version) == (1, version)
+
+
+# -- ahead of time: CompiledGraph.migrate ----------------------------------------------------
+
+
+def test_migrate_carries_every_thread_of_the_graph_over_and_skips_busy_ones(make_saver: Saver) -> None:
+    saver = make_saver()
+    paused_v1(saver, "paused")
+    asking().compile(saver).invoke({}, thread_id="done")
+    asking().compile(saver).invoke(Command(resume="z"), thread_id="done")  # finished
+    paused_v1(saver, "busy")
+    other = asking("subject").compile(saver, name="other", version=5)
+    other.invoke({}, thread_id="another")  # another graph's (by the name it records)
+    lease = asyncio.run(saver.atake_lease("busy", "a run"))
+    app = asking("subject").compile(saver, version=2, migrations={1: rename_topic})
+
+    planned = {r.thread_id: r.status for r in app.migrate(dry_run=True)}
+    assert planned == {"paused": "would_migrate", "done": "would_migrate", "busy": "busy"}
+    assert app.get_state("paused").metadata.get("graph_version") is None  # a dry run writes nothing
+
+    heard: list[str] = []
+    results = {r.thread_id: r for r in app.migrate(on_result=lambda r: heard.append(r.thread_id))}
+    assert {t: r.status for t, r in results.items()} == {"paused": "migrated", "done": "migrated", "busy": "busy"}
+    assert sorted(heard) == ["busy", "done", "paused"]
+    assert results["done"].checkpoint_id == app.get_state("done").checkpoint_id
+    assert app.get_state("done").values == {"log": ["pre"], "subject": "t:z"}
+    assert app.get_state("done").status == "idle"
+    paused = app.get_state("paused")
+    assert paused.status == "interrupted" and paused.metadata["source"] == "migrate"
+    assert app.invoke(Command(resume="x"), thread_id="paused")["subject"] == "t:x"
+    assert [s.metadata["source"] for s in app.get_state_history("paused")].count("migrate") == 1
+    assert sorted(r.status for r in app.migrate()) == ["busy", "current", "current"]
+    asyncio.run(saver.arelease_lease(lease))
+    assert app.migrate("busy")[0].status == "migrated"
+    assert {r.status for r in app.migrate()} == {"current"}
+
+
+def test_migrate_reports_a_failed_migration_and_goes_on() -> None:
+    saver = MemoryCheckpointer()
+    paused_v1(saver, "a")
+    paused_v1(saver, "b")
+    app = asking("subject").compile(saver, version=2, migrations={1: lambda v: {**v, "subject": v["nope"]}})
+    results = app.migrate()
+    assert {r.status for r in results} == {"failed"}
+    assert all(isinstance(r.error, GraphMigrationError) and r.error.thread_id == r.thread_id for r in results)

@@ -47,11 +47,25 @@ from plait.engine.merge import checkpoint_metadata, thread_version
 from plait.engine.pending import incompatibilities
 from plait.engine.spec import GraphSpec, Lineage
 from plait.engine.starting import Starting
-from plait.errors import ConcurrentUpdateError, GraphChangedError, GraphMigrationError, ThreadBusyError
+from plait.errors import (
+    CheckpointNotFoundError,
+    ConcurrentUpdateError,
+    GraphChangedError,
+    GraphMigrationError,
+    ThreadBusyError,
+)
 from plait.state.run_state import RunState
 from plait.types import Send
 
-__all__ = ["Migrated", "Migrating", "MigrationOutcome", "carry_over", "migrate_thread", "thread_version"]
+__all__ = [
+    "Migrated",
+    "Migrating",
+    "MigrationResult",
+    "carry_over",
+    "graph_threads",
+    "migrate_thread",
+    "recorded_reducers",
+]
 
 
 def graph_version(spec: GraphSpec) -> int:
@@ -236,21 +250,27 @@ class Migrating(Starting):
         return replace(cp, pending_writes=m.pending)
 
 
-MigrationStatus = Literal["migrated", "would_migrate", "current", "busy"]
+MigrationStatus = Literal["migrated", "would_migrate", "current", "busy", "failed"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class MigrationOutcome:
-    """What :func:`migrate_thread` did to one thread."""
+class MigrationResult:
+    """What migrating one stored thread ahead of time did (:meth:`CompiledGraph.amigrate`)."""
 
     thread_id: str
     status: MigrationStatus
     """``migrated``; ``would_migrate`` (a dry run); ``current`` (at the graph's version or
-    newer: nothing to do); ``busy`` (a run holds it, or wrote it meanwhile: skipped)."""
+    newer: nothing to do); ``busy`` (a run holds it, or wrote it meanwhile: skipped, try
+    again later); ``failed`` (:attr:`error` says why; the thread is unchanged)."""
     from_version: int
+    """The version the thread was written by."""
     to_version: int
+    """The graph's version."""
     checkpoint_id: str | None = None
     """The migrated checkpoint's id (``migrated`` only)."""
+    error: GraphMigrationError | GraphChangedError | None = None
+    """Why a ``failed`` thread could not be migrated: a migration raised, or the graph cannot
+    continue the migrated thread."""
 
 
 async def migrate_thread(
@@ -261,7 +281,7 @@ async def migrate_thread(
     *,
     namespace: str = "",
     dry_run: bool = False,
-) -> MigrationOutcome:
+) -> MigrationResult:
     """Carry a stored thread over to the graph's version ahead of time, without running it
     (what the next run would do first). The commit is fenced like an ``update_state``: it is
     refused while a run holds the thread, or when the head moved since it was read, and the
@@ -269,24 +289,27 @@ async def migrate_thread(
 
     Raises:
         CheckpointNotFoundError: no such thread.
-        GraphMigrationError / GraphChangedError: as :func:`carry_over` (nothing written).
     """
-    from plait.errors import CheckpointNotFoundError
-
     head = await checkpointer.aget(thread_id, namespace=namespace)
     if head is None:
         raise CheckpointNotFoundError(thread_id, None, namespace)
     tv, gv = thread_version(head.metadata), graph_version(spec)
+
+    def result(status: MigrationStatus, **more: Any) -> MigrationResult:
+        return MigrationResult(thread_id=thread_id, status=status, from_version=tv, to_version=gv, **more)
+
     if tv >= gv:
-        return MigrationOutcome(thread_id=thread_id, status="current", from_version=tv, to_version=gv)
-    m = carry_over(spec, graph_fp, head, await recorded_reducers(checkpointer, head, namespace))
+        return result("current")
+    try:
+        m = carry_over(spec, graph_fp, head, await recorded_reducers(checkpointer, head, namespace))
+    except (GraphMigrationError, GraphChangedError) as error:
+        return result("failed", error=error)
     assert m is not None
     if dry_run:
-        return MigrationOutcome(thread_id=thread_id, status="would_migrate", from_version=tv, to_version=gv)
+        info = await checkpointer.aget_thread(thread_id, namespace=namespace)
+        return result("busy" if info is not None and info.status == "busy" else "would_migrate")
     cid = new_checkpoint_id(after=head.id)
-    meta = checkpoint_metadata(
-        "migrate", head.step, spec, graph_fp, migrated_from=m.from_version, migrated_to=m.to_version
-    )
+    meta = checkpoint_metadata("migrate", head.step, spec, graph_fp, migrated_from=tv, migrated_to=gv)
     cp = Checkpoint(
         thread_id=thread_id,
         namespace=namespace,
@@ -300,13 +323,26 @@ async def migrate_thread(
         metadata=meta,
         created_at=time.time(),
     )
-    batches = [WritesBatch(thread_id=thread_id, namespace=namespace, checkpoint_id=cid, writes=m.pending)]
+    batch = WritesBatch(thread_id=thread_id, namespace=namespace, checkpoint_id=cid, writes=m.pending)
     try:
         await checkpointer.acommit(
             checkpoints=[CheckpointWrite(checkpoint=cp, changed=m.changed)],
-            writes=batches if m.pending else [],
+            writes=[batch] if m.pending else [],
             fence=Fence(owner=UPDATE_OWNER, expect_head=head.id),
         )
     except (ThreadBusyError, ConcurrentUpdateError):
-        return MigrationOutcome(thread_id=thread_id, status="busy", from_version=tv, to_version=gv)
-    return MigrationOutcome(thread_id=thread_id, status="migrated", from_version=tv, to_version=gv, checkpoint_id=cid)
+        return result("busy")
+    return result("migrated", checkpoint_id=cid)
+
+
+async def graph_threads(checkpointer: Checkpointer, spec: GraphSpec, namespace: str) -> list[str]:
+    """The stored threads of ``spec``'s graph in ``namespace`` (finished ones too), oldest
+    activity last: those whose head records the graph's name, and those that record none
+    (written before versions existed; a namespace holds one graph's threads)."""
+    name = spec.lineage.name if spec.lineage is not None else None
+    found: list[str] = []
+    for info in await checkpointer.alist_threads(namespace=namespace):
+        head = await checkpointer.aget(info.thread_id, namespace=namespace)
+        if head is not None and head.metadata.get("graph_name") in (None, name):
+            found.append(info.thread_id)
+    return found
