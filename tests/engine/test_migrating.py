@@ -338,3 +338,26 @@ def test_migrate_reports_a_failed_migration_and_goes_on() -> None:
     results = app.migrate()
     assert {r.status for r in results} == {"failed"}
     assert all(isinstance(r.error, GraphMigrationError) and r.error.thread_id == r.thread_id for r in results)
+
+
+def with_subgraph(node: str) -> Graph:
+    """START -> ``node``: a subgraph that asks, then writes ``topic``."""
+    inner = Graph(schema()).add_node("ask", lambda s: {"topic": interrupt("inner?")}).add_edge(START, "ask")
+    return Graph(schema()).add_node(node, inner.compile()).add_edge(START, node)
+
+
+def test_renaming_a_node_paused_inside_its_subgraph_is_refused_and_keeping_it_migrates(make_saver: Saver) -> None:
+    saver = make_saver()
+    with_subgraph("research").compile(saver).invoke({}, thread_id="t")
+    before = [s.checkpoint_id for s in with_subgraph("research").compile(saver).get_state_history("t")]
+
+    def move(values: dict[str, Any], nxt: list[Any]) -> tuple[dict[str, Any], list[Any]]:
+        return values, ["study" for _ in nxt]
+
+    renamed = with_subgraph("study").compile(saver, version=2, migrations={1: move})
+    with pytest.raises(GraphChangedError, match="inside its subgraph") as info:
+        renamed.invoke(Command(resume="x"), thread_id="t")
+    assert (info.value.thread_version, info.value.graph_version) == (1, 2)
+    assert [s.checkpoint_id for s in renamed.get_state_history("t")] == before
+    kept = with_subgraph("research").compile(saver, version=2, migrations={1: lambda v: {**v, "log": ["v2"]}})
+    assert kept.invoke(Command(resume="x"), thread_id="t") == {"log": ["v2"], "topic": "x"}

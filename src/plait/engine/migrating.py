@@ -47,6 +47,7 @@ from plait.engine.merge import checkpoint_metadata, thread_version
 from plait.engine.pending import incompatibilities
 from plait.engine.spec import GraphSpec, Lineage
 from plait.engine.starting import Starting
+from plait.engine.subgraph import child_namespace
 from plait.errors import (
     CheckpointNotFoundError,
     ConcurrentUpdateError,
@@ -65,6 +66,7 @@ __all__ = [
     "graph_threads",
     "migrate_thread",
     "recorded_reducers",
+    "stored_carry_over",
 ]
 
 
@@ -164,9 +166,7 @@ def carry_over(spec: GraphSpec, graph_fp: str, head: Checkpoint, reducers: Mappi
     thread_id = head.thread_id
 
     def refuse(changes: Sequence[str]) -> GraphChangedError:
-        return GraphChangedError(
-            thread_id, changes, thread_version=tv, graph_version=gv, graph=lineage.name if lineage else None
-        )
+        return _refusal(spec, head, changes)
 
     if lineage is None or tv >= gv:
         if head.metadata.get("graph") not in (None, graph_fp):
@@ -193,6 +193,49 @@ def carry_over(spec: GraphSpec, graph_fp: str, head: Checkpoint, reducers: Mappi
         from_version=tv,
         to_version=gv,
     )
+
+
+def _refusal(spec: GraphSpec, head: Checkpoint, changes: Sequence[str]) -> GraphChangedError:
+    lineage = spec.lineage
+    return GraphChangedError(
+        head.thread_id,
+        changes,
+        thread_version=thread_version(head.metadata),
+        graph_version=graph_version(spec),
+        graph=lineage.name if lineage is not None else None,
+    )
+
+
+async def stored_carry_over(
+    checkpointer: Checkpointer | None, spec: GraphSpec, graph_fp: str, head: Checkpoint, namespace: str
+) -> Migrated | None:
+    """:func:`carry_over` for a stored thread: with the reducers recorded with it (read only
+    when the graph changed or the thread is older), and refusing to rename a node the thread
+    is paused in a subgraph of: the subgraph's stored steps live under the node's name, and
+    the renamed task would start it afresh, leaving them behind.
+
+    Raises:
+        GraphMigrationError / GraphChangedError: as :func:`carry_over`.
+    """
+    lineage = spec.lineage
+    older = lineage is not None and thread_version(head.metadata) < lineage.version
+    needs = older or head.metadata.get("graph") not in (None, graph_fp)
+    reducers = await recorded_reducers(checkpointer, head, namespace) if needs else None
+    m = carry_over(spec, graph_fp, head, reducers)
+    if m is None or checkpointer is None:
+        return m
+    lost = []
+    for old, new in zip(head.next_tasks, m.tasks, strict=True):
+        if old.node != new.node:
+            child = await checkpointer.aget(head.thread_id, namespace=child_namespace(namespace, old.node, old.id))
+            if child is not None:
+                lost.append(
+                    f"pending node {old.node!r} is inside its subgraph, whose stored steps renaming it to "
+                    f"{new.node!r} would leave behind"
+                )
+    if lost:
+        raise _refusal(spec, head, lost)
+    return m
 
 
 def _renamed_write(w: PendingWrite, renamed: Mapping[str, str]) -> PendingWrite:
@@ -227,11 +270,7 @@ class Migrating(Starting):
         if self.path:
             await self._check_compatible(head)
             return head
-        lineage = self.spec.lineage
-        older = lineage is not None and thread_version(head.metadata) < lineage.version
-        needs = older or head.metadata.get("graph") not in (None, self.graph_fp)
-        reducers = await recorded_reducers(self.checkpointer, head, self.namespace) if needs else None
-        m = carry_over(self.spec, self.graph_fp, head, reducers)
+        m = await stored_carry_over(self.checkpointer, self.spec, self.graph_fp, head, self.namespace)
         if m is None:
             return head
         st = self.state = RunState.restored(
@@ -301,7 +340,7 @@ async def migrate_thread(
     if tv >= gv:
         return result("current")
     try:
-        m = carry_over(spec, graph_fp, head, await recorded_reducers(checkpointer, head, namespace))
+        m = await stored_carry_over(checkpointer, spec, graph_fp, head, namespace)
     except (GraphMigrationError, GraphChangedError) as error:
         return result("failed", error=error)
     assert m is not None
