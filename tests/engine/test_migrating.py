@@ -361,3 +361,19 @@ def test_renaming_a_node_paused_inside_its_subgraph_is_refused_and_keeping_it_mi
     assert [s.checkpoint_id for s in renamed.get_state_history("t")] == before
     kept = with_subgraph("research").compile(saver, version=2, migrations={1: lambda v: {**v, "log": ["v2"]}})
     assert kept.invoke(Command(resume="x"), thread_id="t") == {"log": ["v2"], "topic": "x"}
+
+
+def test_a_renamed_channel_a_finished_siblings_saved_write_names_is_refused() -> None:
+    saver = MemoryCheckpointer()
+
+    def pair(channel: str) -> Graph:
+        g = Graph(schema(channel)).add_node("a", lambda s: {channel: "t"})
+        g.add_node("ask", lambda s: {"log": [interrupt("ok?")]})
+        return g.add_edge(START, "a").add_edge(START, "ask")
+
+    pair("topic").compile(saver).invoke({}, thread_id="t")  # "a" finished, "ask" waits: one step
+    moved = {1: lambda v: {("subject" if k == "topic" else k): x for k, x in v.items()}}
+    app = pair("subject").compile(saver, version=2, migrations=moved)
+    with pytest.raises(GraphChangedError, match="saved a write to channel 'topic'"):
+        app.invoke(Command(resume="x"), thread_id="t")
+    assert pair("topic").compile(saver).invoke(Command(resume="x"), thread_id="t") == {"log": ["x"], "topic": "t"}

@@ -177,6 +177,7 @@ def carry_over(spec: GraphSpec, graph_fp: str, head: Checkpoint, reducers: Mappi
     values, tasks, ran = _chain(lineage, head, tv, thread_id)
     candidate = replace(head, values=values, next_tasks=tuple(tasks))
     changes = incompatibilities(spec, candidate, None if ran else reducers)
+    changes += _stale_results(spec, head.pending_writes)
     if changes:
         raise refuse(changes)
     renamed = {t.node: n.node for t, n in zip(head.next_tasks, tasks, strict=True) if t.node != n.node}
@@ -193,6 +194,23 @@ def carry_over(spec: GraphSpec, graph_fp: str, head: Checkpoint, reducers: Mappi
         from_version=tv,
         to_version=gv,
     )
+
+
+def _stale_results(spec: GraphSpec, pending: Sequence[PendingWrite]) -> list[str]:
+    """The channels the saved results of a step's finished tasks write that the graph no
+    longer has: a migration sees the values, not those writes, so the step must end first."""
+    gone = {
+        k
+        for w in pending
+        if w.kind == "result" and isinstance(w.value, Mapping)
+        for k, _ in w.value.get("w", ())
+        if k not in spec.schema
+    }
+    return [
+        f"a finished task of the thread's unfinished step saved a write to channel {k!r}, which the graph no longer "
+        "has (finish that step with the graph that wrote it, then migrate)"
+        for k in sorted(gone)
+    ]
 
 
 def _refusal(spec: GraphSpec, head: Checkpoint, changes: Sequence[str]) -> GraphChangedError:
