@@ -41,6 +41,7 @@ from plait.errors import (
     EmbeddingError,
     GraphChangedError,
     GraphError,
+    GraphMigrationError,
     InvalidIdError,
     InvalidMemoryError,
     InvalidNamespaceError,
@@ -76,7 +77,7 @@ from plait.errors import (
     ThreadExistsError,
     UnknownChannelError,
 )
-from plait.graph import CompiledGraph, Dag, Graph, TaskState, ThreadDiff, ThreadState
+from plait.graph import CompiledGraph, Dag, Graph, MigrationResult, TaskState, ThreadDiff, ThreadState
 from plait.graph.running import StreamMode
 from plait.prebuilt import MessagesState, tool_node, tools_condition
 from plait.state import (
@@ -131,6 +132,7 @@ __all__ = [
     "Graph",
     "GraphChangedError",
     "GraphError",
+    "GraphMigrationError",
     "Interrupt",
     "Interrupted",
     "InvalidIdError",
@@ -154,6 +156,7 @@ __all__ = [
     "MessageChunkError",
     "MessageNotFoundError",
     "MessagesState",
+    "MigrationResult",
     "MissingNodeError",
     "MissingValueError",
     "NOT_GIVEN",

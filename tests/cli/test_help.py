@@ -17,7 +17,7 @@ COMMANDS = [
     ("fork",), ("delete",), ("watch",), ("export",), ("import",), ("db",), ("db", "migrate"), ("db", "prune"),
     ("db", "stats"), ("db", "sweep"), ("store",), ("store", "ls"), ("store", "get"), ("store", "put"),
     ("store", "search"), ("store", "rm"), ("studio",), ("serve",), ("worker",), ("submit",), ("runs",),
-    ("run-cancel",), ("schedule",), ("schedules",),
+    ("run-cancel",), ("schedule",), ("schedules",), ("migrate",),
 ]  # fmt: skip
 GROUPS = [("db",), ("store",)]
 

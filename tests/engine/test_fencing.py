@@ -445,3 +445,26 @@ def test_a_process_forgets_the_head_it_wrote_once_writes_are_saved_on_it(tmp_pat
     assert known is not None and known.values["log"] == ["a", "u", "v"]
     assert saver.known_head("other") is None
     asyncio.run(saver.aclose())
+
+
+def test_a_migration_whose_lease_was_taken_over_commits_nothing(backend: tuple[Checkpointer, Steal]) -> None:
+    """The migrated checkpoint is the run's first commit, fenced by its lease like any step."""
+    from plait import Command, interrupt
+
+    saver, steal = backend
+
+    def graph() -> Graph:
+        g = Graph(schema()).add_node("ask", lambda s: {"log": [interrupt("ok?")]})
+        return g.add_edge(START, "ask").add_edge("ask", END)
+
+    graph().compile(saver).invoke({}, thread_id="t")
+    before = [s.checkpoint_id for s in graph().compile(saver).get_state_history("t")]
+
+    def migration(values: dict[str, Any]) -> dict[str, Any]:
+        steal()  # another owner takes the thread while the migration runs
+        return {"log": [*values.get("log", []), "migrated"]}
+
+    app = graph().compile(saver, version=2, migrations={1: migration})
+    with pytest.raises(LeaseLostError):
+        app.invoke(Command(resume="yes"), thread_id="t")
+    assert [s.checkpoint_id for s in app.get_state_history("t")] == before

@@ -60,7 +60,7 @@ async def fork_checkpoint(
     """
     cid = checkpoint_id or new_checkpoint_id()
     meta: dict[str, Any] = {
-        **{k: v for k, v in src.metadata.items() if k in ("graph", "reducers")},
+        **{k: v for k, v in src.metadata.items() if k in ("graph", "reducers", "graph_name", "graph_version")},
         **(metadata or {}),
         "source": "fork",
         "step": src.step,

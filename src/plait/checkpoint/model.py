@@ -196,8 +196,10 @@ class Checkpoint:
     barriers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Join barriers: join id -> the predecessors that have arrived so far."""
     metadata: Mapping[str, Any] = field(default_factory=dict)
-    """JSON data: ``source`` (input, loop, update, fork), ``step``, ``writes`` (node ->
-    channel keys it wrote), ``graph`` (fingerprint), ``run_id``, ``label``, user keys."""
+    """JSON data: ``source`` (input, loop, update, fork, replay, migrate), ``step``,
+    ``writes`` (node -> channel keys it wrote), ``graph`` (fingerprint), ``graph_name`` and
+    ``graph_version`` (a versioned graph's), ``migrated_from``/``migrated_to`` (a
+    ``migrate`` checkpoint's versions), ``run_id``, ``label``, user keys."""
     created_at: float = 0.0
     """Unix time in seconds."""
     pending_writes: tuple[PendingWrite, ...] = ()

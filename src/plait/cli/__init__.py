@@ -24,7 +24,8 @@ the entry point :func:`main` only. The modules:
 * :mod:`plait.cli.output` (JSON, rich or plain; the exit codes); the JSON shapes of threads
   and checkpoints are :mod:`plait.inspect_json`'s, the Studio's too;
 * the commands: :mod:`plait.cli.graphs`, :mod:`plait.cli.threads`, :mod:`plait.cli.transfer`
-  (export and import), :mod:`plait.cli.db`; and :mod:`plait.cli.demo`, the bundled demo.
+  (export and import), :mod:`plait.cli.db`, :mod:`plait.cli.migrate` (a graph's threads to
+  its version); and :mod:`plait.cli.demo`, the bundled demo.
 """
 
 import signal

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from plait.cli import db, graphs, runs, serve, store, studio, threads, transfer, watch
+from plait.cli import db, graphs, migrate, runs, serve, store, studio, threads, transfer, watch
 
 __all__ = ["build_app", "build_command"]
 
@@ -54,6 +54,7 @@ def build_app() -> typer.Typer:
     watch.register(app)
     transfer.register(app)
     db.register(app)
+    migrate.register(app)
     store.register(app)
     studio.register(app)
     serve.register(app)

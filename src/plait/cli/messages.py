@@ -86,8 +86,10 @@ def describe(exc: BaseException, inv: Invocation) -> str:  # noqa: PLR0912 - one
         )
     if isinstance(exc, GraphChangedError):
         return (
-            f"GraphChangedError: thread {exc.thread_id!r} was checkpointed by an incompatible version of "
-            f"{target}: {'; '.join(exc.changes)}. Go on with the graph that wrote it, or fork it "
+            f"GraphChangedError: thread {exc.thread_id!r} was checkpointed by version {exc.thread_version} of the "
+            f"graph, which {target} (version {exc.graph_version}) cannot continue: {'; '.join(exc.changes)}. "
+            "Give the graph a new version and a migration (compile(version=N, migrations={N-1: fn}); see "
+            "docs/operating.md), go on with the graph that wrote it, or fork it "
             f"(plait fork {_q(exc.thread_id)} --to NEW{flags}) and fix its state with plait update"
         )
     if isinstance(exc, StoreVersionError):

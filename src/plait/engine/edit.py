@@ -17,7 +17,7 @@ from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.fork import fork_checkpoint
 from plait.checkpoint.lease import rest_status
 from plait.checkpoint.model import Checkpoint, CheckpointWrite, Fence, Task, WritesBatch, new_checkpoint_id
-from plait.engine.merge import checkpoint_metadata
+from plait.engine.merge import checkpoint_metadata, thread_version
 from plait.engine.plan import plan_next
 from plait.engine.spec import GraphSpec
 from plait.engine.subgraph import fork_subgraphs
@@ -196,7 +196,9 @@ async def _write_update(
         versions=dict(state.channel_versions),
         next_tasks=tuple(tasks),
         barriers=barriers,
-        metadata=checkpoint_metadata("update", head.step + 1, spec, graph_fp, writes={who: sorted(changed)}),
+        metadata=checkpoint_metadata(
+            "update", head.step + 1, spec, graph_fp, writes={who: sorted(changed)}, **_kept_version(spec, head)
+        ),
         created_at=time.time(),
     )
     carried = head.pending_writes if as_node is None else ()
@@ -212,6 +214,15 @@ async def _write_update(
         fence = replace(fence, status=rest_status(cp.next_tasks, carried))
     await checkpointer.acommit(checkpoints=checkpoints, writes=batches, fence=fence)
     return cid
+
+
+def _kept_version(spec: GraphSpec, head: Checkpoint) -> dict[str, Any]:
+    """An update of a thread older than the graph keeps the thread's version: it migrates
+    nothing, so the next run still must (see :mod:`plait.engine.migrating`)."""
+    if spec.lineage is None or head.id == _NO_HEAD:
+        return {}
+    older = thread_version(head.metadata)
+    return {"graph_version": older} if older < spec.lineage.version else {}
 
 
 async def fork_thread(

@@ -36,11 +36,11 @@ from plait.engine.merge import (
     step_timings,
     written_keys,
 )
+from plait.engine.migrating import Migrating
 from plait.engine.options import Binding, RunHooks, RunOptions, RunOutcome, RunResult
 from plait.engine.pending import result_write
 from plait.engine.plan import bare_checkpoint, hold_deferred, plan_next, with_held
 from plait.engine.spec import GraphSpec, SubgraphRunner
-from plait.engine.starting import Starting
 from plait.engine.tasks import StateView, TaskOutcome, run_all, run_task
 from plait.errors import (
     CheckpointNotFoundError,
@@ -64,7 +64,7 @@ class _Stop(Exception):
         self.result = result
 
 
-class Driver(Starting):
+class Driver(Migrating):
     """One run of a graph (one ``invoke``): owns the run state, the committer and the lease
     for its duration. ``binding`` says where and how the graph runs, ``options`` what this
     call asked for; ``sink``/``modes`` are the caller's stream."""
@@ -303,7 +303,7 @@ class Driver(Starting):
         if head is None and checkpoint_id is not None and self.checkpointer is not None and self.thread_id is not None:
             raise CheckpointNotFoundError(self.thread_id, checkpoint_id, self.namespace)
         if head is not None:
-            await self._check_compatible(head)
+            head = await self._carried_over(head)  # an older thread is migrated first
             self.state = RunState.restored(
                 self.spec.schema, head.values, head.versions, version=head.version, super_step=head.step
             )

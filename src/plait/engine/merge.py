@@ -29,6 +29,7 @@ __all__ = [
     "merge_step",
     "read_pending",
     "step_timings",
+    "thread_version",
     "written_keys",
 ]
 
@@ -160,6 +161,12 @@ def error_write(task_id: str, node: str, step: int, error: BaseException) -> Pen
     )
 
 
+def thread_version(metadata: Mapping[str, Any]) -> int:
+    """The version of the graph that wrote a checkpoint (1: written before versions existed)."""
+    v = metadata.get("graph_version")
+    return v if type(v) is int and v >= 1 else 1
+
+
 def checkpoint_metadata(
     source: str,
     step: int,
@@ -173,12 +180,17 @@ def checkpoint_metadata(
 ) -> dict[str, Any]:
     """The metadata every checkpoint plait writes carries: where it came from (``source``:
     input, loop, update, replay, fork), its step, which node wrote which channels, and the
-    graph's fingerprint and reducers (what a resume checks compatibility against). The one
+    graph's fingerprint and reducers (what a resume checks compatibility against), and a
+    versioned graph's name and version (what a resume migrates from). The one
     place a run, an update and a fork build it. ``user`` is the caller's ``metadata=``: its
     keys come first, so plait's own keys (``source``, ``step``, ...) always win."""
     meta: dict[str, Any] = {**user, "source": source, "step": step} if user else {"source": source, "step": step}
     if writes is not None:
         meta["writes"] = writes
+    lineage = spec.lineage
+    if lineage is not None:  # before ``extra``: an edit of an older thread keeps its version
+        meta["graph_name"] = lineage.name
+        meta["graph_version"] = lineage.version
     meta.update(extra)
     meta["graph"] = graph_fp
     meta["reducers"] = spec.reducer_specs

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from plait._codec import fingerprint
-from plait.errors import NodeSignatureError
+from plait.errors import GraphError, NodeSignatureError
 from plait.state.schema import StateSchema
 from plait.types import RetryPolicy
 
-__all__ = ["GraphSpec", "Join", "NodeSpec", "RouterSpec", "SubgraphRunner", "takes_context"]
+__all__ = ["GraphSpec", "Join", "Lineage", "NodeSpec", "RouterSpec", "SubgraphRunner", "takes_context"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,6 +57,45 @@ class Join:
     target: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Lineage:
+    """A versioned graph's name, version and migrations (``compile(version=...)``): what its
+    checkpoints record, and how a thread written by an older version is carried over."""
+
+    name: str
+    """The compiled graph's name (``compile(name=...)``), recorded as ``graph_name``."""
+    version: int
+    """The graph's version, recorded as ``graph_version`` (a thread without one is version 1)."""
+    migrations: Mapping[int, Callable[..., Any]] = field(default_factory=dict)
+    """``{n: fn}``: carries a thread from version ``n`` to ``n + 1`` (a missing step is the
+    identity); see :mod:`plait.engine.migrating`."""
+
+    @classmethod
+    def of(cls, name: str, version: int | None, migrations: Mapping[int, Callable[..., Any]] | None) -> Lineage | None:
+        """``compile(version=..., migrations=...)`` checked (None: an unversioned graph).
+
+        Raises:
+            GraphError: a version that is not a whole number from 1, migrations without a
+                version, or a migration that is not callable or not for a step below it.
+        """
+        if version is None:
+            if migrations:
+                raise GraphError("compile(migrations=...) needs the graph's version= (the version they migrate to)")
+            return None
+        if type(version) is not int or version < 1:
+            raise GraphError(f"compile(version={version!r}): a version is a whole number from 1")
+        steps = dict(migrations or {})
+        for n, fn in steps.items():
+            if type(n) is not int or not 1 <= n < version:
+                raise GraphError(
+                    f"compile(migrations={{{n!r}: ...}}): a migration is keyed by the version it migrates from, "
+                    f"a whole number from 1 to {version - 1} (migrations[n] carries a thread from n to n + 1)"
+                )
+            if not callable(fn):
+                raise GraphError(f"compile(migrations={{{n}: {fn!r}}}): a migration is a function fn(values)")
+        return cls(name=name, version=version, migrations=steps)
+
+
 @dataclass(frozen=True, kw_only=True)
 class GraphSpec:
     schema: StateSchema
@@ -69,6 +108,10 @@ class GraphSpec:
     writers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     context_schema: type | None = None
     """The type of a run's ``context=`` (``Graph(State, context=Ctx)``); None: any value."""
+    lineage: Lineage | None = None
+    """The graph's name, version and migrations when compiled with ``version=`` (None: an
+    unversioned graph, whose checkpoints record neither). Not part of :attr:`fingerprint`:
+    a version names the data's shape, the fingerprint the graph's."""
 
     def describe(self) -> dict[str, Any]:
         """JSON data describing the structure (nodes, edges, joins, routers, channels)."""

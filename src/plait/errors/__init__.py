@@ -22,6 +22,7 @@ The tree::
     ├── GraphError                   a graph is built or used wrongly
     │   ├── MissingNodeError         a node name that the graph does not have
     │   ├── GraphChangedError        a thread was checkpointed by an incompatible graph
+    │   ├── GraphMigrationError      a migration of a thread to the graph's version raised
     │   ├── NodeSignatureError       a node's parameters plait cannot call it with (``config``)
     │   ├── ContextError             a run's ``context=`` that does not fit the graph's context type
     │   └── GraphRequiredError       an action that needs the graph (its reducers, its nodes) got none
@@ -130,6 +131,9 @@ from plait.errors._graph import (
 )
 from plait.errors._graph import (
     GraphError as GraphError,
+)
+from plait.errors._graph import (
+    GraphMigrationError as GraphMigrationError,
 )
 from plait.errors._graph import (
     GraphRequiredError as GraphRequiredError,
@@ -298,6 +302,7 @@ __all__ = [
     "ExportFormatError",
     "GraphChangedError",
     "GraphError",
+    "GraphMigrationError",
     "GraphRequiredError",
     "InvalidIdError",
     "InvalidMemoryError",

@@ -10,6 +10,7 @@ __all__ = [
     "ContextError",
     "GraphChangedError",
     "GraphError",
+    "GraphMigrationError",
     "GraphRequiredError",
     "InvalidResumeError",
     "MissingNodeError",
@@ -39,16 +40,67 @@ class MissingNodeError(GraphError):
 
 
 class GraphChangedError(GraphError):
-    """A thread's checkpoint was written by a graph that this graph cannot safely continue."""
+    """A thread's checkpoint was written by a graph that this graph cannot safely continue
+    (after any migrations the graph has for it: see ``compile(version=..., migrations=...)``)."""
 
-    def __init__(self, thread_id: str, changes: Sequence[str]) -> None:
+    def __init__(
+        self,
+        thread_id: str,
+        changes: Sequence[str],
+        *,
+        thread_version: int = 1,
+        graph_version: int = 1,
+        graph: str | None = None,
+    ) -> None:
         self.thread_id = thread_id
         self.changes = tuple(changes)
+        self.thread_version = thread_version
+        """The version of the graph that wrote the thread (1: written before versions existed)."""
+        self.graph_version = graph_version
+        """This graph's version (1: compiled without ``version=``)."""
+        self.graph = graph
+        """This graph's name, when it is versioned."""
+        named = f" {graph!r}" if graph else ""
+        if thread_version > graph_version:
+            advice = (
+                f" The thread was written by a newer version of the graph: resume it with version {thread_version}."
+            )
+        else:
+            nxt = graph_version + 1 if thread_version == graph_version else graph_version
+            advice = (
+                " To carry the thread over, give the graph a new version and a migration for the step that "
+                f"changed, e.g. compile(version={nxt}, migrations={{{nxt - 1}: fn}}) with fn(values) -> values "
+                "(rename, convert or drop channels), or fn(values, next) -> (values, next) to rename the nodes "
+                "the thread waits in. Or resume it with the graph that wrote it, fork it and fix the state with "
+                "update_state, or start a new thread."
+            )
         super().__init__(
-            f"thread {thread_id!r} was checkpointed by an incompatible version of this graph: "
-            + "; ".join(self.changes)
-            + ". Resume it with the graph that wrote it, fork it and fix the state with "
-            "update_state, or start a new thread."
+            f"thread {thread_id!r} was checkpointed by version {thread_version} of the graph{named}, which this "
+            f"graph (version {graph_version}) cannot continue: " + "; ".join(self.changes) + "." + advice
+        )
+
+
+class GraphMigrationError(GraphError):
+    """A migration (``compile(migrations={n: fn})``) raised, or returned something a thread
+    cannot hold, while carrying a thread to the graph's version. Nothing was written: the
+    thread is as it was. The migration's exception is chained."""
+
+    def __init__(
+        self, thread_id: str, thread_version: int, graph_version: int, step: int, cause: BaseException
+    ) -> None:
+        self.thread_id = thread_id
+        self.thread_version = thread_version
+        """The version the thread was written by."""
+        self.graph_version = graph_version
+        """The version the graph is (the migration's target)."""
+        self.step = step
+        """The migration that failed: ``migrations[step]``, from version ``step`` to ``step + 1``."""
+        self.cause = cause
+        super().__init__(
+            f"migrating thread {thread_id!r} from version {thread_version} to {graph_version} failed: the "
+            f"migration from version {step} to {step + 1} raised {type(cause).__name__}: "
+            f"{str(cause).rstrip('.')}. The thread is unchanged; fix the migration and resume it again "
+            "(or resume it with the graph version that wrote it)"
         )
 
 

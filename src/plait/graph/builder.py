@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from plait.engine.spec import GraphSpec, Join, NodeSpec, RouterSpec, is_async_callable, takes_context
+from plait.engine.spec import GraphSpec, Join, Lineage, NodeSpec, RouterSpec, is_async_callable, takes_context
 from plait.errors import GraphError
 from plait.graph.bound import BoundGraph, breakpoints
 from plait.graph.subgraph import SubgraphNode
@@ -213,6 +214,8 @@ class Graph:
         executor: NodeExecutor | None = None,
         store: Store | bool | None = None,
         tracing: bool = False,
+        version: int | None = None,
+        migrations: Mapping[int, Callable[..., Any]] | None = None,
     ) -> CompiledGraph:
         """Validate the graph and return a runnable :class:`CompiledGraph`.
 
@@ -234,10 +237,24 @@ class Graph:
             tracing: trace this graph's runs with OpenTelemetry's global tracer provider even
                 while :func:`plait.instrument` is off (see docs/tracing.md); raises
                 ``TracingUnavailableError`` without OpenTelemetry's API installed.
+            version: the graph's version (a whole number from 1), recorded with its threads
+                with its ``name``; a thread written by an older version (or before versions,
+                which is version 1) is migrated when a run resumes it. None records no
+                version (a thread is then taken as version 1 when compared).
+            migrations: ``{n: fn}``, how a thread of version ``n`` becomes ``n + 1``:
+                ``fn(values) -> values``, or ``fn(values, next) -> (values, next)`` to rename
+                the nodes the thread waits in (see docs/operating.md). A missing step is the
+                identity; the result is checked as any resume of a changed graph is.
+
+        Raises:
+            GraphError: the graph breaks a rule (named), or a bad ``version``/``migrations``.
         """
         from plait.graph.compiled import CompiledGraph
 
         spec = self.spec()
+        lineage = Lineage.of(name or type(self).__name__, version, migrations)
+        if lineage is not None:
+            spec = replace(spec, lineage=lineage)
         before = tuple(sorted(breakpoints(interrupt_before, spec.nodes)))
         after = tuple(sorted(breakpoints(interrupt_after, spec.nodes)))
         return CompiledGraph(
@@ -425,6 +442,8 @@ class Dag:
         executor: NodeExecutor | None = None,
         store: Store | bool | None = None,
         tracing: bool = False,
+        version: int | None = None,
+        migrations: Mapping[int, Callable[..., Any]] | None = None,
     ) -> CompiledGraph:
         return self.to_graph().compile(
             checkpointer,
@@ -435,4 +454,6 @@ class Dag:
             name="Dag",
             store=store,
             tracing=tracing,
+            version=version,
+            migrations=migrations,
         )

@@ -10,7 +10,7 @@ editing threads).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from plait._sync import run_sync
@@ -18,6 +18,7 @@ from plait.checkpoint.address import coerce_checkpointer
 from plait.checkpoint.model import Status, ThreadInfo
 from plait.engine.edit import fork_thread, update_thread
 from plait.engine.emitter import INTERRUPT_KEY
+from plait.engine.migrating import MigrationResult, graph_threads, migrate_thread
 from plait.engine.subgraph import delete_with_subgraphs
 from plait.errors import CheckpointNotFoundError, GraphError
 from plait.graph.closing import REQUIRED as _REQUIRED
@@ -27,7 +28,7 @@ from plait.graph.subgraph import nested_states, subgraph_target
 from plait.inspect import ThreadDiff, diff_threads
 from plait.tracing import hooks as tracing
 
-__all__ = ["INTERRUPT_KEY", "CompiledGraph", "StreamMode", "coerce_checkpointer"]
+__all__ = ["INTERRUPT_KEY", "CompiledGraph", "MigrationResult", "StreamMode", "coerce_checkpointer"]
 
 
 class CompiledGraph(Running):
@@ -275,6 +276,46 @@ class CompiledGraph(Running):
 
     def fork_state(self, source_thread: str, checkpoint_id: str | None, target_thread: str) -> str:
         return run_sync(self.afork_state(source_thread, checkpoint_id, target_thread))
+
+    async def amigrate(
+        self,
+        thread_id: str | None = None,
+        *,
+        dry_run: bool = False,
+        on_result: Callable[[MigrationResult], None] | None = None,
+    ) -> list[MigrationResult]:
+        """Migrate stored threads to this graph's version ahead of time, without running
+        them: ``thread_id``, or every thread of this graph in its namespace (by the name its
+        threads record, finished ones too; a thread that records none was written before
+        versions and is taken as this graph's). Each older thread gets the checkpoint its
+        next run would otherwise write first (source ``migrate``). A thread a run holds is
+        skipped (``busy``); a migration that raises leaves its thread unchanged
+        (``failed``, with the error) and the others go on. ``dry_run`` writes nothing.
+        ``on_result`` hears of each thread as it is done (a progress display).
+
+        Raises:
+            CheckpointNotFoundError: ``thread_id`` names no thread.
+        """
+        checkpointer = await self._ready_checkpointer()
+        ns = self.namespace
+        threads = [thread_id] if thread_id is not None else await graph_threads(checkpointer, self.spec, ns)
+        results: list[MigrationResult] = []
+        for t in threads:
+            r = await migrate_thread(checkpointer, self.spec, self.fingerprint, t, namespace=ns, dry_run=dry_run)
+            results.append(r)
+            if on_result is not None:
+                on_result(r)
+        return results
+
+    def migrate(
+        self,
+        thread_id: str | None = None,
+        *,
+        dry_run: bool = False,
+        on_result: Callable[[MigrationResult], None] | None = None,
+    ) -> list[MigrationResult]:
+        """Sync :meth:`amigrate`."""
+        return run_sync(self.amigrate(thread_id, dry_run=dry_run, on_result=on_result))
 
     async def adiff_threads(self, a: str, b: str) -> ThreadDiff[ThreadState]:
         """The first step at which two threads' states differ, the keys that differ there,
