@@ -226,3 +226,12 @@ def test_a_failed_effect_is_an_error_span(exporter: InMemorySpanExporter) -> Non
     effect = tree.one("plait.once")
     assert effect.status.status_code is StatusCode.ERROR
     assert tree.parent(effect) == tree.one("plait.task pay")
+
+
+def test_a_versioned_graphs_run_names_its_version(exporter: InMemorySpanExporter) -> None:
+    g = Graph(S).add_node("a", _say("a")).add_edge(START, "a").add_edge("a", END)
+    g.compile(MemoryCheckpointer(), name="v", version=3).invoke({}, thread_id="t")
+    _fan().compile(MemoryCheckpointer(), name="plain").invoke({}, thread_id="t")
+    versioned, plain = Tree(exporter.get_finished_spans()).named("plait.run")
+    assert (versioned.attributes or {})["plait.graph.version"] == 3
+    assert "plait.graph.version" not in (plain.attributes or {})

@@ -84,6 +84,7 @@ class Starting:
                 start_from=start_from if top else None,
                 replay=input is None,
                 lease=(lease.owner, lease.token) if top and lease is not None else None,
+                version=self.spec.lineage.version if self.spec.lineage is not None else None,
             )
         )
         if self.committer is not None:

@@ -88,6 +88,8 @@ class RunInfo:
     """The checkpoint a run was told to start from (``invoke(checkpoint_id=...)``): a replay
     (no input) or a new branch (with input)."""
     replay: bool = False
+    version: int | None = None
+    """The graph's version (``compile(version=...)``; None: unversioned)."""
     lease: tuple[str, int] | None = None
     """The owner and token of the lease the run holds its thread by (None: no lease)."""
 

@@ -96,6 +96,8 @@ class OtelTracer:
         attributes["plait.durability"] = info.durability
         if info.graph:
             attributes["plait.graph.name"] = info.graph
+        if info.version is not None:
+            attributes["plait.graph.version"] = info.version
         if info.thread_id is not None:
             attributes["plait.thread_id"] = info.thread_id
         links = [link for link in (link_from(s, "retries") for s in info.retries) if link is not None]
