@@ -32,9 +32,21 @@ LABELS = 330  # the span names' column
 BAR_X, BAR_W = 340, 520  # the bars' area
 ROW = 19
 FONT = "font-family='system-ui, -apple-system, Segoe UI, sans-serif' font-size='12'"
-COLORS = {"plait.run": "#3d5a98", "plait.step": "#8796b3", "plait.task": "#3b8c55", "plait.once": "#b07800"}
+COLORS = {
+    "plait.run": "#3d5a98",
+    "plait.step": "#8796b3",
+    "plait.task": "#3b8c55",
+    "plait.once": "#b07800",
+    "chat": "#6a4fb3",
+}
 ERROR = "#c62828"
-TICKS = {"plait.interrupt": "#e08a00", "plait.checkpoint": "#1d1d1b", "plait.resume": "#7a2e8a", "exception": ERROR}
+TICKS = {
+    "plait.lease": "#2b7a99",
+    "plait.interrupt": "#e08a00",
+    "plait.checkpoint": "#1d1d1b",
+    "plait.resume": "#7a2e8a",
+    "exception": ERROR,
+}
 TITLES = ("the run that pauses for approval", "the run that resumes it, once approved")
 
 

@@ -36,16 +36,18 @@ __all__ = ["make_run", "router"]
 router = APIRouter()
 
 
-async def _create(server: Server, thread_id: str | None, request: Request, body: Mapping[str, Any]) -> RunRecord:
+async def _create(
+    server: Server, thread_id: str | None, body: Mapping[str, Any], request: Request | None = None
+) -> RunRecord:
     """Check ``body``, store its run (and the thread of a stateless run) and queue it. The run's
-    spans, when traced, continue the request's trace: the current span's (a server that is
-    itself instrumented), else the ``traceparent`` header's."""
+    spans, when traced, continue the caller's trace: the current span's (a server that is
+    itself instrumented), else the ``traceparent`` header of ``request`` (None: a cron's run)."""
     assistant_id = body.get("assistant_id")
     if not isinstance(assistant_id, str):
         raise ServeRequestError("assistant_id", "is required: the graph's name or its assistant id")
     assistant = server.assistants.find(assistant_id)
     kwargs = run_kwargs(body)
-    trace = carrier.current() or carrier.from_headers(request.headers)
+    trace = carrier.current() or (carrier.from_headers(request.headers) if request is not None else None)
     if trace is not None:
         kwargs["trace"] = trace
     multitask = body.get("multitask_strategy") or "enqueue"
@@ -168,7 +170,7 @@ async def _run_of(server: Server, thread_id: str, run_id: str) -> RunRecord:
 async def _create_and_stream(request: Request, thread_id: str | None) -> Response:
     server = server_of(request)
     body = await read_body(request)
-    run = await _create(server, thread_id, request, body)
+    run = await _create(server, thread_id, body, request)
     cancel = body.get("on_disconnect") == "cancel"
     return _stream(server, run, 0, cancel_on_disconnect=cancel, location=f"/threads/{run.thread_id}/runs/{run.run_id}")
 
@@ -181,7 +183,7 @@ async def stream_run(thread_id: str, request: Request) -> Response:
 @router.post("/threads/{thread_id}/runs/wait")
 async def wait_run(thread_id: str, request: Request) -> Response:
     server = server_of(request)
-    run = await _create(server, thread_id, request, await read_body(request))
+    run = await _create(server, thread_id, await read_body(request), request)
     done = await server.runner.join(run.run_id)
     return json_response(_output(done), headers={"Content-Location": f"/threads/{thread_id}/runs/{run.run_id}"})
 
@@ -189,7 +191,7 @@ async def wait_run(thread_id: str, request: Request) -> Response:
 @router.post("/threads/{thread_id}/runs")
 async def create_run(thread_id: str, request: Request) -> Response:
     server = server_of(request)
-    run = await _create(server, thread_id, request, await read_body(request))
+    run = await _create(server, thread_id, await read_body(request), request)
     return json_response(run_json(run), headers={"Content-Location": f"/threads/{thread_id}/runs/{run.run_id}"})
 
 
@@ -314,7 +316,7 @@ async def stream_stateless(request: Request) -> Response:
 @router.post("/runs/wait")
 async def wait_stateless(request: Request) -> Response:
     server = server_of(request)
-    run = await _create(server, None, request, await read_body(request))
+    run = await _create(server, None, await read_body(request), request)
     done = await server.runner.join(run.run_id)
     return json_response(_output(done))
 
@@ -322,5 +324,5 @@ async def wait_stateless(request: Request) -> Response:
 @router.post("/runs")
 async def create_stateless(request: Request) -> Response:
     server = server_of(request)
-    run = await _create(server, None, request, await read_body(request))
+    run = await _create(server, None, await read_body(request), request)
     return json_response(run_json(run))
