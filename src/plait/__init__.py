@@ -1,109 +1,265 @@
 """plait: durable, stateful graph workflows.
 
 Everything public is importable from here; every other module is private.
+
+The names load on first use (PEP 562): ``import plait`` costs a few milliseconds, and
+``from plait import Graph`` loads the graph and what it needs, not the PostgreSQL backend,
+the file store or the tracing hooks. The ``TYPE_CHECKING`` block below is what type
+checkers and editors read; ``_EXPORTS`` is the same map for the interpreter, and a test
+holds the two and ``__all__`` equal.
 """
 
-from plait._frozen import thaw
-from plait._version import __version__
-from plait.checkpoint import (
-    Checkpoint,
-    Checkpointer,
-    FileCheckpointer,
-    Lease,
-    MemoryCheckpointer,
-    PostgresCheckpointer,
-    SqliteCheckpointer,
-    Status,
-    ThreadInfo,
-)
-from plait.engine.context import NodeContext, interrupt
-from plait.engine.events import (
-    CheckpointSaved,
-    CustomEvent,
-    Interrupted,
-    NodeFailed,
-    NodeFinished,
-    NodeStarted,
-    RunFinished,
-    event_json,
-)
-from plait.engine.executor import NodeExecutor
-from plait.engine.options import RunHooks, RunResult
-from plait.errors import (
-    MAX_ID_BYTES,
-    AmbiguousCheckpointError,
-    CheckpointCorruptError,
-    CheckpointError,
-    CheckpointNotFoundError,
-    ConcurrentUpdateError,
-    ConcurrentWriteError,
-    ContextError,
-    EmbeddingError,
-    GraphChangedError,
-    GraphError,
-    GraphMigrationError,
-    InvalidIdError,
-    InvalidMemoryError,
-    InvalidNamespaceError,
-    InvalidRecordError,
-    InvalidResumeError,
-    InvalidUpdateError,
-    LeaseLostError,
-    MemoryFilterError,
-    MemoryStoreError,
-    MessageChunkError,
-    MessageNotFoundError,
-    MissingNodeError,
-    MissingValueError,
-    NoCheckpointerError,
-    NodeError,
-    NodeSignatureError,
-    NodeTimeoutError,
-    NoStoreError,
-    NotSerializableError,
-    PlaitError,
-    ReadOnlyStateError,
-    RecursionLimitError,
-    ReducerError,
-    RunError,
-    SchemaError,
-    StateError,
-    StoreAddressError,
-    StoreNotFoundError,
-    StoreUnsupportedError,
-    StoreVersionError,
-    SyncCallOnLoopError,
-    ThreadBusyError,
-    ThreadExistsError,
-    UnknownChannelError,
-)
-from plait.graph import CompiledGraph, Dag, Graph, MigrationResult, TaskState, ThreadDiff, ThreadState
-from plait.graph.running import StreamMode
-from plait.prebuilt import MessagesState, tool_node, tools_condition
-from plait.state import (
-    AppendList,
-    AppendMessages,
-    Channel,
-    Default,
-    LastWriteWins,
-    MaxByTimestamp,
-    MergeMap,
-    Overwrite,
-    Reducer,
-    RunState,
-    StateDiff,
-    StateSchema,
-    StateSnapshot,
-    StateUpdated,
-    Sum,
-    diff,
-    message_id,
-    remove_all_messages,
-    remove_message,
-)
-from plait.store import NOT_GIVEN, GetOp, Item, ListNamespacesOp, MatchCondition, PutOp, SearchItem, SearchOp, Store
-from plait.tracing import instrument, uninstrument
-from plait.types import END, START, Command, Durability, Interrupt, RetryPolicy, Send
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from plait._lazy import lazy_names
+
+if TYPE_CHECKING:
+    from plait._frozen import thaw
+    from plait._version import __version__
+    from plait.checkpoint import (
+        Checkpoint,
+        Checkpointer,
+        FileCheckpointer,
+        Lease,
+        MemoryCheckpointer,
+        PostgresCheckpointer,
+        SqliteCheckpointer,
+        Status,
+        ThreadInfo,
+    )
+    from plait.engine.context import NodeContext, interrupt
+    from plait.engine.events import (
+        CheckpointSaved,
+        CustomEvent,
+        Interrupted,
+        NodeFailed,
+        NodeFinished,
+        NodeStarted,
+        RunFinished,
+        event_json,
+    )
+    from plait.engine.executor import NodeExecutor
+    from plait.engine.options import RunHooks, RunResult
+    from plait.errors import (
+        MAX_ID_BYTES,
+        AmbiguousCheckpointError,
+        CheckpointCorruptError,
+        CheckpointError,
+        CheckpointNotFoundError,
+        ConcurrentUpdateError,
+        ConcurrentWriteError,
+        ContextError,
+        EmbeddingError,
+        GraphChangedError,
+        GraphError,
+        GraphMigrationError,
+        InvalidIdError,
+        InvalidMemoryError,
+        InvalidNamespaceError,
+        InvalidRecordError,
+        InvalidResumeError,
+        InvalidUpdateError,
+        LeaseLostError,
+        MemoryFilterError,
+        MemoryStoreError,
+        MessageChunkError,
+        MessageNotFoundError,
+        MissingNodeError,
+        MissingValueError,
+        NoCheckpointerError,
+        NodeError,
+        NodeSignatureError,
+        NodeTimeoutError,
+        NoStoreError,
+        NotSerializableError,
+        PlaitError,
+        ReadOnlyStateError,
+        RecursionLimitError,
+        ReducerError,
+        RunError,
+        SchemaError,
+        StateError,
+        StoreAddressError,
+        StoreNotFoundError,
+        StoreUnsupportedError,
+        StoreVersionError,
+        SyncCallOnLoopError,
+        ThreadBusyError,
+        ThreadExistsError,
+        UnknownChannelError,
+    )
+    from plait.graph import CompiledGraph, Dag, Graph, MigrationResult, TaskState, ThreadDiff, ThreadState
+    from plait.graph.running import StreamMode
+    from plait.prebuilt import MessagesState, tool_node, tools_condition
+    from plait.state import (
+        AppendList,
+        AppendMessages,
+        Channel,
+        Default,
+        LastWriteWins,
+        MaxByTimestamp,
+        MergeMap,
+        Overwrite,
+        Reducer,
+        RunState,
+        StateDiff,
+        StateSchema,
+        StateSnapshot,
+        StateUpdated,
+        Sum,
+        diff,
+        message_id,
+        remove_all_messages,
+        remove_message,
+    )
+    from plait.store import NOT_GIVEN, GetOp, Item, ListNamespacesOp, MatchCondition, PutOp, SearchItem, SearchOp, Store
+    from plait.tracing import instrument, uninstrument
+    from plait.types import END, START, Command, Durability, Interrupt, RetryPolicy, Send
+
+_EXPORTS: dict[str, tuple[str, ...]] = {
+    "plait._frozen": ("thaw",),
+    "plait._version": ("__version__",),
+    "plait.checkpoint": (
+        "Checkpoint",
+        "Checkpointer",
+        "FileCheckpointer",
+        "Lease",
+        "MemoryCheckpointer",
+        "PostgresCheckpointer",
+        "SqliteCheckpointer",
+        "Status",
+        "ThreadInfo",
+    ),
+    "plait.engine.context": (
+        "NodeContext",
+        "interrupt",
+    ),
+    "plait.engine.events": (
+        "CheckpointSaved",
+        "CustomEvent",
+        "Interrupted",
+        "NodeFailed",
+        "NodeFinished",
+        "NodeStarted",
+        "RunFinished",
+        "event_json",
+    ),
+    "plait.engine.executor": ("NodeExecutor",),
+    "plait.engine.options": (
+        "RunHooks",
+        "RunResult",
+    ),
+    "plait.errors": (
+        "MAX_ID_BYTES",
+        "AmbiguousCheckpointError",
+        "CheckpointCorruptError",
+        "CheckpointError",
+        "CheckpointNotFoundError",
+        "ConcurrentUpdateError",
+        "ConcurrentWriteError",
+        "ContextError",
+        "EmbeddingError",
+        "GraphChangedError",
+        "GraphError",
+        "GraphMigrationError",
+        "InvalidIdError",
+        "InvalidMemoryError",
+        "InvalidNamespaceError",
+        "InvalidRecordError",
+        "InvalidResumeError",
+        "InvalidUpdateError",
+        "LeaseLostError",
+        "MemoryFilterError",
+        "MemoryStoreError",
+        "MessageChunkError",
+        "MessageNotFoundError",
+        "MissingNodeError",
+        "MissingValueError",
+        "NoCheckpointerError",
+        "NodeError",
+        "NodeSignatureError",
+        "NodeTimeoutError",
+        "NoStoreError",
+        "NotSerializableError",
+        "PlaitError",
+        "ReadOnlyStateError",
+        "RecursionLimitError",
+        "ReducerError",
+        "RunError",
+        "SchemaError",
+        "StateError",
+        "StoreAddressError",
+        "StoreNotFoundError",
+        "StoreUnsupportedError",
+        "StoreVersionError",
+        "SyncCallOnLoopError",
+        "ThreadBusyError",
+        "ThreadExistsError",
+        "UnknownChannelError",
+    ),
+    "plait.graph": (
+        "CompiledGraph",
+        "Dag",
+        "Graph",
+        "MigrationResult",
+        "TaskState",
+        "ThreadDiff",
+        "ThreadState",
+    ),
+    "plait.graph.running": ("StreamMode",),
+    "plait.prebuilt": (
+        "MessagesState",
+        "tool_node",
+        "tools_condition",
+    ),
+    "plait.state": (
+        "AppendList",
+        "AppendMessages",
+        "Channel",
+        "Default",
+        "LastWriteWins",
+        "MaxByTimestamp",
+        "MergeMap",
+        "Overwrite",
+        "Reducer",
+        "RunState",
+        "StateDiff",
+        "StateSchema",
+        "StateSnapshot",
+        "StateUpdated",
+        "Sum",
+        "diff",
+        "message_id",
+        "remove_all_messages",
+        "remove_message",
+    ),
+    "plait.store": (
+        "NOT_GIVEN",
+        "GetOp",
+        "Item",
+        "ListNamespacesOp",
+        "MatchCondition",
+        "PutOp",
+        "SearchItem",
+        "SearchOp",
+        "Store",
+    ),
+    "plait.tracing": (
+        "instrument",
+        "uninstrument",
+    ),
+    "plait.types": (
+        "END",
+        "START",
+        "Command",
+        "Durability",
+        "Interrupt",
+        "RetryPolicy",
+        "Send",
+    ),
+}
 
 __all__ = [
     "AmbiguousCheckpointError",
@@ -225,3 +381,5 @@ __all__ = [
     "tools_condition",
     "uninstrument",
 ]
+
+__getattr__, __dir__ = lazy_names(__name__, _EXPORTS, __all__)

@@ -53,10 +53,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (installed("typer") and installed("rich")):
         print(INSTALL_HINT, file=sys.stderr)
         return EXIT_USAGE
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args in (["--version"], ["-V"]):  # the eager option, answered before typer loads
+        from plait._version import __version__
+
+        print(f"plait {__version__}")
+        return EXIT_OK
     from plait.cli.app import build_command
 
-    args = list(sys.argv[1:] if argv is None else argv)
-    command = build_command()
+    command = build_command(args)
     try:
         rv = command.main(args=args, prog_name="plait", standalone_mode=False)
     except Exit as exc:
