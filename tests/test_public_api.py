@@ -91,6 +91,7 @@ EXPECTED = [
     "StateDiff",
     "StateError",
     "StateSchema",
+    "StateValidationError",
     "StateSnapshot",
     "StateUpdated",
     "Status",

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _modules_after(code: str, cwd: Path) -> set[str]:
     """The ``plait`` modules a fresh interpreter holds after running ``code``."""
-    listing = "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('plait', 'typer')))))"
+    listing = "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('plait', 'typer', 'pydantic')))))"
     probe = f"{code}\nimport sys, json\n{listing}"
     out = subprocess.run([sys.executable, "-c", probe], cwd=cwd, capture_output=True, text=True, check=True)
     return set(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -70,6 +70,16 @@ def test_a_graph_loads_no_postgres_and_no_file_store(tmp_path: Path) -> None:
     loaded = _modules_after("from plait import Graph, SqliteCheckpointer", tmp_path)
     assert "plait.graph.builder" in loaded and "plait.checkpoint.sqlite" in loaded
     assert not {"plait.checkpoint.postgres", "plait.checkpoint.file", "plait.runs", "plait.server"} & loaded
+
+
+def test_a_typed_dict_graph_never_loads_pydantic(tmp_path: Path) -> None:
+    code = (
+        "from typing import TypedDict\nfrom plait import START, Graph\n"
+        "class S(TypedDict):\n    x: int\n"
+        "g = Graph(S)\ng.add_node('a', lambda s: {'x': s['x'] + 1})\ng.add_edge(START, 'a')\n"
+        "assert g.compile().invoke({'x': 1}) == {'x': 2}"
+    )
+    assert not {m for m in _modules_after(code, tmp_path) if m.startswith("pydantic")}
 
 
 def test_version_loads_no_typer(tmp_path: Path) -> None:

@@ -164,7 +164,7 @@ def test_every_durability_commits_the_memory_of_every_step(durability: str) -> N
 
     g = Graph(schema()).add_node("a", step("a")).add_node("b", step("b"))
     g.add_edge(START, "a").add_edge("a", "b").add_edge("b", END)
-    g.compile(cp, store=True).invoke({}, thread_id="t", durability=durability)  # type: ignore[arg-type]
+    g.compile(cp, store=True).invoke({}, thread_id="t", durability=durability)  # type: ignore[call-overload]
     # b reads a's memory whether or not a's step is committed yet (async, exit): as a's state
     items = {i.key: i.value for i in cp.store.search(())}
     assert items == {"a": {"after": []}, "b": {"after": ["a"]}}

@@ -183,7 +183,7 @@ def test_exit_durability_stores_the_checkpoint_of_an_interrupt() -> None:
 
 def test_an_invalid_durability_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="durability"):
-        abc().invoke({}, thread_id="t", durability="sometimes")  # type: ignore[arg-type]
+        abc().invoke({}, thread_id="t", durability="sometimes")  # type: ignore[call-overload]
 
 
 # -- time travel ---------------------------------------------------------------------------

@@ -172,7 +172,7 @@ async def _write_update(
     state = _restored(spec, head)
     who = as_node or "update"
     cid = new_checkpoint_id(after=after or head.id or None)  # names the update's messages
-    writes = spec.schema.prepare(update, who, cid)
+    writes = spec.schema.prepare(update, who, cid, state.values)
     base = dict(state.values)
     changed = state.fold(base, writes, who)
     if changed:
@@ -245,7 +245,7 @@ async def fork_thread(
     edited: list[str] = []
     cid = new_checkpoint_id()  # names the edits' messages
     if edits:
-        changed = state.fold(state.values, spec.schema.prepare(edits, "fork", cid), "fork")
+        changed = state.fold(state.values, spec.schema.prepare(edits, "fork", cid, state.values), "fork")
         if changed:
             state.apply(changed, "fork")
         edited = sorted(changed)

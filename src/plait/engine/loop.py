@@ -407,6 +407,7 @@ class Driver(Migrating):
         (and saved as a pending write when the step has several, in the modes that do)."""
         step = cur.step
         view = StateView(base, self.spec)
+        model = self.spec.schema.model
         multi = len(to_run) > 1
         # A lone sync node runs inline on the loop when the lease is renewed off the loop
         # (always, for plait's own backends); otherwise it runs in a worker thread so that a
@@ -435,6 +436,8 @@ class Driver(Migrating):
                 emit.event(NodeStarted(node=task.node, task_id=task.id, step=step))
             node = self.spec.nodes[task.node]
             arg = task.arg if task.send else view
+            if model is not None and not task.send and not node.raw_state:
+                arg = model.instance(base)  # one per task: a node may change its copy
             began = time.perf_counter()
             on_retry = emit.retry_hook(task, step) if emit.events else None
             traced = None if trace is None else trace.task(task.node, task.id, step)

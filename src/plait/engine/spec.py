@@ -36,6 +36,9 @@ class NodeSpec:
     """Where a node that routes by Command may go (for validation and drawings)."""
     defer: bool = False
     """Run once the run has no other task pending (``add_node(..., defer=True)``)."""
+    raw_state: bool = False
+    """Give the node the state as a mapping even when the schema is a model (a subgraph,
+    which maps channels by name)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,6 +111,10 @@ class GraphSpec:
     writers: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     context_schema: type | None = None
     """The type of a run's ``context=`` (``Graph(State, context=Ctx)``); None: any value."""
+    input_schema: StateSchema | None = None
+    """The fields a run's input may set (``Graph(State, input_schema=In)``); None: all."""
+    output_schema: StateSchema | None = None
+    """The fields ``invoke`` returns (``Graph(State, output_schema=Out)``); None: all."""
     lineage: Lineage | None = None
     """The graph's name, version and migrations when compiled with ``version=`` (None: an
     unversioned graph, whose checkpoints record neither). Not part of :attr:`fingerprint`:

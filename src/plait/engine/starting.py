@@ -124,14 +124,15 @@ class Starting:
             raise GraphChangedError(self.thread_id or "", changes)
 
     async def _start(self, head: Checkpoint | None, input: Any) -> tuple[Checkpoint, tuple[Task, ...]]:
-        if not isinstance(input, Mapping):
+        model = self.spec.schema.model
+        if not isinstance(input, Mapping) and not (model is not None and model.owns(input)):
             raise TypeError(f"invoke() takes a mapping of channel values, None (to resume) or a Command, got {input!r}")
         st = self.state
         if head is None and self.hooks is not None and self.hooks.root:
             head = self._checkpoint(new_checkpoint_id(), None, 0, (), {}, "update", {"update": []})
             self._store(head, set())  # no sync point: it goes in the input's commit
         cid = new_checkpoint_id(after=head.id if head else None)  # names the input's messages
-        changed = st.fold(st.values, self.spec.schema.prepare(input, "input", cid), "input")
+        changed = st.fold(st.values, self.spec.schema.prepare(input, "input", cid, st.values), "input")
         if changed:
             st.apply(changed, "input")
         step = head.step + 1 if head is not None else 0
@@ -178,7 +179,7 @@ class Starting:
         targets replace the thread's next tasks (and what their step had pending)."""
         st = self.state
         cid = new_checkpoint_id(after=cur.id)  # names the update's messages
-        changed = st.fold(st.values, self.spec.schema.prepare(update or {}, "update", cid), "update")
+        changed = st.fold(st.values, self.spec.schema.prepare(update or {}, "update", cid, st.values), "update")
         if changed:
             st.apply(changed, "update")
         tasks, barriers = goto_tasks(self.spec, cid, goto) if goto else (cur.next_tasks, cur.barriers)

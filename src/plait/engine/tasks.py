@@ -208,10 +208,13 @@ class TaskOutcome:
     """How many times its node was called (more than 1: its retry policy ran it again)."""
 
 
-def normalise(spec: NodeSpec, result: Any, schema: StateSchema, seed: str) -> tuple[list[tuple[str, Any]], Any]:
+def normalise(
+    spec: NodeSpec, result: Any, schema: StateSchema, seed: str, current: Mapping[str, Any] | None = None
+) -> tuple[list[tuple[str, Any]], Any]:
     """A node's return value as (frozen writes, goto); messages written without an id are
     named by ``seed`` (the task's :attr:`NodeContext.message_seed`: a re-run of the task
-    names them alike)."""
+    names them alike). With a model state, the writes are validated on ``current`` (the
+    state the node saw), and the node may return an instance of the model."""
     goto: Any = ()
     if isinstance(result, list | tuple) and any(isinstance(r, Command) for r in result):
         result = _joined_commands(spec, result)
@@ -226,6 +229,8 @@ def normalise(spec: NodeSpec, result: Any, schema: StateSchema, seed: str) -> tu
         raw = [(spec.output_key, result)]
     else:
         raw = result
+    if schema.model is not None and (isinstance(raw, Mapping) or schema.model.owns(raw) or isinstance(raw, list)):
+        return schema.with_ids(schema.checked(raw, spec.name, current or {}), seed), goto
     if type(raw) is dict or isinstance(raw, Mapping):
         pairs = list(raw.items())
     elif isinstance(raw, list | tuple) and all(isinstance(p, list | tuple) and len(p) == 2 for p in raw):
@@ -325,7 +330,9 @@ async def routes_and_fold(
     own = None
     if routers:
         own = state.fold(base, writes, node) if writes else {}
-        view = StateView({**base, **own}, spec) if own else StateView(base, spec)
+        view: Any = StateView({**base, **own}, spec) if own else StateView(base, spec)
+        if spec.schema.model is not None:  # a router reads the state as the model, as a node does
+            view = spec.schema.model.instance({**base, **own})
         for r in routers:
             routes.extend(await router_routes(r, view, spec.nodes))
     if goto:
@@ -417,7 +424,7 @@ async def run_task(  # noqa: PLR0912 - each way a node's call can end (result, i
             retry = policy is not None and attempt < policy.max_attempts and policy.should_retry(exc)
         else:
             try:
-                writes, goto = normalise(node, result, graph.schema, ctx.message_seed)
+                writes, goto = normalise(node, result, graph.schema, ctx.message_seed, base)
                 routes, folded = await routes_and_fold(graph, node.name, state, base, writes, goto)
             except PlaitError as exc:  # a refused write or route: the state layer's own words
                 return TaskOutcome(error=exc)

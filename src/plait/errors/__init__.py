@@ -13,6 +13,7 @@ The tree::
     │   ├── UnknownChannelError      a write to a key the schema does not declare
     │   ├── MissingValueError        (also KeyError) state[key] for a key with no value yet
     │   ├── NotSerializableError     (also TypeError) a value that is not JSON data
+    │   ├── StateValidationError     (also ValueError) a write a Pydantic/dataclass state refused
     │   ├── InvalidUpdateError       a value the channel's reducer cannot take
     │   │   └── MessageNotFoundError a removal marker names a message that is not there
     │   ├── MessageChunkError        (also TypeError) a chunk ctx.stream_message cannot read
@@ -235,6 +236,9 @@ from plait.errors._state import (
     StateError as StateError,
 )
 from plait.errors._state import (
+    StateValidationError as StateValidationError,
+)
+from plait.errors._state import (
     UnknownChannelError as UnknownChannelError,
 )
 from plait.errors._store import (
@@ -341,6 +345,7 @@ __all__ = [
     "ServeError",
     "ServeRequestError",
     "StateError",
+    "StateValidationError",
     "StoreAddressError",
     "StoreNotFoundError",
     "StoreUnsupportedError",

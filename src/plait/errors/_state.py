@@ -98,6 +98,27 @@ class NotSerializableError(StateError, TypeError):
         )
 
 
+_WRITERS = {"": "a write", "input": "the input", "update": "update_state", "fork": "a fork's edits"}
+
+
+class StateValidationError(StateError, ValueError):
+    """A write a Pydantic (or dataclass) state refused: the value does not fit the field's
+    type or a validator of the model raised. Nothing of the write was stored."""
+
+    def __init__(self, field: str, reason: str, node: str | None = None, model: str = "") -> None:
+        self.field = field
+        self.channel = field
+        self.reason = reason
+        self.node = node
+        self.model = model
+        who = _WRITERS.get(node or "", f"node {node!r}")
+        where = f"{model}.{field}" if model else repr(field)
+        super().__init__(
+            f"{who} wrote an invalid value to {where}: {reason}. Nothing was written; write a "
+            f"value that {where} accepts (see the model's field type and validators)."
+        )
+
+
 class InvalidUpdateError(StateError):
     """A value the channel's reducer cannot take (wrong shape for that reducer)."""
 

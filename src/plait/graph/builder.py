@@ -40,15 +40,29 @@ class Graph:
         >>> app = g.compile(checkpointer="plait.db")
     """
 
-    def __init__(self, schema: StateSchema | type, *, context: type | None = None) -> None:
+    def __init__(
+        self,
+        schema: StateSchema | type,
+        *,
+        context: type | None = None,
+        input_schema: StateSchema | type | None = None,
+        output_schema: StateSchema | type | None = None,
+    ) -> None:
         """Args:
-        schema: the state: a TypedDict, a StateSchema.
+        schema: the state: a TypedDict, a StateSchema, a Pydantic model or a dataclass
+            (its fields are the channels, and writes are validated by it).
         context: the type of a run's ``invoke(..., context=...)`` (a dataclass, a
             TypedDict, a pydantic model): a dict given there is made into it (a TypedDict
             stays a dict), and nodes read it as ``ctx.context``.
+        input_schema: what ``invoke`` takes (a TypedDict, a model, a dataclass): keys of
+            the input that are not its fields are dropped, as in LangGraph.
+        output_schema: what ``invoke`` returns: only its fields (and the model itself
+            with ``invoke(..., output_model=True)``).
         """
         self.schema = StateSchema.coerce(schema)
         self.context_schema = context
+        self.input_schema = None if input_schema is None else _io_schema(self.schema, input_schema, "input_schema")
+        self.output_schema = None if output_schema is None else _io_schema(self.schema, output_schema, "output_schema")
         self._nodes: dict[str, NodeSpec] = {}
         self._edges: dict[str, list[str]] = {}
         self._joins: list[Join] = []
@@ -106,6 +120,7 @@ class Graph:
             timeout=timeout,
             destinations=tuple(destinations) if destinations is not None else None,
             defer=defer,
+            raw_state=isinstance(fn, SubgraphNode),
         )
         return self
 
@@ -201,6 +216,8 @@ class Graph:
             joins_by_source={k: tuple(v) for k, v in joins_by_source.items()},
             writers={k: tuple(v) for k, v in writers.items()},
             context_schema=self.context_schema,
+            input_schema=self.input_schema,
+            output_schema=self.output_schema,
         )
 
     def compile(
@@ -344,6 +361,18 @@ class Graph:
                 + ". Connect them with add_edge / add_conditional_edges, give a router a path_map, or "
                 "list Command targets in add_node(..., destinations=[...])."
             )
+
+
+def _io_schema(state: StateSchema, declared: StateSchema | type, what: str) -> StateSchema:
+    """An input or output schema, whose fields must all be channels of the state."""
+    io = StateSchema.coerce(declared)
+    extra = [k for k in io.keys if k not in state]
+    if extra:
+        raise GraphError(
+            f"{what}: {', '.join(repr(k) for k in extra)} {'is' if len(extra) == 1 else 'are'} not "
+            f"a field of the state ({', '.join(state.keys)}); an {what} names some of the state's fields"
+        )
+    return io
 
 
 def _node_name(fn: Callable[..., Any]) -> str:

@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Literal, get_args
+from typing import Any, Literal, get_args, overload
 
 from plait._aliases import either
 from plait._sync import iterate_sync, run_sync
@@ -21,9 +21,11 @@ from plait.engine.emitter import INTERRUPT_KEY, queue_sink
 from plait.engine.loop import Driver
 from plait.engine.options import RunOptions, RunResult
 from plait.engine.runtime import coerce_context
+from plait.engine.spec import GraphSpec
 from plait.errors import GraphError, NoCheckpointerError
 from plait.graph.bound import BoundGraph
 from plait.graph.subgraph import call_subgraph
+from plait.state.models import Dumped
 from plait.types import Command, Durability
 
 __all__ = ["Running", "StreamMode"]
@@ -42,6 +44,7 @@ class Running(BoundGraph):
         self, input: Any, options: RunOptions, *, sink: Any = None, modes: frozenset[str] = frozenset()
     ) -> RunResult:
         options = replace(options, context=coerce_context(self.spec.context_schema, options.context))
+        input = _given(self.spec, input)
         if self.checkpointer is not None:
             await self._ready_checkpointer()
             if options.thread_id is None:
@@ -54,6 +57,7 @@ class Running(BoundGraph):
         driver = Driver(self.spec, self.fingerprint, self.binding, options, sink=sink, modes=modes, name=self.name)
         return await driver.execute(input)
 
+    @overload
     async def ainvoke(
         self,
         input: Any,
@@ -67,7 +71,39 @@ class Running(BoundGraph):
         context: Any = None,
         metadata: Mapping[str, Any] | None = None,
         max_concurrency: int | None = None,
-    ) -> dict[str, Any]:
+        output_model: Literal[False] = False,
+    ) -> dict[str, Any]: ...
+    @overload
+    async def ainvoke(
+        self,
+        input: Any,
+        *,
+        thread_id: str | None = None,
+        checkpoint_id: str | None = None,
+        recursion_limit: int = 10_000,
+        durability: Durability = "sync",
+        wait: float | None = None,
+        owner: str | None = None,
+        context: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        max_concurrency: int | None = None,
+        output_model: Literal[True],
+    ) -> Any: ...
+    async def ainvoke(
+        self,
+        input: Any,
+        *,
+        thread_id: str | None = None,
+        checkpoint_id: str | None = None,
+        recursion_limit: int = 10_000,
+        durability: Durability = "sync",
+        wait: float | None = None,
+        owner: str | None = None,
+        context: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        max_concurrency: int | None = None,
+        output_model: bool = False,
+    ) -> Any:
         """Run the graph to the end (or to an interrupt) and return the final values.
 
         Args:
@@ -98,17 +134,21 @@ class Running(BoundGraph):
                 filter={...})`` finds them.
             max_concurrency: at most this many tasks of a super-step run at once (a wide
                 ``Send`` fan-out against a rate-limited API); None runs them all at once.
+            output_model: with a Pydantic or dataclass state (or output schema), return an
+                instance of it instead of the dict.
 
         Returns:
-            The channel values; when the run paused on ``interrupt()``, the pending
-            interrupts are under ``"__interrupt__"``.
+            The channel values as JSON data (only the output schema's, when the graph has
+            one); when the run paused on ``interrupt()``, the pending interrupts are under
+            ``"__interrupt__"``.
         """
         if thread_id is None and self.checkpointer is None and (ctx := current_node.get()) is not None:
             # Called inside a node: a subgraph of that node's run (see plait.graph.subgraph).
             return await call_subgraph(ctx, self, input)
         options = _options(locals())
-        return _output(await self._run(input, options))
+        return _output(await self._run(input, options), self.spec, output_model)
 
+    @overload
     def invoke(
         self,
         input: Any,
@@ -122,10 +162,42 @@ class Running(BoundGraph):
         context: Any = None,
         metadata: Mapping[str, Any] | None = None,
         max_concurrency: int | None = None,
-    ) -> dict[str, Any]:
+        output_model: Literal[False] = False,
+    ) -> dict[str, Any]: ...
+    @overload
+    def invoke(
+        self,
+        input: Any,
+        *,
+        thread_id: str | None = None,
+        checkpoint_id: str | None = None,
+        recursion_limit: int = 10_000,
+        durability: Durability = "sync",
+        wait: float | None = None,
+        owner: str | None = None,
+        context: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        max_concurrency: int | None = None,
+        output_model: Literal[True],
+    ) -> Any: ...
+    def invoke(
+        self,
+        input: Any,
+        *,
+        thread_id: str | None = None,
+        checkpoint_id: str | None = None,
+        recursion_limit: int = 10_000,
+        durability: Durability = "sync",
+        wait: float | None = None,
+        owner: str | None = None,
+        context: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        max_concurrency: int | None = None,
+        output_model: bool = False,
+    ) -> Any:
         """Sync :meth:`ainvoke`."""
         return run_sync(
-            self.ainvoke(
+            self.ainvoke(  # type: ignore[call-overload, misc]
                 input,
                 thread_id=thread_id,
                 checkpoint_id=checkpoint_id,
@@ -136,6 +208,7 @@ class Running(BoundGraph):
                 context=context,
                 metadata=metadata,
                 max_concurrency=max_concurrency,
+                output_model=output_model,
             )
         )
 
@@ -248,11 +321,37 @@ class Running(BoundGraph):
         )
 
 
-def _output(result: RunResult) -> dict[str, Any]:
-    out = dict(result.values)
+def _output(result: RunResult, spec: GraphSpec, as_model: bool) -> Any:
+    schema = spec.output_schema or spec.schema
+    values = result.values
+    if schema.model is not None or spec.output_schema is not None:  # the model's field order
+        values = {k: result.values[k] for k in schema.keys if k in result.values}
+    if as_model:
+        if schema.model is None:
+            raise GraphError(
+                "invoke(..., output_model=True) returns the state as its model, and this graph's "
+                f"{'output schema' if spec.output_schema else 'state'} is not a Pydantic model or a dataclass: "
+                "drop output_model=True (the dict has the same values)"
+            )
+        return schema.model.instance(values)
+    out = dict(values)
     if result.interrupts:
         out[INTERRUPT_KEY] = list(result.interrupts)
     return out
+
+
+def _given(spec: GraphSpec, input: Any) -> Any:
+    """A run's input as the engine takes it: an instance of the state's (or the input
+    schema's) model as the JSON data of its fields, and only the input schema's keys."""
+    io = spec.input_schema
+    for schema in (io, spec.schema):
+        if schema is not None and schema.model is not None and schema.model.owns(input):
+            input = Dumped(schema.model.set_fields(input, {}))
+            break
+    if io is not None and isinstance(input, Mapping) and not isinstance(input, Command):
+        kept = {k: v for k, v in input.items() if k in io}
+        input = Dumped(kept) if isinstance(input, Dumped) else kept
+    return input
 
 
 _OPTION_FIELDS = frozenset(f.name for f in dataclasses.fields(RunOptions))

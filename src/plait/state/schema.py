@@ -10,6 +10,7 @@ from typing import Annotated, Any, get_args, get_origin, get_type_hints
 from plait._codec import fingerprint, freeze
 from plait._frozen import FrozenDict
 from plait.errors import InvalidUpdateError, MissingValueError, SchemaError, UnknownChannelError
+from plait.state.models import Dumped, ModelState, is_state_class
 from plait.state.reducers import NO_DEFAULT, OVERWRITE_KEY, LastWriteWins, Reducer, as_reducer, is_overwrite
 
 __all__ = ["Channel", "Default", "SchemaBuilder", "StateSchema"]
@@ -54,10 +55,13 @@ class StateSchema:
     not reach the schema.
     """
 
-    __slots__ = ("_channels", "_fingerprint", "_id_keys", "_keys")
+    __slots__ = ("_channels", "_fingerprint", "_id_keys", "_keys", "model")
 
-    def __init__(self, channels: Mapping[str, Channel]) -> None:
+    def __init__(self, channels: Mapping[str, Channel], model: ModelState | None = None) -> None:
         self._channels: dict[str, Channel] = dict(channels)
+        self.model = model
+        """The Pydantic model or dataclass the schema was declared with (None: a TypedDict
+        or a builder): writes are validated by it and nodes read the state as one."""
         self._keys = tuple(self._channels)
         self._id_keys = frozenset(c.key for c in self._channels.values() if c.reducer.assigns_ids)
         # [key, reducer] for a channel without a default, [key, reducer, default] otherwise: a
@@ -95,33 +99,34 @@ class StateSchema:
             ) from exc
         builder = SchemaBuilder()
         for key, declared in hints.items():
-            reducer: Any = None
-            default: Any = NO_DEFAULT
-            hint = declared
-            while get_origin(hint) in _QUALIFIERS:  # NotRequired[Annotated[T, reducer]]
-                hint = get_args(hint)[0]
-            if get_origin(hint) is Annotated:
-                for meta in get_args(hint)[1:]:
-                    if isinstance(meta, Default):
-                        if default is not NO_DEFAULT:
-                            raise SchemaError(f"field {key!r} of {typed_dict.__qualname__} has two Default(...)s")
-                        default = meta.value
-                    elif reducer is None and (
-                        isinstance(meta, Reducer)
-                        or (isinstance(meta, type) and issubclass(meta, Reducer))
-                        or callable(meta)
-                    ):
-                        reducer = meta
-            if default is NO_DEFAULT and _is_function_reducer(reducer):
-                default = _empty_of(get_args(hint)[0] if get_origin(hint) is Annotated else hint)
-            builder.add(key, LastWriteWins() if reducer is None else reducer, default=default)
+            reducer, default = _reducer_and_default(typed_dict.__qualname__, key, declared)
+            builder.add(key, reducer, default=default)
         return builder.build()
 
     @classmethod
+    def from_class(cls, state: type) -> StateSchema:
+        """A schema from a Pydantic model, a Pydantic dataclass or a plain dataclass: a
+        channel per field, reducers from ``Annotated[T, reducer]`` as in a TypedDict, the
+        field's default as the channel's starting value (a default factory runs when a
+        thread starts). See :mod:`plait.state.models` for how writes are validated."""
+        model = ModelState.of(state)
+        builder = SchemaBuilder()
+        for f in model.fields:
+            reducer, default = _reducer_and_default(state.__qualname__, f.key, f.hint, f.default)
+            builder.add(f.key, reducer, default=default)
+        if not builder._channels:
+            raise SchemaError(f"{state.__qualname__} has no fields; a state needs at least one")
+        return StateSchema(builder._channels, model)
+
+    @classmethod
     def coerce(cls, schema: StateSchema | type) -> StateSchema:
-        """Accept either a schema or a ``TypedDict`` wherever a schema is expected."""
+        """Accept a schema, a ``TypedDict``, a Pydantic model or a dataclass wherever a
+        schema is expected."""
         if isinstance(schema, StateSchema):
             return schema
+        if is_state_class(schema):
+            assert isinstance(schema, type)
+            return cls.from_class(schema)
         if isinstance(schema, type) and not typing.is_typeddict(schema):
             raise SchemaError(_not_a_typed_dict(schema))
         return cls.from_typed_dict(schema)
@@ -171,12 +176,47 @@ class StateSchema:
                 out.append((key, value))
         return out
 
-    def prepare(self, update: Any, who: str, seed: str) -> list[tuple[str, Any]]:
-        """An update (a mapping, or ``(key, value)`` pairs) as frozen writes, its messages
-        named by ``seed`` (:meth:`with_ids`); ``who`` (``"input"``, ``"update"``, a node)
-        is named by the error for a value that is not JSON data."""
-        pairs = update.items() if isinstance(update, Mapping) else update
-        return self.with_ids([(k, freeze(v, k, who)) for k, v in pairs], seed)
+    def prepare(
+        self, update: Any, who: str, seed: str, current: Mapping[str, Any] | None = None
+    ) -> list[tuple[str, Any]]:
+        """An update (a mapping, ``(key, value)`` pairs, or an instance of the state's model)
+        as frozen writes, its messages named by ``seed`` (:meth:`with_ids`); ``who``
+        (``"input"``, ``"update"``, a node) is named by the error for a value that is not
+        JSON data, or that the state's model refuses (validated on ``current``)."""
+        return self.with_ids(self.checked(update, who, current or {}), seed)
+
+    def checked(self, update: Any, who: str, current: Mapping[str, Any]) -> list[tuple[str, Any]]:
+        """:meth:`prepare` without naming messages: each write checked against its channel
+        (an unknown key refused) and frozen; with a model, validated by it on top of
+        ``current``, the state the writer saw.
+
+        Raises:
+            UnknownChannelError, NotSerializableError, StateValidationError.
+        """
+        model = self.model
+        if model is not None and model.owns(update):
+            pairs, trusted = model.set_fields(update, current), True
+        elif isinstance(update, Dumped):
+            pairs, trusted = list(update.items()), True
+        else:
+            pairs = list(update.items() if isinstance(update, Mapping) else update)
+            trusted = False
+        if model is None:
+            return [(k, freeze(v, k, who)) for k, v in pairs]
+        for k, _ in pairs:
+            self.channel(k, who)
+        checker = model.checker(current)
+        if checker is None:  # a required field has no value yet: the whole state is validated
+            return model.check_input(pairs, who, current, trusted=trusted)
+        out = []
+        for k, v in pairs:
+            accumulates = not isinstance(self._channels[k].reducer, LastWriteWins)
+            if is_overwrite(v):
+                inner = checker.check(k, v[OVERWRITE_KEY], who, trusted=trusted)
+                out.append((k, FrozenDict({OVERWRITE_KEY: inner})))
+            else:
+                out.append((k, checker.check(k, v, who, one_item=accumulates, trusted=trusted)))
+        return out
 
     def missing(self, key: str, present: Iterable[str], writers: Mapping[str, Sequence[str]]) -> MissingValueError:
         """The error for reading ``key`` from a state whose keys with a value are ``present``:
@@ -224,21 +264,35 @@ reducer, by ``T``: LangGraph's binary-operator channels start from ``T()``, so t
 
 
 def _not_a_typed_dict(cls: type) -> str:
-    """Why a dataclass, a pydantic model or another class is not a state type, and what to
-    write instead: the state is JSON channels that nodes read as a mapping."""
-    kind = (
-        "a dataclass"
-        if hasattr(cls, "__dataclass_fields__")
-        else "a pydantic model"
-        if hasattr(cls, "model_fields")
-        else "a class"
-    )
+    """Why a class is not a state type, and what to write instead."""
     return (
-        f"Graph({cls.__name__}): {cls.__name__} is {kind}, and plait's state is a TypedDict or a "
-        "StateSchema (channels of JSON data that nodes read as a mapping, state['key']). Declare "
-        f"`class {cls.__name__}(TypedDict)` with the same fields (reducers as Annotated[T, reducer], "
-        "starting values as Default(...)), or build one with StateSchema.builder().add(...)"
+        f"Graph({cls.__name__}): {cls.__name__} is a class, and plait's state is a TypedDict, a Pydantic "
+        "model, a dataclass or a StateSchema (channels of JSON data). Declare "
+        f"`class {cls.__name__}(TypedDict)` (or a Pydantic model) with its fields (reducers as "
+        "Annotated[T, reducer]), or build one with StateSchema.builder().add(...)"
     )
+
+
+def _reducer_and_default(owner: str, key: str, declared: Any, default: Any = NO_DEFAULT) -> tuple[Any, Any]:
+    """A field's reducer (last-write-wins when it names none) and starting value, from its
+    declared type: ``Annotated[T, reducer, Default(value)]``, ``NotRequired[...]`` around it."""
+    reducer: Any = None
+    hint = declared
+    while get_origin(hint) in _QUALIFIERS:  # NotRequired[Annotated[T, reducer]]
+        hint = get_args(hint)[0]
+    if get_origin(hint) is Annotated:
+        for meta in get_args(hint)[1:]:
+            if isinstance(meta, Default):
+                if default is not NO_DEFAULT:
+                    raise SchemaError(f"field {key!r} of {owner} has two Default(...)s")
+                default = meta.value
+            elif reducer is None and (
+                isinstance(meta, Reducer) or (isinstance(meta, type) and issubclass(meta, Reducer)) or callable(meta)
+            ):
+                reducer = meta
+    if default is NO_DEFAULT and _is_function_reducer(reducer):
+        default = _empty_of(get_args(hint)[0] if get_origin(hint) is Annotated else hint)
+    return (LastWriteWins() if reducer is None else reducer), default
 
 
 def _is_function_reducer(reducer: Any) -> bool:
