@@ -22,6 +22,7 @@ from plait.checkpoint.model import (
     new_checkpoint_id,
 )
 from plait.checkpoint.postgres import PostgresCheckpointer
+from plait.checkpoint.retention import Retention, SweepReport
 from plait.checkpoint.sqlite import SqliteCheckpointer
 
 __all__ = [
@@ -41,7 +42,9 @@ __all__ = [
     "SqliteCheckpointer",
     "PendingWrite",
     "RestStatus",
+    "Retention",
     "Status",
+    "SweepReport",
     "Task",
     "ThreadChange",
     "ThreadInfo",
