@@ -269,10 +269,18 @@ class _HistoryByIdOrder(MemoryCheckpointer):
 
 class _PrunesOneTooFew(MemoryCheckpointer):
     async def aprune(
-        self, thread_id: str, *, keep_last: int | None = None, newer_than: str | None = None, namespace: str = ""
+        self,
+        thread_id: str,
+        *,
+        keep_last: int | None = None,
+        newer_than: str | None = None,
+        namespace: str = "",
+        branches: bool = True,
     ) -> int:
         more = None if keep_last is None else keep_last + 1
-        return await super().aprune(thread_id, keep_last=more, newer_than=newer_than, namespace=namespace)
+        return await super().aprune(
+            thread_id, keep_last=more, newer_than=newer_than, namespace=namespace, branches=branches
+        )
 
 
 class _FoldsCase(MemoryCheckpointer):

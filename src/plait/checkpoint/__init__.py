@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         new_checkpoint_id,
     )
     from plait.checkpoint.postgres import PostgresCheckpointer
+    from plait.checkpoint.retention import Retention, SweepReport
     from plait.checkpoint.sqlite import SqliteCheckpointer
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
@@ -67,6 +68,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "new_checkpoint_id",
     ),
     "plait.checkpoint.postgres": ("PostgresCheckpointer",),
+    "plait.checkpoint.retention": (
+        "Retention",
+        "SweepReport",
+    ),
     "plait.checkpoint.sqlite": ("SqliteCheckpointer",),
 }
 
@@ -87,7 +92,9 @@ __all__ = [
     "SqliteCheckpointer",
     "PendingWrite",
     "RestStatus",
+    "Retention",
     "Status",
+    "SweepReport",
     "Task",
     "ThreadChange",
     "ThreadInfo",

@@ -68,6 +68,7 @@ def keep_set(
     *,
     thread_id: str = "",
     namespace: str = "",
+    branches: bool = True,
 ) -> set[str]:
     """The checkpoint ids ``prune`` keeps.
 
@@ -79,6 +80,10 @@ def keep_set(
     newest checkpoint the thread's head (the id order), so that it is the head again and
     what was written after it is gone, branches made before it included.
 
+    Without ``branches``, only the lineage of the head that remains (the greatest id kept) is
+    kept of that: every other branch goes, time-travel branches included (what retention's
+    ``keep_latest`` asks for).
+
     Raises:
         CheckpointNotFoundError: ``newer_than`` is not a checkpoint of the thread.
     """
@@ -86,7 +91,24 @@ def keep_set(
     if newer_than is not None:
         if newer_than not in parents:
             raise CheckpointNotFoundError(thread_id, newer_than, namespace)
-        return {cid for cid in parents if cid <= newer_than}
+        kept = {cid for cid in parents if cid <= newer_than}
+    else:
+        kept = _keep_last(parents, keep_last)
+    return kept if branches else _head_lineage(parents, kept)
+
+
+def _head_lineage(parents: Mapping[str, str | None], kept: set[str]) -> set[str]:
+    """The ids of ``kept`` on the lineage of its greatest id (the head after a prune)."""
+    out: set[str] = set()
+    cursor = max(kept) if kept else None
+    while cursor is not None and cursor in kept and cursor not in out:
+        out.add(cursor)
+        cursor = parents.get(cursor)
+    return out
+
+
+def _keep_last(parents: Mapping[str, str | None], keep_last: int | None) -> set[str]:
+    """The ``keep_last`` newest of every branch head's lineage."""
     assert keep_last is not None
     children = {p for p in parents.values() if p is not None}
     keep: set[str] = set()

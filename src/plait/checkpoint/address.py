@@ -60,7 +60,8 @@ def open(address: str | os.PathLike[str], *, create: bool = True, **options: Any
             :class:`~plait.errors.StoreNotFoundError` instead: what an inspection tool wants,
             so that a typo does not leave an empty database behind.
         **options: passed to the checkpointer's constructor (``synchronous=`` for SQLite,
-            ``schema=`` or ``max_connections=`` for PostgreSQL, ...).
+            ``schema=`` or ``max_connections=`` for PostgreSQL, ``retention=`` for every
+            backend, ...).
 
     Returns:
         The checkpointer, not yet set up: ``setup()`` (or the first use) creates or migrates

@@ -24,12 +24,14 @@ inside the commit's own transaction: the fencing that makes one run per thread h
 from __future__ import annotations
 
 import contextlib
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from plait._sync import run_sync
+from plait.checkpoint._sweep import sweep as run_sweep
 from plait.checkpoint.feed import ChangeFeed, ListingFeed
 from plait.checkpoint.model import (
     Checkpoint,
@@ -41,7 +43,8 @@ from plait.checkpoint.model import (
     ThreadInfo,
     WritesBatch,
 )
-from plait.errors import StoreUnsupportedError
+from plait.checkpoint.retention import Retention, SweepReport
+from plait.errors import RetentionError, StoreUnsupportedError
 from plait.store import MemorySearch, MemoryWrite, NamespaceListing, Store, StoredItem
 
 __all__ = ["Capabilities", "Checkpointer", "read_or_release"]
@@ -97,6 +100,10 @@ class Checkpointer(ABC):
 
     capabilities: ClassVar[Capabilities] = Capabilities()
     lease_ttl: float = 30.0
+    retention: Retention | None = None
+    """The policy :meth:`asweep` applies to threads without one of their own (every backend
+    takes it as the constructor argument ``retention=``); None: only threads with a policy
+    in their metadata are swept."""
     memory_refusal: ClassVar[str] = (
         "its class does not implement the memory store; use SqliteCheckpointer, "
         "PostgresCheckpointer or MemoryCheckpointer, or plait.Store() for memory in this process"
@@ -273,7 +280,13 @@ class Checkpointer(ABC):
 
     @abstractmethod
     async def aprune(
-        self, thread_id: str, *, keep_last: int | None = None, newer_than: str | None = None, namespace: str = ""
+        self,
+        thread_id: str,
+        *,
+        keep_last: int | None = None,
+        newer_than: str | None = None,
+        namespace: str = "",
+        branches: bool = True,
     ) -> int:
         """Drop checkpoints of a thread in one atomic step, keeping what the kept ones need;
         returns how many were dropped.
@@ -283,6 +296,10 @@ class Checkpointer(ABC):
         checkpoint written after it goes, so that it is the thread's head again (what a
         rolled-back run wrote goes, branches made before it stay), and the thread's lease is
         revoked, since a run holding it was writing onto what went.
+
+        With ``branches=False`` only the lineage of the head that remains is kept of that:
+        time-travel branches go too (``keep_last=1, branches=False`` keeps the head alone,
+        with the stored values it is built on and its pending writes).
 
         Raises:
             ValueError: neither or both of them given, or ``keep_last`` < 1.
@@ -346,6 +363,49 @@ class Checkpointer(ABC):
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections and files."""
+
+    # -- retention -----------------------------------------------------------------------------
+
+    def store_time(self) -> float:
+        """The store's clock now (unix seconds): the lease clock the backend was given, else
+        this machine's. Idle times of retention are measured by it."""
+        clock = getattr(self, "clock", None)
+        return float(clock()) if callable(clock) else time.time()
+
+    def set_retention(self, retention: Retention | None) -> None:
+        """Set the policy :meth:`asweep` applies (None: none).
+
+        Raises:
+            RetentionError: ``retention`` is not a :class:`~plait.checkpoint.retention.Retention` or None.
+        """
+        if retention is not None and not isinstance(retention, Retention):
+            raise RetentionError(f"{type(self).__name__}(retention=...)", f"{retention!r} is not a Retention or None")
+        self.retention = retention
+
+    async def asweep(self, *, dry_run: bool = False, at: float | None = None) -> SweepReport:
+        """Apply the retention policy (:attr:`retention`, and each thread's own under its
+        ``"retention"`` metadata, which wins) to every thread once.
+
+        Busy threads are never touched (listed in the report); a thread is swept with the
+        namespaces of its subgraphs. After a sweep every remaining thread reads back,
+        resumes and answers its interrupts.
+
+        Args:
+            dry_run: change nothing; report what a sweep would remove now.
+            at: judge idleness as if the store's clock read this (unix seconds; None: now):
+                with ``dry_run``, what a sweep would remove then (tests sweep ahead with it).
+
+        Example::
+
+            store = SqliteCheckpointer("app.db", retention=Retention(after=30 * 86400))
+            report = await store.asweep()
+            print(report.deleted, report.checkpoints_removed)
+        """
+        return await run_sweep(self, self.retention, dry_run=dry_run, at=at)
+
+    def sweep(self, *, dry_run: bool = False, at: float | None = None) -> SweepReport:
+        """Sync :meth:`asweep`."""
+        return run_sync(self.asweep(dry_run=dry_run, at=at))
 
     # -- the sync facade: one line each over the async methods (as CompiledGraph's) ------------
 
@@ -447,10 +507,18 @@ class Checkpointer(ABC):
         run_sync(self.adelete_thread(thread_id, namespace=namespace))
 
     def prune(
-        self, thread_id: str, *, keep_last: int | None = None, newer_than: str | None = None, namespace: str = ""
+        self,
+        thread_id: str,
+        *,
+        keep_last: int | None = None,
+        newer_than: str | None = None,
+        namespace: str = "",
+        branches: bool = True,
     ) -> int:
         """Sync :meth:`aprune`."""
-        return run_sync(self.aprune(thread_id, keep_last=keep_last, newer_than=newer_than, namespace=namespace))
+        return run_sync(
+            self.aprune(thread_id, keep_last=keep_last, newer_than=newer_than, namespace=namespace, branches=branches)
+        )
 
     def take_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> Lease:
         """Sync :meth:`atake_lease`."""

@@ -31,6 +31,7 @@ from plait.checkpoint.model import (
     check_listing,
     fence_targets,
 )
+from plait.checkpoint.retention import Retention
 from plait.errors import ConcurrentUpdateError
 from plait.store import MemorySearch, MemoryWrite, NamespaceListing, StoredItem
 from plait.store.memory import MemoryItems
@@ -46,13 +47,21 @@ class MemoryCheckpointer(Checkpointer):
     Args:
         lease_ttl: seconds a run's lease lasts unless renewed.
         clock: the lease clock (unix seconds); tests pass one they advance by hand.
+        retention: the policy :meth:`asweep` applies (see :class:`~plait.checkpoint.retention.Retention`).
     """
 
     capabilities = Capabilities(kind="memory", any_loop=True, change_feed=True, memory=True)
 
-    def __init__(self, *, lease_ttl: float = 30.0, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        *,
+        lease_ttl: float = 30.0,
+        clock: Callable[[], float] = time.time,
+        retention: Retention | None = None,
+    ) -> None:
         self.lease_ttl = lease_ttl
         self.clock = clock
+        self.set_retention(retention)
         self._checkpoints: dict[_Thread, dict[str, Checkpoint]] = {}
         self._writes: dict[tuple[str, str, str], dict[tuple[str, str, str], PendingWrite]] = {}
         self._heads: dict[_Thread, str] = {}
@@ -267,7 +276,13 @@ class MemoryCheckpointer(Checkpointer):
         self._changes.changed(namespace, thread_id)
 
     async def aprune(
-        self, thread_id: str, *, keep_last: int | None = None, newer_than: str | None = None, namespace: str = ""
+        self,
+        thread_id: str,
+        *,
+        keep_last: int | None = None,
+        newer_than: str | None = None,
+        namespace: str = "",
+        branches: bool = True,
     ) -> int:
         check_thread(thread_id, namespace)
         check_prune(keep_last, newer_than)
@@ -280,6 +295,7 @@ class MemoryCheckpointer(Checkpointer):
             newer_than,
             thread_id=thread_id,
             namespace=namespace,
+            branches=branches,
         )
         dropped = [cid for cid in thread if cid not in keep]
         self._heads.pop((namespace, thread_id), None)  # recomputed on the next read

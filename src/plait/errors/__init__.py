@@ -75,6 +75,7 @@ The tree::
         ├── StoreAddressError        (also ValueError) a store address that names no store plait can open
         │   └── StoreNotFoundError   a store address naming a file or folder that does not exist
         ├── AmbiguousCheckpointError a checkpoint id prefix that more than one checkpoint has
+        ├── RetentionError           (also ValueError) a retention policy that cannot be applied
         └── ThreadExistsError        a thread that must not exist yet (an import, a fork) exists
 
 The signal raised by :func:`plait.interrupt` is deliberately *not* here: it derives from
@@ -272,6 +273,9 @@ from plait.errors._store import (
     LeaseLostError as LeaseLostError,
 )
 from plait.errors._store import (
+    RetentionError as RetentionError,
+)
+from plait.errors._store import (
     RunRejectedError as RunRejectedError,
 )
 from plait.errors._store import (
@@ -334,6 +338,7 @@ __all__ = [
     "ReadOnlyStateError",
     "RecursionLimitError",
     "ReducerError",
+    "RetentionError",
     "RunError",
     "RunNotFoundError",
     "RunRejectedError",

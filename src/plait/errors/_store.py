@@ -17,6 +17,7 @@ __all__ = [
     "InvalidRecordError",
     "LeaseLostError",
     "MAX_ID_BYTES",
+    "RetentionError",
     "RunRejectedError",
     "STORE_ADDRESS_FORMS",
     "StoreAddressError",
@@ -329,3 +330,22 @@ class ThreadExistsError(CheckpointError):
         self.namespace = namespace
         ns = f" in namespace {namespace!r}" if namespace else ""
         super().__init__(f"thread {thread_id!r}{ns} already exists, so nothing was written. {advice}")
+
+
+class RetentionError(CheckpointError, ValueError):
+    """A retention policy that cannot be applied: a :class:`plait.Retention` built with a
+    value it cannot take, or a thread's ``"retention"`` metadata that is not a policy.
+
+    Also a ``ValueError``: the policy is a bad value.
+    """
+
+    def __init__(self, where: str, reason: str) -> None:
+        self.where = where
+        """Which policy: ``Retention(...)``, or the thread whose metadata holds it."""
+        self.reason = reason
+        """What is wrong with it."""
+        super().__init__(
+            f"{where}: {reason}. A retention policy is Retention(after=SECONDS, action='delete' or "
+            "'keep_latest', keep_interrupted=True), or in a thread's metadata under 'retention' "
+            "{'after': SECONDS, 'action': ..., 'keep_interrupted': ...} or 'never'"
+        )

@@ -12,6 +12,7 @@ from plait.testing import (
     _history_checks,
     _integrity_checks,
     _lease_checks,
+    _retention_checks,
     _robustness_checks,
     _status_checks,
     _thread_checks,
@@ -30,6 +31,7 @@ CHECKS: tuple[Check, ...] = (
     *_robustness_checks.check.all,
     *_integrity_checks.check.all,
     *_feed_checks.check.all,
+    *_retention_checks.check.all,
 )
 """Every check, in a stable order; each can be run on its own."""
 

@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from plait.checkpoint import lease as rules
-from plait.checkpoint._common import walk_lineage
-from plait.checkpoint._validate import check_thread
+from plait.checkpoint._common import check_filter, page_threads, walk_lineage
+from plait.checkpoint._validate import check_id, check_thread
 from plait.checkpoint.file._format import Corrupt, Key, Rec, State, checkpoint_values, file_stem, parse_lines
 from plait.checkpoint.file._io import disk_errors
 from plait.checkpoint.file._lease import peek_row
-from plait.checkpoint.model import Checkpoint, ThreadInfo
+from plait.checkpoint.model import Checkpoint, Status, ThreadInfo, check_listing
 from plait.errors import CheckpointCorruptError, StoreVersionError
 
 __all__ = ["FileReads"]
@@ -149,6 +149,42 @@ class FileReads:
                 return [self._checkpoint(key, state, rec, with_writes=False) for rec in chosen]
             except Corrupt as exc:
                 raise self._corrupt(key, exc, path) from None
+
+    async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
+        check_thread(thread_id, namespace, checkpoint_id)
+        return await asyncio.to_thread(self._get, (namespace, thread_id), checkpoint_id)
+
+    async def ahistory(
+        self,
+        thread_id: str,
+        *,
+        namespace: str = "",
+        limit: int | None = None,
+        before: str | None = None,
+        filter: Mapping[str, Any] | None = None,
+    ) -> list[Checkpoint]:
+        check_thread(thread_id, namespace, before, what="before")
+        check_filter(filter)
+        return await asyncio.to_thread(self._history, (namespace, thread_id), limit, before, filter)
+
+    async def alist_threads(
+        self,
+        *,
+        namespace: str | None = None,
+        status: Status | None = None,
+        limit: int | None = None,
+        before: str | None = None,
+        prefix: str | None = None,
+    ) -> list[ThreadInfo]:
+        check_listing(status, limit, prefix)
+        if namespace is not None:
+            check_id(namespace, "namespace")
+        infos = await asyncio.to_thread(self._list_threads, namespace)
+        return page_threads(infos, status=status, limit=limit, before=before, prefix=prefix)
+
+    async def aget_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:
+        check_thread(thread_id, namespace)
+        return await asyncio.to_thread(self._thread, (namespace, thread_id))
 
     async def atree(self, thread_id: str, *, namespace: str = "") -> dict[str, str | None]:
         check_thread(thread_id, namespace)

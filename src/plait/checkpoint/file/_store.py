@@ -54,8 +54,8 @@ from typing import Any, TypeVar
 
 from plait.checkpoint import delta
 from plait.checkpoint import lease as rules
-from plait.checkpoint._common import check_filter, check_prune, keep_set, page_threads
-from plait.checkpoint._validate import check_commit, check_id, check_thread
+from plait.checkpoint._common import check_prune, keep_set
+from plait.checkpoint._validate import check_commit, check_thread
 from plait.checkpoint.base import Capabilities, Checkpointer
 from plait.checkpoint.feed import ChangeFeed
 from plait.checkpoint.file._feed import FileFeed
@@ -77,17 +77,14 @@ from plait.checkpoint.file._lease import read_row, unlink_if_empty, write_row
 from plait.checkpoint.file._read import FileReads
 from plait.checkpoint.holder import Holder
 from plait.checkpoint.model import (
-    Checkpoint,
     CheckpointWrite,
     Fence,
     Lease,
     RestStatus,
-    Status,
-    ThreadInfo,
     WritesBatch,
-    check_listing,
     fence_targets,
 )
+from plait.checkpoint.retention import Retention
 from plait.errors import CheckpointCorruptError, ConcurrentUpdateError
 from plait.store import MemoryWrite
 
@@ -106,16 +103,23 @@ class FileCheckpointer(FileReads, Checkpointer):
         lease_ttl: seconds a run's lease lasts unless renewed.
         clock: the lease clock (unix seconds, shared by every process using the folder);
             tests pass one they advance by hand.
+        retention: the policy :meth:`asweep` applies (see :class:`~plait.checkpoint.retention.Retention`).
     """
 
     capabilities = Capabilities(kind="file", any_loop=True, change_feed=True)
     memory_refusal = "a step's memory would span thread files a crash can cut in half; use SQLite or plait.Store()"
 
     def __init__(
-        self, folder: str | os.PathLike[str], *, lease_ttl: float = 30.0, clock: Callable[[], float] = time.time
+        self,
+        folder: str | os.PathLike[str],
+        *,
+        lease_ttl: float = 30.0,
+        clock: Callable[[], float] = time.time,
+        retention: Retention | None = None,
     ) -> None:
         self.lease_ttl = lease_ttl
         self.clock = clock
+        self.set_retention(retention)
         self.folder = Path(folder)
         self._lock = threading.RLock()
         self._states: dict[Path, State] = {}
@@ -158,42 +162,6 @@ class FileCheckpointer(FileReads, Checkpointer):
                 fence_targets(checkpoints, writes, fence)  # a misuse fails before any file is touched
             await asyncio.to_thread(self._commit, checkpoints, writes, fence)
 
-    async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Checkpoint | None:
-        check_thread(thread_id, namespace, checkpoint_id)
-        return await asyncio.to_thread(self._get, (namespace, thread_id), checkpoint_id)
-
-    async def ahistory(
-        self,
-        thread_id: str,
-        *,
-        namespace: str = "",
-        limit: int | None = None,
-        before: str | None = None,
-        filter: Mapping[str, Any] | None = None,
-    ) -> list[Checkpoint]:
-        check_thread(thread_id, namespace, before, what="before")
-        check_filter(filter)
-        return await asyncio.to_thread(self._history, (namespace, thread_id), limit, before, filter)
-
-    async def alist_threads(
-        self,
-        *,
-        namespace: str | None = None,
-        status: Status | None = None,
-        limit: int | None = None,
-        before: str | None = None,
-        prefix: str | None = None,
-    ) -> list[ThreadInfo]:
-        check_listing(status, limit, prefix)
-        if namespace is not None:
-            check_id(namespace, "namespace")
-        infos = await asyncio.to_thread(self._list_threads, namespace)
-        return page_threads(infos, status=status, limit=limit, before=before, prefix=prefix)
-
-    async def aget_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:
-        check_thread(thread_id, namespace)
-        return await asyncio.to_thread(self._thread, (namespace, thread_id))
-
     async def adelete_thread(self, thread_id: str, *, namespace: str = "") -> None:
         check_thread(thread_id, namespace)
         await asyncio.to_thread(self._delete, (namespace, thread_id))
@@ -229,11 +197,17 @@ class FileCheckpointer(FileReads, Checkpointer):
             os.close(fd)
 
     async def aprune(
-        self, thread_id: str, *, keep_last: int | None = None, newer_than: str | None = None, namespace: str = ""
+        self,
+        thread_id: str,
+        *,
+        keep_last: int | None = None,
+        newer_than: str | None = None,
+        namespace: str = "",
+        branches: bool = True,
     ) -> int:
         check_prune(keep_last, newer_than)
         check_thread(thread_id, namespace)
-        return await asyncio.to_thread(self._prune, (namespace, thread_id), keep_last, newer_than)
+        return await asyncio.to_thread(self._prune, (namespace, thread_id), keep_last, newer_than, branches)
 
     async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> Lease:
         check_thread(thread_id, namespace)  # before the lease file is created
@@ -549,7 +523,7 @@ class FileCheckpointer(FileReads, Checkpointer):
             self._written.pop(key, None)
 
     @disk_errors
-    def _prune(self, key: Key, keep_last: int | None, newer_than: str | None) -> int:
+    def _prune(self, key: Key, keep_last: int | None, newer_than: str | None, branches: bool = True) -> int:
         with self._lock, self._locked(key, create=False) as handle:
             if handle is None:
                 return 0
@@ -560,6 +534,7 @@ class FileCheckpointer(FileReads, Checkpointer):
                 newer_than,
                 thread_id=key[1],
                 namespace=key[0],
+                branches=branches,
             )
             dropped = len(state.records) - len(keep)
             if dropped == 0:

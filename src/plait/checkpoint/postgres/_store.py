@@ -56,6 +56,7 @@ from plait.checkpoint.postgres._connect import connection_lost, failure, first_c
 from plait.checkpoint.postgres._feed import PgFeed
 from plait.checkpoint.postgres._schema import PG_MIGRATIONS
 from plait.checkpoint.postgres._send import Cursors, Fusion, NeedsAnswer, Recorder, pipelined, send
+from plait.checkpoint.retention import Retention
 from plait.checkpoint.sql._base import CommitRequest, Cursor, Dialect
 from plait.checkpoint.sql._caller import may_block
 from plait.checkpoint.sql._checkpointer import SqlCheckpointer
@@ -192,6 +193,8 @@ class PostgresCheckpointer(SqlCheckpointer):
         clock: the lease clock (unix seconds). None (the default) uses the database server's
             clock, which every machine sharing the database agrees on; tests pass one they
             advance by hand (every process sharing the database must then use it).
+        retention: the policy :meth:`asweep` applies (see :class:`~plait.checkpoint.retention.Retention`);
+            its idle times are measured by ``clock``, or by this machine's clock when None.
     """
 
     capabilities = Capabilities(kind="postgres", any_loop=True, change_feed=True, memory=True)
@@ -205,9 +208,11 @@ class PostgresCheckpointer(SqlCheckpointer):
         connect_timeout: float = 30.0,
         lease_ttl: float = 30.0,
         clock: Callable[[], float] | None = None,
+        retention: Retention | None = None,
     ) -> None:
         self.lease_ttl = lease_ttl
         self.clock = clock
+        self.set_retention(retention)
         self.schema = schema
         self._conninfo = conninfo if isinstance(conninfo, str) else None
         self._max_connections = max_connections

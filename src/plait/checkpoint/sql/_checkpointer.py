@@ -162,12 +162,18 @@ class SqlCheckpointer(Checkpointer):
         await self._writing(lambda cur: self._core.delete_thread(cur, namespace, thread_id, self._now()))
 
     async def aprune(
-        self, thread_id: str, *, keep_last: int | None = None, newer_than: str | None = None, namespace: str = ""
+        self,
+        thread_id: str,
+        *,
+        keep_last: int | None = None,
+        newer_than: str | None = None,
+        namespace: str = "",
+        branches: bool = True,
     ) -> int:
         check_prune(keep_last, newer_than)
         check_thread(thread_id, namespace)
         return await self._writing(
-            lambda cur: self._core.prune(cur, namespace, thread_id, keep_last, newer_than, self._now())
+            lambda cur: self._core.prune(cur, namespace, thread_id, keep_last, newer_than, self._now(), branches)
         )
 
     async def arelease_lease(self, lease: Lease, *, status: RestStatus | None = None) -> None:

@@ -319,6 +319,10 @@ class SqlCommit:
         elif fence is None or fence.token is None:
             for key, status in settled(request.checkpoints, request.writes).items():
                 self._threads.settle(cur, key, status, now)
+        elif fence.lease_namespace is not None:  # a subgraph's commit: its namespace's own row
+            for key, status in settled(request.checkpoints, request.writes).items():
+                if key[0] != fence.lease_namespace:
+                    cur.execute(sql["child_row"], (*key, status, now))
         # Memory writes last: after the fence let the commit through (a refusal returned
         # above, having written nothing), and after the statements a dialect module fuses.
         if request.memory:

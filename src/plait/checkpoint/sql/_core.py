@@ -118,6 +118,7 @@ class SqlCore:
         keep_last: int | None,
         newer_than: str | None = None,
         now: float | None = None,
+        branches: bool = True,
     ) -> int:
         """Drop what ``keep_last`` does not keep, and every blob no kept checkpoint needs.
 
@@ -131,7 +132,7 @@ class SqlCore:
         if not tree:
             return 0
         parents = {cid: parent for cid, (parent, _) in tree.items()}
-        keep = keep_set(parents, keep_last, newer_than, thread_id=thread_id, namespace=namespace)
+        keep = keep_set(parents, keep_last, newer_than, thread_id=thread_id, namespace=namespace, branches=branches)
         dropped = [cid for cid in tree if cid not in keep]
         need: set[tuple[str, str]] = set()
         inline: dict[tuple[str, str], tuple[str | None, bytes]] = {}

@@ -210,6 +210,14 @@ STATEMENTS: dict[str, str] = {
     "settle": """INSERT INTO {P}threads (ns, thread_id, gen, owner, holder, taken_at, expires_at, held, status,
             updated_at) VALUES (?, ?, 0, NULL, NULL, 0, 0, 0, ?, {clock})
         ON CONFLICT (ns, thread_id) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at""",
+    # A subgraph's namespace gets a row of its own too (its commits are fenced by its parent's
+    # lease, so no lease of its own writes one), so that listings and sweeps see it; a row a
+    # lease holds is left alone. (Alias and WHERE keep it apart from "settle", which a dialect
+    # module may fuse with a commit's other statements.)
+    "child_row": """INSERT INTO {P}threads AS t (ns, thread_id, gen, owner, holder, taken_at, expires_at, held,
+            status, updated_at) VALUES (?, ?, 0, NULL, NULL, 0, 0, 0, ?, {clock})
+        ON CONFLICT (ns, thread_id) DO UPDATE SET status = excluded.status, updated_at = excluded.updated_at
+        WHERE t.held = 0""",
     # A deleted thread keeps its row, its lease revoked: generations never restart, so a run
     # that held the thread cannot write into a new thread of the same id.
     "tombstone": """UPDATE {P}threads SET gen = gen + 1, owner = ?, holder = NULL, held = 0, status = 'idle',

@@ -49,6 +49,7 @@ from plait.checkpoint.model import (
     Checkpoint,
     Lease,
 )
+from plait.checkpoint.retention import Retention
 from plait.checkpoint.sql._base import CommitRequest, Cursor, Dialect
 from plait.checkpoint.sql._caller import may_block
 from plait.checkpoint.sql._checkpointer import SqlCheckpointer
@@ -97,6 +98,7 @@ class SqliteCheckpointer(SqlCheckpointer):
         lease_ttl: seconds a run's lease lasts unless renewed.
         clock: the lease clock (unix seconds, shared by every process using the file); tests
             pass one they advance by hand.
+        retention: the policy :meth:`asweep` applies (see :class:`~plait.checkpoint.retention.Retention`).
     """
 
     capabilities = Capabilities(kind="sqlite", any_loop=True, change_feed=True, memory=True)
@@ -109,11 +111,13 @@ class SqliteCheckpointer(SqlCheckpointer):
         busy_timeout: float = 30.0,
         lease_ttl: float = 30.0,
         clock: Callable[[], float] = time.time,
+        retention: Retention | None = None,
     ) -> None:
         if synchronous not in ("full", "normal"):
             raise ValueError(f"synchronous must be 'full' or 'normal', not {synchronous!r}")
         self.lease_ttl = lease_ttl
         self.clock = clock
+        self.set_retention(retention)
         self.path = os.fspath(path)
         self.synchronous = synchronous
         self.busy_timeout = busy_timeout
