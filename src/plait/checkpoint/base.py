@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from plait._sync import run_sync
+from plait.checkpoint._sweep import GroupPlan, apply_one_by_one
 from plait.checkpoint._sweep import sweep as run_sweep
 from plait.checkpoint.feed import ChangeFeed, ListingFeed
 from plait.checkpoint.model import (
@@ -406,6 +407,12 @@ class Checkpointer(ABC):
     def sweep(self, *, dry_run: bool = False, at: float | None = None) -> SweepReport:
         """Sync :meth:`asweep`."""
         return run_sync(self.asweep(dry_run=dry_run, at=at))
+
+    async def _aapply_sweep(self, plans: Sequence[GroupPlan]) -> list[int | None]:
+        """Apply a batch of a sweep's decisions; per plan the checkpoints pruned, or None where
+        a run holds the group's lease. A backend that can check leases and change many
+        threads in one transaction overrides it (the SQL stores do)."""
+        return await apply_one_by_one(self, plans)
 
     # -- the sync facade: one line each over the async methods (as CompiledGraph's) ------------
 

@@ -103,6 +103,7 @@ def _dialect(schema: str | None) -> Dialect:
         migrations=PG_MIGRATIONS,
         server_checks=True,
         jsonb=True,
+        row_lock=" FOR UPDATE",
     )
 
 
@@ -436,6 +437,9 @@ class PostgresCheckpointer(SqlCheckpointer):
 
     async def _leasing(self, fn: Callable[[Cursor], T]) -> T:
         return await self._run(fn, pipeline=True, batch=True)
+
+    async def _bulk_writing(self, fn: Callable[[Cursor], T]) -> T:
+        return await self._run(fn, pipeline=True)  # a sweep's deletes: one round trip per read, not per row
 
     async def _committing(self, request: CommitRequest) -> None:
         self._check_open()

@@ -72,6 +72,10 @@ class Dialect:
     """Whether memory items are kept as ``jsonb`` and filtered with PostgreSQL's JSON
     operators; otherwise as JSON text, filtered with SQLite's JSON functions (see
     :mod:`plait.checkpoint.sql._memory_sql`)."""
+    row_lock: str = ""
+    """Appended to a SELECT of a thread's row that must hold the row until the transaction
+    ends (PostgreSQL: `` FOR UPDATE``; SQLite's write transaction already excludes every
+    other writer)."""
     server_checks: bool = False
     """Whether the store's own functions check fences (``{P}fence()``), a cached commit's
     parent (``{P}require_parent()``) and lease acquisitions (``{P}acquire_lease()``),

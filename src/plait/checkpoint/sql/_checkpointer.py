@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from plait.checkpoint._common import check_prune
+from plait.checkpoint._sweep import GroupPlan
 from plait.checkpoint._validate import check_id, check_thread
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.model import (
@@ -63,6 +64,11 @@ class SqlCheckpointer(Checkpointer):
         """Run ``fn``, which makes one SELECT: a statement is its own snapshot, so a dialect
         may skip the transaction around it (SQLite: a BEGIN and a COMMIT fewer)."""
         return await self._reading(fn)
+
+    async def _bulk_writing(self, fn: Callable[[Cursor], T]) -> T:
+        """Run ``fn``, which makes many statements (a sweep's batch), in a write transaction:
+        a dialect may send them without waiting for each result."""
+        return await self._writing(fn)
 
     async def _leasing(self, fn: Callable[[Cursor], T]) -> T:
         """Run a lease statement (take, renew, give back): a dialect may route them apart
@@ -175,6 +181,30 @@ class SqlCheckpointer(Checkpointer):
         return await self._writing(
             lambda cur: self._core.prune(cur, namespace, thread_id, keep_last, newer_than, self._now(), branches)
         )
+
+    async def _aapply_sweep(self, plans: Sequence[GroupPlan]) -> list[int | None]:
+        """A batch of a sweep's decisions in one write transaction: each group's top-level
+        thread row is read (and on PostgreSQL locked) first, and a group whose lease is live
+        is left alone, so a run that took the lease after the sweep's listing keeps its
+        thread, and a run that asks for it while this transaction holds the row waits and
+        then finds the pruned head (or no thread)."""
+        now = self._now()
+
+        def apply(cur: Cursor) -> list[int | None]:
+            results: list[int | None] = []
+            for plan in plans:
+                if self._core.threads.busy(cur, plan.root, now):
+                    results.append(None)
+                    continue
+                removed = 0
+                for ns, tid in plan.deletes:
+                    self._core.delete_thread(cur, ns, tid, now)
+                for ns, tid in plan.prunes:
+                    removed += self._core.prune(cur, ns, tid, 1, None, now, False)
+                results.append(removed)
+            return results
+
+        return await self._bulk_writing(apply)
 
     async def arelease_lease(self, lease: Lease, *, status: RestStatus | None = None) -> None:
         check_thread(lease.thread_id, lease.namespace)

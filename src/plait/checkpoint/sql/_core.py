@@ -30,6 +30,8 @@ connection dropped during COMMIT) can be retried safely.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 from plait.checkpoint import lease as rules
 from plait.checkpoint._common import keep_set
@@ -136,26 +138,16 @@ class SqlCore:
         dropped = [cid for cid in tree if cid not in keep]
         need: set[tuple[str, str]] = set()
         inline: dict[tuple[str, str], tuple[str | None, bytes]] = {}
-        for cid, (_, raw) in tree.items():
+        for cid in keep:
             try:
-                body = decode_body(raw)
+                body = decode_body(tree[cid][1])
             except RecordError as exc:
-                if cid in keep:
-                    raise CheckpointCorruptError(thread_id, cid, str(exc)) from None
-                continue  # a damaged checkpoint that goes anyway
-            if cid in keep:
-                need.update((body.blobs or {}).items())
-            for ch, entry in (body.inline or {}).items():
-                inline[(ch, cid)] = entry
-        bases = {(ch, bid): base for ch, bid, base in cur.execute(self._sql["blob_keys"], where)}
-        bases.update((key, base) for key, (base, _) in inline.items())
-        stack = list(need)
-        while stack:
-            ch, bid = stack.pop()
-            base = bases.get((ch, bid))
-            if base is not None and (ch, base) not in need:
-                need.add((ch, base))
-                stack.append((ch, base))
+                raise CheckpointCorruptError(thread_id, cid, str(exc)) from None
+            need.update((body.blobs or {}).items())
+            inline.update(((ch, cid), entry) for ch, entry in (body.inline or {}).items())
+        table = {(ch, bid): base for ch, bid, base in cur.execute(self._sql["blob_keys"], where)}
+        _close_over_bases(need, inline, table, tree, set(keep))
+        bases = table
         gone_ids = set(dropped)
         moved = [
             (*where, ch, cid, base, data)
@@ -164,18 +156,55 @@ class SqlCore:
         ]
         if moved:
             cur.executemany(self._sql["ins_blob"], moved)
-        if dropped:
-            cur.executemany(self._sql["del_cp"], [(*where, cid) for cid in dropped])
-            cur.executemany(self._sql["del_writes_of"], [(*where, cid) for cid in dropped])
         gone = [(*where, ch, bid) for ch, bid in bases if (ch, bid) not in need and (ch, bid) not in inline]
-        if gone:
-            cur.executemany(self._sql["del_blob"], gone)
+        going = gone_keys(gone)
+        stays = [key for key in bases if key not in going] + [(ch, cid) for _, _, ch, cid, _, _ in moved]
+        self._drop(cur, where, dropped, keep, gone, stays)
         reroot = [(*where, cid) for cid in keep if tree[cid][0] is not None and tree[cid][0] not in keep]
         if reroot:
             cur.executemany(self._sql["reroot"], reroot)
         self.cache.forget((namespace, thread_id))
         self._revoke_after_rewind(cur, namespace, thread_id, now, rewound=newer_than is not None and bool(dropped))
         return len(dropped)
+
+    def _drop(
+        self,
+        cur: Cursor,
+        where: tuple[str, str],
+        dropped: Sequence[str],
+        keep: Collection[str],
+        gone: Sequence[tuple[str, str, str, str]],
+        kept_blobs: Sequence[tuple[str, str]],
+    ) -> None:
+        """Delete a prune's checkpoints, their writes and its unneeded blobs (``kept_blobs``:
+        every blob row that stays, those just moved out of dropped bodies included): a row at a time
+        when few go, else by one statement naming what stays (a sweep's ``keep_latest``
+        keeps one checkpoint of fifty: a statement per dropped row was a round trip each on
+        PostgreSQL, most of its sweep's time; docs/benchmarks.md, "Sweeping")."""
+        if len(dropped) > len(keep) > 0:
+            marks = ", ".join("?" * len(keep))
+            P = self.dialect.prefix
+            cur.execute(
+                self.dialect.q(f"DELETE FROM {P}checkpoints WHERE ns = ? AND thread_id = ? AND id NOT IN ({marks})"),
+                (*where, *keep),
+            )
+            cur.execute(
+                self.dialect.q(
+                    f"DELETE FROM {P}writes WHERE ns = ? AND thread_id = ? AND checkpoint_id NOT IN ({marks})"
+                ),
+                (*where, *keep),
+            )
+        elif dropped:
+            cur.executemany(self._sql["del_cp"], [(*where, cid) for cid in dropped])
+            cur.executemany(self._sql["del_writes_of"], [(*where, cid) for cid in dropped])
+        if len(gone) > len(kept_blobs):
+            P = self.dialect.prefix
+            sql = f"DELETE FROM {P}blobs WHERE ns = ? AND thread_id = ?"
+            if kept_blobs:
+                sql += f" AND (channel, id) NOT IN (VALUES {', '.join(['(?, ?)'] * len(kept_blobs))})"
+            cur.execute(self.dialect.q(sql), (*where, *(v for key in kept_blobs for v in key)))
+        elif gone:
+            cur.executemany(self._sql["del_blob"], gone)
 
     def _revoke_after_rewind(
         self, cur: Cursor, namespace: str, thread_id: str, now: float | None, *, rewound: bool
@@ -227,3 +256,41 @@ class SqlCore:
         )
         found = [r[3:] for r in rows if r[3] is not None]
         return lease, self.read.from_rows(cur, namespace, thread_id, found, resume=True)
+
+
+def _close_over_bases(
+    need: set[tuple[str, str]],
+    inline: dict[tuple[str, str], tuple[str | None, bytes]],
+    table: Mapping[tuple[str, str], str | None],
+    tree: Mapping[str, tuple[str | None, Any]],
+    opened: set[str],
+) -> None:
+    """Add to ``need`` every delta base the needed blobs rest on, and to ``inline`` the inline
+    blobs of the dropped checkpoints that hold one.
+
+    A dropped checkpoint's body is read only when a kept one needs a blob kept inline in it:
+    most of a long thread goes unread, which was most of a sweep's cost (docs/benchmarks.md,
+    "Sweeping").
+    """
+    stack = list(need)
+    while stack:
+        ch, bid = stack.pop()
+        if (ch, bid) not in table and (ch, bid) not in inline and bid in tree and bid not in opened:
+            opened.add(bid)
+            try:
+                body = decode_body(tree[bid][1])
+            except RecordError:
+                body = None  # a damaged checkpoint that goes anyway
+            if body is not None:
+                inline.update(((c, bid), entry) for c, entry in (body.inline or {}).items())
+        base = table.get((ch, bid))
+        if base is None and (ch, bid) in inline:
+            base = inline[(ch, bid)][0]
+        if base is not None and (ch, base) not in need:
+            need.add((ch, base))
+            stack.append((ch, base))
+
+
+def gone_keys(gone: Sequence[tuple[str, str, str, str]]) -> set[tuple[str, str]]:
+    """The ``(channel, id)`` of a prune's blob rows to delete."""
+    return {(ch, bid) for _, _, ch, bid in gone}

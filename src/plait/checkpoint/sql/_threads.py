@@ -81,6 +81,17 @@ class SqlThreads:
     def row(self, cur: Cursor, key: Key) -> rules.LeaseRow | None:
         return _row(cur.execute(self._sql["thread_row"], key).fetchone())
 
+    def busy(self, cur: Cursor, key: Key, now: float | None) -> bool:
+        """Whether a live lease is held on ``key``, its row locked until the caller's write
+        transaction ends where the dialect locks rows (a sweep's check before it changes a
+        thread: a run taking the lease meanwhile waits for the sweep to commit)."""
+        row = _row(cur.execute(self._sql["thread_row"] + self.dialect.row_lock, key).fetchone())
+        if row is None:
+            return False
+        if now is None:  # the server's clock, as its lease functions read it
+            now = float(cur.execute(self.dialect.q(f"SELECT {self.dialect.clock}"), (None,)).fetchone()[0])
+        return rules.shown_status(row, now) == "busy"
+
     def put_row(self, cur: Cursor, key: Key, row: rules.LeaseRow) -> None:
         cur.execute(
             self._sql["put_row"],
