@@ -8,13 +8,16 @@ from plait._version import __version__
 from plait.checkpoint import (
     Checkpoint,
     Checkpointer,
+    DeadSpace,
     FileCheckpointer,
     Lease,
     MemoryCheckpointer,
     PostgresCheckpointer,
     SqliteCheckpointer,
     Status,
+    StoreSpace,
     ThreadInfo,
+    ThreadSpace,
 )
 from plait.engine.context import NodeContext, interrupt
 from plait.engine.events import (
@@ -123,6 +126,7 @@ __all__ = [
     "ContextError",
     "CustomEvent",
     "Dag",
+    "DeadSpace",
     "Default",
     "Durability",
     "END",
@@ -200,6 +204,7 @@ __all__ = [
     "Store",
     "StoreAddressError",
     "StoreNotFoundError",
+    "StoreSpace",
     "StoreUnsupportedError",
     "StoreVersionError",
     "StreamMode",
@@ -210,6 +215,7 @@ __all__ = [
     "ThreadDiff",
     "ThreadExistsError",
     "ThreadInfo",
+    "ThreadSpace",
     "ThreadState",
     "UnknownChannelError",
     "__version__",

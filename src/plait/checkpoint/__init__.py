@@ -22,6 +22,7 @@ from plait.checkpoint.model import (
     new_checkpoint_id,
 )
 from plait.checkpoint.postgres import PostgresCheckpointer
+from plait.checkpoint.space import DeadSpace, NamespaceSpace, StoreSpace, ThreadSpace, summarize
 from plait.checkpoint.sqlite import SqliteCheckpointer
 
 __all__ = [
@@ -32,21 +33,26 @@ __all__ = [
     "Checkpoint",
     "CheckpointWrite",
     "Checkpointer",
+    "DeadSpace",
     "Fence",
     "FileCheckpointer",
     "Holder",
     "Lease",
     "MemoryCheckpointer",
+    "NamespaceSpace",
     "PostgresCheckpointer",
     "SqliteCheckpointer",
     "PendingWrite",
     "RestStatus",
     "Status",
+    "StoreSpace",
     "Task",
     "ThreadChange",
     "ThreadInfo",
+    "ThreadSpace",
     "WritesBatch",
     "new_checkpoint_id",
     "open",
     "redact",
+    "summarize",
 ]
