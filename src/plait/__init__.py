@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         SweepReport,
         ThreadInfo,
     )
+    from plait.checkpoint.space import DeadSpace, StoreSpace, ThreadSpace
     from plait.engine.context import NodeContext, interrupt
     from plait.engine.events import (
         CheckpointSaved,
@@ -123,6 +124,11 @@ if TYPE_CHECKING:
     from plait.types import END, START, Command, Durability, Interrupt, RetryPolicy, Send
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
+    "plait.checkpoint.space": (
+        "DeadSpace",
+        "StoreSpace",
+        "ThreadSpace",
+    ),
     "plait._frozen": ("thaw",),
     "plait._version": ("__version__",),
     "plait.checkpoint": (
@@ -287,6 +293,7 @@ __all__ = [
     "ContextError",
     "CustomEvent",
     "Dag",
+    "DeadSpace",
     "Default",
     "Durability",
     "END",
@@ -367,6 +374,7 @@ __all__ = [
     "Store",
     "StoreAddressError",
     "StoreNotFoundError",
+    "StoreSpace",
     "StoreUnsupportedError",
     "StoreVersionError",
     "StreamMode",
@@ -378,6 +386,7 @@ __all__ = [
     "ThreadDiff",
     "ThreadExistsError",
     "ThreadInfo",
+    "ThreadSpace",
     "ThreadState",
     "UnknownChannelError",
     "__version__",

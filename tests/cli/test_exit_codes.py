@@ -86,6 +86,8 @@ CASES: list[tuple[str, int, tuple[str, ...], str]] = [
     ("db migrate on a folder", EXIT_USAGE, ("db", "migrate", "--db", "."), ""),
     ("db stats", EXIT_OK, ("db", "stats"), ""),
     ("db stats missing db", EXIT_USAGE, ("db", "stats", "--db", "missing.db"), ""),
+    ("db stats top 0", EXIT_USAGE, ("db", "stats", "--top", "0"), ""),
+    ("db vacuum", EXIT_OK, ("db", "vacuum"), ""),
     ("db prune", EXIT_OK, ("db", "prune", "--keep-last", "1", "--yes"), ""),
     ("db prune declined", EXIT_FAILED, ("db", "prune", "--keep-last", "1"), "no\n"),
     ("db prune --keep-last 0", EXIT_USAGE, ("db", "prune", "--keep-last", "0"), ""),

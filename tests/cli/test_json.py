@@ -80,6 +80,7 @@ def test_every_output_holds_to_its_schema(cli: Cli, validate: Validate) -> None:
     ok("db-prune", "db", "prune", "--keep-last", "1", "--dry-run")
     pruned = ok("db-prune", "db", "prune", "--keep-last", "1", "--yes")
     assert pruned["dropped"] > 0 and pruned["bytes_freed"] is not None
+    ok("db-vacuum", "db", "vacuum")
     ok("draw", "draw", "flow.py:graph")
     ok("draw", "draw", "flow.py:graph", "-o", "g.mmd")
 

@@ -34,9 +34,17 @@ if TYPE_CHECKING:
     )
     from plait.checkpoint.postgres import PostgresCheckpointer
     from plait.checkpoint.retention import Retention, SweepReport
+    from plait.checkpoint.space import DeadSpace, NamespaceSpace, StoreSpace, ThreadSpace, summarize
     from plait.checkpoint.sqlite import SqliteCheckpointer
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
+    "plait.checkpoint.space": (
+        "DeadSpace",
+        "NamespaceSpace",
+        "StoreSpace",
+        "ThreadSpace",
+        "summarize",
+    ),
     "plait.checkpoint.address": (
         "open",
         "redact",
@@ -77,31 +85,36 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
 
 __all__ = [
     "ANY_HEAD",
-    "STATUSES",
     "Capabilities",
     "ChangeFeed",
     "Checkpoint",
     "CheckpointWrite",
     "Checkpointer",
+    "DeadSpace",
     "Fence",
     "FileCheckpointer",
     "Holder",
     "Lease",
     "MemoryCheckpointer",
-    "PostgresCheckpointer",
-    "SqliteCheckpointer",
+    "NamespaceSpace",
     "PendingWrite",
+    "PostgresCheckpointer",
     "RestStatus",
     "Retention",
+    "STATUSES",
+    "SqliteCheckpointer",
     "Status",
+    "StoreSpace",
     "SweepReport",
     "Task",
     "ThreadChange",
     "ThreadInfo",
+    "ThreadSpace",
     "WritesBatch",
     "new_checkpoint_id",
     "open",
     "redact",
+    "summarize",
 ]
 
 __getattr__, __dir__ = lazy_names(__name__, _EXPORTS, __all__)

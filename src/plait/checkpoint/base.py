@@ -45,6 +45,7 @@ from plait.checkpoint.model import (
     WritesBatch,
 )
 from plait.checkpoint.retention import Retention, SweepReport
+from plait.checkpoint.space import StoreSpace, ThreadSpace
 from plait.errors import RetentionError, StoreUnsupportedError
 from plait.store import MemorySearch, MemoryWrite, NamespaceListing, Store, StoredItem
 
@@ -122,13 +123,42 @@ class Checkpointer(ABC):
         store's folder); None where that is not known here (a database server, memory)."""
         return None
 
-    async def areclaim_space(self) -> None:  # noqa: B027 - optional hook
-        """Give the space that deleted and pruned checkpoints left back to the file system,
-        where the store keeps it (SQLite keeps freed pages in its file); nothing elsewhere."""
+    async def areclaim_space(self, *, full: bool = False) -> int | None:
+        """Give the space that deleted and pruned checkpoints left back to the file system;
+        the bytes given back (None where that is not known here).
 
-    def reclaim_space(self) -> None:
+        Cheap by default, so that a sweeper can call it after every pass: SQLite runs an
+        incremental vacuum, which moves no live page that need not move (a file made before
+        plait set ``auto_vacuum=INCREMENTAL`` gives nothing back this way); the file store gave
+        its space back when it deleted or rewrote a thread's file (0); PostgreSQL leaves it to
+        autovacuum (None). ``full=True`` is an operator's one-off (``plait db vacuum``): SQLite
+        rewrites the whole file (``VACUUM``, which also turns on incremental vacuum in an older
+        file), PostgreSQL runs ``VACUUM`` on plait's tables.
+        """
+        return 0 if self.disk_bytes() is not None else None
+
+    def reclaim_space(self, *, full: bool = False) -> int | None:
         """Sync :meth:`areclaim_space`."""
-        run_sync(self.areclaim_space())
+        return run_sync(self.areclaim_space(full=full))
+
+    async def aspace(self) -> StoreSpace:
+        """Where the store's space goes: one :class:`~plait.checkpoint.space.ThreadSpace` per
+        stored ``(namespace, thread_id)`` and the dead space it holds, where it can tell
+        (:func:`plait.checkpoint.space.summarize` folds subgraphs into their threads).
+
+        This default counts the listed threads' checkpoints and knows no bytes; a backend
+        that knows its sizes overrides it."""
+        listed = await self.alist_threads(namespace=None)
+        return StoreSpace(
+            threads=[
+                ThreadSpace(namespace=t.namespace, thread_id=t.thread_id, checkpoints=t.checkpoints, bytes=None)
+                for t in listed
+            ]
+        )
+
+    def space(self) -> StoreSpace:
+        """Sync :meth:`aspace`."""
+        return run_sync(self.aspace())
 
     @property
     def address(self) -> str | None:

@@ -1,9 +1,10 @@
-"""The ``plait db`` commands: look after a store (``migrate``, ``prune``, ``stats``, ``sweep``).
+"""The ``plait db`` commands: look after a store (``migrate``, ``prune``, ``stats``, ``sweep``,
+``vacuum``; ``stats`` and ``vacuum`` are in :mod:`plait.cli.space`).
 
 ``prune`` shows what it would drop (``--dry-run``), asks before dropping (``--yes`` for
-scripts), and reports the space it gave back: on SQLite it rewrites the file afterwards
-(:meth:`~plait.checkpoint.base.Checkpointer.reclaim_space`), because SQLite otherwise keeps the
-freed pages and the file never shrinks. A DSN's password is never printed.
+scripts), and reports the space it gave back: on SQLite it runs an incremental vacuum
+afterwards (:meth:`~plait.checkpoint.base.Checkpointer.reclaim_space`), because SQLite
+otherwise keeps the freed pages and the file never shrinks. A DSN's password is never printed.
 """
 
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from plait.checkpoint.base import Checkpointer
 from plait.cli.arguments import check_positive, confirm, plural
 from plait.cli.context import Invocation, run_command
 from plait.cli.options import Db, Debug, Json, Yes
+from plait.cli.space import cmd_db_stats, cmd_db_vacuum, human_size
 from plait.errors import CheckpointNotFoundError, StoreNotFoundError
 
 __all__ = [
@@ -23,7 +25,6 @@ __all__ = [
     "checkpointer_kind",
     "cmd_db_migrate",
     "cmd_db_prune",
-    "cmd_db_stats",
     "cmd_db_sweep",
     "register",
 ]
@@ -38,17 +39,6 @@ def checkpointer_kind(checkpointer: Checkpointer) -> str:
 def checkpointer_bytes(checkpointer: Checkpointer) -> int | None:
     """The bytes a store takes on this machine's disk (see :meth:`Checkpointer.disk_bytes`)."""
     return checkpointer.disk_bytes()
-
-
-def _size(n: int | None) -> str:
-    if n is None:
-        return "?"
-    size = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")
 
 
 def cmd_db_migrate(inv: Invocation) -> None:
@@ -72,24 +62,6 @@ def cmd_db_migrate(inv: Invocation) -> None:
     else:
         done = "created a new store with the current schema" if created else "schema up to date"
         inv.out.line(f"{shown}: {done}" + (f"; {runs}" if runs else ""))
-
-
-def cmd_db_stats(inv: Invocation) -> None:
-    checkpointer = inv.checkpointer()
-    threads = run_sync(checkpointer.alist_threads(namespace=None))
-    stats: dict[str, Any] = {
-        "store": inv.shown_db,
-        "kind": checkpointer_kind(checkpointer),
-        "threads": len(threads),
-        "checkpoints": sum(t.checkpoints for t in threads),
-        "namespaces": sorted({t.namespace for t in threads}),
-        "bytes": checkpointer_bytes(checkpointer),
-    }
-    if inv.out.json:
-        inv.out.emit(stats)
-        return
-    for k, v in stats.items():
-        inv.out.line(f"{k}: {_size(v) if k == 'bytes' else v}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -206,7 +178,7 @@ def cmd_db_prune(
     space = (
         ""
         if before is None or after is None
-        else f"; {_size(before)} -> {_size(after)} ({_size(before - after)} freed)"
+        else f"; {human_size(before)} -> {human_size(after)} ({human_size(before - after)} freed)"
     )
     out.line(
         f"dropped {plural(record['dropped'], 'checkpoint')} from {plural(len(affected), 'thread')} "
@@ -225,7 +197,8 @@ def cmd_db_sweep(inv: Invocation) -> None:
 
 
 def _reclaim(checkpointer: Checkpointer) -> None:
-    """Give the freed space back to the file system, where the store keeps it (SQLite)."""
+    """Give the freed space back to the file system, where the store keeps it (SQLite's
+    incremental vacuum; a SQLite file made before that needs ``plait db vacuum`` once)."""
     checkpointer.reclaim_space()
 
 
@@ -233,8 +206,8 @@ def _reclaim(checkpointer: Checkpointer) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """The ``db`` group: ``migrate``, ``prune``, ``stats``, ``sweep``."""
-    db_app = typer.Typer(help="Look after a store: migrate, prune, stats, sweep.", no_args_is_help=True)
+    """The ``db`` group: ``migrate``, ``prune``, ``stats``, ``sweep``, ``vacuum``."""
+    db_app = typer.Typer(help="Look after a store: migrate, prune, stats, sweep, vacuum.", no_args_is_help=True)
     app.add_typer(db_app, name="db")
 
     @db_app.command("migrate")
@@ -277,9 +250,21 @@ def register(app: typer.Typer) -> None:
         )
 
     @db_app.command("stats")
-    def db_stats(db: Db = None, as_json: Json = False, debug: Debug = False) -> None:
-        """What a store holds: threads, checkpoints, namespaces, bytes on disk."""
-        run_command(cmd_db_stats, as_json=as_json, debug=debug, db=db)
+    def db_stats(
+        top: Annotated[int, typer.Option("--top", metavar="N", help="How many of the largest threads to show.")] = 10,
+        db: Db = None,
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """What a store holds: threads, checkpoints and bytes per namespace, the largest
+        threads, bytes on disk, and the dead space deleting and pruning left."""
+        run_command(lambda inv: cmd_db_stats(inv, top), as_json=as_json, debug=debug, db=db)
+
+    @db_app.command("vacuum")
+    def db_vacuum(db: Db = None, as_json: Json = False, debug: Debug = False) -> None:
+        """Rewrite the store without its free space (SQLite: VACUUM, once for a file made before
+        incremental vacuum; PostgreSQL: VACUUM of plait's tables)."""
+        run_command(cmd_db_vacuum, as_json=as_json, debug=debug, db=db)
 
     @db_app.command("sweep")
     def db_sweep(db: Db = None, as_json: Json = False, debug: Debug = False) -> None:

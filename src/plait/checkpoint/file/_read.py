@@ -18,6 +18,7 @@ from plait.checkpoint.file._format import Corrupt, Key, Rec, State, checkpoint_v
 from plait.checkpoint.file._io import disk_errors
 from plait.checkpoint.file._lease import peek_row
 from plait.checkpoint.model import Checkpoint, Status, ThreadInfo, check_listing
+from plait.checkpoint.space import DeadSpace, StoreSpace, ThreadSpace
 from plait.errors import CheckpointCorruptError, StoreVersionError
 
 __all__ = ["FileReads"]
@@ -253,3 +254,21 @@ class FileReads:
     def _peek_row(self, key: Key) -> rules.LeaseRow | None:
         """The thread's lease row, read without a lock (for listings)."""
         return peek_row(self._path(key, ".lease"))
+
+    async def aspace(self) -> StoreSpace:
+        """Each listed thread's file size (its lease file aside); no dead space: a delete
+        removes the file and a prune rewrites it, so nothing freed stays behind."""
+        return await asyncio.to_thread(self._space)
+
+    @disk_errors
+    def _space(self) -> StoreSpace:
+        threads = []
+        for t in self._list_threads(None):
+            try:
+                size = os.path.getsize(self._path((t.namespace, t.thread_id)))
+            except FileNotFoundError:  # deleted since it was listed
+                continue
+            threads.append(
+                ThreadSpace(namespace=t.namespace, thread_id=t.thread_id, checkpoints=t.checkpoints, bytes=size)
+            )
+        return StoreSpace(threads=threads, dead=DeadSpace(bytes=0, reclaim="a delete or prune gives it back at once"))

@@ -56,7 +56,9 @@ from plait.checkpoint.postgres._connect import connection_lost, failure, first_c
 from plait.checkpoint.postgres._feed import PgFeed
 from plait.checkpoint.postgres._schema import PG_MIGRATIONS
 from plait.checkpoint.postgres._send import Cursors, Fusion, NeedsAnswer, Recorder, pipelined, send
+from plait.checkpoint.postgres._space import dead_space, vacuum
 from plait.checkpoint.retention import Retention
+from plait.checkpoint.space import DeadSpace
 from plait.checkpoint.sql._base import CommitRequest, Cursor, Dialect
 from plait.checkpoint.sql._caller import may_block
 from plait.checkpoint.sql._checkpointer import SqlCheckpointer
@@ -451,6 +453,20 @@ class PostgresCheckpointer(SqlCheckpointer):
         )
         if error is not None:
             raise error
+
+    def _dead_space(self, cur: Cursor) -> DeadSpace | None:
+        return dead_space(cur, self._core.dialect.prefix)
+
+    async def areclaim_space(self, *, full: bool = False) -> int | None:
+        """Nothing by default (autovacuum gives dead rows' space back for reuse on its own:
+        None). ``full=True`` runs ``VACUUM (ANALYZE)`` on the checkpoint tables now, and says
+        how many bytes they shrank by (see :mod:`plait.checkpoint.postgres._space`)."""
+        if not full:
+            return None
+        prefix = self._core.dialect.prefix
+        # read=True: no BEGIN, on a pooled connection in autocommit, where VACUUM may run.
+        freed: int = await self._run(lambda cur: vacuum(cur, prefix), read=True)
+        return freed
 
     # -- setup -------------------------------------------------------------------------------
 

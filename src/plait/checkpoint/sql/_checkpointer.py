@@ -28,6 +28,7 @@ from plait.checkpoint.model import (
     ThreadInfo,
     WritesBatch,
 )
+from plait.checkpoint.space import DeadSpace, StoreSpace, ThreadSpace
 from plait.checkpoint.sql._base import CommitRequest, Cursor
 from plait.checkpoint.sql._core import SqlCore
 from plait.store import MemorySearch, MemoryWrite, NamespaceListing, StoredItem
@@ -74,6 +75,27 @@ class SqlCheckpointer(Checkpointer):
         """Run a lease statement (take, renew, give back): a dialect may route them apart
         from commits."""
         return await self._writing(fn)
+
+    def _dead_space(self, cur: Cursor) -> DeadSpace | None:
+        """The space deleted and pruned rows left behind, read in :meth:`aspace`'s snapshot
+        (each engine measures it its own way); None: not known."""
+        return None
+
+    async def aspace(self) -> StoreSpace:
+        """Checkpoints and payload bytes per stored ``(namespace, thread_id)`` (subgraph
+        namespaces too: they have checkpoints but no thread row), by one grouped scan of each
+        table, and the dialect's dead space."""
+
+        def read(cur: Cursor) -> StoreSpace:
+            rows = cur.execute(self._core.statement("sizes")).fetchall()
+            threads = [
+                ThreadSpace(namespace=ns, thread_id=tid, checkpoints=int(n), bytes=int(b or 0))
+                for ns, tid, n, b in rows
+                if n
+            ]
+            return StoreSpace(threads=threads, dead=self._dead_space(cur))
+
+        return await self._reading(read)
 
     # -- the protocol ------------------------------------------------------------------------
 

@@ -234,6 +234,17 @@ STATEMENTS: dict[str, str] = {
         {where}
         ORDER BY t.updated_at DESC, t.ns DESC, t.thread_id DESC
         LIMIT ?""",
+    # Space per stored (namespace, thread): checkpoints, and the bytes of their rows' payload
+    # (metadata and body, blobs, pending writes), for ``plait db stats`` (plait.checkpoint.space).
+    # One scan of each table, grouped; CASTs because PostgreSQL sums bigints into numerics.
+    "sizes": """SELECT ns, thread_id, CAST(sum(n) AS BIGINT), CAST(sum(b) AS BIGINT) FROM (
+            SELECT ns, thread_id, count(*) AS n, sum(length(metadata) + length(body)) AS b
+            FROM {P}checkpoints GROUP BY ns, thread_id
+          UNION ALL
+            SELECT ns, thread_id, 0, sum(length(data)) FROM {P}blobs GROUP BY ns, thread_id
+          UNION ALL
+            SELECT ns, thread_id, 0, sum(length(value)) FROM {P}writes GROUP BY ns, thread_id
+        ) s GROUP BY ns, thread_id""",
     # Fences (see Fence): the head a fence compares with, and PostgreSQL's one-statement check.
     # ORDER BY ... LIMIT 1, not max(): PostgreSQL plans max() over a table without statistics
     # as a scan of the whole thread; this is one index lookup everywhere.

@@ -50,6 +50,7 @@ from plait.checkpoint.model import (
     Lease,
 )
 from plait.checkpoint.retention import Retention
+from plait.checkpoint.space import DeadSpace
 from plait.checkpoint.sql._base import CommitRequest, Cursor, Dialect
 from plait.checkpoint.sql._caller import may_block
 from plait.checkpoint.sql._checkpointer import SqlCheckpointer
@@ -173,6 +174,10 @@ class SqliteCheckpointer(SqlCheckpointer):
     def _open_writer(self) -> sqlite3.Connection:
         conn = self._connect()
         try:
+            # Before the first table exists, so that a new file gives the pages that deleting
+            # and pruning free back to the file system (see areclaim_space); in a file that has
+            # tables already it only takes effect at the next VACUUM (plait db vacuum).
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
             self._wal(conn)
             conn.execute("PRAGMA synchronous = " + ("FULL" if self.synchronous == "full" else "NORMAL"))
             if self._reserve is not None:
@@ -291,28 +296,50 @@ class SqliteCheckpointer(SqlCheckpointer):
             return None
         return sum(os.path.getsize(p) for p in (self.path, self.path + "-wal") if os.path.exists(p))
 
-    async def areclaim_space(self) -> None:
-        """:meth:`avacuum`."""
-        await self.avacuum()
+    async def areclaim_space(self, *, full: bool = False) -> int | None:
+        """Give the pages that deleting and pruning freed back to the file system; the bytes
+        the file and its log shrank by.
 
-    async def avacuum(self) -> None:
-        """Give the space that deleted and pruned checkpoints leave in the file back to the file
-        system: ``VACUUM`` rewrites the database without its free pages, then a truncating WAL
-        checkpoint empties the log.
+        Why: SQLite keeps freed pages inside the file for later writes, so deleting and
+        pruning alone make room for new checkpoints but never make the file smaller. A file
+        plait created is in ``auto_vacuum=INCREMENTAL`` mode: ``PRAGMA incremental_vacuum``
+        then moves the last pages into the free ones and cuts the file's tail, in time
+        proportional to what was freed, not to the database (what a sweeper runs after every
+        pass). A truncating WAL checkpoint then copies the moved pages home and empties the log.
 
-        Why a method of its own: SQLite keeps freed pages inside the file for later writes, so
-        ``prune`` and ``delete_thread`` make room for new checkpoints but never make the file
-        smaller. Rewriting it costs time and space proportional to what is kept (up to about
-        twice the database while it runs), and it waits for the write lock like any commit, so
-        it is left to whoever decides it is worth it: ``plait db prune`` calls it after pruning.
-        Concurrent readers keep working; a reader holding an old snapshot may leave the log
-        untruncated until the next checkpoint.
+        A file made before that (``auto_vacuum=NONE``) gives nothing back this way: ``full=True``
+        (``plait db vacuum``) rewrites it with ``VACUUM``, once, which also switches it to
+        incremental mode. A full rewrite costs time and space proportional to what is kept (up
+        to about twice the database while it runs) and holds the write lock throughout, so run
+        it while nothing else writes. Concurrent readers keep working; a reader holding an old
+        snapshot may leave the log untruncated until the next checkpoint.
         """
-        await self._submit(self._writer, _vacuum)
+        before = self.disk_bytes()
+        await self._submit(self._writer, partial(_reclaim, full=full))
+        after = self.disk_bytes()
+        return None if before is None or after is None else max(before - after, 0)
 
-    def vacuum(self) -> None:
+    async def avacuum(self) -> int | None:
+        """:meth:`areclaim_space` with ``full=True``: rewrite the whole file (``VACUUM``)."""
+        return await self.areclaim_space(full=True)
+
+    def vacuum(self) -> int | None:
         """Sync :meth:`avacuum`."""
-        run_sync(self.avacuum())
+        return run_sync(self.avacuum())
+
+    def _dead_space(self, cur: Cursor) -> DeadSpace | None:
+        """The file's free pages (``freelist_count`` times ``page_size``): what deleting and
+        pruning left in it, and which incremental vacuum gives back."""
+        ((free,),) = cur.execute("PRAGMA freelist_count").fetchall()
+        ((page,),) = cur.execute("PRAGMA page_size").fetchall()
+        ((mode,),) = cur.execute("PRAGMA auto_vacuum").fetchall()
+        reclaim = (
+            "given back by the next sweep, plait db prune or plait db vacuum (incremental vacuum)"
+            if int(mode) == _INCREMENTAL
+            else "this file predates incremental vacuum: run plait db vacuum once (rewrites it; "
+            "nothing else should write meanwhile)"
+        )
+        return DeadSpace(bytes=int(free) * int(page), reclaim=reclaim)
 
     async def atake_lease(self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None) -> Lease:
         check_thread(thread_id, namespace)
@@ -375,9 +402,22 @@ class SqliteCheckpointer(SqlCheckpointer):
         return f"SqliteCheckpointer({self.path!r}, synchronous={self.synchronous!r})"
 
 
-def _vacuum(conn: sqlite3.Connection) -> None:
-    """VACUUM (which runs outside a transaction) and empty the WAL into the rewritten file."""
-    conn.execute("VACUUM")
+_INCREMENTAL = 2
+"""``PRAGMA auto_vacuum``'s answer for incremental mode (0 is none, 1 full)."""
+
+
+def _reclaim(conn: sqlite3.Connection, *, full: bool) -> None:
+    """Incremental vacuum, or with ``full`` a VACUUM that also switches the file to incremental
+    mode (both run outside a transaction), then empty the WAL into the file."""
+    if full:
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        conn.execute("VACUUM")
+    else:
+        ((mode,),) = conn.execute("PRAGMA auto_vacuum").fetchall()
+        if int(mode) == _INCREMENTAL:
+            # executescript steps it to the end: the pragma frees one page per step and returns
+            # no columns, so execute() would step once and stop (one page freed).
+            conn.executescript("PRAGMA incremental_vacuum")
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
 
