@@ -183,11 +183,12 @@ class FileCheckpointer(FileReads, Checkpointer):
         limit: int | None = None,
         before: str | None = None,
         prefix: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> list[ThreadInfo]:
-        check_listing(status, limit, prefix)
+        check_listing(status, limit, prefix, metadata)
         if namespace is not None:
             check_id(namespace, "namespace")
-        infos = await asyncio.to_thread(self._list_threads, namespace)
+        infos = await asyncio.to_thread(self._list_threads, namespace, metadata)
         return page_threads(infos, status=status, limit=limit, before=before, prefix=prefix)
 
     async def aget_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:

@@ -265,7 +265,7 @@ def joins(*, lateral: bool) -> dict[str, str]:
     }
     out = {
         "head_join": (
-            "JOIN LATERAL (SELECT x.id, x.step, x.created_at, x.source FROM {P}checkpoints x "
+            "JOIN LATERAL (SELECT x.id, x.step, x.created_at, x.source, x.metadata FROM {P}checkpoints x "
             "WHERE x.ns = t.ns AND x.thread_id = t.thread_id ORDER BY x.id DESC LIMIT 1) h ON true"
             if lateral
             else "JOIN {P}checkpoints h ON h.ns = t.ns AND h.thread_id = t.thread_id AND h.id = "
