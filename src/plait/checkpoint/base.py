@@ -245,9 +245,9 @@ class Checkpointer(ABC):
         ``prefix`` (thread ids that start with it; None or "" for all) and by ``metadata``
         (heads whose metadata contains it: ``{"user": "ada"}`` keeps heads whose ``user``
         is ``"ada"``; nested objects match by containment, lists and scalars by equality,
-        see :mod:`plait.checkpoint._match`; None or {} for all), and paged in the store: at
-        most ``limit``, starting after the thread whose :attr:`ThreadInfo.cursor` is
-        ``before``. Every filter runs in the store, so a page costs what it returns plus
+        with no coercion: ``1`` matches ``1.0``, never ``true`` or ``"1"``; None or {} for
+        all), and paged in the store: at most ``limit``, starting after the thread whose
+        :attr:`ThreadInfo.cursor` is ``before``. Every filter runs in the store, so a page costs what it returns plus
         what the store scans to find it, never every thread read into Python.
 
         A holder that died on this machine less than a lease's life ago is still ``busy``

@@ -74,19 +74,28 @@ def _postgres(conditions: list[Leaf]) -> tuple[str, list[Any]]:
 
 
 def _sqlite(conditions: list[Leaf]) -> tuple[str, list[Any]]:
-    parts: list[str] = ["json_valid(s.m)"]
+    # CASE, not AND, wherever a test must come first: SQLite does not promise the order of
+    # AND's terms, and json_array_length of a text, or any function of text that is not
+    # JSON, is an error rather than false.
+    parts: list[str] = []
     params: list[Any] = []
     for leaf in conditions:
         (kind_sql, kind_params), (value_sql, value_params) = _sqlite_at(leaf.path)
+        if leaf.kind == "array":
+            parts.append(f"CASE WHEN {kind_sql} = 'array' THEN json_array_length({value_sql}) END = ?")
+            params += [*kind_params, *value_params, leaf.value]
+            continue
         parts.append(f"{kind_sql} IN {_SQLITE_TYPES[leaf.kind]}")
         params += kind_params
         if leaf.kind in ("string", "number"):
             parts.append(f"{value_sql} = ?")
             params += [*value_params, _bindable(leaf.value)]
-        elif leaf.kind == "array":
-            parts.append(f"json_array_length({value_sql}) = ?")
-            params += [*value_params, leaf.value]
-    return f"EXISTS (SELECT 1 FROM (SELECT CAST(h.metadata AS TEXT) AS m) s WHERE {' AND '.join(parts)})", params
+    test = " AND ".join(parts) or "1"
+    return (
+        f"EXISTS (SELECT 1 FROM (SELECT CAST(h.metadata AS TEXT) AS m) s "
+        f"WHERE CASE WHEN json_valid(s.m) THEN {test} ELSE 0 END)",
+        params,
+    )
 
 
 _Sql = tuple[str, list[Any]]
