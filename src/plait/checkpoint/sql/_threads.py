@@ -280,9 +280,16 @@ class SqlThreads:
             return f"t.held = 1 AND t.expires_at > {clock}", [now]
         if status == "stale":  # (a row at rest stored 'stale' before 'ready' existed reads as 'ready')
             return f"t.held = 1 AND t.expires_at <= {clock}", [now]
+        if status == "idle":
+            return "t.held = 0 AND t.status = 'idle'", []
+        # The other statuses at rest are in the partial index threads_waiting (schema 11),
+        # whose condition is repeated word for word: SQLite uses a partial index only for a
+        # query that holds each of its terms, and a bound parameter would hide the status.
+        # (The status is one of STATUSES, checked: safe to write into the text.)
+        waiting = "t.held = 0 AND t.status <> 'idle' AND "
         if status == "ready":
-            return "t.held = 0 AND t.status IN ('ready', 'stale')", []
-        return "t.held = 0 AND t.status = ?", [status]
+            return waiting + "t.status IN ('ready', 'stale')", []
+        return waiting + f"t.status = '{status}'", []
 
     def _info(self, raw: Sequence[Any], *, raising: bool = False) -> ThreadInfo | None:
         """A listing entry from a row; a row of foreign types (SQLite keeps whatever type a
