@@ -79,7 +79,12 @@ def _sqlite(conditions: list[Leaf]) -> tuple[str, list[Any]]:
     # JSON, is an error rather than false.
     parts: list[str] = []
     params: list[Any] = []
+    # An object's own type test is needed only when nothing is asked of its keys: a path
+    # below it finds nothing in any other type (``$."0"`` does not step into a list).
+    parents = {leaf.path[:i] for leaf in conditions for i in range(len(leaf.path))}
     for leaf in conditions:
+        if leaf.kind == "object" and leaf.path in parents:
+            continue
         (kind_sql, kind_params), (value_sql, value_params) = _sqlite_at(leaf.path)
         if leaf.kind == "array":
             parts.append(f"CASE WHEN {kind_sql} = 'array' THEN json_array_length({value_sql}) END = ?")
