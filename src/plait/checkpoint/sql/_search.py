@@ -18,6 +18,7 @@ scalars (``1`` equals ``1.0``, ``true`` does not equal ``1``).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -44,10 +45,35 @@ _SQLITE_TYPES = {
 
 def metadata_clause(dialect: Dialect, conditions: list[Leaf]) -> tuple[str, list[Any]]:
     """A WHERE condition (with its parameters, in order) that holds when the head ``h``'s
-    metadata meets every one of ``conditions``."""
-    if dialect.jsonb:
-        return _postgres(conditions)
-    return _sqlite(conditions)
+    metadata meets every one of ``conditions``.
+
+    Before any JSON is read, the stored bytes must hold each plain key and plain string the
+    filter names, quoted (a byte search, see :func:`needles`): a necessary condition that
+    turns most heads away for the cost of a ``memmem``, so a search that matches few heads
+    parses few (PostgreSQL: 40 ms of parsing for 10,000 heads, against 7 ms of searching)."""
+    found = needles(conditions)
+    search = "position(?::bytea in h.metadata) > 0" if dialect.jsonb else "instr(h.metadata, ?) > 0"
+    exact, params = _postgres(conditions) if dialect.jsonb else _sqlite(conditions)
+    return " AND ".join([*(search for _ in found), exact]), [*found, *params]
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9 _.:@,+=-]+")
+"""Text every JSON encoder writes as itself between quotes: no quote, backslash, slash,
+control or non-ASCII character, which one may escape (``\\u00e9``, ``\\/``) and another not."""
+
+
+def needles(conditions: list[Leaf]) -> list[bytes]:
+    """The quoted keys and strings of ``conditions`` that the stored JSON of a matching
+    head must hold byte for byte: those of plain text (see :data:`_PLAIN`) only."""
+    out: dict[bytes, None] = {}
+    for leaf in conditions:
+        texts = [p for p in leaf.path if isinstance(p, str)]
+        if leaf.kind == "string":
+            texts.append(leaf.value)
+        for text in texts:
+            if _PLAIN.fullmatch(text):
+                out[b'"' + text.encode() + b'"'] = None
+    return list(out)
 
 
 def _postgres(conditions: list[Leaf]) -> tuple[str, list[Any]]:
