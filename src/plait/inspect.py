@@ -51,9 +51,6 @@ __all__ = [
 
 ChangeKind = Literal["added", "removed", "changed", "list", "messages", "map"]
 
-_SCAN_PAGE = 500
-"""Threads read per store page while filtering by metadata in this process."""
-
 
 # -- records -----------------------------------------------------------------------------------
 
@@ -228,43 +225,19 @@ async def list_threads(
 ) -> ThreadPage:
     """Threads most recently active first, at most ``limit``, after the cursor ``before``.
 
-    ``namespace``, ``status``, ``prefix`` (thread ids starting with it) and the paging are
-    pushed into the store. ``metadata`` (heads whose metadata has each key equal to its
-    value) is filtered here, over pages of the store's listing, reading the head of each
-    thread the other filters kept; the cursor still names the last thread returned, so
-    paging goes on where this page stopped.
+    Every filter is the store's (see :meth:`Checkpointer.alist_threads`): ``namespace``,
+    ``status``, ``prefix`` (thread ids starting with it), ``metadata`` (heads whose metadata
+    contains it) and the paging, so a page reads a page and one thread more, never every head.
 
     Raises:
-        ValueError: an unknown status, a limit below 1, or a ``before`` that is not a cursor.
+        ValueError: an unknown status, a limit below 1, a ``before`` that is not a cursor, or
+            a ``metadata`` that is not a JSON object.
     """
-    prefix = prefix or None
-    if not metadata:
-        rows = await checkpointer.alist_threads(
-            namespace=namespace, status=status, limit=limit + 1, before=before, prefix=prefix
-        )
-        page = rows[:limit]
-        return ThreadPage(threads=tuple(page), next_cursor=page[-1].cursor if len(rows) > limit else None)
-    kept: list[ThreadInfo] = []
-    cursor = before
-    while True:
-        rows = await checkpointer.alist_threads(
-            namespace=namespace, status=status, limit=_SCAN_PAGE, before=cursor, prefix=prefix
-        )
-        for info in rows:
-            if await _matches(checkpointer, info, metadata):
-                if len(kept) == limit:  # one more than a page: there is a next page
-                    return ThreadPage(threads=tuple(kept), next_cursor=kept[-1].cursor)
-                kept.append(info)
-        if len(rows) < _SCAN_PAGE:
-            return ThreadPage(threads=tuple(kept), next_cursor=None)
-        cursor = rows[-1].cursor
-
-
-async def _matches(checkpointer: Checkpointer, info: ThreadInfo, metadata: Mapping[str, Any]) -> bool:
-    head = await checkpointer.ahistory(info.thread_id, namespace=info.namespace, limit=1)
-    return bool(head) and all(
-        k in head[0].metadata and not _differ(head[0].metadata[k], v) for k, v in metadata.items()
+    rows = await checkpointer.alist_threads(
+        namespace=namespace, status=status, limit=limit + 1, before=before, prefix=prefix or None, metadata=metadata
     )
+    page = rows[:limit]
+    return ThreadPage(threads=tuple(page), next_cursor=page[-1].cursor if len(rows) > limit else None)
 
 
 async def thread_summary(checkpointer: Checkpointer, thread_id: str, *, namespace: str = "") -> ThreadSummary:

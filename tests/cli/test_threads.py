@@ -11,7 +11,7 @@ import time
 import pytest
 
 from plait.cli import EXIT_OK, EXIT_USAGE, main
-from plait.cli.arguments import parse_since
+from plait.cli.arguments import parse_metadata, parse_since
 from plait.errors import ArgumentError
 
 from ._cli_support import FLOW
@@ -77,3 +77,47 @@ def test_since_reads_spans_and_iso_times() -> None:
     assert parse_since("2025-01-31") == local  # no zone: local time, as the tables show
     with pytest.raises(ArgumentError, match="--since takes a span"):
         parse_since("yesterday")
+
+
+def test_threads_filter_by_the_heads_metadata(store: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # ok ran greet and check (its head is step 2); bad and asked rest after greet (step 1)
+    assert [r["thread_id"] for r in listed(capsys, "--metadata", "step=2")] == ["ok"]
+    assert [r["thread_id"] for r in listed(capsys, "-m", "step=1")] == ["asked", "bad"]
+    assert [r["thread_id"] for r in listed(capsys, "-m", 'step="1"')] == []  # JSON text: the string "1"
+    assert [r["thread_id"] for r in listed(capsys, "-m", "step=1", "--status", "error")] == ["bad"]
+    assert [r["thread_id"] for r in listed(capsys, "-m", "step=1", "-m", "source=loop", "-n", "1")] == ["asked"]
+    assert [r["thread_id"] for r in listed(capsys, "-m", 'writes={"greet": ["log"]}')] == ["asked", "bad"]
+    assert [r["thread_id"] for r in listed(capsys, "-m", "source=nobody")] == []
+    capsys.readouterr()
+    assert main(["threads", "--db", "t.db", "-m", "source=nobody", "-m", "step=1"]) == EXIT_OK
+    assert 'no threads in t.db (metadata source="nobody", metadata step=1)' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["-m", "step"], "--metadata takes KEY=VALUE"),
+        (["-m", "=1"], "--metadata takes KEY=VALUE"),
+        (["-m", "step=1", "-m", "step=2"], "--metadata gives 'step' twice"),
+    ],
+)
+def test_threads_metadata_that_is_not_key_value_is_a_usage_error(
+    store: str, capsys: pytest.CaptureFixture[str], args: list[str], needle: str
+) -> None:
+    capsys.readouterr()
+    assert main(["threads", "--db", "t.db", *args]) == EXIT_USAGE
+    assert needle in capsys.readouterr().err
+
+
+def test_metadata_values_are_json_else_text() -> None:
+    assert parse_metadata(None) is None
+    assert parse_metadata(["user=ada", "n=1", "ok=true", "none=null", 'run={"a": [1]}', "x=NaN", "e="]) == {
+        "user": "ada",
+        "n": 1,
+        "ok": True,
+        "none": None,
+        "run": {"a": [1]},
+        "x": "NaN",
+        "e": "",
+    }
+    assert parse_metadata(["url=http://x/?a=b"]) == {"url": "http://x/?a=b"}

@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from plait.checkpoint._match import matches as contains
 from plait.checkpoint.model import Status, ThreadInfo, check_listing, decode_cursor
 from plait.errors import CheckpointCorruptError, CheckpointNotFoundError
 
@@ -184,14 +185,18 @@ def page_threads(
     limit: int | None,
     before: str | None,
     prefix: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    metadata_of: Callable[[ThreadInfo], Any] | None = None,
 ) -> list[ThreadInfo]:
     """A page of a listing held in memory (the memory and file backends): newest first, the
-    threads after the cursor ``before``, of ``status``, at most ``limit``; as SQL pages it.
+    threads after the cursor ``before``, of ``status``, whose head's metadata
+    (``metadata_of(info)``) matches ``metadata``, at most ``limit``; as SQL pages it.
 
     Raises:
-        ValueError: an unknown status, a limit below 1, or a ``before`` that is not a cursor.
+        ValueError: an unknown status, a limit below 1, a ``before`` that is not a cursor, or
+            a ``metadata`` that is not a JSON object.
     """
-    check_listing(status, limit, prefix)
+    check_listing(status, limit, prefix, metadata)
     after = decode_cursor(before) if before is not None else None
     out: list[ThreadInfo] = []
     for info in sorted(infos, key=lambda t: (t.updated_at, t.namespace, t.thread_id), reverse=True):
@@ -200,6 +205,8 @@ def page_threads(
         if status is not None and info.status != status:
             continue
         if prefix and not info.thread_id.startswith(prefix):
+            continue
+        if metadata and (metadata_of is None or not contains(metadata_of(info), metadata)):
             continue
         out.append(info)
         if limit is not None and len(out) >= limit:

@@ -276,19 +276,24 @@ class Checkpointer(ABC):
         limit: int | None = None,
         before: str | None = None,
         prefix: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> list[ThreadInfo]:
         """Threads that have a checkpoint (of ``namespace``, or of all namespaces), most
-        recently active first (:attr:`ThreadInfo.updated_at`), filtered by ``status`` and by
-        ``prefix`` (thread ids that start with it; None or "" for all) and paged in the
-        store: at most ``limit``, starting after the thread whose :attr:`ThreadInfo.cursor`
-        is ``before``.
+        recently active first (:attr:`ThreadInfo.updated_at`), filtered by ``status``, by
+        ``prefix`` (thread ids that start with it; None or "" for all) and by ``metadata``
+        (heads whose metadata contains it: ``{"user": "ada"}`` keeps heads whose ``user``
+        is ``"ada"``; nested objects match by containment, lists and scalars by equality,
+        with no coercion: ``1`` matches ``1.0``, never ``true`` or ``"1"``; None or {} for
+        all), and paged in the store: at most ``limit``, starting after the thread whose
+        :attr:`ThreadInfo.cursor` is ``before``. Every filter runs in the store, so a page costs what it returns plus
+        what the store scans to find it, never every thread read into Python.
 
         A holder that died on this machine less than a lease's life ago is still ``busy``
         to the store's filter; the listed :attr:`ThreadInfo.status` then says ``stale``.
 
         Raises:
             ValueError: an unknown status, a limit below 1, a ``before`` that is not a cursor,
-                or a ``prefix`` that is not a str.
+                a ``prefix`` that is not a str, or a ``metadata`` that is not a JSON object.
         """
 
     async def aget_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:
@@ -529,10 +534,13 @@ class Checkpointer(ABC):
         limit: int | None = None,
         before: str | None = None,
         prefix: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> list[ThreadInfo]:
         """Sync :meth:`alist_threads`."""
         return run_sync(
-            self.alist_threads(namespace=namespace, status=status, limit=limit, before=before, prefix=prefix)
+            self.alist_threads(
+                namespace=namespace, status=status, limit=limit, before=before, prefix=prefix, metadata=metadata
+            )
         )
 
     def get_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:

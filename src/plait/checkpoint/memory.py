@@ -226,8 +226,9 @@ class MemoryCheckpointer(Checkpointer):
         limit: int | None = None,
         before: str | None = None,
         prefix: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> list[ThreadInfo]:
-        check_listing(status, limit, prefix)
+        check_listing(status, limit, prefix, metadata)
         if namespace is not None:
             check_id(namespace, "namespace")
         with self._lease_lock:
@@ -237,7 +238,20 @@ class MemoryCheckpointer(Checkpointer):
                 for key, thread in self._checkpoints.items()
                 if thread and (namespace is None or key[0] == namespace)
             ]
-        return page_threads(infos, status=status, limit=limit, before=before, prefix=prefix)
+            heads = (
+                {(i.namespace, i.thread_id): self._checkpoints[(i.namespace, i.thread_id)][i.head_id] for i in infos}
+                if metadata
+                else {}
+            )
+        return page_threads(
+            infos,
+            status=status,
+            limit=limit,
+            before=before,
+            prefix=prefix,
+            metadata=metadata,
+            metadata_of=lambda info: heads[(info.namespace, info.thread_id)].metadata,
+        )
 
     async def aget_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:
         check_thread(thread_id, namespace)

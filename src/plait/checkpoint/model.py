@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal, NamedTuple, cast, get_args
 
 from plait._codec import freeze_trusted
+from plait.checkpoint._match import check_metadata
 from plait.checkpoint.holder import Holder
 from plait.types import Interrupt
 
@@ -396,8 +397,12 @@ def _encodes(text: str) -> bool:
     return True
 
 
-def check_listing(status: Status | None, limit: int | None, prefix: str | None = None) -> None:
-    """Refuse a ``status``, ``limit`` or ``prefix`` that :meth:`Checkpointer.alist_threads` cannot take."""
+def check_listing(
+    status: Status | None, limit: int | None, prefix: str | None = None, metadata: Mapping[str, Any] | None = None
+) -> None:
+    """Refuse a ``status``, ``limit``, ``prefix`` or ``metadata`` that
+    :meth:`Checkpointer.alist_threads` cannot take."""
+    check_metadata(metadata)
     if prefix is not None and (not isinstance(prefix, str) or "\x00" in prefix or not _encodes(prefix)):
         raise ValueError(f"prefix={prefix!r}: give the start of a thread id (text), or None for all")
     if status is not None and status not in STATUSES:

@@ -87,6 +87,34 @@ def parse_sets(items: Sequence[str], option: str = "--set") -> list[tuple[str, A
     return out
 
 
+def parse_metadata(items: Sequence[str] | None, option: str = "--metadata") -> dict[str, Any] | None:
+    """``--metadata KEY=VALUE`` (repeatable) as the filter a listing takes: VALUE as JSON when
+    it parses as JSON (``n=1``, ``ok=true``, ``run={"attempt": 2}``), else as the text it is
+    (``user=ada``); None when none is given."""
+    if not items:
+        return None
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ArgumentError(
+                option,
+                f"{option} takes KEY=VALUE (VALUE as JSON, else as text), like {option} user=ada "
+                f"or {option} 'run={{\"attempt\": 2}}'; got {item!r}",
+            )
+        if key in out:
+            raise ArgumentError(option, f"{option} gives {key!r} twice: give each key once")
+        try:
+            out[key] = json.loads(raw, parse_constant=_no_constant)
+        except ValueError:
+            out[key] = raw
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # NaN and Infinity are text here, as JSON has no such numbers
+
+
 def parse_keys(text: str | None) -> list[str] | None:
     """``--keys a,b``: channel names (None when not given)."""
     if text is None:

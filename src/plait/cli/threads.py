@@ -5,6 +5,7 @@ Checkpoints hold their values whole, so these read (and copy, and delete) them d
 need no graph; only ``fork --set`` folds edits through a graph's reducers (``--graph``).
 """
 
+import json
 import time
 from collections.abc import Mapping
 from typing import Annotated, Any
@@ -15,7 +16,15 @@ from plait._sync import run_sync
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.fork import fork_checkpoint
 from plait.checkpoint.model import STATUSES, Status, ThreadInfo
-from plait.cli.arguments import check_positive, confirm, parse_keys, parse_sets, parse_since, plural
+from plait.cli.arguments import (
+    check_positive,
+    confirm,
+    parse_keys,
+    parse_metadata,
+    parse_sets,
+    parse_since,
+    plural,
+)
 from plait.cli.context import Invocation, run_command
 from plait.cli.options import Checkpoint as CheckpointOpt
 from plait.cli.options import Db, Debug, Json, Namespace, Sets, Step, Thread, Yes
@@ -63,12 +72,17 @@ def thread_row(t: ThreadInfo, width: int) -> list[Any]:
 
 
 def cmd_threads(
-    inv: Invocation, namespace: str | None, status: str | None, limit: int | None, since: float | None
+    inv: Invocation,
+    namespace: str | None,
+    status: str | None,
+    limit: int | None,
+    since: float | None,
+    metadata: dict[str, Any] | None = None,
 ) -> None:
     check_positive(limit, "--limit")
     if status is not None and status not in STATUSES:
         raise ArgumentError("--status", f"--status is one of {', '.join(STATUSES)}; got {status!r}")
-    threads = list_threads(inv.checkpointer(), namespace, status, limit, since)
+    threads = list_threads(inv.checkpointer(), namespace, status, limit, since, metadata)
     out = inv.out
     if out.json:
         out.emit([thread_json(t) for t in threads])
@@ -77,6 +91,7 @@ def cmd_threads(
         only = [f"namespace {namespace!r}"] if namespace else []
         only += [f"status {status}"] if status else []
         only += [f"since {_when(since)}"] if since is not None else []
+        only += [f"metadata {k}={json.dumps(v)}" for k, v in (metadata or {}).items()]
         out.line(f"no threads in {inv.shown_db}" + (f" ({', '.join(only)})" if only else ""))
         return
     width = short_ids([t.head_id for t in threads])
@@ -84,16 +99,23 @@ def cmd_threads(
 
 
 def list_threads(
-    checkpointer: Checkpointer, namespace: str | None, status: "Status | None", limit: int | None, since: float | None
+    checkpointer: Checkpointer,
+    namespace: str | None,
+    status: "Status | None",
+    limit: int | None,
+    since: float | None,
+    metadata: Mapping[str, Any] | None = None,
 ) -> list[ThreadInfo]:
-    """Threads newest first, filtered and paged in the store; with ``since``, page on until
-    the first thread that last moved before it (the listing is ordered by that time)."""
+    """Threads newest first, filtered (by namespace, status and the head's metadata) and
+    paged in the store; with ``since``, page on until the first thread that last moved
+    before it (the listing is ordered by that time)."""
+    kw: dict[str, Any] = {"namespace": namespace, "status": status, "metadata": metadata}
     if since is None:
-        return run_sync(checkpointer.alist_threads(namespace=namespace, status=status, limit=limit))
+        return run_sync(checkpointer.alist_threads(limit=limit, **kw))
     found: list[ThreadInfo] = []
     before: str | None = None
     while True:
-        page = run_sync(checkpointer.alist_threads(namespace=namespace, status=status, limit=PAGE, before=before))
+        page = run_sync(checkpointer.alist_threads(limit=PAGE, before=before, **kw))
         for t in page:
             if t.updated_at < since or (limit is not None and len(found) >= limit):
                 return found
@@ -316,12 +338,22 @@ def register(app: typer.Typer) -> None:
                 help="Only threads that moved since WHEN: a span back from now (15m, 2h, 7d) or an ISO 8601 time.",
             ),
         ] = None,
+        metadata: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--metadata",
+                "-m",
+                metavar="KEY=VALUE",
+                help="Only threads whose head's metadata holds KEY with VALUE (JSON, else text: user=ada, n=1, "
+                "run='{\"attempt\": 2}' matches by containment); repeat for more keys.",
+            ),
+        ] = None,
         as_json: Json = False,
         debug: Debug = False,
     ) -> None:
         """List the threads in a store with how each stands, most recently active first."""
         run_command(
-            lambda inv: cmd_threads(inv, namespace, status, limit, parse_since(since)),
+            lambda inv: cmd_threads(inv, namespace, status, limit, parse_since(since), parse_metadata(metadata)),
             as_json=as_json,
             debug=debug,
             db=db,

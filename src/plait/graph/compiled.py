@@ -128,18 +128,31 @@ class CompiledGraph(Running):
         return run_sync(self.aget_state_history(thread_id, limit=limit, before=before, filter=filter))
 
     async def alist_threads(
-        self, *, status: Status | None = None, limit: int | None = None, before: str | None = None
+        self,
+        *,
+        status: Status | None = None,
+        limit: int | None = None,
+        before: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> list[ThreadInfo]:
         """This graph's threads (of its namespace), most recently active first, filtered by
-        ``status`` and paged in the store (see :meth:`Checkpointer.alist_threads`)."""
+        ``status`` and by the head's ``metadata`` and paged in the store (see
+        :meth:`Checkpointer.alist_threads`)."""
         checkpointer = await self._ready_checkpointer()
-        return await checkpointer.alist_threads(namespace=self.namespace, status=status, limit=limit, before=before)
+        return await checkpointer.alist_threads(
+            namespace=self.namespace, status=status, limit=limit, before=before, metadata=metadata
+        )
 
     def list_threads(
-        self, *, status: Status | None = None, limit: int | None = None, before: str | None = None
+        self,
+        *,
+        status: Status | None = None,
+        limit: int | None = None,
+        before: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> list[ThreadInfo]:
         """Sync :meth:`alist_threads`."""
-        return run_sync(self.alist_threads(status=status, limit=limit, before=before))
+        return run_sync(self.alist_threads(status=status, limit=limit, before=before, metadata=metadata))
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete the thread, and the stored runs of the subgraphs its history's tasks ran."""

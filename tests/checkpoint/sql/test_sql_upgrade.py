@@ -68,6 +68,14 @@ def _insert(backend: Backend, cp: Checkpoint, writes: tuple[PendingWrite, ...] =
         )
 
 
+def _indexes(backend: Backend) -> str:
+    if backend.kind == "sqlite":
+        rows = backend.sql("SELECT name FROM sqlite_master WHERE type = 'index'")
+    else:
+        rows = backend.sql("SELECT indexname FROM pg_indexes WHERE schemaname = %s", backend.schema)
+    return " ".join(str(r[0]) for r in rows)
+
+
 def _graph() -> Any:
     schema = StateSchema.builder().add("log", AppendList()).build()
     return Graph(schema).add_node("a", lambda s: {"log": ["a"]}).add_edge(START, "a").add_edge("a", END)
@@ -138,6 +146,11 @@ def test_a_store_of_every_older_version_is_refused_then_upgraded_in_place(backen
         assert head is not None and head.pending_writes == (asked,)
         statuses = {t.thread_id: t.status for t in asyncio.run(store.alist_threads())}
         assert statuses == {"done": "idle", "waiting": "interrupted", "unfinished": "ready", "running": "busy"}
+        by_status = {
+            s: [t.thread_id for t in asyncio.run(store.alist_threads(status=s))] for s in set(statuses.values())
+        }
+        assert by_status == {"idle": ["done"], "interrupted": ["waiting"], "ready": ["unfinished"], "busy": ["running"]}
+        assert "threads_waiting" in _indexes(backend)  # version 11: what a status filter reads
         with pytest.raises(ThreadBusyError) as busy:  # the older plait's lease is still honoured
             asyncio.run(store.atake_lease("running", "a new run"))
         assert busy.value.owner == "an older plait"

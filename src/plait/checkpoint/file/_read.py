@@ -13,6 +13,7 @@ from typing import Any
 
 from plait.checkpoint import lease as rules
 from plait.checkpoint._common import check_filter, page_threads, walk_lineage
+from plait.checkpoint._match import matches
 from plait.checkpoint._validate import check_id, check_thread
 from plait.checkpoint.file._format import Corrupt, Key, Rec, State, checkpoint_values, file_stem, parse_lines
 from plait.checkpoint.file._io import disk_errors
@@ -176,11 +177,12 @@ class FileReads:
         limit: int | None = None,
         before: str | None = None,
         prefix: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> list[ThreadInfo]:
-        check_listing(status, limit, prefix)
+        check_listing(status, limit, prefix, metadata)
         if namespace is not None:
             check_id(namespace, "namespace")
-        infos = await asyncio.to_thread(self._list_threads, namespace)
+        infos = await asyncio.to_thread(self._list_threads, namespace, metadata)
         return page_threads(infos, status=status, limit=limit, before=before, prefix=prefix)
 
     async def aget_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None:
@@ -200,7 +202,9 @@ class FileReads:
             return {rid: state.records[rid].parent_id for rid in sorted(state.records)}
 
     @disk_errors
-    def _list_threads(self, namespace: str | None) -> list[ThreadInfo]:
+    def _list_threads(self, namespace: str | None, metadata: Mapping[str, Any] | None = None) -> list[ThreadInfo]:
+        """Every thread's listing entry (of ``namespace``, whose head's metadata contains
+        ``metadata``), newest first."""
         infos = []
         now = self.clock()
         with self._lock:
@@ -220,6 +224,8 @@ class FileReads:
                 if state is None or state.key is None or not state.records:
                     continue
                 if namespace is not None and state.key[0] != namespace:
+                    continue
+                if metadata and not matches(state.records[max(state.records)].metadata, metadata):
                     continue
                 infos.append(self._info(state.key, state, now))
         infos.sort(key=lambda t: (t.updated_at, t.namespace, t.thread_id), reverse=True)

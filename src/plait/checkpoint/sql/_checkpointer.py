@@ -172,12 +172,20 @@ class SqlCheckpointer(Checkpointer):
         limit: int | None = None,
         before: str | None = None,
         prefix: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> list[ThreadInfo]:
         if namespace is not None:
             check_id(namespace, "namespace")
         return await self._reading(
             lambda cur: self._core.threads.page(
-                cur, namespace=namespace, status=status, limit=limit, before=before, prefix=prefix, now=self._now()
+                cur,
+                namespace=namespace,
+                status=status,
+                limit=limit,
+                before=before,
+                prefix=prefix,
+                metadata=metadata,
+                now=self._now(),
             )
         )
 

@@ -13,6 +13,7 @@ Layout (``P`` is the table prefix, which includes the Postgres schema when one i
     P_blobs       ns, thread_id, channel, id -> base_id, data
     P_writes      seq, (ns, thread_id, checkpoint_id, task_id, kind, wkey) unique -> value
     P_threads     ns, thread_id -> gen, owner, holder, taken_at, expires_at, held, status, updated_at
+                  (indexed newest first; those at rest in a status other than idle, by status: schema 11)
 
 A thread's row (schema 7; it replaced ``P_leases``) holds its lease, fenced by generation
 (``gen``; ``held`` is 0 once the lease is given back or revoked, and the row stays, so that
@@ -39,7 +40,7 @@ from __future__ import annotations
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "STATEMENTS", "joins"]
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 """The schema version this code reads and writes."""
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -108,6 +109,16 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     # (JSON text or jsonb, float32 blobs or float8[]), so each dialect brings them (see
     # sql._memory_sql).
     10: (),
+    # 11: a partial index of the threads at rest in a status other than idle (waiting on an
+    # interrupt, failed, ready to go on): a listing filtered by such a status reads its page
+    # from it, newest first, instead of walking every thread's row. Idle threads (most of a
+    # store) and threads a run holds are not in it, so a run pays for it only when it leaves
+    # its thread waiting, failed or ready. A status filter names the index's condition word
+    # for word (see sql._threads), which is how SQLite knows the index applies.
+    11: (
+        "CREATE INDEX {I}threads_waiting ON {P}threads (status, updated_at, ns, thread_id) "
+        "WHERE held = 0 AND status <> 'idle'",
+    ),
 }
 
 STATEMENTS: dict[str, str] = {
@@ -284,7 +295,7 @@ def joins(*, lateral: bool) -> dict[str, str]:
     }
     out = {
         "head_join": (
-            "JOIN LATERAL (SELECT x.id, x.step, x.created_at, x.source FROM {P}checkpoints x "
+            "JOIN LATERAL (SELECT x.id, x.step, x.created_at, x.source, x.metadata FROM {P}checkpoints x "
             "WHERE x.ns = t.ns AND x.thread_id = t.thread_id ORDER BY x.id DESC LIMIT 1) h ON true"
             if lateral
             else "JOIN {P}checkpoints h ON h.ns = t.ns AND h.thread_id = t.thread_id AND h.id = "

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from plait.checkpoint import lease as rules
+from plait.checkpoint._match import leaves
 from plait.checkpoint._records import RecordError, decode_body, decode_json
 from plait.checkpoint.holder import Holder
 from plait.checkpoint.model import (
@@ -30,6 +31,7 @@ from plait.checkpoint.model import (
     decode_cursor,
 )
 from plait.checkpoint.sql._base import Cursor, Dialect, Key
+from plait.checkpoint.sql._search import metadata_clause
 from plait.errors import CheckpointCorruptError
 
 __all__ = ["SqlThreads", "holder_json"]
@@ -244,10 +246,12 @@ class SqlThreads:
         before: str | None,
         now: float | None,
         prefix: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> list[ThreadInfo]:
-        """A page of threads, newest first, filtered by status and id prefix in the database
-        (the prefix compared with ``substr``, a bound parameter: no LIKE pattern to escape)."""
-        check_listing(status, limit, prefix)
+        """A page of threads, newest first, filtered by status, id prefix and the head's
+        metadata in the database (the prefix compared with ``substr``, a bound parameter: no
+        LIKE pattern to escape; the metadata as :mod:`plait.checkpoint.sql._search` writes it)."""
+        check_listing(status, limit, prefix, metadata)
         where: list[str] = []
         params: list[Any] = [now]
         if namespace is not None:
@@ -260,6 +264,10 @@ class SqlThreads:
         if prefix:
             where.append("substr(t.thread_id, 1, length(?)) = ?")
             params += [prefix, prefix]
+        if metadata:
+            clause, args = metadata_clause(self.dialect, leaves(metadata))
+            where.append(clause)
+            params += args
         if before is not None:
             at, ns, tid = decode_cursor(before)
             where.append("(t.updated_at < ? OR (t.updated_at = ? AND (t.ns < ? OR (t.ns = ? AND t.thread_id < ?))))")
@@ -283,9 +291,16 @@ class SqlThreads:
             return f"t.held = 1 AND t.expires_at > {clock}", [now]
         if status == "stale":  # (a row at rest stored 'stale' before 'ready' existed reads as 'ready')
             return f"t.held = 1 AND t.expires_at <= {clock}", [now]
+        if status == "idle":
+            return "t.held = 0 AND t.status = 'idle'", []
+        # The other statuses at rest are in the partial index threads_waiting (schema 11),
+        # whose condition is repeated word for word: SQLite uses a partial index only for a
+        # query that holds each of its terms, and a bound parameter would hide the status.
+        # (The status is one of STATUSES, checked: safe to write into the text.)
+        waiting = "t.held = 0 AND t.status <> 'idle' AND "
         if status == "ready":
-            return "t.held = 0 AND t.status IN ('ready', 'stale')", []
-        return "t.held = 0 AND t.status = ?", [status]
+            return waiting + "t.status IN ('ready', 'stale')", []
+        return waiting + f"t.status = '{status}'", []
 
     def _info(self, raw: Sequence[Any], *, raising: bool = False) -> ThreadInfo | None:
         """A listing entry from a row; a row of foreign types (SQLite keeps whatever type a
