@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from plait._sync import run_sync
+from plait.checkpoint._stored_policy import StoredPolicy
 from plait.checkpoint._sweep import sweep as run_sweep
 from plait.checkpoint.feed import ChangeFeed, ListingFeed
 from plait.checkpoint.model import (
@@ -77,7 +78,7 @@ class Capabilities:
     which lists every thread at each poll (see :mod:`plait.checkpoint.feed`)."""
 
 
-class Checkpointer(ABC):
+class Checkpointer(StoredPolicy, ABC):
     """Where checkpoints live. One implementation per backend; async, one ``commit`` path,
     with a sync twin of every method (``get`` for ``aget``, ...), as the graph API has.
 
@@ -113,7 +114,7 @@ class Checkpointer(ABC):
     """Seconds a run's lease on a thread lasts unless renewed (every backend takes it as a
     constructor argument)."""
 
-    async def asetup(self) -> None:  # noqa: B027 - optional hook
+    async def asetup(self) -> None:
         """Create or migrate storage. Safe to call more than once."""
 
     def disk_bytes(self) -> int | None:
@@ -121,7 +122,7 @@ class Checkpointer(ABC):
         store's folder); None where that is not known here (a database server, memory)."""
         return None
 
-    async def areclaim_space(self) -> None:  # noqa: B027 - optional hook
+    async def areclaim_space(self) -> None:
         """Give the space that deleted and pruned checkpoints left back to the file system,
         where the store keeps it (SQLite keeps freed pages in its file); nothing elsewhere."""
 
@@ -361,7 +362,7 @@ class Checkpointer(ABC):
         lease = await self.atake_lease(thread_id, owner, namespace=namespace, ttl=ttl)
         return lease, await read_or_release(self, lease, self.aget(thread_id, checkpoint_id, namespace=namespace))
 
-    async def aclose(self) -> None:  # noqa: B027 - optional hook
+    async def aclose(self) -> None:
         """Release connections and files."""
 
     # -- retention -----------------------------------------------------------------------------
@@ -383,8 +384,12 @@ class Checkpointer(ABC):
         self.retention = retention
 
     async def asweep(self, *, dry_run: bool = False, at: float | None = None) -> SweepReport:
-        """Apply the retention policy (:attr:`retention`, and each thread's own under its
-        ``"retention"`` metadata, which wins) to every thread once.
+        """Apply the retention policy to every thread once: each thread's own (its
+        ``"retention"`` metadata) wins, else :attr:`retention`, else the policy stored in the
+        database (:meth:`aset_stored_retention`, ``plait db retention``).
+
+        On PostgreSQL one process sweeps a database at a time (an advisory lock): a sweep that
+        finds another under way changes nothing and reports ``held_elsewhere``.
 
         Busy threads are never touched (listed in the report); a thread is swept with the
         namespaces of its subgraphs. After a sweep every remaining thread reads back,
@@ -401,7 +406,12 @@ class Checkpointer(ABC):
             report = await store.asweep()
             print(report.deleted, report.checkpoints_removed)
         """
-        return await run_sweep(self, self.retention, dry_run=dry_run, at=at)
+        if dry_run:  # changes nothing: needs no lock
+            return await run_sweep(self, await self.aeffective_retention(), dry_run=True, at=at)
+        async with self._sweep_lock() as free:
+            if not free:
+                return SweepReport(held_elsewhere=True)
+            return await run_sweep(self, await self.aeffective_retention(), at=at)
 
     def sweep(self, *, dry_run: bool = False, at: float | None = None) -> SweepReport:
         """Sync :meth:`asweep`."""

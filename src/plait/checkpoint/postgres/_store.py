@@ -36,9 +36,10 @@ anything is sent. Values and metadata are stored as JSON bytes and may contain a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -82,6 +83,12 @@ def _quote_ident(name: str) -> str:
     if not name or "\x00" in name:
         raise ValueError(f"invalid Postgres schema name {name!r}")
     return '"' + name.replace('"', '""') + '"'
+
+
+_SWEEP_KEY = "hashtextextended('plait-retention-sweep:' || coalesce(%s, current_schema()), 0)"
+_SWEEP_LOCK = f"SELECT pg_try_advisory_lock({_SWEEP_KEY})"
+_SWEEP_UNLOCK = f"SELECT pg_advisory_unlock({_SWEEP_KEY})"
+"""The sweep's advisory lock: one key per schema, so stores in other schemas sweep freely."""
 
 
 def _dialect(schema: str | None) -> Dialect:
@@ -421,6 +428,24 @@ class PostgresCheckpointer(SqlCheckpointer):
         finally:
             with self._jobs_lock:
                 self._jobs -= 1
+
+    @contextlib.asynccontextmanager
+    async def _sweep_lock(self) -> AsyncIterator[bool]:
+        """Hold the schema's sweep advisory lock (``pg_try_advisory_lock``, session level) on a
+        connection of its own while the sweep runs: one sweeper per schema across processes."""
+        self._check_open()
+        if self._owns_pool and not self._opened:
+            await self._off_loop(self._open_pool)
+        conn = await self._off_loop(self._pool.getconn)
+        try:
+            got = await self._off_loop(lambda: bool(conn.execute(_SWEEP_LOCK, (self.schema,)).fetchone()[0]))  # type: ignore[index]
+            try:
+                yield got
+            finally:
+                if got:
+                    await self._off_loop(lambda: conn.execute(_SWEEP_UNLOCK, (self.schema,)))
+        finally:
+            self._pool.putconn(conn)
 
     def _now(self) -> float | None:
         """The lease clock's time, or None for the server's (read server-side)."""
