@@ -127,3 +127,30 @@ def test_every_backend_and_open_take_a_policy(tmp_path: Any) -> None:
         cp.close()
     with pytest.raises(RetentionError, match="is not a Retention"):
         open_store("memory:", retention={"after": 1})
+
+
+def _counter(cp: Checkpointer) -> Any:
+    g = Graph(StateSchema.builder().add("log", AppendList()).build()).add_node("n", lambda s: {"log": ["n"]})
+    g.add_edge(START, "n").add_edge("n", END)
+    return g.compile(cp)
+
+
+def test_a_threads_own_policy_given_once_lasts_over_later_runs_and_updates(
+    make_saver: Callable[..., Checkpointer],
+) -> None:
+    cp = make_saver()
+    app = _counter(cp)
+    app.invoke({}, thread_id="kept", metadata={"retention": "never"})
+    app.invoke({}, thread_id="short", metadata={"retention": {"after": 60}})
+    app.invoke({}, thread_id="dropped", metadata={"retention": {"after": 60}})
+    for tid in ("kept", "short", "dropped"):  # later runs and an update name no policy
+        app.invoke({}, thread_id=tid, metadata={"user": "u1"})
+        app.update_state(tid, {"log": ["edit"]})
+    app.invoke({}, thread_id="dropped", metadata={"retention": None})
+    assert cp.get("short") is not None and cp.get("short").metadata["retention"] == {"after": 60}  # type: ignore[union-attr]
+    cp.set_retention(Retention(after=86400))
+    report = cp.sweep(at=cp.store_time() + 3600)
+    assert report.deleted == (("", "short"),), "its own one-minute policy still applies"
+    later = cp.sweep(at=cp.store_time() + 2 * 86400)
+    assert later.deleted == (("", "dropped"),), "'never' lasted; the dropped policy left the store's"
+    assert [t.thread_id for t in cp.list_threads()] == ["kept"]

@@ -15,7 +15,8 @@ from ._cli_support import Cli
 COMMANDS = [
     ("demo",), ("run",), ("resume",), ("update",), ("draw",), ("threads",), ("history",), ("state",), ("diff",),
     ("fork",), ("delete",), ("watch",), ("export",), ("import",), ("db",), ("db", "migrate"), ("db", "prune"),
-    ("db", "stats"), ("db", "sweep"), ("db", "vacuum"), ("store",), ("store", "ls"), ("store", "get"), ("store", "put"),
+    ("db", "stats"), ("db", "sweep"), ("db", "vacuum"), ("db", "retention"), ("store",), ("store", "ls"),
+    ("store", "get"), ("store", "put"),
     ("store", "search"), ("store", "rm"), ("studio",), ("serve",), ("worker",), ("submit",), ("runs",),
     ("run-cancel",), ("schedule",), ("schedules",), ("migrate",),
 ]  # fmt: skip

@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from pathlib import Path
 
+from plait import END, START, AppendList, Graph, Retention, StateSchema
+from plait.checkpoint import SqliteCheckpointer
+from plait.serve.app import ServeConfig, create_app
 from plait.serve.records import RunRecord
 from plait.serve.retention import sweep_events
 from plait.serve.sqlite_log import SqliteRunLog
+
+from ._serve_support import APPS, served
 
 
 def _run(run_id: str, status: str, ended: float) -> RunRecord:
@@ -48,3 +54,29 @@ def test_events_of_runs_that_ended_longer_ago_than_the_ttl_are_dropped_and_no_ot
         return left
 
     assert asyncio.run(go()) == {"old": 0, "recent": 2, "active": 2, "recent later": 0, "active later": 2}
+
+
+def test_the_server_sweeps_by_the_stored_retention_policy_from_its_start(tmp_path: Path) -> None:
+    """``plait serve`` runs a retention sweeper (first turn at start); ``retention_sweep=0``
+    runs none. The store's clock reads two days ahead, so the thread written now is idle."""
+    path = tmp_path / "s.db"
+    writer = SqliteCheckpointer(path)
+    g = Graph(StateSchema.builder().add("log", AppendList()).build()).add_node("n", lambda s: {"log": ["n"]})
+    app = g.add_edge(START, "n").add_edge("n", END).compile(writer)
+    app.invoke({}, thread_id="old")
+    writer.set_stored_retention(Retention(after=86400))
+    writer.close()
+    assert create_app(":memory:", {"g": app}, config=ServeConfig(retention_sweep=0)).state.retention_sweeper is None
+    ahead = SqliteCheckpointer(path, clock=lambda: time.time() + 2 * 86400)
+    try:
+        with served(ahead, {"g": app}, config=ServeConfig(studio=False, retention_sweep=600)) as base:
+            sweeper = APPS[base].state.retention_sweeper
+            assert sweeper is not None and sweeper.interval == 600
+            deadline = time.monotonic() + 30
+            while sweeper.sweeps < 1:
+                assert time.monotonic() < deadline, "the server never swept"
+                time.sleep(0.01)
+            assert sweeper.failures == 0 and sweeper.last_report.deleted == (("", "old"),)
+        assert ahead.list_threads() == []
+    finally:
+        ahead.close()

@@ -155,6 +155,7 @@ async def sweep(
         skipped_busy=tuple(tally.busy),
         invalid=tuple(tally.invalid),
         bytes_freed=freed,
+        policy=policy,
     )
 
 

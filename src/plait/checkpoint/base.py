@@ -31,8 +31,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from plait._sync import run_sync
-from plait.checkpoint._sweep import GroupPlan, apply_one_by_one
-from plait.checkpoint._sweep import sweep as run_sweep
+from plait.checkpoint._stored_policy import StoredPolicy
 from plait.checkpoint.feed import ChangeFeed, ListingFeed
 from plait.checkpoint.model import (
     Checkpoint,
@@ -44,9 +43,9 @@ from plait.checkpoint.model import (
     ThreadInfo,
     WritesBatch,
 )
-from plait.checkpoint.retention import Retention, SweepReport
+from plait.checkpoint.retention import Retention
 from plait.checkpoint.space import StoreSpace, ThreadSpace
-from plait.errors import RetentionError, StoreUnsupportedError
+from plait.errors import StoreUnsupportedError
 from plait.store import MemorySearch, MemoryWrite, NamespaceListing, Store, StoredItem
 
 __all__ = ["Capabilities", "Checkpointer", "read_or_release"]
@@ -79,7 +78,7 @@ class Capabilities:
     which lists every thread at each poll (see :mod:`plait.checkpoint.feed`)."""
 
 
-class Checkpointer(ABC):
+class Checkpointer(StoredPolicy, ABC):
     """Where checkpoints live. One implementation per backend; async, one ``commit`` path,
     with a sync twin of every method (``get`` for ``aget``, ...), as the graph API has.
 
@@ -115,7 +114,7 @@ class Checkpointer(ABC):
     """Seconds a run's lease on a thread lasts unless renewed (every backend takes it as a
     constructor argument)."""
 
-    async def asetup(self) -> None:  # noqa: B027 - optional hook
+    async def asetup(self) -> None:
         """Create or migrate storage. Safe to call more than once."""
 
     def disk_bytes(self) -> int | None:
@@ -397,7 +396,7 @@ class Checkpointer(ABC):
         lease = await self.atake_lease(thread_id, owner, namespace=namespace, ttl=ttl)
         return lease, await read_or_release(self, lease, self.aget(thread_id, checkpoint_id, namespace=namespace))
 
-    async def aclose(self) -> None:  # noqa: B027 - optional hook
+    async def aclose(self) -> None:
         """Release connections and files."""
 
     # -- retention -----------------------------------------------------------------------------
@@ -407,47 +406,6 @@ class Checkpointer(ABC):
         this machine's. Idle times of retention are measured by it."""
         clock = getattr(self, "clock", None)
         return float(clock()) if callable(clock) else time.time()
-
-    def set_retention(self, retention: Retention | None) -> None:
-        """Set the policy :meth:`asweep` applies (None: none).
-
-        Raises:
-            RetentionError: ``retention`` is not a :class:`~plait.checkpoint.retention.Retention` or None.
-        """
-        if retention is not None and not isinstance(retention, Retention):
-            raise RetentionError(f"{type(self).__name__}(retention=...)", f"{retention!r} is not a Retention or None")
-        self.retention = retention
-
-    async def asweep(self, *, dry_run: bool = False, at: float | None = None) -> SweepReport:
-        """Apply the retention policy (:attr:`retention`, and each thread's own under its
-        ``"retention"`` metadata, which wins) to every thread once.
-
-        Busy threads are never touched (listed in the report); a thread is swept with the
-        namespaces of its subgraphs. After a sweep every remaining thread reads back,
-        resumes and answers its interrupts.
-
-        Args:
-            dry_run: change nothing; report what a sweep would remove now.
-            at: judge idleness as if the store's clock read this (unix seconds; None: now):
-                with ``dry_run``, what a sweep would remove then (tests sweep ahead with it).
-
-        Example::
-
-            store = SqliteCheckpointer("app.db", retention=Retention(after=30 * 86400))
-            report = await store.asweep()
-            print(report.deleted, report.checkpoints_removed)
-        """
-        return await run_sweep(self, self.retention, dry_run=dry_run, at=at)
-
-    def sweep(self, *, dry_run: bool = False, at: float | None = None) -> SweepReport:
-        """Sync :meth:`asweep`."""
-        return run_sync(self.asweep(dry_run=dry_run, at=at))
-
-    async def _aapply_sweep(self, plans: Sequence[GroupPlan]) -> list[int | None]:
-        """Apply a batch of a sweep's decisions; per plan the checkpoints pruned, or None where
-        a run holds the group's lease. A backend that can check leases and change many
-        threads in one transaction overrides it (the SQL stores do)."""
-        return await apply_one_by_one(self, plans)
 
     # -- the sync facade: one line each over the async methods (as CompiledGraph's) ------------
 

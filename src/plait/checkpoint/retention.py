@@ -45,7 +45,8 @@ RetentionAction = Literal["delete", "keep_latest"]
 """What a policy does to a thread idle past ``after``: remove it, or keep only its head."""
 
 RETENTION_KEY: Final = "retention"
-"""The metadata key a thread's own policy is stored under (on its head checkpoint)."""
+"""The metadata key a thread's own policy is stored under (on its head checkpoint; each new
+checkpoint carries it on from the one it follows, so a policy given once lasts)."""
 
 NEVER: Final = "never"
 """A thread's own policy that keeps it whatever the store's policy says."""
@@ -122,14 +123,15 @@ class Retention:
 
 def thread_policy(metadata: Mapping[str, Any], *, thread_id: str, namespace: str = "") -> Retention | str | None:
     """A thread's own policy, from its head's metadata: a :class:`Retention`, :data:`NEVER`,
-    or None when it has none (the store's applies).
+    or None when it has none (the store's applies), ``None`` under the key included: a run
+    given ``metadata={"retention": None}`` drops the thread's policy.
 
     Raises:
         RetentionError: its ``"retention"`` metadata is neither a policy nor ``"never"``.
     """
-    if RETENTION_KEY not in metadata:
+    found = metadata.get(RETENTION_KEY)
+    if found is None:
         return None
-    found = metadata[RETENTION_KEY]
     if found == NEVER:
         return NEVER
     where = f"the 'retention' metadata of thread {thread_id!r}" + (f" in namespace {namespace!r}" if namespace else "")
@@ -198,6 +200,12 @@ class SweepReport:
     bytes_freed: int | None = None
     """Bytes the store's files shrank by, where this machine can see them (SQLite, file
     store); None where the backend does not know (PostgreSQL, memory) or on a dry run."""
+    held_elsewhere: bool = False
+    """Another process was sweeping the same database (PostgreSQL's advisory lock was held),
+    so this sweep changed nothing."""
+    policy: Retention | None = None
+    """The policy applied to threads without one of their own (the checkpointer's, else the
+    stored one; None: only threads with their own policy were swept)."""
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON data (what ``--json`` prints)."""
@@ -213,4 +221,6 @@ class SweepReport:
             "skipped_busy": keys(self.skipped_busy),
             "invalid": keys(self.invalid),
             "bytes_freed": self.bytes_freed,
+            "held_elsewhere": self.held_elsewhere,
+            "policy": None if self.policy is None else self.policy.to_json(),
         }

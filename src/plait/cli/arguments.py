@@ -22,6 +22,7 @@ __all__ = [
     "check_positive",
     "confirm",
     "parse_context",
+    "parse_duration",
     "parse_input",
     "parse_json",
     "parse_keys",
@@ -145,6 +146,24 @@ def parse_since(text: str | None, *, now: float | None = None) -> float | None:
             "--since", f"--since takes a span back from now (90s, 15m, 2h, 7d) or an ISO 8601 time, got {text!r}"
         ) from None
     return when.timestamp()  # a naive time is local time
+
+
+def parse_duration(text: str, option: str) -> float:
+    """A span of time in seconds: ``30d``, ``12h``, ``90m``, ``45s`` or plain seconds (``3600``).
+
+    Raises:
+        ArgumentError: ``text`` is none of these, or not above zero.
+    """
+    found = _AGO.match(text.strip())
+    try:
+        seconds = float(found.group(1)) * _UNIT[found.group(2)] if found else float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0 or seconds == float("inf"):
+        raise ArgumentError(
+            option, f"{option} takes a span of time above zero (30d, 12h, 90m, 45s or seconds), got {text!r}"
+        )
+    return seconds
 
 
 def check_positive(value: int | None, option: str) -> None:

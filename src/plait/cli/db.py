@@ -1,5 +1,6 @@
 """The ``plait db`` commands: look after a store (``migrate``, ``prune``, ``stats``, ``sweep``,
-``vacuum``; ``stats`` and ``vacuum`` are in :mod:`plait.cli.space`).
+``vacuum``, ``retention``; ``stats`` and ``vacuum`` are in :mod:`plait.cli.space`,
+``retention`` in :mod:`plait.cli.retention`).
 
 ``prune`` shows what it would drop (``--dry-run``), asks before dropping (``--yes`` for
 scripts), and reports the space it gave back: on SQLite it runs an incremental vacuum
@@ -186,14 +187,23 @@ def cmd_db_prune(
     )
 
 
-def cmd_db_sweep(inv: Invocation) -> None:
-    """Delete the expired memory items (``plait worker`` and ``plait serve`` do it every hour;
-    this is for a store neither runs on, or for now)."""
-    swept = inv.checkpointer().store.sweep()
+def cmd_db_sweep(inv: Invocation, *, dry_run: bool = False) -> None:
+    """Delete the expired memory items and apply the retention policy (``plait worker`` and
+    ``plait serve`` do both periodically; this is for a store neither runs on, or for now).
+    Asks nothing: the policy was chosen when it was stored (``plait db retention``)."""
+    from plait.cli.retention import sweep_lines
+
+    checkpointer = inv.checkpointer()
+    keeps_memory = checkpointer.capabilities.memory
+    swept = checkpointer.store.sweep() if keeps_memory and not dry_run else None
+    report = checkpointer.sweep(dry_run=dry_run)
     if inv.out.json:
-        inv.out.emit({"store": inv.shown_db, "swept": swept})
-    else:
+        inv.out.emit({"store": inv.shown_db, "swept": swept, "retention": report.to_json()})
+        return
+    if swept is not None:
         inv.out.line(f"swept {plural(swept, 'expired memory item')} from {inv.shown_db}")
+    for line in sweep_lines(report):
+        inv.out.line(line)
 
 
 def _reclaim(checkpointer: Checkpointer) -> None:
@@ -267,6 +277,18 @@ def register(app: typer.Typer) -> None:
         run_command(cmd_db_vacuum, as_json=as_json, debug=debug, db=db)
 
     @db_app.command("sweep")
-    def db_sweep(db: Db = None, as_json: Json = False, debug: Debug = False) -> None:
-        """Delete the memory items whose time to live ran out (they are hidden already)."""
-        run_command(cmd_db_sweep, as_json=as_json, debug=debug, db=db)
+    def db_sweep(
+        dry_run: Annotated[
+            bool,
+            typer.Option("--dry-run", metavar="", help="Say what the retention policy would remove; change nothing."),
+        ] = False,
+        db: Db = None,
+        as_json: Json = False,
+        debug: Debug = False,
+    ) -> None:
+        """Delete expired memory items and apply the retention policy now (asks nothing; exit 0)."""
+        run_command(lambda inv: cmd_db_sweep(inv, dry_run=dry_run), as_json=as_json, debug=debug, db=db)
+
+    from plait.cli.retention import register_retention
+
+    register_retention(db_app)

@@ -21,6 +21,7 @@ __all__ = [
     "Otel",
     "Port",
     "RecursionLimit",
+    "RetentionSweep",
     "RunContext",
     "Sets",
     "Step",
@@ -47,6 +48,14 @@ Otel = Annotated[
         metavar="",
         help="Send the runs' traces over OTLP/HTTP, to where the OTEL_* environment variables say "
         "(default http://localhost:4318); needs the otel-export extra.",
+    ),
+]
+RetentionSweep = Annotated[
+    float,
+    typer.Option(
+        "--retention-sweep",
+        metavar="S",
+        help="Seconds between sweeps by the retention policy (plait db retention, and threads' own); 0: none.",
     ),
 ]
 Port = Annotated[int, typer.Option("--port", "-p", metavar="PORT", help="The TCP port.")]

@@ -16,10 +16,11 @@ from typing import Annotated, Any
 import typer
 
 from plait._sync import run_sync
+from plait.checkpoint.sweeper import DEFAULT_RETENTION_SWEEP
 from plait.cli.arguments import check_positive, parse_context, parse_json
 from plait.cli.context import Invocation, run_command
 from plait.cli.messages import NO_INTERRUPT
-from plait.cli.options import ConfigFile, Db, Debug, Json, Otel
+from plait.cli.options import ConfigFile, Db, Debug, Json, Otel, RetentionSweep
 from plait.cli.otel import sending_traces
 from plait.cli.output import EXIT_FAILED, EXIT_INTERRUPTED, Exit, note
 from plait.cli.targets import graph_targets
@@ -103,6 +104,11 @@ def cmd_worker(
         raise ArgumentError(
             "--memory-sweep",
             f"--memory-sweep must be a positive number of minutes, got {options['memory_sweep_minutes']:g}",
+        )
+    if not options["retention_sweep"] >= 0:
+        raise ArgumentError(
+            "--retention-sweep",
+            f"--retention-sweep takes seconds (0: no retention sweep), got {options['retention_sweep']:g}",
         )
     name = options.pop("name")
     queues = tuple(options.pop("queues") or ("plait",))
@@ -409,6 +415,7 @@ def register(app: typer.Typer) -> None:
                 help="Minutes between sweeps of expired memory items (default: the graphs' stores', else 60).",
             ),
         ] = None,
+        retention_sweep: RetentionSweep = DEFAULT_RETENTION_SWEEP,
         schema: Schema = None,
         db: Db = None,
         otel: Otel = False,
@@ -426,6 +433,7 @@ def register(app: typer.Typer) -> None:
             "poll": poll,
             "shutdown_timeout": shutdown_timeout,
             "memory_sweep_minutes": memory_sweep,
+            "retention_sweep": retention_sweep,
             "otel": otel,
         }
         run_command(

@@ -19,9 +19,10 @@ from typing import Annotated, Any
 
 import typer
 
+from plait.checkpoint.sweeper import DEFAULT_RETENTION_SWEEP
 from plait.cli.arguments import check_positive
 from plait.cli.context import Invocation, run_command
-from plait.cli.options import AllowHost, ConfigFile, Db, Debug, Otel, Port
+from plait.cli.options import AllowHost, ConfigFile, Db, Debug, Otel, Port, RetentionSweep
 from plait.cli.otel import sending_traces
 from plait.cli.targets import graph_targets
 from plait.errors import ArgumentError, ServeConfigError
@@ -46,6 +47,7 @@ def cmd_serve(
     workers: int,
     studio: bool,
     otel: bool,
+    retention_sweep: float = DEFAULT_RETENTION_SWEEP,
 ) -> None:
     try:  # the serve extra, said before anything is created
         import uvicorn  # noqa: F401
@@ -58,6 +60,10 @@ def cmd_serve(
         ) from None
     host, port = network["host"], network["port"]
     check_positive(workers, "--workers")
+    if not retention_sweep >= 0:
+        raise ArgumentError(
+            "--retention-sweep", f"--retention-sweep takes seconds (0: no retention sweep), got {retention_sweep:g}"
+        )
     if not 0 <= port <= 65535:
         raise ArgumentError("--port", f"--port is a TCP port (0-65535), got {port}")
     if config is None and not graphs and os.path.exists(DEFAULT_CONFIG):
@@ -76,7 +82,17 @@ def cmd_serve(
             "give the graphs to serve: plait serve --graph NAME=MODULE:GRAPH (repeatable), or --config langgraph.json",
         )
     with sending_traces(otel, "plait-serve") as traces:
-        _serve(inv, targets, config, network, studio=studio, workers=workers, api_key=api_key, traces=traces)
+        _serve(
+            inv,
+            targets,
+            config,
+            network,
+            studio=studio,
+            workers=workers,
+            api_key=api_key,
+            traces=traces,
+            retention_sweep=retention_sweep,
+        )
 
 
 def _serve(
@@ -89,6 +105,7 @@ def _serve(
     workers: int,
     api_key: str | None,
     traces: str | None,
+    retention_sweep: float = DEFAULT_RETENTION_SWEEP,
 ) -> None:
     """Serve until a signal stops it; ``traces`` is the line that says where the runs' spans
     go (None: not sent)."""
@@ -114,6 +131,7 @@ def _serve(
         studio=studio,
         workers=workers,
         store=_store_options(config),
+        retention_sweep=retention_sweep,
     )
     asgi = create_app(checkpointer, apps, config=cfg)
     listening = _listen(host, port)
@@ -248,6 +266,7 @@ def register(app: typer.Typer) -> None:
         no_studio: Annotated[
             bool, typer.Option("--no-studio", metavar="", help="Do not serve the Studio at /studio.")
         ] = False,
+        retention_sweep: RetentionSweep = DEFAULT_RETENTION_SWEEP,
         otel: Otel = False,
         debug: Debug = False,
     ) -> None:
@@ -260,7 +279,7 @@ def register(app: typer.Typer) -> None:
             "allow_hosts": allow_host or [],
         }
         run_command(
-            lambda inv: cmd_serve(inv, graph or [], config, network, workers, not no_studio, otel),
+            lambda inv: cmd_serve(inv, graph or [], config, network, workers, not no_studio, otel, retention_sweep),
             as_json=False,
             debug=debug,
             db=db,

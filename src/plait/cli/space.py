@@ -58,13 +58,18 @@ def cmd_db_stats(inv: Invocation, top: int) -> None:
         "bytes": checkpointer.disk_bytes(),
         "dead": _dead(space.dead),
     }
+    retention = checkpointer.get_stored_retention()  # the stored policy (plait db retention)
+    stats["retention"] = None if retention is None else retention.to_json()
     out = inv.out
     if out.json:
         out.emit(stats)
         return
+    from plait.cli.retention import describe_policy
+
     for key in ("store", "kind", "threads", "checkpoints"):
         out.line(f"{key}: {stats[key]}")
     out.line(f"bytes: {human_size(stats['bytes'])}")
+    out.line(f"retention: {describe_policy(retention)}")
     if space.dead is not None:
         about = "about " if space.dead.estimated else ""
         rows = f" in {space.dead.rows} dead rows" if space.dead.rows is not None else ""

@@ -197,7 +197,13 @@ async def _write_update(
         next_tasks=tuple(tasks),
         barriers=barriers,
         metadata=checkpoint_metadata(
-            "update", head.step + 1, spec, graph_fp, writes={who: sorted(changed)}, **_kept_version(spec, head)
+            "update",
+            head.step + 1,
+            spec,
+            graph_fp,
+            writes={who: sorted(changed)},
+            carry=head.metadata,
+            **_kept_version(spec, head),
         ),
         created_at=time.time(),
     )

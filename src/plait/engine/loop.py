@@ -303,6 +303,7 @@ class Driver(Migrating):
         if head is None and checkpoint_id is not None and self.checkpointer is not None and self.thread_id is not None:
             raise CheckpointNotFoundError(self.thread_id, checkpoint_id, self.namespace)
         if head is not None:
+            self.carry = head.metadata  # the thread's own keys go on (its retention policy)
             head = await self._carried_over(head)  # an older thread is migrated first
             self.state = RunState.restored(
                 self.spec.schema, head.values, head.versions, version=head.version, super_step=head.step

@@ -10,9 +10,10 @@ from __future__ import annotations
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from plait.checkpoint.model import PendingWrite, Task
+from plait.checkpoint.retention import RETENTION_KEY
 from plait.engine.pending import resume_values
 from plait.engine.plan import Route, routes_from_json
 from plait.engine.spec import GraphSpec
@@ -22,6 +23,7 @@ from plait.state.schema import StateSchema
 from plait.store import MemoryWrite
 
 __all__ = [
+    "CARRIED_KEYS",
     "Results",
     "StepInputs",
     "checkpoint_metadata",
@@ -161,6 +163,12 @@ def error_write(task_id: str, node: str, step: int, error: BaseException) -> Pen
     )
 
 
+CARRIED_KEYS: Final = (RETENTION_KEY,)
+"""Metadata keys that are the thread's rather than one run's: every checkpoint carries them
+on from the one it follows (a thread's metadata is its head's, see
+:mod:`plait.checkpoint.retention`), until a run's ``metadata=`` sets them again."""
+
+
 def thread_version(metadata: Mapping[str, Any]) -> int:
     """The version of the graph that wrote a checkpoint (1: written before versions existed)."""
     v = metadata.get("graph_version")
@@ -176,6 +184,7 @@ def checkpoint_metadata(
     writes: Mapping[str, list[str]] | None = None,
     run_id: str | None = None,
     user: Mapping[str, Any] | None = None,
+    carry: Mapping[str, Any] | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
     """The metadata every checkpoint plait writes carries: where it came from (``source``:
@@ -183,8 +192,13 @@ def checkpoint_metadata(
     graph's fingerprint and reducers (what a resume checks compatibility against), and a
     versioned graph's name and version (what a resume migrates from). The one
     place a run, an update and a fork build it. ``user`` is the caller's ``metadata=``: its
-    keys come first, so plait's own keys (``source``, ``step``, ...) always win."""
-    meta: dict[str, Any] = {**user, "source": source, "step": step} if user else {"source": source, "step": step}
+    keys come first, so plait's own keys (``source``, ``step``, ...) always win. ``carry`` is
+    the metadata of the checkpoint this one follows: the keys of :data:`CARRIED_KEYS` it holds
+    go on unless ``user`` sets them, so a thread's own retention policy, given once, lasts."""
+    kept = {k: carry[k] for k in CARRIED_KEYS if k in carry} if carry else {}
+    if user:
+        kept.update(user)
+    meta: dict[str, Any] = {**kept, "source": source, "step": step} if kept else {"source": source, "step": step}
     if writes is not None:
         meta["writes"] = writes
     lineage = spec.lineage

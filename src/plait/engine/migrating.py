@@ -366,7 +366,9 @@ async def migrate_thread(
         info = await checkpointer.aget_thread(thread_id, namespace=namespace)
         return result("busy" if info is not None and info.status == "busy" else "would_migrate")
     cid = new_checkpoint_id(after=head.id)
-    meta = checkpoint_metadata("migrate", head.step, spec, graph_fp, migrated_from=tv, migrated_to=gv)
+    meta = checkpoint_metadata(
+        "migrate", head.step, spec, graph_fp, carry=head.metadata, migrated_from=tv, migrated_to=gv
+    )
     cp = Checkpoint(
         thread_id=thread_id,
         namespace=namespace,

@@ -53,6 +53,9 @@ class Starting:
     name: str
     durability: Durability
     path: tuple[str, ...]
+    carry: Mapping[str, Any] | None = None
+    """The metadata of the thread's head when the run started: what its checkpoints carry on
+    (see :data:`~plait.engine.merge.CARRIED_KEYS`)."""
 
     async def _traced(
         self,
@@ -230,6 +233,7 @@ class Starting:
                 writes=writes,
                 run_id=self.run_id,
                 user=self.options.metadata,
+                carry=self.carry,
                 **extra,
             ),
             created_at=time.time(),

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.rewind import rewind
+from plait.checkpoint.sweeper import DEFAULT_RETENTION_SWEEP, RetentionSweeper
 from plait.engine.emitter import INTERRUPT_KEY
 from plait.errors import (
     CheckpointCorruptError,
@@ -94,6 +95,10 @@ class WorkerSettings:
     memory_sweep_minutes: float | None = None
     """Minutes between sweeps of expired memory items in the checkpointer's database; None:
     the shortest ``sweep_interval_minutes`` of the graphs' stores there, else 60."""
+    retention_sweep: float = DEFAULT_RETENTION_SWEEP
+    """Seconds between retention sweeps of the checkpointer's database (the stored policy and
+    each thread's own; see :class:`~plait.checkpoint.sweeper.RetentionSweeper`); 0: none. Every
+    worker may run one: PostgreSQL's advisory lock lets one sweep at a time."""
 
 
 class Worker:
@@ -137,6 +142,7 @@ class Worker:
         self._notifier: Notifier = Notifier(None)
         self._stopping = 0
         self.memory_sweeper: Sweeper | None = None  # deletes expired memory items (plait.Store)
+        self.retention_sweeper: RetentionSweeper | None = None  # applies the retention policy
         self.started = asyncio.Event()
         """Set once the worker is registered and fetching jobs (tests wait on it)."""
 
@@ -172,6 +178,9 @@ class Worker:
             stores = [g.bind(checkpointer=self._checkpointer).binding.store for g in self.graphs.values()]
             self.memory_sweeper = Sweeper.of(self._checkpointer.store, stores, every_minutes=s.memory_sweep_minutes)
             self.memory_sweeper.start()
+        if s.retention_sweep > 0:
+            self.retention_sweeper = RetentionSweeper(self._checkpointer, every=s.retention_sweep)
+            self.retention_sweeper.start()
         try:
             await app.job_manager.prune_stalled_workers(s.stalled_after)
             options: dict[str, Any] = {
@@ -200,6 +209,8 @@ class Worker:
                     loop.remove_signal_handler(sig)
             if self.memory_sweeper is not None:
                 await self.memory_sweeper.astop()
+            if self.retention_sweeper is not None:
+                await self.retention_sweeper.astop()
             await self._checkpointer.aclose()
             await self._notifier.aclose()
             await self.runs.aclose()

@@ -26,6 +26,7 @@ from starlette.responses import Response
 from plait._version import __version__
 from plait.checkpoint.address import open as open_store
 from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.sweeper import DEFAULT_RETENTION_SWEEP, RetentionSweeper
 from plait.errors import PlaitError, ServeConfigError
 from plait.graph.compiled import CompiledGraph
 from plait.serve import (
@@ -66,6 +67,9 @@ class ServeConfig:
     """Serve the Studio at ``/studio`` (same store, its own token and CSRF checks)."""
     event_ttl: float = 3600.0
     """Seconds a run's stream events are kept after it ends (then only its checkpoints)."""
+    retention_sweep: float = DEFAULT_RETENTION_SWEEP
+    """Seconds between sweeps by the retention policy (the stored one, and threads' own; see
+    :class:`~plait.checkpoint.sweeper.RetentionSweeper`); 0: none."""
     workers: int = 1
     """On PostgreSQL: the run queue's workers this process runs (0: none, only ``plait
     worker`` processes on the same database execute the runs)."""
@@ -108,7 +112,7 @@ def _parts(
         local = run_log_for(store)
         return local, Runner(local, store, assistants, notifier)
     try:
-        from plait.runs import Runs
+        from plait.runs import Runs, WorkerSettings
         from plait.serve.pg_log import PgRunLog
         from plait.serve.queue_runner import QueueRunner
     except ImportError as exc:
@@ -119,7 +123,9 @@ def _parts(
     assert store.address is not None
     runs = Runs(store.address, schema=store.address_options.get("schema"))
     pg = PgRunLog(runs)
-    return pg, QueueRunner(runs, pg, store, assistants, notifier, workers=cfg.workers)
+    # The server sweeps by the retention policy itself (one sweeper per process), not each worker.
+    settings = WorkerSettings(retention_sweep=0)
+    return pg, QueueRunner(runs, pg, store, assistants, notifier, workers=cfg.workers, settings=settings)
 
 
 def _compiled(name: str, graph: Any) -> CompiledGraph:
@@ -154,12 +160,18 @@ def _served(
 
 
 @contextlib.asynccontextmanager
-async def _sweeping(log: RunLog, cfg: ServeConfig, sweeper: Sweeper | None) -> AsyncIterator[None]:
-    """While the server runs: the stream events of ended runs dropped after ``event_ttl``, and
-    the memory store's expired items swept (by ``sweeper``)."""
+async def _sweeping(
+    log: RunLog, cfg: ServeConfig, sweeper: Sweeper | None, retention: RetentionSweeper | None
+) -> AsyncIterator[None]:
+    """While the server runs: the stream events of ended runs dropped after ``event_ttl``, the
+    memory store's expired items swept (by ``sweeper``), and the checkpoints by the retention
+    policy (by ``retention``)."""
     events = asyncio.get_running_loop().create_task(sweep_events(log, cfg.event_ttl), name="plait serve sweep")
     try:
-        async with sweeper if sweeper is not None else contextlib.nullcontext():
+        async with (
+            sweeper if sweeper is not None else contextlib.nullcontext(),
+            retention if retention is not None else contextlib.nullcontext(),
+        ):
             yield
     finally:
         events.cancel()
@@ -202,6 +214,7 @@ def create_app(
     studio: FastAPI | None = None  # the Studio, mounted at /studio below: its lifespan runs in this one
     crons = routes_crons.open_crons(log, functools.partial(routes_runs.make_run, server))
     memory_sweeper = _memory_sweeper(store, memory, cfg)
+    retention_sweeper = RetentionSweeper(store, every=cfg.retention_sweep) if cfg.retention_sweep > 0 else None
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -211,7 +224,7 @@ def create_app(
         await crons.start()
         try:
             async with (
-                _sweeping(log, cfg, memory_sweeper),
+                _sweeping(log, cfg, memory_sweeper, retention_sweeper),
                 studio_lifespan(studio) if studio is not None else contextlib.nullcontext(),
             ):
                 yield
@@ -233,6 +246,7 @@ def create_app(
     app.state.serve = server
     app.state.crons = crons
     app.state.memory_sweeper = memory_sweeper
+    app.state.retention_sweeper = retention_sweeper
 
     @app.exception_handler(PlaitError)
     async def plait_error(_: Request, exc: PlaitError) -> Response:

@@ -17,10 +17,11 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
+from typing import Self
 
 from plait.store.store import Store
 
-__all__ = ["DEFAULT_SWEEP_MINUTES", "Sweeper"]
+__all__ = ["DEFAULT_SWEEP_MINUTES", "Periodic", "Sweeper"]
 
 log = logging.getLogger("plait.store.sweeper")
 
@@ -28,7 +29,83 @@ DEFAULT_SWEEP_MINUTES = 60.0
 """Minutes between sweeps when neither the caller nor the store's ``ttl`` config says."""
 
 
-class Sweeper:
+class Periodic:
+    """A sweep run at start and then every :attr:`interval` seconds, until stopped: the loop
+    that the memory store's :class:`Sweeper` and the checkpoints' retention sweeper
+    (:class:`plait.checkpoint.sweeper.RetentionSweeper`) share. A subclass implements
+    :meth:`sweep_once`, which logs its failures and never raises, and calls :meth:`_counted`
+    after each.
+
+    Use it as ``async with sweeper:`` or with :meth:`start` and :meth:`astop`.
+    """
+
+    task_name = "plait sweeper"
+    """The name of the task :meth:`start` runs it in."""
+
+    def __init__(self, interval: float, sleep: Callable[[float], Awaitable[object]]) -> None:
+        self.interval = interval
+        """Seconds between sweeps."""
+        self.sweeps = 0
+        """Sweeps tried so far (failed ones too)."""
+        self.failures = 0
+        self.last_error: Exception | None = None
+        """Why the latest failed sweep failed (None once one succeeds again)."""
+        self._sleep = sleep
+        self._task: asyncio.Task[None] | None = None
+        self._changed = asyncio.Condition()
+
+    async def sweep_once(self) -> object:
+        """One sweep (a subclass's): logs a failure, never raises."""
+        raise NotImplementedError
+
+    async def _counted(self) -> None:
+        """Count a sweep tried and wake :meth:`wait_sweeps`."""
+        self.sweeps += 1
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def arun(self) -> None:
+        """Sweep now and after every interval, until cancelled."""
+        while True:
+            await self.sweep_once()
+            await self._sleep(self.interval)
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def start(self) -> None:
+        """Run :meth:`arun` in a task of the running event loop (again after :meth:`astop`)."""
+        if self.running:
+            return
+        self._task = asyncio.get_running_loop().create_task(self.arun(), name=self.task_name)
+
+    async def astop(self) -> None:
+        """Stop sweeping; a sweep in flight is cancelled (its transaction is rolled back)."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    async def wait_sweeps(self, count: int) -> None:
+        """Return once :attr:`sweeps` reached ``count`` (how a test or a health check knows a
+        sweep happened without watching the clock)."""
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.sweeps >= count)
+
+    async def __aenter__(self) -> Self:
+        self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.astop()
+
+
+class Sweeper(Periodic):
     """Sweeps ``store`` (``store.asweep()``) at start and then every ``every_minutes``, until
     stopped.
 
@@ -41,6 +118,8 @@ class Sweeper:
     Use it as ``async with Sweeper(store):`` or with :meth:`start` and :meth:`astop`.
     """
 
+    task_name = "plait memory sweeper"
+
     def __init__(
         self,
         store: Store,
@@ -51,19 +130,10 @@ class Sweeper:
         minutes = store.sweep_interval_minutes if every_minutes is None else every_minutes
         if isinstance(minutes, bool) or not isinstance(minutes, int | float) or not minutes > 0:
             raise ValueError(f"every_minutes={every_minutes!r}: give a positive number of minutes")
+        super().__init__(float(minutes) * 60.0, sleep)
         self.store = store
-        self.interval = float(minutes) * 60.0
-        """Seconds between sweeps."""
-        self.sweeps = 0
-        """Sweeps tried so far (failed ones too)."""
         self.swept = 0
         """Expired items deleted so far."""
-        self.failures = 0
-        self.last_error: Exception | None = None
-        """Why the latest failed sweep failed (None once one succeeds again)."""
-        self._sleep = sleep
-        self._task: asyncio.Task[None] | None = None
-        self._changed = asyncio.Condition()
 
     @classmethod
     def of(
@@ -106,47 +176,5 @@ class Sweeper:
             self.last_error = None
             if swept:
                 log.info("swept %d expired memory item(s) of %r", swept, self.store)
-        self.sweeps += 1
-        async with self._changed:
-            self._changed.notify_all()
+        await self._counted()
         return count
-
-    async def arun(self) -> None:
-        """Sweep now and after every interval, until cancelled."""
-        while True:
-            await self.sweep_once()
-            await self._sleep(self.interval)
-
-    @property
-    def running(self) -> bool:
-        return self._task is not None and not self._task.done()
-
-    def start(self) -> None:
-        """Run :meth:`arun` in a task of the running event loop (again after :meth:`astop`)."""
-        if self.running:
-            return
-        self._task = asyncio.get_running_loop().create_task(self.arun(), name="plait memory sweeper")
-
-    async def astop(self) -> None:
-        """Stop sweeping; a sweep in flight is cancelled (its transaction is rolled back)."""
-        task, self._task = self._task, None
-        if task is None:
-            return
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-    async def wait_sweeps(self, count: int) -> None:
-        """Return once :attr:`sweeps` reached ``count`` (how a test or a health check knows a
-        sweep happened without watching the clock)."""
-        async with self._changed:
-            await self._changed.wait_for(lambda: self.sweeps >= count)
-
-    async def __aenter__(self) -> Sweeper:
-        self.start()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.astop()

@@ -141,3 +141,28 @@ async def _thread_policy(env: Env) -> None:
     same("checkpoints of the thread with no policy", len(await cp.atree("plain")) > 1, True)
     out = await _answer_all(app, "own")
     same("the reduced thread's run", out["log"], ["start", "x=1", "y=2", "done"])
+
+
+@check("retention_policy_lasts_and_is_stored")
+async def _lasting_and_stored(env: Env) -> None:
+    """A thread's own policy given on one run lasts over later runs that name none; a policy
+    stored in the database (read back as stored, cleared) applies below the checkpointer's
+    own ``retention=``, and a thread's own wins over both."""
+    cp = await env.new()
+    app = _app(cp)
+    await _paused_with_branch(app, "own", retention="never")
+    await _answer_all(app, "own")  # a later run, with no policy of its own
+    await _paused_with_branch(app, "plain")
+    await _answer_all(app, "plain")
+    stored = Retention(after=60, action="keep_latest", keep_interrupted=False)
+    await cp.aset_stored_retention(stored)
+    same("the stored policy read back", await cp.aget_stored_retention(), stored)
+    at = cp.store_time() + _LATER
+    cp.set_retention(Retention(after=_LATER * 10))
+    same("the checkpointer's policy wins over the stored one", (await cp.asweep(at=at)).reduced, ())
+    cp.set_retention(None)
+    report = await cp.asweep(at=at)
+    same("the stored policy applies; 'never', given once, still holds", report.reduced, (("", "plain"),))
+    same("the policy a sweep reports", report.policy, stored)
+    await cp.aclear_stored_retention()
+    same("the stored policy after clearing it", await cp.aget_stored_retention(), None)

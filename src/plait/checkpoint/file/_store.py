@@ -74,6 +74,7 @@ from plait.checkpoint.file._format import (
 )
 from plait.checkpoint.file._io import disk_errors, io_error, write_all, written_before
 from plait.checkpoint.file._lease import read_row, unlink_if_empty, write_row
+from plait.checkpoint.file._policy import read_policy, write_policy
 from plait.checkpoint.file._read import FileReads
 from plait.checkpoint.holder import Holder
 from plait.checkpoint.model import (
@@ -131,6 +132,19 @@ class FileCheckpointer(FileReads, Checkpointer):
 
     async def asetup(self) -> None:
         await asyncio.to_thread(self.folder.mkdir, parents=True, exist_ok=True)
+
+    async def _aread_policy(self) -> Any:
+        try:
+            return await asyncio.to_thread(read_policy, self.folder)
+        except OSError as exc:
+            raise io_error(self.folder, exc) from exc
+
+    async def _awrite_policy(self, data: dict[str, Any] | None) -> None:
+        try:
+            await asyncio.to_thread(self.folder.mkdir, parents=True, exist_ok=True)
+            await asyncio.to_thread(write_policy, self.folder, data)
+        except OSError as exc:
+            raise io_error(self.folder, exc) from exc
 
     def disk_bytes(self) -> int | None:
         return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(self.folder) for f in files)

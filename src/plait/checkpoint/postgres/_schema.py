@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from plait.checkpoint.sql._memory_sql import PG_MEMORY_TABLES
 
-__all__ = ["PG_MIGRATIONS"]
+__all__ = ["PG_MIGRATIONS", "SWEEP_LOCK", "SWEEP_UNLOCK"]
 
 _PG_LOCK_KEY = 0x706C6169
 """The first key of the per-thread advisory locks ("plai"); two-key locks live apart from
@@ -575,3 +575,8 @@ PG_MIGRATIONS[9] = (
 )
 
 PG_MIGRATIONS[10] = PG_MEMORY_TABLES  # the memory store's tables (see plait.checkpoint.sql._memory_sql)
+
+SWEEP_KEY = "hashtextextended('plait-retention-sweep:' || coalesce(%s, current_schema()), 0)"
+SWEEP_LOCK = f"SELECT pg_try_advisory_lock({SWEEP_KEY})"
+SWEEP_UNLOCK = f"SELECT pg_advisory_unlock({SWEEP_KEY})"
+"""The sweep's advisory lock: one key per schema, so stores in other schemas sweep freely."""

@@ -36,9 +36,10 @@ anything is sent. Values and metadata are stored as JSON bytes and may contain a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -54,7 +55,7 @@ from plait.checkpoint.model import (
 )
 from plait.checkpoint.postgres._connect import connection_lost, failure, first_connection, redacted, scrubbed
 from plait.checkpoint.postgres._feed import PgFeed
-from plait.checkpoint.postgres._schema import PG_MIGRATIONS
+from plait.checkpoint.postgres._schema import PG_MIGRATIONS, SWEEP_LOCK, SWEEP_UNLOCK
 from plait.checkpoint.postgres._send import Cursors, Fusion, NeedsAnswer, Recorder, pipelined, send
 from plait.checkpoint.postgres._space import dead_space, vacuum
 from plait.checkpoint.retention import Retention
@@ -424,6 +425,24 @@ class PostgresCheckpointer(SqlCheckpointer):
         finally:
             with self._jobs_lock:
                 self._jobs -= 1
+
+    @contextlib.asynccontextmanager
+    async def _sweep_lock(self) -> AsyncIterator[bool]:
+        """Hold the schema's sweep advisory lock (``pg_try_advisory_lock``, session level) on a
+        connection of its own while the sweep runs: one sweeper per schema across processes."""
+        self._check_open()
+        if self._owns_pool and not self._opened:
+            await self._off_loop(self._open_pool)
+        conn = await self._off_loop(self._pool.getconn)
+        try:
+            got = await self._off_loop(lambda: bool(conn.execute(SWEEP_LOCK, (self.schema,)).fetchone()[0]))  # type: ignore[index]
+            try:
+                yield got
+            finally:
+                if got:
+                    await self._off_loop(lambda: conn.execute(SWEEP_UNLOCK, (self.schema,)))
+        finally:
+            self._pool.putconn(conn)
 
     def _now(self) -> float | None:
         """The lease clock's time, or None for the server's (read server-side)."""

@@ -139,6 +139,12 @@ class SqlCheckpointer(Checkpointer):
     async def asweep_memory(self, *, now: int) -> int:
         return await self._writing(lambda cur: self._core.memory.sweep(cur, now))
 
+    async def _aread_policy(self) -> Any:
+        return await self._reading(self._core.policy.read)
+
+    async def _awrite_policy(self, data: dict[str, Any] | None) -> None:
+        await self._writing(lambda cur: self._core.policy.write(cur, data))
+
     def known_head(self, thread_id: str, *, namespace: str = "") -> Checkpoint | None:
         return self._core.cache.known((namespace, thread_id))
 

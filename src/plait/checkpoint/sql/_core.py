@@ -42,6 +42,7 @@ from plait.checkpoint.model import Checkpoint, Lease
 from plait.checkpoint.sql._base import Cursor, Dialect, HeadCache
 from plait.checkpoint.sql._commit import SqlCommit
 from plait.checkpoint.sql._memory import SqlMemory
+from plait.checkpoint.sql._policy import SqlPolicy
 from plait.checkpoint.sql._read import SqlRead
 from plait.checkpoint.sql._schema import MIGRATIONS, STATEMENTS, joins
 from plait.checkpoint.sql._threads import SqlThreads, holder_json
@@ -93,6 +94,8 @@ class SqlCore:
         :mod:`plait.checkpoint._migrations`), so the run queue's tables never bump it.
         Called with :attr:`store` (``component.migrate(cur, core.store)``) for its messages."""
         self.memory = SqlMemory(dialect)
+        self.policy = SqlPolicy(dialect, store)
+        """The stored retention policy (:mod:`plait.checkpoint.sql._policy`)."""
         """The memory store's items (:mod:`plait.checkpoint.sql._memory`)."""
         self.commit = SqlCommit(dialect, store, self._sql, self.cache, self.threads, self.memory)
         self.read = SqlRead(dialect, self._sql, self.cache)
