@@ -58,6 +58,7 @@ EXPECTED = [
     "MissingValueError",
     "NOT_GIVEN",
     "NoCheckpointerError",
+    "NoParentGraphError",
     "NoStoreError",
     "NodeContext",
     "NodeError",

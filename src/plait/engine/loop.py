@@ -22,7 +22,7 @@ from typing import Any
 
 from plait.checkpoint.model import Checkpoint, Fence, PendingWrite, RestStatus, Task, new_checkpoint_id
 from plait.engine.commit import Committer
-from plait.engine.context import NodeContext, SubgraphScope
+from plait.engine.context import NodeContext, ParentCommand, SubgraphScope, current_node
 from plait.engine.durability import Durable, durability_for
 from plait.engine.emitter import Emitter, MessageSource, NestedSink, Sink, with_hooks
 from plait.engine.events import NodeStarted, RunFinished
@@ -45,6 +45,7 @@ from plait.engine.tasks import StateView, TaskOutcome, run_all, run_task
 from plait.errors import (
     CheckpointNotFoundError,
     InvalidResumeError,
+    NoParentGraphError,
     PlaitError,
     RecursionLimitError,
 )
@@ -370,6 +371,9 @@ class Driver(Migrating):
         for o in outcomes:
             if o.error is not None or o.interrupt is not None:
                 await self._stop_if_failed_or_paused(cur, to_run, outcomes)
+        for o in outcomes:
+            if o.parent is not None:  # the step ends the run here: the command is the parent task's
+                raise ParentCommand(o.parent)
         folded = outcomes[0].folded if len(tasks) == 1 and len(outcomes) == 1 else None
         memory = inputs.memory
         try:
@@ -452,7 +456,10 @@ class Driver(Migrating):
             )
             out = await (work if traced is None else traced.run(work))
             out.seconds = time.perf_counter() - began
-            if out.error is None and out.interrupt is None:
+            if out.parent is not None and not self.path and current_node.get() is None:
+                # no node of another graph runs this one: the command has nowhere to go
+                out.error, out.parent = NoParentGraphError(task.node, step, self.thread_id), None
+            if out.error is None and out.interrupt is None and out.parent is None:
                 results[task.id] = (out.writes, out.routes)
                 inputs.timings[task.id] = (out.seconds, out.attempts)
                 if out.memory:
@@ -478,7 +485,9 @@ class Driver(Migrating):
         if not (errors or interrupts):
             return
         pairs = list(zip(to_run, outcomes, strict=True))
-        saved = [result_write(t.id, o) for t, o in pairs if o.error is None and o.interrupt is None]
+        saved = [
+            result_write(t.id, o) for t, o in pairs if o.error is None and o.interrupt is None and o.parent is None
+        ]
         saved += [
             PendingWrite(task_id=i.task_id, kind="interrupt", key=str(i.index), value=i.to_json()) for i in interrupts
         ]

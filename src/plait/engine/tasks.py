@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from plait._codec import freeze, freeze_send_arg
 from plait._frozen import FrozenView
-from plait.engine.context import GraphInterrupt, NodeContext, current_node, restart
+from plait.engine.context import GraphInterrupt, NodeContext, ParentCommand, current_node, restart
 from plait.engine.executor import NodeExecutor, default_executor
 from plait.engine.plan import Route
 from plait.engine.spec import GraphSpec, NodeSpec, RouterSpec
@@ -206,6 +206,19 @@ class TaskOutcome:
     """How long the task took, its retries' waits included (None: not measured here)."""
     attempts: int = 1
     """How many times its node was called (more than 1: its retry policy ran it again)."""
+    parent: Command | None = None
+    """The ``Command(graph=Command.PARENT, ...)`` it returned: for the enclosing graph, so
+    it has no writes or routes here (see :class:`~plait.engine.context.ParentCommand`)."""
+
+
+def for_parent(result: Any) -> Command | None:
+    """The ``Command(graph=Command.PARENT)`` in a node's return value (alone, or the first
+    of a returned list), else None."""
+    if isinstance(result, Command):
+        return result if result.graph == Command.PARENT else None
+    if isinstance(result, list | tuple):
+        return next((r for r in result if isinstance(r, Command) and r.graph == Command.PARENT), None)
+    return None
 
 
 def normalise(spec: NodeSpec, result: Any, schema: StateSchema, seed: str) -> tuple[list[tuple[str, Any]], Any]:
@@ -396,7 +409,10 @@ async def run_task(  # noqa: PLR0912 - each way a node's call can end (result, i
         if on_attempt is not None:  # (tracing: a span per attempt)
             on_attempt(attempt)
         try:
-            result = await _call(node, arg, ctx, inline, executor)
+            try:
+                result = await _call(node, arg, ctx, inline, executor)
+            except ParentCommand as signal:  # a subgraph this node ran handed its command up: this node's own
+                result = Command(update=signal.command.update, goto=signal.command.goto)
         except GraphInterrupt as signal:
             return TaskOutcome(interrupt=signal.interrupt)
         except LeaseLostError as exc:  # ctx.once() found the thread taken over: stop, do not retry
@@ -416,6 +432,8 @@ async def run_task(  # noqa: PLR0912 - each way a node's call can end (result, i
             err.__cause__ = exc
             retry = policy is not None and attempt < policy.max_attempts and policy.should_retry(exc)
         else:
+            if (up := for_parent(result)) is not None:
+                return TaskOutcome(parent=up, attempts=attempt)
             try:
                 writes, goto = normalise(node, result, graph.schema, ctx.message_seed)
                 routes, folded = await routes_and_fold(graph, node.name, state, base, writes, goto)

@@ -25,6 +25,7 @@ The tree::
     │   ├── GraphMigrationError      a migration of a thread to the graph's version raised
     │   ├── NodeSignatureError       a node's parameters plait cannot call it with (``config``)
     │   ├── ContextError             a run's ``context=`` that does not fit the graph's context type
+    │   ├── NoParentGraphError       a ``Command(graph=Command.PARENT)`` in a graph no other graph runs
     │   └── GraphRequiredError       an action that needs the graph (its reducers, its nodes) got none
     ├── RunError                     a run stopped with a failure
     │   ├── NodeError                a node raised; the cause is chained
@@ -155,6 +156,9 @@ from plait.errors._graph import (
 )
 from plait.errors._graph import (
     NodeTimeoutError as NodeTimeoutError,
+)
+from plait.errors._graph import (
+    NoParentGraphError as NoParentGraphError,
 )
 from plait.errors._graph import (
     RecursionLimitError as RecursionLimitError,
@@ -318,6 +322,7 @@ __all__ = [
     "MissingNodeError",
     "MissingValueError",
     "NoCheckpointerError",
+    "NoParentGraphError",
     "NoRunQueueError",
     "NoStoreError",
     "NodeError",
