@@ -102,6 +102,7 @@ from plait.state import (
     remove_all_messages,
     remove_message,
 )
+from plait.state.managed import IsLastStep, RemainingSteps
 from plait.store import NOT_GIVEN, GetOp, Item, ListNamespacesOp, MatchCondition, PutOp, SearchItem, SearchOp, Store
 from plait.tracing import instrument, uninstrument
 from plait.types import END, START, Command, Durability, Interrupt, RetryPolicy, Send
@@ -142,6 +143,7 @@ __all__ = [
     "InvalidRecordError",
     "InvalidResumeError",
     "InvalidUpdateError",
+    "IsLastStep",
     "Item",
     "LastWriteWins",
     "Lease",
@@ -181,6 +183,7 @@ __all__ = [
     "RecursionLimitError",
     "Reducer",
     "ReducerError",
+    "RemainingSteps",
     "RetryPolicy",
     "RunError",
     "RunFinished",

@@ -70,6 +70,9 @@ class Driver(Migrating):
     for its duration. ``binding`` says where and how the graph runs, ``options`` what this
     call asked for; ``sink``/``modes`` are the caller's stream."""
 
+    steps_done = 0
+    """How many super-steps this run took before the current one (``RemainingSteps`` counts)."""
+
     def __init__(
         self,
         spec: GraphSpec,
@@ -342,6 +345,7 @@ class Driver(Migrating):
                 error = RecursionLimitError(self.options.recursion_limit, self.thread_id)
                 await self._save_pending(cur, [error_write("", "", cur.step, error)], status="error")
                 raise error
+            self.steps_done = steps
             work = self._step(cur, tasks, pending)
             cur, tasks = await (work if trace is None else trace.step(cur.step, cur.id, work))
             pending = []
@@ -410,6 +414,8 @@ class Driver(Migrating):
         """Run a step's tasks concurrently, each finished one's writes kept in ``results``
         (and saved as a pending write when the step has several, in the modes that do)."""
         step = cur.step
+        if self.spec.managed:  # RemainingSteps, IsLastStep: what the nodes and routers read beside the values
+            base = {**base, **self._managed(self.steps_done)}
         view = StateView(base, self.spec)
         multi = len(to_run) > 1
         # A lone sync node runs inline on the loop when the lease is renewed off the loop

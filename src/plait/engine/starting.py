@@ -24,6 +24,7 @@ from plait.engine.plan import plan_next, renamed_tasks
 from plait.engine.spec import GraphSpec
 from plait.engine.tasks import compute_routes
 from plait.errors import GraphChangedError
+from plait.state.managed import managed_values
 from plait.state.run_state import RunState
 from plait.tracing.hooks import RunInfo, RunTrace, Tracer
 from plait.types import START, Durability
@@ -53,6 +54,11 @@ class Starting:
     name: str
     durability: Durability
     path: tuple[str, ...]
+
+    def _managed(self, steps_done: int) -> dict[str, Any]:
+        """The values of the state's managed fields (``RemainingSteps``, ``IsLastStep``) in
+        the step after ``steps_done`` steps of this run (-1: the input's routers)."""
+        return managed_values(self.spec.managed, self.options.recursion_limit, steps_done)
 
     async def _traced(
         self,
@@ -131,12 +137,15 @@ class Starting:
             head = self._checkpoint(new_checkpoint_id(), None, 0, (), {}, "update", {"update": []})
             self._store(head, set())  # no sync point: it goes in the input's commit
         cid = new_checkpoint_id(after=head.id if head else None)  # names the input's messages
+        if self.spec.managed:  # computed each step, never stored: an input's value is dropped, as in LangGraph
+            input = {k: v for k, v in input.items() if k not in self.spec.managed}
         changed = st.fold(st.values, self.spec.schema.prepare(input, "input", cid), "input")
         if changed:
             st.apply(changed, "input")
         step = head.step + 1 if head is not None else 0
         st.super_step = step
-        routes = await compute_routes(self.spec, START, st, st.values, [], None)
+        seen = st.values if not self.spec.managed else {**st.values, **self._managed(-1)}
+        routes = await compute_routes(self.spec, START, st, seen, [], None)
         tasks, _ = plan_next(self.spec, cid, [(Task(id="", node=START), routes)], {})
         cp = self._checkpoint(
             cid, head.id if head else None, step, tasks, {}, "input", {"input": sorted(changed)}

@@ -9,7 +9,7 @@ import inspect
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Container, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -221,7 +221,9 @@ def for_parent(result: Any) -> Command | None:
     return None
 
 
-def normalise(spec: NodeSpec, result: Any, schema: StateSchema, seed: str) -> tuple[list[tuple[str, Any]], Any]:
+def normalise(
+    spec: NodeSpec, result: Any, schema: StateSchema, seed: str, managed: Container[str] = ()
+) -> tuple[list[tuple[str, Any]], Any]:
     """A node's return value as (frozen writes, goto); messages written without an id are
     named by ``seed`` (the task's :attr:`NodeContext.message_seed`: a re-run of the task
     names them alike)."""
@@ -250,6 +252,8 @@ def normalise(spec: NodeSpec, result: Any, schema: StateSchema, seed: str) -> tu
         )
     writes = []
     for key, value in pairs:
+        if key in managed:  # computed each step, never stored: dropped, as LangGraph drops it
+            continue
         schema.channel(key, spec.name)  # UnknownChannelError naming the node
         writes.append((key, freeze(value, key, spec.name)))
     return schema.with_ids(writes, seed), goto
@@ -435,7 +439,7 @@ async def run_task(  # noqa: PLR0912 - each way a node's call can end (result, i
             if (up := for_parent(result)) is not None:
                 return TaskOutcome(parent=up, attempts=attempt)
             try:
-                writes, goto = normalise(node, result, graph.schema, ctx.message_seed)
+                writes, goto = normalise(node, result, graph.schema, ctx.message_seed, graph.managed)
                 routes, folded = await routes_and_fold(graph, node.name, state, base, writes, goto)
             except PlaitError as exc:  # a refused write or route: the state layer's own words
                 return TaskOutcome(error=exc)
