@@ -168,8 +168,8 @@ class CompiledGraph(Running):
         subgraph: str | Sequence[str] | None = None,
         checkpoint_id: str | None = None,
     ) -> str:
-        """Fold ``update`` (a mapping or (key, value) pairs) through the reducers as a new
-        checkpoint (source ``update``) and return its id.
+        """Fold ``update`` (a mapping or (key, value) pairs; None, like ``{}``, writes
+        nothing) through the reducers as a new checkpoint (source ``update``) and return its id.
 
         With ``as_node`` the write counts as that node's: the next tasks become its
         successors (``as_node=END``: none; pending tasks and interrupts are dropped).
