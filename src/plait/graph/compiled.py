@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from plait._aliases import with_config
 from plait._sync import run_sync
 from plait.checkpoint.address import coerce_checkpointer
 from plait.checkpoint.model import Status, ThreadInfo
@@ -58,7 +59,12 @@ class CompiledGraph(Running):
     # -- inspecting ----------------------------------------------------------------------
 
     async def aget_state(
-        self, thread_id: str, checkpoint_id: str | None = None, *, default: Any = _REQUIRED, subgraphs: bool = False
+        self,
+        thread_id: str | Mapping[str, Any],
+        checkpoint_id: str | None = None,
+        *,
+        default: Any = _REQUIRED,
+        subgraphs: bool = False,
     ) -> ThreadState:
         """The thread's latest state (or the state at ``checkpoint_id``), with how the
         thread stands (:attr:`ThreadState.status`) and the errors stored with it.
@@ -69,9 +75,13 @@ class CompiledGraph(Running):
             subgraphs: fill in :attr:`ThreadState.subgraphs`, the state of the subgraphs
                 the next step's tasks run (paused or unfinished inside).
 
+        ``thread_id`` may be LangGraph's config, ``{"configurable": {"thread_id": t,
+        "checkpoint_id": c}}``.
+
         Raises:
             CheckpointNotFoundError: no such thread or checkpoint, and no ``default``.
         """
+        thread_id, checkpoint_id = _address(thread_id, checkpoint_id, "get_state")
         checkpointer = await self._ready_checkpointer()
         cp = await checkpointer.aget(thread_id, checkpoint_id, namespace=self.namespace)
         if cp is None:
@@ -85,7 +95,12 @@ class CompiledGraph(Running):
         return state
 
     def get_state(
-        self, thread_id: str, checkpoint_id: str | None = None, *, default: Any = _REQUIRED, subgraphs: bool = False
+        self,
+        thread_id: str | Mapping[str, Any],
+        checkpoint_id: str | None = None,
+        *,
+        default: Any = _REQUIRED,
+        subgraphs: bool = False,
     ) -> ThreadState:
         """Sync :meth:`aget_state`."""
         return run_sync(self.aget_state(thread_id, checkpoint_id, default=default, subgraphs=subgraphs))
@@ -102,13 +117,15 @@ class CompiledGraph(Running):
 
     async def aget_state_history(
         self,
-        thread_id: str,
+        thread_id: str | Mapping[str, Any],
         *,
         limit: int | None = None,
         before: str | None = None,
         filter: Mapping[str, Any] | None = None,
     ) -> list[ThreadState]:
-        """The thread's checkpoints, newest first, following the newest branch."""
+        """The thread's checkpoints, newest first, following the newest branch
+        (``thread_id`` may be LangGraph's config, naming only the thread)."""
+        thread_id, _ = _address(thread_id, None, "get_state_history", at=False)
         checkpointer = await self._ready_checkpointer()
         return [
             ThreadState.of(cp)
@@ -119,7 +136,7 @@ class CompiledGraph(Running):
 
     def get_state_history(
         self,
-        thread_id: str,
+        thread_id: str | Mapping[str, Any],
         *,
         limit: int | None = None,
         before: str | None = None,
@@ -161,7 +178,7 @@ class CompiledGraph(Running):
 
     async def aupdate_state(
         self,
-        thread_id: str,
+        thread_id: str | Mapping[str, Any],
         update: Any,
         as_node: str | None = None,
         *,
@@ -190,6 +207,7 @@ class CompiledGraph(Running):
         namespace, through its reducers (``as_node`` a node of the subgraph); a paused parent
         resumed afterwards continues the subgraph from the updated state.
         """
+        thread_id, checkpoint_id = _address(thread_id, checkpoint_id, "update_state")
         spec, fp, namespace = self.spec, self.fingerprint, self.namespace
         if subgraph is not None:
             spec, fp, namespace = subgraph_target(spec, fp, namespace, subgraph)
@@ -211,7 +229,7 @@ class CompiledGraph(Running):
 
     def update_state(
         self,
-        thread_id: str,
+        thread_id: str | Mapping[str, Any],
         update: Any,
         as_node: str | None = None,
         *,
@@ -325,3 +343,25 @@ class CompiledGraph(Running):
 
     def diff_threads(self, a: str, b: str) -> ThreadDiff[ThreadState]:
         return run_sync(self.adiff_threads(a, b))
+
+
+def _address(
+    thread: str | Mapping[str, Any], checkpoint_id: str | None, call: str, *, at: bool = True
+) -> tuple[str, str | None]:
+    """The thread id and checkpoint id a call names: given as they are, or in LangGraph's
+    config (``{"configurable": {"thread_id": t, "checkpoint_id": c}}``).
+
+    Raises:
+        TypeError: a config that names no thread, a key plait has no place for, or (``at``
+            false: a call that reads a whole thread) a checkpoint id.
+    """
+    if not isinstance(thread, Mapping):
+        return thread, checkpoint_id
+    given = with_config({"thread_id": None, "checkpoint_id": checkpoint_id}, thread, call, run=False)
+    if given["thread_id"] is None:
+        raise TypeError(
+            f"{call}: the config names no thread: write {call}(thread_id, ...) or config['configurable']['thread_id']"
+        )
+    if not at and given["checkpoint_id"] is not None:
+        raise TypeError(f"{call}: a history is a whole thread's: drop checkpoint_id, and pass before=... to page it")
+    return given["thread_id"], given["checkpoint_id"]
