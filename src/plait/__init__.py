@@ -38,6 +38,7 @@ from plait.errors import (
     ConcurrentUpdateError,
     ConcurrentWriteError,
     ContextError,
+    DrawingUnavailableError,
     EmbeddingError,
     GraphChangedError,
     GraphError,
@@ -79,6 +80,7 @@ from plait.errors import (
     UnknownChannelError,
 )
 from plait.graph import CompiledGraph, Dag, Graph, MigrationResult, TaskState, ThreadDiff, ThreadState
+from plait.graph.drawable import GraphDrawing
 from plait.graph.running import StreamMode
 from plait.prebuilt import MessagesState, tool_node, tools_condition
 from plait.state import (
@@ -126,6 +128,7 @@ __all__ = [
     "CustomEvent",
     "Dag",
     "Default",
+    "DrawingUnavailableError",
     "Durability",
     "END",
     "EmbeddingError",
@@ -133,6 +136,7 @@ __all__ = [
     "GetOp",
     "Graph",
     "GraphChangedError",
+    "GraphDrawing",
     "GraphError",
     "GraphMigrationError",
     "Interrupt",

@@ -35,6 +35,7 @@ The tree::
     │   ├── NoCheckpointerError      a feature that needs a checkpointer was used without one
     │   └── SyncCallOnLoopError      ctx.once / ctx.stream_message called in an async node
     ├── TracingUnavailableError      (also ImportError) plait.instrument() or --otel without OpenTelemetry installed
+    ├── DrawingUnavailableError      (also ImportError) get_graph().draw_png() without cairosvg installed
     ├── TraceContextError            (also ValueError) a TRACEPARENT / trace_context that is not W3C trace context
     ├── TraceUrlError                (also ValueError) a Studio trace link template (--trace-url) it cannot link with
     ├── CommandLineError             the plait command was used wrongly (it exits with code 2)
@@ -82,6 +83,7 @@ The signal raised by :func:`plait.interrupt` is deliberately *not* here: it deri
 cannot swallow the pause, and users never need to catch it.
 """
 
+from plait.errors._base import DrawingUnavailableError as DrawingUnavailableError
 from plait.errors._base import PlaitError as PlaitError
 from plait.errors._base import TraceContextError as TraceContextError
 from plait.errors._base import TracingUnavailableError as TracingUnavailableError
@@ -302,6 +304,7 @@ __all__ = [
     "ConcurrentUpdateError",
     "ConcurrentWriteError",
     "ContextError",
+    "DrawingUnavailableError",
     "EmbeddingError",
     "ExportFormatError",
     "GraphChangedError",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from plait._aliases import with_config
 from plait._sync import run_sync
@@ -29,6 +29,9 @@ from plait.graph.subgraph import nested_states, subgraph_target
 from plait.inspect import ThreadDiff, diff_threads
 from plait.tracing import hooks as tracing
 
+if TYPE_CHECKING:
+    from plait.graph.drawable import GraphDrawing
+
 __all__ = ["INTERRUPT_KEY", "CompiledGraph", "MigrationResult", "StreamMode", "coerce_checkpointer"]
 
 
@@ -36,6 +39,14 @@ class CompiledGraph(Running):
     """A validated graph, bound to a checkpointer. Thread-safe to share; each call is a run."""
 
     # -- drawing -------------------------------------------------------------------------
+
+    def get_graph(self, *, xray: bool = False) -> GraphDrawing:
+        """The graph's structure as one object, as LangGraph's ``get_graph()``: ``nodes``,
+        ``edges``, ``to_json()``, ``draw_mermaid()`` (subgraphs expanded with ``xray``),
+        ``draw_ascii()``, ``draw_svg()`` and ``draw_png()``, all drawn here, offline."""
+        from plait.graph.drawable import GraphDrawing
+
+        return GraphDrawing(self.spec, xray)
 
     def draw_mermaid(self, *, xray: bool = False) -> str:
         """The graph as Mermaid flowchart text (joins thick, conditional edges dashed,
