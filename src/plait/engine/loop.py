@@ -316,7 +316,7 @@ class Driver(Migrating):
                 self.persist.started_from(head)
         pending = list(head.pending_writes) if head is not None else []
         if head is not None and checkpoint_id is not None and not isinstance(input, Mapping):
-            head, pending = await self._branch(head, pending)
+            head, pending = await self._branch(head, pending, input)
         if isinstance(input, Command):
             if head is None:
                 raise InvalidResumeError(self.thread_id, "the thread has no checkpoint to resume")
