@@ -20,7 +20,7 @@ from plait.checkpoint.model import Status, ThreadInfo
 from plait.engine.edit import fork_thread, update_thread
 from plait.engine.emitter import INTERRUPT_KEY
 from plait.engine.migrating import MigrationResult, graph_threads, migrate_thread
-from plait.engine.subgraph import delete_with_subgraphs
+from plait.engine.subgraph import delete_with_subgraphs, subgraph_threads
 from plait.errors import CheckpointNotFoundError, GraphError
 from plait.graph.closing import REQUIRED as _REQUIRED
 from plait.graph.records import ThreadState
@@ -156,18 +156,40 @@ class CompiledGraph(Running):
         return run_sync(self.aget_state_history(thread_id, limit=limit, before=before, filter=filter))
 
     async def alist_threads(
-        self, *, status: Status | None = None, limit: int | None = None, before: str | None = None
+        self,
+        *,
+        status: Status | None = None,
+        limit: int | None = None,
+        before: str | None = None,
+        subgraphs: bool = False,
     ) -> list[ThreadInfo]:
         """This graph's threads (of its namespace), most recently active first, filtered by
-        ``status`` and paged in the store (see :meth:`Checkpointer.alist_threads`)."""
+        ``status`` and paged in the store (see :meth:`Checkpointer.alist_threads`). With
+        ``subgraphs``, each thread is followed by the stored runs of its subgraphs: each a
+        thread of the same id in a child namespace (``node:task_id``, nested ``a:t1|b:t2``),
+        which ``get_state(t, subgraphs=True)`` and ``update_state(..., subgraph=...)`` name
+        the same way (``limit`` and ``before`` then page the graph's own threads, and
+        ``status`` filters them all)."""
         checkpointer = await self._ready_checkpointer()
-        return await checkpointer.alist_threads(namespace=self.namespace, status=status, limit=limit, before=before)
+        if not subgraphs:
+            return await checkpointer.alist_threads(namespace=self.namespace, status=status, limit=limit, before=before)
+        out: list[ThreadInfo] = []
+        for info in await checkpointer.alist_threads(namespace=self.namespace, limit=limit, before=before):
+            for t in [info, *await subgraph_threads(checkpointer, info.thread_id, self.namespace)]:
+                if status is None or t.status == status:
+                    out.append(t)
+        return out
 
     def list_threads(
-        self, *, status: Status | None = None, limit: int | None = None, before: str | None = None
+        self,
+        *,
+        status: Status | None = None,
+        limit: int | None = None,
+        before: str | None = None,
+        subgraphs: bool = False,
     ) -> list[ThreadInfo]:
         """Sync :meth:`alist_threads`."""
-        return run_sync(self.alist_threads(status=status, limit=limit, before=before))
+        return run_sync(self.alist_threads(status=status, limit=limit, before=before, subgraphs=subgraphs))
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete the thread, and the stored runs of the subgraphs its history's tasks ran."""
