@@ -54,6 +54,7 @@ if TYPE_CHECKING:
         ConcurrentUpdateError,
         ConcurrentWriteError,
         ContextError,
+        DrawingUnavailableError,
         EmbeddingError,
         GraphChangedError,
         GraphError,
@@ -75,6 +76,7 @@ if TYPE_CHECKING:
         NodeError,
         NodeSignatureError,
         NodeTimeoutError,
+        NoParentGraphError,
         NoStoreError,
         NotSerializableError,
         PlaitError,
@@ -96,6 +98,7 @@ if TYPE_CHECKING:
         UnknownChannelError,
     )
     from plait.graph import CompiledGraph, Dag, Graph, MigrationResult, TaskState, ThreadDiff, ThreadState
+    from plait.graph.drawable import GraphDrawing
     from plait.graph.running import StreamMode
     from plait.prebuilt import MessagesState, tool_node, tools_condition
     from plait.state import (
@@ -119,11 +122,17 @@ if TYPE_CHECKING:
         remove_all_messages,
         remove_message,
     )
+    from plait.state.managed import IsLastStep, RemainingSteps
     from plait.store import NOT_GIVEN, GetOp, Item, ListNamespacesOp, MatchCondition, PutOp, SearchItem, SearchOp, Store
     from plait.tracing import instrument, uninstrument
     from plait.types import END, START, Command, Durability, Interrupt, RetryPolicy, Send
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
+    "plait.state.managed": (
+        "IsLastStep",
+        "RemainingSteps",
+    ),
+    "plait.graph.drawable": ("GraphDrawing",),
     "plait.checkpoint.space": (
         "DeadSpace",
         "StoreSpace",
@@ -212,6 +221,8 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "ThreadBusyError",
         "ThreadExistsError",
         "UnknownChannelError",
+        "DrawingUnavailableError",
+        "NoParentGraphError",
     ),
     "plait.graph": (
         "CompiledGraph",
@@ -295,6 +306,7 @@ __all__ = [
     "Dag",
     "DeadSpace",
     "Default",
+    "DrawingUnavailableError",
     "Durability",
     "END",
     "EmbeddingError",
@@ -302,6 +314,7 @@ __all__ = [
     "GetOp",
     "Graph",
     "GraphChangedError",
+    "GraphDrawing",
     "GraphError",
     "GraphMigrationError",
     "Interrupt",
@@ -312,6 +325,7 @@ __all__ = [
     "InvalidRecordError",
     "InvalidResumeError",
     "InvalidUpdateError",
+    "IsLastStep",
     "Item",
     "LastWriteWins",
     "Lease",
@@ -332,6 +346,7 @@ __all__ = [
     "MissingValueError",
     "NOT_GIVEN",
     "NoCheckpointerError",
+    "NoParentGraphError",
     "NoStoreError",
     "NodeContext",
     "NodeError",
@@ -350,6 +365,7 @@ __all__ = [
     "RecursionLimitError",
     "Reducer",
     "ReducerError",
+    "RemainingSteps",
     "Retention",
     "RetentionError",
     "RetryPolicy",

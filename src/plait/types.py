@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, ClassVar, Final, Literal
 
 __all__ = ["END", "START", "Command", "Durability", "Interrupt", "RetryPolicy", "Send"]
 
@@ -38,11 +38,21 @@ class Command:
     edges of its own). As the input of ``invoke``: ``resume`` is the value ``interrupt()``
     returns (a mapping of interrupt id to value when several are pending), and ``update``
     is folded into the state before the run continues.
+
+    ``graph=Command.PARENT`` (returned by a node of a subgraph) hands the command to the
+    graph that runs the subgraph, as LangGraph's does (a supervisor's or a swarm's
+    handoff): the subgraph stops there, and the parent's task that ran it writes
+    ``update`` through the parent's channels and goes to ``goto``, a node of the parent.
     """
+
+    PARENT: ClassVar[str] = "__parent__"
+    """``Command(graph=Command.PARENT, ...)``: the command is for the enclosing graph."""
 
     update: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None
     goto: str | Send | Sequence[str | Send] = ()
     resume: Any = None
+    graph: str | None = None
+    """None: this graph; ``Command.PARENT``: the graph that runs this one as a subgraph."""
     has_resume: bool = field(default=False, repr=False)
 
     def __init__(
@@ -51,11 +61,18 @@ class Command:
         update: Mapping[str, Any] | Sequence[tuple[str, Any]] | None = None,
         goto: str | Send | Sequence[str | Send] = (),
         resume: Any = ...,
+        graph: str | None = None,
     ) -> None:
+        if graph is not None and graph != Command.PARENT:
+            raise ValueError(
+                f"Command(graph={graph!r}): graph is None (this graph) or Command.PARENT (the graph that runs "
+                "this one as a subgraph); to reach a graph further up, hand the command up one level at a time"
+            )
         object.__setattr__(self, "update", update)
         object.__setattr__(self, "goto", goto)
         object.__setattr__(self, "has_resume", resume is not ...)
         object.__setattr__(self, "resume", None if resume is ... else resume)
+        object.__setattr__(self, "graph", graph)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Command:

@@ -166,7 +166,7 @@ def test_subgraph_messages_come_with_subgraphs_true_under_their_namespace() -> N
     assert meta["langgraph_checkpoint_ns"] == f"{ns[0]}|chat:{meta['plait_task_id']}"
     assert meta["plait_namespace"] == ns[0] and meta["langgraph_node"] == "chat"
     several = list(app.stream(ASK, mode=["messages", "updates"], subgraphs=True))
-    assert [(len(n), mode) for n, (mode, _) in several] == [(1, "messages")] * 4 + [(1, "updates"), (0, "updates")]
+    assert [(len(n), mode) for n, mode, _ in several] == [(1, "messages")] * 4 + [(1, "updates"), (0, "updates")]
 
 
 def test_without_subgraphs_the_parent_sends_a_subgraphs_answer_whole() -> None:

@@ -29,6 +29,7 @@ from plait.cli.context import Invocation, run_command
 from plait.cli.options import Checkpoint as CheckpointOpt
 from plait.cli.options import Db, Debug, Json, Namespace, Sets, Step, Thread, Yes
 from plait.cli.selection import find_checkpoint, short_ids
+from plait.engine.subgraph import stored_children, subgraph_threads
 from plait.errors import ArgumentError, CheckpointNotFoundError, ThreadExistsError
 from plait.inspect import ChannelDiff, diff_channel, diff_threads, stored_errors
 from plait.inspect_json import checkpoint_json, ref_json, thread_diff_json, thread_json
@@ -78,11 +79,13 @@ def cmd_threads(
     limit: int | None,
     since: float | None,
     metadata: dict[str, Any] | None = None,
+    *,
+    namespaces: bool = False,
 ) -> None:
     check_positive(limit, "--limit")
     if status is not None and status not in STATUSES:
         raise ArgumentError("--status", f"--status is one of {', '.join(STATUSES)}; got {status!r}")
-    threads = list_threads(inv.checkpointer(), namespace, status, limit, since, metadata)
+    threads = list_threads(inv.checkpointer(), namespace, status, limit, since, metadata, namespaces=namespaces)
     out = inv.out
     if out.json:
         out.emit([thread_json(t) for t in threads])
@@ -105,10 +108,22 @@ def list_threads(
     limit: int | None,
     since: float | None,
     metadata: Mapping[str, Any] | None = None,
+    *,
+    namespaces: bool = False,
 ) -> list[ThreadInfo]:
     """Threads newest first, filtered (by namespace, status and the head's metadata) and
     paged in the store; with ``since``, page on until the first thread that last moved
-    before it (the listing is ordered by that time)."""
+    before it (the listing is ordered by that time). With ``namespaces``, each thread is
+    followed by its subgraphs' stored runs (child namespaces), each listed once."""
+    if namespaces:  # each thread followed by its subgraphs' stored runs
+        seen: set[tuple[str, str]] = set()
+        out: list[ThreadInfo] = []
+        for info in list_threads(checkpointer, namespace, None, limit, since, metadata):
+            for t in [info, *run_sync(subgraph_threads(checkpointer, info.thread_id, info.namespace))]:
+                if (t.namespace, t.thread_id) not in seen and (status is None or t.status == status):
+                    seen.add((t.namespace, t.thread_id))
+                    out.append(t)
+        return out
     kw: dict[str, Any] = {"namespace": namespace, "status": status, "metadata": metadata}
     if since is None:
         return run_sync(checkpointer.alist_threads(limit=limit, **kw))
@@ -131,22 +146,36 @@ def cmd_history(
     check_positive(limit, "--limit")
     if values and keys is not None:
         raise ArgumentError("--keys", "give --values (every channel) or --keys (some), not both")
-    cps = run_sync(inv.checkpointer().ahistory(thread, namespace=namespace, limit=limit))
+    checkpointer = inv.checkpointer()
+    cps = run_sync(checkpointer.ahistory(thread, namespace=namespace, limit=limit))
     if not cps:
         raise CheckpointNotFoundError(thread, None, namespace)
+    children = [_children(checkpointer, cp) for cp in cps]
     out = inv.out
     if out.json:
         shown: bool | list[str] = True if values else (keys if keys is not None else False)
-        out.emit([checkpoint_json(cp, values=shown) for cp in cps])
+        out.emit([_with_children(checkpoint_json(cp, values=shown), c) for cp, c in zip(cps, children, strict=True)])
         return
     width = short_ids([cp.id for cp in cps])
     rows = []
-    for cp in cps:
+    for cp, below in zip(cps, children, strict=True):
         writes = cp.metadata.get("writes") or {}
         wrote = "; ".join(f"{node}: {', '.join(keys)}" for node, keys in writes.items())
         nxt = ", ".join(dict.fromkeys(t.node for t in cp.next_tasks)) or "-"
-        rows.append([cp.step, cp.id[:width], cp.metadata.get("source", ""), wrote or "-", nxt, _when(cp.created_at)])
-    out.table(f"history of {thread} (newest first)", ["step", "checkpoint", "source", "writes", "next", "at"], rows)
+        row = [cp.step, cp.id[:width], cp.metadata.get("source", ""), wrote or "-", nxt, _when(cp.created_at)]
+        rows.append([*row, ", ".join(below) or "-"] if any(children) else row)
+    columns = ["step", "checkpoint", "source", "writes", "next", "at", *(["subgraphs"] if any(children) else [])]
+    out.table(f"history of {thread} (newest first)", columns, rows)
+
+
+def _children(checkpointer: Checkpointer, cp: Any) -> list[str]:
+    """The namespaces of the subgraph runs ``cp``'s next tasks stored (where to look with
+    ``--namespace``)."""
+    return [child.namespace for child in run_sync(stored_children(checkpointer, cp))]
+
+
+def _with_children(record: dict[str, Any], children: list[str]) -> dict[str, Any]:
+    return {**record, "subgraphs": children} if children else record
 
 
 def cmd_state(
@@ -156,7 +185,9 @@ def cmd_state(
     cp = find_checkpoint(checkpointer, thread, namespace, checkpoint, step)
     info = run_sync(checkpointer.aget_thread(thread, namespace=namespace))
     errors = stored_errors(cp.pending_writes) if cp.pending_writes else []
+    below = _children(checkpointer, cp)
     record = {**checkpoint_json(cp), "status": info.status if info is not None else "idle", "errors": errors}
+    record = _with_children(record, below)
     out = inv.out
     if key is not None:
         if key not in cp.values:
@@ -177,6 +208,8 @@ def cmd_state(
         out.line(f"error: {_error_line(e)}")
     for i in record["interrupts"]:
         out.value(f"waiting for input: interrupt {i['id']} in node {i['node']!r}", i["value"])
+    if below:
+        out.line(f"subgraphs: {', '.join(below)} (plait state {thread} --namespace NS)")
     out.value("values", cp.values)
 
 
@@ -348,12 +381,21 @@ def register(app: typer.Typer) -> None:
                 "run='{\"attempt\": 2}' matches by containment); repeat for more keys.",
             ),
         ] = None,
+        namespaces: Annotated[
+            bool,
+            typer.Option(
+                "--namespaces",
+                help="Follow each thread with its subgraphs' stored runs (their child namespaces, node:task_id).",
+            ),
+        ] = False,
         as_json: Json = False,
         debug: Debug = False,
     ) -> None:
         """List the threads in a store with how each stands, most recently active first."""
         run_command(
-            lambda inv: cmd_threads(inv, namespace, status, limit, parse_since(since), parse_metadata(metadata)),
+            lambda inv: cmd_threads(
+                inv, namespace, status, limit, parse_since(since), parse_metadata(metadata), namespaces=namespaces
+            ),
             as_json=as_json,
             debug=debug,
             db=db,

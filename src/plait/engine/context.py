@@ -24,7 +24,7 @@ from plait.state.messages import MessageBuilder, chunk_item, read_chunk
 from plait.state.reducers import message_id
 from plait.store import MemoryWrite, Store
 from plait.tracing.hooks import chat_span, effect_span
-from plait.types import Interrupt
+from plait.types import Command, Interrupt
 
 if TYPE_CHECKING:
     from plait.checkpoint.base import Checkpointer
@@ -36,6 +36,7 @@ __all__ = [
     "ChildRun",
     "GraphInterrupt",
     "NodeContext",
+    "ParentCommand",
     "SubgraphScope",
     "TaskHost",
     "current_node",
@@ -55,6 +56,20 @@ class GraphInterrupt(BaseException):
     def __init__(self, interrupt: Interrupt) -> None:
         super().__init__(interrupt)
         self.interrupt = interrupt
+
+
+class ParentCommand(BaseException):
+    """Carries a node's ``Command(graph=Command.PARENT, ...)`` out of its subgraph's run to
+    the task of the enclosing graph that runs the subgraph, which takes it as its own
+    ``Command(update=..., goto=...)``.
+
+    A ``BaseException`` for the reason :class:`GraphInterrupt` is one: a node that calls a
+    subgraph inside ``try/except Exception`` must not swallow the hand-off.
+    """
+
+    def __init__(self, command: Command) -> None:
+        super().__init__(command)
+        self.command = command
 
 
 class BorrowableLease(Protocol):

@@ -172,7 +172,8 @@ async def _write_update(
     state = _restored(spec, head)
     who = as_node or "update"
     cid = new_checkpoint_id(after=after or head.id or None)  # names the update's messages
-    writes = spec.schema.prepare(update, who, cid, state.values)
+    # None writes nothing (LangGraph's ``update_state(t, None, as_node=END)``), as {} does
+    writes = spec.schema.prepare(update, who, cid, state.values) if update is not None else []
     base = dict(state.values)
     changed = state.fold(base, writes, who)
     if changed:

@@ -237,10 +237,11 @@ class NestedSink:
 
 def queue_sink(put: Callable[[tuple[str, Any]], None], *, subgraphs: bool, single: bool) -> Callable[[str, Any], None]:
     """The sink of a stream that puts ``(mode, item)`` pairs on a queue: with ``subgraphs``
-    the item is ``(namespace, item)`` (``(namespace, (mode, item))`` for several modes)."""
+    the item is ``(namespace, item)`` (``(namespace, mode, item)`` for several modes, as
+    LangGraph yields them)."""
     if not subgraphs:
         return lambda mode, item: put((mode, item))
-    return NestedSink(lambda mode, ns, item: put((mode, (ns, item) if single else (ns, (mode, item)))))
+    return NestedSink(lambda mode, ns, item: put((mode, (ns, item) if single else (ns, mode, item))))
 
 
 def with_hooks(

@@ -22,7 +22,7 @@ from typing import Any
 
 from plait.checkpoint.model import Checkpoint, Fence, PendingWrite, RestStatus, Task, new_checkpoint_id
 from plait.engine.commit import Committer
-from plait.engine.context import NodeContext, SubgraphScope
+from plait.engine.context import NodeContext, ParentCommand, SubgraphScope, current_node
 from plait.engine.durability import Durable, durability_for
 from plait.engine.emitter import Emitter, MessageSource, NestedSink, Sink, with_hooks
 from plait.engine.events import NodeStarted, RunFinished
@@ -45,6 +45,7 @@ from plait.engine.tasks import StateView, TaskOutcome, run_all, run_task
 from plait.errors import (
     CheckpointNotFoundError,
     InvalidResumeError,
+    NoParentGraphError,
     PlaitError,
     RecursionLimitError,
 )
@@ -68,6 +69,8 @@ class Driver(Migrating):
     """One run of a graph (one ``invoke``): owns the run state, the committer and the lease
     for its duration. ``binding`` says where and how the graph runs, ``options`` what this
     call asked for; ``sink``/``modes`` are the caller's stream."""
+
+    steps_done = 0  # super-steps this run took before the current one (RemainingSteps counts them)
 
     def __init__(
         self,
@@ -104,8 +107,7 @@ class Driver(Migrating):
         self.caller_sink, self.caller_modes = sink, modes
         """The caller's own stream (a subgraph's items go to its child, never to the hooks)."""
         self.watch = self.hooks if self.hooks is not None and self.hooks.subgraphs else watch
-        """The top-level run's hooks when they want its subgraphs' items (given to this run's
-        subgraphs)."""
+        """The top-level run's hooks when they want its subgraphs' items (for its subgraphs)."""
         if self.hooks is not None and self.hooks.modes:
             sink, modes = with_hooks(sink, modes, self.hooks.on_item, self.hooks.modes)
         elif watch is not None and watch.modes:
@@ -181,10 +183,9 @@ class Driver(Migrating):
     # -- subgraphs: a child run inherits this run's options and binding whole -------------
 
     def subgraph_run(self, sub: SubgraphRunner, segment: str) -> Driver:
-        """The run of subgraph ``sub`` for one of this run's tasks (``segment``:
-        ``node:task_id``), in the child namespace: the same thread, options (context,
-        metadata, limits, durability) and binding, but the subgraph's own breakpoints, no
-        lease of its own (it borrows this one) and no hooks (they steer the top-level run)."""
+        """The run of subgraph ``sub`` for a task (``segment``: ``node:task_id``), in the child
+        namespace: this thread, options and binding, the subgraph's own breakpoints, no lease
+        of its own (it borrows this one), no hooks (they steer the top-level run)."""
         ns = f"{self.namespace}|{segment}" if self.namespace else segment
         sink = self.caller_sink.child(segment) if isinstance(self.caller_sink, NestedSink) else None
         child = Driver(
@@ -313,7 +314,7 @@ class Driver(Migrating):
                 self.persist.started_from(head)
         pending = list(head.pending_writes) if head is not None else []
         if head is not None and checkpoint_id is not None and not isinstance(input, Mapping):
-            head, pending = await self._branch(head, pending)
+            head, pending = await self._branch(head, pending, input)
         if isinstance(input, Command):
             if head is None:
                 raise InvalidResumeError(self.thread_id, "the thread has no checkpoint to resume")
@@ -342,6 +343,7 @@ class Driver(Migrating):
                 error = RecursionLimitError(self.options.recursion_limit, self.thread_id)
                 await self._save_pending(cur, [error_write("", "", cur.step, error)], status="error")
                 raise error
+            self.steps_done = steps
             work = self._step(cur, tasks, pending)
             cur, tasks = await (work if trace is None else trace.step(cur.step, cur.id, work))
             pending = []
@@ -371,6 +373,9 @@ class Driver(Migrating):
         for o in outcomes:
             if o.error is not None or o.interrupt is not None:
                 await self._stop_if_failed_or_paused(cur, to_run, outcomes)
+        for o in outcomes:
+            if o.parent is not None:  # the step ends the run here: the command is the parent task's
+                raise ParentCommand(o.parent)
         folded = outcomes[0].folded if len(tasks) == 1 and len(outcomes) == 1 else None
         memory = inputs.memory
         try:
@@ -407,6 +412,8 @@ class Driver(Migrating):
         """Run a step's tasks concurrently, each finished one's writes kept in ``results``
         (and saved as a pending write when the step has several, in the modes that do)."""
         step = cur.step
+        if self.spec.managed:  # RemainingSteps, IsLastStep: what the nodes and routers read beside the values
+            base = {**base, **self._managed(self.steps_done)}
         view = StateView(base, self.spec)
         model = self.spec.schema.model
         multi = len(to_run) > 1
@@ -456,7 +463,10 @@ class Driver(Migrating):
             )
             out = await (work if traced is None else traced.run(work))
             out.seconds = time.perf_counter() - began
-            if out.error is None and out.interrupt is None:
+            if out.parent is not None and not self.path and current_node.get() is None:
+                # no node of another graph runs this one: the command has nowhere to go
+                out.error, out.parent = NoParentGraphError(task.node, step, self.thread_id), None
+            if out.error is None and out.interrupt is None and out.parent is None:
                 results[task.id] = (out.writes, out.routes)
                 inputs.timings[task.id] = (out.seconds, out.attempts)
                 if out.memory:
@@ -482,7 +492,8 @@ class Driver(Migrating):
         if not (errors or interrupts):
             return
         pairs = list(zip(to_run, outcomes, strict=True))
-        saved = [result_write(t.id, o) for t, o in pairs if o.error is None and o.interrupt is None]
+        done = [(t, o) for t, o in pairs if o.error is None and o.interrupt is None and o.parent is None]
+        saved = [result_write(t.id, o) for t, o in done]
         saved += [
             PendingWrite(task_id=i.task_id, kind="interrupt", key=str(i.index), value=i.to_json()) for i in interrupts
         ]

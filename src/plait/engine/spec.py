@@ -14,6 +14,7 @@ from typing import Any
 
 from plait._codec import fingerprint
 from plait.errors import GraphError, NodeSignatureError
+from plait.state.managed import ManagedKind
 from plait.state.schema import StateSchema
 from plait.types import RetryPolicy
 
@@ -119,6 +120,9 @@ class GraphSpec:
     """The graph's name, version and migrations when compiled with ``version=`` (None: an
     unversioned graph, whose checkpoints record neither). Not part of :attr:`fingerprint`:
     a version names the data's shape, the fingerprint the graph's."""
+    managed: Mapping[str, ManagedKind] = field(default_factory=dict)
+    """The state's managed fields (``RemainingSteps``, ``IsLastStep``) by name: computed for
+    each step (see :mod:`plait.state.managed`), never stored, so not part of the fingerprint."""
 
     def describe(self) -> dict[str, Any]:
         """JSON data describing the structure (nodes, edges, joins, routers, channels)."""

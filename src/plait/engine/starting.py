@@ -13,7 +13,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
 from plait.checkpoint.base import Checkpointer
-from plait.checkpoint.model import Checkpoint, PendingWrite, Task, WritesBatch, new_checkpoint_id
+from plait.checkpoint.model import Checkpoint, PendingWrite, Task, WritesBatch, new_checkpoint_id, waiting_interrupts
 from plait.engine.commit import Committer
 from plait.engine.durability import Durable
 from plait.engine.emitter import Emitter
@@ -23,10 +23,11 @@ from plait.engine.pending import goto_tasks, incompatibilities, resume_writes
 from plait.engine.plan import plan_next, renamed_tasks
 from plait.engine.spec import GraphSpec
 from plait.engine.tasks import compute_routes
-from plait.errors import GraphChangedError
+from plait.errors import GraphChangedError, InvalidResumeError
+from plait.state.managed import managed_values
 from plait.state.run_state import RunState
 from plait.tracing.hooks import RunInfo, RunTrace, Tracer
-from plait.types import START, Durability
+from plait.types import START, Command, Durability
 
 __all__ = ["Starting"]
 
@@ -56,6 +57,11 @@ class Starting:
     carry: Mapping[str, Any] | None = None
     """The metadata of the thread's head when the run started: what its checkpoints carry on
     (see :data:`~plait.engine.merge.CARRIED_KEYS`)."""
+
+    def _managed(self, steps_done: int) -> dict[str, Any]:
+        """The values of the state's managed fields (``RemainingSteps``, ``IsLastStep``) in
+        the step after ``steps_done`` steps of this run (-1: the input's routers)."""
+        return managed_values(self.spec.managed, self.options.recursion_limit, steps_done)
 
     async def _traced(
         self,
@@ -135,12 +141,15 @@ class Starting:
             head = self._checkpoint(new_checkpoint_id(), None, 0, (), {}, "update", {"update": []})
             self._store(head, set())  # no sync point: it goes in the input's commit
         cid = new_checkpoint_id(after=head.id if head else None)  # names the input's messages
+        if self.spec.managed:  # computed each step, never stored: an input's value is dropped, as in LangGraph
+            input = {k: v for k, v in input.items() if k not in self.spec.managed}
         changed = st.fold(st.values, self.spec.schema.prepare(input, "input", cid, st.values), "input")
         if changed:
             st.apply(changed, "input")
         step = head.step + 1 if head is not None else 0
         st.super_step = step
-        routes = await compute_routes(self.spec, START, st, st.values, [], None)
+        seen = st.values if not self.spec.managed else {**st.values, **self._managed(-1)}
+        routes = await compute_routes(self.spec, START, st, seen, [], None)
         tasks, _ = plan_next(self.spec, cid, [(Task(id="", node=START), routes)], {})
         cp = self._checkpoint(
             cid, head.id if head else None, step, tasks, {}, "input", {"input": sorted(changed)}
@@ -150,11 +159,25 @@ class Starting:
         await self._sync_point()
         return cp, tasks
 
-    async def _branch(self, start: Checkpoint, pending: list[PendingWrite]) -> tuple[Checkpoint, list[PendingWrite]]:
+    async def _branch(
+        self, start: Checkpoint, pending: list[PendingWrite], input: Any = None
+    ) -> tuple[Checkpoint, list[PendingWrite]]:
         """A run from a checkpoint of the past (time travel) starts with a copy of it as the
         thread's new head (source ``replay``, the same step, its pending writes carried), so
         that the branch it starts is the thread's from the first step: an interrupt or a
-        failure there is what ``get_state`` shows and what ``Command(resume=...)`` answers."""
+        failure there is what ``get_state`` shows and what ``Command(resume=...)`` answers.
+
+        Raises:
+            InvalidResumeError: ``input`` resumes, and ``start`` waits on no interrupt (before
+                anything is stored: a refused call leaves the thread as it was).
+        """
+        if isinstance(input, Command) and input.has_resume and not waiting_interrupts(pending):
+            raise InvalidResumeError(
+                self.thread_id,
+                f"checkpoint {start.id} waits on no interrupt, so there is nothing there to resume. If a replay "
+                "from it paused, it paused on the copy of it the replay stored as the thread's head (source "
+                "'replay'): answer that one, invoke(Command(resume=...), thread_id=...) without checkpoint_id",
+            )
         cid = new_checkpoint_id(after=start.id)
         # With no result of the step saved, the branch's tasks get ids of their own, so that
         # a subgraph among them runs afresh rather than continuing the original task's run.

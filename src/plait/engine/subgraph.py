@@ -27,7 +27,8 @@ from typing import Any
 
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.fork import SUBGRAPH_EFFECT, fork_checkpoint
-from plait.checkpoint.model import Checkpoint, waiting_interrupts
+from plait.checkpoint.lease import rest_status
+from plait.checkpoint.model import Checkpoint, ThreadInfo, waiting_interrupts
 from plait.engine.context import GraphInterrupt, NodeContext
 from plait.engine.options import RunResult
 from plait.engine.spec import SubgraphRunner
@@ -40,6 +41,7 @@ __all__ = [
     "fork_subgraphs",
     "run_subgraph",
     "stored_children",
+    "subgraph_threads",
 ]
 
 _EFFECT = SUBGRAPH_EFFECT
@@ -175,3 +177,34 @@ async def delete_with_subgraphs(checkpointer: Checkpointer, thread_id: str, name
             deleted += 1 + await delete_with_subgraphs(checkpointer, thread_id, child.namespace)
     await checkpointer.adelete_thread(thread_id, namespace=namespace)
     return deleted
+
+
+async def subgraph_threads(checkpointer: Checkpointer, thread_id: str, namespace: str) -> list[ThreadInfo]:
+    """The stored runs of the subgraphs the thread's checkpoints' tasks ran, nested ones too,
+    as threads of the same id in their child namespaces, in the order the history meets them
+    (newest first). Found through the thread's history, as :func:`delete_with_subgraphs`
+    finds them: a subgraph's run takes no lease, so a store that lists the threads it leased
+    (SQLite, PostgreSQL) has no row of its own for one; its status is then read from its
+    head, as the store would have left it."""
+    found: dict[str, ThreadInfo] = {}
+    for cp in await checkpointer.ahistory(thread_id, namespace=namespace):
+        for child in await stored_children(checkpointer, cp):
+            if child.namespace in found:
+                continue
+            info = await checkpointer.aget_thread(thread_id, namespace=child.namespace)
+            if info is None:
+                info = ThreadInfo(
+                    thread_id=thread_id,
+                    namespace=child.namespace,
+                    status=rest_status(child.next_tasks, child.pending_writes),
+                    head_id=child.id,
+                    step=child.step,
+                    created_at=child.created_at,
+                    updated_at=child.created_at,
+                    source=str(child.metadata.get("source", "")),
+                    checkpoints=len(await checkpointer.ahistory(thread_id, namespace=child.namespace)),
+                )
+            found[child.namespace] = info
+            for nested in await subgraph_threads(checkpointer, thread_id, child.namespace):
+                found.setdefault(nested.namespace, nested)
+    return list(found.values())

@@ -9,13 +9,13 @@ import inspect
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Container, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from plait._codec import freeze, freeze_send_arg
 from plait._frozen import FrozenView
-from plait.engine.context import GraphInterrupt, NodeContext, current_node, restart
+from plait.engine.context import GraphInterrupt, NodeContext, ParentCommand, current_node, restart
 from plait.engine.executor import NodeExecutor, default_executor
 from plait.engine.plan import Route
 from plait.engine.spec import GraphSpec, NodeSpec, RouterSpec
@@ -206,10 +206,28 @@ class TaskOutcome:
     """How long the task took, its retries' waits included (None: not measured here)."""
     attempts: int = 1
     """How many times its node was called (more than 1: its retry policy ran it again)."""
+    parent: Command | None = None
+    """The ``Command(graph=Command.PARENT, ...)`` it returned: for the enclosing graph, so
+    it has no writes or routes here (see :class:`~plait.engine.context.ParentCommand`)."""
+
+
+def for_parent(result: Any) -> Command | None:
+    """The ``Command(graph=Command.PARENT)`` in a node's return value (alone, or the first
+    of a returned list), else None."""
+    if isinstance(result, Command):
+        return result if result.graph == Command.PARENT else None
+    if isinstance(result, list | tuple):
+        return next((r for r in result if isinstance(r, Command) and r.graph == Command.PARENT), None)
+    return None
 
 
 def normalise(
-    spec: NodeSpec, result: Any, schema: StateSchema, seed: str, current: Mapping[str, Any] | None = None
+    spec: NodeSpec,
+    result: Any,
+    schema: StateSchema,
+    seed: str,
+    current: Mapping[str, Any] | None = None,
+    managed: Container[str] = (),
 ) -> tuple[list[tuple[str, Any]], Any]:
     """A node's return value as (frozen writes, goto); messages written without an id are
     named by ``seed`` (the task's :attr:`NodeContext.message_seed`: a re-run of the task
@@ -242,6 +260,8 @@ def normalise(
         )
     writes = []
     for key, value in pairs:
+        if key in managed:  # computed each step, never stored: dropped, as LangGraph drops it
+            continue
         schema.channel(key, spec.name)  # UnknownChannelError naming the node
         writes.append((key, freeze(value, key, spec.name)))
     return schema.with_ids(writes, seed), goto
@@ -403,7 +423,10 @@ async def run_task(  # noqa: PLR0912 - each way a node's call can end (result, i
         if on_attempt is not None:  # (tracing: a span per attempt)
             on_attempt(attempt)
         try:
-            result = await _call(node, arg, ctx, inline, executor)
+            try:
+                result = await _call(node, arg, ctx, inline, executor)
+            except ParentCommand as signal:  # a subgraph this node ran handed its command up: this node's own
+                result = Command(update=signal.command.update, goto=signal.command.goto)
         except GraphInterrupt as signal:
             return TaskOutcome(interrupt=signal.interrupt)
         except LeaseLostError as exc:  # ctx.once() found the thread taken over: stop, do not retry
@@ -423,8 +446,10 @@ async def run_task(  # noqa: PLR0912 - each way a node's call can end (result, i
             err.__cause__ = exc
             retry = policy is not None and attempt < policy.max_attempts and policy.should_retry(exc)
         else:
+            if (up := for_parent(result)) is not None:
+                return TaskOutcome(parent=up, attempts=attempt)
             try:
-                writes, goto = normalise(node, result, graph.schema, ctx.message_seed, base)
+                writes, goto = normalise(node, result, graph.schema, ctx.message_seed, base, graph.managed)
                 routes, folded = await routes_and_fold(graph, node.name, state, base, writes, goto)
             except PlaitError as exc:  # a refused write or route: the state layer's own words
                 return TaskOutcome(error=exc)

@@ -26,6 +26,7 @@ The tree::
     │   ├── GraphMigrationError      a migration of a thread to the graph's version raised
     │   ├── NodeSignatureError       a node's parameters plait cannot call it with (``config``)
     │   ├── ContextError             a run's ``context=`` that does not fit the graph's context type
+    │   ├── NoParentGraphError       a ``Command(graph=Command.PARENT)`` in a graph no other graph runs
     │   └── GraphRequiredError       an action that needs the graph (its reducers, its nodes) got none
     ├── RunError                     a run stopped with a failure
     │   ├── NodeError                a node raised; the cause is chained
@@ -35,6 +36,7 @@ The tree::
     │   ├── NoCheckpointerError      a feature that needs a checkpointer was used without one
     │   └── SyncCallOnLoopError      ctx.once / ctx.stream_message called in an async node
     ├── TracingUnavailableError      (also ImportError) plait.instrument() or --otel without OpenTelemetry installed
+    ├── DrawingUnavailableError      (also ImportError) get_graph().draw_png() without cairosvg installed
     ├── TraceContextError            (also ValueError) a TRACEPARENT / trace_context that is not W3C trace context
     ├── TraceUrlError                (also ValueError) a Studio trace link template (--trace-url) it cannot link with
     ├── CommandLineError             the plait command was used wrongly (it exits with code 2)
@@ -83,6 +85,7 @@ The signal raised by :func:`plait.interrupt` is deliberately *not* here: it deri
 cannot swallow the pause, and users never need to catch it.
 """
 
+from plait.errors._base import DrawingUnavailableError as DrawingUnavailableError
 from plait.errors._base import PlaitError as PlaitError
 from plait.errors._base import TraceContextError as TraceContextError
 from plait.errors._base import TracingUnavailableError as TracingUnavailableError
@@ -157,6 +160,9 @@ from plait.errors._graph import (
 )
 from plait.errors._graph import (
     NodeTimeoutError as NodeTimeoutError,
+)
+from plait.errors._graph import (
+    NoParentGraphError as NoParentGraphError,
 )
 from plait.errors._graph import (
     RecursionLimitError as RecursionLimitError,
@@ -306,6 +312,7 @@ __all__ = [
     "ConcurrentUpdateError",
     "ConcurrentWriteError",
     "ContextError",
+    "DrawingUnavailableError",
     "EmbeddingError",
     "ExportFormatError",
     "GraphChangedError",
@@ -326,6 +333,7 @@ __all__ = [
     "MissingNodeError",
     "MissingValueError",
     "NoCheckpointerError",
+    "NoParentGraphError",
     "NoRunQueueError",
     "NoStoreError",
     "NodeError",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["PlaitError", "TracingUnavailableError", "describe"]
+__all__ = ["DrawingUnavailableError", "PlaitError", "TracingUnavailableError", "describe"]
 
 
 def at_node(node: str | None) -> str:
@@ -13,6 +13,18 @@ def at_node(node: str | None) -> str:
 
 class PlaitError(Exception):
     """Root of every error plait raises on purpose."""
+
+
+class DrawingUnavailableError(PlaitError, ImportError):
+    """A drawing that needs an optional package: ``get_graph().draw_png()`` without cairosvg."""
+
+    def __init__(self, what: str, why: str) -> None:
+        self.what = what
+        super().__init__(
+            f"{what} turns the graph's SVG into a PNG with cairosvg, which did not load ({why}): "
+            "pip install 'plait[draw]' (cairosvg, and the cairo library it uses). draw_svg() and "
+            "draw_mermaid() need nothing; plait never sends a graph to a web service to draw it."
+        )
 
 
 class TracingUnavailableError(PlaitError, ImportError):

@@ -141,6 +141,21 @@ class GraphRequiredError(GraphError):
         super().__init__(f"{action} needs the thread's graph: {advice}")
 
 
+class NoParentGraphError(GraphError):
+    """A node returned ``Command(graph=Command.PARENT)`` in a graph that no other graph runs."""
+
+    def __init__(self, node: str, step: int, thread_id: str | None) -> None:
+        self.node = node
+        self.step = step
+        self.thread_id = thread_id
+        where = f" of thread {thread_id!r}" if thread_id else ""
+        super().__init__(
+            f"node {node!r} returned Command(graph=Command.PARENT) in step {step + 1}{where}, but its graph runs "
+            "at the top, not as a subgraph: there is no parent graph to hand the command to. Drop graph= to "
+            "route in this graph, or run this graph as a node of another (add_node(name, compiled_graph))."
+        )
+
+
 class RunError(PlaitError):
     """A run stopped with a failure; the thread stays resumable from its last checkpoint."""
 

@@ -16,6 +16,7 @@ from plait.engine.spec import GraphSpec, Join, Lineage, NodeSpec, RouterSpec, is
 from plait.errors import GraphError
 from plait.graph.bound import BoundGraph, breakpoints
 from plait.graph.subgraph import SubgraphNode
+from plait.state.managed import ManagedKind, managed_fields
 from plait.state.schema import StateSchema
 from plait.types import END, START, RetryPolicy
 
@@ -59,7 +60,7 @@ class Graph:
         output_schema: what ``invoke`` returns: only its fields (and the model itself
             with ``invoke(..., output_model=True)``).
         """
-        self.schema = StateSchema.coerce(schema)
+        self.schema, self.managed = _split_managed(schema)
         self.context_schema = context
         self.input_schema = None if input_schema is None else _io_schema(self.schema, input_schema, "input_schema")
         self.output_schema = None if output_schema is None else _io_schema(self.schema, output_schema, "output_schema")
@@ -218,6 +219,7 @@ class Graph:
             context_schema=self.context_schema,
             input_schema=self.input_schema,
             output_schema=self.output_schema,
+            managed=dict(self.managed),
         )
 
     def compile(
@@ -391,7 +393,7 @@ class Dag:
     """
 
     def __init__(self, schema: StateSchema | type) -> None:
-        self.schema = StateSchema.coerce(schema)
+        self.schema, self.managed = _split_managed(schema)
         self._steps: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {}
         self._edges: list[tuple[str, str]] = []
 
@@ -452,6 +454,7 @@ class Dag:
             raise GraphError("the Dag has no steps; add them with .step(name, fn)")
         self.layers()  # refuse cycles, naming one
         g = Graph(self.schema)
+        g.managed = self.managed
         for name, (fn, opts) in self._steps.items():
             g.add_node(name, fn, **opts)
         preds: dict[str, list[str]] = {n: [] for n in self._steps}
@@ -486,3 +489,13 @@ class Dag:
             version=version,
             migrations=migrations,
         )
+
+
+def _split_managed(declared: StateSchema | type) -> tuple[StateSchema, dict[str, ManagedKind]]:
+    """The schema of ``declared`` without its managed fields (``RemainingSteps``,
+    ``IsLastStep``: computed each step, never stored), and those fields."""
+    schema = StateSchema.coerce(declared)
+    managed = {k: v for k, v in managed_fields(declared).items() if k in schema}
+    if managed:
+        schema = StateSchema({k: c for k, c in schema.channels.items() if k not in managed})
+    return schema, managed

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from plait._aliases import with_config
 from plait._sync import run_sync
 from plait.checkpoint.address import coerce_checkpointer
 from plait.checkpoint.model import Status, ThreadInfo
 from plait.engine.edit import fork_thread, update_thread
 from plait.engine.emitter import INTERRUPT_KEY
 from plait.engine.migrating import MigrationResult, graph_threads, migrate_thread
-from plait.engine.subgraph import delete_with_subgraphs
+from plait.engine.subgraph import delete_with_subgraphs, subgraph_threads
 from plait.errors import CheckpointNotFoundError, GraphError
 from plait.graph.closing import REQUIRED as _REQUIRED
 from plait.graph.records import ThreadState
@@ -28,6 +29,9 @@ from plait.graph.subgraph import nested_states, subgraph_target
 from plait.inspect import ThreadDiff, diff_threads
 from plait.tracing import hooks as tracing
 
+if TYPE_CHECKING:
+    from plait.graph.drawable import GraphDrawing
+
 __all__ = ["INTERRUPT_KEY", "CompiledGraph", "MigrationResult", "StreamMode", "coerce_checkpointer"]
 
 
@@ -35,6 +39,14 @@ class CompiledGraph(Running):
     """A validated graph, bound to a checkpointer. Thread-safe to share; each call is a run."""
 
     # -- drawing -------------------------------------------------------------------------
+
+    def get_graph(self, *, xray: bool = False) -> GraphDrawing:
+        """The graph's structure as one object, as LangGraph's ``get_graph()``: ``nodes``,
+        ``edges``, ``to_json()``, ``draw_mermaid()`` (subgraphs expanded with ``xray``),
+        ``draw_ascii()``, ``draw_svg()`` and ``draw_png()``, all drawn here, offline."""
+        from plait.graph.drawable import GraphDrawing
+
+        return GraphDrawing(self.spec, xray)
 
     def draw_mermaid(self, *, xray: bool = False) -> str:
         """The graph as Mermaid flowchart text (joins thick, conditional edges dashed,
@@ -58,7 +70,12 @@ class CompiledGraph(Running):
     # -- inspecting ----------------------------------------------------------------------
 
     async def aget_state(
-        self, thread_id: str, checkpoint_id: str | None = None, *, default: Any = _REQUIRED, subgraphs: bool = False
+        self,
+        thread_id: str | Mapping[str, Any],
+        checkpoint_id: str | None = None,
+        *,
+        default: Any = _REQUIRED,
+        subgraphs: bool = False,
     ) -> ThreadState:
         """The thread's latest state (or the state at ``checkpoint_id``), with how the
         thread stands (:attr:`ThreadState.status`) and the errors stored with it.
@@ -69,9 +86,13 @@ class CompiledGraph(Running):
             subgraphs: fill in :attr:`ThreadState.subgraphs`, the state of the subgraphs
                 the next step's tasks run (paused or unfinished inside).
 
+        ``thread_id`` may be LangGraph's config, ``{"configurable": {"thread_id": t,
+        "checkpoint_id": c}}``.
+
         Raises:
             CheckpointNotFoundError: no such thread or checkpoint, and no ``default``.
         """
+        thread_id, checkpoint_id = _address(thread_id, checkpoint_id, "get_state")
         checkpointer = await self._ready_checkpointer()
         cp = await checkpointer.aget(thread_id, checkpoint_id, namespace=self.namespace)
         if cp is None:
@@ -85,7 +106,12 @@ class CompiledGraph(Running):
         return state
 
     def get_state(
-        self, thread_id: str, checkpoint_id: str | None = None, *, default: Any = _REQUIRED, subgraphs: bool = False
+        self,
+        thread_id: str | Mapping[str, Any],
+        checkpoint_id: str | None = None,
+        *,
+        default: Any = _REQUIRED,
+        subgraphs: bool = False,
     ) -> ThreadState:
         """Sync :meth:`aget_state`."""
         return run_sync(self.aget_state(thread_id, checkpoint_id, default=default, subgraphs=subgraphs))
@@ -102,13 +128,15 @@ class CompiledGraph(Running):
 
     async def aget_state_history(
         self,
-        thread_id: str,
+        thread_id: str | Mapping[str, Any],
         *,
         limit: int | None = None,
         before: str | None = None,
         filter: Mapping[str, Any] | None = None,
     ) -> list[ThreadState]:
-        """The thread's checkpoints, newest first, following the newest branch."""
+        """The thread's checkpoints, newest first, following the newest branch
+        (``thread_id`` may be LangGraph's config, naming only the thread)."""
+        thread_id, _ = _address(thread_id, None, "get_state_history", at=False)
         checkpointer = await self._ready_checkpointer()
         return [
             ThreadState.of(cp)
@@ -119,7 +147,7 @@ class CompiledGraph(Running):
 
     def get_state_history(
         self,
-        thread_id: str,
+        thread_id: str | Mapping[str, Any],
         *,
         limit: int | None = None,
         before: str | None = None,
@@ -134,14 +162,29 @@ class CompiledGraph(Running):
         limit: int | None = None,
         before: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        subgraphs: bool = False,
     ) -> list[ThreadInfo]:
         """This graph's threads (of its namespace), most recently active first, filtered by
         ``status`` and by the head's ``metadata`` and paged in the store (see
-        :meth:`Checkpointer.alist_threads`)."""
+        :meth:`Checkpointer.alist_threads`). With ``subgraphs``, each thread is followed by
+        the stored runs of its subgraphs: each a thread of the same id in a child namespace
+        (``node:task_id``, nested ``a:t1|b:t2``), which ``get_state(t, subgraphs=True)`` and
+        ``update_state(..., subgraph=...)`` name the same way (``limit``, ``before`` and
+        ``metadata`` then page and filter the graph's own threads, and ``status`` filters
+        them all)."""
         checkpointer = await self._ready_checkpointer()
-        return await checkpointer.alist_threads(
-            namespace=self.namespace, status=status, limit=limit, before=before, metadata=metadata
-        )
+        if not subgraphs:
+            return await checkpointer.alist_threads(
+                namespace=self.namespace, status=status, limit=limit, before=before, metadata=metadata
+            )
+        out: list[ThreadInfo] = []
+        for info in await checkpointer.alist_threads(
+            namespace=self.namespace, limit=limit, before=before, metadata=metadata
+        ):
+            for t in [info, *await subgraph_threads(checkpointer, info.thread_id, self.namespace)]:
+                if status is None or t.status == status:
+                    out.append(t)
+        return out
 
     def list_threads(
         self,
@@ -150,9 +193,12 @@ class CompiledGraph(Running):
         limit: int | None = None,
         before: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        subgraphs: bool = False,
     ) -> list[ThreadInfo]:
         """Sync :meth:`alist_threads`."""
-        return run_sync(self.alist_threads(status=status, limit=limit, before=before, metadata=metadata))
+        return run_sync(
+            self.alist_threads(status=status, limit=limit, before=before, metadata=metadata, subgraphs=subgraphs)
+        )
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete the thread, and the stored runs of the subgraphs its history's tasks ran."""
@@ -174,15 +220,15 @@ class CompiledGraph(Running):
 
     async def aupdate_state(
         self,
-        thread_id: str,
+        thread_id: str | Mapping[str, Any],
         update: Any,
         as_node: str | None = None,
         *,
         subgraph: str | Sequence[str] | None = None,
         checkpoint_id: str | None = None,
     ) -> str:
-        """Fold ``update`` (a mapping or (key, value) pairs) through the reducers as a new
-        checkpoint (source ``update``) and return its id.
+        """Fold ``update`` (a mapping or (key, value) pairs; None, like ``{}``, writes
+        nothing) through the reducers as a new checkpoint (source ``update``) and return its id.
 
         With ``as_node`` the write counts as that node's: the next tasks become its
         successors (``as_node=END``: none; pending tasks and interrupts are dropped).
@@ -203,6 +249,7 @@ class CompiledGraph(Running):
         namespace, through its reducers (``as_node`` a node of the subgraph); a paused parent
         resumed afterwards continues the subgraph from the updated state.
         """
+        thread_id, checkpoint_id = _address(thread_id, checkpoint_id, "update_state")
         spec, fp, namespace = self.spec, self.fingerprint, self.namespace
         if subgraph is not None:
             spec, fp, namespace = subgraph_target(spec, fp, namespace, subgraph)
@@ -224,7 +271,7 @@ class CompiledGraph(Running):
 
     def update_state(
         self,
-        thread_id: str,
+        thread_id: str | Mapping[str, Any],
         update: Any,
         as_node: str | None = None,
         *,
@@ -338,3 +385,25 @@ class CompiledGraph(Running):
 
     def diff_threads(self, a: str, b: str) -> ThreadDiff[ThreadState]:
         return run_sync(self.adiff_threads(a, b))
+
+
+def _address(
+    thread: str | Mapping[str, Any], checkpoint_id: str | None, call: str, *, at: bool = True
+) -> tuple[str, str | None]:
+    """The thread id and checkpoint id a call names: given as they are, or in LangGraph's
+    config (``{"configurable": {"thread_id": t, "checkpoint_id": c}}``).
+
+    Raises:
+        TypeError: a config that names no thread, a key plait has no place for, or (``at``
+            false: a call that reads a whole thread) a checkpoint id.
+    """
+    if not isinstance(thread, Mapping):
+        return thread, checkpoint_id
+    given = with_config({"thread_id": None, "checkpoint_id": checkpoint_id}, thread, call, run=False)
+    if given["thread_id"] is None:
+        raise TypeError(
+            f"{call}: the config names no thread: write {call}(thread_id, ...) or config['configurable']['thread_id']"
+        )
+    if not at and given["checkpoint_id"] is not None:
+        raise TypeError(f"{call}: a history is a whole thread's: drop checkpoint_id, and pass before=... to page it")
+    return given["thread_id"], given["checkpoint_id"]

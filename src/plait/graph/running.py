@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Literal, get_args, overload
 
-from plait._aliases import either
+from plait._aliases import either, with_config
 from plait._sync import iterate_sync, run_sync
 from plait.engine.context import current_node
 from plait.engine.emitter import INTERRUPT_KEY, queue_sink
@@ -61,6 +61,7 @@ class Running(BoundGraph):
     async def ainvoke(
         self,
         input: Any,
+        config: Mapping[str, Any] | None = None,
         *,
         thread_id: str | None = None,
         checkpoint_id: str | None = None,
@@ -77,6 +78,7 @@ class Running(BoundGraph):
     async def ainvoke(
         self,
         input: Any,
+        config: Mapping[str, Any] | None = None,
         *,
         thread_id: str | None = None,
         checkpoint_id: str | None = None,
@@ -92,6 +94,7 @@ class Running(BoundGraph):
     async def ainvoke(
         self,
         input: Any,
+        config: Mapping[str, Any] | None = None,
         *,
         thread_id: str | None = None,
         checkpoint_id: str | None = None,
@@ -112,6 +115,10 @@ class Running(BoundGraph):
                 or from ``checkpoint_id`` (time travel: a new branch); a
                 ``Command(resume=...)`` to answer an ``interrupt()``; a
                 ``Command(goto=node, update=...)`` to run ``node`` next instead.
+            config: LangGraph's spelling of the keywords, for ported code:
+                ``{"configurable": {"thread_id": t, "checkpoint_id": c}, "recursion_limit": n,
+                "metadata": {...}, "max_concurrency": n}``; any other key is a ``TypeError``
+                that says what to write instead (``context=`` for a per-run value).
             thread_id: required with a checkpointer; the thread's checkpoints are stored
                 and resumed under it.
             durability: ``"sync"`` commits each super-step before the next starts;
@@ -142,16 +149,18 @@ class Running(BoundGraph):
             one); when the run paused on ``interrupt()``, the pending interrupts are under
             ``"__interrupt__"``.
         """
-        if thread_id is None and self.checkpointer is None and (ctx := current_node.get()) is not None:
+        given = with_config(locals(), config, "invoke")
+        if given["thread_id"] is None and self.checkpointer is None and (ctx := current_node.get()) is not None:
             # Called inside a node: a subgraph of that node's run (see plait.graph.subgraph).
             return await call_subgraph(ctx, self, input)
-        options = _options(locals())
+        options = _options(given)
         return _output(await self._run(input, options), self.spec, output_model)
 
     @overload
     def invoke(
         self,
         input: Any,
+        config: Mapping[str, Any] | None = None,
         *,
         thread_id: str | None = None,
         checkpoint_id: str | None = None,
@@ -168,6 +177,7 @@ class Running(BoundGraph):
     def invoke(
         self,
         input: Any,
+        config: Mapping[str, Any] | None = None,
         *,
         thread_id: str | None = None,
         checkpoint_id: str | None = None,
@@ -183,6 +193,7 @@ class Running(BoundGraph):
     def invoke(
         self,
         input: Any,
+        config: Mapping[str, Any] | None = None,
         *,
         thread_id: str | None = None,
         checkpoint_id: str | None = None,
@@ -199,6 +210,7 @@ class Running(BoundGraph):
         return run_sync(
             self.ainvoke(  # type: ignore[call-overload, misc]
                 input,
+                config,
                 thread_id=thread_id,
                 checkpoint_id=checkpoint_id,
                 recursion_limit=recursion_limit,
@@ -215,6 +227,7 @@ class Running(BoundGraph):
     async def astream(
         self,
         input: Any,
+        config: Mapping[str, Any] | None = None,
         *,
         mode: StreamMode | Sequence[StreamMode] | None = None,
         stream_mode: StreamMode | Sequence[StreamMode] | None = None,
@@ -249,7 +262,7 @@ class Running(BoundGraph):
         write the state got is missing from the item.
 
         With ``subgraphs=True`` the subgraphs' items come too, each item as ``(namespace,
-        item)`` (``(namespace, (mode, item))`` with a list of modes): ``namespace`` is ``()``
+        item)`` (``(namespace, mode, item)`` with a list of modes): ``namespace`` is ``()``
         for this graph and a tuple of ``"node:task_id"`` segments for a subgraph, as in
         LangGraph.
         """
@@ -265,7 +278,7 @@ class Running(BoundGraph):
 
         sink = queue_sink(queue.put_nowait, subgraphs=subgraphs, single=single)
 
-        options = _options(locals())
+        options = _options(with_config(locals(), config, "stream"))
 
         async def drive() -> RunResult:
             try:
@@ -287,6 +300,7 @@ class Running(BoundGraph):
     def stream(
         self,
         input: Any,
+        config: Mapping[str, Any] | None = None,
         *,
         mode: StreamMode | Sequence[StreamMode] | None = None,
         stream_mode: StreamMode | Sequence[StreamMode] | None = None,
@@ -305,6 +319,7 @@ class Running(BoundGraph):
         yield from iterate_sync(
             self.astream(
                 input,
+                config,
                 mode=mode,
                 stream_mode=stream_mode,
                 thread_id=thread_id,

@@ -295,7 +295,7 @@ class Runner:
             recursion_limit=kw.get("recursion_limit") or 10_000,
             wait=30.0,
         )
-        async for ns, (mode, item) in stream:
+        async for ns, mode, item in stream:
             if mode == "events" and translator.is_checkpoint(item):
                 made = await checkpoint_events(translator, self.checkpointer, run.thread_id, "", ns, item)
             else:

@@ -12,7 +12,10 @@ SDKs, ``useStream``) expect of ``messages`` stream items:
   ``AIMessageChunk.__add__`` does (text concatenated, content blocks merged by ``index``,
   tool call chunks merged by ``index`` and their ``args`` parsed once complete);
 - :func:`chunk_item` is the stream item of one chunk; :func:`as_langchain` the item of a
-  whole message a node wrote.
+  whole message a node wrote;
+- :func:`written_message` reads the other ways LangGraph code writes a message (a ``(role,
+  content)`` tuple, LangChain's ``dumpd`` constructor dict) as a message of one of the two
+  shapes, before it is stored.
 
 Pure: no I/O, no run.
 """
@@ -24,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from plait._frozen import FrozenDict
 from plait.errors import MessageChunkError
 
 __all__ = [
@@ -33,6 +37,7 @@ __all__ = [
     "chunk_item",
     "kind_of",
     "read_chunk",
+    "written_message",
 ]
 
 _KIND_OF_ROLE = {"user": "human", "assistant": "ai", "tool": "tool", "system": "system", "developer": "system"}
@@ -274,3 +279,50 @@ def _add_usage(total: Mapping[str, Any], more: Mapping[str, Any]) -> dict[str, A
         else:
             out[key] = value
     return out
+
+
+_TUPLE_KEYS = {
+    "user": "role",
+    "assistant": "role",
+    "system": "role",
+    "developer": "role",
+    "human": "type",
+    "ai": "type",
+}
+"""The roles a ``(role, content)`` tuple may name, and the key it keeps its role under: OpenAI's
+names as ``role``, LangChain's (``human``, ``ai``) as ``type``, so the message is kept as
+written."""
+
+_CLASS_KIND = {
+    "HumanMessage": "human",
+    "AIMessage": "ai",
+    "SystemMessage": "system",
+    "ToolMessage": "tool",
+    "RemoveMessage": "remove",
+    "HumanMessageChunk": "human",
+    "AIMessageChunk": "ai",
+    "SystemMessageChunk": "system",
+    "ToolMessageChunk": "tool",
+}
+"""LangChain's message classes, as the ``type`` of their serialized shape."""
+
+
+def written_message(item: Any) -> Any:
+    """``item`` as a message of a shape plait keeps, when LangGraph code wrote it another way:
+    a ``(role, content)`` tuple (``("user", "hi")``, ``("ai", "hello")``), as LangGraph's
+    ``add_messages`` reads one, or LangChain's ``dumpd`` dict (``{"lc": 1, "type":
+    "constructor", "id": [..., "HumanMessage"], "kwargs": {...}}``) as its serialized shape
+    (``{"type": "human", ...kwargs}``). Anything else is returned as it is (the reducer
+    refuses what is not a message). ``item`` is frozen JSON data (a tuple arrives as a list)."""
+    if isinstance(item, Mapping):
+        if item.get("lc") == 1 and item.get("type") == "constructor":
+            ident, kwargs = item.get("id"), item.get("kwargs")
+            kind = _CLASS_KIND.get(ident[-1]) if isinstance(ident, list) and ident else None
+            if kind is not None and isinstance(kwargs, Mapping):
+                return FrozenDict({**kwargs, "type": kind})
+        return item
+    if isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], str | list):
+        key = _TUPLE_KEYS.get(item[0])
+        if key is not None:
+            return FrozenDict({key: item[0], "content": item[1]})
+    return item

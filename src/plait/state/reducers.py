@@ -24,6 +24,7 @@ from typing import Any, Final
 from plait._codec import INT_MAX, INT_MIN
 from plait._frozen import FrozenDict, FrozenList
 from plait.errors import InvalidUpdateError, MessageNotFoundError
+from plait.state.messages import written_message
 
 __all__ = [
     "NO_DEFAULT",
@@ -319,6 +320,7 @@ class AppendMessages(Reducer):
         return FrozenList(out)
 
     def assign_ids(self, incoming: Any, seed: str | Callable[[], str], position: int) -> tuple[Any, int]:
+        incoming = _written(incoming)
         one = isinstance(incoming, dict)
         if not one and not isinstance(incoming, list):
             return incoming, position  # reduce() refuses it, saying why
@@ -357,6 +359,21 @@ class AppendMessages(Reducer):
 
     def default(self) -> Any:
         return FrozenList()
+
+
+def _written(incoming: Any) -> Any:
+    """A messages write with LangGraph's other spellings of a message (a ``(role, content)``
+    tuple, alone or in the list; LangChain's ``dumpd`` dict) read as messages (see
+    :func:`~plait.state.messages.written_message`); the write itself when it has none."""
+    if isinstance(incoming, dict):
+        return written_message(incoming)
+    if not isinstance(incoming, list):
+        return incoming
+    alone = written_message(incoming)  # ("user", "hi") written without a list around it
+    if alone is not incoming:
+        return alone
+    read = [written_message(m) for m in incoming]
+    return incoming if all(a is b for a, b in zip(read, incoming, strict=True)) else FrozenList(read)
 
 
 class MergeMap(Reducer):
