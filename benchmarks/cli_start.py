@@ -33,18 +33,25 @@ CASES: dict[str, list[str]] = {
 }
 
 
+# An installed package has its bytecode cached; PYTHONDONTWRITEBYTECODE (set on some CI and
+# development machines) would make every run compile every changed module again.
+_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def _run(argv: list[str]) -> tuple[float, float]:
     """Wall seconds and the child's CPU seconds of one run."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=_ENV)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def _importtime(argv: list[str]) -> list[tuple[int, str]]:
-    out = subprocess.run([sys.executable, "-X", "importtime", *argv], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv], capture_output=True, text=True, check=True, env=_ENV
+    )
     rows = []
     for line in out.stderr.splitlines():
         parts = line.split("|")

@@ -29,7 +29,6 @@ from plait.cli.context import Invocation, run_command
 from plait.cli.options import Checkpoint as CheckpointOpt
 from plait.cli.options import Db, Debug, Json, Namespace, Sets, Step, Thread, Yes
 from plait.cli.selection import find_checkpoint, short_ids
-from plait.engine.subgraph import stored_children, subgraph_threads
 from plait.errors import ArgumentError, CheckpointNotFoundError, ThreadExistsError
 from plait.inspect import ChannelDiff, diff_channel, diff_threads, stored_errors
 from plait.inspect_json import checkpoint_json, ref_json, thread_diff_json, thread_json
@@ -116,9 +115,14 @@ def list_threads(
     before it (the listing is ordered by that time). With ``namespaces``, each thread is
     followed by its subgraphs' stored runs (child namespaces), each listed once."""
     if namespaces:  # each thread followed by its subgraphs' stored runs
+        from plait.checkpoint.retention import group_threads
+        from plait.engine.subgraph import subgraph_threads
+
+        listed = list_threads(checkpointer, namespace, None, limit, since, metadata)
+        owners = group_threads(listed)  # a subgraph's own row comes after its owner, not on its own
         seen: set[tuple[str, str]] = set()
         out: list[ThreadInfo] = []
-        for info in list_threads(checkpointer, namespace, None, limit, since, metadata):
+        for info in (i for i in listed if (i.namespace, i.thread_id) in owners):
             for t in [info, *run_sync(subgraph_threads(checkpointer, info.thread_id, info.namespace))]:
                 if (t.namespace, t.thread_id) not in seen and (status is None or t.status == status):
                     seen.add((t.namespace, t.thread_id))
@@ -171,6 +175,8 @@ def cmd_history(
 def _children(checkpointer: Checkpointer, cp: Any) -> list[str]:
     """The namespaces of the subgraph runs ``cp``'s next tasks stored (where to look with
     ``--namespace``)."""
+    from plait.engine.subgraph import stored_children  # the engine, only for a listing that asks
+
     return [child.namespace for child in run_sync(stored_children(checkpointer, cp))]
 
 
