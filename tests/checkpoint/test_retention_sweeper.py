@@ -67,8 +67,10 @@ def test_a_failed_turn_is_logged_and_the_next_one_runs(tmp_path: Any, caplog: py
     path = tmp_path / "p.db"
     cp = SqliteCheckpointer(path)
     cp.set_stored_retention(Retention(after=60))
-    with sqlite3.connect(path) as conn:
+    conn = sqlite3.connect(path)  # closed here: `with` only commits
+    with conn:
         conn.execute("UPDATE plait_retention_policy SET policy = '{\"after\": 0}'")
+    conn.close()
 
     async def go() -> None:
         gate = Gate()
@@ -88,8 +90,12 @@ def test_a_failed_turn_is_logged_and_the_next_one_runs(tmp_path: Any, caplog: py
 
 
 def test_it_refuses_an_interval_that_is_not_positive() -> None:
-    with pytest.raises(ValueError, match="every=0"):
-        RetentionSweeper(SqliteCheckpointer(":memory:"), every=0)
+    cp = SqliteCheckpointer(":memory:")
+    try:
+        with pytest.raises(ValueError, match="every=0"):
+            RetentionSweeper(cp, every=0)
+    finally:
+        cp.close()
 
 
 @pytest.mark.postgres

@@ -63,8 +63,10 @@ def test_a_stored_value_that_is_not_a_policy_says_how_to_remove_it(tmp_path: Any
         cp.set_stored_retention(Retention(after=5))
         import sqlite3
 
-        with sqlite3.connect(tmp_path / "p.db") as conn:
+        conn = sqlite3.connect(tmp_path / "p.db")  # closed here: `with` only commits
+        with conn:
             conn.execute("UPDATE plait_retention_policy SET policy = '{\"after\": -1}'")
+        conn.close()
         with pytest.raises(RetentionError, match="plait db retention --off"):
             cp.get_stored_retention()
         with pytest.raises(RetentionError, match="is not a Retention"):
