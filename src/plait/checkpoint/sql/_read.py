@@ -102,7 +102,8 @@ class SqlRead:
         columns, then a pending write's, one row per write), or None for no rows.
 
         ``resume``: the rows are the checkpoint a run starts from under its lease (the head,
-        or the checkpoint a time-travelling run branches from). Its values and where they
+        or the checkpoint a time-travelling run branches from), or that a one-off write
+        builds on (an update of a past checkpoint). Its values and where they
         sit in their chains then go to the head cache, as if this process had written it,
         so that the run stores its next values as deltas on them rather than in full (a
         commit on a cached checkpoint checks that it still exists, as always). Plain reads

@@ -285,6 +285,18 @@ class SqlThreads:
         found = cur.execute(sql, (now, *key, 1)).fetchone()
         return None if found is None else self._info(found, raising=True)
 
+    def status(self, cur: Cursor, key: Key, now: float | None) -> Status | None:
+        """How one thread stands, as its listing entry would say (None: it has no row)."""
+        found = cur.execute(self._sql["thread_status"], (now, *key)).fetchone()
+        if found is None:
+            return None
+        try:
+            row = _row(found[1:])
+            assert row is not None
+            return rules.shown_status(row, float(found[0]))
+        except (TypeError, ValueError) as exc:
+            raise CheckpointCorruptError(key[1], None, f"its thread row cannot be read ({exc})") from None
+
     def _status_clause(self, status: Status, now: float | None) -> tuple[str, list[Any]]:
         clock = self.dialect.clock
         if status == "busy":
