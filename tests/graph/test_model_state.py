@@ -389,6 +389,16 @@ def test_input_and_output_schemas_filter_what_goes_in_and_comes_out() -> None:
         Graph(Whole, output_schema=type("Bad", (BaseModel,), {"__annotations__": {"nope": int}}))
 
 
+def test_the_output_schema_filters_invoke_not_the_values_stream() -> None:
+    # as in LangGraph (checked against langgraph 1.2): `values` items are the whole state
+    g = _graph(Whole, ("n", lambda s: {"scratch": "s", "answer": s.q.upper()}), output_schema=Out)
+    app = g.compile()
+    last = list(app.stream({"q": "hi"}, mode="values"))[-1]
+    assert last == {"q": "hi", "scratch": "s", "answer": "HI"}
+    updates = list(app.stream({"q": "hi"}, mode="updates"))  # a node's update is what it wrote
+    assert updates == [{"n": {"scratch": "s", "answer": "HI"}}]
+
+
 def test_output_model_needs_a_model_state() -> None:
     from typing import TypedDict
 
