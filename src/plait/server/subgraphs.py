@@ -9,14 +9,18 @@ on an interrupt, or running now, is one of these)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.model import Checkpoint
 from plait.engine.subgraph import stored_children
 
-__all__ = ["SubgraphLink", "subgraph_links"]
+__all__ = ["PROBED_TASKS", "SubgraphLink", "subgraph_links"]
+
+PROBED_TASKS = 16
+"""The tasks of a step looked at for subgraph runs (two reads each): a fan-out of a thousand
+``Send`` tasks must not cost the page two thousand reads."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,19 +38,24 @@ class SubgraphLink:
     it runs (or ran) it."""
 
 
+def _probed(cp: Checkpoint) -> Checkpoint:
+    return cp if len(cp.next_tasks) <= PROBED_TASKS else replace(cp, next_tasks=cp.next_tasks[:PROBED_TASKS])
+
+
 def _node_of(namespace: str) -> str:
     last = namespace.rsplit("|", 1)[-1]
     return last.split(":", 1)[0]
 
 
 async def subgraph_links(checkpointer: Checkpointer, selected: Checkpoint) -> list[SubgraphLink]:
-    """The subgraph runs of the step that wrote ``selected`` and of the step after it."""
+    """The subgraph runs of the step that wrote ``selected`` and of the step after it (of
+    their first :data:`PROBED_TASKS` tasks)."""
     links: list[SubgraphLink] = []
     if selected.parent_id is not None:
         parent = await checkpointer.aget(selected.thread_id, selected.parent_id, namespace=selected.namespace)
         if parent is not None:
-            for child in await stored_children(checkpointer, parent):
+            for child in await stored_children(checkpointer, _probed(parent)):
                 links.append(SubgraphLink(_node_of(child.namespace), child.namespace, child.step, "wrote"))
-    for child in await stored_children(checkpointer, selected):
+    for child in await stored_children(checkpointer, _probed(selected)):
         links.append(SubgraphLink(_node_of(child.namespace), child.namespace, child.step, "next"))
     return links
