@@ -316,7 +316,11 @@ class SqlThreads:
         return [rules.under_parent(i, parents.get(i.thread_id)) for i in infos]
 
     def status(self, cur: Cursor, key: Key, now: float | None) -> Status | None:
-        """How one thread stands, as its listing entry would say (None: it has no row)."""
+        """How one thread stands, as its listing entry would say (None: it has no row); a
+        subgraph's namespace, which its parent's lease shows through, by its entry."""
+        if key[0]:
+            info = self.one(cur, key, now)
+            return None if info is None else info.status
         found = cur.execute(self._sql["thread_status"], (now, *key)).fetchone()
         if found is None:
             return None
