@@ -298,10 +298,14 @@ def w3(env: Env, backend: str, msgs: list[str]) -> tuple[int, int, float]:
 
 
 def w4(env: Env, backend: str, msgs: list[str], reps: int) -> dict[str, list[float]]:
-    """Reads on a thread of ``len(msgs)`` steps: full history, latest state, a middle checkpoint."""
+    """Reads on a thread of ``len(msgs)`` steps: full history, latest state, a middle checkpoint;
+    then the latest state and the middle checkpoint again through a new saver on the same file
+    or database ("cold"), a new one for each repetition."""
     n = len(msgs)
-    res: dict[str, list[float]] = {"history": [], "latest": [], "by_id": []}
-    with saver(env, backend) as s:
+    res: dict[str, list[float]] = {"history": [], "latest": [], "by_id": [], "latest_cold": [], "by_id_cold": []}
+    path = env.sqlite_path("lg") if backend == "sqlite" else None
+    dsn = env.pg_db(NAME) if backend == "postgres" else None
+    with saver(env, backend, dsn=dsn, path=path) as s:
         app = chat_graph(msgs).compile(checkpointer=s)
         thread = new_thread()
         app.invoke({"messages": []}, _cfg(thread, n + 10), durability="sync")
@@ -319,6 +323,17 @@ def w4(env: Env, backend: str, msgs: list[str], reps: int) -> dict[str, list[flo
             t, st = timed(app.get_state, _cfg(thread, checkpoint_id=mid_id))
             assert len(st.values["messages"]) == mid_len
             res["by_id"].append(t)
+        if backend in ("sqlite", "postgres"):
+            other = new_thread()  # a thread the cold readers read first, untimed: the
+            app.invoke({"messages": []}, _cfg(other, n + 10), durability="sync")
+            for _ in range(reps):  # connection and statements are warm, the thread is not
+                for op, cid, want in (("latest_cold", None, n), ("by_id_cold", mid_id, mid_len)):
+                    with saver(env, backend, dsn=dsn, path=path) as cold:
+                        reader = chat_graph(msgs).compile(checkpointer=cold)
+                        reader.get_state(_cfg(other))
+                        t, st = timed(reader.get_state, _cfg(thread, checkpoint_id=cid))
+                        assert len(st.values["messages"]) == want
+                        res[op].append(t)
     return res
 
 
@@ -342,7 +357,7 @@ def w5(env: Env, backend: str, reps: int) -> list[float]:
 
 def w6(env: Env, backend: str, updates: int, reps: int) -> dict[str, list[float]]:
     """Seconds for ``updates`` update_state calls, and for forking at step 10 of 20 and continuing."""
-    res: dict[str, list[float]] = {"update_state": [], "fork_continue": []}
+    res: dict[str, list[float]] = {"update_state": [], "update_past": [], "fork_continue": []}
     with saver(env, backend) as s:
         app = counter_graph(20).compile(checkpointer=s)
         for _ in range(reps):
@@ -356,6 +371,18 @@ def w6(env: Env, backend: str, updates: int, reps: int) -> dict[str, list[float]
             t, _ = timed(many_updates)
             assert app.get_state(_cfg(thread)).values["n"] == updates - 1
             res["update_state"].append(t)
+
+            past = next(h for h in app.get_state_history(_cfg(thread)) if h.values.get("n") == 10 and h.next)
+
+            def past_updates(past: Any = past) -> None:
+                for i in range(updates):
+                    app.update_state(past.config, {"n": 1000 + i})
+
+            t, _ = timed(past_updates)
+            st = app.get_state(_cfg(thread))
+            assert st.values["n"] == 1000 + updates - 1, st
+            assert st.parent_config["configurable"]["checkpoint_id"] == past.config["configurable"]["checkpoint_id"]
+            res["update_past"].append(t)
 
             thread = new_thread()
             app.invoke({"n": 0}, _cfg(thread), durability="sync")

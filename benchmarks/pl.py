@@ -287,10 +287,15 @@ def _cid(snapshot: Any) -> str:
 
 
 def w4(env: Env, backend: str, msgs: list[str], reps: int) -> dict[str, list[float]]:
-    """Reads on a thread of ``len(msgs)`` steps: full history, latest state, a middle checkpoint."""
+    """Reads on a thread of ``len(msgs)`` steps: full history, latest state, a middle checkpoint;
+    then the latest state and the middle checkpoint again through a new checkpointer on the
+    same file or database ("cold": a reader that did not write the thread, as a server, a
+    restarted process or the Studio is), a new one for each repetition."""
     n = len(msgs)
-    res: dict[str, list[float]] = {"history": [], "latest": [], "by_id": []}
-    with saver(env, backend) as cp:
+    res: dict[str, list[float]] = {"history": [], "latest": [], "by_id": [], "latest_cold": [], "by_id_cold": []}
+    path = env.sqlite_path("plait") if backend == "sqlite" else None
+    dsn = env.pg_db(NAME) if backend == "postgres" else None
+    with saver(env, backend, dsn=dsn, path=path) as cp:
         app = chat_graph(msgs).compile(checkpointer=cp)
         thread = new_thread()
         app.invoke({"messages": []}, thread_id=thread, recursion_limit=n + 10, durability="sync")
@@ -308,6 +313,17 @@ def w4(env: Env, backend: str, msgs: list[str], reps: int) -> dict[str, list[flo
             t, st = timed(app.get_state, thread, checkpoint_id=mid_id)
             assert len(st.values["messages"]) == mid_len
             res["by_id"].append(t)
+        if backend in ("sqlite", "postgres"):
+            other = new_thread()  # a thread the cold readers read first, untimed: the
+            app.invoke({"messages": []}, thread_id=other, recursion_limit=n + 10, durability="sync")
+            for _ in range(reps):  # connection and statements are warm, the thread is not
+                for op, kw, want in (("latest_cold", {}, n), ("by_id_cold", {"checkpoint_id": mid_id}, mid_len)):
+                    with saver(env, backend, dsn=dsn, path=path) as cold:
+                        reader = chat_graph(msgs).compile(checkpointer=cold)
+                        reader.get_state(other)
+                        t, st = timed(reader.get_state, thread, **kw)
+                        assert len(st.values["messages"]) == want
+                        res[op].append(t)
     return res
 
 
@@ -333,7 +349,7 @@ def w5(env: Env, backend: str, reps: int) -> list[float]:
 
 def w6(env: Env, backend: str, updates: int, reps: int) -> dict[str, list[float]]:
     """Seconds for ``updates`` update_state calls, and for forking at step 10 of 20 and continuing."""
-    res: dict[str, list[float]] = {"update_state": [], "fork_continue": []}
+    res: dict[str, list[float]] = {"update_state": [], "update_past": [], "fork_continue": []}
     with saver(env, backend) as cp:
         app = counter_graph(20).compile(checkpointer=cp)
         for _ in range(reps):
@@ -347,6 +363,17 @@ def w6(env: Env, backend: str, updates: int, reps: int) -> dict[str, list[float]
             t, _ = timed(many_updates)
             assert app.get_state(thread).values["n"] == updates - 1
             res["update_state"].append(t)
+
+            past = _cid(next(h for h in app.get_state_history(thread) if h.values.get("n") == 10 and h.next))
+
+            def past_updates(thread: str = thread, past: str = past) -> None:
+                for i in range(updates):
+                    app.update_state(thread, {"n": 1000 + i}, checkpoint_id=past)
+
+            t, _ = timed(past_updates)
+            st = app.get_state(thread)
+            assert st.values["n"] == 1000 + updates - 1 and st.parent_id == past, st
+            res["update_past"].append(t)
 
             thread = new_thread()
             app.invoke({"n": 0}, thread_id=thread, durability="sync")

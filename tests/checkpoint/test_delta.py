@@ -367,3 +367,25 @@ def test_a_chain_that_is_not_appends_all_the_way_restores_unlinked() -> None:
     plain = delta.chain_of({"a": (None, orjson.dumps(d))}, "a", d, str)
     assert plain is not None and plain.anchor is None
     assert delta.chain_of({"b": ("gone", b'{"n":0,"a":[]}')}, "b", FrozenList(), str) is None
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        [{"role": "user", "content": "hi", "id": "0"}, {"role": "ai", "content": "{[", "n": 1}],  # flat objects
+        [{"a": 1}, {"b": {"c": [1, 2]}}],  # one object holds containers
+        [{"a": 1}, [1, {"b": 2}], "x", 3, None],  # not all objects
+        [],
+    ],
+)
+def test_replayed_items_are_frozen_all_the_way_down(items: list[Any]) -> None:
+    rows = {"a": (None, orjson.dumps([])), "b": ("a", orjson.dumps({"n": 0, "a": items}))}
+    got = delta.replay(rows, ["b"])["b"]
+    assert got == items and type(got) is FrozenList
+
+    def frozen(v: Any) -> None:
+        assert type(v) not in (dict, list), v
+        for x in v.values() if isinstance(v, dict) else v if isinstance(v, list) else ():
+            frozen(x)
+
+    frozen(got)

@@ -50,3 +50,35 @@ def test_an_unknown_checkpoint_is_not_found(make_saver: Callable[..., Checkpoint
     app.invoke({}, thread_id="t")
     with pytest.raises(CheckpointNotFoundError):
         app.update_state("t", {"log": ["x"]}, checkpoint_id="0" * 32)
+
+
+def test_updates_of_one_past_checkpoint_each_branch_from_it(make_saver: Callable[..., Checkpointer]) -> None:
+    # The remembered head fences these updates, and the past checkpoint's values are what
+    # each new branch's list is stored against: every branch must read back as its own.
+    app = graph().compile(make_saver())
+    app.invoke({"log": ["in"]}, thread_id="t")
+    after_a = next(h for h in app.get_state_history("t") if h.values["log"] == ["in", "a"])
+    made = [app.update_state("t", {"log": [f"e{i}"]}, checkpoint_id=after_a.checkpoint_id) for i in range(5)]
+    for i, cid in enumerate(made):
+        state = app.get_state("t", cid)
+        assert state.values["log"] == ["in", "a", f"e{i}"] and state.parent_id == after_a.checkpoint_id
+    assert app.get_state("t").checkpoint_id == made[-1]
+    app.update_state("t", {"log": ["on the head"]})
+    assert app.get_state("t").values["log"] == ["in", "a", "e4", "on the head"]
+
+
+def test_an_update_of_a_past_checkpoint_sees_a_head_another_saver_moved(
+    make_saver: Callable[..., Checkpointer],
+) -> None:
+    saver = make_saver()
+    if saver.capabilities.kind == "memory":  # (each memory saver is a store of its own)
+        pytest.skip("a store only one checkpointer sees")
+    app = graph().compile(saver)
+    app.invoke({"log": ["in"]}, thread_id="t")
+    first = app.get_state_history("t")[-1]
+    app.update_state("t", {"log": ["mine"]})  # the head this saver remembers
+    other = graph().compile(make_saver())
+    moved = other.update_state("t", {"log": ["theirs"]})  # moves the head behind its back
+    made = app.update_state("t", {"log": ["past"]}, checkpoint_id=first.checkpoint_id)
+    assert made > moved and app.get_state("t").checkpoint_id == made
+    assert app.get_state("t").values["log"] == ["in", "past"]

@@ -243,6 +243,27 @@ class Checkpointer(StoredPolicy, ABC):
         """The thread's head (newest) checkpoint, or the one with ``checkpoint_id``, with its
         pending writes; None when there is none."""
 
+    async def aget_with_status(
+        self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = ""
+    ) -> tuple[Checkpoint | None, Status | None]:
+        """:meth:`aget`, and how the thread stands (:attr:`ThreadInfo.status`; None when the
+        thread has no checkpoint): what reading a thread's state needs. This default makes
+        both calls; the SQL backends read both in one transaction, the status from the
+        thread's row alone."""
+        cp = await self.aget(thread_id, checkpoint_id, namespace=namespace)
+        if cp is None:
+            return None, None
+        info = await self.aget_thread(thread_id, namespace=namespace)
+        return cp, None if info is None else info.status
+
+    async def aget_for_write(
+        self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = ""
+    ) -> Checkpoint | None:
+        """:meth:`aget` of the checkpoint a write is about to build on (an update of a past
+        checkpoint): a backend that stores deltas may remember its values, so that the
+        write is stored as deltas against them without reading its parent again."""
+        return await self.aget(thread_id, checkpoint_id, namespace=namespace)
+
     @abstractmethod
     async def ahistory(
         self,

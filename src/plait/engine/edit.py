@@ -82,18 +82,21 @@ async def update_thread(
     (ThreadBusyError) or if another write moved the head since it was read; the update is
     then folded again onto the new head, so concurrent updates all land. The first attempt
     builds on the head this process last committed, when the checkpointer remembers it (a
-    read saved), fenced to still be the head and to have no pending writes meanwhile.
+    read saved), fenced to still be the head and to have no pending writes meanwhile; an
+    update of a past checkpoint uses it the same way, for the fence (only the past
+    checkpoint is read).
     """
     if as_node is not None:
         check_update_node(spec, as_node)
-    known = None if checkpoint_id is not None else checkpointer.known_head(thread_id, namespace=namespace)
+    known = checkpointer.known_head(thread_id, namespace=namespace)
     for attempt in range(UPDATE_RETRIES + 1):
         head = known if attempt == 0 else None
         if head is None:
             head = await checkpointer.aget(thread_id, namespace=namespace)
         start = head
-        if checkpoint_id is not None:  # a past checkpoint: the update is a new branch, fenced on the head
-            start = await checkpointer.aget(thread_id, checkpoint_id, namespace=namespace)
+        if checkpoint_id is not None and (head is None or head.id != checkpoint_id):
+            # a past checkpoint: the update is a new branch, fenced on the head
+            start = await checkpointer.aget_for_write(thread_id, checkpoint_id, namespace=namespace)
             if head is None or start is None:
                 raise CheckpointNotFoundError(thread_id, checkpoint_id, namespace)
         if head is None or start is None:  # a new thread: the update is its first checkpoint

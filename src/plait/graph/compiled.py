@@ -94,13 +94,12 @@ class CompiledGraph(Running):
         """
         thread_id, checkpoint_id = _address(thread_id, checkpoint_id, "get_state")
         checkpointer = await self._ready_checkpointer()
-        cp = await checkpointer.aget(thread_id, checkpoint_id, namespace=self.namespace)
+        cp, status = await checkpointer.aget_with_status(thread_id, checkpoint_id, namespace=self.namespace)
         if cp is None:
             if default is not _REQUIRED:
                 return default  # type: ignore[no-any-return]
             raise CheckpointNotFoundError(thread_id, checkpoint_id, self.namespace)
-        info = await checkpointer.aget_thread(thread_id, namespace=self.namespace)
-        state = ThreadState.of(cp, info.status if info is not None else None)
+        state = ThreadState.of(cp, status)
         if subgraphs:
             state = dataclasses.replace(state, subgraphs=await nested_states(checkpointer, cp, self.spec))
         return state

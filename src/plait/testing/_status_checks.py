@@ -170,7 +170,10 @@ async def _subgraph_status(env: Env) -> None:
 
     async def child(thread: str = "p", ns: str = "sub:t1") -> str | None:
         info = await cp.aget_thread(thread, namespace=ns)
-        return None if info is None else info.status
+        status = None if info is None else info.status
+        read = (await cp.aget_with_status(thread, namespace=ns))[1]  # what get_state shows
+        expect(read == status, f"aget_with_status() reads {read!r} where aget_thread() says {status!r}")
+        return status
 
     expect(await child() == "ready", f"a subgraph's namespace at rest reads {await child()!r}, not ready")
     lease = await cp.atake_lease("p", "A", ttl=60)

@@ -107,6 +107,15 @@ class Chan:
     value: Any
     chain: delta.Chain | None
     """None when unknown (inherited after a cache miss): its next change is stored in full."""
+    prefixes: dict[str, int] | None = None
+    """A list's earlier values in this process's line of appends: blob id -> item count,
+    each value the first items of :attr:`value` (a read of an older checkpoint slices them
+    instead of replaying its chain). Shared by the heads of one line and only ever added
+    to (an entry stays true of every later value of the line), up to ``PREFIXES_MAX``."""
+
+
+PREFIXES_MAX = 1024
+"""The most earlier values a list channel's line remembers (:attr:`Chan.prefixes`)."""
 
 
 @dataclass(slots=True)

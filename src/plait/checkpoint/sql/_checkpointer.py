@@ -152,6 +152,25 @@ class SqlCheckpointer(Checkpointer):
         check_thread(thread_id, namespace, checkpoint_id)
         return await self._reading(lambda cur: self._core.read.get(cur, namespace, thread_id, checkpoint_id))
 
+    async def aget_with_status(
+        self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = ""
+    ) -> tuple[Checkpoint | None, Status | None]:
+        check_thread(thread_id, namespace, checkpoint_id)
+
+        def read(cur: Cursor) -> tuple[Checkpoint | None, Status | None]:
+            cp = self._core.read.get(cur, namespace, thread_id, checkpoint_id)
+            return cp, None if cp is None else self._core.threads.status(cur, (namespace, thread_id), self._now())
+
+        return await self._reading(read)
+
+    async def aget_for_write(
+        self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = ""
+    ) -> Checkpoint | None:
+        check_thread(thread_id, namespace, checkpoint_id)
+        return await self._reading(
+            lambda cur: self._core.read.get(cur, namespace, thread_id, checkpoint_id, resume=True)
+        )
+
     async def ahistory(
         self,
         thread_id: str,

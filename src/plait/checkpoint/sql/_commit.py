@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
+from plait._frozen import FrozenList
 from plait.checkpoint import delta
 from plait.checkpoint._records import Inline, RecordError, decode_body, encode_body, encode_json
 from plait.checkpoint._validate import check_commit
 from plait.checkpoint.lease import settled
 from plait.checkpoint.model import ANY_HEAD, Checkpoint, Fence, HeadCondition, fence_targets
-from plait.checkpoint.sql._base import Chan, CommitRequest, Cursor, Dialect, Head, HeadCache, Key
+from plait.checkpoint.sql._base import PREFIXES_MAX, Chan, CommitRequest, Cursor, Dialect, Head, HeadCache, Key
 from plait.checkpoint.sql._memory import SqlMemory
 from plait.checkpoint.sql._threads import SqlThreads
 from plait.errors import CheckpointError, ConcurrentUpdateError, LeaseLostError, ThreadBusyError
@@ -284,7 +285,7 @@ class SqlCommit:
             for ch, value in cp.values.items():
                 prev = base.get(ch)
                 if prev is not None and ch not in changed:
-                    chans[ch] = Chan(prev.blob, value, prev.chain)
+                    chans[ch] = Chan(prev.blob, value, prev.chain, prev.prefixes)
                     continue
                 if prev is not None and prev.chain is not None:
                     data, base_id, chain = delta.encode_linked(value, cp.id, prev.value, prev.blob, prev.chain)
@@ -294,7 +295,7 @@ class SqlCommit:
                     inline[ch] = (base_id, data)
                 else:
                     blobs.append((ns, tid, ch, cp.id, base_id, data))
-                chans[ch] = Chan(cp.id, value, chain)
+                chans[ch] = Chan(cp.id, value, chain, _line(prev, value) if base_id is not None else None)
             if blobs:
                 cur.executemany(sql["ins_blob"], blobs)
             if cw.folds_parent_writes and parent_id is not None:
@@ -344,6 +345,21 @@ class SqlCommit:
         except RecordError:
             return {}  # a damaged parent: store this checkpoint's values in full
         return {ch: Chan(blob, None, None) for ch, blob in blobs.items()}
+
+
+def _line(prev: Chan | None, value: Any) -> dict[str, int] | None:
+    """The earlier values of a list stored as a delta on ``prev``'s value (a list delta is
+    an append of the very items before it, so every earlier value of the line, and
+    ``prev``'s own, is a prefix of ``value``; see :attr:`Chan.prefixes`)."""
+    if prev is None or type(value) not in _LISTS or type(prev.value) not in _LISTS:
+        return None
+    line = prev.prefixes if prev.prefixes is not None else {}
+    if len(line) < PREFIXES_MAX:
+        line[prev.blob] = len(prev.value)
+    return line
+
+
+_LISTS = (list, FrozenList)
 
 
 def _trusts_cache(fence: Fence | None) -> bool:

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from itertools import repeat
+from itertools import islice, repeat
 from typing import Any, cast
 
 from plait._fast_init import positional_maker
-from plait._frozen import FrozenDict
+from plait._frozen import FrozenDict, FrozenList
 from plait.checkpoint import delta
 from plait.checkpoint._common import check_filter, cycle_error, matches
 from plait.checkpoint._records import BodyFields, RecordError, decode_body_fields, decode_json
@@ -102,7 +102,8 @@ class SqlRead:
         columns, then a pending write's, one row per write), or None for no rows.
 
         ``resume``: the rows are the checkpoint a run starts from under its lease (the head,
-        or the checkpoint a time-travelling run branches from). Its values and where they
+        or the checkpoint a time-travelling run branches from), or that a one-off write
+        builds on (an update of a past checkpoint). Its values and where they
         sit in their chains then go to the head cache, as if this process had written it,
         so that the run stores its next values as deltas on them rather than in full (a
         commit on a cached checkpoint checks that it still exists, as always). Plain reads
@@ -298,6 +299,25 @@ class SqlRead:
             created_at=float(row[3]),
         )
 
+    def _known_values(self, namespace: str, thread_id: str, keys: set[Key]) -> dict[Hashable, Any] | None:
+        """The values of ``keys`` this process knows without reading them: the cached
+        head's (a channel unchanged since), or a first part of a list the head holds (an
+        earlier value of its line of appends, see :attr:`Chan.prefixes`). Blobs never change
+        once stored, so what was true when they were written still is."""
+        head = self._cache.get((namespace, thread_id))
+        if head is None:
+            return None
+        known: dict[Hashable, Any] = {}
+        for key in keys:
+            chan = head.chans.get(key[0])
+            if chan is None or chan.value is None:
+                continue
+            if chan.blob == key[1]:
+                known[key] = chan.value
+            elif chan.prefixes is not None and (n := chan.prefixes.get(key[1])) is not None and n <= len(chan.value):
+                known[key] = FrozenList(islice(chan.value, n))
+        return known
+
     def _remember(
         self, namespace: str, thread_id: str, row: Any, cp: Checkpoint, chains: Mapping[Key, delta.Chain]
     ) -> None:
@@ -345,7 +365,12 @@ class SqlRead:
             if body[4]:
                 _take_inline(stored, row[0], body[4])
             bodies.append(body)
+        known = self._known_values(namespace, thread_id, keys) if lineage is None and chains is None else None
+        if known:
+            keys.difference_update(known)
         values = self._values(cur, namespace, thread_id, keys, rows, bodies, lineage, stored) if keys else {}
+        if known:
+            values.update(known)
         if chains is not None:
             for key in keys:
                 chain = delta.chain_of(stored, key, values[key], _blob_id)

@@ -207,6 +207,10 @@ STATEMENTS: dict[str, str] = {
     # apply the lease rules in Python (SQLite, inside its write transaction).
     "thread_row": """SELECT gen, owner, holder, taken_at, expires_at, held, status, updated_at FROM {P}threads
         WHERE ns = ? AND thread_id = ?""",
+    # How a thread stands, for a read of its state (get_state): its row and the lease clock,
+    # one primary-key lookup (a listing's entry also counts the checkpoints and joins the head).
+    "thread_status": """SELECT {clock}, gen, owner, holder, taken_at, expires_at, held, status, updated_at
+        FROM {P}threads WHERE ns = ? AND thread_id = ?""",
     # A run's fenced commit needs only its lease's generation and whether it is still held.
     "fence_gen": "SELECT gen, held FROM {P}threads WHERE ns = ? AND thread_id = ?",
     "put_row": """INSERT INTO {P}threads (ns, thread_id, gen, owner, holder, taken_at, expires_at, held, status,

@@ -315,6 +315,22 @@ class SqlThreads:
                     parents[raw[1]] = rules.shown_status(row, float(raw[0]))
         return [rules.under_parent(i, parents.get(i.thread_id)) for i in infos]
 
+    def status(self, cur: Cursor, key: Key, now: float | None) -> Status | None:
+        """How one thread stands, as its listing entry would say (None: it has no row); a
+        subgraph's namespace, which its parent's lease shows through, by its entry."""
+        if key[0]:
+            info = self.one(cur, key, now)
+            return None if info is None else info.status
+        found = cur.execute(self._sql["thread_status"], (now, *key)).fetchone()
+        if found is None:
+            return None
+        try:
+            row = _row(found[1:])
+            assert row is not None
+            return rules.shown_status(row, float(found[0]))
+        except (TypeError, ValueError) as exc:
+            raise CheckpointCorruptError(key[1], None, f"its thread row cannot be read ({exc})") from None
+
     def _status_clause(self, status: Status, now: float | None) -> tuple[str, list[Any]]:
         clock = self.dialect.clock
         if status in ("busy", "stale"):
