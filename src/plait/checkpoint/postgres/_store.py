@@ -99,6 +99,10 @@ def _dialect(schema: str | None) -> Dialect:
         no_limit=None,
         keys="SELECT k.channel, k.id FROM unnest(?::text[], ?::text[]) AS k (channel, id)",
         keys_params=lambda keys: [[k[0] for k in keys], [k[1] for k in keys]],
+        # JSON, not arrays: psycopg dumps a list item by item, 3.7 s of a 6 s sweep.
+        rows=lambda n: "SELECT " + ", ".join(f"e->>{i}" for i in range(n)) + " FROM json_array_elements(?::json) AS e",
+        rows_params=lambda rows, n: [orjson.dumps(rows).decode()],
+        delete_by_what_stays=True,
         table_exists="SELECT to_regclass(?)::text",
         table_exists_param=lambda name: name,
         text_holds_nul=False,

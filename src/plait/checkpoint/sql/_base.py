@@ -52,6 +52,15 @@ class Dialect:
     keys: str
     """A SELECT yielding ``(channel, id)`` rows from the parameters :attr:`keys_params` makes."""
     keys_params: Callable[[Sequence[tuple[str, str]]], list[Any]]
+    rows: Callable[[int], str]
+    """A SELECT yielding rows of ``n`` text columns from the parameters :attr:`rows_params`
+    makes of a list of ``n``-tuples: how a sweep names a batch's threads and checkpoints in
+    one statement (:mod:`plait.checkpoint.sql._sweep`)."""
+    rows_params: Callable[[Sequence[Sequence[str]], int], list[Any]]
+    delete_by_what_stays: bool = False
+    """How a sweep deletes a batch's rows: naming the batch's threads and what stays
+    (PostgreSQL: a range scan per thread, 3 to 5 times faster than looking each going row
+    up), or naming every row that goes (SQLite, which scans a ``NOT IN`` list per row)."""
     table_exists: str
     """A query returning a non-NULL first column when the table named by its parameter exists."""
     table_exists_param: Callable[[str], str]

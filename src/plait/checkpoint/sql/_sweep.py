@@ -1,0 +1,180 @@
+"""A retention sweep's reads and changes on a SQL store, a batch of threads per statement.
+
+:mod:`plait.checkpoint._sweep` decides what a sweep changes; this module reads what it
+decides from and applies it, for a whole batch of groups at once. Per thread, the sweep read
+its head (the policy in the head's metadata), checked its lease, read its tree and blob keys
+and deleted what goes: about ten statements a thread, each a round trip on PostgreSQL, where
+the issue asks 2,000 threads a second. Here each of those is one statement per batch,
+naming the batch's threads (or checkpoints, or blobs) through :attr:`Dialect.rows`; what a
+thread keeps is decided by the same :func:`~plait.checkpoint.sql._core.plan_prune` as
+``prune``. docs/benchmarks.md, "Sweeping", has the numbers.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from plait.checkpoint import lease as rules
+from plait.checkpoint._common import keep_set
+from plait.checkpoint.sql._base import Cursor, Key
+from plait.checkpoint.sql._core import PrunePlan, plan_prune
+from plait.checkpoint.sql._rows import decode_metadata
+from plait.checkpoint.sql._threads import _row
+
+if TYPE_CHECKING:
+    from plait.checkpoint._sweep import GroupPlan
+    from plait.checkpoint.sql._core import SqlCore
+
+__all__ = ["CHUNK", "SqlSweep"]
+
+CHUNK = 2_000
+"""Rows named per statement: a batch's 256 threads x 50 checkpoints go in a few statements,
+and a statement's parameters stay small whatever the batch holds."""
+
+
+class SqlSweep:
+    """The sweep's batched reads and changes over one store's :class:`SqlCore`."""
+
+    def __init__(self, core: SqlCore) -> None:
+        self._core = core
+        d = core.dialect
+        P = d.prefix
+        self._d = d
+        self._sql = {
+            "heads": f"SELECT ns, thread_id, id, metadata FROM {P}checkpoints "
+            f"WHERE (ns, thread_id, id) IN ({d.rows(3)})",
+            "rows": "SELECT ns, thread_id, gen, owner, holder, taken_at, expires_at, held, status, updated_at "
+            f"FROM {P}threads WHERE (ns, thread_id) IN ({d.rows(2)}){d.row_lock}",
+            "tree": f"SELECT ns, thread_id, id, parent_id FROM {P}checkpoints WHERE (ns, thread_id) IN ({d.rows(2)})",
+            "bodies": f"SELECT ns, thread_id, id, body FROM {P}checkpoints WHERE (ns, thread_id, id) IN ({d.rows(3)})",
+            "blob_keys": f"SELECT ns, thread_id, channel, id, base_id FROM {P}blobs "
+            f"WHERE (ns, thread_id) IN ({d.rows(2)})",
+            "del_cps": f"DELETE FROM {P}checkpoints WHERE (ns, thread_id, id) IN ({d.rows(3)})",
+            "del_writes": f"DELETE FROM {P}writes WHERE (ns, thread_id, checkpoint_id) IN ({d.rows(3)})",
+            "del_blobs": f"DELETE FROM {P}blobs WHERE (ns, thread_id, channel, id) IN ({d.rows(4)})",
+            "keep_cps": f"DELETE FROM {P}checkpoints WHERE (ns, thread_id) IN ({d.rows(2)}) "
+            f"AND (ns, thread_id, id) NOT IN ({d.rows(3)})",
+            "keep_writes": f"DELETE FROM {P}writes WHERE (ns, thread_id) IN ({d.rows(2)}) "
+            f"AND (ns, thread_id, checkpoint_id) NOT IN ({d.rows(3)})",
+            "keep_blobs": f"DELETE FROM {P}blobs WHERE (ns, thread_id) IN ({d.rows(2)}) "
+            f"AND (ns, thread_id, channel, id) NOT IN ({d.rows(4)})",
+            "reroot": f"UPDATE {P}checkpoints SET parent_id = NULL WHERE (ns, thread_id, id) IN ({d.rows(3)})",
+        }
+        self._sql = {k: d.q(v) for k, v in self._sql.items()}
+
+    def _select(self, cur: Cursor, name: str, rows: Sequence[Sequence[str]], n: int) -> list[Any]:
+        found: list[Any] = []
+        for start in range(0, len(rows), CHUNK):
+            found += cur.execute(self._sql[name], self._d.rows_params(rows[start : start + CHUNK], n)).fetchall()
+        return found
+
+    def _change(self, cur: Cursor, name: str, rows: Sequence[Sequence[str]], n: int) -> None:
+        for start in range(0, len(rows), CHUNK):
+            cur.execute(self._sql[name], self._d.rows_params(rows[start : start + CHUNK], n))
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def heads_metadata(self, cur: Cursor, heads: Sequence[tuple[str, str, str]]) -> list[Any]:
+        """The metadata of each ``(ns, thread_id, checkpoint_id)`` (None where it is gone)."""
+        found = {
+            (ns, tid, cid): decode_metadata(tid, cid, raw) for ns, tid, cid, raw in self._select(cur, "heads", heads, 3)
+        }
+        return [found.get(head) for head in heads]
+
+    def busy(self, cur: Cursor, keys: Sequence[Key], now: float | None) -> set[Key]:
+        """Which of ``keys`` a live lease holds, their rows locked until the transaction ends
+        where the dialect locks rows (see :meth:`SqlThreads.busy
+        <plait.checkpoint.sql._threads.SqlThreads.busy>`)."""
+        rows = self._select(cur, "rows", keys, 2)
+        if rows and now is None:  # the server's clock, as its lease functions read it
+            now = float(cur.execute(self._d.q(f"SELECT {self._d.clock}"), (None,)).fetchone()[0])
+        held: set[Key] = set()
+        for raw in rows:
+            row = _row(raw[2:])
+            if row is not None and now is not None and rules.shown_status(row, now) == "busy":
+                held.add((raw[0], raw[1]))
+        return held
+
+    # -- changes -----------------------------------------------------------------------------
+
+    def apply(self, cur: Cursor, plans: Sequence[GroupPlan], now: float | None) -> list[int | None]:
+        """Apply a batch of a sweep's plans inside the caller's write transaction; per plan
+        the checkpoints pruned, or None where a live lease holds its top-level thread."""
+        core = self._core
+        held = self.busy(cur, [plan.root for plan in plans], now)
+        live = [plan for plan in plans if plan.root not in held]
+        for plan in live:
+            for ns, tid in plan.deletes:
+                core.delete_thread(cur, ns, tid, now)
+        pruned = self.prune_latest(cur, [key for plan in live for key in plan.prunes])
+        return [None if plan.root in held else sum(pruned.get(key, 0) for key in plan.prunes) for plan in plans]
+
+    def prune_latest(self, cur: Cursor, keys: Sequence[Key]) -> dict[Key, int]:
+        """Prune each thread of ``keys`` as ``prune(keep_last=1, branches=False)`` would;
+        per thread, the checkpoints dropped."""
+        if not keys:
+            return {}
+        parents: dict[Key, dict[str, str | None]] = defaultdict(dict)
+        for ns, tid, cid, parent in self._select(cur, "tree", keys, 2):
+            parents[(ns, tid)][cid] = parent
+        keeps = {
+            key: keep_set(tree, 1, thread_id=key[1], namespace=key[0], branches=False) for key, tree in parents.items()
+        }
+        kept = [(*key, cid) for key, keep in keeps.items() for cid in keep]
+        bodies = {(ns, tid, cid): bytes(body) for ns, tid, cid, body in self._select(cur, "bodies", kept, 3)}
+        tables: dict[Key, dict[tuple[str, str], str | None]] = defaultdict(dict)
+        for ns, tid, ch, bid, base in self._select(cur, "blob_keys", list(parents), 2):
+            tables[(ns, tid)][(ch, bid)] = base
+
+        plans: dict[Key, PrunePlan] = {}
+        todo = list(parents)
+        while todo:  # a body a kept blob rests on is read with the others of its round
+            missing: list[tuple[str, str, str]] = []
+            for key in todo:
+                try:
+                    plans[key] = plan_prune(key, parents[key], keeps[key], _lookup(bodies, key), tables.get(key, {}))
+                except _Missing as exc:
+                    missing.append((*key, exc.cid))
+            found = {(ns, tid, cid): bytes(body) for ns, tid, cid, body in self._select(cur, "bodies", missing, 3)}
+            bodies.update(found)
+            bodies.update((row, b"") for row in missing if row not in found)  # gone meanwhile: damaged
+            todo = [(ns, tid) for ns, tid, _ in missing]
+        moved = [row for plan in plans.values() for row in plan.moved]
+        if moved:
+            cur.executemany(self._core.statement("ins_blob"), moved)
+        if self._d.delete_by_what_stays:
+            threads = self._d.rows_params(list(plans), 2)
+            kept = self._d.rows_params([(*key, cid) for key in plans for cid in keeps[key]], 3)
+            stays = self._d.rows_params([(*key, *blob) for key, plan in plans.items() for blob in plan.stays], 4)
+            cur.execute(self._sql["keep_cps"], [*threads, *kept])
+            cur.execute(self._sql["keep_writes"], [*threads, *kept])
+            cur.execute(self._sql["keep_blobs"], [*threads, *stays])
+        else:
+            dropped = [(*key, cid) for key, plan in plans.items() for cid in plan.dropped]
+            self._change(cur, "del_cps", dropped, 3)
+            self._change(cur, "del_writes", dropped, 3)
+            self._change(cur, "del_blobs", [row for plan in plans.values() for row in plan.gone], 4)
+        self._change(cur, "reroot", [(*key, cid) for key, plan in plans.items() for cid in plan.reroot], 3)
+        for key in plans:
+            self._core.cache.forget(key)
+        return {key: len(plan.dropped) for key, plan in plans.items()}
+
+
+class _Missing(Exception):
+    """A body :func:`plan_prune` asked for that the batch has not read yet."""
+
+    def __init__(self, cid: str) -> None:
+        super().__init__(cid)
+        self.cid = cid
+
+
+def _lookup(bodies: Mapping[tuple[str, str, str], bytes], key: Key) -> Callable[[str], bytes]:
+    def body(cid: str) -> bytes:
+        found = bodies.get((*key, cid))
+        if found is None:
+            raise _Missing(cid)
+        return found
+
+    return body
