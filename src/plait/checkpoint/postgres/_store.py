@@ -103,6 +103,7 @@ def _dialect(schema: str | None) -> Dialect:
         rows=lambda n: "SELECT " + ", ".join(f"e->>{i}" for i in range(n)) + " FROM json_array_elements(?::json) AS e",
         rows_params=lambda rows, n: [orjson.dumps(rows).decode()],
         delete_by_what_stays=True,
+        hex_bytes="decode(?, 'hex')",
         table_exists="SELECT to_regclass(?)::text",
         table_exists_param=lambda name: name,
         text_holds_nul=False,

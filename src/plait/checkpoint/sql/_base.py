@@ -57,6 +57,11 @@ class Dialect:
     makes of a list of ``n``-tuples: how a sweep names a batch's threads and checkpoints in
     one statement (:mod:`plait.checkpoint.sql._sweep`)."""
     rows_params: Callable[[Sequence[Sequence[str]], int], list[Any]]
+    hex_bytes: str = ""
+    """A SQL expression of one parameter turning hex text into bytes (PostgreSQL:
+    ``decode(?, 'hex')``), with which a sweep stores a batch's moved blobs by one statement;
+    empty: a statement per blob (SQLite, whose ``unhex`` is too recent to count on, and
+    where a statement is no round trip)."""
     delete_by_what_stays: bool = False
     """How a sweep deletes a batch's rows: naming the batch's threads and what stays
     (PostgreSQL: a range scan per thread, 3 to 5 times faster than looking each going row

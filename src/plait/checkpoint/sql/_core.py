@@ -289,9 +289,14 @@ def plan_prune(
         for (ch, cid), (base, data) in inline.items()
         if cid in gone_ids and (ch, cid) in need
     ]
-    gone = [(namespace, thread_id, ch, bid) for ch, bid in table if (ch, bid) not in need and (ch, bid) not in inline]
-    going = gone_keys(gone)
-    stays = [key for key in table if key not in going] + [(ch, cid) for _, _, ch, cid, _, _ in moved]
+    stays: list[tuple[str, str]] = []
+    gone: list[tuple[str, str, str, str]] = []
+    for key in table:
+        if key in need or key in inline:
+            stays.append(key)
+        else:
+            gone.append((namespace, thread_id, *key))
+    stays += [(ch, cid) for _, _, ch, cid, _, _ in moved]
     reroot = [cid for cid in keep if parents[cid] is not None and parents[cid] not in keep]
     return PrunePlan(dropped=dropped, gone=gone, moved=moved, stays=stays, reroot=reroot)
 
@@ -328,8 +333,3 @@ def _close_over_bases(
         if base is not None and (ch, base) not in need:
             need.add((ch, base))
             stack.append((ch, base))
-
-
-def gone_keys(gone: Sequence[tuple[str, str, str, str]]) -> set[tuple[str, str]]:
-    """The ``(channel, id)`` of a prune's blob rows to delete."""
-    return {(ch, bid) for _, _, ch, bid in gone}
