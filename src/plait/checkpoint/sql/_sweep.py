@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 from plait.checkpoint import lease as rules
 from plait.checkpoint._common import keep_set
 from plait.checkpoint._records import RecordError, decode_body
-from plait.checkpoint.sql._base import Cursor, Key
+from plait.checkpoint.sql._base import Cursor, Key, json_rows
 from plait.checkpoint.sql._core import PrunePlan, plan_prune
 from plait.checkpoint.sql._rows import decode_metadata
-from plait.checkpoint.sql._threads import _row
+from plait.checkpoint.sql._threads import lease_row
 
 if TYPE_CHECKING:
     from plait.checkpoint._sweep import GroupPlan
@@ -43,32 +43,32 @@ class SqlSweep:
         d = core.dialect
         P = d.prefix
         self._d = d
+        rows = d.batch.rows
         self._sql = {
-            "heads": f"SELECT ns, thread_id, id, metadata FROM {P}checkpoints "
-            f"WHERE (ns, thread_id, id) IN ({d.rows(3)})",
+            "heads": f"SELECT ns, thread_id, id, metadata FROM {P}checkpoints WHERE (ns, thread_id, id) IN ({rows(3)})",
             "rows": "SELECT ns, thread_id, gen, owner, holder, taken_at, expires_at, held, status, updated_at "
-            f"FROM {P}threads WHERE (ns, thread_id) IN ({d.rows(2)}){d.row_lock}",
-            "tree": f"SELECT ns, thread_id, id, parent_id FROM {P}checkpoints WHERE (ns, thread_id) IN ({d.rows(2)})",
-            "bodies": f"SELECT ns, thread_id, id, body FROM {P}checkpoints WHERE (ns, thread_id, id) IN ({d.rows(3)})",
-            "blob_keys": f"SELECT ns, thread_id, channel, id FROM {P}blobs WHERE (ns, thread_id) IN ({d.rows(2)})",
+            f"FROM {P}threads WHERE (ns, thread_id) IN ({rows(2)}){d.row_lock}",
+            "tree": f"SELECT ns, thread_id, id, parent_id FROM {P}checkpoints WHERE (ns, thread_id) IN ({rows(2)})",
+            "bodies": f"SELECT ns, thread_id, id, body FROM {P}checkpoints WHERE (ns, thread_id, id) IN ({rows(3)})",
+            "blob_keys": f"SELECT ns, thread_id, channel, id FROM {P}blobs WHERE (ns, thread_id) IN ({rows(2)})",
             "blob_rows": f"SELECT ns, thread_id, channel, id, base_id FROM {P}blobs "
-            f"WHERE (ns, thread_id, channel, id) IN ({d.rows(4)})",
-            "del_cps": f"DELETE FROM {P}checkpoints WHERE (ns, thread_id, id) IN ({d.rows(3)})",
-            "del_writes": f"DELETE FROM {P}writes WHERE (ns, thread_id, checkpoint_id) IN ({d.rows(3)})",
-            "del_blobs": f"DELETE FROM {P}blobs WHERE (ns, thread_id, channel, id) IN ({d.rows(4)})",
-            "keep_cps": f"DELETE FROM {P}checkpoints WHERE (ns, thread_id) IN ({d.rows(2)}) "
-            f"AND (ns, thread_id, id) NOT IN ({d.rows(3)})",
-            "keep_writes": f"DELETE FROM {P}writes WHERE (ns, thread_id) IN ({d.rows(2)}) "
-            f"AND (ns, thread_id, checkpoint_id) NOT IN ({d.rows(3)})",
-            "keep_blobs": f"DELETE FROM {P}blobs WHERE (ns, thread_id) IN ({d.rows(2)}) "
-            f"AND (ns, thread_id, channel, id) NOT IN ({d.rows(4)})",
-            "reroot": f"UPDATE {P}checkpoints SET parent_id = NULL WHERE (ns, thread_id, id) IN ({d.rows(3)})",
+            f"WHERE (ns, thread_id, channel, id) IN ({rows(4)})",
+            "del_cps": f"DELETE FROM {P}checkpoints WHERE (ns, thread_id, id) IN ({rows(3)})",
+            "del_writes": f"DELETE FROM {P}writes WHERE (ns, thread_id, checkpoint_id) IN ({rows(3)})",
+            "del_blobs": f"DELETE FROM {P}blobs WHERE (ns, thread_id, channel, id) IN ({rows(4)})",
+            "keep_cps": f"DELETE FROM {P}checkpoints WHERE (ns, thread_id) IN ({rows(2)}) "
+            f"AND (ns, thread_id, id) NOT IN ({rows(3)})",
+            "keep_writes": f"DELETE FROM {P}writes WHERE (ns, thread_id) IN ({rows(2)}) "
+            f"AND (ns, thread_id, checkpoint_id) NOT IN ({rows(3)})",
+            "keep_blobs": f"DELETE FROM {P}blobs WHERE (ns, thread_id) IN ({rows(2)}) "
+            f"AND (ns, thread_id, channel, id) NOT IN ({rows(4)})",
+            "reroot": f"UPDATE {P}checkpoints SET parent_id = NULL WHERE (ns, thread_id, id) IN ({rows(3)})",
         }
-        if d.hex_bytes:  # a batch's moved blobs by one statement
+        if d.batch.hex_bytes:  # a batch's moved blobs by one statement
             self._sql["ins_blobs"] = (
                 f"INSERT INTO {P}blobs (ns, thread_id, channel, id, base_id, data) "
-                f"SELECT k.ns, k.thread_id, k.channel, k.id, k.base_id, {d.hex_bytes.replace('?', 'k.data')} "
-                f"FROM ({d.rows(6)}) AS k (ns, thread_id, channel, id, base_id, data) "
+                f"SELECT k.ns, k.thread_id, k.channel, k.id, k.base_id, {d.batch.hex_bytes.replace('?', 'k.data')} "
+                f"FROM ({rows(6)}) AS k (ns, thread_id, channel, id, base_id, data) "
                 "ON CONFLICT (ns, thread_id, channel, id) "
                 "DO UPDATE SET base_id = excluded.base_id, data = excluded.data"
             )
@@ -77,12 +77,12 @@ class SqlSweep:
     def _select(self, cur: Cursor, name: str, rows: Sequence[Sequence[str]], n: int) -> list[Any]:
         found: list[Any] = []
         for start in range(0, len(rows), CHUNK):
-            found += cur.execute(self._sql[name], self._d.rows_params(rows[start : start + CHUNK], n)).fetchall()
+            found += cur.execute(self._sql[name], [json_rows(rows[start : start + CHUNK])]).fetchall()
         return found
 
     def _change(self, cur: Cursor, name: str, rows: Sequence[Sequence[str]], n: int) -> None:
         for start in range(0, len(rows), CHUNK):
-            cur.execute(self._sql[name], self._d.rows_params(rows[start : start + CHUNK], n))
+            cur.execute(self._sql[name], [json_rows(rows[start : start + CHUNK])])
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -102,7 +102,7 @@ class SqlSweep:
             now = float(cur.execute(self._d.q(f"SELECT {self._d.clock}"), (None,)).fetchone()[0])
         held: set[Key] = set()
         for raw in rows:
-            row = _row(raw[2:])
+            row = lease_row(raw[2:])
             if row is not None and now is not None and rules.shown_status(row, now) == "busy":
                 held.add((raw[0], raw[1]))
         return held
@@ -150,7 +150,7 @@ class SqlSweep:
         # else none ahead (on PostgreSQL, reading them all was a fifth of a sweep's time).
         # Bases only of the rows a kept checkpoint needs, as the plans ask for them.
         tables = {key: _Blobs(None) for key in parents}
-        if not self._d.delete_by_what_stays:
+        if not self._d.batch.delete_by_what_stays:
             listed: dict[Key, set[tuple[str, str]]] = {key: set() for key in parents}
             for ns, tid, ch, bid in self._select(cur, "blob_keys", list(parents), 2):
                 listed[(ns, tid)].add((ch, bid))
@@ -216,15 +216,15 @@ class SqlSweep:
         """Store the moved blobs, delete what goes and make roots of kept checkpoints whose
         parent went, each by one statement for the batch."""
         moved = [row for plan in plans.values() for row in plan.moved]
-        if moved and self._d.hex_bytes:
+        if moved and self._d.batch.hex_bytes:
             rows = [(*row[:5], row[5].hex()) for row in moved]
-            cur.execute(self._sql["ins_blobs"], self._d.rows_params(rows, 6))  # type: ignore[arg-type]
+            cur.execute(self._sql["ins_blobs"], [json_rows(rows)])
         elif moved:
             cur.executemany(self._core.statement("ins_blob"), moved)
-        if self._d.delete_by_what_stays:
-            threads = self._d.rows_params(list(plans), 2)
-            kept = self._d.rows_params([(*key, cid) for key in plans for cid in keeps[key]], 3)
-            stays = self._d.rows_params([(*key, *blob) for key, plan in plans.items() for blob in plan.stays], 4)
+        if self._d.batch.delete_by_what_stays:
+            threads = [json_rows(list(plans))]
+            kept = [json_rows([(*key, cid) for key in plans for cid in keeps[key]])]
+            stays = [json_rows([(*key, *blob) for key, plan in plans.items() for blob in plan.stays])]
             cur.execute(self._sql["keep_cps"], [*threads, *kept])
             cur.execute(self._sql["keep_writes"], [*threads, *kept])
             cur.execute(self._sql["keep_blobs"], [*threads, *stays])

@@ -51,7 +51,7 @@ from plait.checkpoint.model import (
 )
 from plait.checkpoint.retention import Retention
 from plait.checkpoint.space import DeadSpace
-from plait.checkpoint.sql._base import CommitRequest, Cursor, Dialect
+from plait.checkpoint.sql._base import BatchSql, CommitRequest, Cursor, Dialect
 from plait.checkpoint.sql._caller import may_block
 from plait.checkpoint.sql._checkpointer import SqlCheckpointer
 from plait.checkpoint.sql._core import SqlCore
@@ -85,8 +85,9 @@ _DIALECT = Dialect(
     no_limit=-1,
     keys="SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?)",
     keys_params=lambda keys: [orjson.dumps(keys).decode()],
-    rows=lambda n: "SELECT " + ", ".join(f"json_extract(value, '$[{i}]')" for i in range(n)) + " FROM json_each(?)",
-    rows_params=lambda rows, n: [orjson.dumps(rows).decode()],
+    batch=BatchSql(
+        rows=lambda n: "SELECT " + ", ".join(f"json_extract(value, '$[{i}]')" for i in range(n)) + " FROM json_each(?)"
+    ),
     table_exists="SELECT (SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?)",
     table_exists_param=lambda name: name,
     small_table=" WITHOUT ROWID",
