@@ -23,6 +23,7 @@ from typing import Any, cast
 from plait._sync import run_sync
 from plait.checkpoint._sweep import GroupPlan, Sweepable, apply_one_by_one
 from plait.checkpoint._sweep import sweep as run_sweep
+from plait.checkpoint.model import ThreadInfo
 from plait.checkpoint.retention import Retention, SweepReport
 from plait.errors import RetentionError
 
@@ -148,6 +149,15 @@ class StoredPolicy:
     def sweep(self, *, dry_run: bool = False, at: float | None = None) -> SweepReport:
         """Sync :meth:`asweep`."""
         return run_sync(self.asweep(dry_run=dry_run, at=at))
+
+    async def _aheads_metadata(self, heads: Sequence[ThreadInfo]) -> list[Any]:
+        """The metadata of each listed thread's head (None where the thread is gone), which
+        holds its own policy. A backend that reads many heads at once overrides it (the SQL
+        stores: one statement per batch, where a read per thread was most of a sweep's time
+        on PostgreSQL)."""
+        store = cast("Sweepable", self)
+        found = [await store.aget(info.thread_id, namespace=info.namespace) for info in heads]
+        return [None if cp is None else cp.metadata for cp in found]
 
     async def _aapply_sweep(self, plans: Sequence[GroupPlan]) -> list[int | None]:
         """Apply a batch of a sweep's decisions; per plan the checkpoints pruned, or None where

@@ -84,6 +84,8 @@ class Sweepable(Protocol):
 
     async def _aapply_sweep(self, plans: Sequence[GroupPlan]) -> list[int | None]: ...
 
+    async def _aheads_metadata(self, heads: Sequence[ThreadInfo]) -> list[Any]: ...
+
     async def atake_lease(
         self, thread_id: str, owner: str, *, namespace: str = "", ttl: float | None = None
     ) -> Lease: ...
@@ -126,11 +128,16 @@ async def sweep(
     tally = _Tally()
     plans: list[GroupPlan] = []
     sizes: dict[ThreadKey, int] = {}
-    for root, group in group_threads(await store.alist_threads()).items():
-        sizes.update(((i.namespace, i.thread_id), i.checkpoints) for i in group)
-        plan = await _plan_group(store, policy, root, group, now, dry_run, tally)
-        if plan is not None:
-            plans.append(plan)
+    groups = list(group_threads(await store.alist_threads()).items())
+    for start in range(0, len(groups), BATCH):
+        chunk = groups[start : start + BATCH]
+        idle = [group[0] for _, group in chunk if not any(info.status == "busy" for info in group)]
+        metas = dict(zip(((i.namespace, i.thread_id) for i in idle), await store._aheads_metadata(idle), strict=True))
+        for root, group in chunk:
+            sizes.update(((i.namespace, i.thread_id), i.checkpoints) for i in group)
+            plan = await _plan_group(store, policy, root, group, metas.get(root), now, dry_run, tally)
+            if plan is not None:
+                plans.append(plan)
     for start in range(0, len(plans), BATCH):
         batch = plans[start : start + BATCH]
         for plan, pruned in zip(batch, await store._aapply_sweep(batch), strict=True):
@@ -159,10 +166,10 @@ async def sweep(
     )
 
 
-def _rule(head: Checkpoint, policy: Retention | None, root: ThreadKey, tally: _Tally) -> Retention | None:
-    """The policy that applies to the thread whose head is ``head`` (None: keep it)."""
+def _rule(metadata: Any, policy: Retention | None, root: ThreadKey, tally: _Tally) -> Retention | None:
+    """The policy that applies to the thread whose head has ``metadata`` (None: keep it)."""
     try:
-        own = thread_policy(head.metadata, thread_id=root[1], namespace=root[0])
+        own = thread_policy(metadata, thread_id=root[1], namespace=root[0])
     except RetentionError as exc:
         log.warning("kept: %s", exc)
         tally.invalid.append(root)
@@ -177,19 +184,20 @@ async def _plan_group(
     policy: Retention | None,
     root: ThreadKey,
     group: Sequence[ThreadInfo],
+    metadata: Any,
     now: float,
     dry_run: bool,
     tally: _Tally,
 ) -> GroupPlan | None:
-    """What to change in one group (None: nothing); a dry run counts it instead."""
+    """What to change in one group (None: nothing); a dry run counts it instead.
+    ``metadata``: the listed head's (None: the thread is gone since the listing)."""
     if any(info.status == "busy" for info in group):
         if _old_enough(policy, group, now):
             tally.busy.append(root)
         return None
-    head = await store.aget(root[1], namespace=root[0])
-    if head is None:
+    if metadata is None:
         return None  # deleted since the listing
-    rule = _rule(head, policy, root, tally)
+    rule = _rule(metadata, policy, root, tally)
     if rule is None or not _old_enough(rule, group, now):
         return None
     interrupted = group[0].status == "interrupted"
@@ -201,7 +209,13 @@ async def _plan_group(
             _count(tally, root, "delete", sum(i.checkpoints for i in group))
             return None
         return GroupPlan(root=root, deletes=tuple(members))
-    kept = {key: cp for key, cp in (await _kept_members(store, group, head)).items() if cp is not None}
+    if len(group) == 1:  # no subgraph namespaces: the thread keeps its head
+        kept = {root}
+    else:
+        head = await store.aget(root[1], namespace=root[0])
+        if head is None:
+            return None  # deleted since the listing
+        kept = {key for key, cp in (await _kept_members(store, group, head)).items() if cp is not None}
     if dry_run:
         _count(tally, root, "keep_latest", sum(i.checkpoints - ((i.namespace, i.thread_id) in kept) for i in group))
         return None

@@ -13,9 +13,17 @@ cached parent is gone) and PLT04 (the lease was lost) carry their facts as JSON 
 
 from __future__ import annotations
 
+from plait.checkpoint.sql._base import BatchSql
 from plait.checkpoint.sql._memory_sql import PG_MEMORY_TABLES
 
-__all__ = ["PG_MIGRATIONS", "SWEEP_LOCK", "SWEEP_UNLOCK"]
+__all__ = ["PG_MIGRATIONS", "SWEEP_BATCH", "SWEEP_LOCK", "SWEEP_UNLOCK"]
+
+SWEEP_BATCH = BatchSql(
+    rows=lambda n: "SELECT " + ", ".join(f"e->>{i}" for i in range(n)) + " FROM json_array_elements(?::json) e",
+    hex_bytes="decode(?, 'hex')",
+    delete_by_what_stays=True,
+)
+"""How a sweep names a batch's rows on PostgreSQL (see :class:`~plait.checkpoint.sql._base.BatchSql`)."""
 
 _PG_LOCK_KEY = 0x706C6169
 """The first key of the per-thread advisory locks ("plai"); two-key locks live apart from

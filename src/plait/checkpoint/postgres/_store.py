@@ -55,7 +55,7 @@ from plait.checkpoint.model import (
 )
 from plait.checkpoint.postgres._connect import connection_lost, failure, first_connection, redacted, scrubbed
 from plait.checkpoint.postgres._feed import PgFeed
-from plait.checkpoint.postgres._schema import PG_MIGRATIONS, SWEEP_LOCK, SWEEP_UNLOCK
+from plait.checkpoint.postgres._schema import PG_MIGRATIONS, SWEEP_BATCH, SWEEP_LOCK, SWEEP_UNLOCK
 from plait.checkpoint.postgres._send import Cursors, Fusion, NeedsAnswer, Recorder, pipelined, send
 from plait.checkpoint.postgres._space import dead_space, vacuum
 from plait.checkpoint.retention import Retention
@@ -99,6 +99,7 @@ def _dialect(schema: str | None) -> Dialect:
         no_limit=None,
         keys="SELECT k.channel, k.id FROM unnest(?::text[], ?::text[]) AS k (channel, id)",
         keys_params=lambda keys: [[k[0] for k in keys], [k[1] for k in keys]],
+        batch=SWEEP_BATCH,
         table_exists="SELECT to_regclass(?)::text",
         table_exists_param=lambda name: name,
         text_holds_nul=False,

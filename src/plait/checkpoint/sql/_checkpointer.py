@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from functools import cached_property
 from typing import Any, TypeVar
 
 from plait.checkpoint._common import check_prune
@@ -31,6 +32,7 @@ from plait.checkpoint.model import (
 from plait.checkpoint.space import DeadSpace, StoreSpace, ThreadSpace
 from plait.checkpoint.sql._base import CommitRequest, Cursor
 from plait.checkpoint.sql._core import SqlCore
+from plait.checkpoint.sql._sweep import SqlSweep
 from plait.store import MemorySearch, MemoryWrite, NamespaceListing, StoredItem
 
 __all__ = ["SqlCheckpointer"]
@@ -237,29 +239,25 @@ class SqlCheckpointer(Checkpointer):
             lambda cur: self._core.prune(cur, namespace, thread_id, keep_last, newer_than, self._now(), branches)
         )
 
+    @cached_property
+    def _sql_sweep(self) -> SqlSweep:
+        return SqlSweep(self._core)
+
+    async def _aheads_metadata(self, heads: Sequence[ThreadInfo]) -> list[Any]:
+        """The metadata of each listed thread's head, by one statement per batch of heads."""
+        rows = [(info.namespace, info.thread_id, info.head_id) for info in heads]
+        return await self._reading(lambda cur: self._sql_sweep.heads_metadata(cur, rows))
+
     async def _aapply_sweep(self, plans: Sequence[GroupPlan]) -> list[int | None]:
-        """A batch of a sweep's decisions in one write transaction: each group's top-level
-        thread row is read (and on PostgreSQL locked) first, and a group whose lease is live
-        is left alone, so a run that took the lease after the sweep's listing keeps its
+        """A batch of a sweep's decisions in one write transaction: the groups' top-level
+        thread rows are read (and on PostgreSQL locked) first, and a group whose lease is
+        live is left alone, so a run that took the lease after the sweep's listing keeps its
         thread, and a run that asks for it while this transaction holds the row waits and
-        then finds the pruned head (or no thread)."""
+        then finds the pruned head (or no thread). The changes are a few statements for the
+        whole batch (:mod:`plait.checkpoint.sql._sweep`)."""
         now = self._now()
-
-        def apply(cur: Cursor) -> list[int | None]:
-            results: list[int | None] = []
-            for plan in plans:
-                if self._core.threads.busy(cur, plan.root, now):
-                    results.append(None)
-                    continue
-                removed = 0
-                for ns, tid in plan.deletes:
-                    self._core.delete_thread(cur, ns, tid, now)
-                for ns, tid in plan.prunes:
-                    removed += self._core.prune(cur, ns, tid, 1, None, now, False)
-                results.append(removed)
-            return results
-
-        return await self._bulk_writing(apply)
+        sweep = self._sql_sweep
+        return await self._bulk_writing(lambda cur: sweep.apply(cur, plans, now))
 
     async def arelease_lease(self, lease: Lease, *, status: RestStatus | None = None) -> None:
         check_thread(lease.thread_id, lease.namespace)

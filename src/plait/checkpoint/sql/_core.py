@@ -30,7 +30,8 @@ connection dropped during COMMIT) can be retried safely.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from plait.checkpoint import lease as rules
@@ -48,7 +49,7 @@ from plait.checkpoint.sql._schema import MIGRATIONS, STATEMENTS, joins
 from plait.checkpoint.sql._threads import SqlThreads, holder_json
 from plait.errors import CheckpointCorruptError
 
-__all__ = ["SqlCore"]
+__all__ = ["PrunePlan", "SqlCore", "plan_prune"]
 
 log = logging.getLogger("plait.checkpoint.sql")
 
@@ -130,7 +131,8 @@ class SqlCore:
         Kept checkpoints whose parent is dropped become roots. A blob kept in the body of a
         dropped checkpoint (see ``INLINE_MAX``) that a kept one still needs moves to the
         blobs table first. Runs inside the caller's write transaction; a damaged kept
-        checkpoint aborts it (nothing is dropped).
+        checkpoint aborts it (nothing is dropped). (A sweep prunes a batch of threads at
+        once: :mod:`plait.checkpoint.sql._sweep`, with the same :func:`plan_prune`.)
         """
         where = (namespace, thread_id)
         tree = {cid: (parent, body) for cid, parent, body in cur.execute(self._sql["tree"], where)}
@@ -138,37 +140,17 @@ class SqlCore:
             return 0
         parents = {cid: parent for cid, (parent, _) in tree.items()}
         keep = keep_set(parents, keep_last, newer_than, thread_id=thread_id, namespace=namespace, branches=branches)
-        dropped = [cid for cid in tree if cid not in keep]
-        need: set[tuple[str, str]] = set()
-        inline: dict[tuple[str, str], tuple[str | None, bytes]] = {}
-        for cid in keep:
-            try:
-                body = decode_body(tree[cid][1])
-            except RecordError as exc:
-                raise CheckpointCorruptError(thread_id, cid, str(exc)) from None
-            need.update((body.blobs or {}).items())
-            inline.update(((ch, cid), entry) for ch, entry in (body.inline or {}).items())
         table = {(ch, bid): base for ch, bid, base in cur.execute(self._sql["blob_keys"], where)}
-        _close_over_bases(need, inline, table, tree, set(keep))
-        bases = table
-        gone_ids = set(dropped)
-        moved = [
-            (*where, ch, cid, base, data)
-            for (ch, cid), (base, data) in inline.items()
-            if cid in gone_ids and (ch, cid) in need
-        ]
-        if moved:
-            cur.executemany(self._sql["ins_blob"], moved)
-        gone = [(*where, ch, bid) for ch, bid in bases if (ch, bid) not in need and (ch, bid) not in inline]
-        going = gone_keys(gone)
-        stays = [key for key in bases if key not in going] + [(ch, cid) for _, _, ch, cid, _, _ in moved]
-        self._drop(cur, where, dropped, keep, gone, stays)
-        reroot = [(*where, cid) for cid in keep if tree[cid][0] is not None and tree[cid][0] not in keep]
-        if reroot:
-            cur.executemany(self._sql["reroot"], reroot)
+        plan = plan_prune(where, parents, keep, lambda cid: tree[cid][1], table)
+        if plan.moved:
+            cur.executemany(self._sql["ins_blob"], plan.moved)
+        self._drop(cur, where, plan.dropped, keep, plan.gone, plan.stays)
+        if plan.reroot:
+            cur.executemany(self._sql["reroot"], [(*where, cid) for cid in plan.reroot])
         self.cache.forget((namespace, thread_id))
-        self._revoke_after_rewind(cur, namespace, thread_id, now, rewound=newer_than is not None and bool(dropped))
-        return len(dropped)
+        rewound = newer_than is not None and bool(plan.dropped)
+        self._revoke_after_rewind(cur, namespace, thread_id, now, rewound=rewound)
+        return len(plan.dropped)
 
     def _drop(
         self,
@@ -261,11 +243,70 @@ class SqlCore:
         return lease, self.read.from_rows(cur, namespace, thread_id, found, resume=True)
 
 
+@dataclass(frozen=True, slots=True)
+class PrunePlan:
+    """What pruning one thread changes: ``dropped`` checkpoint ids, ``gone`` blob rows
+    ``(ns, thread_id, channel, id)``, ``moved`` inline blobs that become blob rows (rows of
+    ``ins_blob``), ``stays``: every blob ``(channel, id)`` left, the moved ones included, and
+    ``reroot``: kept checkpoints whose parent goes."""
+
+    dropped: list[str]
+    gone: list[tuple[str, str, str, str]]
+    moved: list[tuple[str, str, str, str, str | None, bytes]]
+    stays: list[tuple[str, str]]
+    reroot: list[str]
+
+
+def plan_prune(
+    where: tuple[str, str],
+    parents: Mapping[str, str | None],
+    keep: Collection[str],
+    body: Callable[[str], bytes],
+    table: Mapping[tuple[str, str], str | None],
+) -> PrunePlan:
+    """What pruning the thread ``where`` to ``keep`` changes, from its checkpoints' parents,
+    the body of a checkpoint (``body(id)``: only kept ones, and the dropped ones a kept blob
+    rests on, are asked for) and its blob rows' delta bases ``table``.
+
+    Raises:
+        CheckpointCorruptError: a kept checkpoint's body does not decode.
+    """
+    namespace, thread_id = where
+    dropped = [cid for cid in parents if cid not in keep]
+    need: set[tuple[str, str]] = set()
+    inline: dict[tuple[str, str], tuple[str | None, bytes]] = {}
+    for cid in keep:
+        try:
+            decoded = decode_body(body(cid))
+        except RecordError as exc:
+            raise CheckpointCorruptError(thread_id, cid, str(exc)) from None
+        need.update((decoded.blobs or {}).items())
+        inline.update(((ch, cid), entry) for ch, entry in (decoded.inline or {}).items())
+    _close_over_bases(need, inline, table, parents, body, set(keep))
+    gone_ids = set(dropped)
+    moved = [
+        (namespace, thread_id, ch, cid, base, data)
+        for (ch, cid), (base, data) in inline.items()
+        if cid in gone_ids and (ch, cid) in need
+    ]
+    stays: list[tuple[str, str]] = []
+    gone: list[tuple[str, str, str, str]] = []
+    for key in table:
+        if key in need or key in inline:
+            stays.append(key)
+        else:
+            gone.append((namespace, thread_id, *key))
+    stays += [(ch, cid) for _, _, ch, cid, _, _ in moved]
+    reroot = [cid for cid in keep if parents[cid] is not None and parents[cid] not in keep]
+    return PrunePlan(dropped=dropped, gone=gone, moved=moved, stays=stays, reroot=reroot)
+
+
 def _close_over_bases(
     need: set[tuple[str, str]],
     inline: dict[tuple[str, str], tuple[str | None, bytes]],
     table: Mapping[tuple[str, str], str | None],
-    tree: Mapping[str, tuple[str | None, Any]],
+    parents: Mapping[str, Any],
+    body: Callable[[str], bytes],
     opened: set[str],
 ) -> None:
     """Add to ``need`` every delta base the needed blobs rest on, and to ``inline`` the inline
@@ -278,22 +319,17 @@ def _close_over_bases(
     stack = list(need)
     while stack:
         ch, bid = stack.pop()
-        if (ch, bid) not in table and (ch, bid) not in inline and bid in tree and bid not in opened:
+        if (ch, bid) not in table and (ch, bid) not in inline and bid in parents and bid not in opened:
             opened.add(bid)
             try:
-                body = decode_body(tree[bid][1])
+                decoded = decode_body(body(bid))
             except RecordError:
-                body = None  # a damaged checkpoint that goes anyway
-            if body is not None:
-                inline.update(((c, bid), entry) for c, entry in (body.inline or {}).items())
+                decoded = None  # a damaged checkpoint that goes anyway
+            if decoded is not None:
+                inline.update(((c, bid), entry) for c, entry in (decoded.inline or {}).items())
         base = table.get((ch, bid))
         if base is None and (ch, bid) in inline:
             base = inline[(ch, bid)][0]
         if base is not None and (ch, base) not in need:
             need.add((ch, base))
             stack.append((ch, base))
-
-
-def gone_keys(gone: Sequence[tuple[str, str, str, str]]) -> set[tuple[str, str]]:
-    """The ``(channel, id)`` of a prune's blob rows to delete."""
-    return {(ch, bid) for _, _, ch, bid in gone}

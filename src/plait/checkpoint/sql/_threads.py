@@ -70,6 +70,12 @@ def _row(raw: Sequence[Any] | None) -> rules.LeaseRow | None:
     )
 
 
+def lease_row(raw: Sequence[Any] | None) -> rules.LeaseRow | None:
+    """A thread row read by another module's statement (a sweep's batch), in the same
+    columns as ``thread_row``."""
+    return _row(raw)
+
+
 class SqlThreads:
     """Thread rows over a cursor: the lease rules in Python, or PostgreSQL's functions."""
 

@@ -253,6 +253,34 @@ def lease_transaction(conn: sqlite3.Connection, fn: Callable[[Cursor], T]) -> T:
         conn.execute(f"PRAGMA wal_autocheckpoint = {int(pages)}")
 
 
+BULK_CACHE_KIB = 65_536
+"""The page cache (KiB) a bulk transaction runs with: a sweep's batch frees thousands of
+pages, and with SQLite's default 2 MB it spills dirty pages to the log mid-transaction."""
+
+
+def bulk_transaction(
+    conn: sqlite3.Connection, fn: Callable[[Cursor], T], prepare: Callable[[], None] | None = None
+) -> T:
+    """Run a write transaction that deletes much (a sweep's batch) with a larger page cache
+    and ``secure_delete = FAST``, then restore the connection's settings.
+
+    Why FAST: Debian's and Ubuntu's SQLite are built with secure delete on, which writes
+    every freed page back zeroed: a sweep that drops 98 % of a file then writes the whole file
+    to the log and copies it home again. FAST still zeroes deleted rows inside pages that
+    stay; the freed pages themselves are cut off the file by the space reclaim that follows
+    a sweep (:func:`plait.checkpoint.sqlite._store._reclaim`), or reused by later writes.
+    """
+    ((secure,),) = conn.execute("PRAGMA secure_delete").fetchall()
+    ((cache,),) = conn.execute("PRAGMA cache_size").fetchall()
+    conn.execute("PRAGMA secure_delete = FAST")
+    conn.execute(f"PRAGMA cache_size = {-BULK_CACHE_KIB}")
+    try:
+        return transaction(conn, fn, prepare)
+    finally:
+        conn.execute(f"PRAGMA cache_size = {int(cache)}")
+        conn.execute(f"PRAGMA secure_delete = {int(secure)}")
+
+
 def snapshot(conn: sqlite3.Connection, fn: Callable[[Cursor], T]) -> T:
     """Run reads in one transaction, so they see a single committed state."""
     conn.execute("BEGIN")
