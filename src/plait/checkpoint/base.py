@@ -28,7 +28,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from plait._sync import run_sync
 from plait.checkpoint._stored_policy import StoredPolicy
@@ -45,8 +45,11 @@ from plait.checkpoint.model import (
 )
 from plait.checkpoint.retention import Retention
 from plait.checkpoint.space import StoreSpace, ThreadSpace
-from plait.errors import StoreUnsupportedError
+from plait.errors import CacheUnsupportedError, StoreUnsupportedError
 from plait.store import MemorySearch, MemoryWrite, NamespaceListing, Store, StoredItem
+
+if TYPE_CHECKING:
+    from plait.checkpoint.cache import Cache, NodeCache
 
 __all__ = ["Capabilities", "Checkpointer", "read_or_release"]
 
@@ -423,6 +426,27 @@ class Checkpointer(StoredPolicy, ABC):
         if found is None:
             found = self.__dict__["_plait_store"] = Store(self)
         return found
+
+    @property
+    def cache(self) -> Cache:
+        """The node cache in this checkpointer's store (``plait.Cache(cp)``):
+        ``graph.compile(cp, cache=cp.cache)``, or ``cache=True``.
+
+        Raises:
+            CacheUnsupportedError: this backend keeps no node cache.
+        """
+        from plait.checkpoint.cache import Cache
+
+        return Cache(self)
+
+    def open_cache(self) -> NodeCache:
+        """Make the node cache this backend keeps (called once; :attr:`cache` wraps it). A
+        backend that keeps one overrides it.
+
+        Raises:
+            CacheUnsupportedError: this backend keeps no node cache.
+        """
+        raise CacheUnsupportedError(f"{type(self).__name__} ({self.capabilities.kind or 'an unknown kind'})")
 
     def check_memory(self) -> None:
         """Raise :class:`~plait.errors.StoreUnsupportedError` unless it keeps a memory store."""

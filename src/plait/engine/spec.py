@@ -16,7 +16,7 @@ from plait._codec import fingerprint
 from plait.errors import GraphError, NodeSignatureError
 from plait.state.managed import ManagedKind
 from plait.state.schema import StateSchema
-from plait.types import RetryPolicy
+from plait.types import CachePolicy, RetryPolicy
 
 __all__ = ["GraphSpec", "Join", "Lineage", "NodeSpec", "RouterSpec", "SubgraphRunner", "takes_context"]
 
@@ -40,6 +40,9 @@ class NodeSpec:
     raw_state: bool = False
     """Give the node the state as a mapping even when the schema is a model (a subgraph,
     which maps channels by name)."""
+    cache_policy: CachePolicy | None = None
+    """Cache its result by its input, when the graph is compiled with a cache
+    (:mod:`plait.engine.caching`)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
