@@ -195,6 +195,9 @@ def test_a_hit_returns_the_stored_writes_without_running_the_node(backend: tuple
     assert app.get_state("b").values == {"x": 5, "y": 10, "log": []}, (
         "a hit's writes are the step's, as the node's were"
     )
+    timings = [(t[0], t[2]) for t in app.get_state("b").metadata["timings"]]
+    assert timings == [("double", 0)], "0 attempts: the node was not called"
+    assert [(t[0], t[2]) for t in app.get_state("a").metadata["timings"]] == [("double", 1)]
     assert app.invoke({"x": 6}, thread_id="c")["y"] == 12 and len(calls) == 2, "another input runs"
 
 

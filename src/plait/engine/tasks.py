@@ -207,7 +207,8 @@ class TaskOutcome:
     seconds: float | None = None
     """How long the task took, its retries' waits included (None: not measured here)."""
     attempts: int = 1
-    """How many times its node was called (more than 1: its retry policy ran it again)."""
+    """How many times its node was called (more than 1: its retry policy ran it again; 0:
+    its result came from the node cache)."""
     parent: Command | None = None
     """The ``Command(graph=Command.PARENT, ...)`` it returned: for the enclosing graph, so
     it has no writes or routes here (see :class:`~plait.engine.context.ParentCommand`)."""
