@@ -148,10 +148,11 @@ class CachePolicy:
     The cache holds JSON text only, never a pickle: what it reads back cannot run code.
     """
 
-    key_func: Callable[[Any], str | bytes] | None = None
-    """The key of a node's input (``key_func(input) -> str | bytes``; hashed before it is
-    stored). None: a hash of the input's canonical JSON (the state a node receives, a
-    ``Send``'s argument), so equal inputs share an entry in every process."""
+    key_func: Callable[..., str | bytes] | None = None
+    """The key of a node's input (``key_func(input) -> str | bytes``; a task's is called
+    with the task's arguments; hashed before it is stored). None: a hash of the input's
+    canonical JSON (the state a node receives, a ``Send``'s argument), so equal inputs share
+    an entry in every process."""
     ttl: float | None = None
     """Seconds an entry lasts, by the cache's clock (None: until cleared)."""
 

@@ -220,6 +220,17 @@ def test_a_key_func_names_what_the_result_depends_on() -> None:
     assert cache_key(as_bytes, {"user": "u1"}, "n") == cache_key(policy, {"user": "u1"}, "n")
 
 
+def test_a_tasks_key_is_made_from_its_call() -> None:
+    """For the functional API's tasks: ``(args, kwargs)``, spread into ``key_func``."""
+    default = CachePolicy()
+    call = ((1, "a"), {"k": [2]})
+    assert cache_key(default, call, "task 't'", spread=True) == cache_key(default, [[1, "a"], {"k": [2]}], "t")
+    by_first = CachePolicy(key_func=lambda x, *rest, **kw: str(x))
+    assert cache_key(by_first, ((1, "a"), {}), "t", spread=True) == cache_key(
+        by_first, ((1, "b"), {"k": 3}), "t", spread=True
+    )
+
+
 def test_a_key_that_cannot_be_made_says_what_to_do() -> None:
     with pytest.raises(CacheKeyError, match=r"node 'n'.*not JSON data.*key_func"):
         cache_key(CachePolicy(), {"f": object()}, "node 'n'")

@@ -58,9 +58,11 @@ def input_data(value: Any) -> Any:
     return value
 
 
-def cache_key(policy: CachePolicy, value: Any, who: str) -> str:
+def cache_key(policy: CachePolicy, value: Any, who: str, *, spread: bool = False) -> str:
     """The key of input ``value`` under ``policy``: 32 hex digits, a hash of ``key_func(value)``
     or, by default, of the input's canonical JSON (equal inputs, equal keys, in any process).
+    With ``spread``, ``value`` is a call's ``(args, kwargs)`` (a task's), given to ``key_func``
+    as ``key_func(*args, **kwargs)``, as LangGraph's tasks do.
 
     Raises:
         CacheKeyError: the input is not JSON data (default key), or ``key_func`` raised or
@@ -73,7 +75,7 @@ def cache_key(policy: CachePolicy, value: Any, who: str) -> str:
             raise CacheKeyError(who, f"its input is not JSON data ({exc})") from None
     else:
         try:
-            made = policy.key_func(value)
+            made = policy.key_func(*value[0], **value[1]) if spread else policy.key_func(value)
         except Exception as exc:
             raise CacheKeyError(who, f"key_func raised {type(exc).__name__}: {exc}") from exc
         if isinstance(made, str):
