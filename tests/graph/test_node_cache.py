@@ -485,3 +485,43 @@ def test_bind_moves_the_checkpointers_cache_with_it(tmp_path: Path) -> None:
         mine: NodeCache = MemoryCache()
         kept = _one(lambda s: {"y": 1}).compile(one, cache=mine).bind(checkpointer=two)
         assert kept.binding.cache is mine, "a cache of its own stays"
+
+
+def test_a_model_states_key_is_its_json_form() -> None:
+    pydantic = pytest.importorskip("pydantic")
+
+    class Model(pydantic.BaseModel):  # type: ignore[name-defined,misc]
+        x: int = 0
+        y: int = 0
+
+    calls: list[Any] = []
+
+    def node(s: Any) -> Any:
+        calls.append(s.x)
+        return {"y": s.x * 2}
+
+    app = Graph(Model).add_node("n", node, cache_policy=CachePolicy()).add_edge(START, "n").compile(cache=MemoryCache())
+    assert app.invoke({"x": 3}) == app.invoke({"x": 3}) == {"x": 3, "y": 6}
+    assert app.invoke({"x": 4})["y"] == 8
+    assert calls == [3, 4]
+
+
+def test_the_async_api_is_the_same_cache(tmp_path: Path) -> None:
+    calls: list[Any] = []
+
+    async def node(s: Any) -> Any:
+        calls.append(1)
+        return {"y": s["x"]}
+
+    async def go() -> None:
+        cp = SqliteCheckpointer(tmp_path / "a.db")
+        app = _one(node).compile(cp, cache=True)
+        await app.ainvoke({"x": 1}, thread_id="a")
+        items = [i async for i in app.astream({"x": 1}, thread_id="b", mode="updates")]
+        assert items == [{"double": {"y": 1}, "__metadata__": {"cached": True}}]
+        assert await app.aclear_cache() == 1
+        await app.ainvoke({"x": 1}, thread_id="c")
+        await cp.aclose()
+
+    asyncio.run(go())
+    assert len(calls) == 2

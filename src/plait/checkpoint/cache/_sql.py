@@ -61,16 +61,16 @@ class SqlCache(NodeCache):
         self._clear_ns = d.q(f"DELETE FROM {t} WHERE ns = ?")
         self._clear_all = f"DELETE FROM {t}"
         self._sweep = d.q(f"DELETE FROM {t} WHERE expires_at IS NOT NULL AND expires_at <= {clock}")
-        self._ready = False
+        self._table_made = False
         """The table is known to be there at this code's version (checked once per process)."""
 
     def _usable(self, cur: Cursor) -> bool:
         """Whether the table exists (checked at this code's version); False: an empty cache."""
-        if not self._ready:
+        if not self._table_made:
             if self.component.version(cur) == 0:
                 return False
             self.component.check(cur, self._store)
-            self._ready = True
+            self._table_made = True
         return True
 
     async def _make(self) -> None:
@@ -81,7 +81,7 @@ class SqlCache(NodeCache):
         except Exception:
             if not await self._reading(self._usable):
                 raise
-        self._ready = True
+        self._table_made = True
 
     async def aget(self, namespace: str, key: str) -> str | None:
         now = self._now()
@@ -98,7 +98,7 @@ class SqlCache(NodeCache):
     async def aset(self, namespace: str, key: str, value: str, ttl: float | None) -> None:
         now = self._now()
 
-        if not self._ready:
+        if not self._table_made:
             await self._make()
 
         def write(cur: Cursor) -> None:
