@@ -525,3 +525,13 @@ def test_the_async_api_is_the_same_cache(tmp_path: Path) -> None:
 
     asyncio.run(go())
     assert len(calls) == 2
+
+
+def test_a_dag_step_takes_a_cache_policy() -> None:
+    from plait import Dag
+
+    calls: list[Any] = []
+    dag = Dag(S).step("a", _counted(calls, lambda s: {"y": s["x"] + 1}), cache_policy=CachePolicy())
+    app = dag.step("b", lambda s: {"log": [s["y"]]}).edge("a", "b").compile(cache=MemoryCache())
+    assert app.invoke({"x": 1})["log"] == app.invoke({"x": 1})["log"] == [2]
+    assert len(calls) == 1

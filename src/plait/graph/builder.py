@@ -423,10 +423,12 @@ class Dag:
         output_key: str | None = None,
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
+        cache_policy: CachePolicy | None = None,
     ) -> Dag:
         if name in self._steps:
             raise GraphError(f"step {name!r} is added twice; step names are unique")
-        self._steps[name] = (fn, {"output_key": output_key, "retry": retry, "timeout": timeout})
+        opts = {"output_key": output_key, "retry": retry, "timeout": timeout, "cache_policy": cache_policy}
+        self._steps[name] = (fn, opts)
         return self
 
     def edge(self, before: str, after: str) -> Dag:
