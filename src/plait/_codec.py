@@ -12,6 +12,7 @@ equal fingerprint in every process and on every machine.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 from typing import Any
@@ -145,7 +146,24 @@ def freeze_send_arg(value: Any, target: str, node: str | None) -> Any:
     try:
         return _freeze(value)
     except _Reject as bad:
+        fields = _instance_fields(value)
+        if fields is None:
+            raise _refused(bad, f"Send({target!r}).arg", node) from None
+    try:  # an instance of a Pydantic model or a dataclass travels as the JSON of its fields
+        return _freeze(fields)
+    except _Reject as bad:
         raise _refused(bad, f"Send({target!r}).arg", node) from None
+
+
+def _instance_fields(value: Any) -> Any:
+    """The JSON form of a Pydantic model's or a dataclass's instance (read by duck typing:
+    this module imports neither pydantic nor the state layer); None for anything else."""
+    serializer = getattr(type(value), "__pydantic_serializer__", None)
+    if serializer is not None and not isinstance(value, type):
+        return serializer.to_python(value, mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return None
 
 
 def _refused(bad: _Reject, channel: str, node: str | None) -> NotSerializableError:

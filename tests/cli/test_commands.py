@@ -274,6 +274,21 @@ def test_draw_to_a_file(flow: pathlib.Path, capsys: pytest.CaptureFixture[str]) 
     ET.parse("g.svg")
 
 
+def test_draw_a_png_to_a_file(
+    flow: pathlib.Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, _, err = plait(capsys, "draw", "flow.py:graph", "-f", "png")
+    assert code == EXIT_USAGE and "--output" in err  # binary: never to the terminal
+    monkeypatch.setitem(sys.modules, "cairosvg", None)  # as if plait[draw] were not installed
+    code, _, err = plait(capsys, "draw", "flow.py:graph", "-f", "png", "-o", "g.png")
+    assert code == EXIT_FAILED and "plait[draw]" in err and not pathlib.Path("g.png").exists()
+    monkeypatch.delitem(sys.modules, "cairosvg")
+    pytest.importorskip("cairosvg")
+    code, out, _ = plait(capsys, "draw", "flow.py:graph", "-f", "png", "-o", "g.png")
+    assert code == EXIT_OK and "wrote g.png" in out
+    assert pathlib.Path("g.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
 def test_draw_needs_no_database(flow: pathlib.Path, capsys: pytest.CaptureFixture[str]) -> None:
     plait(capsys, "draw", "flow.py:graph")
     assert not pathlib.Path("plait.db").exists()

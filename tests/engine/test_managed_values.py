@@ -140,3 +140,41 @@ def test_a_conditional_entry_sees_them_and_a_dag_declares_them() -> None:
     assert g.compile().invoke({"seen": []}, recursion_limit=3) == {"seen": ["a"]}
     dag = Dag(Loop).step("only", lambda s: {"seen": [s["remaining_steps"], s["is_last_step"]]})
     assert dag.compile().invoke({"seen": []}, recursion_limit=2) == {"seen": [1, True]}
+
+
+def test_a_model_state_declares_them_as_fields() -> None:
+    """LangGraph's Pydantic agent state declares ``remaining_steps: RemainingSteps = 25``:
+    the node gets the model with the step's number, the field is no channel, and a node
+    returning the whole model (the number included) writes only what it changed."""
+    pydantic = pytest.importorskip("pydantic")
+
+    class Agent(pydantic.BaseModel):  # type: ignore[misc, name-defined]
+        seen: Annotated[list[Any], operator.add] = []
+        remaining_steps: RemainingSteps = 25
+        is_last_step: IsLastStep = False
+
+    def agent(state: Agent) -> Any:
+        state.seen = [[state.remaining_steps, state.is_last_step]]
+        return state
+
+    g = Graph(Agent).add_node("agent", agent).add_edge(START, "agent")
+    g.add_conditional_edges("agent", lambda s: "__end__" if s.remaining_steps <= 2 else "agent")
+    assert "remaining_steps" not in g.schema and g.managed == {
+        "remaining_steps": "remaining_steps", "is_last_step": "is_last_step"
+    }  # fmt: skip
+    saver = MemoryCheckpointer()
+    out = g.compile(checkpointer=saver).invoke({"remaining_steps": 7}, thread_id="t", recursion_limit=5)
+    assert out == {"seen": [[4, False], [3, False], [2, False]]}  # the input's 7 dropped
+    assert "remaining_steps" not in saver.get("t").values  # type: ignore[union-attr]
+
+
+def test_a_dataclass_state_declares_them_as_fields() -> None:
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Steps:
+        seen: Annotated[list[Any], operator.add] = dataclasses.field(default_factory=list)
+        remaining_steps: RemainingSteps = 0
+
+    g = Graph(Steps).add_node("a", lambda s: {"seen": [s.remaining_steps]}).add_edge(START, "a")
+    assert g.compile().invoke({}, recursion_limit=4) == {"seen": [3]}

@@ -43,6 +43,7 @@ from plait import (
     Graph,
     GraphError,
     SchemaError,
+    Send,
     StateValidationError,
     interrupt,
 )
@@ -389,6 +390,16 @@ def test_input_and_output_schemas_filter_what_goes_in_and_comes_out() -> None:
         Graph(Whole, output_schema=type("Bad", (BaseModel,), {"__annotations__": {"nope": int}}))
 
 
+def test_the_output_schema_filters_invoke_not_the_values_stream() -> None:
+    # as in LangGraph (checked against langgraph 1.2): `values` items are the whole state
+    g = _graph(Whole, ("n", lambda s: {"scratch": "s", "answer": s.q.upper()}), output_schema=Out)
+    app = g.compile()
+    last = list(app.stream({"q": "hi"}, mode="values"))[-1]
+    assert last == {"q": "hi", "scratch": "s", "answer": "HI"}
+    updates = list(app.stream({"q": "hi"}, mode="updates"))  # a node's update is what it wrote
+    assert updates == [{"n": {"scratch": "s", "answer": "HI"}}]
+
+
 def test_output_model_needs_a_model_state() -> None:
     from typing import TypedDict
 
@@ -445,3 +456,45 @@ def test_a_pydantic_dataclass_is_validated_as_a_model() -> None:
     bad = _graph(PdcState, ("node", lambda s: {"n": "lots"})).compile()
     with pytest.raises(StateValidationError, match="n"):
         bad.invoke({"n": 1})
+
+
+class Job(BaseModel):
+    subject: str
+    rating: int = 0
+
+
+class Jokes(BaseModel):
+    subjects: list[str] = []
+    jokes: Annotated[list[str], operator.add] = []
+
+
+def _jokes_graph(send: Callable[[str], Any], checkpointer: Checkpointer | None = None) -> Any:
+    def fan(state: Jokes) -> list[Send]:
+        return [Send("joke", send(s)) for s in state.subjects]
+
+    def joke(job: Job) -> dict[str, Any]:
+        assert isinstance(job, Job)
+        return {"jokes": [f"{job.subject} ({job.rating})"]}
+
+    g = Graph(Jokes).add_node("joke", joke)
+    g.add_conditional_edges(START, fan, ["joke"])
+    return g.add_edge("joke", END).compile(checkpointer=checkpointer)
+
+
+def test_a_send_carries_a_model_and_the_node_gets_its_annotated_class(make_saver: Callable[..., Checkpointer]) -> None:
+    """LangGraph's map-reduce sends ``Send("joke", {"subject": s})`` (or a model instance) to a
+    node annotated with its own class: the argument is stored as JSON and the node gets the
+    class it names, whichever was sent."""
+    by_model = _jokes_graph(lambda s: Job(subject=s, rating=len(s)), make_saver())
+    assert by_model.invoke({"subjects": ["cats", "owls!"]}, thread_id="t")["jokes"] == ["cats (4)", "owls! (5)"]
+    by_dict = _jokes_graph(lambda s: {"subject": s})
+    assert by_dict.invoke({"subjects": ["cats"]})["jokes"] == ["cats (0)"]
+
+
+def test_a_send_the_nodes_class_refuses_fails_where_it_is_sent() -> None:
+    app = _jokes_graph(lambda s: {"subject": s, "rating": "high"})
+    with pytest.raises(
+        StateValidationError, match=r"argument of Send\('joke'\) from '__start__'.*Job\.rating"
+    ) as caught:
+        app.invoke({"subjects": ["cats"]})
+    assert caught.value.field == "rating"

@@ -43,6 +43,7 @@ from plait.checkpoint.model import (
     RestStatus,
     Status,
     Task,
+    ThreadInfo,
     WritesBatch,
 )
 from plait.errors import LeaseLostError, ThreadBusyError
@@ -60,6 +61,7 @@ __all__ = [
     "shown_status",
     "stored_rest",
     "take",
+    "under_parent",
 ]
 
 _REST_STATUSES: Final[frozenset[str]] = frozenset(get_args(RestStatus))
@@ -300,3 +302,13 @@ def shown_status(row: LeaseRow | None, now: float, fallback: RestStatus = "idle"
     if row.held:
         return "busy" if _live(row, now) else "stale"
     return stored_rest(row.status)
+
+
+def under_parent(info: ThreadInfo, parent: Status | None) -> ThreadInfo:
+    """A subgraph's namespace as listed: it belongs to its parent thread, whose run runs it
+    (under the parent's lease, taking none of its own), so while the parent is ``busy`` (or
+    ``stale``) so is the namespace, whatever its own row says; ``parent`` is the parent's
+    shown status (None: unknown or not held)."""
+    if info.namespace and parent in ("busy", "stale") and info.status != parent:
+        return replace(info, status=parent)
+    return info

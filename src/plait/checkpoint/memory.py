@@ -273,7 +273,8 @@ class MemoryCheckpointer(Checkpointer):
         head = thread[self._head(key) or max(thread)]
         row = self._rows.get(key)
         fallback = rules.rest_status(head.next_tasks, self._writes.get((*key, head.id), {}).values())
-        return ThreadInfo(
+        parent = self._rows.get(("", key[1])) if key[0] else None  # a subgraph's: busy while its parent is
+        info = ThreadInfo(
             thread_id=key[1],
             namespace=key[0],
             status=rules.shown_status(row, now, fallback),
@@ -285,6 +286,7 @@ class MemoryCheckpointer(Checkpointer):
             checkpoints=len(thread),
             lease=row.lease(key[1], key[0]) if row is not None else None,
         )
+        return info if parent is None else rules.under_parent(info, rules.shown_status(parent, now))
 
     async def adelete_thread(self, thread_id: str, *, namespace: str = "") -> None:
         check_thread(thread_id, namespace)

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["cmd_demo", "cmd_draw", "cmd_resume", "cmd_run", "cmd_update", "register"]
 
 DURABILITIES = ("sync", "async", "exit")
-FORMATS = ("mermaid", "ascii", "svg")
+FORMATS = ("mermaid", "ascii", "svg", "png")
 
 
 def run_status(cp: Checkpoint, record: dict[str, Any]) -> str:
@@ -299,10 +299,20 @@ def cmd_draw(inv: Invocation, target: str, fmt: str, output: str | None) -> None
     from plait.graph.draw import draw_ascii, draw_mermaid, draw_svg
 
     drawers = {"mermaid": draw_mermaid, "ascii": draw_ascii, "svg": draw_svg}
-    if fmt not in drawers:
+    if fmt not in FORMATS:
         raise ArgumentError("--format", f"--format is one of {', '.join(FORMATS)}; got {fmt!r}")
+    if fmt == "png" and not output:
+        raise ArgumentError("--output", "a PNG is binary: give --output FILE.png (or draw --format svg to stdout)")
     out = inv.out
     app = inv.graph(target, need_store=False)
+    if fmt == "png":
+        assert output is not None
+        app.get_graph().draw_png(output)  # DrawingUnavailableError (exit 1) names the extra to install
+        if out.json:
+            out.emit({"format": fmt, "path": output})
+        else:
+            out.line(f"wrote {output}")
+        return
     text = drawers[fmt](app.spec)
     if output:
         with open(output, "w", encoding="utf-8") as f:
@@ -485,7 +495,7 @@ def register(app: typer.Typer) -> None:
     def draw(
         target: Target,
         fmt: Annotated[
-            str, typer.Option("--format", "-f", metavar="FORMAT", help="mermaid, ascii or svg.")
+            str, typer.Option("--format", "-f", metavar="FORMAT", help="mermaid, ascii, svg or png (with -o).")
         ] = "mermaid",
         output: Annotated[
             str | None, typer.Option("--output", "-o", metavar="FILE", help="Write to FILE (default: stdout).")
@@ -493,5 +503,5 @@ def register(app: typer.Typer) -> None:
         as_json: Json = False,
         debug: Debug = False,
     ) -> None:
-        """Draw a graph: Mermaid text, ASCII or SVG (no network, no graphviz)."""
+        """Draw a graph: Mermaid text, ASCII, SVG or PNG (no network, no graphviz; PNG needs plait[draw])."""
         run_command(lambda inv: cmd_draw(inv, target, fmt, output), as_json=as_json, debug=debug)

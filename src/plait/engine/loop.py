@@ -442,7 +442,7 @@ class Driver(Migrating):
             if emit.active:
                 emit.event(NodeStarted(node=task.node, task_id=task.id, step=step))
             node = self.spec.nodes[task.node]
-            arg = task.arg if task.send else view
+            arg = node.sent_arg(task.arg) if task.send else view
             if model is not None and not task.send and not node.raw_state:
                 arg = model.instance(base)  # one per task: a node may change its copy
             began = time.perf_counter()

@@ -15,6 +15,7 @@ from typing import Any
 from plait._codec import fingerprint
 from plait.errors import GraphError, NodeSignatureError
 from plait.state.managed import ManagedKind
+from plait.state.models import ModelState
 from plait.state.schema import StateSchema
 from plait.types import CachePolicy, RetryPolicy
 
@@ -43,6 +44,14 @@ class NodeSpec:
     cache_policy: CachePolicy | None = None
     """Cache its result by its input, when the graph is compiled with a cache
     (:mod:`plait.engine.caching`)."""
+    send_model: ModelState | None = None
+    """The Pydantic model or dataclass the node's first parameter is annotated with: a
+    ``Send``'s argument (stored as JSON) reaches the node as an instance of it, as the
+    instance sent reaches a LangGraph node."""
+
+    def sent_arg(self, arg: Any) -> Any:
+        """What the node gets of a ``Send``'s stored argument."""
+        return arg if self.send_model is None else self.send_model.sent(arg, self.name)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -310,7 +310,11 @@ def goto_routes(goto: Any, nodes: Mapping[str, NodeSpec], source: str) -> list[R
         if isinstance(g, Send):
             if g.node not in nodes:
                 raise MissingNodeError(g.node, tuple(nodes))
-            out.append((g.node, freeze_send_arg(g.arg, g.node, source)))
+            arg = freeze_send_arg(g.arg, g.node, source)
+            model = nodes[g.node].send_model
+            if model is not None:  # refused where it is sent, not later when the node would start
+                model.sent(arg, g.node, source)
+            out.append((g.node, arg))
         elif g == END:
             out.append(END)
         elif isinstance(g, str):

@@ -112,6 +112,8 @@ class StateValidationError(StateError, ValueError):
         self.node = node
         self.model = model
         who = _WRITERS.get(node or "", f"node {node!r}")
+        if node and node.startswith("Send("):  # the argument of a Send, named with its sender
+            who = f"the argument of {node}"
         where = f"{model}.{field}" if model else repr(field)
         super().__init__(
             f"{who} wrote an invalid value to {where}: {reason}. Nothing was written; write a "

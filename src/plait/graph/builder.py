@@ -17,6 +17,7 @@ from plait.errors import GraphError
 from plait.graph.bound import BoundGraph, breakpoints
 from plait.graph.subgraph import SubgraphNode
 from plait.state.managed import ManagedKind, managed_fields
+from plait.state.models import first_param_model
 from plait.state.schema import StateSchema
 from plait.types import END, START, CachePolicy, RetryPolicy
 
@@ -135,6 +136,7 @@ class Graph:
             defer=defer,
             raw_state=isinstance(fn, SubgraphNode),
             cache_policy=cache_policy,
+            send_model=None if isinstance(fn, SubgraphNode) else first_param_model(fn),
         )
         return self
 
@@ -519,5 +521,6 @@ def _split_managed(declared: StateSchema | type) -> tuple[StateSchema, dict[str,
     schema = StateSchema.coerce(declared)
     managed = {k: v for k, v in managed_fields(declared).items() if k in schema}
     if managed:
-        schema = StateSchema({k: c for k, c in schema.channels.items() if k not in managed})
+        model = schema.model.without(managed) if schema.model is not None else None
+        schema = StateSchema({k: c for k, c in schema.channels.items() if k not in managed}, model)
     return schema, managed

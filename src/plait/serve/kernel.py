@@ -28,6 +28,7 @@ from plait.errors import (
     PlaitError,
     RunNotFoundError,
     ServeRequestError,
+    StateValidationError,
     ThreadBusyError,
     ThreadExistsError,
     ThreadNotFoundError,
@@ -128,7 +129,9 @@ def status_of(exc: PlaitError) -> int:
         return 404
     if isinstance(exc, ThreadBusyError | ConcurrentUpdateError | ThreadExistsError | CheckpointMetadataReadOnlyError):
         return 409
-    if isinstance(exc, ServeRequestError | InvalidNamespaceError | InvalidMemoryError | MemoryFilterError):
+    if isinstance(
+        exc, ServeRequestError | InvalidNamespaceError | InvalidMemoryError | MemoryFilterError | StateValidationError
+    ):  # (a value the graph's state model refuses: the SDKs raise UnprocessableEntityError)
         return 422
     return 400
 

@@ -46,6 +46,7 @@ from plait.server.paths import THREAD_ID, thread_target, thread_url
 from plait.server.queue import error_summary
 from plait.server.render import change_html, shown_id, state_html, tree_html
 from plait.server.studio import Studio, check_write, studio_of
+from plait.server.subgraphs import subgraph_links
 from plait.server.timings import step_timing
 from plait.server.traces import queued_run_traces, trace_of
 
@@ -183,6 +184,7 @@ async def _thread_html(
         )
         selected = await ins.get_checkpoint(studio.checkpointer, thread_id, checkpoint or None, namespace=namespace)
         change = await ins.changes(studio.checkpointer, thread_id, selected.id, namespace=namespace)
+        subgraphs = await subgraph_links(studio.checkpointer, selected)
     except (PlaitError, ValueError) as exc:
         return _problem(request, exc)
     graph_name, svg, nodes = await _graph_part(studio, summary.head, thread_id, namespace)
@@ -204,6 +206,7 @@ async def _thread_html(
         selected=selected,
         is_head=selected.id == summary.head.id,
         change=change,
+        subgraphs=subgraphs,
         change_url=_api_url(request, thread_id, "/changes", namespace, selected.id),
         state=state_html(selected.values, root_of(request.scope) + lazy_path, lazy_query),
         graph_name=graph_name,

@@ -22,9 +22,11 @@ imported it already. Nothing in this module imports the rest of ``plait.state``.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import inspect
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, Literal, get_args, get_type_hints
 
 from plait._codec import encode, freeze
@@ -43,6 +45,28 @@ def is_state_class(cls: object) -> bool:
     """Whether ``cls`` is a class whose fields can be the channels: a Pydantic model, a
     Pydantic dataclass or a plain dataclass."""
     return isinstance(cls, type) and (dataclasses.is_dataclass(cls) or _is_pydantic(cls))
+
+
+def first_param_model(fn: Callable[..., Any]) -> ModelState | None:
+    """The bridge to the Pydantic model or dataclass that ``fn``'s first parameter is
+    annotated with (``def write_joke(job: Job)``); None when it names none, or a class
+    that cannot be a state (its fields are then not JSON data: the node gets the dict)."""
+    try:
+        params = [
+            p
+            for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        hint = get_type_hints(fn).get(params[0].name) if params else None
+    except Exception:  # no signature, or an annotation that does not resolve: nothing to build
+        return None
+    if not is_state_class(hint):
+        return None
+    assert isinstance(hint, type)
+    try:
+        return ModelState.of(hint)
+    except SchemaError:
+        return None
 
 
 def _is_pydantic(cls: type) -> bool:
@@ -102,6 +126,16 @@ class ModelState:
             return cls(state, "pydantic", _pydantic_model_fields(state))
         return cls(state, "dataclass", _dataclass_fields(state))
 
+    def without(self, keys: Collection[str]) -> ModelState:
+        """The bridge without the fields ``keys`` as channels: managed values
+        (``RemainingSteps``, ``IsLastStep``) are fields of the class, filled in when an
+        instance is built for a node, but never written, required or stored."""
+        out = copy.copy(self)
+        out.fields = tuple(f for f in self.fields if f.key not in keys)
+        out.required = self.required - frozenset(keys)
+        out.factories = {k: v for k, v in self.factories.items() if k not in keys}
+        return out
+
     @property
     def keys(self) -> tuple[str, ...]:
         return tuple(f.key for f in self.fields)
@@ -120,6 +154,28 @@ class ModelState:
         if hasattr(obj, "__pydantic_fields_set__"):
             object.__setattr__(obj, "__pydantic_fields_set__", set())
         return obj
+
+    def sent(self, values: Any, node: str, source: str = "") -> Any:
+        """A ``Send``'s argument for ``node`` (stored as JSON) as an instance of the class,
+        its field types checked as a read's are, the user's validators not run again (an
+        instance sent ran them when it was built, and a transforming one must not run twice).
+        Anything but a JSON object is given as it is.
+
+        Raises:
+            StateValidationError: the class refuses the argument.
+        """
+        if not isinstance(values, Mapping):
+            return values
+        who = f"Send({node!r}) from {source!r}" if source else f"Send({node!r})"
+        if self.kind == "dataclass":
+            missing = sorted(k for k in self.required if k not in values)
+            if missing:
+                raise StateValidationError(missing[0], "Field required", who, self.name)
+            return self.instance(values)
+        try:
+            return self._reader.validate_json(encode(values))
+        except Exception as exc:
+            raise _refused(exc, next(iter(values), ""), who, self.name) from None
 
     def dump(self, obj: Any) -> dict[str, Any]:
         """An instance as JSON data, every field present."""

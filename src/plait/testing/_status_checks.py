@@ -155,3 +155,37 @@ async def refused_listing(cp: Checkpointer, **bad: Any) -> None:
 def _ordered(infos: list[ThreadInfo]) -> None:
     keys = [(t.updated_at, t.namespace, t.thread_id) for t in infos]
     expect(keys == sorted(keys, reverse=True), f"a listing is not newest first: {keys}")
+
+
+@check("subgraph_status")
+async def _subgraph_status(env: Env) -> None:
+    """A subgraph's namespace belongs to its parent thread: busy while the parent's lease is
+    held (listed so, found by status='busy', absent from its own status at rest), as it was
+    once the lease is given back."""
+    cp = await env.new()
+    planned = (Task(id="t1", node="a"),)
+    await cp.acommit(checkpoints=[ThreadBuilder("p").step({"n": 1}, root=True, next_tasks=planned)])
+    await cp.acommit(checkpoints=[ThreadBuilder("p", "sub:t1").step({"m": 1}, root=True, next_tasks=planned)])
+    await cp.acommit(checkpoints=[ThreadBuilder("q", "sub:t2").step({"m": 1}, root=True, next_tasks=planned)])
+
+    async def child(thread: str = "p", ns: str = "sub:t1") -> str | None:
+        info = await cp.aget_thread(thread, namespace=ns)
+        return None if info is None else info.status
+
+    expect(await child() == "ready", f"a subgraph's namespace at rest reads {await child()!r}, not ready")
+    lease = await cp.atake_lease("p", "A", ttl=60)
+    expect(await child() == "busy", f"while its parent is busy, a subgraph's namespace reads {await child()!r}")
+    listed = {f"{t.namespace}/{t.thread_id}": t.status for t in await cp.alist_threads()}
+    same("a listing while the parent is busy", listed, {"/p": "busy", "sub:t1/p": "busy", "sub:t2/q": "ready"})
+    same(
+        "status='busy' lists the parent and its subgraph's namespace",
+        sorted(f"{t.namespace}/{t.thread_id}" for t in await cp.alist_threads(status="busy")),
+        ["/p", "sub:t1/p"],
+    )
+    same(
+        "status='ready' leaves out a namespace whose parent is busy",
+        [f"{t.namespace}/{t.thread_id}" for t in await cp.alist_threads(status="ready")],
+        ["sub:t2/q"],
+    )
+    await cp.arelease_lease(lease)
+    expect(await child() == "ready", f"once the parent's lease is given back the namespace reads {await child()!r}")

@@ -244,7 +244,8 @@ class FileReads:
         row = self._peek_row(key)
         pending = state.writes.get(head.id)
         fallback = rules.rest_status(head.next_tasks, pending.values() if pending else ())
-        return ThreadInfo(
+        parent = self._peek_row(("", key[1])) if key[0] else None  # a subgraph's: busy while its parent is
+        info = ThreadInfo(
             thread_id=key[1],
             namespace=key[0],
             status=rules.shown_status(row, now, fallback),
@@ -256,6 +257,7 @@ class FileReads:
             checkpoints=len(state.records),
             lease=row.lease(key[1], key[0]) if row is not None else None,
         )
+        return info if parent is None else rules.under_parent(info, rules.shown_status(parent, now))
 
     def _peek_row(self, key: Key) -> rules.LeaseRow | None:
         """The thread's lease row, read without a lock (for listings)."""

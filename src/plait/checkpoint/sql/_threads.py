@@ -77,6 +77,17 @@ class SqlThreads:
         self.dialect = dialect
         self._sql = sql
         self.store = store
+        p = dialect.prefix
+        self._parent_held = (
+            f"(t.ns <> '' AND EXISTS (SELECT 1 FROM {p}threads p WHERE p.ns = '' AND p.thread_id = t.thread_id "
+            "AND p.held = 1 {cond}))"
+        )
+        """A listing's condition: the row is a subgraph's whose parent thread's lease is held
+        (``{cond}``: and live, or expired)."""
+        self._held_parents = (
+            f"SELECT {dialect.clock}, thread_id, gen, owner, holder, taken_at, expires_at, held, status, updated_at "
+            f"FROM {p}threads WHERE ns = '' AND held = 1 AND thread_id IN ({{ids}})"
+        )
 
     # -- the rules in Python (dialects without server-side checks) ---------------------------
 
@@ -275,29 +286,48 @@ class SqlThreads:
         params.append(self.dialect.no_limit if limit is None else limit)
         sql = self._sql["threads"].replace("{where}", self.dialect.q("WHERE " + " AND ".join(where)) if where else "")
         infos = [info for raw in cur.execute(sql, params).fetchall() if (info := self._info(raw)) is not None]
-        if status == "busy":  # a holder the store counts as live, that this machine knows is dead
-            infos = [info for info in infos if info.status == "busy"]
+        infos = self._under_parents(cur, infos, now)
+        if status in ("busy", "stale"):  # a holder the store counts as live, that this machine knows is dead
+            infos = [info for info in infos if info.status == status]
         return infos
 
     def one(self, cur: Cursor, key: Key, now: float | None) -> ThreadInfo | None:
         """One thread's listing entry; None when it has no checkpoint."""
         sql = self._sql["threads"].replace("{where}", self.dialect.q("WHERE t.ns = ? AND t.thread_id = ?"))
         found = cur.execute(sql, (now, *key, 1)).fetchone()
-        return None if found is None else self._info(found, raising=True)
+        info = None if found is None else self._info(found, raising=True)
+        return None if info is None else self._under_parents(cur, [info], now)[0]
+
+    def _under_parents(self, cur: Cursor, infos: list[ThreadInfo], now: float | None) -> list[ThreadInfo]:
+        """Subgraph namespaces shown ``busy`` (or ``stale``) while their parent thread's lease is
+        held (:func:`~plait.checkpoint.lease.under_parent`): one indexed read of the held
+        parents of the page's subgraph rows, none for a page without any."""
+        tids = sorted({i.thread_id for i in infos if i.namespace})
+        if not tids:
+            return infos
+        parents: dict[str, Status] = {}
+        for at in range(0, len(tids), 500):
+            chunk = tids[at : at + 500]
+            sql = self._held_parents.replace("{ids}", ", ".join("?" * len(chunk)))
+            for raw in cur.execute(self.dialect.q(sql), (now, *chunk)).fetchall():
+                row = _row(raw[2:])
+                if row is not None:
+                    parents[raw[1]] = rules.shown_status(row, float(raw[0]))
+        return [rules.under_parent(i, parents.get(i.thread_id)) for i in infos]
 
     def _status_clause(self, status: Status, now: float | None) -> tuple[str, list[Any]]:
         clock = self.dialect.clock
-        if status == "busy":
-            return f"t.held = 1 AND t.expires_at > {clock}", [now]
-        if status == "stale":  # (a row at rest stored 'stale' before 'ready' existed reads as 'ready')
-            return f"t.held = 1 AND t.expires_at <= {clock}", [now]
+        if status in ("busy", "stale"):
+            op = ">" if status == "busy" else "<="
+            parent = self._parent_held.replace("{cond}", f"AND p.expires_at {op} {clock}")
+            return f"(t.held = 1 AND t.expires_at {op} {clock} OR t.held = 0 AND {parent})", [now, now]
         if status == "idle":
-            return "t.held = 0 AND t.status = 'idle'", []
+            return f"t.held = 0 AND t.status = 'idle' AND NOT {self._parent_held.replace('{cond}', '')}", []
         # The other statuses at rest are in the partial index threads_waiting (schema 11),
         # whose condition is repeated word for word: SQLite uses a partial index only for a
         # query that holds each of its terms, and a bound parameter would hide the status.
         # (The status is one of STATUSES, checked: safe to write into the text.)
-        waiting = "t.held = 0 AND t.status <> 'idle' AND "
+        waiting = f"t.held = 0 AND NOT {self._parent_held.replace('{cond}', '')} AND t.status <> 'idle' AND "
         if status == "ready":
             return waiting + "t.status IN ('ready', 'stale')", []
         return waiting + f"t.status = '{status}'", []
