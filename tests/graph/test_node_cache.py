@@ -8,6 +8,7 @@ on a MemoryCache and on the caches in SQLite's and PostgreSQL's databases."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import json
 import subprocess
@@ -535,3 +536,25 @@ def test_a_dag_step_takes_a_cache_policy() -> None:
     app = dag.step("b", lambda s: {"log": [s["y"]]}).edge("a", "b").compile(cache=MemoryCache())
     assert app.invoke({"x": 1})["log"] == app.invoke({"x": 1})["log"] == [2]
     assert len(calls) == 1
+
+
+@dataclasses.dataclass
+class Job:
+    n: int
+
+
+def test_a_send_of_a_dataclass_is_keyed_by_its_json_form() -> None:
+    calls: list[int] = []
+
+    def work(job: Job) -> Any:
+        calls.append(job.n)
+        return {"log": [job.n * 10]}
+
+    g = Graph(S)
+    g.add_node("fan", lambda s: None)
+    g.add_node("work", work, cache_policy=CachePolicy())
+    g.add_edge(START, "fan").add_edge("work", END)
+    g.add_conditional_edges("fan", lambda s: [Send("work", Job(n=n)) for n in range(s["x"])])
+    app = g.compile(cache=MemoryCache())
+    assert sorted(app.invoke({"x": 2})["log"]) == sorted(app.invoke({"x": 2})["log"]) == [0, 10]
+    assert sorted(calls) == [0, 1]

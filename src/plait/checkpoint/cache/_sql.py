@@ -29,9 +29,10 @@ _MIGRATIONS = {
 
 
 class SqlCache(NodeCache):
-    """The cache of one SQL checkpointer: its dialect, its name for messages, and its
-    read and write transactions and clock (:class:`~plait.checkpoint.sql._checkpointer.SqlCheckpointer`
-    hands them over)."""
+    """The cache of one SQL checkpointer: its dialect, its name for messages, its clock,
+    how it writes in a transaction and how it reads a few SELECTs (no transaction needed: an
+    entry is one row; :class:`~plait.checkpoint.sql._checkpointer.SqlCheckpointer` hands
+    them over)."""
 
     def __init__(
         self,

@@ -153,7 +153,7 @@ class SqlCheckpointer(Checkpointer):
         from plait.checkpoint.cache._sql import SqlCache
 
         return SqlCache(
-            self._core.dialect, self._core.store, reading=self._reading, writing=self._writing, now=self._now
+            self._core.dialect, self._core.store, reading=self._reading_one, writing=self._writing, now=self._now
         )
 
     def known_head(self, thread_id: str, *, namespace: str = "") -> Checkpoint | None:
