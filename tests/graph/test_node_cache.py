@@ -558,3 +558,23 @@ def test_a_send_of_a_dataclass_is_keyed_by_its_json_form() -> None:
     app = g.compile(cache=MemoryCache())
     assert sorted(app.invoke({"x": 2})["log"]) == sorted(app.invoke({"x": 2})["log"]) == [0, 10]
     assert sorted(calls) == [0, 1]
+
+
+def test_a_cached_command_may_send_a_dataclass() -> None:
+    calls: list[Any] = []
+    g = Graph(S)
+    g.add_node(
+        "pick",
+        _counted(calls, lambda s: Command(goto=[Send("work", Job(n=s["x"]))])),
+        cache_policy=CachePolicy(),
+        destinations=["work"],
+    )
+
+    def work(job: Job) -> Any:
+        return {"log": [job.n]}
+
+    g.add_node("work", work)
+    g.add_edge(START, "pick").add_edge("work", END)
+    app = g.compile(cache=MemoryCache())
+    assert app.invoke({"x": 7})["log"] == app.invoke({"x": 7})["log"] == [7]
+    assert len(calls) == 1

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from plait._codec import freeze_send_arg
 from plait.checkpoint.cache import MISS, NodeCache, cache_key, fn_identity, lookup, store
 from plait.engine.spec import NodeSpec
 from plait.state.schema import StateSchema
@@ -36,9 +37,11 @@ def node_namespace(node: NodeSpec) -> str:
     return f"{out}|{node.output_key}" if node.output_key is not None else out
 
 
-def _goto_json(goto: Any) -> list[Any]:
+def _goto_json(goto: Any, node: str) -> list[Any]:
+    """``goto`` as JSON data: a ``Send``'s argument as it is stored (a model's or a
+    dataclass's instance as the JSON of its fields)."""
     items = [goto] if isinstance(goto, str | Send) else list(goto or ())
-    return [{"send": g.node, "arg": g.arg} if isinstance(g, Send) else g for g in items]
+    return [{"send": g.node, "arg": freeze_send_arg(g.arg, g.node, node)} if isinstance(g, Send) else g for g in items]
 
 
 def _goto_back(items: Any) -> list[Any]:
@@ -83,5 +86,5 @@ class NodeCaching:
     async def keep(self, writes: list[tuple[str, Any]], goto: Any) -> None:
         """Store a finished node's writes (messages not yet named) and goto."""
         assert self.node.cache_policy is not None
-        value = {"writes": [[k, v] for k, v in writes], "goto": _goto_json(goto)}
+        value = {"writes": [[k, v] for k, v in writes], "goto": _goto_json(goto, self.node.name)}
         await store(self.cache, self.node.cache_policy, self.namespace, self.key, value, f"node {self.node.name!r}")
