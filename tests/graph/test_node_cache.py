@@ -3,7 +3,8 @@
 A node whose key is cached returns its stored writes without running, and the ``updates``
 stream marks it as LangGraph does. Ported from LangGraph's own tests
 (``test_in_one_fan_out_state_graph_waiting_edge_multiple``, with and without a cache), and run
-on a MemoryCache and on the caches in SQLite's and PostgreSQL's databases."""
+on a MemoryCache and on the caches in the file store's folder and SQLite's and PostgreSQL's
+databases."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from plait import (
     CachePolicy,
     Checkpointer,
     Command,
+    FileCheckpointer,
     Graph,
     GraphError,
     MemoryCache,
@@ -57,10 +59,11 @@ class Clock:
 Compile = Callable[[Graph], Any]
 
 
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=["memory", "file", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Clock, Compile]]:
     """Compiles a graph with a checkpointer and a cache of one backend (the checkpointer's own
-    on SQLite and PostgreSQL, a MemoryCache beside a memory checkpointer), sharing a clock."""
+    on the file store, SQLite and PostgreSQL, a MemoryCache beside a memory checkpointer),
+    sharing a clock."""
     clock = Clock()
     made: list[Checkpointer] = []
 
@@ -68,7 +71,9 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Cl
         cp: Checkpointer
         if request.param == "memory":
             return g.compile(MemoryCheckpointer(clock=clock), cache=MemoryCache(clock=clock))
-        if request.param == "sqlite":
+        if request.param == "file":
+            cp = FileCheckpointer(tmp_path / "threads", clock=clock)
+        elif request.param == "sqlite":
             cp = SqliteCheckpointer(tmp_path / "plait.db", clock=clock)
         else:
             dsn = request.getfixturevalue("postgres_dsn")
