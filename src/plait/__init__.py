@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         SweepReport,
         ThreadInfo,
     )
+    from plait.checkpoint.cache import Cache, MemoryCache
     from plait.checkpoint.space import DeadSpace, StoreSpace, ThreadSpace
     from plait.engine.context import NodeContext, interrupt
     from plait.engine.events import (
@@ -48,6 +49,10 @@ if TYPE_CHECKING:
     from plait.errors import (
         MAX_ID_BYTES,
         AmbiguousCheckpointError,
+        CacheError,
+        CacheKeyError,
+        CacheUnsupportedError,
+        CacheValueError,
         CheckpointCorruptError,
         CheckpointError,
         CheckpointNotFoundError,
@@ -72,6 +77,7 @@ if TYPE_CHECKING:
         MessageNotFoundError,
         MissingNodeError,
         MissingValueError,
+        NoCacheError,
         NoCheckpointerError,
         NodeError,
         NodeSignatureError,
@@ -125,7 +131,7 @@ if TYPE_CHECKING:
     from plait.state.managed import IsLastStep, RemainingSteps
     from plait.store import NOT_GIVEN, GetOp, Item, ListNamespacesOp, MatchCondition, PutOp, SearchItem, SearchOp, Store
     from plait.tracing import instrument, uninstrument
-    from plait.types import END, START, Command, Durability, Interrupt, RetryPolicy, Send
+    from plait.types import END, START, CachePolicy, Command, Durability, Interrupt, RetryPolicy, Send
 
 _EXPORTS: dict[str, tuple[str, ...]] = {
     "plait.state.managed": (
@@ -133,6 +139,10 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "RemainingSteps",
     ),
     "plait.graph.drawable": ("GraphDrawing",),
+    "plait.checkpoint.cache": (
+        "Cache",
+        "MemoryCache",
+    ),
     "plait.checkpoint.space": (
         "DeadSpace",
         "StoreSpace",
@@ -175,12 +185,17 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "plait.errors": (
         "MAX_ID_BYTES",
         "AmbiguousCheckpointError",
+        "CacheError",
+        "CacheKeyError",
+        "CacheUnsupportedError",
+        "CacheValueError",
         "CheckpointCorruptError",
         "CheckpointError",
         "CheckpointNotFoundError",
         "ConcurrentUpdateError",
         "ConcurrentWriteError",
         "ContextError",
+        "DrawingUnavailableError",
         "EmbeddingError",
         "GraphChangedError",
         "GraphError",
@@ -198,11 +213,13 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "MessageNotFoundError",
         "MissingNodeError",
         "MissingValueError",
+        "NoCacheError",
         "NoCheckpointerError",
+        "NoParentGraphError",
+        "NoStoreError",
         "NodeError",
         "NodeSignatureError",
         "NodeTimeoutError",
-        "NoStoreError",
         "NotSerializableError",
         "PlaitError",
         "ReadOnlyStateError",
@@ -221,8 +238,6 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
         "ThreadBusyError",
         "ThreadExistsError",
         "UnknownChannelError",
-        "DrawingUnavailableError",
-        "NoParentGraphError",
     ),
     "plait.graph": (
         "CompiledGraph",
@@ -278,6 +293,7 @@ _EXPORTS: dict[str, tuple[str, ...]] = {
     "plait.types": (
         "END",
         "START",
+        "CachePolicy",
         "Command",
         "Durability",
         "Interrupt",
@@ -290,6 +306,12 @@ __all__ = [
     "AmbiguousCheckpointError",
     "AppendList",
     "AppendMessages",
+    "Cache",
+    "CacheError",
+    "CacheKeyError",
+    "CachePolicy",
+    "CacheUnsupportedError",
+    "CacheValueError",
     "Channel",
     "Checkpoint",
     "CheckpointCorruptError",
@@ -334,6 +356,7 @@ __all__ = [
     "MAX_ID_BYTES",
     "MatchCondition",
     "MaxByTimestamp",
+    "MemoryCache",
     "MemoryCheckpointer",
     "MemoryFilterError",
     "MemoryStoreError",
@@ -345,6 +368,7 @@ __all__ = [
     "MissingNodeError",
     "MissingValueError",
     "NOT_GIVEN",
+    "NoCacheError",
     "NoCheckpointerError",
     "NoParentGraphError",
     "NoStoreError",

@@ -1,4 +1,4 @@
-"""The small shared vocabulary: START, END, Send, Command, RetryPolicy and Interrupt."""
+"""The small shared vocabulary: START, END, Send, Command, RetryPolicy, CachePolicy and Interrupt."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Literal
 
-__all__ = ["END", "START", "Command", "Durability", "Interrupt", "RetryPolicy", "Send"]
+__all__ = ["END", "START", "CachePolicy", "Command", "Durability", "Interrupt", "RetryPolicy", "Send"]
 
 START: Final = "__start__"
 """The virtual node a run begins at: ``add_edge(START, "first")``."""
@@ -137,6 +137,30 @@ class RetryPolicy:
     def delay(self, retry_number: int) -> float:
         base = min(self.initial_interval * self.backoff ** (retry_number - 1), self.max_interval)
         return base * (1 + random.random() * self.jitter)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CachePolicy:
+    """Cache a node's result by its input: ``add_node(..., cache_policy=CachePolicy(ttl=60))``
+    with ``compile(cache=...)``. A node whose key is cached returns the stored writes
+    without running (see docs/howto.md, "Cache a node's result").
+
+    The cache holds JSON text only, never a pickle: what it reads back cannot run code.
+    """
+
+    key_func: Callable[..., str | bytes] | None = None
+    """The key of a node's input (``key_func(input) -> str | bytes``; a task's is called
+    with the task's arguments; hashed before it is stored). None: a hash of the input's
+    canonical JSON (the state a node receives, a ``Send``'s argument), so equal inputs share
+    an entry in every process."""
+    ttl: float | None = None
+    """Seconds an entry lasts, by the cache's clock (None: until cleared)."""
+
+    def __post_init__(self) -> None:
+        if self.ttl is not None and not self.ttl > 0:
+            raise ValueError(f"CachePolicy.ttl is a number of seconds above 0 (or None), not {self.ttl!r}")
+        if self.key_func is not None and not callable(self.key_func):
+            raise TypeError(f"CachePolicy.key_func is a function of the node's input, not {self.key_func!r}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

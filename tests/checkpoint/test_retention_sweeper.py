@@ -129,3 +129,26 @@ def test_on_postgres_a_turn_that_finds_another_sweeping_changes_nothing(
             await second.aclose()
 
     asyncio.run(go())
+
+
+def test_each_turn_removes_the_node_caches_expired_entries(tmp_path: Any) -> None:
+    clock = Clock()
+    cp = SqliteCheckpointer(tmp_path / "c.db", clock=clock)
+
+    async def go() -> None:
+        await cp.cache.aset("node:n", "old", "1", 60)
+        await cp.cache.aset("node:n", "kept", "2", None)
+        gate = Gate()
+        sweeper = RetentionSweeper(cp, every=600, sleep=gate.sleep)
+        async with sweeper:
+            _, release = await gate.next()
+            assert sweeper.cache_swept == 0
+            clock.now += 61
+            release.set_result(None)
+            _, release = await gate.next()
+            assert sweeper.cache_swept == 1
+            assert await cp.cache.aget("node:n", "kept") == "2"
+            release.set_result(None)
+        await cp.aclose()
+
+    asyncio.run(go())

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from plait._sync import run_sync
+from plait.checkpoint._cache_hooks import CacheHooks
 from plait.checkpoint._stored_policy import StoredPolicy
 from plait.checkpoint.feed import ChangeFeed, ListingFeed
 from plait.checkpoint.model import (
@@ -78,7 +79,7 @@ class Capabilities:
     which lists every thread at each poll (see :mod:`plait.checkpoint.feed`)."""
 
 
-class Checkpointer(StoredPolicy, ABC):
+class Checkpointer(StoredPolicy, CacheHooks, ABC):
     """Where checkpoints live. One implementation per backend; async, one ``commit`` path,
     with a sync twin of every method (``get`` for ``aget``, ...), as the graph API has.
 

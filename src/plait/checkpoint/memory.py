@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from plait.checkpoint import lease as rules
 from plait.checkpoint._common import check_filter, check_prune, keep_set, page_threads, walk_lineage
@@ -35,6 +35,9 @@ from plait.checkpoint.retention import Retention
 from plait.errors import ConcurrentUpdateError
 from plait.store import MemorySearch, MemoryWrite, NamespaceListing, StoredItem
 from plait.store.memory import MemoryItems
+
+if TYPE_CHECKING:
+    from plait.checkpoint.cache import NodeCache
 
 __all__ = ["MemoryCheckpointer"]
 
@@ -74,6 +77,12 @@ class MemoryCheckpointer(Checkpointer):
         """The memory store's items; a commit changes them under its lease lock too."""
         self._memory.lock = self._lease_lock
         self._changes = Broadcast()
+
+    def open_cache(self) -> NodeCache:
+        """A node cache in this process's memory, expiring by this store's clock."""
+        from plait.checkpoint.cache import MemoryCache
+
+        return MemoryCache(clock=self.store_time)
 
     def achanges(
         self, *, namespace: str | None = None, thread_id: str | None = None, interval: float | None = None

@@ -9,6 +9,9 @@ turn that finds it held is counted under :attr:`RetentionSweeper.held_elsewhere`
 fails (the database is away, a stored policy is damaged) is logged and tried again at the next
 interval, never ending the process that runs it.
 
+Each turn also removes the node cache's expired entries (:meth:`NodeCache.asweep
+<plait.checkpoint.cache.NodeCache.asweep>`), which reads skip but would otherwise keep.
+
 Time enters only through ``sleep``, so tests drive a sweeper turn by turn with a sleep they
 release by hand, never by waiting on the wall clock.
 """
@@ -21,6 +24,7 @@ from collections.abc import Awaitable, Callable
 
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.retention import SweepReport
+from plait.errors import CacheUnsupportedError
 from plait.store.sweeper import Periodic
 
 __all__ = ["DEFAULT_RETENTION_SWEEP", "RetentionSweeper"]
@@ -58,6 +62,8 @@ class RetentionSweeper(Periodic):
         """What the latest sweep that ran did."""
         self.held_elsewhere = 0
         """Turns that found another process sweeping the database (PostgreSQL)."""
+        self.cache_swept = 0
+        """Expired node-cache entries removed (see :mod:`plait.checkpoint.cache`)."""
 
     async def sweep_once(self) -> SweepReport | None:
         """One sweep: its report, or None when it failed (logged, not raised)."""
@@ -88,5 +94,16 @@ class RetentionSweeper(Periodic):
                     report.checkpoints_removed,
                     self.checkpointer,
                 )
+        await self._sweep_cache()
         await self._counted()
         return report
+
+    async def _sweep_cache(self) -> None:
+        """Remove the expired entries of the checkpointer's node cache (reads skip them; this
+        gives their room back). A backend without one is skipped; a failure is logged."""
+        try:
+            self.cache_swept += await self.checkpointer.cache.asweep()
+        except CacheUnsupportedError:
+            return
+        except Exception as exc:
+            log.warning("the node cache sweep of %r failed (%s: %s)", self.checkpointer, type(exc).__name__, exc)

@@ -186,7 +186,10 @@ class Emitter:
         if self.messages:
             self._written_messages(task, out, step)
         if "updates" in self.modes:
-            self.sink("updates", {task.node: update_item(out.writes)})
+            item: dict[str, Any] = {task.node: update_item(out.writes)}
+            if out.cached:  # LangGraph's marker of a result read from the node cache
+                item["__metadata__"] = {"cached": True}
+            self.sink("updates", item)
         if self.events:
             writes: dict[str, list[Any]] = {}
             for k, v in out.writes:

@@ -355,8 +355,7 @@ class Driver(Migrating):
     async def _step(
         self, cur: Checkpoint, tasks: Sequence[Task], pending: list[PendingWrite]
     ) -> tuple[Checkpoint, tuple[Task, ...]]:
-        """One super-step: run what is not done yet, stop on a failure or an interrupt, merge,
-        plan, checkpoint."""
+        """One super-step: run what is not done yet, stop on a failure or an interrupt, merge, plan, checkpoint."""
         hold = self.hold
         if hold is not None and hold.error is not None:
             raise hold.error
@@ -460,6 +459,7 @@ class Driver(Migrating):
                 on_retry=on_retry if traced is None else traced.chain(on_retry),
                 executor=self.binding.executor,
                 on_attempt=None if traced is None else traced.attempt,
+                cache=self.binding.cache,
             )
             out = await (work if traced is None else traced.run(work))
             out.seconds = time.perf_counter() - began

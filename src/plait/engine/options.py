@@ -26,6 +26,7 @@ from plait.types import Durability, Interrupt
 
 if TYPE_CHECKING:
     from plait.checkpoint.base import Checkpointer
+    from plait.checkpoint.cache import NodeCache
     from plait.checkpoint.model import Checkpoint
     from plait.engine.executor import NodeExecutor
     from plait.store import Store
@@ -153,6 +154,9 @@ class Binding:
     tracing: bool = False
     """Trace the runs (OpenTelemetry, the global provider) even while ``plait.instrument()``
     is off: ``compile(tracing=True)``."""
+    cache: NodeCache | None = None
+    """Where nodes with a ``cache_policy`` keep their results (``compile(cache=...)``); a
+    subgraph's nodes use the cache of the run that runs them."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

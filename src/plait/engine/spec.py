@@ -17,7 +17,7 @@ from plait.errors import GraphError, NodeSignatureError
 from plait.state.managed import ManagedKind
 from plait.state.models import ModelState
 from plait.state.schema import StateSchema
-from plait.types import RetryPolicy
+from plait.types import CachePolicy, RetryPolicy
 
 __all__ = ["GraphSpec", "Join", "Lineage", "NodeSpec", "RouterSpec", "SubgraphRunner", "takes_context"]
 
@@ -41,6 +41,9 @@ class NodeSpec:
     raw_state: bool = False
     """Give the node the state as a mapping even when the schema is a model (a subgraph,
     which maps channels by name)."""
+    cache_policy: CachePolicy | None = None
+    """Cache its result by its input, when the graph is compiled with a cache
+    (:mod:`plait.engine.caching`)."""
     send_model: ModelState | None = None
     """The Pydantic model or dataclass the node's first parameter is annotated with: a
     ``Send``'s argument (stored as JSON) reaches the node as an instance of it, as the

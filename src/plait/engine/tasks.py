@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 
 from plait._codec import freeze, freeze_send_arg
 from plait._frozen import FrozenView
+from plait.checkpoint.cache import NodeCache
+from plait.engine.caching import NodeCaching
 from plait.engine.context import GraphInterrupt, NodeContext, ParentCommand, current_node, restart
 from plait.engine.executor import NodeExecutor, default_executor
 from plait.engine.plan import Route
@@ -205,10 +207,13 @@ class TaskOutcome:
     seconds: float | None = None
     """How long the task took, its retries' waits included (None: not measured here)."""
     attempts: int = 1
-    """How many times its node was called (more than 1: its retry policy ran it again)."""
+    """How many times its node was called (more than 1: its retry policy ran it again; 0:
+    its result came from the node cache)."""
     parent: Command | None = None
     """The ``Command(graph=Command.PARENT, ...)`` it returned: for the enclosing graph, so
     it has no writes or routes here (see :class:`~plait.engine.context.ParentCommand`)."""
+    cached: bool = False
+    """Its writes came from the node cache: the node did not run (see :mod:`plait.engine.caching`)."""
 
 
 def for_parent(result: Any) -> Command | None:
@@ -225,14 +230,15 @@ def normalise(
     spec: NodeSpec,
     result: Any,
     schema: StateSchema,
-    seed: str,
+    seed: str | None,
     current: Mapping[str, Any] | None = None,
     managed: Container[str] = (),
 ) -> tuple[list[tuple[str, Any]], Any]:
     """A node's return value as (frozen writes, goto); messages written without an id are
     named by ``seed`` (the task's :attr:`NodeContext.message_seed`: a re-run of the task
-    names them alike). With a model state, the writes are validated on ``current`` (the
-    state the node saw), and the node may return an instance of the model."""
+    names them alike; None leaves them unnamed, as a cache keeps them). With a model state,
+    the writes are validated on ``current`` (the state the node saw), and the node may
+    return an instance of the model."""
     goto: Any = ()
     if isinstance(result, list | tuple) and any(isinstance(r, Command) for r in result):
         result = _joined_commands(spec, result)
@@ -248,7 +254,8 @@ def normalise(
     else:
         raw = result
     if schema.model is not None and (isinstance(raw, Mapping) or schema.model.owns(raw) or isinstance(raw, list)):
-        return schema.with_ids(schema.checked(raw, spec.name, current or {}), seed), goto
+        checked = schema.checked(raw, spec.name, current or {})
+        return (checked if seed is None else schema.with_ids(checked, seed)), goto
     if type(raw) is dict or isinstance(raw, Mapping):
         pairs = list(raw.items())
     elif isinstance(raw, list | tuple) and all(isinstance(p, list | tuple) and len(p) == 2 for p in raw):
@@ -264,7 +271,7 @@ def normalise(
             continue
         schema.channel(key, spec.name)  # UnknownChannelError naming the node
         writes.append((key, freeze(value, key, spec.name)))
-    return schema.with_ids(writes, seed), goto
+    return (writes if seed is None else schema.with_ids(writes, seed)), goto
 
 
 def _joined_commands(spec: NodeSpec, items: list[Any] | tuple[Any, ...]) -> Command:
@@ -402,6 +409,53 @@ async def _call(spec: NodeSpec, arg: Any, ctx: NodeContext, inline: bool, execut
     return fut.result()
 
 
+async def _routed(
+    graph: GraphSpec,
+    node: NodeSpec,
+    ctx: NodeContext,
+    state: RunState,
+    base: Mapping[str, Any],
+    writes: list[tuple[str, Any]],
+    goto: Any,
+) -> TaskOutcome:
+    """The outcome of a node's writes (its own, or a cached result's): routed by its edges,
+    its routers (which may interrupt or fail) and its goto."""
+    try:
+        routes, folded = await routes_and_fold(graph, node.name, state, base, writes, goto)
+    except PlaitError as exc:  # a refused route: the state layer's own words
+        return TaskOutcome(error=exc)
+    except GraphInterrupt as signal:  # interrupt() in a router
+        return TaskOutcome(interrupt=signal.interrupt)
+    except Exception as exc:  # a router failed
+        err = NodeError(node.name, ctx.step, ctx.thread_id, exc)
+        err.__cause__ = exc
+        return TaskOutcome(error=err)
+    return TaskOutcome(writes=writes, routes=routes, folded=folded)
+
+
+async def _from_cache(
+    cache: NodeCache,
+    graph: GraphSpec,
+    node: NodeSpec,
+    arg: Any,
+    ctx: NodeContext,
+    state: RunState,
+    base: Mapping[str, Any],
+) -> tuple[NodeCaching | None, TaskOutcome | None]:
+    """The task's use of the cache, and its outcome when its key is cached (its messages
+    named by this task, as its own writes would be)."""
+    try:
+        caching = await NodeCaching.start(cache, node, arg, graph.schema)
+    except PlaitError as exc:  # a key that cannot be made: the node's own mistake
+        return None, TaskOutcome(error=exc)
+    if caching.hit is None:
+        return caching, None
+    writes, goto = caching.hit
+    out = await _routed(graph, node, ctx, state, base, graph.schema.with_ids(writes, ctx.message_seed), goto)
+    out.cached, out.attempts = out.error is None and out.interrupt is None, 0
+    return caching, out
+
+
 async def run_task(  # noqa: PLR0912 - each way a node's call can end (result, interrupt, lease lost, refusal, timeout, retry) in one place
     graph: GraphSpec,
     node: NodeSpec,
@@ -414,13 +468,21 @@ async def run_task(  # noqa: PLR0912 - each way a node's call can end (result, i
     on_retry: Callable[[int, BaseException, bool], None] | None = None,
     executor: NodeExecutor | None = None,
     on_attempt: Callable[[int], None] | None = None,
+    cache: NodeCache | None = None,
 ) -> TaskOutcome:
     """Call the node (with retries and timeout) and compute its writes and routes.
 
     Node failures come back in ``TaskOutcome.error`` as NodeError (cause chained); a write
     the state refuses (unknown channel, not JSON data) comes back as that StateError; an
     interrupt comes back in ``TaskOutcome.interrupt``. Nothing is raised, so siblings finish.
+    With a ``cache`` and the node's ``cache_policy``, a cached result is used instead of
+    calling the node, and a finished node's result is kept (see :mod:`plait.engine.caching`).
     """
+    caching = None
+    if cache is not None and node.cache_policy is not None and not ctx.resume_values:
+        caching, hit = await _from_cache(cache, graph, node, arg, ctx, state, base)
+        if hit is not None:
+            return hit
     attempt = 1
     policy = node.retry
     while True:
@@ -453,21 +515,21 @@ async def run_task(  # noqa: PLR0912 - each way a node's call can end (result, i
             if (up := for_parent(result)) is not None:
                 return TaskOutcome(parent=up, attempts=attempt)
             try:
-                writes, goto = normalise(node, result, graph.schema, ctx.message_seed, base, graph.managed)
-                routes, folded = await routes_and_fold(graph, node.name, state, base, writes, goto)
-            except PlaitError as exc:  # a refused write or route: the state layer's own words
+                raw, goto = normalise(node, result, graph.schema, None, base, graph.managed)
+            except PlaitError as exc:  # a refused write: the state layer's own words
                 return TaskOutcome(error=exc)
-            except TypeError as exc:  # a return value that is not writes
+            except Exception as exc:  # a return value that is not writes (TypeError), a model's validator
                 err = NodeError(node.name, ctx.step, ctx.thread_id, exc)
                 err.__cause__ = exc
                 return TaskOutcome(error=err)
-            except GraphInterrupt as signal:  # interrupt() in a router
-                return TaskOutcome(interrupt=signal.interrupt)
-            except Exception as exc:  # a router failed
-                err = NodeError(node.name, ctx.step, ctx.thread_id, exc)
-                err.__cause__ = exc
-                return TaskOutcome(error=err)
-            return TaskOutcome(writes=writes, routes=routes, folded=folded, memory=list(ctx.staged), attempts=attempt)
+            out = await _routed(graph, node, ctx, state, base, graph.schema.with_ids(raw, ctx.message_seed), goto)
+            out.memory, out.attempts = list(ctx.staged), attempt
+            if caching is not None and out.error is None and out.interrupt is None:
+                try:
+                    await caching.keep(raw, goto)
+                except PlaitError as exc:
+                    return TaskOutcome(error=exc)
+            return out
         if on_retry is not None:
             on_retry(attempt, err, retry)
         if not retry or policy is None:

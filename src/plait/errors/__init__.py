@@ -64,6 +64,11 @@ The tree::
     │   ├── NoStoreError             ctx.store in a graph compiled without a store
     │   ├── StoreUnsupportedError    a memory store asked of a backend that keeps none (file)
     │   └── EmbeddingError           the index's embed function failed or returned the wrong shape
+    ├── CacheError                   the node cache (CachePolicy, MemoryCache, Cache) refused
+    │   ├── CacheKeyError            (also TypeError) a cache key that cannot be made (input not JSON, bad key_func)
+    │   ├── CacheValueError          (also TypeError) a result to cache that is not JSON data (never pickled)
+    │   ├── NoCacheError             clear_cache() on a graph compiled without a cache
+    │   └── CacheUnsupportedError    plait.Cache(checkpointer) on a backend that keeps no cache
     └── CheckpointError              the checkpoint store refused or failed
         ├── CheckpointNotFoundError  a thread or checkpoint id that is not stored
         ├── CheckpointCorruptError   stored data that cannot be read back
@@ -89,6 +94,21 @@ from plait.errors._base import DrawingUnavailableError as DrawingUnavailableErro
 from plait.errors._base import PlaitError as PlaitError
 from plait.errors._base import TraceContextError as TraceContextError
 from plait.errors._base import TracingUnavailableError as TracingUnavailableError
+from plait.errors._cache import (
+    CacheError as CacheError,
+)
+from plait.errors._cache import (
+    CacheKeyError as CacheKeyError,
+)
+from plait.errors._cache import (
+    CacheUnsupportedError as CacheUnsupportedError,
+)
+from plait.errors._cache import (
+    CacheValueError as CacheValueError,
+)
+from plait.errors._cache import (
+    NoCacheError as NoCacheError,
+)
 from plait.errors._cli import (
     ArgumentError as ArgumentError,
 )
@@ -304,6 +324,10 @@ __all__ = [
     "AmbiguousCheckpointError",
     "ArgumentError",
     "AssistantNotFoundError",
+    "CacheError",
+    "CacheKeyError",
+    "CacheUnsupportedError",
+    "CacheValueError",
     "CheckpointCorruptError",
     "CheckpointError",
     "CheckpointMetadataReadOnlyError",
@@ -332,6 +356,7 @@ __all__ = [
     "MessageNotFoundError",
     "MissingNodeError",
     "MissingValueError",
+    "NoCacheError",
     "NoCheckpointerError",
     "NoParentGraphError",
     "NoRunQueueError",

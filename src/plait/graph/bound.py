@@ -8,16 +8,17 @@ binding), :class:`~plait.graph.running.Running` (running: ``invoke``/``stream``)
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Any, Final, Self
+from typing import Any, Final, Self, TypeVar
 
 from plait.checkpoint.address import coerce_checkpointer
 from plait.checkpoint.base import Checkpointer
+from plait.checkpoint.cache import Cache, NodeCache
 from plait.engine.executor import NodeExecutor
 from plait.engine.options import Binding, RunHooks
 from plait.engine.spec import GraphSpec
-from plait.errors import MissingNodeError, NoCheckpointerError
+from plait.errors import CacheUnsupportedError, MissingNodeError, NoCheckpointerError
 from plait.graph.closing import Closing
 from plait.store import Store
 from plait.tracing import require_opentelemetry
@@ -53,22 +54,54 @@ class _Keep:
 _KEEP: Final = _Keep()
 
 
-def _store_for(store: Store | bool | None, checkpointer: Checkpointer | None) -> Store | None:
-    """``compile(store=...)``: a Store, None, or True for the checkpointer's own (``cp.store``).
+T = TypeVar("T")
+
+
+def _given_or_own(
+    option: str,
+    value: T | bool | None,
+    checkpointer: Checkpointer | None,
+    kind: type[T],
+    own: Callable[[Checkpointer], T],
+    forms: str,
+) -> T | None:
+    """``compile(store=...)`` and ``compile(cache=...)``: a ``kind``, None, or True for the
+    checkpointer's own (``own(cp)``: ``cp.store``, ``cp.cache``).
 
     Raises:
-        NoCheckpointerError: ``store=True`` without a checkpointer.
-        StoreUnsupportedError: ``store=True`` on a checkpointer that keeps no memory.
+        NoCheckpointerError: True without a checkpointer.
+        TypeError: anything else (``forms`` says what may be given).
     """
-    if store is True:
+    if value is True:
         if checkpointer is None:
-            raise NoCheckpointerError("store=True (the checkpointer's own memory store)")
-        return checkpointer.store
-    if store is False or store is None:
+            raise NoCheckpointerError(f"{option}=True (the checkpointer's own)")
+        return own(checkpointer)
+    if value is False or value is None:
         return None
-    if not isinstance(store, Store):
-        raise TypeError(f"store={store!r}: give a plait.Store, True for the checkpointer's own, or None")
-    return store
+    if not isinstance(value, kind):
+        raise TypeError(f"{option}={value!r}: give {forms}, True for the checkpointer's own, or None")
+    return value
+
+
+def _store_for(store: Store | bool | None, checkpointer: Checkpointer | None) -> Store | None:
+    """``compile(store=...)``; raises StoreUnsupportedError for True on a checkpointer that
+    keeps no memory."""
+    return _given_or_own("store", store, checkpointer, Store, lambda cp: cp.store, "a plait.Store")
+
+
+def _cache_for(cache: NodeCache | bool | None, checkpointer: Checkpointer | None) -> NodeCache | None:
+    """``compile(cache=...)``; raises CacheUnsupportedError for True on a checkpointer that
+    keeps no cache."""
+    forms = "a plait.MemoryCache(), a plait.Cache(checkpointer)"
+    return _given_or_own("cache", cache, checkpointer, NodeCache, lambda cp: cp.cache, forms)  # type: ignore[type-abstract]
+
+
+def _own_cache(checkpointer: Checkpointer | None) -> NodeCache | None:
+    """The checkpointer's own cache, or None (no checkpointer, or one that keeps none)."""
+    try:
+        return checkpointer.cache if checkpointer is not None else None
+    except CacheUnsupportedError:
+        return None
 
 
 class BoundGraph(Closing):
@@ -87,6 +120,7 @@ class BoundGraph(Closing):
         hooks: RunHooks | None = None,
         store: Store | bool | None = None,
         tracing: bool = False,
+        cache: NodeCache | bool | None = None,
     ) -> None:
         if tracing:
             require_opentelemetry()
@@ -103,6 +137,7 @@ class BoundGraph(Closing):
                 executor=executor,
                 hooks=hooks,
                 tracing=tracing,
+                cache=_cache_for(cache, cp),
             ),
         )
 
@@ -148,7 +183,10 @@ class BoundGraph(Closing):
             if moved is not None and moved.backend is binding.checkpointer and cp is not binding.checkpointer:
                 # the memory lives with the checkpoints: it follows them to the new store
                 moved = moved.over(cp) if cp is not None and cp.capabilities.memory else None
-            binding = replace(binding, checkpointer=cp, store=moved)
+            kept = binding.cache
+            if isinstance(kept, Cache) and kept.checkpointer is binding.checkpointer and cp is not kept.checkpointer:
+                kept = _own_cache(cp)  # the checkpointer's cache follows it, as its memory does
+            binding = replace(binding, checkpointer=cp, store=moved, cache=kept)
         if not isinstance(store, _Keep):
             binding = replace(binding, store=_store_for(store, binding.checkpointer))
         if not isinstance(namespace, _Keep):

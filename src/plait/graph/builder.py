@@ -19,10 +19,11 @@ from plait.graph.subgraph import SubgraphNode
 from plait.state.managed import ManagedKind, managed_fields
 from plait.state.models import first_param_model
 from plait.state.schema import StateSchema
-from plait.types import END, START, RetryPolicy
+from plait.types import END, START, CachePolicy, RetryPolicy
 
 if TYPE_CHECKING:
     from plait.checkpoint.base import Checkpointer
+    from plait.checkpoint.cache import NodeCache
     from plait.engine.executor import NodeExecutor
     from plait.graph.compiled import CompiledGraph
     from plait.store import Store
@@ -82,6 +83,7 @@ class Graph:
         timeout: float | None = None,
         destinations: Sequence[str] | None = None,
         defer: bool = False,
+        cache_policy: CachePolicy | None = None,
     ) -> Graph:
         """Add a node: ``fn(state)`` or ``fn(state, ctx)``, sync or async, or a compiled
         graph (or a Graph builder): a subgraph sharing this graph's channels by name, with
@@ -96,6 +98,9 @@ class Graph:
                 validation and drawings.
             defer: when triggered, wait until the run has no other task pending, then run
                 once (a reduce after a fan-out of branches of different lengths).
+            cache_policy: keep the node's result by its input in the graph's cache
+                (``compile(cache=...)``); a node whose key is cached returns the stored
+                writes without running. Not for a subgraph: cache its nodes instead.
         """
         if fn is None and callable(name):
             fn = name
@@ -107,7 +112,14 @@ class Graph:
         if name in self._nodes:
             raise GraphError(f"node {name!r} is added twice; node names are unique")
         if isinstance(fn, BoundGraph | Graph):  # a graph as a node: a subgraph sharing channels by name
+            if cache_policy is not None:
+                raise GraphError(
+                    f"node {name!r} is a subgraph, which keeps steps, interrupts and state of its own that a "
+                    "cached result would skip: give its nodes a cache_policy instead (they use this graph's cache)"
+                )
             fn = SubgraphNode(fn, self.schema)
+        if cache_policy is not None and not isinstance(cache_policy, CachePolicy):
+            raise GraphError(f"node {name!r}: cache_policy={cache_policy!r} is not a plait.CachePolicy")
         if not callable(fn):
             raise GraphError(f"node {name!r}: {fn!r} is not callable")
         if timeout is not None and timeout <= 0:
@@ -123,6 +135,7 @@ class Graph:
             destinations=tuple(destinations) if destinations is not None else None,
             defer=defer,
             raw_state=isinstance(fn, SubgraphNode),
+            cache_policy=cache_policy,
             send_model=None if isinstance(fn, SubgraphNode) else first_param_model(fn),
         )
         return self
@@ -237,6 +250,7 @@ class Graph:
         tracing: bool = False,
         version: int | None = None,
         migrations: Mapping[int, Callable[..., Any]] | None = None,
+        cache: NodeCache | bool | None = None,
     ) -> CompiledGraph:
         """Validate the graph and return a runnable :class:`CompiledGraph`.
 
@@ -266,6 +280,9 @@ class Graph:
                 ``fn(values) -> values``, or ``fn(values, next) -> (values, next)`` to rename
                 the nodes the thread waits in (see docs/operating.md). A missing step is the
                 identity; the result is checked as any resume of a changed graph is.
+            cache: where nodes with a ``cache_policy`` keep their results: a
+                :class:`plait.MemoryCache`, a :class:`plait.Cache` (a checkpointer's), or
+                True for the checkpointer's own (``checkpointer.cache``).
 
         Raises:
             GraphError: the graph breaks a rule (named), or a bad ``version``/``migrations``.
@@ -288,6 +305,7 @@ class Graph:
             executor=executor,
             store=store,
             tracing=tracing,
+            cache=cache,
         )
 
     def _validate(self) -> None:  # noqa: PLR0912 - every rule a graph must keep, each with its own message
@@ -407,10 +425,12 @@ class Dag:
         output_key: str | None = None,
         retry: RetryPolicy | None = None,
         timeout: float | None = None,
+        cache_policy: CachePolicy | None = None,
     ) -> Dag:
         if name in self._steps:
             raise GraphError(f"step {name!r} is added twice; step names are unique")
-        self._steps[name] = (fn, {"output_key": output_key, "retry": retry, "timeout": timeout})
+        opts = {"output_key": output_key, "retry": retry, "timeout": timeout, "cache_policy": cache_policy}
+        self._steps[name] = (fn, opts)
         return self
 
     def edge(self, before: str, after: str) -> Dag:
@@ -478,6 +498,7 @@ class Dag:
         tracing: bool = False,
         version: int | None = None,
         migrations: Mapping[int, Callable[..., Any]] | None = None,
+        cache: NodeCache | bool | None = None,
     ) -> CompiledGraph:
         return self.to_graph().compile(
             checkpointer,
@@ -490,6 +511,7 @@ class Dag:
             tracing=tracing,
             version=version,
             migrations=migrations,
+            cache=cache,
         )
 
 

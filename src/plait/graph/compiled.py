@@ -17,15 +17,16 @@ from plait._aliases import with_config
 from plait._sync import run_sync
 from plait.checkpoint.address import coerce_checkpointer
 from plait.checkpoint.model import Status, ThreadInfo
+from plait.engine.caching import node_namespace
 from plait.engine.edit import fork_thread, update_thread
 from plait.engine.emitter import INTERRUPT_KEY
 from plait.engine.migrating import MigrationResult, graph_threads, migrate_thread
 from plait.engine.subgraph import delete_with_subgraphs, subgraph_threads
-from plait.errors import CheckpointNotFoundError, GraphError
+from plait.errors import CheckpointNotFoundError, GraphError, MissingNodeError, NoCacheError
 from plait.graph.closing import REQUIRED as _REQUIRED
 from plait.graph.records import ThreadState
 from plait.graph.running import Running, StreamMode
-from plait.graph.subgraph import nested_states, subgraph_target
+from plait.graph.subgraph import cached_namespaces, nested_states, subgraph_target
 from plait.inspect import ThreadDiff, diff_threads
 from plait.tracing import hooks as tracing
 
@@ -66,6 +67,32 @@ class CompiledGraph(Running):
         from plait.graph.draw import draw_svg
 
         return draw_svg(self.spec)
+
+    # -- the node cache ------------------------------------------------------------------
+
+    async def aclear_cache(self, nodes: Sequence[str] | None = None) -> int:
+        """Remove the cached results of ``nodes`` (None: of every node with a
+        ``cache_policy``, its subgraphs' nodes included, as they use this graph's cache);
+        how many entries were removed. The next run of such a node runs it.
+
+        Raises:
+            NoCacheError: the graph was compiled without a cache.
+            MissingNodeError: a name that is not one of the graph's nodes.
+        """
+        cache = self.binding.cache
+        if cache is None:
+            raise NoCacheError(self.name)
+        if nodes is None:
+            return await cache.aclear(sorted(cached_namespaces(self.spec)))
+        known = tuple(self.spec.nodes)
+        for n in nodes:
+            if n not in self.spec.nodes:
+                raise MissingNodeError(n, known)
+        return await cache.aclear([node_namespace(self.spec.nodes[n]) for n in nodes])
+
+    def clear_cache(self, nodes: Sequence[str] | None = None) -> int:
+        """Sync :meth:`aclear_cache`."""
+        return run_sync(self.aclear_cache(nodes))
 
     # -- inspecting ----------------------------------------------------------------------
 

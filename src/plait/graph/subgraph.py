@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from plait.engine.caching import node_namespace
 from plait.engine.context import NodeContext, next_subgraph_call
 from plait.engine.spec import SubgraphRunner
 from plait.engine.subgraph import child_namespace, run_subgraph
@@ -149,3 +150,13 @@ def subgraph_target(
         spec, graph_fp = node.fn.runner.spec, node.fn.runner.graph_fp
         namespace = f"{namespace}|{segment}" if namespace else segment
     return spec, graph_fp, namespace
+
+
+def cached_namespaces(spec: GraphSpec) -> set[str]:
+    """The cache namespaces of the nodes with a ``cache_policy`` in ``spec`` and in its
+    subgraphs, at any depth (a subgraph's nodes use the cache of the graph running them)."""
+    found = {node_namespace(n) for n in spec.nodes.values() if n.cache_policy is not None}
+    for n in spec.nodes.values():
+        if isinstance(n.fn, SubgraphNode):
+            found |= cached_namespaces(n.fn.runner.spec)
+    return found

@@ -50,7 +50,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from plait.checkpoint import delta
 from plait.checkpoint import lease as rules
@@ -88,6 +88,9 @@ from plait.checkpoint.model import (
 from plait.checkpoint.retention import Retention
 from plait.errors import CheckpointCorruptError, ConcurrentUpdateError
 from plait.store import MemoryWrite
+
+if TYPE_CHECKING:
+    from plait.checkpoint.cache import NodeCache
 
 __all__ = ["FileCheckpointer"]
 
@@ -129,6 +132,12 @@ class FileCheckpointer(FileReads, Checkpointer):
         thread: list deltas are found by identity, and a child shares its parent's items."""
 
     # -- the protocol -----------------------------------------------------------------
+
+    def open_cache(self) -> NodeCache:
+        """The node cache in this folder (see :mod:`plait.checkpoint.cache._file`)."""
+        from plait.checkpoint.cache._file import FileCache
+
+        return FileCache(self.folder, self.store_time)
 
     async def asetup(self) -> None:
         await asyncio.to_thread(self.folder.mkdir, parents=True, exist_ok=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from plait.checkpoint._common import check_prune
 from plait.checkpoint._sweep import GroupPlan
@@ -34,6 +34,9 @@ from plait.checkpoint.sql._base import CommitRequest, Cursor
 from plait.checkpoint.sql._core import SqlCore
 from plait.checkpoint.sql._sweep import SqlSweep
 from plait.store import MemorySearch, MemoryWrite, NamespaceListing, StoredItem
+
+if TYPE_CHECKING:
+    from plait.checkpoint.cache import NodeCache
 
 __all__ = ["SqlCheckpointer"]
 
@@ -146,6 +149,14 @@ class SqlCheckpointer(Checkpointer):
 
     async def _awrite_policy(self, data: dict[str, Any] | None) -> None:
         await self._writing(lambda cur: self._core.policy.write(cur, data))
+
+    def open_cache(self) -> NodeCache:
+        """The node cache in this database: a table of its own (see :mod:`plait.checkpoint.cache._sql`)."""
+        from plait.checkpoint.cache._sql import SqlCache
+
+        return SqlCache(
+            self._core.dialect, self._core.store, reading=self._reading_one, writing=self._writing, now=self._now
+        )
 
     def known_head(self, thread_id: str, *, namespace: str = "") -> Checkpoint | None:
         return self._core.cache.known((namespace, thread_id))
