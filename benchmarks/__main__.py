@@ -3,6 +3,7 @@
 Examples:
     python -m benchmarks --quick                      # every workload, tiny sizes
     python -m benchmarks --full --only W1,W3 --backends sqlite,postgres
+    python -m benchmarks --full --only W8,W9,W10      # plait alone: search, CLI start, workers
     python -m benchmarks --full --docs                # also refresh docs/benchmarks.md and the plot
     python -m benchmarks --from benchmarks/results/X.jsonl --docs   # re-render a saved run
 
@@ -23,6 +24,7 @@ from pathlib import Path
 from types import ModuleType
 
 from benchmarks._common import ALL_BACKENDS, FULL, PG_ENV, QUICK, Env, environment, make_workdir
+from benchmarks._plait_rows import PLAIT_ONLY
 from benchmarks._profile import AllThreads
 from benchmarks._report import (
     LG,
@@ -34,12 +36,15 @@ from benchmarks._report import (
     update_docs,
     verdict_summary,
 )
-from benchmarks._workloads import WORKLOADS, Ctx, floor, floor_rows
+from benchmarks._workloads import WORKLOADS as SIDE_BY_SIDE
+from benchmarks._workloads import Ctx, floor, floor_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
 DOC = ROOT / "docs" / "benchmarks.md"
 PNG = ROOT / "docs" / "img" / "storage.png"
+WORKLOADS = {**SIDE_BY_SIDE, **PLAIT_ONLY}
+"""W1 to W7 on both libraries, then W8 to W10 on plait alone (search, command-line start, workers)."""
 
 
 def _libs(wanted: list[str]) -> tuple[list[ModuleType], list[str]]:

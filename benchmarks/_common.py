@@ -44,6 +44,14 @@ class Sizes:
     w7_threads: int
     w7_steps: int
     w7_reps: int
+    w8_threads: int
+    """Threads in the store the searches run over (W8)."""
+    w8_repeat: int
+    w9_repeat: int
+    """Fresh interpreters started for each start-up case (W9)."""
+    w10_runs: int
+    """One-node runs queued for one worker (W10)."""
+    w10_reps: int
     floor_reps: int
 
 
@@ -60,6 +68,11 @@ QUICK = Sizes(
     w7_threads=50,
     w7_steps=20,
     w7_reps=1,
+    w8_threads=2000,
+    w8_repeat=5,
+    w9_repeat=3,
+    w10_runs=100,
+    w10_reps=1,
     floor_reps=30,
 )
 FULL = Sizes(
@@ -75,6 +88,11 @@ FULL = Sizes(
     w7_threads=1000,
     w7_steps=20,
     w7_reps=1,
+    w8_threads=10_000,
+    w8_repeat=20,
+    w9_repeat=15,
+    w10_runs=300,
+    w10_reps=3,
     floor_reps=200,
 )
 

@@ -20,7 +20,7 @@ class Row:
     """One measured case of one workload, holding the samples of each library."""
 
     workload: str
-    """"W1" .. "W7", or "floor"."""
+    """"W1" .. "W10", or "floor"."""
     case: str
     """What varies inside the workload: backend, durability, node kind, size."""
     backend: str

@@ -38,7 +38,7 @@ CASES: dict[str, list[str]] = {
 _ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def _run(argv: list[str]) -> tuple[float, float]:
+def run_once(argv: list[str]) -> tuple[float, float]:
     """Wall seconds and the child's CPU seconds of one run."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
@@ -74,8 +74,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{'case':<38} {'wall p50':>9} {'wall max':>9} {'cpu p50':>8}   ({env_note})")
         for name, template in CASES.items():
             cmd = [a.replace("{db}", db) for a in template]
-            _run(cmd)
-            runs = [_run(cmd) for _ in range(args.repeat)]
+            run_once(cmd)
+            runs = [run_once(cmd) for _ in range(args.repeat)]
             walls = [w for w, _ in runs]
             cpus = [c for _, c in runs]
             print(

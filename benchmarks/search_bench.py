@@ -101,7 +101,7 @@ async def _before(
         cursor = rows[-1].cursor
 
 
-def _cases(cp: Checkpointer) -> list[tuple[str, Callable[[], Awaitable[Any]], Callable[[], Awaitable[Any]], int]]:
+def cases(cp: Checkpointer) -> list[tuple[str, Callable[[], Awaitable[Any]], Callable[[], Awaitable[Any]], int]]:
     async def after(**kw: Any) -> list[ThreadInfo]:
         return list((await ins.list_threads(cp, limit=PAGE, **kw)).threads)
 
@@ -126,14 +126,20 @@ def _cases(cp: Checkpointer) -> list[tuple[str, Callable[[], Awaitable[Any]], Ca
     ]
 
 
-async def _time(call: Callable[[], Awaitable[Any]], repeat: int) -> tuple[float, float, Any]:
+async def samples(call: Callable[[], Awaitable[Any]], repeat: int) -> tuple[list[float], Any]:
+    """One warm-up call, then ``repeat`` timed ones: the milliseconds of each, and the warm-up's answer."""
     got = await call()
-    times = [math.nan]
+    times = []
     for _ in range(repeat):
         t0 = time.perf_counter()
         await call()
         times.append((time.perf_counter() - t0) * 1e3)
-    times = times[1:] or times
+    return times, got
+
+
+async def _time(call: Callable[[], Awaitable[Any]], repeat: int) -> tuple[float, float, Any]:
+    times, got = await samples(call, repeat)
+    times = times or [math.nan]
     return statistics.median(times), max(times), got
 
 
@@ -141,7 +147,7 @@ async def measure(
     cp: Checkpointer, repeat: int, n: int, *, before_too: bool = True
 ) -> list[tuple[str, float, float, float, float]]:
     out = []
-    for label, before, after, expect in _cases(cp):
+    for label, before, after, expect in cases(cp):
         b50, bmax, old = await _time(before, max(3, repeat // 4) if before_too else 0)
         a50, amax, new = await _time(after, repeat)
         same = [t.thread_id for t in old] == [t.thread_id for t in new]  # (checked even when not timed)
