@@ -28,6 +28,7 @@ from plait.errors import (
     NodeTimeoutError,
     PlaitError,
     StateError,
+    TaskReplayError,
 )
 from plait.state.run_state import RunState
 from plait.state.schema import StateSchema
@@ -424,16 +425,21 @@ async def run_task(  # noqa: PLR0912 - each way a node's call can end (result, i
             on_attempt(attempt)
         try:
             try:
-                result = await _call(node, arg, ctx, inline, executor)
+                try:
+                    result = await _call(node, arg, ctx, inline, executor)
+                finally:
+                    if ctx.task_calls is not None:  # its plait.task calls still running end first
+                        await ctx.task_calls.settle()
             except ParentCommand as signal:  # a subgraph this node ran handed its command up: this node's own
                 result = Command(update=signal.command.update, goto=signal.command.goto)
         except GraphInterrupt as signal:
             return TaskOutcome(interrupt=signal.interrupt)
         except LeaseLostError as exc:  # ctx.once() found the thread taken over: stop, do not retry
             return TaskOutcome(error=exc)
-        except (NoCheckpointerError, StateError) as exc:
-            # plait's node-facing API refused (interrupt() without a checkpointer, a once()
-            # result that is not JSON data): its message already says what to do
+        except (NoCheckpointerError, StateError, TaskReplayError) as exc:
+            # plait's node-facing API refused (interrupt() without a checkpointer, a once() or
+            # task result that is not JSON data, a task replayed out of order): its message
+            # already says what to do
             return TaskOutcome(error=exc)
         except _NodeTimedOut as exc:
             err: BaseException = NodeTimeoutError(node.name, ctx.step, ctx.thread_id, node.timeout or 0.0)

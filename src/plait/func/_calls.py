@@ -1,0 +1,237 @@
+"""A ``plait.task`` call inside a running node: numbered, run concurrently, recorded, replayed.
+
+A task call is a durable step built on the effects ledger that ``ctx.once`` writes to: its
+result is recorded in the checkpoint store (a pending write of kind ``effect`` of the node's
+task) as soon as it finishes, and a re-run of the node (after an interrupt, a failure, a
+crash) gets the recorded result back instead of running the task again.
+
+Which recorded result belongs to which call is decided by the call's number, given in the
+order the calls are made: the n-th task call of a node attempt is ``__task:n``, and a call
+made inside a running task is numbered within that task (``__task:n/0``, ``__task:n/1``),
+so tasks running at the same time number their own calls without racing each other. The
+record keeps the task's name, so a function that calls its tasks in another order on a
+resume is caught (:class:`~plait.errors.TaskReplayError`) instead of being handed another
+task's result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import itertools
+import threading
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from plait._codec import freeze
+from plait._frozen import thaw
+from plait._sync import on_loop_thread
+from plait.engine.context import NodeContext, current_node
+from plait.engine.executor import default_executor
+from plait.engine.spec import is_async_callable
+from plait.engine.tasks import _in_thread
+from plait.errors import NotSerializableError, TaskReplayError, TaskResultError, TaskWaitOnLoopError
+from plait.types import RetryPolicy
+
+__all__ = ["EFFECT_PREFIX", "CallSpec", "Calls", "TaskFuture", "start_call"]
+
+T = TypeVar("T")
+
+EFFECT_PREFIX = "__task:"
+"""The effects ledger names a task call's record with this prefix and the call's number."""
+
+
+class TaskFuture(Generic[T]):
+    """What calling a task returns: its result, once it has run (or been replayed).
+
+    ``future.result()`` waits for it in sync code, ``await future`` in async code; several
+    calls made before waiting run at the same time. If the task raised, both raise that
+    exception (a task's failure is not recorded: a resume runs it again).
+    """
+
+    __slots__ = ("_fut", "name", "node")
+
+    def __init__(self, fut: concurrent.futures.Future[T] | asyncio.Future[T], name: str, node: str) -> None:
+        self._fut = fut
+        self.name = name
+        """The task's name."""
+        self.node = node
+
+    def __repr__(self) -> str:
+        state = "done" if self.done() else "running"
+        return f"<TaskFuture {self.name!r} {state}>"
+
+    def done(self) -> bool:
+        """Whether the task has ended (finished, failed or replayed)."""
+        return self._fut.done()
+
+    def result(self, timeout: float | None = None) -> T:
+        """The task's result, waiting for it (at most ``timeout`` seconds) in sync code.
+
+        Raises:
+            TaskWaitOnLoopError: called on the event loop (async code) before the task
+                ended: ``await`` the future there.
+            TimeoutError: the task did not end within ``timeout``.
+        """
+        fut = self._fut
+        if isinstance(fut, asyncio.Future):
+            if not fut.done():
+                raise TaskWaitOnLoopError(self.node, self.name)
+            return fut.result()
+        if not fut.done():
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                loop = None
+            if loop is not None:
+                raise TaskWaitOnLoopError(self.node, self.name)
+        return fut.result(timeout)
+
+    def __await__(self) -> Generator[Any, None, T]:
+        fut = self._fut
+        if isinstance(fut, asyncio.Future):
+            return (yield from fut)
+        return (yield from asyncio.wrap_future(fut))
+
+
+@dataclass(eq=False)
+class _Scope:
+    """Where call numbers come from: a node attempt's top level, or one running task."""
+
+    prefix: str
+    counter: itertools.count[int] = field(default_factory=itertools.count)
+
+    def next_key(self) -> str:
+        return f"{self.prefix}{next(self.counter)}"
+
+
+_scope: contextvars.ContextVar[tuple[NodeContext, _Scope] | None] = contextvars.ContextVar(
+    "plait_task_scope", default=None
+)
+"""The task whose code is running (its calls are numbered within it), with its node's context."""
+
+
+class Calls:
+    """One node attempt's task calls (``ctx.task_calls``): the top-level numbering, and the
+    calls still running, which the engine waits for before the node's attempt ends so that
+    none runs on (or records a result) after its step was saved."""
+
+    __slots__ = ("_lock", "_running", "top")
+
+    def __init__(self) -> None:
+        self.top = _Scope(EFFECT_PREFIX)
+        self._running: set[concurrent.futures.Future[Any] | asyncio.Future[Any]] = set()
+        self._lock = threading.Lock()
+
+    def add(self, fut: concurrent.futures.Future[Any] | asyncio.Future[Any]) -> None:
+        with self._lock:
+            self._running.add(fut)
+        fut.add_done_callback(self._discard)
+
+    def _discard(self, fut: Any) -> None:
+        with self._lock:
+            self._running.discard(fut)
+
+    async def settle(self) -> None:
+        while True:
+            with self._lock:
+                running = list(self._running)
+            if not running:
+                return
+            waits = [f if isinstance(f, asyncio.Future) else asyncio.wrap_future(f) for f in running]
+            await asyncio.wait(waits)
+
+
+def _calls(ctx: NodeContext) -> Calls:
+    calls = ctx.task_calls
+    if not isinstance(calls, Calls):
+        calls = ctx.task_calls = Calls()
+    return calls
+
+
+@dataclass(frozen=True, slots=True)
+class CallSpec:
+    """What a task is, as a call needs it."""
+
+    name: str
+    fn: Callable[..., Any]
+    retry: RetryPolicy | None
+    is_async: bool
+
+    @classmethod
+    def of(cls, name: str, fn: Callable[..., Any], retry: RetryPolicy | None) -> CallSpec:
+        return cls(name, fn, retry, is_async_callable(fn))
+
+
+def start_call(ctx: NodeContext, spec: CallSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> TaskFuture[Any]:
+    """Start one call of a task in the node ``ctx`` runs: numbered now (in call order), run
+    on the node's event loop (a sync task in a worker thread), its future returned."""
+    calls = _calls(ctx)
+    current = _scope.get()
+    scope = current[1] if current is not None and current[0] is ctx else calls.top
+    key = scope.next_key()
+    loop = ctx.host.loop
+    work = _run(ctx, spec, key, args, kwargs)
+    fut: concurrent.futures.Future[Any] | asyncio.Future[Any]
+    if on_loop_thread(loop):
+        fut = loop.create_task(work)
+    else:
+        fut = asyncio.run_coroutine_threadsafe(work, loop)
+    calls.add(fut)
+    return TaskFuture(fut, spec.name, ctx.node)
+
+
+async def _run(ctx: NodeContext, spec: CallSpec, key: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+    """One task call, on the loop: replayed from the ledger, or run (with retries), recorded
+    and streamed."""
+    recorded = ctx.effects.get(key)
+    if recorded is not None:
+        if not isinstance(recorded, Mapping) or recorded.get("task") != spec.name:
+            was = recorded.get("task") if isinstance(recorded, Mapping) else "?"
+            raise TaskReplayError(ctx.node, key[len(EFFECT_PREFIX) :], str(was), spec.name)
+        # The interrupts it asked (and got answers to) count as asked: a later interrupt()
+        # of the node is matched to its own answer.
+        ctx._interrupts_seen += int(recorded.get("interrupts", 0))
+        return thaw(recorded.get("value"))
+    host = ctx.host
+    if host.durable:
+        await host.confirm_lease()
+    current_node.set(ctx)  # (this coroutine runs as its own task: these sets are its own)
+    _scope.set((ctx, _Scope(key + "/")))
+    asked = ctx._interrupts_seen
+    value = await _attempts(ctx, spec, args, kwargs)
+    try:
+        frozen = freeze(value, spec.name, ctx.node)
+    except NotSerializableError as exc:
+        raise TaskResultError(spec.name, ctx.node, exc.path, exc.type_name) from None
+    record = {"task": spec.name, "value": frozen, "interrupts": ctx._interrupts_seen - asked}
+    if host.durable:
+        await host.record_effect(ctx.task_id, key, record)
+    ctx.effects[key] = record
+    host.emit_update(spec.name, frozen)
+    return thaw(frozen)
+
+
+async def _attempts(ctx: NodeContext, spec: CallSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+    """Call the task until it returns or its retry policy gives up."""
+    attempt = 1
+    policy = spec.retry
+    while True:
+        try:
+            return await _once(ctx, spec, args, kwargs)
+        except Exception as exc:
+            if policy is None or attempt >= policy.max_attempts or not policy.should_retry(exc):
+                raise
+        await asyncio.sleep(policy.delay(attempt))
+        attempt += 1
+
+
+async def _once(ctx: NodeContext, spec: CallSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+    if spec.is_async:
+        result: Any = spec.fn(*args, **kwargs)
+        return await result
+    executor = getattr(getattr(ctx.host, "binding", None), "executor", None) or default_executor()
+    call: Callable[[], Any] = lambda: spec.fn(*args, **kwargs)  # noqa: E731
+    return await _in_thread(ctx.host.loop, contextvars.copy_context(), call, (), executor)
