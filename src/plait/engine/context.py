@@ -169,6 +169,9 @@ class NodeContext:
     """The graph's memory store (None: compiled without one)."""
     staged: list[MemoryWrite] = field(default_factory=list, repr=False)
     """This attempt's memory writes, committed with the step (see :attr:`store`)."""
+    inline: bool = field(default=False, repr=False)
+    """The node's code runs on the event loop itself (a lone sync node that takes no
+    context), where it cannot wait for anything: a ``plait.task`` it calls runs right there."""
     task_calls: TaskCalls | None = field(default=None, repr=False)
     """This attempt's calls of ``plait.task`` functions (numbered, and those still running),
     made by :mod:`plait.func` on the first call."""

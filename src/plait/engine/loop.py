@@ -160,9 +160,6 @@ class Driver(Migrating):
     def message_sink(self, node: str, step: int, task_id: str, message_id: str) -> Callable[[Any], None] | None:
         return self.emit.message_sink(node, step, task_id, message_id)
 
-    def emit_update(self, name: str, payload: Any) -> None:
-        self.emit.update(name, payload)
-
     def unsettled_memory(self) -> list[MemoryWrite]:
         """The memory writes of this run's finished steps that are not committed yet."""
         return self.persist.unsettled_memory() if self.persist is not None else []

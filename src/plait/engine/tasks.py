@@ -36,7 +36,7 @@ from plait.store import MemoryWrite
 from plait.types import END, Command, Send
 from plait.types import Interrupt as InterruptRecord
 
-__all__ = ["StateView", "TaskOutcome", "run_all", "run_task"]
+__all__ = ["StateView", "TaskOutcome", "in_thread", "run_all", "run_task"]
 
 
 _T = TypeVar("_T")
@@ -141,7 +141,7 @@ class _Waker:
 _wakers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waker] = weakref.WeakKeyDictionary()
 
 
-def _in_thread(
+def in_thread(
     loop: asyncio.AbstractEventLoop,
     context: contextvars.Context,
     fn: Callable[..., Any],
@@ -382,6 +382,7 @@ async def _call(spec: NodeSpec, arg: Any, ctx: NodeContext, inline: bool, execut
         finally:
             current_node.reset(token)
     if inline and spec.timeout is None and not spec.takes_ctx:
+        ctx.inline = True
         token = current_node.set(ctx)
         try:
             return spec.fn(*args)
@@ -389,7 +390,7 @@ async def _call(spec: NodeSpec, arg: Any, ctx: NodeContext, inline: bool, execut
             current_node.reset(token)
     context = contextvars.copy_context()
     context.run(current_node.set, ctx)
-    fut = _in_thread(asyncio.get_running_loop(), context, spec.fn, args, executor or default_executor())
+    fut = in_thread(asyncio.get_running_loop(), context, spec.fn, args, executor or default_executor())
     if spec.timeout is None:
         return await fut
     done, _ = await asyncio.wait((fut,), timeout=spec.timeout)

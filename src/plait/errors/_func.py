@@ -66,15 +66,23 @@ class TaskReplayError(RunError):
 
 
 class TaskWaitOnLoopError(SyncCallOnLoopError):
-    """``future.result()`` of a task that has not finished, called on the run's event loop
-    (in an async entrypoint or node), where blocking would stop the task from ever running."""
+    """A task waited for on the run's event loop, where blocking would stop it from ever
+    running: ``future.result()`` of an unfinished task in async code, or an async task called
+    by a sync node that runs on the loop."""
 
-    def __init__(self, node: str, task: str) -> None:
-        RunError.__init__(
-            self,
-            f"{node!r} called .result() on task {task!r}'s future before it finished, on the event loop, "
-            "where blocking would hold up the task itself; in async code write `await future` instead",
-        )
+    def __init__(self, node: str, task: str, *, inline: bool = False) -> None:
+        if inline:
+            message = (
+                f"{node!r} is a sync node that runs on the event loop, and called async task {task!r}, which "
+                "it cannot wait for there; make the node async (and `await` the task), or give it a ctx "
+                "parameter (`def node(state, ctx)`) so that it runs in a worker thread"
+            )
+        else:
+            message = (
+                f"{node!r} called .result() on task {task!r}'s future before it finished, on the event loop, "
+                "where blocking would hold up the task itself; in async code write `await future` instead"
+            )
+        RunError.__init__(self, message)
         self.node = node
         self.call = "result"
         self.async_call = "await"

@@ -21,6 +21,7 @@ import concurrent.futures
 import contextvars
 import itertools
 import threading
+import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -31,7 +32,7 @@ from plait._sync import on_loop_thread
 from plait.engine.context import NodeContext, current_node
 from plait.engine.executor import default_executor
 from plait.engine.spec import is_async_callable
-from plait.engine.tasks import _in_thread
+from plait.engine.tasks import in_thread
 from plait.errors import NotSerializableError, TaskReplayError, TaskResultError, TaskWaitOnLoopError
 from plait.types import RetryPolicy
 
@@ -118,10 +119,13 @@ class Calls:
     calls still running, which the engine waits for before the node's attempt ends so that
     none runs on (or records a result) after its step was saved."""
 
-    __slots__ = ("_lock", "_running", "top")
+    __slots__ = ("_lock", "_running", "ctx", "top", "unrecorded")
 
-    def __init__(self) -> None:
+    def __init__(self, ctx: NodeContext) -> None:
+        self.ctx = ctx
         self.top = _Scope(EFFECT_PREFIX)
+        self.unrecorded: list[tuple[str, dict[str, Any]]] = []
+        """Finished calls of an inline node (:func:`_run_inline`), recorded by :meth:`settle`."""
         self._running: set[concurrent.futures.Future[Any] | asyncio.Future[Any]] = set()
         self._lock = threading.Lock()
 
@@ -135,6 +139,11 @@ class Calls:
             self._running.discard(fut)
 
     async def settle(self) -> None:
+        host = self.ctx.host
+        while self.unrecorded:
+            key, record = self.unrecorded.pop(0)
+            if host.durable:
+                await host.record_effect(self.ctx.task_id, key, record)
         while True:
             with self._lock:
                 running = list(self._running)
@@ -147,7 +156,7 @@ class Calls:
 def _calls(ctx: NodeContext) -> Calls:
     calls = ctx.task_calls
     if not isinstance(calls, Calls):
-        calls = ctx.task_calls = Calls()
+        calls = ctx.task_calls = Calls(ctx)
     return calls
 
 
@@ -173,8 +182,15 @@ def start_call(ctx: NodeContext, spec: CallSpec, args: tuple[Any, ...], kwargs: 
     scope = current[1] if current is not None and current[0] is ctx else calls.top
     key = scope.next_key()
     loop = ctx.host.loop
-    work = _run(ctx, spec, key, args, kwargs)
     fut: concurrent.futures.Future[Any] | asyncio.Future[Any]
+    if ctx.inline and on_loop_thread(loop):
+        fut = concurrent.futures.Future()
+        try:
+            fut.set_result(_run_inline(ctx, calls, spec, key, args, kwargs))
+        except BaseException as exc:  # an interrupt() in the task included
+            fut.set_exception(exc)
+        return TaskFuture(fut, spec.name, ctx.node)
+    work = _run(ctx, spec, key, args, kwargs)
     if on_loop_thread(loop):
         fut = loop.create_task(work)
     else:
@@ -183,18 +199,42 @@ def start_call(ctx: NodeContext, spec: CallSpec, args: tuple[Any, ...], kwargs: 
     return TaskFuture(fut, spec.name, ctx.node)
 
 
+def _replayed(ctx: NodeContext, spec: CallSpec, key: str) -> tuple[bool, Any]:
+    """(True, its result) when the call ``key`` has a record; (False, None) when it has none.
+
+    Raises:
+        TaskReplayError: the record is another task's.
+    """
+    recorded = ctx.effects.get(key)
+    if recorded is None:
+        return False, None
+    if not isinstance(recorded, Mapping) or recorded.get("task") != spec.name:
+        was = recorded.get("task") if isinstance(recorded, Mapping) else "?"
+        raise TaskReplayError(ctx.node, key[len(EFFECT_PREFIX) :], str(was), spec.name)
+    # The interrupts it asked (and got answers to) count as asked: a later interrupt() of
+    # the node is matched to its own answer.
+    ctx._interrupts_seen += int(recorded.get("interrupts", 0))
+    return True, thaw(recorded.get("value"))
+
+
+def _finished(ctx: NodeContext, spec: CallSpec, key: str, value: Any, asked: int) -> dict[str, Any]:
+    """The record of a finished call (its result checked to be JSON data), streamed."""
+    try:
+        frozen = freeze(value, spec.name, ctx.node)
+    except NotSerializableError as exc:
+        raise TaskResultError(spec.name, ctx.node, exc.path, exc.type_name) from None
+    record = {"task": spec.name, "value": frozen, "interrupts": ctx._interrupts_seen - asked}
+    ctx.effects[key] = record
+    ctx.host.emit_update(spec.name, frozen)
+    return record
+
+
 async def _run(ctx: NodeContext, spec: CallSpec, key: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
     """One task call, on the loop: replayed from the ledger, or run (with retries), recorded
     and streamed."""
-    recorded = ctx.effects.get(key)
-    if recorded is not None:
-        if not isinstance(recorded, Mapping) or recorded.get("task") != spec.name:
-            was = recorded.get("task") if isinstance(recorded, Mapping) else "?"
-            raise TaskReplayError(ctx.node, key[len(EFFECT_PREFIX) :], str(was), spec.name)
-        # The interrupts it asked (and got answers to) count as asked: a later interrupt()
-        # of the node is matched to its own answer.
-        ctx._interrupts_seen += int(recorded.get("interrupts", 0))
-        return thaw(recorded.get("value"))
+    found, value = _replayed(ctx, spec, key)
+    if found:
+        return value
     host = ctx.host
     if host.durable:
         await host.confirm_lease()
@@ -202,16 +242,41 @@ async def _run(ctx: NodeContext, spec: CallSpec, key: str, args: tuple[Any, ...]
     _scope.set((ctx, _Scope(key + "/")))
     asked = ctx._interrupts_seen
     value = await _attempts(ctx, spec, args, kwargs)
-    try:
-        frozen = freeze(value, spec.name, ctx.node)
-    except NotSerializableError as exc:
-        raise TaskResultError(spec.name, ctx.node, exc.path, exc.type_name) from None
-    record = {"task": spec.name, "value": frozen, "interrupts": ctx._interrupts_seen - asked}
+    record = _finished(ctx, spec, key, value, asked)
     if host.durable:
         await host.record_effect(ctx.task_id, key, record)
-    ctx.effects[key] = record
-    host.emit_update(spec.name, frozen)
-    return thaw(frozen)
+    return thaw(record["value"])
+
+
+def _run_inline(
+    ctx: NodeContext, calls: Calls, spec: CallSpec, key: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> Any:
+    """One task call of a sync node that runs on the event loop (see
+    :attr:`NodeContext.inline`): run right there, as the node itself is, one at a time. Its
+    record is written when the node's attempt ends (:meth:`Calls.settle`), before its step is."""
+    found, value = _replayed(ctx, spec, key)
+    if found:
+        return value
+    if spec.is_async:
+        raise TaskWaitOnLoopError(ctx.node, spec.name, inline=True)
+    token = _scope.set((ctx, _Scope(key + "/")))
+    try:
+        asked = ctx._interrupts_seen
+        attempt, policy = 1, spec.retry
+        while True:
+            try:
+                value = spec.fn(*args, **kwargs)
+                break
+            except Exception as exc:
+                if policy is None or attempt >= policy.max_attempts or not policy.should_retry(exc):
+                    raise
+            time.sleep(policy.delay(attempt))  # (the node blocks the loop anyway)
+            attempt += 1
+        record = _finished(ctx, spec, key, value, asked)
+    finally:
+        _scope.reset(token)
+    calls.unrecorded.append((key, record))
+    return thaw(record["value"])
 
 
 async def _attempts(ctx: NodeContext, spec: CallSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
@@ -234,4 +299,4 @@ async def _once(ctx: NodeContext, spec: CallSpec, args: tuple[Any, ...], kwargs:
         return await result
     executor = getattr(getattr(ctx.host, "binding", None), "executor", None) or default_executor()
     call: Callable[[], Any] = lambda: spec.fn(*args, **kwargs)  # noqa: E731
-    return await _in_thread(ctx.host.loop, contextvars.copy_context(), call, (), executor)
+    return await in_thread(ctx.host.loop, contextvars.copy_context(), call, (), executor)

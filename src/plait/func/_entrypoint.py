@@ -207,6 +207,11 @@ class Entrypoint:
     def __repr__(self) -> str:
         return f"<plait.entrypoint {self.node!r}>"
 
+    @property
+    def __plait_graph__(self) -> CompiledGraph:
+        """What plait's tooling (the CLI, workers, ``plait serve``) loads in its place."""
+        return self.graph
+
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__"):
             raise AttributeError(attr)

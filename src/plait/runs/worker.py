@@ -122,12 +122,14 @@ class Worker:
         name: str | None = None,
         settings: WorkerSettings | None = None,
     ) -> None:
-        from plait.graph.loading import load_graph
+        from plait.graph.loading import compiled_of, load_graph
 
         self.settings = settings or WorkerSettings()
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.graphs: dict[str, CompiledGraph] = (
-            dict(graphs) if isinstance(graphs, Mapping) else {g: load_graph(g) for g in graphs}
+            {k: compiled_of(g) for k, g in graphs.items()}
+            if isinstance(graphs, Mapping)
+            else {g: load_graph(g) for g in graphs}
         )
         self.runs = Runs(dsn, schema=schema, max_connections=max(4, min(self.settings.concurrency + 3, 20)))
         self._schema = schema

@@ -29,6 +29,7 @@ from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.sweeper import DEFAULT_RETENTION_SWEEP, RetentionSweeper
 from plait.errors import PlaitError, ServeConfigError
 from plait.graph.compiled import CompiledGraph
+from plait.graph.loading import compiled_of
 from plait.serve import (
     routes_assistants,
     routes_crons,
@@ -134,6 +135,7 @@ def _compiled(name: str, graph: Any) -> CompiledGraph:
     Raises:
         ServeConfigError: not a graph.
     """
+    graph = compiled_of(graph)  # an entrypoint serves as its graph
     if isinstance(graph, CompiledGraph):
         return graph
     if callable(getattr(graph, "compile", None)):
