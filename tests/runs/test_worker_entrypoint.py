@@ -22,12 +22,12 @@ WORKFLOW = """
     from plait import entrypoint, interrupt, task
 
     @task
-    def double(x):
-        return 2 * x
+    def triple(x):
+        return 3 * x
 
     @entrypoint()
     def workflow(n, *, previous):
-        total = sum(f.result() for f in [double(i) for i in range(n)])
+        total = sum(f.result() for f in [triple(i) for i in range(n)])
         approved = interrupt({"total": total})
         return {"total": total, "approved": approved, "before": previous}
 """
@@ -42,10 +42,10 @@ def test_a_worker_runs_an_entrypoint_loaded_by_target(runs_db: tuple[str, str], 
         async with worker_in_process(dsn, schema, [target]), Runs(dsn, schema=schema) as runs:
             run = await runs.await_run(await runs.asubmit(target, {"input": 4}, thread_id="w"), timeout=30)
             assert run.status == "interrupted", run
-            assert run.output["__interrupt__"][0]["value"] == {"total": 12}
+            assert run.output["__interrupt__"][0]["value"] == {"total": 18}
             run = await runs.await_run(await runs.asubmit(target, None, thread_id="w", resume="yes"), timeout=30)
             assert run.status == "success", run
-            assert run.output["output"] == {"total": 12, "approved": "yes", "before": None}
+            assert run.output["output"] == {"total": 18, "approved": "yes", "before": None}
 
     asyncio.run(go())
 

@@ -59,6 +59,7 @@ from plait.store.sweeper import Sweeper
 from plait.stream_wire import error_name
 
 if TYPE_CHECKING:
+    from plait.func import Entrypoint
     from plait.graph.compiled import CompiledGraph
 
 __all__ = ["SWEEP_TASK", "TICK_TASK", "Worker", "WorkerSettings"]
@@ -107,7 +108,8 @@ class Worker:
     Args:
         dsn: the PostgreSQL database of the runs and the checkpoints.
         graphs: the graphs this worker runs, by the names runs are submitted under: a mapping
-            of name to graph, or names to load (``pkg.module:graph``, ``file.py:graph``).
+            of name to graph (or entrypoint: it runs as its graph), or names to load
+            (``pkg.module:graph``, ``file.py:graph``).
         schema: the Postgres schema of the runs, the job queue and the checkpoints.
         name: the worker's name in lease owners and logs (default ``host:pid``).
         settings: see :class:`WorkerSettings`.
@@ -116,7 +118,7 @@ class Worker:
     def __init__(
         self,
         dsn: str,
-        graphs: Mapping[str, CompiledGraph] | Sequence[str],
+        graphs: Mapping[str, CompiledGraph | Entrypoint] | Sequence[str],
         *,
         schema: str | None = None,
         name: str | None = None,
