@@ -22,6 +22,7 @@ from plait._sync import iterate_sync, run_sync
 from plait.engine.context import NodeContext
 from plait.engine.emitter import INTERRUPT_KEY
 from plait.errors import EntrypointSignatureError
+from plait.graph.closing import Closing
 from plait.types import END, START, Command, RetryPolicy
 
 if TYPE_CHECKING:
@@ -187,12 +188,12 @@ def _returned(values: Mapping[str, Any]) -> Any:
     return thaw(values.get("output"))
 
 
-class Entrypoint:
+class Entrypoint(Closing):
     """A workflow made by :class:`entrypoint`: run it with ``invoke``/``stream``, read and
     edit its threads with ``get_state``, ``get_state_history`` and ``update_state``, in the
     function's terms (its input, its return value). Every other method of a compiled graph
     (``list_threads``, ``delete_thread``, ``fork``, ``bind``, ...) works on :attr:`graph`,
-    reached through this object too."""
+    reached through this object too; ``with`` (or ``close()``) closes its checkpointer."""
 
     def __init__(self, fn: Callable[..., Any], graph: CompiledGraph, node: str) -> None:
         self.func = fn
@@ -206,6 +207,10 @@ class Entrypoint:
 
     def __repr__(self) -> str:
         return f"<plait.entrypoint {self.node!r}>"
+
+    @property
+    def checkpointer(self) -> Checkpointer | None:
+        return self.graph.checkpointer
 
     @property
     def __plait_graph__(self) -> CompiledGraph:
