@@ -129,3 +129,12 @@ def test_a_graph_run_inside_an_entrypoint_streams_as_a_subgraph(saver: Checkpoin
     items = list(outer.stream(3, thread_id="t", subgraphs=True))
     assert items[-1] == ((), {"outer": 7})
     assert any(ns and item == {"double": {"x": 6}} for ns, item in items)
+
+
+def test_bind_moves_the_workflow_to_another_store(saver: Checkpointer) -> None:
+    from plait import MemoryCheckpointer
+
+    app = counter(saver, [])
+    other = app.bind(checkpointer=MemoryCheckpointer())
+    assert other.invoke(2, thread_id="t") == 2 and other.get_state("t").values == 2
+    assert app.graph.get_state("t", default=None) is None, "the original store has no such thread"

@@ -348,3 +348,27 @@ def test_tasks_from_nodes_of_every_kind_and_an_async_task_a_loop_node_cannot_wai
         graph(on_loop).invoke({}, thread_id="t")
     assert isinstance(caught.value.__cause__, TaskWaitOnLoopError)
     assert "give it a ctx parameter" in str(caught.value.__cause__)
+
+
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+def test_recorded_tasks_survive_a_failure_in_every_durability(saver: Checkpointer, durability: str) -> None:
+    ran: list[int] = []
+    fail = {"now": True}
+
+    @task
+    def step(i: int) -> int:
+        ran.append(i)
+        return i
+
+    @entrypoint(checkpointer=saver)
+    def flow(n: int) -> int:
+        total = sum(step(i).result() for i in range(n))
+        if fail["now"]:
+            raise RuntimeError("down")
+        return total
+
+    with pytest.raises(NodeError):
+        flow.invoke(3, thread_id="t", durability=durability)
+    fail["now"] = False
+    assert flow.invoke(None, thread_id="t", durability=durability) == 3
+    assert ran == [0, 1, 2]

@@ -222,6 +222,11 @@ class Entrypoint(Closing):
             raise AttributeError(attr)
         return getattr(self.graph, attr)
 
+    def bind(self, **options: Any) -> Entrypoint:
+        """The same workflow on another checkpointer, namespace or store (the keywords of
+        :meth:`CompiledGraph.bind`): a test's in-memory store, say."""
+        return Entrypoint(self.func, self.graph.bind(**options), self.node)
+
     # -- running -------------------------------------------------------------------------
 
     async def ainvoke(self, input: Any, config: Mapping[str, Any] | None = None, **options: Any) -> Any:

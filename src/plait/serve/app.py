@@ -148,7 +148,7 @@ def _compiled(name: str, graph: Any) -> CompiledGraph:
 
 
 def _served(
-    graphs: Mapping[str, CompiledGraph] | Iterable[CompiledGraph], checkpointer: Checkpointer, memory: Store | None
+    graphs: Mapping[str, Any] | Iterable[CompiledGraph], checkpointer: Checkpointer, memory: Store | None
 ) -> dict[str, CompiledGraph]:
     """The served graphs by name, compiled, and bound to the served memory store: one store
     per server, so that what a node writes with ``ctx.store`` is what ``/store`` serves."""
@@ -191,7 +191,7 @@ def _memory_sweeper(checkpointer: Checkpointer, memory: Store | None, cfg: Serve
 
 def create_app(
     checkpointer: Checkpointer | str,
-    graphs: Mapping[str, CompiledGraph] | Iterable[CompiledGraph],
+    graphs: Mapping[str, Any] | Iterable[CompiledGraph],
     *,
     config: ServeConfig | None = None,
 ) -> FastAPI:
@@ -199,8 +199,8 @@ def create_app(
 
     Args:
         checkpointer: the store (a Checkpointer, or an address :func:`plait.checkpoint.open` takes).
-        graphs: the graphs to serve, by name (an iterable names each by its ``name``); each is
-            an assistant whose id is a UUID5 of its name.
+        graphs: the graphs to serve, by name (an iterable names each by its ``name``): compiled
+            graphs, builders or entrypoints; each is an assistant whose id is a UUID5 of its name.
         config: the API key, CORS origins, host names, the Studio, how long streams are kept.
     """
     cfg = config or ServeConfig()
