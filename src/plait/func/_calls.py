@@ -144,13 +144,20 @@ class Calls:
             key, record = self.unrecorded.pop(0)
             if host.durable:
                 await host.record_effect(self.ctx.task_id, key, record)
+        me = asyncio.current_task()
         while True:
             with self._lock:
                 running = list(self._running)
             if not running:
                 return
+            if me is not None and me.cancelling():  # the node was cancelled: so are its calls
+                for f in running:
+                    f.cancel()  # (a sync task's thread runs to its end; its result is dropped)
             waits = [f if isinstance(f, asyncio.Future) else asyncio.wrap_future(f) for f in running]
             await asyncio.wait(waits)
+            for f in waits:  # a failure nobody waited for is this node's business, not a warning's
+                if not f.cancelled():
+                    f.exception()
 
 
 def _calls(ctx: NodeContext) -> Calls:
