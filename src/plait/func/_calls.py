@@ -68,6 +68,15 @@ class TaskFuture(Generic[T]):
         """Whether the task has ended (finished, failed or replayed)."""
         return self._fut.done()
 
+    def cancel(self) -> bool:
+        """Cancel the call if it can be: an async task is cancelled where it waits (a sync
+        one that already runs in its thread goes on, its result dropped). A cancelled call is
+        not recorded: a resume runs it again. Whether it was cancelled."""
+        return self._fut.cancel()
+
+    def cancelled(self) -> bool:
+        return self._fut.cancelled()
+
     def result(self, timeout: float | None = None) -> T:
         """The task's result, waiting for it (at most ``timeout`` seconds) in sync code.
 
