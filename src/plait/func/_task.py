@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from plait.engine.context import current_node
 from plait.errors import TaskOutsideRunError
 from plait.func._calls import CallSpec, TaskFuture, start_call
 from plait.types import RetryPolicy
 
-__all__ = ["TaskFunction", "task"]
+__all__ = ["TaskDecorator", "TaskFunction", "task"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -58,6 +58,15 @@ class TaskFunction(Generic[P, T]):
         return start_call(ctx, self._spec, args, kwargs)
 
 
+class TaskDecorator(Protocol):
+    """What ``@task(name=..., retry=...)`` is: it makes the function it decorates a task."""
+
+    @overload
+    def __call__(self, fn: Callable[P, Awaitable[T]], /) -> TaskFunction[P, T]: ...
+    @overload
+    def __call__(self, fn: Callable[P, T], /) -> TaskFunction[P, T]: ...
+
+
 @overload
 def task(
     fn: Callable[P, Awaitable[T]], /, *, name: str | None = None, retry: RetryPolicy | None = None
@@ -65,12 +74,10 @@ def task(
 @overload
 def task(fn: Callable[P, T], /, *, name: str | None = None, retry: RetryPolicy | None = None) -> TaskFunction[P, T]: ...
 @overload
-def task(
-    fn: None = None, /, *, name: str | None = None, retry: RetryPolicy | None = None
-) -> Callable[[Callable[P, Any]], TaskFunction[P, Any]]: ...
+def task(fn: None = None, /, *, name: str | None = None, retry: RetryPolicy | None = None) -> TaskDecorator: ...
 def task(
     fn: Callable[..., Any] | None = None, /, *, name: str | None = None, retry: RetryPolicy | None = None
-) -> TaskFunction[Any, Any] | Callable[[Callable[..., Any]], TaskFunction[Any, Any]]:
+) -> TaskFunction[Any, Any] | TaskDecorator:
     """Make ``fn`` a task: ``@plait.task``, ``@plait.task(name=..., retry=...)`` or
     ``plait.task(fn, name=...)``.
 
