@@ -138,3 +138,10 @@ def test_bind_moves_the_workflow_to_another_store(saver: Checkpointer) -> None:
     other = app.bind(checkpointer=MemoryCheckpointer())
     assert other.invoke(2, thread_id="t") == 2 and other.get_state("t").values == 2
     assert app.graph.get_state("t", default=None) is None, "the original store has no such thread"
+
+
+def test_get_state_takes_a_default_for_a_thread_that_is_not_there(saver: Checkpointer) -> None:
+    app = counter(saver, [])
+    assert app.get_state("nobody", default=None) is None
+    app.invoke(1, thread_id="t")
+    assert app.get_state({"configurable": {"thread_id": "t"}}, default=None).values == 1

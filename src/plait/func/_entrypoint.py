@@ -23,13 +23,13 @@ from plait.engine.context import NodeContext
 from plait.engine.emitter import INTERRUPT_KEY
 from plait.errors import EntrypointSignatureError
 from plait.graph.closing import Closing
+from plait.graph.records import ThreadState
 from plait.types import END, START, Command, RetryPolicy
 
 if TYPE_CHECKING:
     from plait.checkpoint.base import Checkpointer
     from plait.engine.executor import NodeExecutor
     from plait.graph.compiled import CompiledGraph
-    from plait.graph.records import ThreadState
     from plait.store import Store
 
 __all__ = ["Entrypoint", "entrypoint"]
@@ -295,14 +295,20 @@ class Entrypoint(Closing):
 
     # -- its threads ---------------------------------------------------------------------
 
-    async def aget_state(self, thread_id: str | Mapping[str, Any], checkpoint_id: str | None = None) -> ThreadState:
-        """The thread's state (:meth:`CompiledGraph.aget_state`) with ``values`` the
-        function's last return value, as LangGraph's ``get_state`` of an entrypoint."""
-        return _as_returned(await self.graph.aget_state(thread_id, checkpoint_id))
+    async def aget_state(
+        self, thread_id: str | Mapping[str, Any], checkpoint_id: str | None = None, **options: Any
+    ) -> ThreadState:
+        """The thread's state (:meth:`CompiledGraph.aget_state`, whose keywords it takes:
+        ``default=``, ``subgraphs=``) with ``values`` the function's last return value, as
+        LangGraph's ``get_state`` of an entrypoint shows it."""
+        state = await self.graph.aget_state(thread_id, checkpoint_id, **options)
+        return _as_returned(state) if isinstance(state, ThreadState) else state
 
-    def get_state(self, thread_id: str | Mapping[str, Any], checkpoint_id: str | None = None) -> ThreadState:
+    def get_state(
+        self, thread_id: str | Mapping[str, Any], checkpoint_id: str | None = None, **options: Any
+    ) -> ThreadState:
         """Sync :meth:`aget_state`."""
-        return run_sync(self.aget_state(thread_id, checkpoint_id))
+        return run_sync(self.aget_state(thread_id, checkpoint_id, **options))
 
     async def aget_state_history(self, thread_id: str | Mapping[str, Any], **options: Any) -> list[ThreadState]:
         """The thread's checkpoints, newest first, each as :meth:`aget_state` shows it."""
