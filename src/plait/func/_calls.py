@@ -34,6 +34,7 @@ from plait.engine.executor import default_executor
 from plait.engine.spec import is_async_callable
 from plait.engine.tasks import in_thread
 from plait.errors import NotSerializableError, TaskReplayError, TaskResultError, TaskWaitOnLoopError
+from plait.tracing.hooks import effect_span
 from plait.types import RetryPolicy
 
 __all__ = ["EFFECT_PREFIX", "CallSpec", "Calls", "TaskFuture", "start_call"]
@@ -257,10 +258,11 @@ async def _run(ctx: NodeContext, spec: CallSpec, key: str, args: tuple[Any, ...]
     current_node.set(ctx)  # (this coroutine runs as its own task: these sets are its own)
     _scope.set((ctx, _Scope(key + "/")))
     asked = ctx._interrupts_seen
-    value = await _attempts(ctx, spec, args, kwargs)
-    record = _finished(ctx, spec, key, value, asked)
-    if host.durable:
-        await host.record_effect(ctx.task_id, key, record)
+    with effect_span(host, spec.name, ctx.node):  # (a traced run: a span per task call run)
+        value = await _attempts(ctx, spec, args, kwargs)
+        record = _finished(ctx, spec, key, value, asked)
+        if host.durable:
+            await host.record_effect(ctx.task_id, key, record)
     return thaw(record["value"])
 
 
@@ -277,18 +279,19 @@ def _run_inline(
         raise TaskWaitOnLoopError(ctx.node, spec.name, inline=True)
     token = _scope.set((ctx, _Scope(key + "/")))
     try:
-        asked = ctx._interrupts_seen
-        attempt, policy = 1, spec.retry
-        while True:
-            try:
-                value = spec.fn(*args, **kwargs)
-                break
-            except Exception as exc:
-                if policy is None or attempt >= policy.max_attempts or not policy.should_retry(exc):
-                    raise
-            time.sleep(policy.delay(attempt))  # (the node blocks the loop anyway)
-            attempt += 1
-        record = _finished(ctx, spec, key, value, asked)
+        with effect_span(ctx.host, spec.name, ctx.node):
+            asked = ctx._interrupts_seen
+            attempt, policy = 1, spec.retry
+            while True:
+                try:
+                    value = spec.fn(*args, **kwargs)
+                    break
+                except Exception as exc:
+                    if policy is None or attempt >= policy.max_attempts or not policy.should_retry(exc):
+                        raise
+                time.sleep(policy.delay(attempt))  # (the node blocks the loop anyway)
+                attempt += 1
+            record = _finished(ctx, spec, key, value, asked)
     finally:
         _scope.reset(token)
     calls.unrecorded.append((key, record))
