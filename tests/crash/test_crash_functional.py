@@ -34,6 +34,8 @@ pytestmark = pytest.mark.slow
 CHILD = Path(__file__).resolve().parent / "func_child.py"
 TASKS = 50
 KILLS = 12
+"""At most this many kills per thread (fewer when the run reaches its end first)."""
+MIN_KILLS = 6
 HANG_LIMIT = 60.0
 
 
@@ -146,6 +148,6 @@ def test_no_recorded_task_runs_again_after_sigkills(backend: dict[str, Any], tmp
         assert not again, f"seed {seed}: recorded tasks ran again: {again}"
         starts = [line for _, line in _lines(ledger) if line.startswith("start ")]
         assert set(starts) == {f"start {i}" for i in range(TASKS)}
-        assert kills == KILLS and len(recorded_at) > 0, f"seed {seed}: {kills} kills, {len(recorded_at)} recorded"
+        assert kills >= MIN_KILLS and len(recorded_at) > 0, f"seed {seed}: {kills} kills, {len(recorded_at)} recorded"
     finally:
         run_sync(saver.aclose())

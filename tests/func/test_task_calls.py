@@ -372,3 +372,26 @@ def test_recorded_tasks_survive_a_failure_in_every_durability(saver: Checkpointe
     fail["now"] = False
     assert flow.invoke(None, thread_id="t", durability=durability) == 3
     assert ran == [0, 1, 2]
+
+
+def test_sync_tasks_waiting_for_sync_tasks_they_called_never_take_every_thread(saver: Checkpointer) -> None:
+    """A pool of two threads: the function holds one, and each of the ten tasks waits for a
+    task it called. Were the inner calls left to the pool, the outer ones would hold its
+    threads while their calls wait for one, forever; the waiting thread runs its call."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    @task
+    def inner(i: int) -> int:
+        return i
+
+    @task
+    def outer(i: int) -> int:
+        return inner(i).result() * 2
+
+    with ThreadPoolExecutor(2) as pool:
+
+        @entrypoint(checkpointer=saver, executor=pool)
+        def flow(n: int) -> int:
+            return sum(f.result() for f in [outer(i) for i in range(n)])
+
+        assert flow.invoke(10, thread_id="t") == 90

@@ -53,10 +53,13 @@ class TaskFuture(Generic[T]):
     exception (a task's failure is not recorded: a resume runs it again).
     """
 
-    __slots__ = ("_fut", "name", "node")
+    __slots__ = ("_fut", "_job", "name", "node")
 
-    def __init__(self, fut: concurrent.futures.Future[T] | asyncio.Future[T], name: str, node: str) -> None:
+    def __init__(
+        self, fut: concurrent.futures.Future[T] | asyncio.Future[T], name: str, node: str, job: _Job | None = None
+    ) -> None:
         self._fut = fut
+        self._job = job
         self.name = name
         """The task's name."""
         self.node = node
@@ -73,6 +76,8 @@ class TaskFuture(Generic[T]):
         """Cancel the call if it can be: an async task is cancelled where it waits (a sync
         one that already runs in its thread goes on, its result dropped). A cancelled call is
         not recorded: a resume runs it again. Whether it was cancelled."""
+        if self._job is not None:
+            self._job.claim()  # nobody runs it now
         return self._fut.cancel()
 
     def cancelled(self) -> bool:
@@ -91,6 +96,11 @@ class TaskFuture(Generic[T]):
             if not fut.done():
                 raise TaskWaitOnLoopError(self.node, self.name)
             return fut.result()
+        job = self._job
+        if job is not None and not fut.done():
+            job.ready.wait()  # (the loop's lease check, a moment)
+            if job.claim():
+                job.run()  # no pool thread took it yet: this waiting thread runs it
         if not fut.done():
             try:
                 loop = asyncio.get_running_loop()
@@ -105,6 +115,51 @@ class TaskFuture(Generic[T]):
         if isinstance(fut, asyncio.Future):
             return (yield from fut)
         return (yield from asyncio.wrap_future(fut))
+
+
+class _Job:
+    """A sync task call's work, run by whichever thread comes first: one of the executor's,
+    or the thread that waits for the result (a sync task waiting for a sync task it called).
+    Without the second, sync tasks that each wait for one they called could hold every thread
+    of the pool while their calls wait for a thread: a deadlock."""
+
+    __slots__ = ("_claimed", "_lock", "context", "done", "ready", "work")
+
+    def __init__(self, context: contextvars.Context, work: Callable[[], Any]) -> None:
+        self._claimed = False
+        self._lock = threading.Lock()
+        self.context = context
+        self.work = work
+        self.done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self.ready = threading.Event()
+        """Set once the loop checked the run still holds its thread (the job may run), or
+        once the call ended without running it."""
+
+    def claim(self) -> bool:
+        """Take the job (True), unless another thread took it (or the call ended)."""
+        with self._lock:
+            if self._claimed:
+                return False
+            self._claimed = True
+            return True
+
+    def run(self) -> None:
+        try:
+            value = self.context.run(self.work)
+        except BaseException as exc:  # an interrupt() in the task included
+            self.done.set_exception(exc)
+        else:
+            self.done.set_result(value)
+
+    def run_if_free(self) -> None:
+        """A pool thread's turn: run the job unless a waiting thread took it first."""
+        if self.claim():
+            self.run()
+
+    def ended(self, _: object = None) -> None:
+        """The call ended (recorded, failed, cancelled): nobody may run the job any more."""
+        self.claim()
+        self.ready.set()
 
 
 @dataclass(eq=False)
@@ -207,6 +262,8 @@ def start_call(ctx: NodeContext, spec: CallSpec, args: tuple[Any, ...], kwargs: 
         except BaseException as exc:  # an interrupt() in the task included
             fut.set_exception(exc)
         return TaskFuture(fut, spec.name, ctx.node)
+    if not spec.is_async and not on_loop_thread(loop):
+        return _start_job(ctx, calls, spec, key, args, kwargs)
     work = _run(ctx, spec, key, args, kwargs)
     if on_loop_thread(loop):
         fut = loop.create_task(work)
@@ -214,6 +271,65 @@ def start_call(ctx: NodeContext, spec: CallSpec, args: tuple[Any, ...], kwargs: 
         fut = asyncio.run_coroutine_threadsafe(work, loop)
     calls.add(fut)
     return TaskFuture(fut, spec.name, ctx.node)
+
+
+def _start_job(
+    ctx: NodeContext, calls: Calls, spec: CallSpec, key: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> TaskFuture[Any]:
+    """A sync task called from a thread (a sync function's): replayed here, or made a
+    :class:`_Job` that the loop hands to the executor and the caller may run itself."""
+    found, value = _replayed(ctx, spec, key)
+    fut: concurrent.futures.Future[Any]
+    if found:
+        fut = concurrent.futures.Future()
+        fut.set_result(value)
+        return TaskFuture(fut, spec.name, ctx.node)
+
+    def work() -> tuple[Any, int]:
+        current_node.set(ctx)
+        _scope.set((ctx, _Scope(key + "/")))
+        asked = ctx._interrupts_seen
+        return _sync_attempts(spec, args, kwargs), ctx._interrupts_seen - asked
+
+    job = _Job(contextvars.copy_context(), work)
+    fut = asyncio.run_coroutine_threadsafe(_run_job(ctx, spec, key, job), ctx.host.loop)
+    fut.add_done_callback(job.ended)
+    calls.add(fut)
+    return TaskFuture(fut, spec.name, ctx.node, job)
+
+
+async def _run_job(ctx: NodeContext, spec: CallSpec, key: str, job: _Job) -> Any:
+    """The loop's side of a :class:`_Job`: the lease checked, the job handed to the
+    executor (unless the caller took it), its result recorded and streamed."""
+    host = ctx.host
+    with effect_span(host, spec.name, ctx.node):
+        try:
+            if host.durable:
+                await host.confirm_lease()
+        except BaseException:
+            job.ended()
+            raise
+        job.ready.set()
+        executor = getattr(getattr(host, "binding", None), "executor", None) or default_executor()
+        executor.submit(job.run_if_free)  # taken when a thread starts it: until then the caller may
+        value, interrupts = await asyncio.wrap_future(job.done)
+        record = _finished(ctx, spec, key, value, interrupts)
+        if host.durable:
+            await host.record_effect(ctx.task_id, key, record)
+    return thaw(record["value"])
+
+
+def _sync_attempts(spec: CallSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+    """Call a sync task until it returns or its retry policy gives up (in its thread)."""
+    attempt, policy = 1, spec.retry
+    while True:
+        try:
+            return spec.fn(*args, **kwargs)
+        except Exception as exc:
+            if policy is None or attempt >= policy.max_attempts or not policy.should_retry(exc):
+                raise
+        time.sleep(policy.delay(attempt))
+        attempt += 1
 
 
 def _replayed(ctx: NodeContext, spec: CallSpec, key: str) -> tuple[bool, Any]:
@@ -234,13 +350,13 @@ def _replayed(ctx: NodeContext, spec: CallSpec, key: str) -> tuple[bool, Any]:
     return True, thaw(recorded.get("value"))
 
 
-def _finished(ctx: NodeContext, spec: CallSpec, key: str, value: Any, asked: int) -> dict[str, Any]:
+def _finished(ctx: NodeContext, spec: CallSpec, key: str, value: Any, interrupts: int) -> dict[str, Any]:
     """The record of a finished call (its result checked to be JSON data), streamed."""
     try:
         frozen = freeze(value, spec.name, ctx.node)
     except NotSerializableError as exc:
         raise TaskResultError(spec.name, ctx.node, exc.path, exc.type_name) from None
-    record = {"task": spec.name, "value": frozen, "interrupts": ctx._interrupts_seen - asked}
+    record = {"task": spec.name, "value": frozen, "interrupts": interrupts}
     ctx.effects[key] = record
     ctx.host.emit_update(spec.name, frozen)
     return record
@@ -260,7 +376,7 @@ async def _run(ctx: NodeContext, spec: CallSpec, key: str, args: tuple[Any, ...]
     asked = ctx._interrupts_seen
     with effect_span(host, spec.name, ctx.node):  # (a traced run: a span per task call run)
         value = await _attempts(ctx, spec, args, kwargs)
-        record = _finished(ctx, spec, key, value, asked)
+        record = _finished(ctx, spec, key, value, ctx._interrupts_seen - asked)
         if host.durable:
             await host.record_effect(ctx.task_id, key, record)
     return thaw(record["value"])
@@ -281,17 +397,8 @@ def _run_inline(
     try:
         with effect_span(ctx.host, spec.name, ctx.node):
             asked = ctx._interrupts_seen
-            attempt, policy = 1, spec.retry
-            while True:
-                try:
-                    value = spec.fn(*args, **kwargs)
-                    break
-                except Exception as exc:
-                    if policy is None or attempt >= policy.max_attempts or not policy.should_retry(exc):
-                        raise
-                time.sleep(policy.delay(attempt))  # (the node blocks the loop anyway)
-                attempt += 1
-            record = _finished(ctx, spec, key, value, asked)
+            value = _sync_attempts(spec, args, kwargs)  # (a retry's wait blocks the loop: so does the node)
+            record = _finished(ctx, spec, key, value, ctx._interrupts_seen - asked)
     finally:
         _scope.reset(token)
     calls.unrecorded.append((key, record))
