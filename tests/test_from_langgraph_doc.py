@@ -21,10 +21,12 @@ def _gaps() -> str:
     return text[start : end if end != -1 else None]
 
 
-def test_the_functional_api_is_missing_as_the_page_says() -> None:
+def test_the_functional_api_is_there_as_the_page_says_without_task_caching() -> None:
     gaps = _gaps()
-    assert "@entrypoint" in gaps
-    assert not hasattr(plait, "entrypoint") and not hasattr(plait, "task")
+    assert "functional API\n(`@entrypoint`, `@task`)" in gaps and "no `cache_policy=` on `@task`" in gaps
+    assert hasattr(plait, "entrypoint") and hasattr(plait, "task")
+    with pytest.raises(TypeError):
+        plait.task(name="x", cache_policy=None)  # type: ignore[call-overload]
     assert hasattr(CompiledGraph, "draw_mermaid") and hasattr(CompiledGraph, "draw_svg")
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from ._harness import Launcher, Reference, Store, child_module, open_launcher, run_reference
 
-collect_ignore = ["crash_child.py"]
+collect_ignore = ["crash_child.py", "func_child.py"]
 
 
 @pytest.fixture(scope="session")

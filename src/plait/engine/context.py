@@ -38,6 +38,7 @@ __all__ = [
     "NodeContext",
     "ParentCommand",
     "SubgraphScope",
+    "TaskCalls",
     "TaskHost",
     "current_node",
     "interrupt",
@@ -105,6 +106,14 @@ class ChildRun(Protocol):
     async def execute_inside(self, input: Any, head: Checkpoint | None, hold: Any, fence: Fence) -> RunResult: ...
 
 
+class TaskCalls(Protocol):
+    """What the engine asks of a task attempt's ``plait.task`` calls (see :mod:`plait.func`)."""
+
+    async def settle(self) -> None:
+        """Wait until every call still running has ended (each records its own result)."""
+        ...
+
+
 class TaskHost(Protocol):
     """The part of the loop a context (and a subgraph the task runs) talks to."""
 
@@ -112,6 +121,10 @@ class TaskHost(Protocol):
     durable: bool
 
     def emit_custom(self, node: str, step: int, payload: Any) -> None: ...
+
+    def emit_update(self, name: str, payload: Any) -> None:
+        """An ``updates`` stream item ``{name: payload}`` (a ``plait.task`` call's result)."""
+        ...
 
     def message_sink(self, node: str, step: int, task_id: str, message_id: str) -> Callable[[Any], None] | None:
         """Where a streamed message's chunk items go (None: nobody streams ``messages``)."""
@@ -156,6 +169,12 @@ class NodeContext:
     """The graph's memory store (None: compiled without one)."""
     staged: list[MemoryWrite] = field(default_factory=list, repr=False)
     """This attempt's memory writes, committed with the step (see :attr:`store`)."""
+    inline: bool = field(default=False, repr=False)
+    """The node's code runs on the event loop itself (a lone sync node that takes no
+    context), where it cannot wait for anything: a ``plait.task`` it calls runs right there."""
+    task_calls: TaskCalls | None = field(default=None, repr=False)
+    """This attempt's calls of ``plait.task`` functions (numbered, and those still running),
+    made by :mod:`plait.func` on the first call."""
 
     @property
     def store(self) -> TaskStore:
@@ -366,6 +385,7 @@ def restart(ctx: NodeContext) -> None:
     ctx._interrupts_seen = 0
     ctx._messages_streamed = 0
     ctx.staged.clear()  # a failed attempt's memory writes are not the task's
+    ctx.task_calls = None  # task calls are numbered from the first again (finished ones replay)
 
 
 def next_subgraph_call(ctx: NodeContext) -> int:

@@ -123,6 +123,12 @@ class Emitter:
         if self.events:
             self.sink("events", CustomEvent(node=node, step=step, payload=payload))
 
+    def update(self, name: str, payload: Any) -> None:
+        """An ``updates`` item ``{name: payload}`` that is no node's writes: a ``plait.task``
+        call's result, as LangGraph streams a task's (on the loop, which owns the sink)."""
+        if self.sink is not None and "updates" in self.modes:
+            self.sink("updates", {name: payload})
+
     def message_sink(self, node: str, step: int, task_id: str, message_id: str) -> Callable[[Any], None] | None:
         """Where the chunks of message ``message_id``, streamed by a task, go as ``(chunk,
         metadata)`` items (None: nobody asked for ``messages``). Callable from the task's

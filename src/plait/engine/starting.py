@@ -277,6 +277,10 @@ class Starting:
             thread_id=self.thread_id or "", namespace=self.namespace, checkpoint_id=cid, writes=tuple(writes)
         )
 
+    def emit_update(self, name: str, payload: Any) -> None:
+        """(The TaskHost protocol's: a ``plait.task`` call's ``updates`` item.)"""
+        self.emit.update(name, payload)
+
     def _emit_values(self) -> None:
         if self.emit.sink is not None:
             self.emit.values(self.state.table)

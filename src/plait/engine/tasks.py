@@ -30,6 +30,7 @@ from plait.errors import (
     NodeTimeoutError,
     PlaitError,
     StateError,
+    TaskReplayError,
 )
 from plait.state.run_state import RunState
 from plait.state.schema import StateSchema
@@ -37,7 +38,7 @@ from plait.store import MemoryWrite
 from plait.types import END, Command, Send
 from plait.types import Interrupt as InterruptRecord
 
-__all__ = ["StateView", "TaskOutcome", "run_all", "run_task"]
+__all__ = ["StateView", "TaskOutcome", "in_thread", "run_all", "run_task"]
 
 
 _T = TypeVar("_T")
@@ -142,7 +143,7 @@ class _Waker:
 _wakers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waker] = weakref.WeakKeyDictionary()
 
 
-def _in_thread(
+def in_thread(
     loop: asyncio.AbstractEventLoop,
     context: contextvars.Context,
     fn: Callable[..., Any],
@@ -392,6 +393,7 @@ async def _call(spec: NodeSpec, arg: Any, ctx: NodeContext, inline: bool, execut
         finally:
             current_node.reset(token)
     if inline and spec.timeout is None and not spec.takes_ctx:
+        ctx.inline = True
         token = current_node.set(ctx)
         try:
             return spec.fn(*args)
@@ -399,7 +401,7 @@ async def _call(spec: NodeSpec, arg: Any, ctx: NodeContext, inline: bool, execut
             current_node.reset(token)
     context = contextvars.copy_context()
     context.run(current_node.set, ctx)
-    fut = _in_thread(asyncio.get_running_loop(), context, spec.fn, args, executor or default_executor())
+    fut = in_thread(asyncio.get_running_loop(), context, spec.fn, args, executor or default_executor())
     if spec.timeout is None:
         return await fut
     done, _ = await asyncio.wait((fut,), timeout=spec.timeout)
@@ -456,6 +458,19 @@ async def _from_cache(
     return caching, out
 
 
+async def _attempt(node: NodeSpec, arg: Any, ctx: NodeContext, inline: bool, executor: NodeExecutor | None) -> Any:
+    """One call of the node: its ``plait.task`` calls still running end first, and a command
+    a subgraph it ran handed up to its parent is this node's own."""
+    try:
+        try:
+            return await _call(node, arg, ctx, inline, executor)
+        finally:
+            if ctx.task_calls is not None:
+                await ctx.task_calls.settle()
+    except ParentCommand as signal:
+        return Command(update=signal.command.update, goto=signal.command.goto)
+
+
 async def run_task(  # noqa: PLR0912 - each way a node's call can end (result, interrupt, lease lost, refusal, timeout, retry) in one place
     graph: GraphSpec,
     node: NodeSpec,
@@ -489,17 +504,15 @@ async def run_task(  # noqa: PLR0912 - each way a node's call can end (result, i
         if on_attempt is not None:  # (tracing: a span per attempt)
             on_attempt(attempt)
         try:
-            try:
-                result = await _call(node, arg, ctx, inline, executor)
-            except ParentCommand as signal:  # a subgraph this node ran handed its command up: this node's own
-                result = Command(update=signal.command.update, goto=signal.command.goto)
+            result = await _attempt(node, arg, ctx, inline, executor)
         except GraphInterrupt as signal:
             return TaskOutcome(interrupt=signal.interrupt)
         except LeaseLostError as exc:  # ctx.once() found the thread taken over: stop, do not retry
             return TaskOutcome(error=exc)
-        except (NoCheckpointerError, StateError) as exc:
-            # plait's node-facing API refused (interrupt() without a checkpointer, a once()
-            # result that is not JSON data): its message already says what to do
+        except (NoCheckpointerError, StateError, TaskReplayError) as exc:
+            # plait's node-facing API refused (interrupt() without a checkpointer, a once() or
+            # task result that is not JSON data, a task replayed out of order): its message
+            # already says what to do
             return TaskOutcome(error=exc)
         except _NodeTimedOut as exc:
             err: BaseException = NodeTimeoutError(node.name, ctx.step, ctx.thread_id, node.timeout or 0.0)

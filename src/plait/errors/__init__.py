@@ -18,6 +18,7 @@ The tree::
     │   │   └── MessageNotFoundError a removal marker names a message that is not there
     │   ├── MessageChunkError        (also TypeError) a chunk ctx.stream_message cannot read
     │   ├── ReducerError             a reducer raised; the cause is chained
+    │   ├── TaskResultError          (also TypeError) a task returned something that is not JSON data
     │   ├── ConcurrentWriteError     two tasks wrote one last-write-wins channel in one step
     │   └── ReadOnlyStateError       (also TypeError) an attempt to mutate a stored value
     ├── GraphError                   a graph is built or used wrongly
@@ -25,6 +26,8 @@ The tree::
     │   ├── GraphChangedError        a thread was checkpointed by an incompatible graph
     │   ├── GraphMigrationError      a migration of a thread to the graph's version raised
     │   ├── NodeSignatureError       a node's parameters plait cannot call it with (``config``)
+    │   ├── EntrypointSignatureError (also TypeError) a function @plait.entrypoint cannot call
+    │   ├── TaskOutsideRunError      (also RuntimeError) a task called outside an entrypoint or node
     │   ├── ContextError             a run's ``context=`` that does not fit the graph's context type
     │   ├── NoParentGraphError       a ``Command(graph=Command.PARENT)`` in a graph no other graph runs
     │   └── GraphRequiredError       an action that needs the graph (its reducers, its nodes) got none
@@ -34,7 +37,9 @@ The tree::
     │   ├── RecursionLimitError      a run took more super-steps than allowed
     │   ├── InvalidResumeError       a Command(resume=...) that matches no pending interrupt
     │   ├── NoCheckpointerError      a feature that needs a checkpointer was used without one
-    │   └── SyncCallOnLoopError      ctx.once / ctx.stream_message called in an async node
+    │   ├── SyncCallOnLoopError      ctx.once / ctx.stream_message called in an async node
+    │   │   └── TaskWaitOnLoopError  future.result() of an unfinished task on the event loop (await it)
+    │   └── TaskReplayError          a resumed entrypoint called its tasks in another order than recorded
     ├── TracingUnavailableError      (also ImportError) plait.instrument() or --otel without OpenTelemetry installed
     ├── DrawingUnavailableError      (also ImportError) get_graph().draw_png() without cairosvg installed
     ├── TraceContextError            (also ValueError) a TRACEPARENT / trace_context that is not W3C trace context
@@ -148,6 +153,11 @@ from plait.errors._cli import (
 from plait.errors._cli import (
     UnknownGraphError as UnknownGraphError,
 )
+from plait.errors._func import EntrypointSignatureError as EntrypointSignatureError
+from plait.errors._func import TaskOutsideRunError as TaskOutsideRunError
+from plait.errors._func import TaskReplayError as TaskReplayError
+from plait.errors._func import TaskResultError as TaskResultError
+from plait.errors._func import TaskWaitOnLoopError as TaskWaitOnLoopError
 from plait.errors._graph import (
     ContextError as ContextError,
 )
@@ -338,6 +348,7 @@ __all__ = [
     "ContextError",
     "DrawingUnavailableError",
     "EmbeddingError",
+    "EntrypointSignatureError",
     "ExportFormatError",
     "GraphChangedError",
     "GraphError",
@@ -390,6 +401,10 @@ __all__ = [
     "StoreVersionError",
     "SyncCallOnLoopError",
     "TargetLoadError",
+    "TaskOutsideRunError",
+    "TaskReplayError",
+    "TaskResultError",
+    "TaskWaitOnLoopError",
     "ThreadBusyError",
     "ThreadExistsError",
     "ThreadNotFoundError",

@@ -28,7 +28,7 @@ from plait.errors import GraphError, TargetLoadError
 if TYPE_CHECKING:
     from plait.graph.compiled import CompiledGraph
 
-__all__ = ["load_graph", "load_target"]
+__all__ = ["compiled_of", "load_graph", "load_target"]
 
 _USAGE = "a target is MODULE:GRAPH, e.g. flows.py:graph or app.flows:graph"
 
@@ -58,6 +58,13 @@ def load_target(target: str) -> Any:
     return obj
 
 
+def compiled_of(obj: Any) -> Any:
+    """``obj``, or the compiled graph it stands for: an object whose class has a
+    ``__plait_graph__`` (an entrypoint of :mod:`plait.func`, a one-node graph) loads, serves and
+    runs in a worker as that graph."""
+    return obj.__plait_graph__ if hasattr(type(obj), "__plait_graph__") else obj
+
+
 def load_graph(target: str) -> "CompiledGraph":
     """The graph ``target`` names, compiled (without a checkpointer, unless it is a
     CompiledGraph that has one). A function is called (with no arguments) for its graph.
@@ -68,7 +75,7 @@ def load_graph(target: str) -> "CompiledGraph":
     from plait.graph.builder import Dag, Graph
     from plait.graph.compiled import CompiledGraph
 
-    obj = load_target(target)
+    obj = compiled_of(load_target(target))
     if not isinstance(obj, Graph | Dag | CompiledGraph) and callable(obj) and not isinstance(obj, type):
         try:
             obj = obj()
@@ -186,6 +193,6 @@ def _graph_names(module: Any) -> list[str]:
     for key, value in sorted(vars(module).items()):
         if key.startswith("_"):
             continue
-        if isinstance(value, Graph | Dag | CompiledGraph):
+        if isinstance(compiled_of(value), Graph | Dag | CompiledGraph):
             names.append(key)
     return names

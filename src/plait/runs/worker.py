@@ -59,6 +59,7 @@ from plait.store.sweeper import Sweeper
 from plait.stream_wire import error_name
 
 if TYPE_CHECKING:
+    from plait.func import Entrypoint
     from plait.graph.compiled import CompiledGraph
 
 __all__ = ["SWEEP_TASK", "TICK_TASK", "Worker", "WorkerSettings"]
@@ -107,7 +108,8 @@ class Worker:
     Args:
         dsn: the PostgreSQL database of the runs and the checkpoints.
         graphs: the graphs this worker runs, by the names runs are submitted under: a mapping
-            of name to graph, or names to load (``pkg.module:graph``, ``file.py:graph``).
+            of name to graph (or entrypoint: it runs as its graph), or names to load
+            (``pkg.module:graph``, ``file.py:graph``).
         schema: the Postgres schema of the runs, the job queue and the checkpoints.
         name: the worker's name in lease owners and logs (default ``host:pid``).
         settings: see :class:`WorkerSettings`.
@@ -116,18 +118,20 @@ class Worker:
     def __init__(
         self,
         dsn: str,
-        graphs: Mapping[str, CompiledGraph] | Sequence[str],
+        graphs: Mapping[str, CompiledGraph | Entrypoint] | Sequence[str],
         *,
         schema: str | None = None,
         name: str | None = None,
         settings: WorkerSettings | None = None,
     ) -> None:
-        from plait.graph.loading import load_graph
+        from plait.graph.loading import compiled_of, load_graph
 
         self.settings = settings or WorkerSettings()
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.graphs: dict[str, CompiledGraph] = (
-            dict(graphs) if isinstance(graphs, Mapping) else {g: load_graph(g) for g in graphs}
+            {k: compiled_of(g) for k, g in graphs.items()}
+            if isinstance(graphs, Mapping)
+            else {g: load_graph(g) for g in graphs}
         )
         self.runs = Runs(dsn, schema=schema, max_connections=max(4, min(self.settings.concurrency + 3, 20)))
         self._schema = schema

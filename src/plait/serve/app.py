@@ -29,6 +29,7 @@ from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.sweeper import DEFAULT_RETENTION_SWEEP, RetentionSweeper
 from plait.errors import PlaitError, ServeConfigError
 from plait.graph.compiled import CompiledGraph
+from plait.graph.loading import compiled_of
 from plait.serve import (
     routes_assistants,
     routes_crons,
@@ -134,6 +135,7 @@ def _compiled(name: str, graph: Any) -> CompiledGraph:
     Raises:
         ServeConfigError: not a graph.
     """
+    graph = compiled_of(graph)  # an entrypoint serves as its graph
     if isinstance(graph, CompiledGraph):
         return graph
     if callable(getattr(graph, "compile", None)):
@@ -146,7 +148,7 @@ def _compiled(name: str, graph: Any) -> CompiledGraph:
 
 
 def _served(
-    graphs: Mapping[str, CompiledGraph] | Iterable[CompiledGraph], checkpointer: Checkpointer, memory: Store | None
+    graphs: Mapping[str, Any] | Iterable[CompiledGraph], checkpointer: Checkpointer, memory: Store | None
 ) -> dict[str, CompiledGraph]:
     """The served graphs by name, compiled, and bound to the served memory store: one store
     per server, so that what a node writes with ``ctx.store`` is what ``/store`` serves."""
@@ -189,7 +191,7 @@ def _memory_sweeper(checkpointer: Checkpointer, memory: Store | None, cfg: Serve
 
 def create_app(
     checkpointer: Checkpointer | str,
-    graphs: Mapping[str, CompiledGraph] | Iterable[CompiledGraph],
+    graphs: Mapping[str, Any] | Iterable[CompiledGraph],
     *,
     config: ServeConfig | None = None,
 ) -> FastAPI:
@@ -197,8 +199,8 @@ def create_app(
 
     Args:
         checkpointer: the store (a Checkpointer, or an address :func:`plait.checkpoint.open` takes).
-        graphs: the graphs to serve, by name (an iterable names each by its ``name``); each is
-            an assistant whose id is a UUID5 of its name.
+        graphs: the graphs to serve, by name (an iterable names each by its ``name``): compiled
+            graphs, builders or entrypoints; each is an assistant whose id is a UUID5 of its name.
         config: the API key, CORS origins, host names, the Studio, how long streams are kept.
     """
     cfg = config or ServeConfig()
