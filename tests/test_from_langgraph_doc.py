@@ -21,12 +21,11 @@ def _gaps() -> str:
     return text[start : end if end != -1 else None]
 
 
-def test_the_functional_api_is_there_as_the_page_says_without_task_caching() -> None:
+def test_the_functional_api_is_there_as_the_page_says_with_task_caching() -> None:
     gaps = _gaps()
-    assert "functional API\n(`@entrypoint`, `@task`)" in gaps and "no `cache_policy=` on `@task`" in gaps
+    assert "functional API\n(`@entrypoint`, `@task`)" in gaps and "cache_policy=" not in gaps
     assert hasattr(plait, "entrypoint") and hasattr(plait, "task")
-    with pytest.raises(TypeError):
-        plait.task(name="x", cache_policy=None)  # type: ignore[call-overload]
+    assert plait.task(lambda x: x, cache_policy=plait.CachePolicy(ttl=1)).cache_policy == plait.CachePolicy(ttl=1)
     assert hasattr(CompiledGraph, "draw_mermaid") and hasattr(CompiledGraph, "draw_svg")
 
 

@@ -145,7 +145,7 @@ class Driver(Migrating):
         """Checkpoints this run stored pending writes for and no child has folded yet: a
         child folds its parent's writes (deletes them in its commit) only when there may be
         some, so that a plain step's commit skips that statement."""
-        self._inline_ok = renews_off_loop(checkpointer)
+        self._inline_ok = renews_off_loop(checkpointer) and binding.cache is None  # (tasks read a cache on the loop)
         if self.committer is not None:
             self.committer.guard = self._check_lease
             store = binding.store

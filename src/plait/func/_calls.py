@@ -24,18 +24,22 @@ import threading
 import time
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from plait._codec import freeze
 from plait._frozen import thaw
 from plait._sync import on_loop_thread
+from plait.checkpoint.cache import MISS, cache_key, fn_identity, lookup, store
 from plait.engine.context import NodeContext, current_node
 from plait.engine.executor import default_executor
 from plait.engine.spec import is_async_callable
 from plait.engine.tasks import in_thread
 from plait.errors import NotSerializableError, TaskReplayError, TaskResultError, TaskWaitOnLoopError
 from plait.tracing.hooks import effect_span
-from plait.types import RetryPolicy
+from plait.types import CachePolicy, RetryPolicy
+
+if TYPE_CHECKING:
+    from plait.checkpoint.cache import NodeCache
 
 __all__ = ["EFFECT_PREFIX", "CallSpec", "Calls", "TaskFuture", "start_call"]
 
@@ -240,10 +244,37 @@ class CallSpec:
     fn: Callable[..., Any]
     retry: RetryPolicy | None
     is_async: bool
+    cache_policy: CachePolicy | None = None
 
     @classmethod
-    def of(cls, name: str, fn: Callable[..., Any], retry: RetryPolicy | None) -> CallSpec:
-        return cls(name, fn, retry, is_async_callable(fn))
+    def of(
+        cls, name: str, fn: Callable[..., Any], retry: RetryPolicy | None, cache_policy: CachePolicy | None = None
+    ) -> CallSpec:
+        return cls(name, fn, retry, is_async_callable(fn), cache_policy)
+
+
+_Kept = tuple["NodeCache", str, str]
+"""Where a call's result is kept in the run's cache: the cache, the namespace, the key."""
+
+
+async def _cache_lookup(
+    ctx: NodeContext, spec: CallSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> tuple[_Kept | None, Any]:
+    """Where the call's result is kept (None: the task or the run keeps none) and what is
+    kept there (:data:`~plait.checkpoint.cache.MISS`: nothing). A task's namespace is its
+    function's ``module.qualname``: the same function with the same arguments, in any
+    entrypoint or graph sharing the cache, gives the same result."""
+    cache = getattr(getattr(ctx.host, "binding", None), "cache", None)
+    if spec.cache_policy is None or cache is None:
+        return None, MISS
+    namespace = f"task:{spec.name}|{fn_identity(spec.fn)}"
+    key = cache_key(spec.cache_policy, (args, kwargs), f"task {spec.name!r}", spread=True)
+    return (cache, namespace, key), await lookup(cache, namespace, key)
+
+
+async def _cache_keep(where: _Kept | None, spec: CallSpec, value: Any) -> None:
+    if where is not None and spec.cache_policy is not None:
+        await store(where[0], spec.cache_policy, where[1], where[2], value, f"task {spec.name!r}")
 
 
 def start_call(ctx: NodeContext, spec: CallSpec, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> TaskFuture[Any]:
@@ -292,30 +323,40 @@ def _start_job(
         return _sync_attempts(spec, args, kwargs), ctx._interrupts_seen - asked
 
     job = _Job(contextvars.copy_context(), work)
-    fut = asyncio.run_coroutine_threadsafe(_run_job(ctx, spec, key, job), ctx.host.loop)
+    fut = asyncio.run_coroutine_threadsafe(_run_job(ctx, spec, key, job, (args, kwargs)), ctx.host.loop)
     fut.add_done_callback(job.ended)
     calls.add(fut)
     return TaskFuture(fut, spec.name, ctx.node, job)
 
 
-async def _run_job(ctx: NodeContext, spec: CallSpec, key: str, job: _Job) -> Any:
-    """The loop's side of a :class:`_Job`: the lease checked, the job handed to the
-    executor (unless the caller took it), its result recorded and streamed."""
+async def _run_job(
+    ctx: NodeContext, spec: CallSpec, key: str, job: _Job, call: tuple[tuple[Any, ...], Mapping[str, Any]]
+) -> Any:
+    """The loop's side of a :class:`_Job`: the lease checked, the result taken from the
+    run's cache or the job handed to the executor (unless the caller took it), its result
+    recorded and streamed."""
     host = ctx.host
     with effect_span(host, spec.name, ctx.node):
         try:
             if host.durable:
                 await host.confirm_lease()
+            where, kept = await _cache_lookup(ctx, spec, *call)
         except BaseException:
             job.ended()
             raise
-        job.ready.set()
-        executor = getattr(getattr(host, "binding", None), "executor", None) or default_executor()
-        executor.submit(job.run_if_free)  # taken when a thread starts it: until then the caller may
-        value, interrupts = await asyncio.wrap_future(job.done)
+        if kept is not MISS:
+            job.ended()  # nobody runs it: the kept result is its result
+            value, interrupts = thaw(kept), 0
+        else:
+            job.ready.set()
+            executor = getattr(getattr(host, "binding", None), "executor", None) or default_executor()
+            executor.submit(job.run_if_free)  # taken when a thread starts it: until then the caller may
+            value, interrupts = await asyncio.wrap_future(job.done)
         record = _finished(ctx, spec, key, value, interrupts)
         if host.durable:
             await host.record_effect(ctx.task_id, key, record)
+        if kept is MISS:
+            await _cache_keep(where, spec, record["value"])
     return thaw(record["value"])
 
 
@@ -375,10 +416,13 @@ async def _run(ctx: NodeContext, spec: CallSpec, key: str, args: tuple[Any, ...]
     _scope.set((ctx, _Scope(key + "/")))
     asked = ctx._interrupts_seen
     with effect_span(host, spec.name, ctx.node):  # (a traced run: a span per task call run)
-        value = await _attempts(ctx, spec, args, kwargs)
+        where, kept = await _cache_lookup(ctx, spec, args, kwargs)
+        value = await _attempts(ctx, spec, args, kwargs) if kept is MISS else thaw(kept)
         record = _finished(ctx, spec, key, value, ctx._interrupts_seen - asked)
         if host.durable:
             await host.record_effect(ctx.task_id, key, record)
+        if kept is MISS:
+            await _cache_keep(where, spec, record["value"])
     return thaw(record["value"])
 
 

@@ -28,6 +28,7 @@ from plait.types import END, START, Command, RetryPolicy
 
 if TYPE_CHECKING:
     from plait.checkpoint.base import Checkpointer
+    from plait.checkpoint.cache import NodeCache
     from plait.engine.executor import NodeExecutor
     from plait.graph.compiled import CompiledGraph
     from plait.store import Store
@@ -78,6 +79,7 @@ class entrypoint:
         retry: RetryPolicy | None = None,
         executor: NodeExecutor | None = None,
         tracing: bool = False,
+        cache: NodeCache | bool | None = None,
     ) -> None:
         """Args:
         checkpointer: where its threads are stored (any of ``compile()``'s forms); None runs
@@ -89,6 +91,9 @@ class entrypoint:
         retry: how the whole function is retried when it raises (finished tasks replay).
         executor: where a sync function and sync tasks run (default: plait's shared pool).
         tracing: trace its runs with OpenTelemetry (see ``compile(tracing=...)``).
+        cache: where tasks with a ``cache_policy`` keep their results (``compile(cache=...)``:
+            ``plait.MemoryCache()``, ``plait.Cache(checkpointer)``, or True for the
+            checkpointer's own).
         """
         self.checkpointer = checkpointer
         self.store = store
@@ -98,6 +103,7 @@ class entrypoint:
         self.retry = retry
         self.executor = executor
         self.tracing = tracing
+        self.cache = cache
 
     def __call__(self, fn: Callable[..., Any]) -> Entrypoint:
         from plait.graph.builder import Graph
@@ -116,6 +122,7 @@ class entrypoint:
                 store=self.store,
                 executor=self.executor,
                 tracing=self.tracing,
+                cache=self.cache,
             )
         )
         return Entrypoint(fn, graph, name)

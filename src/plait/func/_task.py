@@ -9,7 +9,7 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 from plait.engine.context import current_node
 from plait.errors import TaskOutsideRunError
 from plait.func._calls import CallSpec, TaskFuture, start_call
-from plait.types import RetryPolicy
+from plait.types import CachePolicy, RetryPolicy
 
 __all__ = ["TaskDecorator", "TaskFunction", "task"]
 
@@ -31,16 +31,23 @@ class TaskFunction(Generic[P, T]):
     """A task: call it like its function, inside an entrypoint or a node, for a
     :class:`TaskFuture` of its result (see :func:`task`)."""
 
-    # cache_policy: node caching adds its option here and consults it in plait.func._calls
-    # before a call runs (a cached result is replayed as a recorded one is).
-
-    def __init__(self, fn: Callable[P, Awaitable[T]] | Callable[P, T], *, name: str | None, retry: RetryPolicy | None):
+    def __init__(
+        self,
+        fn: Callable[P, Awaitable[T]] | Callable[P, T],
+        *,
+        name: str | None,
+        retry: RetryPolicy | None,
+        cache_policy: CachePolicy | None = None,
+    ):
         self.func = fn
         """The plain function: ``my_task.func(x)`` runs it as it is (no recording), e.g. in a
         unit test."""
         self.name = name or _name_of(fn)
         self.retry = retry
-        self._spec = CallSpec.of(self.name, fn, retry)
+        self.cache_policy = cache_policy
+        """Its results are kept by its arguments in the run's cache (``entrypoint(cache=...)``
+        or ``compile(cache=...)``), for ``cache_policy.ttl`` seconds."""
+        self._spec = CallSpec.of(self.name, fn, retry, cache_policy)
         functools.update_wrapper(self, fn)
 
     def __repr__(self) -> str:
@@ -69,14 +76,38 @@ class TaskDecorator(Protocol):
 
 @overload
 def task(
-    fn: Callable[P, Awaitable[T]], /, *, name: str | None = None, retry: RetryPolicy | None = None
+    fn: Callable[P, Awaitable[T]],
+    /,
+    *,
+    name: str | None = None,
+    retry: RetryPolicy | None = None,
+    cache_policy: CachePolicy | None = None,
 ) -> TaskFunction[P, T]: ...
 @overload
-def task(fn: Callable[P, T], /, *, name: str | None = None, retry: RetryPolicy | None = None) -> TaskFunction[P, T]: ...
-@overload
-def task(fn: None = None, /, *, name: str | None = None, retry: RetryPolicy | None = None) -> TaskDecorator: ...
 def task(
-    fn: Callable[..., Any] | None = None, /, *, name: str | None = None, retry: RetryPolicy | None = None
+    fn: Callable[P, T],
+    /,
+    *,
+    name: str | None = None,
+    retry: RetryPolicy | None = None,
+    cache_policy: CachePolicy | None = None,
+) -> TaskFunction[P, T]: ...
+@overload
+def task(
+    fn: None = None,
+    /,
+    *,
+    name: str | None = None,
+    retry: RetryPolicy | None = None,
+    cache_policy: CachePolicy | None = None,
+) -> TaskDecorator: ...
+def task(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    retry: RetryPolicy | None = None,
+    cache_policy: CachePolicy | None = None,
 ) -> TaskFunction[Any, Any] | TaskDecorator:
     """Make ``fn`` a task: ``@plait.task``, ``@plait.task(name=..., retry=...)`` or
     ``plait.task(fn, name=...)``.
@@ -96,11 +127,16 @@ def task(
     Args:
         name: the task's name in streams and records (default: the function's name).
         retry: how a failing call is retried before its future raises.
+        cache_policy: keep its results by its arguments (``key_func(*args, **kwargs)``, by
+            default a hash of their JSON) in the run's cache (``entrypoint(cache=...)`` or
+            ``compile(cache=...)``) for ``ttl`` seconds: a call whose key is kept returns
+            the kept result without running, in any thread and, with a cache in the
+            checkpointer's database, in any process. Without a cache it is ignored.
     """
     if fn is not None:
-        return TaskFunction(fn, name=name, retry=retry)
+        return TaskFunction(fn, name=name, retry=retry, cache_policy=cache_policy)
 
     def wrap(f: Callable[..., Any]) -> TaskFunction[Any, Any]:
-        return TaskFunction(f, name=name, retry=retry)
+        return TaskFunction(f, name=name, retry=retry, cache_policy=cache_policy)
 
     return wrap
