@@ -83,7 +83,10 @@ def test_a_schedule_carries_what_its_runs_are_submitted_with_in_its_metadata(run
     with Runs(dsn, schema=schema) as runs:
         runs.schedule(flows.name("single"), "* * * * *", {"tag": "x"}, metadata={SUBMIT_KEY: carried, "shown": 1})
         runs.schedule(flows.name("single"), "* * * * *", {"tag": "y"}, metadata={"plain": True})
-        assert runs._sync(fire_due(runs, int(time.time()) + 61)) == 2
+        # the first minute after the later schedule's creation: one tick of each, whatever
+        # second of the minute they were made in
+        first = max(s.last_tick or 0 for s in runs.schedules()) // 60 * 60 + 60
+        assert runs._sync(fire_due(runs, first)) == 2
         fired = {r.input["tag"]: r for r in runs.list(limit=None)}
     assert fired["x"].metadata == {"cron_id": "c1"} and fired["x"].context == {"model": "small"}
     assert fired["x"].options == {"wire": {"modes": ["updates"], "subgraphs": False}, "durability": "exit"}
