@@ -28,10 +28,11 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from benchmarks.studio_speed import fill as studio_fill
 from plait import inspect as ins
 from plait.checkpoint._match import matches
 from plait.checkpoint.base import Checkpointer
-from plait.checkpoint.model import Checkpoint, CheckpointWrite, PendingWrite, Status, Task, ThreadInfo, WritesBatch
+from plait.checkpoint.model import Status, ThreadInfo
 
 BATCH = 500
 USERS = 100
@@ -41,41 +42,13 @@ PAGE = 50
 
 
 async def fill(saver: Checkpointer, n: int) -> None:
-    await saver.asetup()
-    for start in range(0, n, BATCH):
-        cps, writes = [], []
-        for i in range(start, min(n, start + BATCH)):
-            tid = f"t-{i:05d}"
-            waiting = i % RARE == 0
-            cid = f"{int(time.time() * 1e6) << 12 | i:016x}aaaaaa"
-            cp = Checkpoint(
-                thread_id=tid,
-                id=cid,
-                parent_id=None,
-                step=1,
-                values={"topic": f"topic {i}", "notes": [f"note {i}"]},
-                versions={"topic": 1, "notes": 1},
-                next_tasks=(Task(id=f"task{i}", node="ask"),) if waiting else (),
-                metadata={
-                    "source": "input",
-                    "step": 1,
-                    "writes": {"input": ["notes", "topic"]},
-                    "user": f"user-{i % USERS}",
-                    "run": {"attempt": 1, "tags": ["bench", f"batch-{start // BATCH}"]},
-                },
-                created_at=time.time(),
-            )
-            cps.append(CheckpointWrite(checkpoint=cp, changed=frozenset(cp.values)))
-            if waiting:
-                value = {"id": f"i{i}", "value": {"ask": "ok?"}, "node": "ask", "task_id": f"task{i}", "index": 0}
-                writes.append(
-                    WritesBatch(
-                        thread_id=tid,
-                        checkpoint_id=cid,
-                        writes=(PendingWrite(task_id=f"task{i}", kind="interrupt", value=value),),
-                    )
-                )
-        await saver.acommit(checkpoints=cps, writes=writes)
+    """The Studio benchmark's threads (:func:`benchmarks.studio_speed.fill`), one in
+    :data:`RARE` waiting, each head naming one of :data:`USERS` users and a batch tag."""
+    await studio_fill(saver, n, waiting_every=RARE, metadata=_tags)
+
+
+def _tags(i: int) -> dict[str, Any]:
+    return {"user": f"user-{i % USERS}", "run": {"attempt": 1, "tags": ["bench", f"batch-{i // BATCH}"]}}
 
 
 async def _before(

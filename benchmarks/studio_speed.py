@@ -18,6 +18,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.model import Checkpoint, CheckpointWrite, PendingWrite, Task, WritesBatch
@@ -34,13 +35,22 @@ REQUESTS = (
 )
 
 
-async def fill(saver: Checkpointer, n: int) -> None:
+async def fill(
+    saver: Checkpointer,
+    n: int,
+    *,
+    waiting_every: int = 10,
+    metadata: Callable[[int], dict[str, Any]] | None = None,
+) -> None:
+    """``n`` small finished threads ``t-00000``..., written in batches through ``acommit``:
+    one in ``waiting_every`` paused on an interrupt, each head's metadata the input's plus
+    ``metadata(i)`` (the search benchmark's users and tags)."""
     await saver.asetup()
     for start in range(0, n, BATCH):
         cps, writes = [], []
         for i in range(start, min(n, start + BATCH)):
             tid = f"t-{i:05d}"
-            waiting = i % 10 == 0
+            waiting = i % waiting_every == 0
             cid = f"{int(time.time() * 1e6) << 12 | i:016x}aaaaaa"
             cp = Checkpoint(
                 thread_id=tid,
@@ -50,7 +60,12 @@ async def fill(saver: Checkpointer, n: int) -> None:
                 values={"topic": f"topic {i}", "notes": [f"note {i}"]},
                 versions={"topic": 1, "notes": 1},
                 next_tasks=(Task(id=f"task{i}", node="ask"),) if waiting else (),
-                metadata={"source": "input", "step": 1, "writes": {"input": ["notes", "topic"]}},
+                metadata={
+                    "source": "input",
+                    "step": 1,
+                    "writes": {"input": ["notes", "topic"]},
+                    **(metadata(i) if metadata is not None else {}),
+                },
                 created_at=time.time(),
             )
             cps.append(CheckpointWrite(checkpoint=cp, changed=frozenset(cp.values)))
