@@ -167,14 +167,12 @@ class ModelState:
         if not isinstance(values, Mapping):
             return values
         who = f"Send({node!r}) from {source!r}" if source else f"Send({node!r})"
-        if self.kind == "dataclass":
-            missing = sorted(k for k in self.required if k not in values)
-            if missing:
-                raise StateValidationError(missing[0], "Field required", who, self.name)
-            return self.instance(values)
+        missing = sorted(k for k in self.required if k not in values) if self.kind == "dataclass" else ()
+        if missing:
+            raise StateValidationError(missing[0], "Field required", who, self.name)
         try:
-            return self._reader.validate_json(encode(values))
-        except Exception as exc:
+            return self.instance(values)
+        except Exception as exc:  # a pydantic ValidationError (pydantic is not imported here)
             raise _refused(exc, next(iter(values), ""), who, self.name) from None
 
     def dump(self, obj: Any) -> dict[str, Any]:
