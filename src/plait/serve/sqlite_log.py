@@ -284,12 +284,15 @@ class SqliteRunLog(LocalRunLog):
 _RUN_SETS = ", ".join(f"{c.strip()} = ?" for c in _RUN_COLUMNS.split(",")[1:])
 _ACTIVE_SQL = (
     f"SELECT {_RUN_COLUMNS} FROM plait_serve_runs WHERE thread_id = ? "
-    f"AND status IN ({', '.join('?' * len(ACTIVE))}) ORDER BY n"
+    f"AND status IN ({', '.join(repr(s) for s in ACTIVE)}) ORDER BY n"
 )
+"""The statuses written out, not bound: SQLite uses the partial index ``plait_serve_runs_active``
+only when the query's WHERE implies the index's, which a bound parameter never does (it would
+walk every run the thread ever had)."""
 
 
 def _active(conn: sqlite3.Connection, thread_id: str) -> list[RunRecord]:
-    return [_run_of(row) for row in conn.execute(_ACTIVE_SQL, (thread_id, *ACTIVE))]
+    return [_run_of(row) for row in conn.execute(_ACTIVE_SQL, (thread_id,))]
 
 
 def _append(conn: sqlite3.Connection, run_id: str, events: Sequence[tuple[str, bytes]], now: float) -> int:
