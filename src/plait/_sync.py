@@ -114,7 +114,10 @@ def on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
     loop: a loop that does not record its thread (uvloop, which ``plait serve`` runs on) would
     otherwise be "elsewhere" from its own thread, and a hop to it by ``call_soon_threadsafe``
     would hop again forever."""
-    return asyncio.events._get_running_loop() is loop
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:  # no loop runs on this thread
+        return False
 
 
 async def _flagged(coro: Coroutine[Any, Any, T]) -> T:
