@@ -544,13 +544,13 @@ class Worker:
         elif why == "discard":  # cancelled with rollback: what it wrote goes, and the run with it
             await events.drain()
             assert self._checkpointer is not None
-            async with self.runs.db.connection() as conn, conn.cursor() as cur:
+            async with self.runs.db.connection() as conn, conn.cursor() as cur:  # let go before rewind: same pool
                 await cur.execute("SELECT started, start_checkpoint FROM plait_run WHERE run_id = %s", (run.run_id,))
                 row = await cur.fetchone()
-                if row is not None and row[0]:  # where it started, as recorded under the lease
-                    await rewind(self._checkpointer, run.thread_id, run.namespace, row[1])
-                await drop_temporary(run, self._checkpointer)
-                await cur.execute("DELETE FROM plait_run WHERE run_id = %s", (run.run_id,))
+            if row is not None and row[0]:  # where it started, as recorded under the lease
+                await rewind(self._checkpointer, run.thread_id, run.namespace, row[1])
+            await drop_temporary(run, self._checkpointer)
+            await self._record(lambda cur: cur.execute("DELETE FROM plait_run WHERE run_id = %s", (run.run_id,)))
             self._notifier.send("end", run.run_id)
         elif why == "interrupt" and run.options and "wire" in run.options:
             message = "cancelled at a super-step boundary (interrupt)"
