@@ -76,7 +76,7 @@ def _sqlite(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
     yield Backend(factory, reopen)
 
 
-def _postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+def _postgres(request: pytest.FixtureRequest, tmp_path: Path, *, on_loop: bool = False) -> Iterator[Backend]:
     postgres = pytest.importorskip("plait.checkpoint.postgres")
     dsn: str = request.getfixturevalue("postgres_dsn")
     import psycopg
@@ -85,8 +85,10 @@ def _postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backen
     where: dict[int, str] = {}
 
     async def open_in(schema: str) -> Checkpointer:
-        cp: Checkpointer = postgres.PostgresCheckpointer(dsn, schema=schema)
+        cp: Checkpointer = (_OnLoopPool if on_loop else postgres.PostgresCheckpointer)(dsn, schema=schema)
         await cp.asetup()
+        if isinstance(cp, _OnLoopPool):
+            await cp.share_a_pool(dsn)
         where[id(cp)] = schema
         return cp
 
@@ -109,7 +111,51 @@ def _postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backen
                 conn.execute(f'drop schema if exists "{schema}" cascade')
 
 
-BACKENDS = {"memory": _memory, "file": _file, "sqlite": _sqlite, "postgres": _postgres}
+def _postgres_on_loop(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """PostgreSQL with its hot calls on an async pool of the checks' loop, as a worker runs it
+    (``use_async_pool``); the sync facade's calls, on loops of their own, take the threads."""
+    yield from _postgres(request, tmp_path, on_loop=True)
+
+
+def _on_loop_class() -> type[Checkpointer]:
+    from plait.checkpoint.postgres import PostgresCheckpointer
+
+    class OnLoopPool(PostgresCheckpointer):
+        """A PostgresCheckpointer on an async pool of its own loop, closed with it."""
+
+        loop_pool: Any = None
+
+        async def share_a_pool(self, dsn: str) -> None:
+            from psycopg_pool import AsyncConnectionPool
+
+            async def autocommit(conn: Any) -> None:
+                await conn.set_autocommit(True)
+
+            self.loop_pool = AsyncConnectionPool(dsn, min_size=1, max_size=4, open=False, configure=autocommit)
+            await self.loop_pool.open(wait=True)
+            self.use_async_pool(self.loop_pool)
+
+        async def aclose(self) -> None:
+            await super().aclose()
+            if self.loop_pool is not None:
+                await self.loop_pool.close()
+
+    return OnLoopPool
+
+
+try:
+    _OnLoopPool: type[Checkpointer] = _on_loop_class()
+except ImportError:  # no psycopg: the PostgreSQL backends are skipped
+    _OnLoopPool = MemoryCheckpointer
+
+
+BACKENDS = {
+    "memory": _memory,
+    "file": _file,
+    "sqlite": _sqlite,
+    "postgres": _postgres,
+    "postgres-on-loop": _postgres_on_loop,
+}
 
 
 @pytest.fixture(
@@ -118,6 +164,7 @@ BACKENDS = {"memory": _memory, "file": _file, "sqlite": _sqlite, "postgres": _po
         "file",
         "sqlite",
         pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("postgres-on-loop", marks=pytest.mark.postgres),
     ]
 )
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:

@@ -133,7 +133,7 @@ class Worker:
             if isinstance(graphs, Mapping)
             else {g: load_graph(g) for g in graphs}
         )
-        self.runs = Runs(dsn, schema=schema, max_connections=max(4, min(self.settings.concurrency + 3, 20)))
+        self.runs = Runs(dsn, schema=schema, max_connections=max(4, min(self.settings.concurrency + 5, 20)))
         self._schema = schema
         self._checkpointer: Checkpointer | None = None
         self._bound: dict[tuple[str, str], CompiledGraph] = {}
@@ -161,10 +161,12 @@ class Worker:
         await self.runs.aopen()
         self._notifier = Notifier(self.runs.db.pool)
         db = self.runs.db
-        self._checkpointer = open_postgres(
-            db.dsn, schema=self._schema, lease_ttl=s.lease_ttl, max_connections=max(2, min(s.concurrency, 10))
-        )
+        # runs' leases, reads and commits go on the queue's pool (no query threads on their
+        # way); the checkpointer's own pool serves the rest (sweeps, writes)
+        self._checkpointer = open_postgres(db.dsn, schema=self._schema, lease_ttl=s.lease_ttl, max_connections=2)
         await self._checkpointer.asetup()
+        if hasattr(self._checkpointer, "use_async_pool"):
+            self._checkpointer.use_async_pool(db.pool)
         self._limits = Limits(db.dsn, connect_kwargs(db.schema), db.pool)
         self._app = app = db.app()
         app.task(name=ADVANCE_TASK, pass_context=True, retry=RequeueStrategy(), queue=DEFAULT_QUEUE)(self._advance)
@@ -339,6 +341,8 @@ class Worker:
             if app is None:
                 raise UnknownGraphError(name, sorted(self.graphs), self.name)
             found = self._bound[key] = app.bind(checkpointer=self._checkpointer, namespace=namespace)
+            # set up by arun: else each run's bind(hooks=...) would run a migration transaction
+            found._setup_done = True
         return found
 
     async def _advance(self, context: Any, run_id: str) -> None:
@@ -540,13 +544,13 @@ class Worker:
         elif why == "discard":  # cancelled with rollback: what it wrote goes, and the run with it
             await events.drain()
             assert self._checkpointer is not None
-            async with self.runs.db.connection() as conn, conn.cursor() as cur:
+            async with self.runs.db.connection() as conn, conn.cursor() as cur:  # let go before rewind: same pool
                 await cur.execute("SELECT started, start_checkpoint FROM plait_run WHERE run_id = %s", (run.run_id,))
                 row = await cur.fetchone()
-                if row is not None and row[0]:  # where it started, as recorded under the lease
-                    await rewind(self._checkpointer, run.thread_id, run.namespace, row[1])
-                await drop_temporary(run, self._checkpointer)
-                await cur.execute("DELETE FROM plait_run WHERE run_id = %s", (run.run_id,))
+            if row is not None and row[0]:  # where it started, as recorded under the lease
+                await rewind(self._checkpointer, run.thread_id, run.namespace, row[1])
+            await drop_temporary(run, self._checkpointer)
+            await self._record(lambda cur: cur.execute("DELETE FROM plait_run WHERE run_id = %s", (run.run_id,)))
             self._notifier.send("end", run.run_id)
         elif why == "interrupt" and run.options and "wire" in run.options:
             message = "cancelled at a super-step boundary (interrupt)"

@@ -1,7 +1,8 @@
 """Opening PostgreSQL connections and telling failures apart: what retrying can mend (a
 server starting up, a connection that broke) and what it cannot (no server at the address, a
 database or role that does not exist, a refused password, a full disk), each said with the
-address it concerns, its password left out, and what to check.
+address it concerns, its password left out, and what to check; and what plait's own
+functions mean when they refuse a commit or a lease (:func:`refusal`).
 
 Part of :class:`~plait.checkpoint.postgres.PostgresCheckpointer`; psycopg is imported inside
 functions only, as there.
@@ -11,11 +12,16 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from typing import Any
 
-from plait.errors import CheckpointError
+import orjson
 
-__all__ = ["connection_lost", "failure", "first_connection", "redacted", "scrubbed"]
+from plait.checkpoint.holder import Holder
+from plait.checkpoint.sql._commit import StaleCache
+from plait.errors import CheckpointError, ConcurrentUpdateError, LeaseLostError, ThreadBusyError
+
+__all__ = ["connection_lost", "failure", "first_connection", "redacted", "refusal", "scrubbed"]
 
 
 def connection_lost(exc: Exception) -> bool:
@@ -162,3 +168,58 @@ def scrubbed(exc: Exception, conninfo: str) -> str:
     for secret in secrets:
         text = text.replace(str(secret), "***")
     return text
+
+
+def refusal(exc: Exception) -> Exception | None:
+    """What a refusal raised by one of plait's functions means: ``fence()`` and the lease
+    functions (SQLSTATE PLT01, PLT02, PLT04) a plait error, ``require_parent()`` (PLT03) a
+    stale head cache; facts come as JSON in DETAIL. None for any other database error."""
+    diag = getattr(exc, "diag", None)
+    code = getattr(diag, "sqlstate", None)
+    if code not in ("PLT01", "PLT02", "PLT03", "PLT04"):
+        return None
+    try:
+        facts = orjson.loads(getattr(diag, "message_detail", None) or b"{}")
+        if code == "PLT03":
+            return StaleCache((str(facts["namespace"]), str(facts["thread_id"])))
+        if code == "PLT01":
+            holder = Holder.from_json(facts.get("holder"))
+            return ThreadBusyError(
+                str(facts["thread_id"]),
+                str(facts["owner"]),
+                max(0.0, float(facts["expires_in"])),
+                namespace=str(facts.get("namespace", "")),
+                holder=holder,
+                alive=holder.alive() if holder is not None else None,
+                token=int(facts["gen"]) if facts.get("gen") is not None else None,
+            )
+        if code == "PLT04":
+            return _lost(facts)
+        return ConcurrentUpdateError(
+            str(facts["thread_id"]), facts["expected"], facts["found"], pending_writes=bool(facts.get("pending_writes"))
+        )
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _lost(facts: Mapping[str, Any]) -> LeaseLostError:
+    """The LeaseLostError of a PLT04 refusal, from the thread row it reports."""
+    thread_id, namespace, token = str(facts["thread_id"]), str(facts.get("namespace", "")), int(facts["token"])
+    if not facts.get("found"):
+        return LeaseLostError(thread_id, token, namespace=namespace, reason="the thread has no lease any more")
+    if facts.get("gen") == token:
+        return LeaseLostError(
+            thread_id,
+            token,
+            namespace=namespace,
+            reason="the lease was given back",
+            taken_at=float(facts["updated_at"]),
+        )
+    return LeaseLostError(
+        thread_id,
+        token,
+        namespace=namespace,
+        taken_by=facts.get("owner"),
+        taken_at=float(facts["taken_at"]) if facts.get("taken_at") is not None else None,
+        holder=Holder.from_json(facts.get("holder")),
+    )

@@ -39,22 +39,20 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
-
-import orjson
 
 from plait.checkpoint._validate import check_thread
 from plait.checkpoint.base import Capabilities
 from plait.checkpoint.feed import ChangeFeed
-from plait.checkpoint.holder import Holder
 from plait.checkpoint.model import (
     Checkpoint,
     Lease,
 )
-from plait.checkpoint.postgres._connect import connection_lost, failure, first_connection, redacted, scrubbed
+from plait.checkpoint.postgres._connect import connection_lost, failure, first_connection, redacted, refusal, scrubbed
 from plait.checkpoint.postgres._feed import PgFeed
+from plait.checkpoint.postgres._loop import LoopPool, drive_steps
 from plait.checkpoint.postgres._schema import PG_MIGRATIONS, SWEEP_BATCH, SWEEP_LOCK, SWEEP_UNLOCK
 from plait.checkpoint.postgres._send import Cursors, Fusion, NeedsAnswer, Recorder, pipelined, send
 from plait.checkpoint.postgres._space import dead_space, vacuum
@@ -63,12 +61,12 @@ from plait.checkpoint.space import DeadSpace
 from plait.checkpoint.sql._base import CommitRequest, Cursor, Dialect
 from plait.checkpoint.sql._caller import may_block
 from plait.checkpoint.sql._checkpointer import SqlCheckpointer
-from plait.checkpoint.sql._commit import StaleCache
 from plait.checkpoint.sql._core import SqlCore
-from plait.errors import CheckpointError, ConcurrentUpdateError, LeaseLostError, ThreadBusyError
+from plait.errors import CheckpointError, ThreadBusyError
 
 if TYPE_CHECKING:
-    from psycopg_pool import ConnectionPool
+    import psycopg
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 __all__ = ["PostgresCheckpointer"]
 
@@ -111,71 +109,16 @@ def _dialect(schema: str | None) -> Dialect:
     )
 
 
-def _refusal(exc: Exception) -> Exception | None:
-    """What a refusal raised by one of plait's functions means: ``fence()`` and the lease
-    functions (SQLSTATE PLT01, PLT02, PLT04) a plait error, ``require_parent()`` (PLT03) a
-    stale head cache; facts come as JSON in DETAIL. None for any other database error."""
-    diag = getattr(exc, "diag", None)
-    code = getattr(diag, "sqlstate", None)
-    if code not in ("PLT01", "PLT02", "PLT03", "PLT04"):
-        return None
-    try:
-        facts = orjson.loads(getattr(diag, "message_detail", None) or b"{}")
-        if code == "PLT03":
-            return StaleCache((str(facts["namespace"]), str(facts["thread_id"])))
-        if code == "PLT01":
-            holder = Holder.from_json(facts.get("holder"))
-            return ThreadBusyError(
-                str(facts["thread_id"]),
-                str(facts["owner"]),
-                max(0.0, float(facts["expires_in"])),
-                namespace=str(facts.get("namespace", "")),
-                holder=holder,
-                alive=holder.alive() if holder is not None else None,
-                token=int(facts["gen"]) if facts.get("gen") is not None else None,
-            )
-        if code == "PLT04":
-            return _lost(facts)
-        return ConcurrentUpdateError(
-            str(facts["thread_id"]), facts["expected"], facts["found"], pending_writes=bool(facts.get("pending_writes"))
-        )
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-        return None
-
-
-def _lost(facts: Mapping[str, Any]) -> LeaseLostError:
-    """The LeaseLostError of a PLT04 refusal, from the thread row it reports."""
-    thread_id, namespace, token = str(facts["thread_id"]), str(facts.get("namespace", "")), int(facts["token"])
-    if not facts.get("found"):
-        return LeaseLostError(thread_id, token, namespace=namespace, reason="the thread has no lease any more")
-    if facts.get("gen") == token:
-        return LeaseLostError(
-            thread_id,
-            token,
-            namespace=namespace,
-            reason="the lease was given back",
-            taken_at=float(facts["updated_at"]),
-        )
-    return LeaseLostError(
-        thread_id,
-        token,
-        namespace=namespace,
-        taken_by=facts.get("owner"),
-        taken_at=float(facts["taken_at"]) if facts.get("taken_at") is not None else None,
-        holder=Holder.from_json(facts.get("holder")),
-    )
-
-
-def _taking_over_the_dead(take: Callable[[int | None], T]) -> T:
+async def _taking_over_the_dead(take: Callable[[int | None], Awaitable[T]]) -> T:
     """``take(None)``; when that finds a live lease whose holder is provably dead on this
     machine (the server cannot tell), ``take(generation)``, which takes over exactly that
     lease (a holder that renewed or gave it back meanwhile is found again, and refuses)."""
     try:
-        return take(None)
+        return await take(None)
     except ThreadBusyError as busy:
         if busy.alive is not False or busy.token is None:
             raise
-        return take(busy.token)
+        return await take(busy.token)
 
 
 def _has_nul(*texts: str | None) -> bool:
@@ -245,6 +188,8 @@ class PostgresCheckpointer(SqlCheckpointer):
         self._jobs = 0
         """Jobs of this checkpointer running now, on any thread (see :meth:`_off_loop`)."""
         self._jobs_lock = threading.Lock()
+        self._loop_pool: LoopPool | None = None
+        """The async pool the hot calls made on its event loop run on (:meth:`use_async_pool`)."""
 
     @property
     def address(self) -> str | None:
@@ -314,7 +259,7 @@ class PostgresCheckpointer(SqlCheckpointer):
             ) from exc
         self._opened = True
 
-    def _transaction(  # noqa: PLR0912 - the retry policy in one place: each failure class and what is retried
+    def _transaction(
         self,
         fn: Callable[[Cursor], T],
         *,
@@ -366,27 +311,35 @@ class PostgresCheckpointer(SqlCheckpointer):
                     with conn.transaction(), conn.cursor(binary=True) as cur:
                         return self._checked_run(cur, fn, check)
             except psycopg.Error as exc:
-                if exc.sqlstate in _ROLLED_BACK and attempt < _RETRIES:
-                    # A deadlock or serialization victim: the server rolled the whole
-                    # transaction back (nothing of it is stored), so running it again is safe;
-                    # e.g. a commit that met another session's DDL (a trigger being created).
-                    time.sleep(0.01 * (attempt + 1))
-                    continue
-                lost = isinstance(exc, psycopg.OperationalError) and connection_lost(exc)
-                if lost and attempt < _RETRIES:
-                    time.sleep(0.05 * (attempt + 1))
-                    self._pool.check()  # drop the other idle connections that broke too (a server restart)
-                    continue
+                pause, lost = self._retry(exc, attempt)
+                time.sleep(pause)
                 if lost:
-                    raise CheckpointError(
-                        f"{self._store}: the connection failed {attempt + 1} times ({exc}); nothing of the "
-                        "failed transaction was stored unless it completed, and retrying it is safe"
-                    ) from exc
-                refused = _refusal(exc)
-                if refused is not None:
-                    raise refused from None
-                raise CheckpointError(failure(self._store, exc)) from exc
+                    self._pool.check()  # drop the other idle connections that broke too (a server restart)
         raise AssertionError("unreachable")
+
+    def _retry(self, exc: psycopg.Error, attempt: int) -> tuple[float, bool]:
+        """The retry policy: how long to wait before running a failed transaction again,
+        and whether its connection broke; raises what the caller gets when it is not run
+        again (the thread path and the loop path share it)."""
+        import psycopg
+
+        if exc.sqlstate in _ROLLED_BACK and attempt < _RETRIES:
+            # A deadlock or serialization victim: the server rolled the whole
+            # transaction back (nothing of it is stored), so running it again is safe;
+            # e.g. a commit that met another session's DDL (a trigger being created).
+            return 0.01 * (attempt + 1), False
+        lost = isinstance(exc, psycopg.OperationalError) and connection_lost(exc)
+        if lost and attempt < _RETRIES:
+            return 0.05 * (attempt + 1), True
+        if lost:
+            raise CheckpointError(
+                f"{self._store}: the connection failed {attempt + 1} times ({exc}); nothing of the "
+                "failed transaction was stored unless it completed, and retrying it is safe"
+            ) from exc
+        refused = refusal(exc)
+        if refused is not None:
+            raise refused from None
+        raise CheckpointError(failure(self._store, exc)) from exc
 
     def _checked_run(self, cur: Cursor, fn: Callable[[Cursor], T], check: bool) -> T:
         if check and not self._checked:
@@ -402,7 +355,39 @@ class PostgresCheckpointer(SqlCheckpointer):
         self, fn: Callable[[Cursor], T], *, pipeline: bool = False, batch: bool = False, read: bool = False
     ) -> T:
         self._check_open()
+        path = self._loop_pool
+        if path is not None and (read or batch) and self._checked and path.here():
+            try:
+                return await self._on_loop(path, fn, read=not batch)
+            except NeedsAnswer:
+                pass  # a read that is not the same twice, a commit that reads: the thread path
         return await self._off_loop(lambda: self._transaction(fn, pipeline=pipeline, batch=batch, read=read))
+
+    async def _on_loop(self, path: LoopPool, fn: Callable[[Cursor], T], *, read: bool) -> T:
+        """``fn`` on the loop's async pool (see :mod:`~plait.checkpoint.postgres._loop`),
+        retried as :meth:`_transaction` retries. Raises NeedsAnswer for the thread path."""
+        import psycopg
+
+        for attempt in range(_RETRIES + 1):
+            try:
+                return await (path.read(fn) if read else path.send(fn))
+            except psycopg.Error as exc:
+                pause, lost = self._retry(exc, attempt)
+                await asyncio.sleep(pause)
+                if lost:
+                    await path.pool.check()
+        raise AssertionError("unreachable")
+
+    def use_async_pool(self, pool: AsyncConnectionPool[Any]) -> None:
+        """Run this checkpointer's hot calls made on the running event loop (a run's lease
+        and first read, reads, commits that read nothing) on ``pool``, psycopg's async
+        connections, instead of on query threads: what a ``plait worker`` does with the pool
+        of its run queue, so that it holds one pool and its runs pay no thread hops (see
+        :mod:`plait.checkpoint.postgres._loop`). The pool is borrowed (:meth:`close` leaves
+        it open) and must give connections in autocommit; calls from other loops, and the
+        calls it does not take, keep this checkpointer's own pool and threads. Call it on
+        the loop the pool serves."""
+        self._loop_pool = LoopPool(pool, self._fusion)
 
     async def _off_loop(self, job: Callable[[], T]) -> T:
         """Run a blocking job on a query thread, or on the caller's thread when nothing else
@@ -465,7 +450,15 @@ class PostgresCheckpointer(SqlCheckpointer):
 
     async def _committing(self, request: CommitRequest) -> None:
         self._check_open()
-        await self._off_loop(lambda: self._commit_sync(request))
+        path = self._loop_pool
+        if path is None or not self._checked or not path.here():
+            await self._off_loop(lambda: self._commit_sync(request))
+            return
+        # the commit path's own steps, each transaction run as _run runs a lease
+        steps = self._core.commit.commit_steps([request], self._now)
+        (error,) = await drive_steps(steps, lambda fn: self._run(fn, pipeline=True, batch=True))
+        if error is not None:
+            raise error
 
     def _commit_sync(self, request: CommitRequest) -> None:
         (error,) = self._core.commit.commit_all(
@@ -532,15 +525,15 @@ class PostgresCheckpointer(SqlCheckpointer):
         self._core.commit.check_text([("lease owner", owner)])
         seconds = self.lease_ttl if ttl is None else ttl
 
-        def take(over: int | None) -> Lease:
-            return self._transaction(
+        async def take(over: int | None) -> Lease:
+            return await self._run(
                 lambda cur: self._core.threads.take_by_server(
                     cur, (namespace, thread_id), owner, seconds, over, self._now()
                 ),
                 read=True,
             )
 
-        return await self._off_loop(lambda: _taking_over_the_dead(take))
+        return await _taking_over_the_dead(take)
 
     async def arenew_lease(self, lease: Lease, *, ttl: float | None = None) -> Lease:
         check_thread(lease.thread_id, lease.namespace)
@@ -574,21 +567,22 @@ class PostgresCheckpointer(SqlCheckpointer):
         seconds = self.lease_ttl if ttl is None else ttl
         self._check_open()
 
-        def take(over: int | None) -> tuple[Lease, Checkpoint | None]:
-            return self._transaction(
+        async def take(over: int | None) -> tuple[Lease, Checkpoint | None]:
+            return await self._run(
                 lambda cur: self._core.take_lease_and_get(
                     cur, namespace, thread_id, owner, seconds, checkpoint_id, over, self._now()
                 ),
                 read=True,
             )
 
-        return await self._off_loop(lambda: _taking_over_the_dead(take))
+        return await _taking_over_the_dead(take)
 
     def close(self) -> None:
         """Stop the query threads and close the pool if this checkpointer created it."""
         if self._closed:
             return
         self._closed = True
+        self._loop_pool = None  # borrowed: its owner closes it
         self._executor.shutdown(wait=True)
         if self._owns_pool and self._opened:
             self._pool.close()

@@ -6,7 +6,7 @@ Part of :class:`plait.checkpoint.sql._core.SqlCore`, which owns the statements a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from typing import Any, cast
 
 from plait._frozen import FrozenList
@@ -82,6 +82,26 @@ class SqlCommit:
         Returns:
             Per request: None when it is durable, else the exception that refused it.
         """
+        steps = self.commit_steps(requests, now)
+        try:
+            fn = next(steps)
+            while True:
+                try:
+                    result = transaction(fn)
+                except Exception as exc:
+                    fn = steps.throw(exc)
+                else:
+                    fn = steps.send(result)
+        except StopIteration as done:
+            return cast(list[Exception | None], done.value)
+
+    def commit_steps(
+        self, requests: Sequence[CommitRequest], now: Callable[[], float | None]
+    ) -> Generator[Callable[[Cursor], Any], Any, list[Exception | None]]:
+        """:meth:`commit_all` without its transactions: a generator that yields each
+        transaction's ``fn`` and is sent what it returned (or thrown what it raised), so
+        that a caller on an event loop can run the transactions with an async driver (see
+        :mod:`plait.checkpoint.postgres._loop`) and keep every rule of the commit path."""
 
         def run(
             batch: Sequence[CommitRequest], use_cache: bool
@@ -105,28 +125,30 @@ class SqlCommit:
         if noisy:
             self._cache.unknow(noisy)
 
-        def store(batch: Sequence[CommitRequest]) -> list[Exception | None]:
+        def store(
+            batch: Sequence[CommitRequest],
+        ) -> Generator[Callable[[Cursor], Any], Any, list[Exception | None]]:
             try:
-                staging, refused = transaction(run(batch, True))
+                staging, refused = yield run(batch, True)
             except StaleCache as stale:
                 # Another process deleted a parent this process had cached: forget it and
                 # store the batch again from what the database holds (rolled back, so safe).
                 self._cache.forget(stale.key)
-                staging, refused = transaction(run(batch, False))
+                staging, refused = yield run(batch, False)
             for key in noisy.intersection(staging):
                 staging[key] = Head(staging[key].id, staging[key].chans)
             self._cache.publish(staging)
             return cast(list[Exception | None], refused)
 
         try:
-            return store(requests)
+            return (yield from store(requests))
         except Exception as exc:
             if len(requests) == 1:
                 return [exc]
         results: list[Exception | None] = []
         for request in requests:
             try:
-                (refused,) = store([request])
+                (refused,) = yield from store([request])
             except Exception as exc:
                 results.append(exc)
             else:
