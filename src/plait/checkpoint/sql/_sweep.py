@@ -33,8 +33,11 @@ CHUNK = 2_000
 """Rows named per statement: a batch's 256 threads x 50 checkpoints go in a few statements,
 and a statement's parameters stay small whatever the batch holds."""
 
-_KEPT = "temp.plait_sweep_kept"
 _TOUCHED = "temp.plait_sweep_touched"
+_REBUILT = {"checkpoints": ("id",), "writes": ("checkpoint_id",), "blobs": ("channel", "id")}
+"""The tables a rebuilding sweep empties and refills, each with the columns after ``(ns,
+thread_id)`` that name a row it keeps of a pruned thread (its head, the head's writes, the
+blob rows the head needs)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,23 +95,34 @@ class SqlSweep:
                 "ON CONFLICT (ns, thread_id, channel, id) "
                 "DO UPDATE SET base_id = excluded.base_id, data = excluded.data"
             )
-        if d.batch.rebuild:  # see _rebuild_blobs; the copy has the table's columns, whatever they are
+        self._rebuild: dict[str, tuple[str, ...]] = {}
+        if d.batch.rebuild:  # see _rebuild; each copy has its table's columns, whatever they are
             self._sql |= {
-                "rebuild_start": f"CREATE TEMP TABLE {_KEPT} AS SELECT * FROM {P}blobs WHERE 0",
-                "rebuild_touched": f"CREATE TEMP TABLE {_TOUCHED} (ns TEXT NOT NULL, thread_id TEXT NOT NULL, "
+                "touched": f"CREATE TEMP TABLE {_TOUCHED} (ns TEXT NOT NULL, thread_id TEXT NOT NULL, "
                 "PRIMARY KEY (ns, thread_id)) WITHOUT ROWID",
-                "rebuild_threads": f"INSERT OR IGNORE INTO {_TOUCHED} (ns, thread_id) {rows(2)}",
-                "rebuild_keep": f"INSERT INTO {_KEPT} SELECT b.* FROM (SELECT DISTINCT ns, thread_id FROM {P}blobs) t "
-                f"JOIN {P}blobs b ON b.ns = t.ns AND b.thread_id = t.thread_id "
-                f"WHERE NOT EXISTS (SELECT 1 FROM {_TOUCHED} s WHERE s.ns = t.ns AND s.thread_id = t.thread_id)",
-                "rebuild_stays": f"WITH k (ns, thread_id, channel, id) AS ({rows(4)}) INSERT INTO {_KEPT} "
-                f"SELECT b.* FROM k JOIN {P}blobs b "
-                "ON b.ns = k.ns AND b.thread_id = k.thread_id AND b.channel = k.channel AND b.id = k.id",
-                "rebuild_clear": f"DELETE FROM {P}blobs",
-                "rebuild_back": f"INSERT INTO {P}blobs SELECT * FROM {_KEPT}",
-                "rebuild_end": f"DROP TABLE {_KEPT}",
-                "rebuild_end_touched": f"DROP TABLE {_TOUCHED}",
+                "touch": f"INSERT OR IGNORE INTO {_TOUCHED} (ns, thread_id) {rows(2)}",
+                "count": f"WITH k (ns, thread_id) AS ({rows(2)}) SELECT k.ns, k.thread_id, "
+                f"(SELECT count(*) FROM {P}checkpoints c WHERE c.ns = k.ns AND c.thread_id = k.thread_id) FROM k",
+                "untouched": f"DROP TABLE {_TOUCHED}",
             }
+            for table, named in _REBUILT.items():
+                kept, cols = f"temp.plait_sweep_{table}", ("ns", "thread_id", *named)
+                on = " AND ".join(f"b.{col} = k.{col}" for col in cols)
+                self._rebuild[table] = tuple(
+                    d.q(sql)
+                    for sql in (
+                        f"CREATE TEMP TABLE {kept} AS SELECT * FROM {P}{table} WHERE 0",
+                        f"INSERT INTO {kept} SELECT b.* FROM (SELECT DISTINCT ns, thread_id FROM {P}{table}) t "
+                        f"JOIN {P}{table} b ON b.ns = t.ns AND b.thread_id = t.thread_id "
+                        f"WHERE NOT EXISTS (SELECT 1 FROM {_TOUCHED} s "
+                        "WHERE s.ns = t.ns AND s.thread_id = t.thread_id)",
+                        f"WITH k ({', '.join(cols)}) AS ({rows(len(cols))}) INSERT INTO {kept} "
+                        f"SELECT b.* FROM k JOIN {P}{table} b ON {on}",
+                        f"DELETE FROM {P}{table}",
+                        f"INSERT INTO {P}{table} SELECT * FROM {kept}",
+                        f"DROP TABLE {kept}",
+                    )
+                )
         self._sql = {k: d.q(v) for k, v in self._sql.items()}
 
     def _select(self, cur: Cursor, name: str, rows: Sequence[Sequence[str]], n: int) -> list[Any]:
@@ -151,19 +165,18 @@ class SqlSweep:
     ) -> list[int | None]:
         """Apply a batch of a sweep's plans inside the caller's write transaction; per plan
         the checkpoints pruned, or None where a live lease holds its top-level thread.
-        ``rebuild``: the batch is the whole sweep and may empty and refill the blobs table
-        (see :meth:`_rebuild_blobs`) where the dialect does so."""
+        ``rebuild``: the batch is the whole sweep, and empties and refills the tables (see
+        :meth:`_rebuild_tables`) where the dialect does so."""
         core = self._core
         held = self.busy(cur, [plan.root for plan in plans], now)
         live = [plan for plan in plans if plan.root not in held]
         rebuild = rebuild and self._d.batch.rebuild
         latest = self._latest(cur, [key for plan in live for key in plan.prunes], listed=not rebuild)
-        if rebuild:
-            self._rebuild_blobs(cur, live, latest)
+        rebuilt = self._rebuild_tables(cur, live, latest) if rebuild else None
         for plan in live:
             for ns, tid in plan.deletes:
                 core.delete_thread(cur, ns, tid, now)
-        pruned = self._write(cur, latest)
+        pruned = self._write(cur, latest, rebuilt)
         for key in latest:
             core.cache.forget(key)
         return [None if plan.root in held else sum(pruned.get(key, 0) for key in plan.prunes) for plan in plans]
@@ -249,11 +262,11 @@ class SqlSweep:
         )
         bodies.update((row, b"") for row in inline if row not in bodies)  # not a checkpoint (any longer)
 
-    def _write(self, cur: Cursor, latest: Mapping[Key, _Latest]) -> dict[Key, int]:
-        """Store the moved blobs, delete what goes and make roots of the heads whose parent
-        went, each by one statement for the batch (SQLite: the deletes of checkpoints and
-        writes by one range of a thread's primary key each); per thread, the checkpoints
-        deleted."""
+    def _write(self, cur: Cursor, latest: Mapping[Key, _Latest], rebuilt: dict[Key, int] | None) -> dict[Key, int]:
+        """Store the moved blobs, delete what goes (unless the tables were ``rebuilt``, which
+        says what went) and make roots of the heads whose parent went, each by one statement
+        for the batch (SQLite: the deletes of checkpoints and writes by one range of a
+        thread's primary key each); per thread, the checkpoints deleted."""
         plans = {key: found.plan for key, found in latest.items()}
         moved = [row for plan in plans.values() for row in plan.moved]
         if moved and self._d.batch.hex_bytes:
@@ -262,7 +275,9 @@ class SqlSweep:
         elif moved:
             cur.executemany(self._core.statement("ins_blob"), moved)
         heads = [(*key, found.head) for key, found in latest.items()]
-        if self._d.batch.delete_by_what_stays:
+        if rebuilt is not None:
+            dropped = rebuilt
+        elif self._d.batch.delete_by_what_stays:
             threads = [json_rows(list(plans))]
             stays = [json_rows([(*key, *blob) for key, plan in plans.items() for blob in plan.stays])]
             deleted = cur.execute(self._sql["keep_cps"], [*threads, json_rows(heads)]).fetchall()
@@ -278,26 +293,38 @@ class SqlSweep:
         self._change(cur, "reroot", [(*key, cid) for key, plan in plans.items() for cid in plan.reroot], 3)
         return dropped
 
-    def _rebuild_blobs(self, cur: Cursor, live: Sequence[GroupPlan], latest: Mapping[Key, _Latest]) -> None:
-        """Copy out the blob rows that stay, empty the table and put the copy back, instead
-        of deleting the rest row by row (a sweep whose groups hold most of the store).
+    def _rebuild_tables(self, cur: Cursor, live: Sequence[GroupPlan], latest: Mapping[Key, _Latest]) -> dict[Key, int]:
+        """Copy out the rows that stay of the checkpoints, writes and blobs tables, empty
+        each and put its copy back, instead of deleting the rest row by row (a sweep whose
+        groups hold most of the store); per pruned thread, the checkpoints that went.
 
-        On SQLite a row deleted from the blobs table costs a seek and a rebalance in the
-        table and in its primary-key index: 3.6 s for the 450,000 rows a sweep of 10,000
-        threads x 50 steps drops, where emptying the table (``DELETE`` without ``WHERE``
-        frees its pages whole) and writing back the 20,000 that stay took 0.9 s
-        (docs/benchmarks.md, "Sweeping"). What stays: every row of a thread the sweep does
-        not touch, and the rows the pruned threads' heads need.
+        On SQLite a deleted row costs a seek and a rebalance in its table and in each index:
+        5.6 s to delete the 950,000 rows and commit, for a sweep of 10,000 threads x 50
+        steps, against 1.8 s to copy out the 30,000 that stay, empty the tables (``DELETE``
+        without ``WHERE`` frees their pages whole) and write them back (docs/benchmarks.md,
+        "Sweeping"). What stays: every row of a thread the sweep does not touch, the heads
+        of the pruned threads with their pending writes, and the blob rows the heads need.
         """
-        touched = [key for plan in live for key in (*plan.deletes, *plan.prunes)]
-        stays = [(*key, *blob) for key, found in latest.items() for blob in found.plan.stays]
-        cur.execute(self._sql["rebuild_start"])
-        cur.execute(self._sql["rebuild_touched"])
-        self._change(cur, "rebuild_threads", touched, 2)
-        cur.execute(self._sql["rebuild_keep"])
-        self._change(cur, "rebuild_stays", stays, 4)
-        for name in ("rebuild_clear", "rebuild_back", "rebuild_end", "rebuild_end_touched"):
-            cur.execute(self._sql[name])
+        touched = [key for plan in live for key in plan.deletes] + list(latest)
+        heads = [(*key, found.head) for key, found in latest.items()]
+        named: dict[str, Sequence[Sequence[str]]] = {
+            "checkpoints": heads,
+            "writes": heads,
+            "blobs": [(*key, *blob) for key, found in latest.items() for blob in found.plan.stays],
+        }
+        cur.execute(self._sql["touched"])
+        self._change(cur, "touch", touched, 2)
+        went = {(ns, tid): int(n) - 1 for ns, tid, n in self._select(cur, "count", list(latest), 2)}
+        for table, (create, untouched, keep, clear, back, drop) in self._rebuild.items():
+            cur.execute(create)
+            cur.execute(untouched)
+            rows = named[table]
+            for start in range(0, len(rows), CHUNK):
+                cur.execute(keep, [json_rows(rows[start : start + CHUNK])])
+            for sql in (clear, back, drop):
+                cur.execute(sql)
+        cur.execute(self._sql["untouched"])
+        return went
 
 
 class _Missing(Exception):
