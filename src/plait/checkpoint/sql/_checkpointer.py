@@ -270,8 +270,8 @@ class SqlCheckpointer(Checkpointer):
         Where the plans' groups hold more than half of the listed checkpoints (``share``)
         and the dialect rebuilds (SQLite), all of them go in one transaction that may empty
         the blobs table and write back what stays: it holds the write lock for the whole
-        sweep (3 s for 10,000 threads x 50 steps), about as long as the ``VACUUM`` that such
-        a sweep is followed by, and a quarter of what the batches took in all.
+        sweep (about 3 s for 10,000 threads x 50 steps), about as long as the ``VACUUM`` that
+        such a sweep is followed by, and less than half of what the batches held it in all.
         """
         sweep = self._sql_sweep
         if self._core.dialect.batch.rebuild and share > 0.5:

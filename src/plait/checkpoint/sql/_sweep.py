@@ -5,9 +5,12 @@ decides from and applies it, for a whole batch of groups at once. Per thread, th
 its head (the policy in the head's metadata), checked its lease, read its tree and blob keys
 and deleted what goes: about ten statements a thread, each a round trip on PostgreSQL, where
 the issue asks 2,000 threads a second. Here each of those is one statement per batch,
-naming the batch's threads (or checkpoints, or blobs) through :attr:`Dialect.rows`; what a
-thread keeps is decided by the same :func:`~plait.checkpoint.sql._core.plan_prune` as
-``prune``. docs/benchmarks.md, "Sweeping", has the numbers.
+naming the batch's threads (or checkpoints, or blobs) through :attr:`Dialect.rows`. A
+sweep keeps a thread's head alone (``prune(keep_last=1, branches=False)``), so it reads the
+heads, not the trees, and :func:`~plait.checkpoint.sql._core.plan_latest` (the same rules as
+``prune``'s :func:`~plait.checkpoint.sql._core.plan_prune`) says which blob rows the head
+needs. On SQLite a sweep that drops most of the store empties and refills the tables
+instead (:meth:`SqlSweep._rebuild_tables`). docs/benchmarks.md, "Sweeping", has the numbers.
 """
 
 from __future__ import annotations
@@ -328,8 +331,8 @@ class SqlSweep:
 
 
 class _Missing(Exception):
-    """A body (``cid``) or blob row (``blob``) :func:`plan_prune` asked for that the batch
-    has not read yet."""
+    """A body (``cid``) or blob row (``blob``) that
+    :func:`~plait.checkpoint.sql._core.plan_latest` asked for and the batch has not read yet."""
 
     def __init__(self, cid: str = "", blob: tuple[str, str] | None = None) -> None:
         super().__init__(cid, blob)
