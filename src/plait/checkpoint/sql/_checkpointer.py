@@ -268,8 +268,8 @@ class SqlCheckpointer(Checkpointer):
         changes are a few statements for the whole batch (:mod:`plait.checkpoint.sql._sweep`).
 
         Where the plans' groups hold more than half of the listed checkpoints (``share``)
-        and the dialect rebuilds (SQLite), all of them go in one transaction that may empty
-        the blobs table and write back what stays: it holds the write lock for the whole
+        and the dialect rebuilds (SQLite), all of them go in one transaction that empties the
+        checkpoints, writes and blobs tables and writes back what stays: it holds the write lock for the whole
         sweep (about 3 s for 10,000 threads x 50 steps), about as long as the ``VACUUM`` that
         such a sweep is followed by, and less than half of what the batches held it in all.
         """
