@@ -110,9 +110,11 @@ def in_sync_call() -> bool:
 
 
 def on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
-    """Whether the calling thread is the one running ``loop`` (asyncio's own loops record
-    it; on any other loop the answer is no, and callers take the thread-safe path)."""
-    return getattr(loop, "_thread_id", None) == threading.get_ident()
+    """Whether the calling thread is the one running ``loop``. Asked of the thread, not the
+    loop: a loop that does not record its thread (uvloop, which ``plait serve`` runs on) would
+    otherwise be "elsewhere" from its own thread, and a hop to it by ``call_soon_threadsafe``
+    would hop again forever."""
+    return asyncio.events._get_running_loop() is loop
 
 
 async def _flagged(coro: Coroutine[Any, Any, T]) -> T:

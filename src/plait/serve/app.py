@@ -262,7 +262,9 @@ def create_app(
     async def http_error(_: Request, exc: StarletteHTTPException) -> Response:
         return error_response(exc.status_code, "HTTPError", str(exc.detail))
 
-    for routes in (routes_assistants, routes_threads, routes_thread_stream, routes_crons, routes_runs, routes_store):
+    # matched in this order, one route after another: the runs' and threads' routes (every
+    # turn of a chat) first; a path that matches with another method still finds its route
+    for routes in (routes_runs, routes_threads, routes_thread_stream, routes_assistants, routes_crons, routes_store):
         app.include_router(routes.router)
     if cfg.studio:
         from plait.server import StudioConfig, studio_lifespan

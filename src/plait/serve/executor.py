@@ -4,7 +4,8 @@ memory; :mod:`plait.serve.runner`) or the run queue's workers (PostgreSQL;
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from plait.serve.records import RunRecord
 
@@ -18,8 +19,9 @@ class RunExecutor(Protocol):
     async def close(self) -> None:
         """Stop executing; what was cut off goes on at the next start, or on another worker."""
 
-    async def create(self, record: RunRecord) -> RunRecord:
-        """Store ``record`` under its multitask strategy and queue it.
+    async def create(self, record: RunRecord, *, thread_tags: Mapping[str, Any] | None = None) -> RunRecord:
+        """Store ``record`` under its multitask strategy and queue it, ``thread_tags`` merged
+        into its thread's metadata (the graph's ids, on a thread's first run of it).
 
         Raises:
             RunRejectedError: ``multitask="reject"`` and the thread has an active run.

@@ -90,16 +90,24 @@ class LocalRunLog(RunLog):
     """The run log of a server that runs its runs itself: it stores them and their events."""
 
     @abstractmethod
-    async def insert_run(self, record: RunRecord) -> None: ...
+    async def insert_run(
+        self, record: RunRecord, *, tags: Mapping[str, Any] | None = None, reject: bool = False
+    ) -> list[RunRecord]:
+        """Store ``record`` in one transaction with what a new run needs besides: ``tags``
+        merged into its thread's metadata (top-level keys; the thread must exist), and the
+        thread's active runs read. Returns those runs (as :meth:`active_runs` would have
+        before the insert); with ``reject`` and some active, nothing is written."""
 
     @abstractmethod
     async def unfinished_runs(self) -> list[RunRecord]:
         """Every pending or running run, oldest first (a restarted server runs them)."""
 
     @abstractmethod
-    async def save_run(self, record: RunRecord) -> None:
-        """Write every field of an existing run; one that ended touches its thread (its
-        ``updated_at``) in the same transaction."""
+    async def save_run(self, record: RunRecord, events: Sequence[tuple[str, bytes]] = ()) -> int:
+        """Write every field of an existing run, and append ``events`` after its last one,
+        in one transaction; one that ended touches its thread (its ``updated_at``) there
+        too. Returns the sequence number of the last event appended (0: none given): a run's
+        start and its first event, its last events and its end, each one commit."""
 
     @abstractmethod
     async def append_events(self, run_id: str, events: Sequence[tuple[str, bytes]], now: float) -> int:

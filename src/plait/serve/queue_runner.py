@@ -17,6 +17,7 @@ import contextlib
 import datetime
 import logging
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from plait.checkpoint.base import Checkpointer
@@ -111,7 +112,11 @@ class QueueRunner:
                 log.warning("plait serve stopped hearing the database's notices (%s); trying again", exc)
                 await asyncio.sleep(1.0)
 
-    async def create(self, record: RunRecord) -> RunRecord:
+    async def create(self, record: RunRecord, *, thread_tags: Mapping[str, Any] | None = None) -> RunRecord:
+        """Submit ``record`` to the run queue, ``thread_tags`` merged into its thread's
+        metadata first."""
+        if thread_tags:
+            await self.log.update_thread(record.thread_id, thread_tags, record.created_at)
         kw = record.kwargs
         command: dict[str, Any] = kw.get("command") or {}
         head = await self.checkpointer.aget(record.thread_id)

@@ -66,22 +66,22 @@ async def _create(
     if thread_id is not None and wanted is not None and await server.checkpointer.aget(thread_id, wanted) is None:
         raise CheckpointNotFoundError(thread_id, wanted, "")
     tags = {"graph_id": assistant.name, "assistant_id": assistant.assistant_id}
-    thread_id, temporary = await _thread_of_run(server, thread_id, body, tags, now)
+    thread_id, temporary, retag = await _thread_of_run(server, thread_id, body, tags, now)
     run = RunRecord(
         run_id=str(uuid.uuid4()), thread_id=thread_id, assistant_id=assistant.assistant_id, graph=assistant.name,
         metadata=metadata, kwargs=kwargs, multitask=multitask, created_at=now, updated_at=now, temporary=temporary,
     )  # fmt: skip
-    created = await server.runner.create(run)
+    created = await server.runner.create(run, thread_tags=retag)
     server.notifier.notify(thread_key(thread_id))  # a stream of the thread goes on to it
     return created
 
 
 async def _thread_of_run(
     server: Server, thread_id: str | None, body: Mapping[str, Any], tags: dict[str, str], now: float
-) -> tuple[str, bool]:
-    """The run's thread, made if need be and tagged with its graph (agent-chat-ui lists
-    threads by ``graph_id``/``assistant_id``), and whether it is a stateless run's (dropped
-    when the run ends).
+) -> tuple[str, bool, dict[str, str] | None]:
+    """The run's thread, made if need be, whether it is a stateless run's (dropped when the
+    run ends), and the tags its metadata lacks: the graph's (agent-chat-ui lists threads by
+    ``graph_id``/``assistant_id``), merged by the runner in the run's own transaction.
 
     Raises:
         ThreadNotFoundError: no such thread, and the run did not ask for it to be made.
@@ -92,7 +92,7 @@ async def _thread_of_run(
         if not temporary:
             made = ThreadRecord(thread_id=thread_id, metadata=tags, created_at=now, updated_at=now)
             await server.log.put_thread(made)
-        return thread_id, temporary
+        return thread_id, temporary, None
     record = await server.log.get_thread(thread_id)
     if record is None:
         stored = await server.checkpointer.aget_thread(thread_id) is not None
@@ -101,9 +101,8 @@ async def _thread_of_run(
         record, _ = await server.log.put_thread(
             ThreadRecord(thread_id=thread_id, metadata={}, created_at=now, updated_at=now)
         )
-    if any(record.metadata.get(k) != v for k, v in tags.items()):  # a thread's later runs write nothing here
-        await server.log.update_thread(thread_id, tags, now)
-    return thread_id, False
+    retag = any(record.metadata.get(k) != v for k, v in tags.items())  # a thread's later runs write nothing here
+    return thread_id, False, tags if retag else None
 
 
 make_run = _create

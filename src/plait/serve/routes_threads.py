@@ -23,7 +23,7 @@ from plait.serve.history import every_branch, holds
 from plait.serve.kernel import Server, read_body, server_of
 from plait.serve.records import ThreadRecord
 from plait.serve.streams import thread_key
-from plait.serve.wire import json_response, state_json
+from plait.serve.wire import json_response, state_json, thread_json
 
 __all__ = ["router"]
 
@@ -52,7 +52,8 @@ def _int(body: Mapping[str, Any], key: str, default: int, low: int = 0) -> int:
 async def create_thread(request: Request) -> Response:
     server = server_of(request)
     body = await read_body(request)
-    thread_id = body.get("thread_id") or str(uuid.uuid4())
+    given = body.get("thread_id")
+    thread_id = given or str(uuid.uuid4())
     if not isinstance(thread_id, str):
         raise ServeRequestError("thread_id", "must be a string")
     if_exists = body.get("if_exists") or "raise"
@@ -63,12 +64,15 @@ async def create_thread(request: Request) -> Response:
     supersteps = body.get("supersteps")
     if supersteps is not None and not isinstance(supersteps, list):
         raise ServeRequestError("supersteps", "must be a list of {updates: [{values, as_node}]}")
-    stored_elsewhere = await server.checkpointer.aget_thread(thread_id) is not None
+    # an id this server just made has nothing stored under it
+    stored_elsewhere = bool(given) and await server.checkpointer.aget_thread(thread_id) is not None
     record, created = await server.log.put_thread(wanted)
     if (not created or stored_elsewhere) and if_exists == "raise":
         raise ThreadExistsError(thread_id, advice="Choose a new thread id, or pass if_exists='do_nothing'.")
     if created and supersteps:
         await _seed(server, record, supersteps)
+    elif created and not stored_elsewhere:  # no state and no runs yet: nothing to read back
+        return json_response(thread_json(record, None, "idle"))
     return json_response(await server.thread_doc(record))
 
 

@@ -16,7 +16,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from plait.checkpoint.base import Checkpointer
@@ -31,7 +31,7 @@ from plait.serve.log import LocalRunLog
 from plait.serve.records import ApiRunStatus, RunRecord
 from plait.serve.requests import start_of
 from plait.serve.streams import EventWriter, Notifier
-from plait.serve.wire import interrupt_json
+from plait.serve.wire import dumps, interrupt_json
 from plait.stream_wire import Translator, api_error, library_modes
 from plait.tracing import carrier
 from plait.tracing import hooks as tracing
@@ -83,6 +83,12 @@ class Runner:
         self.stops: dict[str, str] = {}
         """run id -> the cancel asked for (``interrupt`` or ``rollback``), until carried out."""
         self.wakes: dict[str, asyncio.Event] = {}
+        self.live: dict[str, str] = {}
+        """run id -> thread id of the runs made or picked up by this process that have not
+        ended: every end of one goes through :meth:`_ended`, so a waiter on one of them is
+        told and need not read, and a thread with none has nothing left to execute."""
+        self.live_threads: dict[str, int] = {}
+        """thread id -> how many of :attr:`live` are its."""
         self.closing = False
 
     def lock(self, thread_id: str) -> asyncio.Lock:
@@ -90,7 +96,10 @@ class Runner:
 
     async def start(self) -> None:
         """Pick up what a previous server left: every pending or running run, in order."""
-        for thread_id in dict.fromkeys(r.thread_id for r in await self.log.unfinished_runs()):
+        unfinished = await self.log.unfinished_runs()
+        for r in unfinished:
+            self._live(r)
+        for thread_id in dict.fromkeys(r.thread_id for r in unfinished):
             self.kick(thread_id)
 
     async def close(self) -> None:
@@ -106,17 +115,19 @@ class Runner:
 
     # -- making and stopping runs -------------------------------------------------------------
 
-    async def create(self, record: RunRecord) -> RunRecord:
-        """Store ``record`` (pending) under its thread's strategy and have it executed.
+    async def create(self, record: RunRecord, *, thread_tags: Mapping[str, Any] | None = None) -> RunRecord:
+        """Store ``record`` (pending) under its thread's strategy, ``thread_tags`` merged into
+        its thread's metadata in the same transaction, and have it executed.
 
         Raises:
             RunRejectedError: ``multitask="reject"`` and the thread has an active run.
         """
         async with self.lock(record.thread_id):
-            active = await self.log.active_runs(record.thread_id)
-            if active and record.multitask == "reject":
+            reject = record.multitask == "reject"
+            active = await self.log.insert_run(record, tags=thread_tags, reject=reject)
+            if active and reject:
                 raise RunRejectedError(record.thread_id, active[0].run_id, active[0].status)
-            await self.log.insert_run(record)
+            self._live(record)
             if record.multitask in ("interrupt", "rollback"):
                 for other in active:
                     await self._stop(other, record.multitask)
@@ -143,28 +154,55 @@ class Runner:
             return
         if action == "rollback":
             await self.log.delete_run(run.run_id)
+            self._ended(run.run_id, None)
         else:
-            await self._save(
-                run, status="interrupted", error={"error": "Cancelled", "message": "cancelled before it ran"}
-            )
-        self.notifier.notify(run.run_id)
+            error = {"error": "Cancelled", "message": "cancelled before it ran"}
+            self._ended(run.run_id, await self._save(run, status="interrupted", error=error))
+
+    def _live(self, run: RunRecord) -> None:
+        if run.run_id not in self.live:
+            self.live[run.run_id] = run.thread_id
+            self.live_threads[run.thread_id] = self.live_threads.get(run.thread_id, 0) + 1
+
+    def _ended(self, run_id: str, record: RunRecord | None) -> None:
+        """``run_id`` ended (``record``, as stored) or was rolled back (None): tell its waiters."""
+        thread_id = self.live.pop(run_id, None)
+        if thread_id is not None:
+            left = self.live_threads[thread_id] - 1
+            if left:
+                self.live_threads[thread_id] = left
+            else:
+                del self.live_threads[thread_id]
+        self.notifier.notify(run_id, record)
 
     async def join(self, run_id: str) -> RunRecord:
-        """Wait until the run has ended (or was rolled back: then raises RunNotFoundError)."""
+        """Wait until the run has ended (or was rolled back: then raises RunNotFoundError).
+        A run of this process's is not read while it is live: its end is handed over by
+        :meth:`_ended`; others (and every wait that times out) read the log."""
+        read = run_id not in self.live
         while True:
             fut = self.notifier.register(run_id)
             try:
-                run = await self.log.get_run(run_id)
-                if run is None:
-                    raise RunNotFoundError(run_id)
-                if run.done:
-                    return run
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(fut, 5.0)
+                if read:
+                    run = await self.log.get_run(run_id)
+                    if run is None:
+                        raise RunNotFoundError(run_id)
+                    if run.done:
+                        return run
+                try:
+                    told = await asyncio.wait_for(fut, 5.0)
+                except TimeoutError:
+                    read = True
+                    continue
+                if isinstance(told, RunRecord) and told.done:
+                    return told
+                read = run_id not in self.live
             finally:
                 self.notifier.discard(run_id, fut)
 
     async def is_active(self, run_id: str) -> bool:
+        if run_id in self.live:
+            return True
         run = await self.log.get_run(run_id)
         return run is not None and not run.done
 
@@ -183,8 +221,11 @@ class Runner:
         try:
             while True:
                 async with self.lock(thread_id):
-                    waiting = await self.log.active_runs(thread_id)
+                    # no live run of the thread: nothing to read (after each run's end, most often)
+                    waiting = await self.log.active_runs(thread_id) if thread_id in self.live_threads else []
                     if not waiting:
+                        for gone in [r for r, t in self.live.items() if t == thread_id]:  # deleted meanwhile
+                            self._ended(gone, None)
                         del self.drivers[thread_id]
                         self.wakes.pop(thread_id, None)
                         return
@@ -215,20 +256,20 @@ class Runner:
             assistant = self.assistants.find(run.graph)
         except AssistantNotFoundError as exc:  # stored by a server that served another graph set
             refusal = {"error": type(exc).__name__, "message": str(exc)}
-            await self._save(run, status="error", output={"__error__": refusal}, error=refusal)
-            self.notifier.notify(run.run_id)
+            self._ended(run.run_id, await self._save(run, status="error", output={"__error__": refusal}, error=refusal))
             return
         head = await self.checkpointer.aget(run.thread_id)
         head_id = head.id if head is not None else None
         first = run.attempts == 0
-        run = await self._save(
+        run = await self._save(  # with its first event, in one transaction
             run,
             status="running",
             attempts=run.attempts + 1,
             start_checkpoint=head_id if first else run.start_checkpoint,
+            events=[("metadata", dumps({"run_id": run.run_id, "attempt": run.attempts + 1}))],
         )
+        self.notifier.notify(run.run_id)
         writer = EventWriter(self.log, run.run_id, self.notifier, self.clock)
-        writer.add("metadata", {"run_id": run.run_id, "attempt": run.attempts})
         try:
             landed = not first and head_id != run.start_checkpoint
             status, output, error = await self._attempt(run, assistant.graph, writer, head_id, landed)
@@ -238,7 +279,7 @@ class Runner:
             status, error = "error", api_error(exc)
             output = {"__error__": error}
             writer.add("error", error)
-        await writer.flush()
+        last = await writer.drain()  # stored with the run's end
         rollback = self.stops.get(run.run_id) == "rollback"
         if run.temporary:
             # a stateless run's thread: its state goes before the end is recorded, so that whoever
@@ -249,9 +290,9 @@ class Runner:
         if rollback:
             await self.log.delete_run(run.run_id)
             await self.log.touch_thread(run.thread_id, self.clock())
-        else:
-            await self._save(run, status=status, output=output, error=error)  # touches the thread too
-        self.notifier.notify(run.run_id)
+            self._ended(run.run_id, None)
+        else:  # touches the thread too
+            self._ended(run.run_id, await self._save(run, status=status, output=output, error=error, events=last))
 
     async def _attempt(
         self, run: RunRecord, graph: CompiledGraph, writer: EventWriter, head_id: str | None, landed: bool
@@ -316,7 +357,7 @@ class Runner:
         user = run.metadata if isinstance(run.metadata, Mapping) else {}
         return {**user, "graph_id": run.graph, "assistant_id": run.assistant_id, "api_run_id": run.run_id}
 
-    async def _save(self, run: RunRecord, **changes: Any) -> RunRecord:
+    async def _save(self, run: RunRecord, events: Sequence[tuple[str, bytes]] = (), **changes: Any) -> RunRecord:
         updated = dataclasses.replace(run, **changes, updated_at=self.clock())
-        await self.log.save_run(updated)
+        await self.log.save_run(updated, events)
         return updated

@@ -147,18 +147,7 @@ class SqliteRunLog(LocalRunLog):
         return await self.call(lambda conn: _thread(conn, thread_id))
 
     async def update_thread(self, thread_id: str, metadata: Mapping[str, Any], now: float) -> ThreadRecord | None:
-        def update(conn: sqlite3.Connection) -> ThreadRecord | None:
-            found = _thread(conn, thread_id)
-            if found is None:
-                return None
-            merged = {**found.metadata, **metadata}
-            conn.execute(
-                "UPDATE plait_serve_threads SET metadata = ?, updated_at = ? WHERE thread_id = ?",
-                (_dumps(merged), now, thread_id),
-            )
-            return ThreadRecord(thread_id=thread_id, metadata=merged, created_at=found.created_at, updated_at=now)
-
-        return await self.write(update)
+        return await self.write(lambda conn: _merge_metadata(conn, thread_id, metadata, now))
 
     async def touch_thread(self, thread_id: str, now: float) -> None:
         await self.write(
@@ -197,12 +186,21 @@ class SqliteRunLog(LocalRunLog):
 
     # -- runs ------------------------------------------------------------------------------
 
-    async def insert_run(self, record: RunRecord) -> None:
-        await self.write(
-            lambda conn: conn.execute(
+    async def insert_run(
+        self, record: RunRecord, *, tags: Mapping[str, Any] | None = None, reject: bool = False
+    ) -> list[RunRecord]:
+        def insert(conn: sqlite3.Connection) -> list[RunRecord]:
+            active = _active(conn, record.thread_id)
+            if active and reject:
+                return active
+            conn.execute(
                 f"INSERT INTO plait_serve_runs ({_RUN_COLUMNS}) VALUES ({', '.join('?' * 16)})", _run_row(record)
             )
-        )
+            if tags:
+                _merge_metadata(conn, record.thread_id, tags, record.created_at)
+            return active
+
+        return await self.write(insert)
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         def get(conn: sqlite3.Connection) -> RunRecord | None:
@@ -212,11 +210,7 @@ class SqliteRunLog(LocalRunLog):
         return await self.call(get)
 
     async def active_runs(self, thread_id: str) -> list[RunRecord]:
-        sql = (
-            f"SELECT {_RUN_COLUMNS} FROM plait_serve_runs WHERE thread_id = ? "
-            f"AND status IN ({', '.join('?' * len(ACTIVE))}) ORDER BY n"
-        )
-        return await self.call(lambda conn: [_run_of(row) for row in conn.execute(sql, (thread_id, *ACTIVE))])
+        return await self.call(lambda conn: _active(conn, thread_id))
 
     async def runs_of(self, thread_id: str, *, status: str | None = None) -> list[RunRecord]:
         sql = f"SELECT {_RUN_COLUMNS} FROM plait_serve_runs WHERE thread_id = ?"
@@ -231,19 +225,19 @@ class SqliteRunLog(LocalRunLog):
         sql = f"SELECT {_RUN_COLUMNS} FROM plait_serve_runs WHERE status IN ({', '.join('?' * len(ACTIVE))}) ORDER BY n"
         return await self.call(lambda conn: [_run_of(row) for row in conn.execute(sql, ACTIVE)])
 
-    async def save_run(self, record: RunRecord) -> None:
-        sets = ", ".join(f"{c.strip()} = ?" for c in _RUN_COLUMNS.split(",")[1:])
+    async def save_run(self, record: RunRecord, events: Sequence[tuple[str, bytes]] = ()) -> int:
         row = _run_row(record)
 
-        def save(conn: sqlite3.Connection) -> None:
-            conn.execute(f"UPDATE plait_serve_runs SET {sets} WHERE run_id = ?", (*row[1:], row[0]))
+        def save(conn: sqlite3.Connection) -> int:
+            conn.execute(f"UPDATE plait_serve_runs SET {_RUN_SETS} WHERE run_id = ?", (*row[1:], row[0]))
             if record.done:  # its thread moved: in the same transaction
                 conn.execute(
                     "UPDATE plait_serve_threads SET updated_at = ? WHERE thread_id = ?",
                     (record.updated_at, record.thread_id),
                 )
+            return _append(conn, record.run_id, events, record.updated_at) if events else 0
 
-        await self.write(save)
+        return await self.write(save)
 
     async def delete_run(self, run_id: str) -> None:
         def delete(conn: sqlite3.Connection) -> None:
@@ -255,17 +249,7 @@ class SqliteRunLog(LocalRunLog):
     # -- events ----------------------------------------------------------------------------
 
     async def append_events(self, run_id: str, events: Sequence[tuple[str, bytes]], now: float) -> int:
-        def append(conn: sqlite3.Connection) -> int:
-            (last,) = conn.execute(
-                "SELECT coalesce(max(seq), 0) FROM plait_serve_events WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            conn.executemany(
-                "INSERT INTO plait_serve_events VALUES (?, ?, ?, ?, ?)",
-                [(run_id, last + i, name, data, now) for i, (name, data) in enumerate(events, 1)],
-            )
-            return int(last) + len(events)
-
-        return await self.write(append)
+        return await self.write(lambda conn: _append(conn, run_id, events, now))
 
     async def read_events(self, run_id: str, after: int, limit: int = 1000) -> list[StoredEvent]:
         def read(conn: sqlite3.Connection) -> list[StoredEvent]:
@@ -295,6 +279,45 @@ class SqliteRunLog(LocalRunLog):
             ).rowcount
 
         return await self.write(drop)
+
+
+_RUN_SETS = ", ".join(f"{c.strip()} = ?" for c in _RUN_COLUMNS.split(",")[1:])
+_ACTIVE_SQL = (
+    f"SELECT {_RUN_COLUMNS} FROM plait_serve_runs WHERE thread_id = ? "
+    f"AND status IN ({', '.join(repr(s) for s in ACTIVE)}) ORDER BY n"
+)
+"""The statuses written out, not bound: SQLite uses the partial index ``plait_serve_runs_active``
+only when the query's WHERE implies the index's, which a bound parameter never does (it would
+walk every run the thread ever had)."""
+
+
+def _active(conn: sqlite3.Connection, thread_id: str) -> list[RunRecord]:
+    return [_run_of(row) for row in conn.execute(_ACTIVE_SQL, (thread_id,))]
+
+
+def _append(conn: sqlite3.Connection, run_id: str, events: Sequence[tuple[str, bytes]], now: float) -> int:
+    (last,) = conn.execute(
+        "SELECT coalesce(max(seq), 0) FROM plait_serve_events WHERE run_id = ?", (run_id,)
+    ).fetchone()
+    conn.executemany(
+        "INSERT INTO plait_serve_events VALUES (?, ?, ?, ?, ?)",
+        [(run_id, last + i, name, data, now) for i, (name, data) in enumerate(events, 1)],
+    )
+    return int(last) + len(events)
+
+
+def _merge_metadata(
+    conn: sqlite3.Connection, thread_id: str, metadata: Mapping[str, Any], now: float
+) -> ThreadRecord | None:
+    found = _thread(conn, thread_id)
+    if found is None:
+        return None
+    merged = {**found.metadata, **metadata}
+    conn.execute(
+        "UPDATE plait_serve_threads SET metadata = ?, updated_at = ? WHERE thread_id = ?",
+        (_dumps(merged), now, thread_id),
+    )
+    return ThreadRecord(thread_id=thread_id, metadata=merged, created_at=found.created_at, updated_at=now)
 
 
 def _thread(conn: sqlite3.Connection, thread_id: str) -> ThreadRecord | None:

@@ -33,22 +33,24 @@ def thread_key(thread_id: str) -> str:
 
 class Notifier:
     """Wakes the readers of a run when something of it was stored (events, its end). A
-    reader registers before it reads, so a notice between its read and its wait is kept."""
+    reader registers before it reads, so a notice between its read and its wait is kept.
+    A notice may carry what was stored (the server's own runner hands the record of a run
+    that ended to whoever waits for it, so that they need not read it back)."""
 
     def __init__(self) -> None:
-        self.waiters: dict[str, set[asyncio.Future[None]]] = {}
+        self.waiters: dict[str, set[asyncio.Future[Any]]] = {}
 
-    def notify(self, run_id: str) -> None:
+    def notify(self, run_id: str, value: Any = None) -> None:
         for fut in self.waiters.pop(run_id, ()):
             if not fut.done():
-                fut.set_result(None)
+                fut.set_result(value)
 
-    def register(self, run_id: str) -> asyncio.Future[None]:
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    def register(self, run_id: str) -> asyncio.Future[Any]:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.waiters.setdefault(run_id, set()).add(fut)
         return fut
 
-    def discard(self, run_id: str, fut: asyncio.Future[None]) -> None:
+    def discard(self, run_id: str, fut: asyncio.Future[Any]) -> None:
         waiting = self.waiters.get(run_id)
         if waiting is not None:
             waiting.discard(fut)
@@ -97,6 +99,17 @@ class EventWriter:
                 self.failure = exc
                 return
             self.notifier.notify(self.run_id)
+
+    async def drain(self) -> list[tuple[str, bytes]]:
+        """Wait until no batch is being stored, then take what is queued: the last events,
+        which the caller stores in the transaction that records the run's end (raises what
+        storing an earlier batch raised)."""
+        while self.flusher is not None and not self.flusher.done():
+            await asyncio.shield(self.flusher)
+        if self.failure is not None:
+            raise self.failure
+        batch, self.queued = self.queued, []
+        return batch
 
     async def flush(self) -> None:
         """Wait until every event added so far is stored (raises what storing raised)."""

@@ -138,6 +138,9 @@ class SqliteCheckpointer(SqlCheckpointer):
         self._store = f"SQLite database {self.path!r}"
         self._core = SqlCore(_DIALECT, self._store)
         self._closed = False
+        self._set_up = False
+        """Both connections were opened once: :meth:`asetup` has nothing left to do (a graph
+        bound per run, as the API server binds one, calls it for every run)."""
         self._close_lock = threading.Lock()
         busy_ms = int(busy_timeout * 1000)
         # Room ahead of the log only pays where commits are fsync'd (see _wal).
@@ -305,8 +308,12 @@ class SqliteCheckpointer(SqlCheckpointer):
 
     async def asetup(self) -> None:
         """Open (create or migrate) the file now rather than on first use; safe to repeat."""
+        if self._set_up:
+            self._check_open()
+            return
         await self._submit(self._writer, lambda conn: None)
         await self._submit(self._reader, lambda conn: None)
+        self._set_up = True
 
     def disk_bytes(self) -> int | None:
         if self.path == ":memory:":
