@@ -48,7 +48,7 @@ SWEEP_OWNER = "plait-retention-sweep"
 """The owner name of the lease a sweep takes while it changes a thread."""
 
 BATCH = 256
-"""Groups changed per call of ``_aapply_sweep`` (one transaction on a SQL store): large
+"""Groups planned per read of their heads, and changed per transaction on a SQL store: large
 enough that the commit's sync is shared by hundreds of threads, small enough that a
 transaction holds the write lock for a few tens of milliseconds only."""
 
@@ -82,7 +82,7 @@ class Sweepable(Protocol):
         self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = ""
     ) -> Checkpoint | None: ...
 
-    async def _aapply_sweep(self, plans: Sequence[GroupPlan]) -> list[int | None]: ...
+    async def _aapply_sweep(self, plans: Sequence[GroupPlan], *, share: float = 0.0) -> list[int | None]: ...
 
     async def _aheads_metadata(self, heads: Sequence[ThreadInfo]) -> list[Any]: ...
 
@@ -138,9 +138,11 @@ async def sweep(
             plan = await _plan_group(store, policy, root, group, metas.get(root), now, dry_run, tally)
             if plan is not None:
                 plans.append(plan)
-    for start in range(0, len(plans), BATCH):
-        batch = plans[start : start + BATCH]
-        for plan, pruned in zip(batch, await store._aapply_sweep(batch), strict=True):
+    listed = sum(sizes.values())
+    planned = sum(sizes.get(key, 0) for plan in plans for key in (*plan.deletes, *plan.prunes))
+    if plans:
+        results = await store._aapply_sweep(plans, share=planned / listed if listed else 0.0)
+        for plan, pruned in zip(plans, results, strict=True):
             if pruned is None:
                 tally.busy.append(plan.root)  # a run started since the listing
             else:

@@ -5,7 +5,9 @@ A sweep prunes a whole batch of threads by a few statements (``sql/_sweep.py``):
 drawn here have delta chains of any length, values kept small in a body (which the head
 needs from a dropped checkpoint: they move to the blobs table) or large in a blob row, and
 time-travel branches, which ``keep_latest`` drops. A thread whose lease is live is left
-whole.
+whole. With ``share`` above a half (the plans' groups hold most of the store) SQLite applies
+them in one transaction that empties the blobs table and writes back what stays: a thread
+the plans do not name keeps every blob row, and reads back whole.
 """
 
 from __future__ import annotations
@@ -61,28 +63,37 @@ async def _write(store: Checkpointer, thread: str, steps: int, big_every: int, s
 
 @pytest.mark.parametrize("kind", KINDS)
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(shapes=thread_shapes)
+@given(shapes=thread_shapes, share=st.sampled_from([0.0, 1.0]))
 def test_a_batch_keeps_each_threads_head_as_written(
     tmp_path_factory: pytest.TempPathFactory,
     request: pytest.FixtureRequest,
     kind: str,
     shapes: list[tuple[int, int, int, int]],
+    share: float,
 ) -> None:
     backend = Backend(kind, tmp_path_factory.mktemp("sweep"), request)
     store = backend.open()
     run = uuid.uuid4().hex[:8]  # one Postgres schema serves every example
     threads = [f"t{run}-{i}" for i in range(len(shapes))]
     heads = [asyncio.run(_write(store, t, *shape)) for t, shape in zip(threads, shapes, strict=True)]
+    bystander = f"t{run}-untouched"
+    asyncio.run(_write(store, bystander, *shapes[0]))
+    whole = list(reversed(store.history(bystander)))
     sizes = {info.thread_id: info.checkpoints for info in store.list_threads() if info.thread_id in threads}
-    removed = asyncio.run(store._aapply_sweep([GroupPlan(root=("", t), prunes=(("", t),)) for t in threads]))
+    plans = [GroupPlan(root=("", t), prunes=(("", t),)) for t in threads]
+    removed = asyncio.run(store._aapply_sweep(plans, share=share))
     asyncio.run(store.aclose())
     assert removed == [sizes[t] - 1 for t in threads]
     for t, head in zip(threads, heads, strict=True):
         read_back_all(backend, t, [dataclasses.replace(head, parent_id=None)])
+    read_back_all(backend, bystander, whole)
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_thread_under_a_live_lease_is_left_whole(tmp_path: Path, request: pytest.FixtureRequest, kind: str) -> None:
+@pytest.mark.parametrize("share", [0.0, 1.0])
+def test_a_thread_under_a_live_lease_is_left_whole(
+    tmp_path: Path, request: pytest.FixtureRequest, kind: str, share: float
+) -> None:
     backend = Backend(kind, tmp_path, request)
     store = backend.open()
     try:
@@ -91,7 +102,7 @@ def test_a_thread_under_a_live_lease_is_left_whole(tmp_path: Path, request: pyte
         before = store.history("busy")
         lease = store.take_lease("busy", "a run")
         plans = [GroupPlan(root=("", t), prunes=(("", t),)) for t in ("busy", "idle")]
-        assert asyncio.run(store._aapply_sweep(plans)) == [None, 6]
+        assert asyncio.run(store._aapply_sweep(plans, share=share)) == [None, 6]
         assert store.history("busy") == before
         assert len(store.history("idle")) == 1
         store.release_lease(lease)

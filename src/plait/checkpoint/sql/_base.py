@@ -49,6 +49,10 @@ class BatchSql:
     """How a sweep deletes a batch's rows: naming the batch's threads and what stays
     (PostgreSQL: a range scan per thread, 3 to 5 times faster than looking each going row
     up), or naming every row that goes (SQLite, which scans a ``NOT IN`` list per row)."""
+    rebuild: bool = False
+    """Whether a sweep that drops most of the blobs table empties it and writes back what
+    stays, in one transaction for the whole sweep (SQLite, where deleting rows one by one
+    costs four times as much; PostgreSQL deletes in batches and leaves the rest to vacuum)."""
 
 
 def json_rows(rows: Sequence[Sequence[str | None]]) -> str:

@@ -30,9 +30,8 @@ connection dropped during COMMIT) can be retried safely.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from plait.checkpoint import lease as rules
 from plait.checkpoint._common import keep_set
@@ -49,7 +48,7 @@ from plait.checkpoint.sql._schema import MIGRATIONS, STATEMENTS, joins
 from plait.checkpoint.sql._threads import SqlThreads, holder_json
 from plait.errors import CheckpointCorruptError
 
-__all__ = ["PrunePlan", "SqlCore", "plan_prune"]
+__all__ = ["PrunePlan", "SqlCore", "plan_latest", "plan_prune"]
 
 log = logging.getLogger("plait.checkpoint.sql")
 
@@ -271,8 +270,51 @@ def plan_prune(
     Raises:
         CheckpointCorruptError: a kept checkpoint's body does not decode.
     """
-    namespace, thread_id = where
     dropped = [cid for cid in parents if cid not in keep]
+    reroot = [cid for cid in keep if parents[cid] is not None and parents[cid] not in keep]
+    return _plan(where, keep, parents, body, table, dropped, reroot)
+
+
+def plan_latest(
+    where: tuple[str, str],
+    head: str,
+    rooted: bool,
+    body: Callable[[str], bytes],
+    table: Mapping[tuple[str, str], str | None],
+) -> PrunePlan:
+    """What keeping only ``head`` of the thread ``where`` changes (a sweep's ``keep_latest``:
+    ``prune(keep_last=1, branches=False)`` keeps the greatest id alone), without its tree:
+    every other checkpoint goes, so any blob id below ``head`` may name one whose body holds
+    the blob inline, and ``body`` is asked for it (a missing one answers ``b""``, which reads
+    as damaged and holds nothing). ``dropped`` is left empty: the caller deletes by range.
+    ``rooted``: the head has a parent now (it becomes a root).
+
+    Raises:
+        CheckpointCorruptError: the head's body does not decode.
+    """
+    return _plan(where, (head,), _Older(head), body, table, [], [head] if rooted else [])
+
+
+class _Older:
+    """The ids a thread pruned to ``head`` alone may have held besides it: all below it."""
+
+    def __init__(self, head: str) -> None:
+        self.head = head
+
+    def __contains__(self, cid: object) -> bool:
+        return isinstance(cid, str) and cid < self.head
+
+
+def _plan(
+    where: tuple[str, str],
+    keep: Collection[str],
+    checkpoints: Container[str],
+    body: Callable[[str], bytes],
+    table: Mapping[tuple[str, str], str | None],
+    dropped: list[str],
+    reroot: list[str],
+) -> PrunePlan:
+    namespace, thread_id = where
     need: set[tuple[str, str]] = set()
     inline: dict[tuple[str, str], tuple[str | None, bytes]] = {}
     for cid in keep:
@@ -282,12 +324,11 @@ def plan_prune(
             raise CheckpointCorruptError(thread_id, cid, str(exc)) from None
         need.update((decoded.blobs or {}).items())
         inline.update(((ch, cid), entry) for ch, entry in (decoded.inline or {}).items())
-    _close_over_bases(need, inline, table, parents, body, set(keep))
-    gone_ids = set(dropped)
+    _close_over_bases(need, inline, table, checkpoints, body, set(keep))
     moved = [
         (namespace, thread_id, ch, cid, base, data)
         for (ch, cid), (base, data) in inline.items()
-        if cid in gone_ids and (ch, cid) in need
+        if cid not in keep and (ch, cid) in need
     ]
     stays: list[tuple[str, str]] = []
     gone: list[tuple[str, str, str, str]] = []
@@ -297,7 +338,6 @@ def plan_prune(
         else:
             gone.append((namespace, thread_id, *key))
     stays += [(ch, cid) for _, _, ch, cid, _, _ in moved]
-    reroot = [cid for cid in keep if parents[cid] is not None and parents[cid] not in keep]
     return PrunePlan(dropped=dropped, gone=gone, moved=moved, stays=stays, reroot=reroot)
 
 
@@ -305,7 +345,7 @@ def _close_over_bases(
     need: set[tuple[str, str]],
     inline: dict[tuple[str, str], tuple[str | None, bytes]],
     table: Mapping[tuple[str, str], str | None],
-    parents: Mapping[str, Any],
+    parents: Container[str],
     body: Callable[[str], bytes],
     opened: set[str],
 ) -> None:

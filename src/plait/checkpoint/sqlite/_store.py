@@ -86,7 +86,8 @@ _DIALECT = Dialect(
     keys="SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?)",
     keys_params=lambda keys: [orjson.dumps(keys).decode()],
     batch=BatchSql(
-        rows=lambda n: "SELECT " + ", ".join(f"json_extract(value, '$[{i}]')" for i in range(n)) + " FROM json_each(?)"
+        rows=lambda n: "SELECT " + ", ".join(f"json_extract(value, '$[{i}]')" for i in range(n)) + " FROM json_each(?)",
+        rebuild=True,
     ),
     table_exists="SELECT (SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?)",
     table_exists_param=lambda name: name,

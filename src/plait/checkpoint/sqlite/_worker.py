@@ -257,12 +257,19 @@ BULK_CACHE_KIB = 65_536
 """The page cache (KiB) a bulk transaction runs with: a sweep's batch frees thousands of
 pages, and with SQLite's default 2 MB it spills dirty pages to the log mid-transaction."""
 
+BULK_MMAP_BYTES = 1 << 32
+"""How much of the file a bulk transaction reads through a memory map (SQLite caps it at its
+build's limit, 2 GB by default): emptying a table visits every page of it, and reading the
+300,000 pages a sweep of 10,000 threads x 50 steps frees by a ``read`` call each took twice
+as long as the whole emptying does through the map (1.0 s against 0.5 s)."""
+
 
 def bulk_transaction(
     conn: sqlite3.Connection, fn: Callable[[Cursor], T], prepare: Callable[[], None] | None = None
 ) -> T:
-    """Run a write transaction that deletes much (a sweep's batch) with a larger page cache
-    and ``secure_delete = FAST``, then restore the connection's settings.
+    """Run a write transaction that deletes much (a sweep's batch) with a larger page cache,
+    the file read through a memory map and ``secure_delete = FAST``, then restore the
+    connection's settings.
 
     Why FAST: Debian's and Ubuntu's SQLite are built with secure delete on, which writes
     every freed page back zeroed: a sweep that drops 98 % of a file then writes the whole file
@@ -272,11 +279,14 @@ def bulk_transaction(
     """
     ((secure,),) = conn.execute("PRAGMA secure_delete").fetchall()
     ((cache,),) = conn.execute("PRAGMA cache_size").fetchall()
+    ((mapped,),) = conn.execute("PRAGMA mmap_size").fetchall()
     conn.execute("PRAGMA secure_delete = FAST")
     conn.execute(f"PRAGMA cache_size = {-BULK_CACHE_KIB}")
+    conn.execute(f"PRAGMA mmap_size = {BULK_MMAP_BYTES}").fetchall()
     try:
         return transaction(conn, fn, prepare)
     finally:
+        conn.execute(f"PRAGMA mmap_size = {int(mapped)}").fetchall()
         conn.execute(f"PRAGMA cache_size = {int(cache)}")
         conn.execute(f"PRAGMA secure_delete = {int(secure)}")
 
