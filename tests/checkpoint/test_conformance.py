@@ -144,7 +144,7 @@ def _on_loop_class() -> type[Checkpointer]:
 
 
 try:
-    _OnLoopPool: type[Checkpointer] = _on_loop_class()
+    _OnLoopPool: type[Any] = _on_loop_class()  # (Any: its share_a_pool is not the protocol's)
 except ImportError:  # no psycopg: the PostgreSQL backends are skipped
     _OnLoopPool = MemoryCheckpointer
 

@@ -181,6 +181,9 @@ class PostgresCheckpointer(SqlCheckpointer):
         self._executor = ThreadPoolExecutor(max_workers=max_connections, thread_name_prefix="plait-pg")
         self._opened = False
         self._checked = False
+        self._set_up = False
+        """:meth:`migrate` ran: a later :meth:`asetup` has nothing to do (a graph bound per
+        request, as the API server binds one, calls it each time)."""
         self.created = False
         """Whether a setup by this object found none of plait's tables and created them (what
         ``plait db migrate`` reports: a new store, not one brought up to date)."""
@@ -508,13 +511,15 @@ class PostgresCheckpointer(SqlCheckpointer):
             return SqlCore(_dialect(str(current)), self._store).component.migrate(cur, self._store)
 
         found = self._transaction(migrate, check=False)
-        self._checked = True
+        self._checked = self._set_up = True
         self.created = self.created or found == 0
         return found
 
     async def asetup(self) -> None:
         """Create or upgrade plait's tables; safe to call more than once, from many processes."""
         self._check_open()
+        if self._set_up:
+            return
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._executor, self.migrate)
 
