@@ -10,8 +10,9 @@ import dataclasses
 import sqlite3
 from pathlib import Path
 
-from plait.serve.records import RunRecord, ThreadRecord
+from plait.serve.records import RunRecord, StoredEvent, ThreadRecord
 from plait.serve.sqlite_log import _ACTIVE_SQL, _SCHEMA, SqliteRunLog
+from plait.serve.streams import EventWriter, Notifier, follow
 
 
 def _run(run_id: str, status: str = "pending", thread_id: str = "t") -> RunRecord:
@@ -71,3 +72,59 @@ def test_whether_a_thread_is_busy_is_read_through_the_index_of_active_runs() -> 
         assert "plait_serve_runs_active" in plan, plan
     finally:
         conn.close()
+
+
+def test_a_follower_gets_every_event_once_in_order_and_a_handed_batch_is_not_read_back(tmp_path: Path) -> None:
+    """A batch handed over by the notice that wakes a waiting reader is sent as it is (the
+    first event of a stream waits for one commit, not a commit and a read); a reader that fell
+    behind reads the log instead: either way every event comes once, in order."""
+
+    class CountingLog(SqliteRunLog):
+        reads = 0
+
+        async def read_events(self, run_id: str, after: int, limit: int = 1000) -> list[StoredEvent]:
+            self.reads += 1
+            return await super().read_events(run_id, after, limit)
+
+    async def go() -> tuple[list[int], int]:
+        log = CountingLog(str(tmp_path / "s.db"))
+        await log.open()
+        notifier = Notifier()
+        active = [True]
+        reads_at_first: list[int] = []
+
+        async def is_active() -> bool:
+            return active[0]
+
+        try:
+            await log.insert_run(_run("r1", "running"))
+            writer = EventWriter(log, "r1", notifier)
+            got: list[int] = []
+
+            async def read() -> None:
+                async for event in follow(log, notifier, "r1", 0, is_active, heartbeat=5.0):
+                    assert event is not None
+                    if not got:
+                        reads_at_first.append(log.reads)
+                    got.append(event.seq)
+                    if event.seq % 17 == 0:
+                        await asyncio.sleep(0.01)  # falls behind now and then
+
+            reader = asyncio.get_running_loop().create_task(read())
+            while log.reads == 0 or notifier.waiters.get("r1") is None:  # it read nothing and waits
+                await asyncio.sleep(0.001)
+            for i in range(120):
+                writer.add("values", {"i": i})
+                if i % 3 == 2:
+                    await writer.flush()
+                    await asyncio.sleep(0.002)
+            active[0] = False
+            notifier.notify("r1")
+            await asyncio.wait_for(reader, 30)
+            return got, reads_at_first[0]
+        finally:
+            await log.close()
+
+    got, reads_at_first = asyncio.run(go())
+    assert got == list(range(1, 121))
+    assert reads_at_first == 1  # only the read that found nothing: the first batch came with its notice

@@ -30,7 +30,7 @@ from plait.serve.assistants import Assistants
 from plait.serve.log import LocalRunLog
 from plait.serve.records import ApiRunStatus, RunRecord
 from plait.serve.requests import start_of
-from plait.serve.streams import EventWriter, Notifier
+from plait.serve.streams import EventWriter, Notifier, stored
 from plait.serve.wire import dumps, interrupt_json
 from plait.stream_wire import Translator, api_error, library_modes
 from plait.tracing import carrier
@@ -261,14 +261,15 @@ class Runner:
         head = await self.checkpointer.aget(run.thread_id)
         head_id = head.id if head is not None else None
         first = run.attempts == 0
-        run = await self._save(  # with its first event, in one transaction
+        started = [("metadata", dumps({"run_id": run.run_id, "attempt": run.attempts + 1}))]
+        run, seq = await self._save_with(  # with its first event, in one transaction
             run,
+            started,
             status="running",
             attempts=run.attempts + 1,
             start_checkpoint=head_id if first else run.start_checkpoint,
-            events=[("metadata", dumps({"run_id": run.run_id, "attempt": run.attempts + 1}))],
         )
-        self.notifier.notify(run.run_id)
+        self.notifier.notify(run.run_id, stored(started, seq))
         writer = EventWriter(self.log, run.run_id, self.notifier, self.clock)
         try:
             landed = not first and head_id != run.start_checkpoint
@@ -358,6 +359,11 @@ class Runner:
         return {**user, "graph_id": run.graph, "assistant_id": run.assistant_id, "api_run_id": run.run_id}
 
     async def _save(self, run: RunRecord, events: Sequence[tuple[str, bytes]] = (), **changes: Any) -> RunRecord:
+        return (await self._save_with(run, events, **changes))[0]
+
+    async def _save_with(
+        self, run: RunRecord, events: Sequence[tuple[str, bytes]], **changes: Any
+    ) -> tuple[RunRecord, int]:
+        """The run saved with ``changes`` and ``events`` appended, and the last event's number."""
         updated = dataclasses.replace(run, **changes, updated_at=self.clock())
-        await self.log.save_run(updated, events)
-        return updated
+        return updated, await self.log.save_run(updated, events)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from plait.serve.log import LocalRunLog, RunLog
@@ -94,11 +94,11 @@ class EventWriter:
         while self.queued:
             batch, self.queued = self.queued, []
             try:
-                await self.log.append_events(self.run_id, batch, self.clock())
+                last = await self.log.append_events(self.run_id, batch, self.clock())
             except Exception as exc:  # the run sees it at its next flush
                 self.failure = exc
                 return
-            self.notifier.notify(self.run_id)
+            self.notifier.notify(self.run_id, stored(batch, last))
 
     async def drain(self) -> list[tuple[str, bytes]]:
         """Wait until no batch is being stored, then take what is queued: the last events,
@@ -121,6 +121,13 @@ class EventWriter:
             raise self.failure
 
 
+def stored(batch: Sequence[tuple[str, bytes]], last: int) -> list[StoredEvent]:
+    """``batch`` as the log stored it, its last event numbered ``last``: what a notice hands
+    the readers that are waiting for it, so that they need not read it back."""
+    first = last - len(batch) + 1
+    return [StoredEvent(first + i, name, data) for i, (name, data) in enumerate(batch)]
+
+
 def sse_frame(event: StoredEvent | None = None, *, name: str = "", data: bytes = b"", with_id: bool = True) -> bytes:
     """One SSE message: ``id``, ``event`` and one ``data`` line (JSON has no raw newlines)."""
     if event is not None:
@@ -140,12 +147,19 @@ async def follow(
 ) -> AsyncIterator[StoredEvent | None]:
     """The run's events after ``after``, as they are stored; None when nothing came for
     ``heartbeat`` seconds (send a heartbeat). Ends once the run has ended and every event is
-    read."""
+    read. A batch handed over by the notice that woke the reader is used as it is when it
+    follows on from ``after``; anything else (a reader that fell behind, a rejoin) reads the
+    log, so no event is skipped or sent twice."""
     ended = False
+    handed: list[StoredEvent] = []
     while True:
         fut = notifier.register(run_id)
         try:
-            events = await log.read_events(run_id, after)
+            if handed and handed[0].seq == after + 1:
+                events = handed
+            else:
+                events = await log.read_events(run_id, after)
+            handed = []
             if not events:
                 if ended:
                     return
@@ -153,9 +167,12 @@ async def follow(
                     ended = True  # one more read: what was stored before it ended
                     continue
                 try:
-                    await asyncio.wait_for(fut, heartbeat)
+                    told = await asyncio.wait_for(fut, heartbeat)
                 except TimeoutError:
                     yield None
+                    continue
+                if isinstance(told, list):
+                    handed = told
                 continue
         finally:
             notifier.discard(run_id, fut)
