@@ -11,7 +11,9 @@ process (as the checkpoints written beside it do).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sqlite3
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -91,7 +93,7 @@ class SqliteRunLog(LocalRunLog):
         def run() -> T:
             if self.conn is None:
                 self.conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-                self.conn.execute("PRAGMA busy_timeout = 10000")
+                self.conn.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
                 if self.path != ":memory:":
                     self.conn.execute("PRAGMA journal_mode = WAL")
                     self.conn.execute("PRAGMA synchronous = NORMAL")
@@ -104,7 +106,7 @@ class SqliteRunLog(LocalRunLog):
         checkpointer's writers on the same file)."""
 
         def tx(conn: sqlite3.Connection) -> T:
-            conn.execute("BEGIN IMMEDIATE")
+            _begin_immediate(conn)
             try:
                 out = fn(conn)
             except BaseException:
@@ -279,6 +281,34 @@ class SqliteRunLog(LocalRunLog):
             ).rowcount
 
         return await self.write(drop)
+
+
+_BUSY_MS = 10_000
+_POLLS = (0.00005, 0.0001, 0.0002, 0.0005, 0.001)
+
+
+def _begin_immediate(conn: sqlite3.Connection) -> None:
+    """Take the file's write lock, polling for it every fraction of a millisecond. The
+    checkpoints' writer shares the file, and a run's events are stored while its steps are
+    committed: SQLite's own wait for a busy lock sleeps 1, 2, 5, 10 ms and more between
+    tries, which a stream's first event would pay after every step's commit."""
+    conn.execute("PRAGMA busy_timeout = 0")
+    try:
+        deadline = 0.0
+        for attempt in itertools.count():
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                now = time.monotonic()
+                deadline = deadline or now + _BUSY_MS / 1000
+                if now > deadline:
+                    raise
+                time.sleep(_POLLS[min(attempt, len(_POLLS) - 1)])
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
 
 
 _RUN_SETS = ", ".join(f"{c.strip()} = ?" for c in _RUN_COLUMNS.split(",")[1:])
