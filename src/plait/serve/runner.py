@@ -131,7 +131,7 @@ class Runner:
             if record.multitask in ("interrupt", "rollback"):
                 for other in active:
                     await self._stop(other, record.multitask)
-        self.kick(record.thread_id)
+        self.kick(record.thread_id, first=None if active else record)
         return record
 
     async def cancel(self, run_id: str, action: str) -> RunRecord:
@@ -208,21 +208,28 @@ class Runner:
 
     # -- executing ----------------------------------------------------------------------------
 
-    def kick(self, thread_id: str) -> None:
-        """Make sure the thread's runs are being executed (and a waiting driver looks again)."""
+    def kick(self, thread_id: str, first: RunRecord | None = None) -> None:
+        """Make sure the thread's runs are being executed (and a waiting driver looks again).
+        ``first``: the thread's only active run, just stored, which a new driver then starts
+        without reading the log for it."""
         wake = self.wakes.get(thread_id)
         if wake is not None:
             wake.set()
         if self.closing or thread_id in self.drivers:
             return
-        self.drivers[thread_id] = asyncio.get_running_loop().create_task(self._drive(thread_id))
+        self.drivers[thread_id] = asyncio.get_running_loop().create_task(self._drive(thread_id, first))
 
-    async def _drive(self, thread_id: str) -> None:
+    async def _drive(self, thread_id: str, first: RunRecord | None = None) -> None:
         try:
             while True:
                 async with self.lock(thread_id):
-                    # no live run of the thread: nothing to read (after each run's end, most often)
-                    waiting = await self.log.active_runs(thread_id) if thread_id in self.live_threads else []
+                    if first is not None and first.run_id in self.live:  # (not cancelled meanwhile)
+                        waiting = [first]
+                    elif thread_id in self.live_threads:
+                        waiting = await self.log.active_runs(thread_id)
+                    else:  # no live run of the thread: nothing to read (after each run's end, most often)
+                        waiting = []
+                    first = None
                     if not waiting:
                         for gone in [r for r, t in self.live.items() if t == thread_id]:  # deleted meanwhile
                             self._ended(gone, None)
