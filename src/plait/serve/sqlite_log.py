@@ -11,15 +11,14 @@ process (as the checkpoints written beside it do).
 from __future__ import annotations
 
 import asyncio
-import itertools
 import sqlite3
-import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import orjson
 
+from plait._sqlite_busy import until_free
 from plait.serve.log import LocalRunLog, thread_order, with_metadata
 from plait.serve.records import ACTIVE, RunRecord, StoredEvent, ThreadRecord
 
@@ -284,7 +283,6 @@ class SqliteRunLog(LocalRunLog):
 
 
 _BUSY_MS = 10_000
-_POLLS = (0.00005, 0.0001, 0.0002, 0.0005, 0.001)
 
 
 def _begin_immediate(conn: sqlite3.Connection) -> None:
@@ -294,19 +292,7 @@ def _begin_immediate(conn: sqlite3.Connection) -> None:
     tries, which a stream's first event would pay after every step's commit."""
     conn.execute("PRAGMA busy_timeout = 0")
     try:
-        deadline = 0.0
-        for attempt in itertools.count():
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
-                    raise
-                now = time.monotonic()
-                deadline = deadline or now + _BUSY_MS / 1000
-                if now > deadline:
-                    raise
-                time.sleep(_POLLS[min(attempt, len(_POLLS) - 1)])
+        until_free(lambda: conn.execute("BEGIN IMMEDIATE"), patience=_BUSY_MS / 1000, pause=0.00005, most=0.001)
     finally:
         conn.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
 

@@ -41,6 +41,7 @@ from typing import Any, Literal, TypeVar
 
 import orjson
 
+from plait._sqlite_busy import until_free
 from plait._sync import run_sync
 from plait.checkpoint._validate import check_thread
 from plait.checkpoint.base import Capabilities, read_or_release
@@ -213,17 +214,8 @@ class SqliteCheckpointer(SqlCheckpointer):
         handler, while another process opens or migrates the same file (several processes
         starting together); it is retried until the busy timeout, like any other wait.
         """
-        deadline = time.monotonic() + self.busy_timeout
-        pause = 0.001
-        while True:
-            try:
-                conn.execute("PRAGMA journal_mode = WAL")
-                return
-            except sqlite3.OperationalError as exc:
-                if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() + pause > deadline:
-                    raise
-            time.sleep(pause)
-            pause = min(pause * 2, 0.05)
+        wal = "PRAGMA journal_mode = WAL"
+        until_free(lambda: conn.execute(wal), patience=self.busy_timeout, pause=0.001, most=0.05)
 
     def _open_reader(self) -> sqlite3.Connection:
         self._writer.ready.wait()  # the writer creates or migrates the file first

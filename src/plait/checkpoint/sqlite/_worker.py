@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from plait._sqlite_busy import is_busy
 from plait.checkpoint.sql._base import Cursor
 from plait.errors import CheckpointError
 
@@ -111,7 +112,7 @@ class Worker:
                 self._waits = False
             return True, fn(conn)
         except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
+            if is_busy(exc):
                 return False, None
             raise self._translate(exc) from exc
         except (sqlite3.Error, OSError) as exc:
