@@ -291,3 +291,27 @@ def test_langchain_chunk_objects_stream_and_add_up() -> None:
     assert rebuilt.content == "Hello" and rebuilt.tool_calls[0]["args"] == {"q": 1}
     client_side = messages.AIMessageChunk(**{k: v for k, v in chunks[0].items() if k != "type"})
     assert client_side.content == "Hel", "a client can rebuild LangChain's chunk from an item"
+
+
+def test_a_steps_chunks_reach_the_reader_before_the_steps_commit_starts() -> None:
+    """A node that yields its whole answer without awaiting: the reader of the stream still
+    gets the first chunk before the step's checkpoint is committed (an API server stores the
+    chunk then, instead of waiting behind the commit for the store's file)."""
+    order: list[str] = []
+
+    class Watched(MemoryCheckpointer):
+        async def acommit(self, **kwargs: Any) -> None:  # type: ignore[override]
+            if any(w.checkpoint.step == 1 for w in kwargs.get("checkpoints") or ()):
+                order.append("commit")
+            await super().acommit(**kwargs)
+
+    async def burst(state: Any, ctx: NodeContext) -> dict[str, Any]:
+        return {"messages": [await ctx.astream_message(WORDS)]}
+
+    async def go() -> None:
+        app = chat_graph(burst).compile(checkpointer=Watched())
+        async for _chunk, _meta in app.astream(ASK, mode="messages", thread_id="t"):
+            order.append("chunk")
+
+    asyncio.run(go())
+    assert order[0] == "chunk" and order.count("commit") == 1, order

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 from plait.serve.records import RunRecord, StoredEvent, ThreadRecord
@@ -128,3 +129,69 @@ def test_a_follower_gets_every_event_once_in_order_and_a_handed_batch_is_not_rea
     got, reads_at_first = asyncio.run(go())
     assert got == list(range(1, 121))
     assert reads_at_first == 1  # only the read that found nothing: the first batch came with its notice
+
+
+def test_a_streamed_chunk_is_stored_before_append_events_now_returns_when_the_file_is_free(tmp_path: Path) -> None:
+    """The first chunk of an answer is stored on the caller's thread (no hop to the log's
+    thread) when the file's write lock is free, and handed to the log's thread when another
+    connection holds it: stored once the lock is given back, with the next number."""
+
+    async def go() -> None:
+        path = tmp_path / "s.db"
+        log = SqliteRunLog(str(path))
+        await log.open()
+        other = sqlite3.connect(path, isolation_level=None)
+        try:
+            await log.insert_run(_run("r1", "running"))
+            assert log.append_events_now("r1", [("messages", b"[1]")], 1.0) == 1
+            other.execute("BEGIN IMMEDIATE")  # another writer (the checkpointer) holds the file
+            pending = log.append_events_now("r1", [("messages", b"[2]"), ("messages", b"[3]")], 2.0)
+            assert not isinstance(pending, int)
+            await asyncio.sleep(0.05)
+            assert other.execute("SELECT seq FROM plait_serve_events").fetchall() == [(1,)]  # it waits
+            other.execute("COMMIT")
+            assert await pending == 3
+            assert [(e.seq, e.data) for e in await log.read_events("r1", 0)] == [(1, b"[1]"), (2, b"[2]"), (3, b"[3]")]
+        finally:
+            other.close()
+            await log.close()
+
+    asyncio.run(go())
+
+
+def test_an_answers_first_chunk_wakes_its_readers_at_once_and_the_rest_follow_in_one_batch(tmp_path: Path) -> None:
+    """A burst of chunks (a node that yields its deltas without awaiting): the first is stored
+    and handed to a waiting reader before the writer's ``add`` returns; the chunks added in the
+    same turn after it are stored together in one transaction; every event comes once, in order."""
+
+    class CountingLog(SqliteRunLog):
+        appends = 0
+
+        async def append_events(self, run_id: str, events: Sequence[tuple[str, bytes]], now: float) -> int:
+            self.appends += 1
+            return await super().append_events(run_id, events, now)
+
+    async def go() -> None:
+        log = CountingLog(str(tmp_path / "s.db"))
+        await log.open()
+        notifier = Notifier()
+        try:
+            await log.insert_run(_run("r1", "running"))
+            writer = EventWriter(log, "r1", notifier)
+            await log.append_events("r1", [("metadata", b"{}")], 1.0)  # opens the log's connection
+            log.appends = 0
+            woken = notifier.register("r1")
+            for i in range(20):
+                writer.add("messages", [{"content": str(i)}, {}])
+                if i == 0:
+                    assert woken.done()  # stored, and its reader told, before the turn ends
+                    assert [e.seq for e in woken.result()] == [2]
+            await writer.flush()
+            assert log.appends == 1  # the nineteen others: one transaction
+            events = await log.read_events("r1", 0)
+            assert [e.seq for e in events] == list(range(1, 22))
+            assert [e.event for e in events[1:]] == ["messages"] * 20
+        finally:
+            await log.close()
+
+    asyncio.run(go())

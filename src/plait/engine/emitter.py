@@ -69,7 +69,7 @@ class Emitter:
     """The stream of one run: ``values``, ``updates``, ``events``, ``custom`` and
     ``messages`` items."""
 
-    __slots__ = ("active", "events", "loop", "messages", "modes", "seen", "sink", "source")
+    __slots__ = ("active", "events", "loop", "messages", "modes", "seen", "sink", "source", "streamed")
 
     def __init__(
         self,
@@ -92,6 +92,16 @@ class Emitter:
         """The ids of the messages sent so far, streamed or whole, by this run or its
         subgraphs' (shared with them, see :meth:`share`): a message is sent whole only if
         it was not sent yet, as LangGraph does."""
+        self.streamed = False
+        """Whether a task streamed a message since :meth:`take_streamed` last asked."""
+
+    def take_streamed(self) -> bool:
+        """Whether a task streamed a message since the last call (and forget it): the loop
+        then gives the stream's reader a turn before the step's commit, so that a server
+        stores the answer's chunks ahead of the commit (which holds the store's file for
+        its fsync) and its client sees them that much sooner."""
+        streamed, self.streamed = self.streamed, False
+        return streamed
 
     def share(self, parent: Emitter) -> None:
         """Be a subgraph's stream of the run ``parent`` streams: a message sent by either is
@@ -137,6 +147,7 @@ class Emitter:
             return None
         assert self.sink is not None and self.source is not None
         self.seen.add(message_id)
+        self.streamed = True
         meta = self.source.metadata(node, step, task_id)
         sink, loop = self.sink, self.loop
 

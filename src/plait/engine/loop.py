@@ -547,6 +547,8 @@ class Driver(Migrating):
             # The run's last checkpoint gives the lease back in its own commit (a round
             # trip fewer per run, in every durability mode).
             self._finishing("idle")
+        if self.emit.take_streamed():
+            await asyncio.sleep(0)  # the reader of the chunks first (see Emitter.take_streamed)
         await persist.store_step(new, set(changed), folds=folds, memory=memory)
         return new, next_tasks
 

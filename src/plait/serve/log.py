@@ -9,7 +9,7 @@ sent: a client that comes back with ``Last-Event-ID`` reads them from here.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
 from plait.serve.records import RunRecord, StoredEvent, ThreadRecord
@@ -113,6 +113,13 @@ class LocalRunLog(RunLog):
     async def append_events(self, run_id: str, events: Sequence[tuple[str, bytes]], now: float) -> int:
         """Store ``events`` (name, JSON document) after the run's last one, in one
         transaction; returns the sequence number of the last."""
+
+    def append_events_now(self, run_id: str, events: Sequence[tuple[str, bytes]], now: float) -> int | Awaitable[int]:
+        """:meth:`append_events` for a streamed answer's chunks, as soon as the log can: the
+        last event's number when they are stored before this returns (SQLite's log does so
+        when its file is free), else what to await for it. A chunk handed to a thread waits
+        behind the step commit its node has just queued, and that commit's fsync."""
+        return self.append_events(run_id, events, now)
 
     @abstractmethod
     async def last_event(self, run_id: str) -> int:

@@ -123,15 +123,27 @@ class Runner:
             RunRejectedError: ``multitask="reject"`` and the thread has an active run.
         """
         async with self.lock(record.thread_id):
+            # A thread with no live run here most often starts the new run at once: its head
+            # is read meanwhile, on the store's reader thread, while the log stores the run.
+            head = None
+            if record.thread_id not in self.live_threads and not record.kwargs.get("after"):
+                head = asyncio.ensure_future(self.checkpointer.aget(record.thread_id))
             reject = record.multitask == "reject"
-            active = await self.log.insert_run(record, tags=thread_tags, reject=reject)
+            try:
+                active = await self.log.insert_run(record, tags=thread_tags, reject=reject)
+            except BaseException:
+                _drop(head)
+                raise
+            if active:
+                _drop(head)
+                head = None
             if active and reject:
                 raise RunRejectedError(record.thread_id, active[0].run_id, active[0].status)
             self._live(record)
             if record.multitask in ("interrupt", "rollback"):
                 for other in active:
                     await self._stop(other, record.multitask)
-        self.kick(record.thread_id, first=None if active else record)
+        self.kick(record.thread_id, first=None if active else record, head=head)
         return record
 
     async def cancel(self, run_id: str, action: str) -> RunRecord:
@@ -208,24 +220,32 @@ class Runner:
 
     # -- executing ----------------------------------------------------------------------------
 
-    def kick(self, thread_id: str, first: RunRecord | None = None) -> None:
+    def kick(
+        self, thread_id: str, first: RunRecord | None = None, head: asyncio.Future[Checkpoint | None] | None = None
+    ) -> None:
         """Make sure the thread's runs are being executed (and a waiting driver looks again).
         ``first``: the thread's only active run, just stored, which a new driver then starts
-        without reading the log for it."""
+        without reading the log for it; ``head``: the thread's head, being read since before
+        ``first`` was stored (a driver that does not start ``first`` drops it)."""
         wake = self.wakes.get(thread_id)
         if wake is not None:
             wake.set()
         if self.closing or thread_id in self.drivers:
+            _drop(head)
             return
-        self.drivers[thread_id] = asyncio.get_running_loop().create_task(self._drive(thread_id, first))
+        self.drivers[thread_id] = asyncio.get_running_loop().create_task(self._drive(thread_id, first, head))
 
-    async def _drive(self, thread_id: str, first: RunRecord | None = None) -> None:
+    async def _drive(
+        self, thread_id: str, first: RunRecord | None = None, head: asyncio.Future[Checkpoint | None] | None = None
+    ) -> None:
         try:
             while True:
                 async with self.lock(thread_id):
                     if first is not None and first.run_id in self.live:  # (not cancelled meanwhile)
                         waiting = [first]
                     elif thread_id in self.live_threads:
+                        _drop(head)
+                        head = None
                         waiting = await self.log.active_runs(thread_id)
                     else:  # no live run of the thread: nothing to read (after each run's end, most often)
                         waiting = []
@@ -235,6 +255,7 @@ class Runner:
                             self._ended(gone, None)
                         del self.drivers[thread_id]
                         self.wakes.pop(thread_id, None)
+                        _drop(head)
                         return
                     run = waiting[0]
                     due = float(run.kwargs.get("after") or 0.0)
@@ -247,7 +268,8 @@ class Runner:
                         await asyncio.wait_for(wake.wait(), due - self.clock())
                     continue
                 try:
-                    await self._execute(run)
+                    started, head = head, None
+                    await self._execute(run, started)
                 finally:
                     self.current.pop(thread_id, None)
                     self.stops.pop(run.run_id, None)
@@ -258,14 +280,15 @@ class Runner:
             log.exception("executing the runs of thread %r failed", thread_id)
             self.drivers.pop(thread_id, None)
 
-    async def _execute(self, run: RunRecord) -> None:
+    async def _execute(self, run: RunRecord, head_read: asyncio.Future[Checkpoint | None] | None = None) -> None:
         try:
             assistant = self.assistants.find(run.graph)
         except AssistantNotFoundError as exc:  # stored by a server that served another graph set
+            _drop(head_read)
             refusal = {"error": type(exc).__name__, "message": str(exc)}
             self._ended(run.run_id, await self._save(run, status="error", output={"__error__": refusal}, error=refusal))
             return
-        head = await self.checkpointer.aget(run.thread_id)
+        head = await (head_read if head_read is not None else self.checkpointer.aget(run.thread_id))
         head_id = head.id if head is not None else None
         first = run.attempts == 0
         started = [("metadata", dumps({"run_id": run.run_id, "attempt": run.attempts + 1}))]
@@ -374,3 +397,9 @@ class Runner:
         """The run saved with ``changes`` and ``events`` appended, and the last event's number."""
         updated = dataclasses.replace(run, **changes, updated_at=self.clock())
         return updated, await self.log.save_run(updated, events)
+
+
+def _drop(read: asyncio.Future[Any] | None) -> None:
+    """Forget a read nobody will use (its failure, if any, is not reported as unretrieved)."""
+    if read is not None:
+        read.add_done_callback(lambda f: f.cancelled() or f.exception())

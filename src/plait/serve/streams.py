@@ -72,7 +72,9 @@ class Notifier:
 class EventWriter:
     """The events of one attempt of a run: :meth:`add` encodes and queues an event at once;
     a single flusher stores what is queued (one transaction a batch) and wakes the readers,
-    so a chunk is sent after it is stored and the run is never held up by the store."""
+    so a chunk is sent after it is stored and the run is never held up by the store. The
+    first chunk of a streamed answer (a ``messages`` event while nothing is being stored)
+    goes to the log before :meth:`add` returns (see :meth:`LocalRunLog.append_events_now`)."""
 
     def __init__(
         self, log: LocalRunLog, run_id: str, notifier: Notifier, clock: Callable[[], float] = time.time
@@ -88,17 +90,35 @@ class EventWriter:
     def add(self, event: str, data: Any) -> None:
         self.queued.append((event, dumps(data)))
         if self.flusher is None or self.flusher.done():
-            self.flusher = asyncio.get_running_loop().create_task(self._flush_all())
+            first = None
+            if event == "messages":  # a streamed answer: what is queued goes to the log now
+                batch, self.queued = self.queued, []
+                storing = self.log.append_events_now(self.run_id, batch, self.clock())
+                if isinstance(storing, int):  # stored already: its readers are woken at once
+                    self.notifier.notify(self.run_id, stored(batch, storing))
+                else:
+                    first = (batch, storing)
+            # what is added after this, in this turn of the loop, is stored in one batch
+            self.flusher = asyncio.get_running_loop().create_task(self._flush_all(first))
 
-    async def _flush_all(self) -> None:
+    async def _flush_all(self, first: tuple[list[tuple[str, bytes]], Awaitable[int]] | None = None) -> None:
+        if first is not None and not await self._stored(*first):
+            return
         while self.queued:
             batch, self.queued = self.queued, []
-            try:
-                last = await self.log.append_events(self.run_id, batch, self.clock())
-            except Exception as exc:  # the run sees it at its next flush
-                self.failure = exc
+            if not await self._stored(batch, self.log.append_events(self.run_id, batch, self.clock())):
                 return
-            self.notifier.notify(self.run_id, stored(batch, last))
+
+    async def _stored(self, batch: list[tuple[str, bytes]], storing: Awaitable[int]) -> bool:
+        """Wait for ``batch`` to be stored, then wake its readers; False if storing failed
+        (kept: the run sees it at its next flush)."""
+        try:
+            last = await storing
+        except Exception as exc:
+            self.failure = exc
+            return False
+        self.notifier.notify(self.run_id, stored(batch, last))
+        return True
 
     async def drain(self) -> list[tuple[str, bytes]]:
         """Wait until no batch is being stored, then take what is queued: the last events,
