@@ -144,6 +144,7 @@ def test_a_streamed_chunk_is_stored_before_append_events_now_returns_when_the_fi
         try:
             await log.insert_run(_run("r1", "running"))
             assert log.append_events_now("r1", [("messages", b"[1]")], 1.0) == 1
+            assert log.conn is not None and log.conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (1000,)
             other.execute("BEGIN IMMEDIATE")  # another writer (the checkpointer) holds the file
             pending = log.append_events_now("r1", [("messages", b"[2]"), ("messages", b"[3]")], 2.0)
             assert not isinstance(pending, int)

@@ -339,7 +339,9 @@ def _transaction(fn: Callable[[sqlite3.Connection], T], conn: sqlite3.Connection
 
 def _try_append(conn: sqlite3.Connection, run_id: str, events: Sequence[tuple[str, bytes]], now: float) -> int | None:
     """:func:`_append` in its own transaction if the file's write lock is free now; None if
-    another connection holds it (nothing written)."""
+    another connection holds it (nothing written). Run on the event loop's thread, so it
+    never waits: no busy wait, and no WAL checkpoint at its commit (a checkpoint copies pages
+    and syncs the file; the log's thread and the checkpointer's writer run them)."""
     conn.execute("PRAGMA busy_timeout = 0")
     try:
         conn.execute("BEGIN IMMEDIATE")
@@ -349,13 +351,21 @@ def _try_append(conn: sqlite3.Connection, run_id: str, events: Sequence[tuple[st
         raise
     finally:
         conn.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
+    conn.execute("PRAGMA wal_autocheckpoint = 0")
     try:
         last = _append(conn, run_id, events, now)
+        conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")
+    finally:
+        conn.execute(f"PRAGMA wal_autocheckpoint = {_AUTOCHECKPOINT}")
     return last
+
+
+_AUTOCHECKPOINT = 1000
+"""SQLite's default WAL checkpoint threshold (pages), which the log's connection keeps."""
 
 
 def _append(conn: sqlite3.Connection, run_id: str, events: Sequence[tuple[str, bytes]], now: float) -> int:
