@@ -3,15 +3,20 @@
 plait's SQLite and Postgres checkpointers do their I/O on worker threads, which a
 main-thread sampler (pyinstrument) does not see; so each thread started while profiling gets
 its own ``cProfile.Profile`` (through ``threading.setprofile``) and the results are merged.
+With ``PLAIT_PROFILE_CPU=1`` in the environment each thread is timed by its own CPU clock
+(``time.thread_time``) instead of the wall clock, so that waiting (for a lock, a queue, the
+disk) is not counted: what a server spends a request on, not what its threads wait for.
 """
 
 from __future__ import annotations
 
 import contextlib
 import cProfile
+import os
 import pstats
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,14 +31,14 @@ class AllThreads:
 
     def _start_in_thread(self, *_: Any) -> None:
         sys.setprofile(None)
-        p = cProfile.Profile()
+        p = _profile()
         with self._lock:
             self.profiles.append((threading.current_thread().name, p))
         p.enable()
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
-        main = cProfile.Profile()
+        main = _profile()
         self.profiles.append(("MainThread", main))
         threading.setprofile(self._start_in_thread)
         main.enable()
@@ -91,3 +96,9 @@ def _where(file: str, line: int, func: str) -> str:
     parts = Path(file).parts
     short = "/".join(parts[parts.index("plait") :]) if "plait" in parts else Path(file).name
     return f"{short}:{line}({func})"
+
+
+def _profile() -> cProfile.Profile:
+    if os.environ.get("PLAIT_PROFILE_CPU") == "1":
+        return cProfile.Profile(time.thread_time)
+    return cProfile.Profile()

@@ -265,7 +265,7 @@ def create_app(
     # matched in this order, one route after another: the runs' and threads' routes (every
     # turn of a chat) first; a path that matches with another method still finds its route
     for routes in (routes_runs, routes_threads, routes_thread_stream, routes_assistants, routes_crons, routes_store):
-        app.include_router(routes.router)
+        app.router.routes.extend(routes.router.routes)
     if cfg.studio:
         from plait.server import StudioConfig, studio_lifespan
         from plait.server import create_app as create_studio

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from starlette.responses import Response
 
 from plait._version import __version__
 from plait.graph.draw import draw_json
 from plait.serve.kernel import read_body, server_of
+from plait.serve.routing import Routes
 from plait.serve.wire import json_response
 
 __all__ = ["router"]
 
-router = APIRouter()
+router = Routes()
 
 
 @router.get("/ok")

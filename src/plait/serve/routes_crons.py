@@ -12,7 +12,7 @@ import dataclasses
 import uuid
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
@@ -31,12 +31,13 @@ from plait.serve.crons import (
 from plait.serve.kernel import Server, read_body, server_of
 from plait.serve.log import RunLog
 from plait.serve.requests import MULTITASK, run_kwargs
+from plait.serve.routing import Routes
 from plait.serve.sqlite_log import SqliteRunLog
 from plait.serve.wire import json_response
 
 __all__ = ["open_crons", "router"]
 
-router = APIRouter()
+router = Routes()
 
 _UTC = (None, "UTC", "Etc/UTC")
 _SORTS = ("cron_id", "assistant_id", "thread_id", "created_at", "updated_at", "next_run_date", "end_time")

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from starlette.responses import Response, StreamingResponse
 
 from plait.errors import (
@@ -27,13 +27,14 @@ from plait.errors import (
 from plait.serve.kernel import Server, read_body, server_of
 from plait.serve.records import RunRecord, ThreadRecord
 from plait.serve.requests import MULTITASK, run_kwargs
+from plait.serve.routing import Routes
 from plait.serve.streams import follow, sse_frame, thread_key
 from plait.serve.wire import json_response, run_json
 from plait.tracing import carrier
 
 __all__ = ["make_run", "router"]
 
-router = APIRouter()
+router = Routes()
 
 
 async def _create(

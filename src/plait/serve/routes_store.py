@@ -15,18 +15,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from starlette.responses import Response
 
 from plait.errors import ServeRequestError
 from plait.serve.kernel import read_body, server_of
 from plait.serve.memory import refusal
+from plait.serve.routing import Routes
 from plait.serve.wire import json_response
 from plait.store import NOT_GIVEN, Store
 
 __all__ = ["router"]
 
-router = APIRouter()
+router = Routes()
 
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")

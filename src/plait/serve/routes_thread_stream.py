@@ -21,18 +21,19 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from starlette.responses import Response, StreamingResponse
 
 from plait.errors import ServeRequestError, ThreadNotFoundError
 from plait.serve.kernel import Server, server_of
 from plait.serve.records import RunRecord
+from plait.serve.routing import Routes
 from plait.serve.streams import HEARTBEAT, follow, thread_key
 from plait.serve.wire import dumps
 
 __all__ = ["follow_thread", "router"]
 
-router = APIRouter()
+router = Routes()
 
 MODES = ("run_modes", "lifecycle")
 _HEARTBEAT = b": heartbeat\n\n"

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import Request
 from starlette.responses import Response
 
 from plait.checkpoint.fork import copy_thread
@@ -22,12 +22,13 @@ from plait.serve.assistants import Assistant
 from plait.serve.history import every_branch, holds
 from plait.serve.kernel import Server, read_body, server_of
 from plait.serve.records import ThreadRecord
+from plait.serve.routing import Routes
 from plait.serve.streams import thread_key
 from plait.serve.wire import json_response, state_json, thread_json
 
 __all__ = ["router"]
 
-router = APIRouter()
+router = Routes()
 
 
 def _metadata(body: Mapping[str, Any], key: str = "metadata") -> dict[str, Any]:
