@@ -13,6 +13,7 @@ ended it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import datetime
 import logging
@@ -33,6 +34,10 @@ from plait.serve.streams import Notifier
 __all__ = ["QueueRunner"]
 
 log = logging.getLogger("plait.serve")
+
+
+_HEARD = 10_000
+"""How many ended runs a server remembers hearing of (see :attr:`QueueRunner.ended`)."""
 
 
 class QueueRunner:
@@ -58,6 +63,11 @@ class QueueRunner:
         self.settings = settings or WorkerSettings()
         self.workers: list[tuple[Worker, asyncio.Task[None]]] = []
         self.listener: asyncio.Task[None] | None = None
+        self.ended: collections.OrderedDict[str, None] = collections.OrderedDict()
+        """The runs whose end this process heard of lately (the newest :data:`_HEARD`): a
+        join woken by a run's events reads the run again only once its end was heard."""
+        self.created: collections.OrderedDict[str, None] = collections.OrderedDict()
+        """Runs queued by :meth:`create` lately that no :meth:`join` has waited for yet."""
 
     async def start(self) -> None:
         self.listener = asyncio.get_running_loop().create_task(self._listen(), name="plait serve listener")
@@ -104,8 +114,10 @@ class QueueRunner:
                 ) as conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     async for note in conn.notifies():
-                        _, _, run_id = note.payload.partition(":")
-                        self.notifier.notify(run_id)
+                        kind, _, run_id = note.payload.partition(":")
+                        if kind != "event":
+                            _remember(self.ended, run_id)
+                        self.notifier.notify(run_id, kind)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the database went away: readers poll meanwhile
@@ -119,11 +131,14 @@ class QueueRunner:
             await self.log.update_thread(record.thread_id, thread_tags, record.created_at)
         kw = record.kwargs
         command: dict[str, Any] = kw.get("command") or {}
-        head = await self.checkpointer.aget(record.thread_id)
         checkpoint_id = kw.get("checkpoint_id")
+        given = kw.get("input")
+        # the head matters to a run that names a checkpoint or brings nothing: most bring input
+        head = None
+        if checkpoint_id is not None or (not command and given is None):
+            head = await self.checkpointer.aget(record.thread_id)
         if head is not None and checkpoint_id == head.id:
             checkpoint_id = None  # a client sends the head with every turn: the same as none
-        given = kw.get("input")
         if not command and given is None and checkpoint_id is None and head is None:
             given = {}
         after = kw.get("after")
@@ -151,6 +166,7 @@ class QueueRunner:
             after=None if after is None else datetime.datetime.fromtimestamp(float(after), datetime.UTC),
             trace_context=kw.get("trace"),
         )
+        _remember(self.created, record.run_id)
         return record
 
     async def cancel(self, run_id: str, action: str) -> RunRecord:
@@ -168,16 +184,30 @@ class QueueRunner:
         Raises:
             RunNotFoundError: no such run (or it was rolled back meanwhile).
         """
+        # a run this process just queued has not ended unless its end was heard
+        fresh = run_id in self.created
+        self.created.pop(run_id, None)
+        read = not fresh or run_id in self.ended
         while True:
             woken = self.notifier.register(run_id)
             try:
-                run = await self.runs.aget(run_id)
-                if run.done:
-                    return record_of(run)
+                if read:
+                    run = await self.runs.aget(run_id)
+                    if run.done:
+                        return record_of(run)
                 await asyncio.wait({woken}, timeout=1.0)
+                # a run's events wake it too (a worker announces each batch): those need no read
+                read = not woken.done() or woken.result() != "event" or run_id in self.ended
             finally:
                 self.notifier.discard(run_id, woken)
 
     async def is_active(self, run_id: str) -> bool:
         found = await self.log.get_run(run_id)
         return found is not None and not found.done
+
+
+def _remember(seen: collections.OrderedDict[str, None], run_id: str) -> None:
+    """Add ``run_id`` to ``seen``, forgetting the oldest beyond :data:`_HEARD`."""
+    seen[run_id] = None
+    if len(seen) > _HEARD:
+        seen.popitem(last=False)
