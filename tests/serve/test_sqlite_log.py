@@ -196,3 +196,22 @@ def test_an_answers_first_chunk_wakes_its_readers_at_once_and_the_rest_follow_in
             await log.close()
 
     asyncio.run(go())
+
+
+def test_the_logs_thread_ends_with_it_and_a_closed_log_refuses_work(tmp_path: Path) -> None:
+    async def go() -> None:
+        log = SqliteRunLog(str(tmp_path / "s.db"))
+        await log.open()
+        thread = log.thread
+        assert thread is not None and thread.is_alive()
+        await log.insert_run(_run("r1"))
+        await log.close()
+        assert not thread.is_alive()
+        try:
+            await log.get_run("r1")
+        except RuntimeError as exc:
+            assert "closed" in str(exc)
+        else:
+            raise AssertionError("a closed log ran a job")
+
+    asyncio.run(go())
