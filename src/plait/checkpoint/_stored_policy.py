@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, cast
 
 from plait._sync import run_sync
-from plait.checkpoint._sweep import GroupPlan, Sweepable, apply_one_by_one
+from plait.checkpoint._sweep import Applied, GroupPlan, Sweepable, apply_one_by_one
 from plait.checkpoint._sweep import sweep as run_sweep
 from plait.checkpoint.model import ThreadInfo
 from plait.checkpoint.retention import Retention, SweepReport
@@ -159,9 +159,9 @@ class StoredPolicy:
         found = [await store.aget(info.thread_id, namespace=info.namespace) for info in heads]
         return [None if cp is None else cp.metadata for cp in found]
 
-    async def _aapply_sweep(self, plans: Sequence[GroupPlan], *, share: float = 0.0) -> list[int | None]:
-        """Apply a sweep's decisions; per plan the checkpoints pruned, or None where a run
-        holds the group's lease. ``share``: the part of the store's listed checkpoints that
-        the plans' groups hold. A backend that can check leases and change many threads in
-        one transaction overrides it (the SQL stores do)."""
+    async def _aapply_sweep(self, plans: Sequence[GroupPlan], *, share: float = 0.0) -> Applied:
+        """Apply a sweep's decisions (see :class:`~plait.checkpoint._sweep.Applied`).
+        ``share``: the part of the store's listed checkpoints that the plans' groups hold.
+        A backend that can check leases and change many threads in one transaction overrides
+        it (the SQL stores do)."""
         return await apply_one_by_one(cast("Sweepable", self), plans)

@@ -53,6 +53,11 @@ class BatchSql:
     """Whether a sweep that drops most of the blobs table empties it and writes back what
     stays, in one transaction for the whole sweep (SQLite, where deleting rows one by one
     costs four times as much; PostgreSQL deletes in batches and leaves the rest to vacuum)."""
+    lanes: int = 1
+    """How many of a sweep's batch transactions run at once: PostgreSQL 2, so that the server
+    deletes one batch's rows while the next batch is read and planned in Python (on separate
+    connections: the batches' threads are disjoint, and so are their locks); SQLite 1 (one
+    writer)."""
 
 
 def json_rows(rows: Sequence[Sequence[str | None]]) -> str:

@@ -10,13 +10,15 @@ dialect is its connections plus a :class:`~plait.checkpoint.sql._base.Dialect`.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from plait.checkpoint._common import check_prune
-from plait.checkpoint._sweep import BATCH, GroupPlan
+from plait.checkpoint._sweep import BATCH, Applied, GroupPlan
 from plait.checkpoint._validate import check_id, check_thread
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.model import (
@@ -259,7 +261,7 @@ class SqlCheckpointer(Checkpointer):
         rows = [(info.namespace, info.thread_id, info.head_id) for info in heads]
         return await self._reading(lambda cur: self._sql_sweep.heads_metadata(cur, rows))
 
-    async def _aapply_sweep(self, plans: Sequence[GroupPlan], *, share: float = 0.0) -> list[int | None]:
+    async def _aapply_sweep(self, plans: Sequence[GroupPlan], *, share: float = 0.0) -> Applied:
         """A sweep's decisions in write transactions of :data:`~plait.checkpoint._sweep.BATCH`
         groups each: the groups' top-level thread rows are read (and on PostgreSQL locked)
         first, and a group whose lease is live is left alone, so a run that took the lease
@@ -277,11 +279,24 @@ class SqlCheckpointer(Checkpointer):
         if self._core.dialect.batch.rebuild and share > 0.5:
             now = self._now()
             return await self._bulk_writing(lambda cur: sweep.apply(cur, plans, now, rebuild=True))
-        results: list[int | None] = []
-        for start in range(0, len(plans), BATCH):
-            batch, now = plans[start : start + BATCH], self._now()
-            results += await self._bulk_writing(lambda cur: sweep.apply(cur, batch, now))  # noqa: B023
-        return results
+        pruned: list[bool | None] = []
+        removed = 0
+        lanes = max(1, self._core.dialect.batch.lanes)
+        running: list[asyncio.Future[Applied]] = []  # in the batches' order
+        batches = [plans[start : start + BATCH] for start in range(0, len(plans), BATCH)]
+        try:
+            for at in range(len(batches) + lanes):
+                if running and (len(running) == lanes or at >= len(batches)):
+                    applied = await running.pop(0)
+                    pruned += applied.pruned
+                    removed += applied.removed
+                if at < len(batches):
+                    job = functools.partial(sweep.apply, plans=batches[at], now=self._now())
+                    running.append(asyncio.ensure_future(self._bulk_writing(job)))
+        finally:
+            for left in running:  # after a failure: the batches under way commit or not, alone
+                left.cancel()
+        return Applied(pruned, removed)
 
     async def arelease_lease(self, lease: Lease, *, status: RestStatus | None = None) -> None:
         check_thread(lease.thread_id, lease.namespace)
