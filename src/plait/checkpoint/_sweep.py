@@ -94,6 +94,12 @@ class Sweepable(Protocol):
 
     async def alist_threads(self) -> list[ThreadInfo]: ...
 
+    async def aget_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None: ...
+
+    async def _alist_for_sweep(self, *, dry_run: bool) -> tuple[list[ThreadInfo], bool]: ...
+
+    async def _acount_checkpoints(self, keys: Sequence[ThreadKey]) -> dict[ThreadKey, int]: ...
+
     async def aget(
         self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = ""
     ) -> Checkpoint | None: ...
@@ -144,7 +150,8 @@ async def sweep(
     tally = _Tally()
     plans: list[GroupPlan] = []
     sizes: dict[ThreadKey, int] = {}
-    groups = list(group_threads(await store.alist_threads()).items())
+    listing, counted = await store._alist_for_sweep(dry_run=dry_run)
+    groups = list(group_threads(listing).items())
     for start in range(0, len(groups), BATCH):
         chunk = groups[start : start + BATCH]
         idle = [group[0] for _, group in chunk if not any(info.status == "busy" for info in group)]
@@ -156,6 +163,8 @@ async def sweep(
                 plans.append(plan)
     listed = sum(sizes.values())
     planned = sum(sizes.get(key, 0) for plan in plans for key in (*plan.deletes, *plan.prunes))
+    if plans and not counted:  # the threads deleted whole are counted now, the others by the changes
+        sizes.update(await store._acount_checkpoints([key for plan in plans for key in plan.deletes]))
     if plans:
         applied = await store._aapply_sweep(plans, share=planned / listed if listed else 0.0)
         tally.removed += applied.removed

@@ -256,6 +256,22 @@ class SqlCheckpointer(Checkpointer):
     def _sql_sweep(self) -> SqlSweep:
         return SqlSweep(self._core)
 
+    async def _alist_for_sweep(self, *, dry_run: bool) -> tuple[list[ThreadInfo], bool]:
+        """The threads a sweep judges: without their counts where the sweep changes things
+        and the dialect does not rebuild (which needs the plans' ``share`` of the store)."""
+        if dry_run or self._core.dialect.batch.rebuild:
+            return await self.alist_threads(), True
+        now = self._now()
+        return await self._reading(
+            lambda cur: self._core.threads.page(
+                cur, namespace=None, status=None, limit=None, before=None, now=now, counted=False
+            )
+        ), False
+
+    async def _acount_checkpoints(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        """The checkpoints of each thread of ``keys``, by one statement per batch of keys."""
+        return await self._reading(lambda cur: self._sql_sweep.counts(cur, keys))
+
     async def _aheads_metadata(self, heads: Sequence[ThreadInfo]) -> list[Any]:
         """The metadata of each listed thread's head, by one statement per batch of heads."""
         rows = [(info.namespace, info.thread_id, info.head_id) for info in heads]

@@ -98,6 +98,8 @@ class SqlSweep:
             "keep_blobs": f"DELETE FROM {P}blobs WHERE (ns, thread_id) IN ({rows(2)}) "
             f"AND (ns, thread_id, channel, id) NOT IN ({rows(4)})",
             "reroot": f"UPDATE {P}checkpoints SET parent_id = NULL WHERE (ns, thread_id, id) IN ({rows(3)})",
+            "count": f"WITH k (ns, thread_id) AS ({rows(2)}) SELECT k.ns, k.thread_id, "
+            f"(SELECT count(*) FROM {P}checkpoints c WHERE c.ns = k.ns AND c.thread_id = k.thread_id) FROM k",
         }
         if d.batch.hex_bytes:  # a batch's moved blobs by one statement
             self._sql["ins_blobs"] = (
@@ -113,8 +115,6 @@ class SqlSweep:
                 "touched": f"CREATE TEMP TABLE {_TOUCHED} (ns TEXT NOT NULL, thread_id TEXT NOT NULL, "
                 "PRIMARY KEY (ns, thread_id)) WITHOUT ROWID",
                 "touch": f"INSERT OR IGNORE INTO {_TOUCHED} (ns, thread_id) {rows(2)}",
-                "count": f"WITH k (ns, thread_id) AS ({rows(2)}) SELECT k.ns, k.thread_id, "
-                f"(SELECT count(*) FROM {P}checkpoints c WHERE c.ns = k.ns AND c.thread_id = k.thread_id) FROM k",
                 "untouched": f"DROP TABLE {_TOUCHED}",
             }
             for table, named in _REBUILT.items():
@@ -155,6 +155,10 @@ class SqlSweep:
             (ns, tid, cid): decode_metadata(tid, cid, raw) for ns, tid, cid, raw in self._select(cur, "heads", heads, 3)
         }
         return [found.get(head) for head in heads]
+
+    def counts(self, cur: Cursor, keys: Sequence[Key]) -> dict[Key, int]:
+        """The checkpoints of each thread of ``keys``."""
+        return {(ns, tid): int(n) for ns, tid, n in self._select(cur, "count", keys, 2)}
 
     def busy(self, cur: Cursor, keys: Sequence[Key], now: float | None) -> set[Key]:
         """Which of ``keys`` a live lease holds, their rows locked until the transaction ends
@@ -332,7 +336,7 @@ class SqlSweep:
         }
         cur.execute(self._sql["touched"])
         self._change(cur, "touch", touched, 2)
-        went = sum(int(n) - 1 for _, _, n in self._select(cur, "count", list(latest), 2))
+        went = sum(n - 1 for n in self.counts(cur, list(latest)).values())
         for table, (create, untouched, keep, clear, back, drop) in self._rebuild.items():
             cur.execute(create)
             cur.execute(untouched)
