@@ -11,10 +11,9 @@ dialect is its connections plus a :class:`~plait.checkpoint.sql._base.Dialect`.
 from __future__ import annotations
 
 import asyncio
-import functools
 from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from functools import cached_property
+from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from plait.checkpoint._common import check_prune
@@ -284,11 +283,14 @@ class SqlCheckpointer(Checkpointer):
         after the sweep's listing keeps its thread, and a run that asks for it while this
         transaction holds the row waits and then finds the pruned head (or no thread). The
         changes are a few statements for the whole batch (:mod:`plait.checkpoint.sql._sweep`).
+        ``BatchSql.lanes`` batches are under way at once (PostgreSQL: two, on two pooled
+        connections, so that one batch's deletes run while the next is read and planned);
+        their results come back in the plans' order.
 
         Where the plans' groups hold more than half of the listed checkpoints (``share``)
         and the dialect rebuilds (SQLite), all of them go in one transaction that empties the
-        checkpoints, writes and blobs tables and writes back what stays: it holds the write lock for the whole
-        sweep (about 3 s for 10,000 threads x 50 steps), about as long as the ``VACUUM`` that
+        checkpoints, writes and blobs tables and writes back what stays: it holds the write
+        lock for the whole sweep (about 3 s for 10,000 threads x 50 steps), about as long as the ``VACUUM`` that
         such a sweep is followed by, and less than half of what the batches held it in all.
         """
         sweep = self._sql_sweep
@@ -307,7 +309,7 @@ class SqlCheckpointer(Checkpointer):
                     pruned += applied.pruned
                     removed += applied.removed
                 if at < len(batches):
-                    job = functools.partial(sweep.apply, plans=batches[at], now=self._now())
+                    job = partial(sweep.apply, plans=batches[at], now=self._now())
                     running.append(asyncio.ensure_future(self._bulk_writing(job)))
         finally:
             for left in running:  # after a failure: the batches under way commit or not, alone
