@@ -258,14 +258,20 @@ class SqlCheckpointer(Checkpointer):
     async def _alist_for_sweep(self, *, dry_run: bool) -> tuple[list[ThreadInfo], bool]:
         """The threads a sweep judges: without their counts where the sweep changes things
         and the dialect does not rebuild (which needs the plans' ``share`` of the store)."""
-        if dry_run or self._core.dialect.batch.rebuild:
+        batch = self._core.dialect.batch
+        if dry_run or batch.rebuild:
             return await self.alist_threads(), True
         now = self._now()
-        return await self._reading(
-            lambda cur: self._core.threads.page(
+
+        def listing(cur: Cursor) -> list[ThreadInfo]:
+            if batch.listing_setup:
+                cur.execute(batch.listing_setup)
+            return self._core.threads.page(
                 cur, namespace=None, status=None, limit=None, before=None, now=now, counted=False
             )
-        ), False
+
+        # in a transaction of its own where a setting must hold for it alone
+        return await (self._writing(listing) if batch.listing_setup else self._reading(listing)), False
 
     async def _acount_checkpoints(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
         """The checkpoints of each thread of ``keys``, by one statement per batch of keys."""
