@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, cast
 
 from plait._sync import run_sync
-from plait.checkpoint._sweep import GroupPlan, Sweepable, apply_one_by_one
+from plait.checkpoint._sweep import Applied, GroupPlan, Sweepable, apply_one_by_one
 from plait.checkpoint._sweep import sweep as run_sweep
 from plait.checkpoint.model import ThreadInfo
 from plait.checkpoint.retention import Retention, SweepReport
@@ -150,6 +150,22 @@ class StoredPolicy:
         """Sync :meth:`asweep`."""
         return run_sync(self.asweep(dry_run=dry_run, at=at))
 
+    async def _alist_for_sweep(self, *, dry_run: bool) -> tuple[list[ThreadInfo], bool]:
+        """The threads a sweep judges, and whether their ``checkpoints`` are counted. A
+        backend whose count is costly lists without it when it can (a sweep that changes
+        things counts only the threads it deletes whole, by :meth:`_acount_checkpoints`;
+        the pruned ones are counted by the changes) and gets no ``share`` in
+        :meth:`_aapply_sweep` then."""
+        return await cast("Sweepable", self).alist_threads(), True
+
+    async def _acount_checkpoints(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        """The checkpoints of each thread of ``keys`` (``(namespace, thread_id)``)."""
+        found: dict[tuple[str, str], int] = {}
+        for ns, tid in keys:
+            info = await cast("Sweepable", self).aget_thread(tid, namespace=ns)
+            found[(ns, tid)] = 0 if info is None else info.checkpoints
+        return found
+
     async def _aheads_metadata(self, heads: Sequence[ThreadInfo]) -> list[Any]:
         """The metadata of each listed thread's head (None where the thread is gone), which
         holds its own policy. A backend that reads many heads at once overrides it (the SQL
@@ -159,9 +175,9 @@ class StoredPolicy:
         found = [await store.aget(info.thread_id, namespace=info.namespace) for info in heads]
         return [None if cp is None else cp.metadata for cp in found]
 
-    async def _aapply_sweep(self, plans: Sequence[GroupPlan], *, share: float = 0.0) -> list[int | None]:
-        """Apply a sweep's decisions; per plan the checkpoints pruned, or None where a run
-        holds the group's lease. ``share``: the part of the store's listed checkpoints that
-        the plans' groups hold. A backend that can check leases and change many threads in
-        one transaction overrides it (the SQL stores do)."""
+    async def _aapply_sweep(self, plans: Sequence[GroupPlan], *, share: float = 0.0) -> Applied:
+        """Apply a sweep's decisions (see :class:`~plait.checkpoint._sweep.Applied`).
+        ``share``: the part of the store's listed checkpoints that the plans' groups hold.
+        A backend that can check leases and change many threads in one transaction overrides
+        it (the SQL stores do)."""
         return await apply_one_by_one(cast("Sweepable", self), plans)

@@ -40,7 +40,7 @@ from plait.checkpoint.retention import (
 )
 from plait.errors import RetentionError, ThreadBusyError
 
-__all__ = ["BATCH", "SWEEP_OWNER", "GroupPlan", "Sweepable", "apply_one_by_one", "sweep"]
+__all__ = ["BATCH", "SWEEP_OWNER", "Applied", "GroupPlan", "Sweepable", "apply_one_by_one", "sweep"]
 
 log = logging.getLogger("plait.checkpoint.retention")
 
@@ -67,6 +67,23 @@ class GroupPlan:
     prunes: tuple[ThreadKey, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """What applying a sweep's plans did.
+
+    ``pruned`` has, per plan, None where a run holds the group's lease (nothing changed),
+    else whether pruning removed any checkpoint of the group; ``removed`` counts the
+    checkpoints pruning removed in all (threads deleted whole are counted by the caller, from
+    the listing). A total and a flag per plan, not a count per plan: PostgreSQL counts the
+    rows a batch's delete removed almost for free, while counting them per thread
+    (``RETURNING`` into a ``GROUP BY``) cost 0.15-0.45 s of a 5 s sweep (docs/benchmarks.md,
+    "Sweeping").
+    """
+
+    pruned: list[bool | None]
+    removed: int = 0
+
+
 class Sweepable(Protocol):
     """The calls of a checkpointer that a sweep uses (every backend has them)."""
 
@@ -78,11 +95,17 @@ class Sweepable(Protocol):
 
     async def alist_threads(self) -> list[ThreadInfo]: ...
 
+    async def aget_thread(self, thread_id: str, *, namespace: str = "") -> ThreadInfo | None: ...
+
+    async def _alist_for_sweep(self, *, dry_run: bool) -> tuple[list[ThreadInfo], bool]: ...
+
+    async def _acount_checkpoints(self, keys: Sequence[ThreadKey]) -> dict[ThreadKey, int]: ...
+
     async def aget(
         self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = ""
     ) -> Checkpoint | None: ...
 
-    async def _aapply_sweep(self, plans: Sequence[GroupPlan], *, share: float = 0.0) -> list[int | None]: ...
+    async def _aapply_sweep(self, plans: Sequence[GroupPlan], *, share: float = 0.0) -> Applied: ...
 
     async def _aheads_metadata(self, heads: Sequence[ThreadInfo]) -> list[Any]: ...
 
@@ -128,7 +151,8 @@ async def sweep(
     tally = _Tally()
     plans: list[GroupPlan] = []
     sizes: dict[ThreadKey, int] = {}
-    groups = list(group_threads(await store.alist_threads()).items())
+    listing, counted = await store._alist_for_sweep(dry_run=dry_run)
+    groups = list(group_threads(listing).items())
     for start in range(0, len(groups), BATCH):
         chunk = groups[start : start + BATCH]
         idle = [group[0] for _, group in chunk if not any(info.status == "busy" for info in group)]
@@ -140,15 +164,18 @@ async def sweep(
                 plans.append(plan)
     listed = sum(sizes.values())
     planned = sum(sizes.get(key, 0) for plan in plans for key in (*plan.deletes, *plan.prunes))
+    if plans and not counted:  # the threads deleted whole are counted now, the others by the changes
+        sizes.update(await store._acount_checkpoints([key for plan in plans for key in plan.deletes]))
     if plans:
-        results = await store._aapply_sweep(plans, share=planned / listed if listed else 0.0)
-        for plan, pruned in zip(plans, results, strict=True):
+        applied = await store._aapply_sweep(plans, share=planned / listed if listed else 0.0)
+        tally.removed += applied.removed
+        for plan, pruned in zip(plans, applied.pruned, strict=True):
             if pruned is None:
                 tally.busy.append(plan.root)  # a run started since the listing
             else:
                 deleted = plan.root in plan.deletes
-                removed = pruned + sum(sizes.get(key, 0) for key in plan.deletes)
-                _count(tally, plan.root, "delete" if deleted else "keep_latest", removed)
+                removed = sum(sizes.get(key, 0) for key in plan.deletes)
+                _count(tally, plan.root, "delete" if deleted else "keep_latest", removed, reduced=pruned)
     freed: int | None = None
     if before is not None and (tally.deleted or tally.reduced):
         await store.areclaim_space()
@@ -228,14 +255,11 @@ async def _plan_group(
     )
 
 
-async def apply_one_by_one(store: Sweepable, plans: Sequence[GroupPlan]) -> list[int | None]:
+async def apply_one_by_one(store: Sweepable, plans: Sequence[GroupPlan]) -> Applied:
     """Apply sweep plans through the protocol's own calls, each group under its top-level
-    thread's lease (the default for a backend without a batched ``_aapply_sweep``).
-
-    Returns, per plan, how many checkpoints pruning removed (deleted threads are counted by
-    the caller from the listing), or None where a run holds the lease.
-    """
-    results: list[int | None] = []
+    thread's lease (the default for a backend without a batched ``_aapply_sweep``)."""
+    results: list[bool | None] = []
+    total = 0
     for plan in plans:
         try:
             lease = await store.atake_lease(plan.root[1], SWEEP_OWNER, namespace=plan.root[0])
@@ -251,14 +275,17 @@ async def apply_one_by_one(store: Sweepable, plans: Sequence[GroupPlan]) -> list
         finally:
             if plan.root not in plan.deletes:
                 await store.arelease_lease(lease)
-        results.append(removed)
-    return results
+        results.append(removed > 0)
+        total += removed
+    return Applied(results, total)
 
 
-def _count(tally: _Tally, root: ThreadKey, action: str, removed: int) -> None:
+def _count(tally: _Tally, root: ThreadKey, action: str, removed: int, *, reduced: bool = False) -> None:
+    """Count a group's change: ``removed`` checkpoints (``reduced``: and some pruned, counted
+    apart)."""
     if action == "delete":
         tally.deleted.append(root)
-    elif removed:
+    elif removed or reduced:
         tally.reduced.append(root)
     tally.removed += removed
 

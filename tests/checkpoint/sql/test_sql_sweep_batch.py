@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from plait.checkpoint._sweep import GroupPlan
+from plait.checkpoint._sweep import Applied, GroupPlan
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.model import Checkpoint
 
@@ -81,9 +81,10 @@ def test_a_batch_keeps_each_threads_head_as_written(
     whole = list(reversed(store.history(bystander)))
     sizes = {info.thread_id: info.checkpoints for info in store.list_threads() if info.thread_id in threads}
     plans = [GroupPlan(root=("", t), prunes=(("", t),)) for t in threads]
-    removed = asyncio.run(store._aapply_sweep(plans, share=share))
+    applied = asyncio.run(store._aapply_sweep(plans, share=share))
     asyncio.run(store.aclose())
-    assert removed == [sizes[t] - 1 for t in threads]
+    assert applied.pruned == [sizes[t] > 1 for t in threads]
+    assert applied.removed == sum(sizes[t] - 1 for t in threads)
     for t, head in zip(threads, heads, strict=True):
         read_back_all(backend, t, [dataclasses.replace(head, parent_id=None)])
     read_back_all(backend, bystander, whole)
@@ -102,9 +103,32 @@ def test_a_thread_under_a_live_lease_is_left_whole(
         before = store.history("busy")
         lease = store.take_lease("busy", "a run")
         plans = [GroupPlan(root=("", t), prunes=(("", t),)) for t in ("busy", "idle")]
-        assert asyncio.run(store._aapply_sweep(plans, share=share)) == [None, 6]
+        assert asyncio.run(store._aapply_sweep(plans, share=share)) == Applied([None, True], 6)
         assert store.history("busy") == before
         assert len(store.history("idle")) == 1
+        store.release_lease(lease)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_batches_under_way_together_each_apply_their_own_plans(
+    tmp_path: Path, request: pytest.FixtureRequest, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL runs two batch transactions at once (``BatchSql.lanes``): with batches of
+    two threads, each thread is pruned once, by its own batch, and the busy one is left."""
+    monkeypatch.setattr("plait.checkpoint.sql._checkpointer.BATCH", 2)
+    backend = Backend(kind, tmp_path, request)
+    store = backend.open()
+    try:
+        threads = [f"b{i}" for i in range(7)]
+        for t in threads:
+            asyncio.run(_write(store, t, 4, 2, 10, 0))
+        lease = store.take_lease("b3", "a run")
+        plans = [GroupPlan(root=("", t), prunes=(("", t),)) for t in threads]
+        applied = asyncio.run(store._aapply_sweep(plans))
+        assert applied == Applied([True, True, True, None, True, True, True], 6 * 3)
+        assert [len(store.history(t)) for t in threads] == [1, 1, 1, 4, 1, 1, 1]
         store.release_lease(lease)
     finally:
         store.close()

@@ -22,6 +22,8 @@ SWEEP_BATCH = BatchSql(
     rows=lambda n: "SELECT " + ", ".join(f"e->>{i}" for i in range(n)) + " FROM json_array_elements(?::json) e",
     hex_bytes="decode(?, 'hex')",
     delete_by_what_stays=True,
+    listing_setup="SET LOCAL jit = off",
+    lanes=2,
 )
 """How a sweep names a batch's rows on PostgreSQL (see :class:`~plait.checkpoint.sql._base.BatchSql`)."""
 

@@ -355,7 +355,13 @@ class PostgresCheckpointer(SqlCheckpointer):
             raise CheckpointError(f"{self._store}: the checkpointer is closed")
 
     async def _run(
-        self, fn: Callable[[Cursor], T], *, pipeline: bool = False, batch: bool = False, read: bool = False
+        self,
+        fn: Callable[[Cursor], T],
+        *,
+        pipeline: bool = False,
+        batch: bool = False,
+        read: bool = False,
+        threaded: bool = False,
     ) -> T:
         self._check_open()
         path = self._loop_pool
@@ -364,7 +370,9 @@ class PostgresCheckpointer(SqlCheckpointer):
                 return await self._on_loop(path, fn, read=not batch)
             except NeedsAnswer:
                 pass  # a read that is not the same twice, a commit that reads: the thread path
-        return await self._off_loop(lambda: self._transaction(fn, pipeline=pipeline, batch=batch, read=read))
+        return await self._off_loop(
+            lambda: self._transaction(fn, pipeline=pipeline, batch=batch, read=read), threaded=threaded
+        )
 
     async def _on_loop(self, path: LoopPool, fn: Callable[[Cursor], T], *, read: bool) -> T:
         """``fn`` on the loop's async pool (see :mod:`~plait.checkpoint.postgres._loop`),
@@ -392,7 +400,7 @@ class PostgresCheckpointer(SqlCheckpointer):
         the loop the pool serves."""
         self._loop_pool = LoopPool(pool, self._fusion)
 
-    async def _off_loop(self, job: Callable[[], T]) -> T:
+    async def _off_loop(self, job: Callable[[], T], *, threaded: bool = False) -> T:
         """Run a blocking job on a query thread, or on the caller's thread when nothing else
         can be kept waiting by it.
 
@@ -405,7 +413,7 @@ class PostgresCheckpointer(SqlCheckpointer):
         """
         loop = asyncio.get_running_loop()
         with self._jobs_lock:
-            inline = self._jobs == 0 and may_block(loop, bounded=False)
+            inline = not threaded and self._jobs == 0 and may_block(loop, bounded=False)
             self._jobs += 1
         try:
             if inline:
@@ -449,7 +457,9 @@ class PostgresCheckpointer(SqlCheckpointer):
         return await self._run(fn, pipeline=True, batch=True)
 
     async def _bulk_writing(self, fn: Callable[[Cursor], T]) -> T:
-        return await self._run(fn, pipeline=True)  # a sweep's deletes: one round trip per read, not per row
+        # a sweep's batch: one round trip per read, not per row; on a query thread even when
+        # nothing else runs, so that the next batch is planned meanwhile (BatchSql.lanes)
+        return await self._run(fn, pipeline=True, threaded=True)
 
     async def _committing(self, request: CommitRequest) -> None:
         self._check_open()

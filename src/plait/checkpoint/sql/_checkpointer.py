@@ -10,13 +10,14 @@ dialect is its connections plus a :class:`~plait.checkpoint.sql._base.Dialect`.
 
 from __future__ import annotations
 
+import asyncio
 from abc import abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from functools import cached_property
+from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from plait.checkpoint._common import check_prune
-from plait.checkpoint._sweep import BATCH, GroupPlan
+from plait.checkpoint._sweep import BATCH, Applied, GroupPlan
 from plait.checkpoint._validate import check_id, check_thread
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.model import (
@@ -254,34 +255,72 @@ class SqlCheckpointer(Checkpointer):
     def _sql_sweep(self) -> SqlSweep:
         return SqlSweep(self._core)
 
+    async def _alist_for_sweep(self, *, dry_run: bool) -> tuple[list[ThreadInfo], bool]:
+        """The threads a sweep judges: without their counts where the sweep changes things
+        and the dialect does not rebuild (which needs the plans' ``share`` of the store)."""
+        batch = self._core.dialect.batch
+        if dry_run or batch.rebuild:
+            return await self.alist_threads(), True
+        now = self._now()
+
+        def listing(cur: Cursor) -> list[ThreadInfo]:
+            if batch.listing_setup:
+                cur.execute(batch.listing_setup)
+            return self._core.threads.page(
+                cur, namespace=None, status=None, limit=None, before=None, now=now, counted=False
+            )
+
+        # in a transaction of its own where a setting must hold for it alone
+        return await (self._writing(listing) if batch.listing_setup else self._reading(listing)), False
+
+    async def _acount_checkpoints(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        """The checkpoints of each thread of ``keys``, by one statement per batch of keys."""
+        return await self._reading(lambda cur: self._sql_sweep.counts(cur, keys))
+
     async def _aheads_metadata(self, heads: Sequence[ThreadInfo]) -> list[Any]:
         """The metadata of each listed thread's head, by one statement per batch of heads."""
         rows = [(info.namespace, info.thread_id, info.head_id) for info in heads]
         return await self._reading(lambda cur: self._sql_sweep.heads_metadata(cur, rows))
 
-    async def _aapply_sweep(self, plans: Sequence[GroupPlan], *, share: float = 0.0) -> list[int | None]:
+    async def _aapply_sweep(self, plans: Sequence[GroupPlan], *, share: float = 0.0) -> Applied:
         """A sweep's decisions in write transactions of :data:`~plait.checkpoint._sweep.BATCH`
         groups each: the groups' top-level thread rows are read (and on PostgreSQL locked)
         first, and a group whose lease is live is left alone, so a run that took the lease
         after the sweep's listing keeps its thread, and a run that asks for it while this
         transaction holds the row waits and then finds the pruned head (or no thread). The
         changes are a few statements for the whole batch (:mod:`plait.checkpoint.sql._sweep`).
+        ``BatchSql.lanes`` batches are under way at once (PostgreSQL: two, on two pooled
+        connections, so that one batch's deletes run while the next is read and planned);
+        their results come back in the plans' order.
 
         Where the plans' groups hold more than half of the listed checkpoints (``share``)
         and the dialect rebuilds (SQLite), all of them go in one transaction that empties the
-        checkpoints, writes and blobs tables and writes back what stays: it holds the write lock for the whole
-        sweep (about 3 s for 10,000 threads x 50 steps), about as long as the ``VACUUM`` that
+        checkpoints, writes and blobs tables and writes back what stays: it holds the write
+        lock for the whole sweep (about 3 s for 10,000 threads x 50 steps), about as long as the ``VACUUM`` that
         such a sweep is followed by, and less than half of what the batches held it in all.
         """
         sweep = self._sql_sweep
         if self._core.dialect.batch.rebuild and share > 0.5:
             now = self._now()
             return await self._bulk_writing(lambda cur: sweep.apply(cur, plans, now, rebuild=True))
-        results: list[int | None] = []
-        for start in range(0, len(plans), BATCH):
-            batch, now = plans[start : start + BATCH], self._now()
-            results += await self._bulk_writing(lambda cur: sweep.apply(cur, batch, now))  # noqa: B023
-        return results
+        pruned: list[bool | None] = []
+        removed = 0
+        lanes = max(1, self._core.dialect.batch.lanes)
+        running: list[asyncio.Future[Applied]] = []  # in the batches' order
+        batches = [plans[start : start + BATCH] for start in range(0, len(plans), BATCH)]
+        try:
+            for at in range(len(batches) + lanes):
+                if running and (len(running) == lanes or at >= len(batches)):
+                    applied = await running.pop(0)
+                    pruned += applied.pruned
+                    removed += applied.removed
+                if at < len(batches):
+                    job = partial(sweep.apply, plans=batches[at], now=self._now())
+                    running.append(asyncio.ensure_future(self._bulk_writing(job)))
+        finally:
+            for left in running:  # after a failure: the batches under way commit or not, alone
+                left.cancel()
+        return Applied(pruned, removed)
 
     async def arelease_lease(self, lease: Lease, *, status: RestStatus | None = None) -> None:
         check_thread(lease.thread_id, lease.namespace)

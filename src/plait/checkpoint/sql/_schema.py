@@ -121,6 +121,16 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
 }
 
+_THREADS = """SELECT {clock}, t.ns, t.thread_id, t.gen, t.owner, t.holder, t.taken_at, t.expires_at, t.held,
+            t.status, t.updated_at, h.id, h.step, h.created_at, h.source,
+            {count}
+        FROM {P}threads t {head_join}
+        {where}
+        ORDER BY t.updated_at DESC, t.ns DESC, t.thread_id DESC
+        LIMIT ?"""
+_COUNT = "(SELECT count(*) FROM {P}checkpoints n WHERE n.ns = t.ns AND n.thread_id = t.thread_id)"
+
+
 STATEMENTS: dict[str, str] = {
     "ins_cp": """INSERT INTO {P}checkpoints
         (ns, thread_id, id, parent_id, step, created_at, source, metadata, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -242,13 +252,12 @@ STATEMENTS: dict[str, str] = {
     "revoke": """UPDATE {P}threads SET gen = gen + 1, owner = ?, holder = NULL, held = 0, status = ?,
         updated_at = {clock} WHERE ns = ? AND thread_id = ?""",
     # Listings: the thread rows newest first (an index scan), each with its head and its count.
-    "threads": """SELECT {clock}, t.ns, t.thread_id, t.gen, t.owner, t.holder, t.taken_at, t.expires_at, t.held,
-            t.status, t.updated_at, h.id, h.step, h.created_at, h.source,
-            (SELECT count(*) FROM {P}checkpoints n WHERE n.ns = t.ns AND n.thread_id = t.thread_id)
-        FROM {P}threads t {head_join}
-        {where}
-        ORDER BY t.updated_at DESC, t.ns DESC, t.thread_id DESC
-        LIMIT ?""",
+    "threads": _THREADS.replace("{count}", _COUNT),
+    # The same without the count, for a sweep that needs none (0 in its place): on a store
+    # whose tables no vacuum has yet marked all-visible, PostgreSQL counts by visiting every
+    # checkpoint's heap page, 0.5 s of a listing of 10,000 threads x 50 steps
+    # (docs/benchmarks.md, "Sweeping").
+    "threads_uncounted": _THREADS.replace("{count}", "0"),
     # Space per stored (namespace, thread): checkpoints, and the bytes of their rows' payload
     # (metadata and body, blobs, pending writes), for ``plait db stats`` (plait.checkpoint.space).
     # One scan of each table, grouped; CASTs because PostgreSQL sums bigints into numerics.

@@ -19,8 +19,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from plait.checkpoint import lease as rules
-from plait.checkpoint._records import RecordError, decode_body
+from plait.checkpoint._sweep import Applied
 from plait.checkpoint.sql._base import Cursor, Key, json_rows
 from plait.checkpoint.sql._core import PrunePlan, plan_latest
 from plait.checkpoint.sql._rows import decode_metadata
@@ -49,6 +51,8 @@ class _Latest:
 
     head: str
     plan: PrunePlan
+    older: bool
+    """Whether the thread has a checkpoint besides its head (keeping the head removes some)."""
 
 
 class SqlSweep:
@@ -64,14 +68,19 @@ class SqlSweep:
             "heads": f"SELECT ns, thread_id, id, metadata FROM {P}checkpoints WHERE (ns, thread_id, id) IN ({rows(3)})",
             "rows": "SELECT ns, thread_id, gen, owner, holder, taken_at, expires_at, held, status, updated_at "
             f"FROM {P}threads WHERE (ns, thread_id) IN ({rows(2)}){d.row_lock}",
-            # Each thread's head (its greatest id), with its parent and body: two seeks on the
-            # primary key a thread, where reading every thread's tree was a fifth of a sweep
-            # (and counting its rows here too, 4 times the cost: the deletes count them).
+            # Each thread's head (its greatest id), with its parent and body, and whether it
+            # has any other checkpoint: two seeks on the primary key a thread, where reading
+            # every thread's tree was a fifth of a sweep (and counting its rows, 4 times the
+            # cost of the read; PostgreSQL counts what a batch's delete removed in all). A
+            # head with a parent has another (a prune makes a root of a head whose parent
+            # goes); only a root head is looked past, a third seek and a heap page.
             "latest": f"WITH r (ns, thread_id) AS ({rows(2)}), k (ns, thread_id, head) AS ("
             f"SELECT r.ns, r.thread_id, (SELECT max(x.id) FROM {P}checkpoints x "
             "WHERE x.ns = r.ns AND x.thread_id = r.thread_id) FROM r) "
-            f"SELECT k.ns, k.thread_id, c.id, c.parent_id, c.body FROM k JOIN {P}checkpoints c "
-            "ON c.ns = k.ns AND c.thread_id = k.thread_id AND c.id = k.head",
+            "SELECT k.ns, k.thread_id, c.id, c.parent_id, c.body, CASE WHEN c.parent_id IS NULL THEN "
+            f"EXISTS (SELECT 1 FROM {P}checkpoints y "
+            "WHERE y.ns = k.ns AND y.thread_id = k.thread_id AND y.id < k.head) ELSE 1 = 1 END "
+            f"FROM k JOIN {P}checkpoints c ON c.ns = k.ns AND c.thread_id = k.thread_id AND c.id = k.head",
             # A thread's checkpoints and pending writes but its head's: one range of the
             # primary key (the writes' unique index), a statement a thread (SQLite).
             "but_cps": f"DELETE FROM {P}checkpoints WHERE ns = ? AND thread_id = ? AND id <> ?",
@@ -81,14 +90,18 @@ class SqlSweep:
             "blob_rows": f"SELECT ns, thread_id, channel, id, base_id FROM {P}blobs "
             f"WHERE (ns, thread_id, channel, id) IN ({rows(4)})",
             "del_blobs": f"DELETE FROM {P}blobs WHERE (ns, thread_id, channel, id) IN ({rows(4)})",
+            # counted in all (a statement's row count is not known in a pipeline until its
+            # result is read): per thread, RETURNING into a GROUP BY cost 0.15-0.45 s more
+            # over a sweep of 10,000 threads x 50 steps (of about 5 s)
             "keep_cps": f"WITH d AS (DELETE FROM {P}checkpoints WHERE (ns, thread_id) IN ({rows(2)}) "
-            f"AND (ns, thread_id, id) NOT IN ({rows(3)}) RETURNING ns, thread_id) "
-            "SELECT ns, thread_id, count(*) FROM d GROUP BY ns, thread_id",
+            f"AND (ns, thread_id, id) NOT IN ({rows(3)}) RETURNING 1) SELECT count(*) FROM d",
             "keep_writes": f"DELETE FROM {P}writes WHERE (ns, thread_id) IN ({rows(2)}) "
             f"AND (ns, thread_id, checkpoint_id) NOT IN ({rows(3)})",
             "keep_blobs": f"DELETE FROM {P}blobs WHERE (ns, thread_id) IN ({rows(2)}) "
             f"AND (ns, thread_id, channel, id) NOT IN ({rows(4)})",
             "reroot": f"UPDATE {P}checkpoints SET parent_id = NULL WHERE (ns, thread_id, id) IN ({rows(3)})",
+            "count": f"WITH k (ns, thread_id) AS ({rows(2)}) SELECT k.ns, k.thread_id, "
+            f"(SELECT count(*) FROM {P}checkpoints c WHERE c.ns = k.ns AND c.thread_id = k.thread_id) FROM k",
         }
         if d.batch.hex_bytes:  # a batch's moved blobs by one statement
             self._sql["ins_blobs"] = (
@@ -104,8 +117,6 @@ class SqlSweep:
                 "touched": f"CREATE TEMP TABLE {_TOUCHED} (ns TEXT NOT NULL, thread_id TEXT NOT NULL, "
                 "PRIMARY KEY (ns, thread_id)) WITHOUT ROWID",
                 "touch": f"INSERT OR IGNORE INTO {_TOUCHED} (ns, thread_id) {rows(2)}",
-                "count": f"WITH k (ns, thread_id) AS ({rows(2)}) SELECT k.ns, k.thread_id, "
-                f"(SELECT count(*) FROM {P}checkpoints c WHERE c.ns = k.ns AND c.thread_id = k.thread_id) FROM k",
                 "untouched": f"DROP TABLE {_TOUCHED}",
             }
             for table, named in _REBUILT.items():
@@ -147,6 +158,10 @@ class SqlSweep:
         }
         return [found.get(head) for head in heads]
 
+    def counts(self, cur: Cursor, keys: Sequence[Key]) -> dict[Key, int]:
+        """The checkpoints of each thread of ``keys``."""
+        return {(ns, tid): int(n) for ns, tid, n in self._select(cur, "count", keys, 2)}
+
     def busy(self, cur: Cursor, keys: Sequence[Key], now: float | None) -> set[Key]:
         """Which of ``keys`` a live lease holds, their rows locked until the transaction ends
         where the dialect locks rows (see :meth:`SqlThreads.busy
@@ -163,13 +178,11 @@ class SqlSweep:
 
     # -- changes -----------------------------------------------------------------------------
 
-    def apply(
-        self, cur: Cursor, plans: Sequence[GroupPlan], now: float | None, *, rebuild: bool = False
-    ) -> list[int | None]:
-        """Apply a batch of a sweep's plans inside the caller's write transaction; per plan
-        the checkpoints pruned, or None where a live lease holds its top-level thread.
-        ``rebuild``: the batch is the whole sweep, and empties and refills the tables (see
-        :meth:`_rebuild_tables`) where the dialect does so."""
+    def apply(self, cur: Cursor, plans: Sequence[GroupPlan], now: float | None, *, rebuild: bool = False) -> Applied:
+        """Apply a batch of a sweep's plans inside the caller's write transaction (a plan
+        whose top-level thread a live lease holds is left alone). ``rebuild``: the batch is
+        the whole sweep, and empties and refills the tables (see :meth:`_rebuild_tables`)
+        where the dialect does so."""
         core = self._core
         held = self.busy(cur, [plan.root for plan in plans], now)
         live = [plan for plan in plans if plan.root not in held]
@@ -179,10 +192,14 @@ class SqlSweep:
         for plan in live:
             for ns, tid in plan.deletes:
                 core.delete_thread(cur, ns, tid, now)
-        pruned = self._write(cur, latest, rebuilt)
+        removed = self._write(cur, latest, rebuilt)
         for key in latest:
             core.cache.forget(key)
-        return [None if plan.root in held else sum(pruned.get(key, 0) for key in plan.prunes) for plan in plans]
+        pruned = [
+            None if plan.root in held else any(key in latest and latest[key].older for key in plan.prunes)
+            for plan in plans
+        ]
+        return Applied(pruned, removed)
 
     def _latest(self, cur: Cursor, keys: Sequence[Key], *, listed: bool) -> dict[Key, _Latest]:
         """Each thread's head and :class:`PrunePlan` (keeping the head alone), from its
@@ -194,7 +211,9 @@ class SqlSweep:
             return {}
         found: dict[Key, tuple[str, bool]] = {}
         bodies: dict[tuple[str, str, str], bytes] = {}
-        for ns, tid, head, parent, body in self._select(cur, "latest", keys, 2):
+        heads = self._select(cur, "latest", keys, 2)
+        older = {(ns, tid) for ns, tid, *_, other in heads if other}
+        for ns, tid, head, parent, body, _ in heads:
             found[(ns, tid)] = (head, parent is not None)
             bodies[(ns, tid, head)] = bytes(body)
         # The keys of every blob row of the batch's threads where a prune names what goes;
@@ -222,7 +241,7 @@ class SqlSweep:
                     else:
                         no_blob.append((*key, *exc.blob))
                 else:
-                    plans[key] = _Latest(head, plan)
+                    plans[key] = _Latest(head, plan, key in older)
             got = {(ns, tid, cid): bytes(body) for ns, tid, cid, body in self._select(cur, "bodies", no_body, 3)}
             bodies.update(got)
             bodies.update((row, b"") for row in no_body if row not in got)  # none such, or gone: damaged
@@ -245,11 +264,7 @@ class SqlSweep:
         once, early, and never changed since), so that most plans are made in one go."""
         want: list[tuple[str, str, str, str]] = []
         for key, (head, _) in found.items():
-            try:
-                refs = decode_body(bodies[(*key, head)]).blobs or {}
-            except (KeyError, RecordError):
-                continue  # plan_latest says what is wrong with it
-            want += [(*key, ch, bid) for ch, bid in refs.items()]
+            want += [(*key, ch, bid) for ch, bid in _blob_refs(bodies[(*key, head)]).items()]
         if want:
             for ns, tid, ch, bid, base in self._select(cur, "blob_rows", want, 4):
                 tables[(ns, tid)].rows[(ch, bid)] = base
@@ -265,11 +280,11 @@ class SqlSweep:
         )
         bodies.update((row, b"") for row in inline if row not in bodies)  # not a checkpoint (any longer)
 
-    def _write(self, cur: Cursor, latest: Mapping[Key, _Latest], rebuilt: dict[Key, int] | None) -> dict[Key, int]:
+    def _write(self, cur: Cursor, latest: Mapping[Key, _Latest], rebuilt: int | None) -> int:
         """Store the moved blobs, delete what goes (unless the tables were ``rebuilt``, which
-        says what went) and make roots of the heads whose parent went, each by one statement
-        for the batch (SQLite: the deletes of checkpoints and writes by one range of a
-        thread's primary key each); per thread, the checkpoints deleted."""
+        says how many checkpoints went) and make roots of the heads whose parent went, each
+        by one statement for the batch (SQLite: the deletes of checkpoints and writes by one
+        range of a thread's primary key each); the checkpoints deleted."""
         plans = {key: found.plan for key, found in latest.items()}
         moved = [row for plan in plans.values() for row in plan.moved]
         if moved and self._d.batch.hex_bytes:
@@ -278,25 +293,26 @@ class SqlSweep:
         elif moved:
             cur.executemany(self._core.statement("ins_blob"), moved)
         heads = [(*key, found.head) for key, found in latest.items()]
+        reroot = [(*key, cid) for key, plan in plans.items() for cid in plan.reroot]
         if rebuilt is not None:
-            dropped = rebuilt
-        elif self._d.batch.delete_by_what_stays:
+            self._change(cur, "reroot", reroot, 3)
+            return rebuilt
+        if self._d.batch.delete_by_what_stays:  # the count read last: the rest needs no wait
             threads = [json_rows(list(plans))]
             stays = [json_rows([(*key, *blob) for key, plan in plans.items() for blob in plan.stays])]
-            deleted = cur.execute(self._sql["keep_cps"], [*threads, json_rows(heads)]).fetchall()
-            dropped = {(ns, tid): int(n) for ns, tid, n in deleted}
             cur.execute(self._sql["keep_writes"], [*threads, json_rows(heads)])
             cur.execute(self._sql["keep_blobs"], [*threads, *stays])
-        else:
-            dropped = {}
-            for row in heads:
-                dropped[(row[0], row[1])] = cur.execute(self._sql["but_cps"], row).rowcount
-            cur.executemany(self._sql["but_writes"], heads)
-            self._change(cur, "del_blobs", [row for plan in plans.values() for row in plan.gone], 4)
-        self._change(cur, "reroot", [(*key, cid) for key, plan in plans.items() for cid in plan.reroot], 3)
+            self._change(cur, "reroot", reroot, 3)
+            return int(cur.execute(self._sql["keep_cps"], [*threads, json_rows(heads)]).fetchone()[0])
+        dropped = 0
+        for row in heads:
+            dropped += cur.execute(self._sql["but_cps"], row).rowcount
+        cur.executemany(self._sql["but_writes"], heads)
+        self._change(cur, "del_blobs", [row for plan in plans.values() for row in plan.gone], 4)
+        self._change(cur, "reroot", reroot, 3)
         return dropped
 
-    def _rebuild_tables(self, cur: Cursor, live: Sequence[GroupPlan], latest: Mapping[Key, _Latest]) -> dict[Key, int]:
+    def _rebuild_tables(self, cur: Cursor, live: Sequence[GroupPlan], latest: Mapping[Key, _Latest]) -> int:
         """Copy out the rows that stay of the checkpoints, writes and blobs tables, empty
         each and put its copy back, instead of deleting the rest row by row (a sweep whose
         groups hold most of the store); per pruned thread, the checkpoints that went.
@@ -307,6 +323,7 @@ class SqlSweep:
         without ``WHERE`` frees their pages whole) and write them back (docs/benchmarks.md,
         "Sweeping"). What stays: every row of a thread the sweep does not touch, the heads
         of the pruned threads with their pending writes, and the blob rows the heads need.
+        Returns the checkpoints of the pruned threads that went.
         """
         touched = [key for plan in live for key in plan.deletes] + list(latest)
         heads = [(*key, found.head) for key, found in latest.items()]
@@ -317,7 +334,7 @@ class SqlSweep:
         }
         cur.execute(self._sql["touched"])
         self._change(cur, "touch", touched, 2)
-        went = {(ns, tid): int(n) - 1 for ns, tid, n in self._select(cur, "count", list(latest), 2)}
+        went = sum(n - 1 for n in self.counts(cur, list(latest)).values())
         for table, (create, untouched, keep, clear, back, drop) in self._rebuild.items():
             cur.execute(create)
             cur.execute(untouched)
@@ -328,6 +345,20 @@ class SqlSweep:
                 cur.execute(sql)
         cur.execute(self._sql["untouched"])
         return went
+
+
+def _blob_refs(body: bytes) -> dict[str, str]:
+    """The blob map of a checkpoint's body, parsed alone (the rest of the body, and whether
+    it is well formed, are for :func:`~plait.checkpoint.sql._core.plan_latest`, which decodes
+    it whole): the body's other fields cost twice as much to decode, for nothing here."""
+    try:
+        raw = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return {}
+    refs = raw.get("b") if type(raw) is dict else None
+    if type(refs) is not dict:
+        return {}
+    return {ch: bid for ch, bid in refs.items() if type(bid) is str}
 
 
 class _Missing(Exception):

@@ -264,10 +264,12 @@ class SqlThreads:
         now: float | None,
         prefix: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        counted: bool = True,
     ) -> list[ThreadInfo]:
         """A page of threads, newest first, filtered by status, id prefix and the head's
         metadata in the database (the prefix compared with ``substr``, a bound parameter: no
-        LIKE pattern to escape; the metadata as :mod:`plait.checkpoint.sql._search` writes it)."""
+        LIKE pattern to escape; the metadata as :mod:`plait.checkpoint.sql._search` writes it).
+        Without ``counted``, each entry's ``checkpoints`` is 0 (a sweep's listing)."""
         check_listing(status, limit, prefix, metadata)
         where: list[str] = []
         params: list[Any] = [now]
@@ -290,7 +292,9 @@ class SqlThreads:
             where.append("(t.updated_at < ? OR (t.updated_at = ? AND (t.ns < ? OR (t.ns = ? AND t.thread_id < ?))))")
             params += [at, at, ns, ns, tid]
         params.append(self.dialect.no_limit if limit is None else limit)
-        sql = self._sql["threads"].replace("{where}", self.dialect.q("WHERE " + " AND ".join(where)) if where else "")
+        sql = self._sql["threads" if counted else "threads_uncounted"].replace(
+            "{where}", self.dialect.q("WHERE " + " AND ".join(where)) if where else ""
+        )
         infos = [info for raw in cur.execute(sql, params).fetchall() if (info := self._info(raw)) is not None]
         infos = self._under_parents(cur, infos, now)
         if status in ("busy", "stale"):  # a holder the store counts as live, that this machine knows is dead
