@@ -119,7 +119,9 @@ class SqliteRunLog(LocalRunLog):
                 with self.using:
                     if self.conn is None:
                         self.conn = _connect(self.path)
-                    result, error = fn(self.conn), None
+                    job_on = partial(fn, self.conn)
+                    result = until_free(job_on, patience=_BUSY_MS / 1000, pause=0.00005, most=0.001)
+                    error = None
             except BaseException as exc:
                 result, error = None, exc
             with contextlib.suppress(RuntimeError):  # the caller's loop is closed: nobody waits
@@ -321,18 +323,6 @@ class SqliteRunLog(LocalRunLog):
 _BUSY_MS = 10_000
 
 
-def _begin_immediate(conn: sqlite3.Connection) -> None:
-    """Take the file's write lock, polling for it every fraction of a millisecond. The
-    checkpoints' writer shares the file, and a run's events are stored while its steps are
-    committed: SQLite's own wait for a busy lock sleeps 1, 2, 5, 10 ms and more between
-    tries, which a stream's first event would pay after every step's commit."""
-    conn.execute("PRAGMA busy_timeout = 0")
-    try:
-        until_free(lambda: conn.execute("BEGIN IMMEDIATE"), patience=_BUSY_MS / 1000, pause=0.00005, most=0.001)
-    finally:
-        conn.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
-
-
 _RUN_SETS = ", ".join(f"{c.strip()} = ?" for c in _RUN_COLUMNS.split(",")[1:])
 _ACTIVE_SQL = (
     f"SELECT {_RUN_COLUMNS} FROM plait_serve_runs WHERE thread_id = ? "
@@ -348,10 +338,16 @@ def _active(conn: sqlite3.Connection, thread_id: str) -> list[RunRecord]:
 
 
 def _connect(path: str) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
+    """The log's connection. It never waits inside SQLite (busy timeout 0): a job refused
+    because another connection holds the file is run again, polling every fraction of a
+    millisecond (:func:`~plait._sqlite_busy.until_free`). The checkpoints' writer shares the
+    file, and a run's events are stored while its steps are committed: SQLite's own wait
+    sleeps 1, 2, 5, 10 ms and more between tries, which a stream's first event would pay
+    after every step's commit; and setting the timeout around each transaction instead cost
+    two statements each."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=0)
     if path != ":memory:":
-        conn.execute("PRAGMA journal_mode = WAL")
+        until_free(lambda: conn.execute("PRAGMA journal_mode = WAL"), patience=_BUSY_MS / 1000, pause=0.001, most=0.05)
         conn.execute("PRAGMA synchronous = NORMAL")
     return conn
 
@@ -367,7 +363,10 @@ def _settle(future: asyncio.Future[T], result: T | None, error: BaseException | 
 
 
 def _transaction(fn: Callable[[sqlite3.Connection], T], conn: sqlite3.Connection) -> T:
-    _begin_immediate(conn)
+    """``fn`` in one write transaction (BEGIN IMMEDIATE: no upgrade deadlock with the
+    checkpoints' writer); SQLITE_BUSY at the BEGIN, before anything is written, is retried
+    by the log's thread."""
+    conn.execute("BEGIN IMMEDIATE")
     try:
         out = fn(conn)
     except BaseException:
@@ -382,15 +381,12 @@ def _try_append(conn: sqlite3.Connection, run_id: str, events: Sequence[tuple[st
     another connection holds it (nothing written). Run on the event loop's thread, so it
     never waits: no busy wait, and no WAL checkpoint at its commit (a checkpoint copies pages
     and syncs the file; the log's thread and the checkpointer's writer run them)."""
-    conn.execute("PRAGMA busy_timeout = 0")
     try:
-        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("BEGIN IMMEDIATE")  # (the log's connection never waits: see _connect)
     except sqlite3.OperationalError as exc:
         if is_busy(exc):
             return None
         raise
-    finally:
-        conn.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
     conn.execute("PRAGMA wal_autocheckpoint = 0")
     try:
         last = _append(conn, run_id, events, now)
