@@ -6,10 +6,12 @@ index of active runs, whatever the thread's past."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from plait.serve.records import RunRecord, StoredEvent, ThreadRecord
 from plait.serve.sqlite_log import _ACTIVE_SQL, _SCHEMA, SqliteRunLog
@@ -18,6 +20,18 @@ from plait.serve.streams import EventWriter, Notifier, follow
 
 def _run(run_id: str, status: str = "pending", thread_id: str = "t") -> RunRecord:
     return RunRecord(run_id=run_id, thread_id=thread_id, assistant_id="a", graph="g", status=status)  # type: ignore[arg-type]
+
+
+@contextlib.asynccontextmanager
+async def _running(path: Path, log_type: type[SqliteRunLog] = SqliteRunLog) -> AsyncIterator[tuple[Any, EventWriter]]:
+    """A log with a running run ``r1`` and the run's event writer."""
+    log = log_type(str(path))
+    await log.open()
+    try:
+        await log.insert_run(_run("r1", "running"))
+        yield log, EventWriter(log, "r1", Notifier())
+    finally:
+        await log.close()
 
 
 def test_an_insert_merges_the_threads_tags_and_returns_what_was_active(tmp_path: Path) -> None:
@@ -173,15 +187,10 @@ def test_an_answers_first_chunk_wakes_its_readers_at_once_and_the_rest_follow_in
             return await super().append_events(run_id, events, now)
 
     async def go() -> None:
-        log = CountingLog(str(tmp_path / "s.db"))
-        await log.open()
-        notifier = Notifier()
-        try:
-            await log.insert_run(_run("r1", "running"))
-            writer = EventWriter(log, "r1", notifier)
+        async with _running(tmp_path / "s.db", CountingLog) as (log, writer):
             await log.append_events("r1", [("metadata", b"{}")], 1.0)  # opens the log's connection
             log.appends = 0
-            woken = notifier.register("r1")
+            woken = writer.notifier.register("r1")
             for i in range(20):
                 writer.add("messages", [{"content": str(i)}, {}])
                 if i == 0:
@@ -192,8 +201,6 @@ def test_an_answers_first_chunk_wakes_its_readers_at_once_and_the_rest_follow_in
             events = await log.read_events("r1", 0)
             assert [e.seq for e in events] == list(range(1, 22))
             assert [e.event for e in events[1:]] == ["messages"] * 20
-        finally:
-            await log.close()
 
     asyncio.run(go())
 
@@ -213,5 +220,44 @@ def test_the_logs_thread_ends_with_it_and_a_closed_log_refuses_work(tmp_path: Pa
             assert "closed" in str(exc)
         else:
             raise AssertionError("a closed log ran a job")
+
+    asyncio.run(go())
+
+
+def test_events_nobody_reads_wait_for_the_step_or_the_end_and_a_reader_that_comes_has_them_stored(
+    tmp_path: Path,
+) -> None:
+    """A run whose client only waits for its result stores its events at the next super-step
+    or with its end (one transaction fewer a run); a stream that starts reading meanwhile has
+    what is queued stored at once and gets every event once, in order."""
+
+    async def go() -> None:
+        async with _running(tmp_path / "s.db") as (log, writer):
+            notifier = writer.notifier
+            writer.add("values", {"i": 1})
+            writer.add("updates", {"i": 2})
+            await asyncio.sleep(0.05)
+            assert await log.read_events("r1", 0) == []  # nobody reads: not stored yet
+            await writer.flush()  # a super-step's boundary
+            assert [e.seq for e in await log.read_events("r1", 0)] == [1, 2]
+            writer.add("values", {"i": 3})
+            active = [True]
+
+            async def is_active() -> bool:
+                return active[0]
+
+            got: list[int] = []
+
+            async def read() -> None:
+                async for event in follow(log, notifier, "r1", 0, is_active, heartbeat=5.0):
+                    assert event is not None
+                    got.append(event.seq)
+                    if event.seq == 3:
+                        return
+
+            await asyncio.wait_for(read(), 10)  # event 3 stored because the reader came
+            assert got == [1, 2, 3] and notifier.readers == {}
+            writer.add("values", {"i": 4})
+            assert await writer.drain() != []  # the last, stored with the run's end
 
     asyncio.run(go())

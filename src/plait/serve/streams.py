@@ -10,8 +10,9 @@ active, and end when the run has ended and nothing is left. A client that reconn
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from plait.serve.log import LocalRunLog, RunLog
@@ -39,6 +40,22 @@ class Notifier:
 
     def __init__(self) -> None:
         self.waiters: dict[str, set[asyncio.Future[Any]]] = {}
+        self.readers: dict[str, int] = {}
+        """How many streams read each run's events now (:func:`follow`)."""
+        self.writers: dict[str, Callable[[], None]] = {}
+        """What stores a run's queued events at once, for the runs that have any (see
+        :meth:`EventWriter.add`): called when a stream starts reading the run."""
+
+    def reading(self, run_id: str, delta: int) -> None:
+        """A stream of ``run_id`` starts (``delta`` 1) or stops (-1) reading its events."""
+        count = self.readers.get(run_id, 0) + delta
+        if count > 0:
+            self.readers[run_id] = count
+        else:
+            self.readers.pop(run_id, None)
+        store = self.writers.get(run_id) if delta > 0 else None
+        if store is not None:
+            store()
 
     def notify(self, run_id: str, value: Any = None) -> None:
         for fut in self.waiters.pop(run_id, ()):
@@ -88,8 +105,15 @@ class EventWriter:
         self.failure: BaseException | None = None
 
     def add(self, event: str, data: Any) -> None:
+        """Queue an event. It is stored at once when a stream reads the run (a streamed
+        answer's chunks always); otherwise at the run's next super-step or with its end (the
+        runner flushes then, see ``_Steer``), one transaction fewer a run for a client that
+        only waits for the result; a stream that starts reading meanwhile has it stored."""
         self.queued.append((event, dumps(data)))
         if self.flusher is None or self.flusher.done():
+            if event != "messages" and self.run_id not in self.notifier.readers:
+                self.notifier.writers[self.run_id] = self._store_now
+                return
             first = None
             if event == "messages":  # a streamed answer: what is queued goes to the log now
                 batch, self.queued = self.queued, []
@@ -100,6 +124,12 @@ class EventWriter:
                     first = (batch, storing)
             # what is added after this, in this turn of the loop, is stored in one batch
             self.flusher = asyncio.get_running_loop().create_task(self._flush_all(first))
+
+    def _store_now(self) -> None:
+        """Store what is queued (a stream started reading the run)."""
+        self.notifier.writers.pop(self.run_id, None)
+        if self.queued and (self.flusher is None or self.flusher.done()):
+            self.flusher = asyncio.get_running_loop().create_task(self._flush_all())
 
     async def _flush_all(self, first: tuple[list[tuple[str, bytes]], Awaitable[int]] | None = None) -> None:
         if first is not None and not await self._stored(*first):
@@ -129,6 +159,7 @@ class EventWriter:
         if self.failure is not None:
             raise self.failure
         batch, self.queued = self.queued, []
+        self.notifier.writers.pop(self.run_id, None)
         return batch
 
     async def flush(self) -> None:
@@ -170,6 +201,23 @@ async def follow(
     read. A batch handed over by the notice that woke the reader is used as it is when it
     follows on from ``after``; anything else (a reader that fell behind, a rejoin) reads the
     log, so no event is skipped or sent twice."""
+    notifier.reading(run_id, 1)
+    try:
+        async with contextlib.aclosing(_follow(log, notifier, run_id, after, is_active, heartbeat)) as events:
+            async for event in events:
+                yield event
+    finally:
+        notifier.reading(run_id, -1)
+
+
+async def _follow(
+    log: RunLog,
+    notifier: Notifier,
+    run_id: str,
+    after: int,
+    is_active: Callable[[], Awaitable[bool]],
+    heartbeat: float,
+) -> AsyncGenerator[StoredEvent | None, None]:
     ended = False
     handed: list[StoredEvent] = []
     while True:
