@@ -300,7 +300,7 @@ def test_a_steps_chunks_reach_the_reader_before_the_steps_commit_starts() -> Non
     order: list[str] = []
 
     class Watched(MemoryCheckpointer):
-        async def acommit(self, **kwargs: Any) -> None:  # type: ignore[override]
+        async def acommit(self, **kwargs: Any) -> None:
             if any(w.checkpoint.step == 1 for w in kwargs.get("checkpoints") or ()):
                 order.append("commit")
             await super().acommit(**kwargs)
