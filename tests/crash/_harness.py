@@ -33,6 +33,7 @@ import os
 import select
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -443,6 +444,8 @@ class Launcher:
         event = next((e for e in held if e.trigger == at.to_json()), held[0])
         if stop:
             child.signal(signal.SIGSTOP)
+            if args.get("backend") == "sqlite" and args.get("store"):
+                _stop_outside_a_write(child, str(args["store"]))
         stall = Stall(pid=child.pid, event=event, stopped=stop, stopped_at=time.monotonic())
 
         def release() -> None:
@@ -465,6 +468,35 @@ class Launcher:
                 child.finish()
             raise
         release()
+
+
+def _stop_outside_a_write(child: _Child, path: str) -> None:
+    """Make sure the stopped child holds no SQLite write lock. Its other threads run until
+    the stop (a lease renewal, a sibling's commit), and one stopped inside its transaction
+    would hold the file's lock for the whole stall: every other process's write then fails
+    with "database is locked", a stall no test here means (they hold runs at a node's start,
+    between transactions). Let it run on for a moment and stop it again until the lock is free."""
+    for _ in range(500):
+        if _write_lock_free(path):
+            return
+        child.signal(signal.SIGCONT)
+        time.sleep(0.002)
+        child.signal(signal.SIGSTOP)
+    raise AssertionError(f"the child {child.pid} kept {path}'s write lock through 500 stops")
+
+
+def _write_lock_free(path: str) -> bool:
+    conn = sqlite3.connect(path, timeout=0, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError as exc:
+        if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
+            return False
+        raise
+    finally:
+        conn.close()
 
 
 def open_launcher(err_path: Path) -> Iterator[Launcher]:
