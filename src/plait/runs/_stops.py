@@ -34,6 +34,8 @@ class Handle:
     now: asyncio.Event = field(default_factory=asyncio.Event)
     """Set to stop at once; :attr:`stop_now` says why (``cancel``, ``shutdown``)."""
     stop_now: str | None = None
+    job: int | None = None
+    """The run's queue job, deleted with the run's end (:class:`~plait.runs._ended.EndedJobs`)."""
 
 
 class Requeue(Exception):

@@ -33,6 +33,7 @@ __all__ = [
     "decode",
     "encode",
     "finish",
+    "finish_job",
     "get_run",
     "list_runs",
     "notify",
@@ -223,17 +224,44 @@ async def finish(
     (the first one's number, the items) if given, by one statement (one round trip, all or
     nothing on an autocommit connection too). Not announced (see the module docstring).
     False when it had ended already (the items are stored all the same)."""
+    ended, _ = await finish_job(cur, run_id, status, None, output=output, error=error, only_if=only_if, events=events)
+    return ended
+
+
+_GONE = "gone AS (DELETE FROM procrastinate_jobs WHERE id = %s AND status IN ('todo', 'doing') RETURNING id)"
+"""What Procrastinate's ``procrastinate_finish_job_v1`` does to a job that succeeded when its
+worker deletes those (``delete_jobs="successful"``): the same rows, the same triggers."""
+
+
+async def finish_job(
+    cur: Any,
+    run_id: str,
+    status: str,
+    job: int | None,
+    *,
+    output: Any = None,
+    error: Any = None,
+    only_if: Sequence[str] = ACTIVE,
+    events: tuple[int, Sequence[Any]] | None = None,
+) -> tuple[bool, bool]:
+    """:func:`finish`, and with ``job`` given, the run's queue job deleted in the same
+    statement, as Procrastinate deletes a job that succeeded: a worker's usual end of a run,
+    one statement where the run's end and Procrastinate's finish were two. Whether the run
+    ended here, and whether the job was deleted here (False: it was gone or ended already)."""
     now = time.time()
     params: list[Any] = [status, encode(output), encode(error), now, now, run_id, list(only_if)]
+    parts = [_FINISH]
     if events:
         first, items = events
-        sql = f"WITH {_ADD_EVENTS}, {_FINISH} SELECT count(*) FROM ended"
+        parts.insert(0, _ADD_EVENTS)
         params = [run_id, first, [orjson.dumps(e) for e in items], *params]
-    else:
-        sql = f"WITH {_FINISH} SELECT count(*) FROM ended"
-    await cur.execute(sql, params)
+    if job is not None:
+        parts.append(_GONE)
+        params.append(job)
+    gone = "(SELECT count(*) FROM gone)" if job is not None else "0"
+    await cur.execute(f"WITH {', '.join(parts)} SELECT (SELECT count(*) FROM ended), {gone}", params)
     row = await cur.fetchone()
-    return row is not None and bool(row[0])
+    return (bool(row[0]), bool(row[1])) if row is not None else (False, False)
 
 
 async def add_events(cur: Any, run_id: str, first: int, events: Sequence[Any]) -> None:

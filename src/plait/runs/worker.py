@@ -46,6 +46,7 @@ from plait.errors import (
     UnknownGraphError,
 )
 from plait.runs import _store
+from plait.runs._ended import EndedJobs
 from plait.runs._events import Events
 from plait.runs._limits import Limits
 from plait.runs._notify import Notifier
@@ -144,6 +145,7 @@ class Worker:
         """The task running Procrastinate's worker (``App.run_worker_async``)."""
         self._limits: Limits | None = None
         self._notifier: Notifier = Notifier(None)
+        self._ended = EndedJobs()
         self._stopping = 0
         self.memory_sweeper: Sweeper | None = None  # deletes expired memory items (plait.Store)
         self.retention_sweeper: RetentionSweeper | None = None  # applies the retention policy
@@ -168,7 +170,7 @@ class Worker:
         if hasattr(self._checkpointer, "use_async_pool"):
             self._checkpointer.use_async_pool(db.pool)
         self._limits = Limits(db.dsn, connect_kwargs(db.schema), db.pool)
-        self._app = app = db.app()
+        self._app = app = self._ended.installed(db.app())
         app.task(name=ADVANCE_TASK, pass_context=True, retry=RequeueStrategy(), queue=DEFAULT_QUEUE)(self._advance)
         sweep = app.task(name=SWEEP_TASK, queue=s.queues[0])(self._sweep)
         app.periodic(cron=f"* * * * * */{max(1, int(s.sweep_every))}", periodic_id="plait-sweep")(sweep)
@@ -370,7 +372,7 @@ class Worker:
             except UnknownGraphError as exc:
                 await self._finish(cur, run_id, "error", error=_error(exc))
                 return
-        handle = self._running[run_id] = Handle(run_id)
+        handle = self._running[run_id] = Handle(run_id, job=job.id)
         try:
             if self._stopping:
                 raise Requeue(0.0)
@@ -400,7 +402,7 @@ class Worker:
         if not graphs:
             return False
         owner = f"{self.name}/job-{job}"
-        handle = self._running[run_id] = Handle(run_id)
+        handle = self._running[run_id] = Handle(run_id, job=job)
         try:
             async with self.runs.db.connection() as conn, conn.cursor() as cur:
                 found = await _store.claim(cur, run_id, namespace, thread_id, graphs, owner)
@@ -567,17 +569,21 @@ class Worker:
         try:
             assert self._checkpointer is not None
             await drop_temporary(run, self._checkpointer)
+            handle = self._running.get(run.run_id)  # its job goes with the end (EndedJobs)
+            job = None if handle is None else handle.job
             async with self.runs.db.connection() as conn, conn.cursor() as cur:
                 await self._finish(
-                    cur, run.run_id, status, output=output, error=error, only_if=("running",), events=events.take()
+                    cur, run.run_id, status, job, output=output, error=error, only_if=("running",), events=events.take()
                 )
         except Exception as exc:
             log.warning("run %s ended %s but that could not be recorded (%s); it is retried", run.run_id, status, exc)
             raise Requeue(1.0) from exc
 
-    async def _finish(self, cur: Any, run_id: str, status: str, **fields: Any) -> None:
-        """:func:`_store.finish`, then announce what it stored."""
-        ended = await _store.finish(cur, run_id, status, **fields)
+    async def _finish(self, cur: Any, run_id: str, status: str, job: int | None = None, **fields: Any) -> None:
+        """:func:`_store.finish_job`, then announce what it stored."""
+        ended, gone = await _store.finish_job(cur, run_id, status, job, **fields)
+        if gone and job is not None:
+            self._ended.add(job)
         if fields.get("events"):
             self._notifier.send("event", run_id)
         if ended:
