@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from plait.runs._db import ident
 from plait.runs.records import ACTIVE, Run, Schedule
 from plait.tracing.carrier import parse_stamp
 
@@ -39,6 +40,7 @@ __all__ = [
     "notify",
     "read_events",
     "row_run",
+    "start_rider",
 ]
 
 CHANNEL = "plait_runs"
@@ -142,6 +144,18 @@ async def record_start(cur: Any, run_id: str, head: str | None) -> None:
     await cur.execute(
         "UPDATE plait_run SET start_checkpoint = %s, started = true WHERE run_id = %s AND NOT started",
         (head, run_id),
+    )
+
+
+def start_rider(schema: str | None, run_id: str) -> tuple[str, list[Any]]:
+    """:func:`record_start`'s change as a rider of the lease's statement, which reads the head
+    (``l``: see :mod:`plait.checkpoint.postgres._riders`); its table named with its schema, as
+    the checkpointer's connections may have another search path."""
+    table = "plait_run" if schema is None else f"{ident(schema)}.plait_run"
+    return (
+        f"UPDATE {table} SET start_checkpoint = (SELECT id FROM l LIMIT 1), started = true "
+        "WHERE run_id = %s AND NOT started",
+        [run_id],
     )
 
 

@@ -50,7 +50,7 @@ from plait.runs._ended import EndedJobs
 from plait.runs._events import Events
 from plait.runs._limits import Limits
 from plait.runs._notify import Notifier
-from plait.runs._prepare import drive, drop_temporary, prepared, wants_root
+from plait.runs._prepare import drive, drop_temporary, prepared, start_rider, wants_root
 from plait.runs._stops import Handle, Requeue, RequeueStrategy, Steering, database_failure
 from plait.runs.client import ADVANCE_TASK, DEFAULT_QUEUE, Runs
 from plait.runs.records import Run
@@ -474,6 +474,7 @@ class Worker:
             handle, events, functools.partial(self._record, _store.record_start, run.run_id),
             functools.partial(self._record, _store.record_span, run.run_id), extra["started"], run.start_checkpoint,
             wants_root(run), extra.get("span"), run.attempts,
+            start_rider(self._checkpointer, run, owner, self.runs.db.schema) if not extra["started"] else lambda: False,
         )  # fmt: skip
         task = asyncio.create_task(drive(graph.bind(hooks=steering), run, input, owner, events))
         stopper = asyncio.create_task(handle.now.wait())
