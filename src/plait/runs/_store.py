@@ -30,7 +30,7 @@ __all__ = [
     "RUN_COLUMNS",
     "active_runs",
     "add_events",
-    "claim",
+    "claimed_row",
     "decode",
     "encode",
     "finish",
@@ -109,30 +109,29 @@ async def get_run(cur: Any, run_id: str) -> tuple[Run, dict[str, Any]] | None:
     return None if row is None else _with_extra(row)
 
 
-_CLAIM = (
-    "UPDATE plait_run SET status = 'running', attempts = attempts + 1, worker = %s, "
-    "started_at = coalesce(started_at, %s), updated_at = %s "
-    "WHERE run_id = %s AND ns = %s AND thread_id = %s AND status IN ('pending', 'running') AND stop IS NULL "
-    "AND (started OR coalesce(cardinality(rollback_of), 0) = 0) AND graph = ANY(%s) "
-    f"RETURNING {RUN_COLUMNS}, CASE WHEN stream IS NULL THEN 0 ELSE "
-    "(SELECT coalesce(max(e.seq), 0) FROM plait_run_event e WHERE e.run_id = plait_run.run_id) END"
+CLAIM_EVENTS = (
+    "CASE WHEN r.stream IS NULL THEN 0 ELSE "
+    "(SELECT coalesce(max(e.seq), 0) FROM plait_run_event e WHERE e.run_id = r.run_id) END"
 )
+"""How many stream items earlier attempts of a claimed run ``r`` stored."""
+_CLAIMABLE = (
+    "r.status IN ('pending', 'running') AND r.stop IS NULL "
+    "AND (r.started OR coalesce(cardinality(r.rollback_of), 0) = 0)"
+)
+CLAIM_FROM_JOB = (
+    "UPDATE plait_run r SET status = 'running', attempts = r.attempts + 1, "
+    "worker = %(worker)s::text || '/job-' || j.id, started_at = coalesce(r.started_at, %(now)s), "
+    "updated_at = %(now)s FROM j WHERE j.task_name = %(task)s AND r.run_id = j.args ->> 'run_id' "
+    f"AND j.lock = 'plait-thread:' || r.ns || '/' || r.thread_id AND {_CLAIMABLE} AND r.graph = ANY(%(graphs)s)"
+)
+"""Mark the run of job ``j`` (Procrastinate's row) running for an attempt by
+``<worker>/job-<id>``, when it is on the thread of the job's lock, active, asked to stop by no
+one, rolls nothing back and is of one of ``graphs``; where it starts from is recorded later,
+under the thread's lease (:func:`record_start`)."""
 
 
-async def claim(
-    cur: Any, run_id: str, namespace: str, thread_id: str, graphs: Sequence[str], worker: str
-) -> tuple[Run, dict[str, Any]] | None:
-    """Mark a run running for an attempt by ``worker`` and read it, by one statement: the usual
-    start of a run, when it is on that thread, active, asked to stop by no one, rolls nothing
-    back and is of one of ``graphs``. None otherwise (the run is unchanged): the caller takes
-    the long way, which handles each of those cases. Its extra fields include ``events``: how
-    many stream items earlier attempts stored. Where the run starts from is recorded later,
-    under the thread's lease (:func:`record_start`)."""
-    now = time.time()
-    await cur.execute(_CLAIM, (worker, now, now, run_id, namespace, thread_id, list(graphs)))
-    row = await cur.fetchone()
-    if row is None:
-        return None
+def claimed_row(row: Sequence[Any]) -> tuple[Run, dict[str, Any]]:
+    """A claimed run from a row of :data:`RUN_COLUMNS` and its stream items' count."""
     run, extra = _with_extra(row)
     extra["events"] = row[33]
     return run, extra
