@@ -79,6 +79,24 @@ def test_runs_on_namespaced_threads_whose_job_locks_read_alike_each_continue_the
     with_worker(runs_db, body)
 
 
+def test_a_run_is_claimed_with_its_jobs_fetch_as_an_attempt_of_that_job(runs_db: tuple[str, str]) -> None:
+    # the fetch marks the run running for its job: one attempt, by "<worker>/job-<the run's job>"
+    dsn, schema = runs_db
+
+    async def go() -> None:
+        async with Runs(dsn, schema=schema) as runs, worker_in_process(dsn, schema, name="claimer"):
+            for i in range(3):
+                run_id = await runs.asubmit(flows.name("steps"), {"steps": 1, "tag": "c"}, thread_id=f"c{i}")
+                run = await runs.ajoin(run_id, timeout=20)
+                async with runs.db.pool.connection() as conn, conn.cursor() as cur:
+                    await cur.execute("SELECT job_id FROM plait_run WHERE run_id = %s", (run_id,))
+                    row = await cur.fetchone()
+                assert row is not None and run.status == "success" and run.attempts == 1
+                assert run.worker == f"claimer/job-{row[0]}"
+
+    asyncio.run(go())
+
+
 def test_the_queue_keeps_no_job_of_a_run_that_ended(runs_db: tuple[str, str], caplog: pytest.LogCaptureFixture) -> None:
     # the job is deleted by the statement that records the run's end: no moment where the
     # run is seen ended and its job is still queued, and Procrastinate, which no longer
