@@ -3,10 +3,13 @@ once it ended."""
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from plait._frozen import thaw
 from plait.engine.emitter import INTERRUPT_KEY
+from plait.runs import _store
 from plait.runs._events import Events, WireEvents
 from plait.tracing import carrier
 from plait.tracing import hooks as tracing
@@ -19,7 +22,7 @@ if TYPE_CHECKING:
     from plait.runs.client import Runs
     from plait.runs.records import Run
 
-__all__ = ["drive", "drop_temporary", "prepared", "wants_root"]
+__all__ = ["attempt_owner", "drive", "drop_temporary", "prepared", "start_rider", "wants_root"]
 
 _RUN_KEYWORDS = frozenset({"checkpoint_id", "durability", "recursion_limit"})
 """The run options that go to ``ainvoke`` as they are."""
@@ -69,6 +72,23 @@ async def drop_temporary(run: Run, checkpointer: Checkpointer) -> None:
         await checkpointer.adelete_thread(run.thread_id, namespace=run.namespace)
 
 
+def attempt_owner(owner: str, attempts: int) -> str:
+    """The lease owner an attempt runs the graph as (a later attempt says which it is)."""
+    return f"{owner} (attempt {attempts})" if attempts > 1 else owner
+
+
+def start_rider(checkpointer: Checkpointer | None, run: Run, owner: str, schema: str | None) -> Callable[[], bool]:
+    """Have the attempt's lease record where the run starts (:func:`~plait.runs._store.record_start`'s
+    change, in the lease's own statement: see :mod:`plait.checkpoint.postgres._riders`), when
+    the checkpointer can; the function returned says, once, whether the lease did."""
+    riders = getattr(checkpointer, "lease_riders", None)
+    if riders is None:
+        return lambda: False
+    owner = attempt_owner(owner, run.attempts)
+    riders.add(run.thread_id, run.namespace, owner, _store.start_rider(schema, run.run_id))
+    return functools.partial(riders.took, run.thread_id, run.namespace, owner)
+
+
 async def drive(graph: CompiledGraph, run: Run, input: Any, owner: str, events: Events) -> dict[str, Any]:
     """Run the graph (its hooks store the stream items asked for, a batch per super-step,
     and stop it at the next boundary once asked); its output as ``invoke`` returns it,
@@ -78,7 +98,7 @@ async def drive(graph: CompiledGraph, run: Run, input: Any, owner: str, events: 
     span continues the trace of whoever submitted it (the context stored with the run)."""
     options = run.options or {}
     chosen = {k: v for k, v in options.items() if k in _RUN_KEYWORDS}
-    owner = f"{owner} (attempt {run.attempts})" if run.attempts > 1 else owner
+    owner = attempt_owner(owner, run.attempts)
     traced = tracing.active is not None or graph.binding.tracing
     with carrier.continuing(options.get("trace") if traced else None):
         output = thaw(await graph.ainvoke(input, thread_id=run.thread_id, owner=owner, **chosen))

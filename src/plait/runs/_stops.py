@@ -34,6 +34,8 @@ class Handle:
     now: asyncio.Event = field(default_factory=asyncio.Event)
     """Set to stop at once; :attr:`stop_now` says why (``cancel``, ``shutdown``)."""
     stop_now: str | None = None
+    job: int | None = None
+    """The run's queue job, deleted with the run's end (:class:`~plait.runs._ended.EndedJobs`)."""
 
 
 class Requeue(Exception):
@@ -61,6 +63,7 @@ class Steering(RunHooks):
         root: bool = False,
         previous_span: str | None = None,
         attempt: int = 1,
+        took_start: Callable[[], bool] = lambda: False,
     ) -> None:
         self.root = root
         self.attempt = attempt
@@ -72,6 +75,8 @@ class Steering(RunHooks):
         self.events = events
         self.record_start = record_start
         self.record_span = record_span
+        self.took_start = took_start
+        """Whether the lease recorded where the run starts (:func:`~plait.runs._prepare.start_rider`)."""
         self.started = started
         """Whether an earlier attempt recorded where the run started (``start``)."""
         self.start = start
@@ -93,7 +98,8 @@ class Steering(RunHooks):
         and otherwise continues the thread (its input landed before the crash)."""
         found = head.id if head is not None else None
         if not self.started:
-            await self.record_start(found)
+            if not self.took_start():  # else the lease's statement recorded it
+                await self.record_start(found)
             return input
         return input if found == self.start else None
 

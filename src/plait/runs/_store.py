@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from plait.runs._db import ident
 from plait.runs.records import ACTIVE, Run, Schedule
 from plait.tracing.carrier import parse_stamp
 
@@ -29,15 +30,17 @@ __all__ = [
     "RUN_COLUMNS",
     "active_runs",
     "add_events",
-    "claim",
+    "claimed_row",
     "decode",
     "encode",
     "finish",
+    "finish_job",
     "get_run",
     "list_runs",
     "notify",
     "read_events",
     "row_run",
+    "start_rider",
 ]
 
 CHANNEL = "plait_runs"
@@ -106,30 +109,29 @@ async def get_run(cur: Any, run_id: str) -> tuple[Run, dict[str, Any]] | None:
     return None if row is None else _with_extra(row)
 
 
-_CLAIM = (
-    "UPDATE plait_run SET status = 'running', attempts = attempts + 1, worker = %s, "
-    "started_at = coalesce(started_at, %s), updated_at = %s "
-    "WHERE run_id = %s AND ns = %s AND thread_id = %s AND status IN ('pending', 'running') AND stop IS NULL "
-    "AND (started OR coalesce(cardinality(rollback_of), 0) = 0) AND graph = ANY(%s) "
-    f"RETURNING {RUN_COLUMNS}, CASE WHEN stream IS NULL THEN 0 ELSE "
-    "(SELECT coalesce(max(e.seq), 0) FROM plait_run_event e WHERE e.run_id = plait_run.run_id) END"
+CLAIM_EVENTS = (
+    "CASE WHEN r.stream IS NULL THEN 0 ELSE "
+    "(SELECT coalesce(max(e.seq), 0) FROM plait_run_event e WHERE e.run_id = r.run_id) END"
 )
+"""How many stream items earlier attempts of a claimed run ``r`` stored."""
+_CLAIMABLE = (
+    "r.status IN ('pending', 'running') AND r.stop IS NULL "
+    "AND (r.started OR coalesce(cardinality(r.rollback_of), 0) = 0)"
+)
+CLAIM_FROM_JOB = (
+    "UPDATE plait_run r SET status = 'running', attempts = r.attempts + 1, "
+    "worker = %(worker)s::text || '/job-' || j.id, started_at = coalesce(r.started_at, %(now)s), "
+    "updated_at = %(now)s FROM j WHERE j.task_name = %(task)s AND r.run_id = j.args ->> 'run_id' "
+    f"AND j.lock = 'plait-thread:' || r.ns || '/' || r.thread_id AND {_CLAIMABLE} AND r.graph = ANY(%(graphs)s)"
+)
+"""Mark the run of job ``j`` (Procrastinate's row) running for an attempt by
+``<worker>/job-<id>``, when it is on the thread of the job's lock, active, asked to stop by no
+one, rolls nothing back and is of one of ``graphs``; where it starts from is recorded later,
+under the thread's lease (:func:`record_start`)."""
 
 
-async def claim(
-    cur: Any, run_id: str, namespace: str, thread_id: str, graphs: Sequence[str], worker: str
-) -> tuple[Run, dict[str, Any]] | None:
-    """Mark a run running for an attempt by ``worker`` and read it, by one statement: the usual
-    start of a run, when it is on that thread, active, asked to stop by no one, rolls nothing
-    back and is of one of ``graphs``. None otherwise (the run is unchanged): the caller takes
-    the long way, which handles each of those cases. Its extra fields include ``events``: how
-    many stream items earlier attempts stored. Where the run starts from is recorded later,
-    under the thread's lease (:func:`record_start`)."""
-    now = time.time()
-    await cur.execute(_CLAIM, (worker, now, now, run_id, namespace, thread_id, list(graphs)))
-    row = await cur.fetchone()
-    if row is None:
-        return None
+def claimed_row(row: Sequence[Any]) -> tuple[Run, dict[str, Any]]:
+    """A claimed run from a row of :data:`RUN_COLUMNS` and its stream items' count."""
     run, extra = _with_extra(row)
     extra["events"] = row[33]
     return run, extra
@@ -141,6 +143,18 @@ async def record_start(cur: Any, run_id: str, head: str | None) -> None:
     await cur.execute(
         "UPDATE plait_run SET start_checkpoint = %s, started = true WHERE run_id = %s AND NOT started",
         (head, run_id),
+    )
+
+
+def start_rider(schema: str | None, run_id: str) -> tuple[str, list[Any]]:
+    """:func:`record_start`'s change as a rider of the lease's statement, which reads the head
+    (``l``: see :mod:`plait.checkpoint.postgres._riders`); its table named with its schema, as
+    the checkpointer's connections may have another search path."""
+    table = "plait_run" if schema is None else f"{ident(schema)}.plait_run"
+    return (
+        f"UPDATE {table} SET start_checkpoint = (SELECT id FROM l LIMIT 1), started = true "
+        "WHERE run_id = %s AND NOT started",
+        [run_id],
     )
 
 
@@ -223,17 +237,44 @@ async def finish(
     (the first one's number, the items) if given, by one statement (one round trip, all or
     nothing on an autocommit connection too). Not announced (see the module docstring).
     False when it had ended already (the items are stored all the same)."""
+    ended, _ = await finish_job(cur, run_id, status, None, output=output, error=error, only_if=only_if, events=events)
+    return ended
+
+
+_GONE = "gone AS (DELETE FROM procrastinate_jobs WHERE id = %s AND status IN ('todo', 'doing') RETURNING id)"
+"""What Procrastinate's ``procrastinate_finish_job_v1`` does to a job that succeeded when its
+worker deletes those (``delete_jobs="successful"``): the same rows, the same triggers."""
+
+
+async def finish_job(
+    cur: Any,
+    run_id: str,
+    status: str,
+    job: int | None,
+    *,
+    output: Any = None,
+    error: Any = None,
+    only_if: Sequence[str] = ACTIVE,
+    events: tuple[int, Sequence[Any]] | None = None,
+) -> tuple[bool, bool]:
+    """:func:`finish`, and with ``job`` given, the run's queue job deleted in the same
+    statement, as Procrastinate deletes a job that succeeded: a worker's usual end of a run,
+    one statement where the run's end and Procrastinate's finish were two. Whether the run
+    ended here, and whether the job was deleted here (False: it was gone or ended already)."""
     now = time.time()
     params: list[Any] = [status, encode(output), encode(error), now, now, run_id, list(only_if)]
+    parts = [_FINISH]
     if events:
         first, items = events
-        sql = f"WITH {_ADD_EVENTS}, {_FINISH} SELECT count(*) FROM ended"
+        parts.insert(0, _ADD_EVENTS)
         params = [run_id, first, [orjson.dumps(e) for e in items], *params]
-    else:
-        sql = f"WITH {_FINISH} SELECT count(*) FROM ended"
-    await cur.execute(sql, params)
+    if job is not None:
+        parts.append(_GONE)
+        params.append(job)
+    gone = "(SELECT count(*) FROM gone)" if job is not None else "0"
+    await cur.execute(f"WITH {', '.join(parts)} SELECT (SELECT count(*) FROM ended), {gone}", params)
     row = await cur.fetchone()
-    return row is not None and bool(row[0])
+    return (bool(row[0]), bool(row[1])) if row is not None else (False, False)
 
 
 async def add_events(cur: Any, run_id: str, first: int, events: Sequence[Any]) -> None:

@@ -46,10 +46,12 @@ from plait.errors import (
     UnknownGraphError,
 )
 from plait.runs import _store
+from plait.runs._claims import Claims
+from plait.runs._ended import EndedJobs
 from plait.runs._events import Events
 from plait.runs._limits import Limits
 from plait.runs._notify import Notifier
-from plait.runs._prepare import drive, drop_temporary, prepared, wants_root
+from plait.runs._prepare import drive, drop_temporary, prepared, start_rider, wants_root
 from plait.runs._stops import Handle, Requeue, RequeueStrategy, Steering, database_failure
 from plait.runs.client import ADVANCE_TASK, DEFAULT_QUEUE, Runs
 from plait.runs.records import Run
@@ -144,6 +146,8 @@ class Worker:
         """The task running Procrastinate's worker (``App.run_worker_async``)."""
         self._limits: Limits | None = None
         self._notifier: Notifier = Notifier(None)
+        self._ended = EndedJobs()
+        self._claims = Claims()
         self._stopping = 0
         self.memory_sweeper: Sweeper | None = None  # deletes expired memory items (plait.Store)
         self.retention_sweeper: RetentionSweeper | None = None  # applies the retention policy
@@ -168,7 +172,7 @@ class Worker:
         if hasattr(self._checkpointer, "use_async_pool"):
             self._checkpointer.use_async_pool(db.pool)
         self._limits = Limits(db.dsn, connect_kwargs(db.schema), db.pool)
-        self._app = app = db.app()
+        self._app = app = self._claims.installed(self._ended.installed(db.app()), self.name, self._claimable)
         app.task(name=ADVANCE_TASK, pass_context=True, retry=RequeueStrategy(), queue=DEFAULT_QUEUE)(self._advance)
         sweep = app.task(name=SWEEP_TASK, queue=s.queues[0])(self._sweep)
         app.periodic(cron=f"* * * * * */{max(1, int(s.sweep_every))}", periodic_id="plait-sweep")(sweep)
@@ -347,8 +351,13 @@ class Worker:
 
     async def _advance(self, context: Any, run_id: str) -> None:
         job = context.job
-        if not self._stopping and await self._claimed(run_id, job.lock or "", job.id):
+        claimed = self._claims.take(job.id)
+        if claimed is not None and not self._stopping:
+            await self._claimed(run_id, job.id, claimed)
             return
+        if claimed is not None:  # claimed as the worker began to stop: it goes on elsewhere
+            await self._put_back(run_id)
+            raise Requeue(0.0)
         async with self.runs.db.connection() as conn, conn.cursor() as cur:
             found = await _store.get_run(cur, run_id)
             if found is None or found[0].done:
@@ -370,7 +379,7 @@ class Worker:
             except UnknownGraphError as exc:
                 await self._finish(cur, run_id, "error", error=_error(exc))
                 return
-        handle = self._running[run_id] = Handle(run_id)
+        handle = self._running[run_id] = Handle(run_id, job=job.id)
         try:
             if self._stopping:
                 raise Requeue(0.0)
@@ -382,40 +391,32 @@ class Worker:
         finally:
             self._running.pop(run_id, None)
 
-    async def _claimed(self, run_id: str, lock: str, job: int) -> bool:
-        """The short way into a run, and the usual one: read the thread's head, then mark the
-        run running and read it in one statement (:func:`_store.claim`), and run it. False
-        when the run is not one this way can start (stopped, rolling back, a graph with a
-        limit or unknown here, ended): :meth:`_advance` then takes the long way, which reads
-        the run first. The thread comes from the job's lock, which :func:`thread_lock` made
-        from it; a namespace with a ``/`` in it splits wrongly, which the claim, naming the
-        thread it expects, finds out."""
-        prefix, _, rest = lock.partition(":")
-        namespace, slash, thread_id = rest.partition("/")
-        if prefix != "plait-thread" or not slash or not thread_id:
-            return False
-        assert self._checkpointer is not None and self._limits is not None
+    async def _claimable(self) -> list[str]:
+        """The graphs whose runs are claimed with their job's fetch (:class:`Claims`): those
+        with no limit (none once the worker stops)."""
+        if self._stopping:
+            return []
+        assert self._limits is not None
         limited = await self._limits.limited(self._names)
-        graphs = [g for g in self.graphs if g not in limited]
-        if not graphs:
-            return False
+        return [g for g in self.graphs if g not in limited]
+
+    async def _claimed(self, run_id: str, job: int, found: tuple[Run, dict[str, Any]]) -> None:
+        """The short way into a run, and the usual one: the run was claimed with its job's
+        fetch (:class:`Claims`: marked running and read by the same statement); run it. A
+        run that was not (stopped, rolling back, a graph with a limit or unknown here,
+        ended) takes the long way, :meth:`_advance`'s, which reads the run first."""
         owner = f"{self.name}/job-{job}"
-        handle = self._running[run_id] = Handle(run_id)
+        handle = self._running[run_id] = Handle(run_id, job=job)
         try:
-            async with self.runs.db.connection() as conn, conn.cursor() as cur:
-                found = await _store.claim(cur, run_id, namespace, thread_id, graphs, owner)
-            if found is None:
-                return False
             run, extra = found
             try:
                 graph = self._graph(run.graph, run.namespace)
             except Exception as exc:  # a graph object the worker cannot bind: the run cannot run here
                 async with self.runs.db.connection() as conn, conn.cursor() as cur:
                     await self._finish(cur, run_id, "error", error=_error(exc))
-                return True
+                return
             assert run.started_at is not None
             await self._execute(run, extra, graph, handle, owner, run.started_at)
-            return True
         finally:
             self._running.pop(run_id, None)
 
@@ -472,6 +473,7 @@ class Worker:
             handle, events, functools.partial(self._record, _store.record_start, run.run_id),
             functools.partial(self._record, _store.record_span, run.run_id), extra["started"], run.start_checkpoint,
             wants_root(run), extra.get("span"), run.attempts,
+            start_rider(self._checkpointer, run, owner, self.runs.db.schema) if not extra["started"] else lambda: False,
         )  # fmt: skip
         task = asyncio.create_task(drive(graph.bind(hooks=steering), run, input, owner, events))
         stopper = asyncio.create_task(handle.now.wait())
@@ -567,17 +569,21 @@ class Worker:
         try:
             assert self._checkpointer is not None
             await drop_temporary(run, self._checkpointer)
+            handle = self._running.get(run.run_id)  # its job goes with the end (EndedJobs)
+            job = None if handle is None else handle.job
             async with self.runs.db.connection() as conn, conn.cursor() as cur:
                 await self._finish(
-                    cur, run.run_id, status, output=output, error=error, only_if=("running",), events=events.take()
+                    cur, run.run_id, status, job, output=output, error=error, only_if=("running",), events=events.take()
                 )
         except Exception as exc:
             log.warning("run %s ended %s but that could not be recorded (%s); it is retried", run.run_id, status, exc)
             raise Requeue(1.0) from exc
 
-    async def _finish(self, cur: Any, run_id: str, status: str, **fields: Any) -> None:
-        """:func:`_store.finish`, then announce what it stored."""
-        ended = await _store.finish(cur, run_id, status, **fields)
+    async def _finish(self, cur: Any, run_id: str, status: str, job: int | None = None, **fields: Any) -> None:
+        """:func:`_store.finish_job`, then announce what it stored."""
+        ended, gone = await _store.finish_job(cur, run_id, status, job, **fields)
+        if gone and job is not None:
+            self._ended.add(job)
         if fields.get("events"):
             self._notifier.send("event", run_id)
         if ended:

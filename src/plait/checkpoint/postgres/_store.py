@@ -53,6 +53,7 @@ from plait.checkpoint.model import (
 from plait.checkpoint.postgres._connect import connection_lost, failure, first_connection, redacted, refusal, scrubbed
 from plait.checkpoint.postgres._feed import PgFeed
 from plait.checkpoint.postgres._loop import LoopPool, drive_steps
+from plait.checkpoint.postgres._riders import LeaseRiders
 from plait.checkpoint.postgres._schema import PG_MIGRATIONS, SWEEP_BATCH, SWEEP_LOCK, SWEEP_UNLOCK
 from plait.checkpoint.postgres._send import Cursors, Fusion, NeedsAnswer, Recorder, pipelined, send
 from plait.checkpoint.postgres._space import dead_space, vacuum
@@ -193,6 +194,8 @@ class PostgresCheckpointer(SqlCheckpointer):
         self._jobs_lock = threading.Lock()
         self._loop_pool: LoopPool | None = None
         """The async pool the hot calls made on its event loop run on (:meth:`use_async_pool`)."""
+        self.lease_riders = LeaseRiders()
+        """Callers' statements sent with a lease's (see :mod:`~plait.checkpoint.postgres._riders`)."""
 
     @property
     def address(self) -> str | None:
@@ -582,15 +585,21 @@ class PostgresCheckpointer(SqlCheckpointer):
         seconds = self.lease_ttl if ttl is None else ttl
         self._check_open()
 
+        key = (namespace, thread_id, owner)
+        rider = self.lease_riders.waiting(key)
+
         async def take(over: int | None) -> tuple[Lease, Checkpoint | None]:
             return await self._run(
                 lambda cur: self._core.take_lease_and_get(
-                    cur, namespace, thread_id, owner, seconds, checkpoint_id, over, self._now()
+                    cur, namespace, thread_id, owner, seconds, checkpoint_id, over, self._now(), rider
                 ),
                 read=True,
             )
 
-        return await _taking_over_the_dead(take)
+        taken = await _taking_over_the_dead(take)
+        if rider is not None:
+            self.lease_riders.carried(key)
+        return taken
 
     def close(self) -> None:
         """Stop the query threads and close the pool if this checkpointer created it."""

@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Container, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from plait.checkpoint import lease as rules
 from plait.checkpoint._common import keep_set
@@ -215,19 +216,24 @@ class SqlCore:
         checkpoint_id: str | None,
         over: int | None,
         now: float | None,
+        rider: tuple[str, Sequence[Any]] | None = None,
     ) -> tuple[Lease, Checkpoint | None]:
         """Take the lease, then read the checkpoint a run starts from, by one statement;
-        server-side checks only.
+        server-side checks only. A ``rider`` (a data-modifying statement of the caller's,
+        which may read the id of the checkpoint read as ``(SELECT id FROM l LIMIT 1)``) goes
+        in the same statement, and so commits with the lease or not at all.
 
         Raises:
             ThreadBusyError: a live lease is held (raised by the dialect module).
         """
         assert self.dialect.server_checks
         holder = Holder.current()
-        rows = cur.execute(
-            self._sql["take_lease_and_get"],
-            (namespace, thread_id, owner, float(ttl), holder_json(holder), over, now, checkpoint_id),
-        ).fetchall()
+        sql = self._sql["take_lease_and_get"]
+        params: list[Any] = [namespace, thread_id, owner, float(ttl), holder_json(holder), over, now, checkpoint_id]
+        if rider is not None:
+            sql = f"WITH l AS MATERIALIZED ({sql}), r AS ({rider[0]}) SELECT * FROM l"
+            params += rider[1]
+        rows = cur.execute(sql, params).fetchall()
         gen, taken, expires = rows[0][:3]
         lease = Lease(
             thread_id=thread_id,
