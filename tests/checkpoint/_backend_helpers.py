@@ -121,7 +121,7 @@ class Backend:
             return
         import psycopg
 
-        from plait.checkpoint.postgres._store import _dialect
+        from plait.checkpoint.postgres._dialect import pg_dialect as _dialect
 
         with psycopg.connect(self.dsn) as pg, pg.cursor() as cur:
             cur.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.schema}"')

@@ -42,7 +42,7 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Dialect
     else:
         import psycopg
 
-        from plait.checkpoint.postgres._store import _dialect
+        from plait.checkpoint.postgres._dialect import pg_dialect as _dialect
 
         dsn, schema = request.getfixturevalue("postgres_dsn"), request.getfixturevalue("postgres_schema")
 

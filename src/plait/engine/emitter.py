@@ -93,15 +93,16 @@ class Emitter:
         subgraphs' (shared with them, see :meth:`share`): a message is sent whole only if
         it was not sent yet, as LangGraph does."""
         self.streamed = False
-        """Whether a task streamed a message since :meth:`take_streamed` last asked."""
+        """Whether a task streamed a message since :meth:`hand_over` last looked."""
 
-    def take_streamed(self) -> bool:
-        """Whether a task streamed a message since the last call (and forget it): the loop
-        then gives the stream's reader a turn before the step's commit, so that a server
-        stores the answer's chunks ahead of the commit (which holds the store's file for
-        its fsync) and its client sees them that much sooner."""
-        streamed, self.streamed = self.streamed, False
-        return streamed
+    async def hand_over(self) -> None:
+        """Give the stream's reader a turn of the loop if a task streamed a message since
+        the last call: the loop calls this before a step's commit, so that a server stores
+        the answer's chunks ahead of the commit (which holds the store's file for its fsync)
+        and its client sees them that much sooner."""
+        if self.streamed:
+            self.streamed = False
+            await asyncio.sleep(0)
 
     def share(self, parent: Emitter) -> None:
         """Be a subgraph's stream of the run ``parent`` streams: a message sent by either is

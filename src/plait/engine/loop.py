@@ -1,10 +1,9 @@
 """The super-step loop: the thin async driver around planning, running and merging.
 
-Per super-step: run the planned tasks concurrently, merge all writes through the reducers in
-planned task order, plan the next tasks, commit one checkpoint, advance. Planning and merging
-are pure (``plan``, ``merge``); when a checkpoint reaches the store is the durability
-strategy's, the lease the ThreadLease's, the stream the Emitter's; all storage goes through
-the Committer.
+Per super-step: run the planned tasks concurrently, merge all writes through the reducers in planned
+task order, plan the next tasks, commit one checkpoint, advance. Planning and merging are pure (``plan``,
+``merge``); when a checkpoint reaches the store is the durability strategy's, the lease the
+ThreadLease's, the stream the Emitter's; all storage goes through the Committer.
 """
 
 from __future__ import annotations
@@ -547,8 +546,7 @@ class Driver(Migrating):
             # The run's last checkpoint gives the lease back in its own commit (a round
             # trip fewer per run, in every durability mode).
             self._finishing("idle")
-        if self.emit.take_streamed():
-            await asyncio.sleep(0)  # the reader of the chunks first (see Emitter.take_streamed)
+        await self.emit.hand_over()  # a streamed answer's reader goes first
         await persist.store_step(new, set(changed), folds=folds, memory=memory)
         return new, next_tasks
 

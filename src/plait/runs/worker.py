@@ -1,21 +1,20 @@
-"""The worker: a Procrastinate worker whose one job is "advance run R from its thread's latest
-committed checkpoint".
+"""The worker: a Procrastinate worker whose one job is "advance run R from its thread's latest committed
+checkpoint".
 
-Procrastinate claims jobs, heartbeats, finds the jobs of workers whose heartbeat stopped
-(swept by a periodic task here, every ``sweep_every`` seconds) and runs them again elsewhere;
-its job lock per thread keeps each thread's runs in order. plait runs the graph with the
-thread's lease taken under the worker's own owner name, so a stalled worker that lost its
-lease can never write again, and records the run's outcome.
+Procrastinate claims jobs, heartbeats, finds the jobs of workers whose heartbeat stopped (swept by a periodic
+task here, every ``sweep_every`` seconds) and runs them again elsewhere; its job lock per thread keeps each
+thread's runs in order. plait runs the graph with the thread's lease taken under the worker's own owner name,
+so a stalled worker that lost its lease can never write again, and records the run's outcome.
 
-Why a run resumes right: a job never replays code, it reloads state. On its first attempt
-a run notes the thread's head (``start_checkpoint``); an attempt that finds the head moved
-past it knows the input landed and continues the thread (``invoke(None)``), one that finds
-it unmoved applies the input. Only the super-step that was in flight runs again.
+Why a run resumes right: a job never replays code, it reloads state. On its first attempt a run notes the
+thread's head (``start_checkpoint``); an attempt that finds the head moved past it knows the input landed and
+continues the thread (``invoke(None)``), one that finds it unmoved applies the input. Only the super-step that
+was in flight runs again.
 
-Stopping: ``interrupt``/``rollback`` by a newer run and the first SIGTERM stop a run at its
-next super-step boundary (after a checkpoint is committed, so nothing is lost); ``cancel``,
-a ``timeout`` and a second SIGTERM stop it at once (the step in flight re-runs when the
-thread resumes). A run stopped by SIGTERM is put back in the queue for another worker.
+Stopping: ``interrupt``/``rollback`` by a newer run and the first SIGTERM stop a run at its next super-step
+boundary (after a checkpoint is committed, so nothing is lost); ``cancel``, a ``timeout`` and a second SIGTERM
+stop it at once (the step in flight re-runs when the thread resumes). A run stopped by SIGTERM is put back in
+the queue for another worker.
 """
 
 from __future__ import annotations
@@ -226,9 +225,8 @@ class Worker:
             await self.runs.aclose()
 
     async def _serve(self, app: Any, options: dict[str, Any], shown: str) -> None:
-        """Run Procrastinate's worker until stopped; when it stops on a database failure (a
-        PostgreSQL restart, a lost network), start it again once the database answers. The
-        jobs it was running are found by their stalled heartbeat and run again."""
+        """Run Procrastinate's worker until stopped; when it stops on a database failure (a PostgreSQL
+        restart, a lost network), start it again once the database answers (its jobs: found stalled, rerun)."""
         pause = 0.5
         while True:
             runner = self._runner = asyncio.create_task(app.run_worker_async(**options), name="procrastinate worker")
@@ -272,15 +270,14 @@ class Worker:
                 handle.stop_now = handle.stop_now or "shutdown"
                 handle.now.set()
         if runner is not None and self._stopping == 1:
-            # Procrastinate's documented way to stop the worker that run_worker_async runs: it
-            # stops fetching, waits for its jobs (up to shutdown_graceful_timeout), and returns.
-            # Once is enough: a second cancel would cut that wait short, while the runs here
-            # are already told to stop at once through their handles.
+            # Procrastinate's documented way to stop the worker run_worker_async runs: it stops fetching,
+            # waits for its jobs (up to shutdown_graceful_timeout), and returns. Once is enough: a second
+            # cancel would cut that wait short, while the runs here are told to stop at once by their handles.
             runner.cancel()
 
     async def _listen(self) -> None:
-        """Stop requests for the runs running here, as they come (NOTIFY), and by a poll
-        once a second besides (a notification sent while the connection was down is lost)."""
+        """Stop requests for the runs running here, as they come (NOTIFY), and by a poll once a second
+        besides (a notification sent while the connection was down is lost)."""
         import psycopg
 
         from plait.runs._db import connect_kwargs
@@ -392,8 +389,7 @@ class Worker:
             self._running.pop(run_id, None)
 
     async def _claimable(self) -> list[str]:
-        """The graphs whose runs are claimed with their job's fetch (:class:`Claims`): those
-        with no limit (none once the worker stops)."""
+        """The graphs whose runs are claimed with their job's fetch (:class:`Claims`): the unlimited ones."""
         if self._stopping:
             return []
         assert self._limits is not None
@@ -401,10 +397,9 @@ class Worker:
         return [g for g in self.graphs if g not in limited]
 
     async def _claimed(self, run_id: str, job: int, found: tuple[Run, dict[str, Any]]) -> None:
-        """The short way into a run, and the usual one: the run was claimed with its job's
-        fetch (:class:`Claims`: marked running and read by the same statement); run it. A
-        run that was not (stopped, rolling back, a graph with a limit or unknown here,
-        ended) takes the long way, :meth:`_advance`'s, which reads the run first."""
+        """The short way into a run, and the usual one: the run was claimed with its job's fetch (:class:`Claims`:
+        marked running and read by the same statement); run it. A run that was not (stopped, rolling back, a
+        graph with a limit or unknown here, ended) takes the long way, :meth:`_advance`'s, reading it first."""
         owner = f"{self.name}/job-{job}"
         handle = self._running[run_id] = Handle(run_id, job=job)
         try:
@@ -512,9 +507,8 @@ class Worker:
             await self._end(run, "error", events, error=_error(exc))
             return
         except Exception as exc:
-            # the store failed, or the run queue's own statements did (recording where the run
-            # starts, storing its stream items): the run is not at fault, it goes on once the
-            # database is back
+            # the store failed, or the run queue's own statements did (recording where the run starts,
+            # storing its stream items): the run is not at fault, it goes on once the database is back
             if isinstance(exc, CheckpointError) or database_failure(exc):
                 log.warning("run %s: the database failed (%s); it goes back to the queue", run.run_id, exc)
                 with contextlib.suppress(Exception):  # the database may be down: the retry finds it running
@@ -562,8 +556,8 @@ class Worker:
             await self._end(run, "interrupted", events, error={"type": "Interrupted", "message": message})
 
     async def _end(self, run: Any, status: str, events: Events, *, output: Any = None, error: Any = None) -> None:
-        """Record how the run ended. When that fails (the database went away), the job is
-        queued again: its next attempt finds the thread finished and records it then."""
+        """Record how the run ended. When that fails (the database went away), the job is queued again: its
+        next attempt finds the thread finished and records it then."""
         events.add("status", {"status": status, "error": error})
         await events.drain()  # what is being stored comes before what the end stores
         try:

@@ -51,15 +51,17 @@ from plait.checkpoint.model import (
     Lease,
 )
 from plait.checkpoint.postgres._connect import connection_lost, failure, first_connection, redacted, refusal, scrubbed
+from plait.checkpoint.postgres._dialect import pg_dialect as _dialect
+from plait.checkpoint.postgres._dialect import quote_ident as _quote_ident
 from plait.checkpoint.postgres._feed import PgFeed
 from plait.checkpoint.postgres._loop import LoopPool, drive_steps
 from plait.checkpoint.postgres._riders import LeaseRiders
-from plait.checkpoint.postgres._schema import PG_MIGRATIONS, SWEEP_BATCH, SWEEP_LOCK, SWEEP_UNLOCK
+from plait.checkpoint.postgres._schema import SWEEP_LOCK, SWEEP_UNLOCK
 from plait.checkpoint.postgres._send import Cursors, Fusion, NeedsAnswer, Recorder, pipelined, send
 from plait.checkpoint.postgres._space import dead_space, vacuum
 from plait.checkpoint.retention import Retention
 from plait.checkpoint.space import DeadSpace
-from plait.checkpoint.sql._base import CommitRequest, Cursor, Dialect
+from plait.checkpoint.sql._base import CommitRequest, Cursor
 from plait.checkpoint.sql._caller import may_block
 from plait.checkpoint.sql._checkpointer import SqlCheckpointer
 from plait.checkpoint.sql._core import SqlCore
@@ -78,36 +80,6 @@ _RETRIES = 3
 _ROLLED_BACK = frozenset({"40P01", "40001"})
 """SQLSTATEs of a transaction the server rolled back whole to break a deadlock (40P01) or a
 serialization conflict (40001): retried as a connection loss is."""
-
-
-def _quote_ident(name: str) -> str:
-    if not name or "\x00" in name:
-        raise ValueError(f"invalid Postgres schema name {name!r}")
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _dialect(schema: str | None) -> Dialect:
-    return Dialect(
-        prefix=(_quote_ident(schema) + ".plait_") if schema else "plait_",
-        placeholder="%s",
-        blob="BYTEA",
-        real="DOUBLE PRECISION",
-        serial_pk="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
-        now="extract(epoch from clock_timestamp())::float8",
-        clock="coalesce(?::float8, extract(epoch from clock_timestamp())::float8)",
-        no_limit=None,
-        keys="SELECT k.channel, k.id FROM unnest(?::text[], ?::text[]) AS k (channel, id)",
-        keys_params=lambda keys: [[k[0] for k in keys], [k[1] for k in keys]],
-        batch=SWEEP_BATCH,
-        table_exists="SELECT to_regclass(?)::text",
-        table_exists_param=lambda name: name,
-        text_holds_nul=False,
-        lateral=True,
-        migrations=PG_MIGRATIONS,
-        server_checks=True,
-        jsonb=True,
-        row_lock=" FOR UPDATE",
-    )
 
 
 async def _taking_over_the_dead(take: Callable[[int | None], Awaitable[T]]) -> T:
