@@ -249,11 +249,12 @@ def test_events_nobody_reads_wait_for_the_step_or_the_end_and_a_reader_that_come
             got: list[int] = []
 
             async def read() -> None:
-                async for event in follow(log, notifier, "r1", 0, is_active, heartbeat=5.0):
-                    assert event is not None
-                    got.append(event.seq)
-                    if event.seq == 3:
-                        return
+                async with contextlib.aclosing(follow(log, notifier, "r1", 0, is_active, heartbeat=5.0)) as events:
+                    async for event in events:
+                        assert event is not None
+                        got.append(event.seq)
+                        if event.seq == 3:
+                            return
 
             await asyncio.wait_for(read(), 10)  # event 3 stored because the reader came
             assert got == [1, 2, 3] and notifier.readers == {}

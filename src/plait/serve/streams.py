@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from typing import Any
 
 from plait.serve.log import LocalRunLog, RunLog
@@ -195,7 +195,7 @@ async def follow(
     is_active: Callable[[], Awaitable[bool]],
     *,
     heartbeat: float = HEARTBEAT,
-) -> AsyncIterator[StoredEvent | None]:
+) -> AsyncGenerator[StoredEvent | None, None]:
     """The run's events after ``after``, as they are stored; None when nothing came for
     ``heartbeat`` seconds (send a heartbeat). Ends once the run has ended and every event is
     read. A batch handed over by the notice that woke the reader is used as it is when it
