@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-__all__ = ["drain_items", "in_sync_call", "iterate_sync", "on_loop_thread", "pump_items", "run_sync"]
+__all__ = ["drain_items", "in_sync_call", "iterate_sync", "on_loop_thread", "pump_items", "run_sync", "settle"]
 
 T = TypeVar("T")
 _local = threading.local()
@@ -123,6 +123,18 @@ def on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
 async def _flagged(coro: Coroutine[Any, Any, T]) -> T:
     _in_sync_call.set(True)  # this task's context only
     return await coro
+
+
+def settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    """Hand a job a worker thread ran back to the caller waiting on ``future`` (called on the
+    caller's loop, through ``call_soon_threadsafe``), unless the caller stopped waiting: the
+    work itself still completed or failed."""
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import orjson
 
 from plait._sqlite_busy import is_busy, until_free
+from plait._sync import settle
 from plait.serve.log import LocalRunLog, thread_order, with_metadata
 from plait.serve.records import ACTIVE, RunRecord, StoredEvent, ThreadRecord
 
@@ -125,7 +126,7 @@ class SqliteRunLog(LocalRunLog):
             except BaseException as exc:
                 result, error = None, exc
             with contextlib.suppress(RuntimeError):  # the caller's loop is closed: nobody waits
-                loop.call_soon_threadsafe(_settle, future, result, error)
+                loop.call_soon_threadsafe(settle, future, result, error)
 
     async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         return await self.submit(fn)
@@ -350,16 +351,6 @@ def _connect(path: str) -> sqlite3.Connection:
         until_free(lambda: conn.execute("PRAGMA journal_mode = WAL"), patience=_BUSY_MS / 1000, pause=0.001, most=0.05)
         conn.execute("PRAGMA synchronous = NORMAL")
     return conn
-
-
-def _settle(future: asyncio.Future[T], result: T | None, error: BaseException | None) -> None:
-    """Hand a job's outcome to its caller (unless the caller stopped waiting)."""
-    if future.done():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)  # type: ignore[arg-type]
 
 
 def _transaction(fn: Callable[[sqlite3.Connection], T], conn: sqlite3.Connection) -> T:

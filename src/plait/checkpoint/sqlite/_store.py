@@ -42,7 +42,7 @@ from typing import Any, Literal, TypeVar
 import orjson
 
 from plait._sqlite_busy import until_free
-from plait._sync import run_sync
+from plait._sync import run_sync, settle
 from plait.checkpoint._validate import check_thread
 from plait.checkpoint.base import Capabilities, read_or_release
 from plait.checkpoint.feed import ChangeFeed
@@ -65,7 +65,6 @@ from plait.checkpoint.sqlite._worker import (
     Worker,
     bulk_transaction,
     lease_transaction,
-    settle,
     snapshot,
     transaction,
 )

@@ -9,7 +9,6 @@ and the fold that stores several commits at once."""
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import queue
 import sqlite3
@@ -22,7 +21,7 @@ from plait._sqlite_busy import is_busy
 from plait.checkpoint.sql._base import Cursor
 from plait.errors import CheckpointError
 
-__all__ = ["Fold", "Job", "Worker", "failure", "lease_transaction", "settle", "snapshot", "transaction"]
+__all__ = ["Fold", "Job", "Worker", "failure", "lease_transaction", "snapshot", "transaction"]
 
 T = TypeVar("T")
 
@@ -300,12 +299,3 @@ def snapshot(conn: sqlite3.Connection, fn: Callable[[Cursor], T]) -> T:
     finally:
         if conn.in_transaction:
             conn.execute("COMMIT")
-
-
-def settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.done():
-        return  # cancelled by the caller; the work itself still completed or failed
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
