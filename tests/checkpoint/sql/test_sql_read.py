@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 from unittest import mock
@@ -27,12 +28,14 @@ from plait.checkpoint import delta
 from plait.checkpoint._records import encode_body
 from plait.checkpoint.model import Checkpoint
 from plait.checkpoint.sql import _read as _sql_read
+from plait.checkpoint.sql._base import CommitRequest
 from plait.checkpoint.sql._core import SqlCore
 from plait.checkpoint.sqlite._store import _DIALECT
 from plait.checkpoint.sqlite._worker import transaction as _transaction
 from plait.errors import CheckpointCorruptError
 
 from .._backend_helpers import RowStore as Store
+from .._backend_helpers import make
 
 Draw = Callable[[st.SearchStrategy[Any]], Any]
 
@@ -274,3 +277,47 @@ def test_a_checkpoint_without_channels_reads_back() -> None:
     got = store.get("c0")
     assert got is not None and got.values == {} and got.metadata == {"source": "input"}
     assert [c.id for c in store.history()] == ["c0"]
+
+
+def test_a_state_read_takes_the_thread_row_from_the_same_statement(tmp_path: Any) -> None:
+    """get_state shows the thread's status: the head (or a checkpoint by id), its pending
+    writes and the thread's row come from one statement, and say what the separate reads say
+    (no row, a row at rest, a held lease)."""
+    conn = sqlite3.connect(tmp_path / "f.db", isolation_level=None)
+    core = SqlCore(_DIALECT, "test store")
+    _transaction(conn, lambda cur: core.component.migrate(cur, core.store))
+    root = make("t", None, {"n": 0})
+    child = make("t", root.checkpoint, {"n": 1})
+    for cw in (root, child):
+        core.commit.commit_all(
+            lambda fn: _transaction(conn, fn), [CommitRequest(checkpoints=[cw], writes=())], time.time
+        )
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+
+    def both(cid: str | None) -> tuple[Any, Any, Any, Any]:
+        cur = conn.cursor()
+        seen.clear()
+        cp, status = core.get_with_status(cur, "t", cid, time.time())
+        statements = len(seen)
+        return (
+            cp,
+            status,
+            statements,
+            (core.read.get(cur, "", "t", cid), core.threads.status(cur, ("", "t"), time.time())),
+        )
+
+    for cid, want in ((None, child), (root.checkpoint.id, root)):
+        cp, status, statements, (alone, alone_status) = both(cid)
+        assert statements == 1
+        assert cp is not None and cp.id == want.checkpoint.id and cp == alone
+        assert status == alone_status
+    assert both("no-such-checkpoint")[:3] == (None, None, 1)
+    lease = _transaction(conn, lambda cur: core.threads.take(cur, ("", "t"), "run", 30.0, time.time()))
+    assert lease is not None
+    cp, status, _, (_, alone_status) = both(None)
+    assert status == alone_status == "busy"
+    conn.execute("DELETE FROM plait_threads")  # a thread written before thread rows existed
+    cp, status, _, (_, alone_status) = both(None)
+    assert cp is not None and status is None and alone_status is None
+    conn.close()

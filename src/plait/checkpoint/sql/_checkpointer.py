@@ -172,8 +172,10 @@ class SqlCheckpointer(Checkpointer):
         check_thread(thread_id, namespace, checkpoint_id)
 
         def read(cur: Cursor) -> tuple[Checkpoint | None, Status | None]:
-            cp = self._core.read.get(cur, namespace, thread_id, checkpoint_id)
-            return cp, None if cp is None else self._core.threads.status(cur, (namespace, thread_id), self._now())
+            if namespace:  # a subgraph's status: its parent's lease shows through (SqlThreads.status)
+                cp = self._core.read.get(cur, namespace, thread_id, checkpoint_id)
+                return cp, None if cp is None else self._core.threads.status(cur, (namespace, thread_id), self._now())
+            return self._core.get_with_status(cur, thread_id, checkpoint_id, self._now())
 
         return await self._reading(read)
 

@@ -39,7 +39,7 @@ from plait.checkpoint._common import keep_set
 from plait.checkpoint._migrations import Component
 from plait.checkpoint._records import RecordError, decode_body
 from plait.checkpoint.holder import Holder
-from plait.checkpoint.model import Checkpoint, Lease
+from plait.checkpoint.model import Checkpoint, Lease, Status
 from plait.checkpoint.sql._base import Cursor, Dialect, HeadCache
 from plait.checkpoint.sql._commit import SqlCommit
 from plait.checkpoint.sql._memory import SqlMemory
@@ -203,6 +203,22 @@ class SqlCore:
         head = self.read.get(cur, namespace, thread_id, None)
         assert head is not None
         self.threads.revoke(cur, (namespace, thread_id), rules.rest_status(head.next_tasks, head.pending_writes), now)
+
+    def get_with_status(
+        self, cur: Cursor, thread_id: str, checkpoint_id: str | None, now: float | None
+    ) -> tuple[Checkpoint | None, Status | None]:
+        """A checkpoint of a root thread (the head when ``checkpoint_id`` is None) and how
+        its thread stands, from one statement: the checkpoint's row and writes, as
+        :meth:`SqlRead.get` reads them, with the thread's row joined on (a state read shows
+        the status; on PostgreSQL a second statement was a round trip of its own)."""
+        params: tuple[Any, ...]
+        if checkpoint_id is None:
+            sql, params = self._sql["head_writes_status"], (now, "", thread_id, "", thread_id, "", thread_id)
+        else:
+            sql, params = self._sql["one_writes_status"], (now, "", thread_id, checkpoint_id)
+        rows = cur.execute(sql, params).fetchall()
+        cp = self.read.from_rows(cur, "", thread_id, [r[:10] for r in rows])
+        return cp, None if cp is None else self.threads.status_of(("", thread_id), rows[0][10:])
 
     # -- leases -----------------------------------------------------------------------------
 

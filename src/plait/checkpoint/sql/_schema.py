@@ -165,6 +165,25 @@ STATEMENTS: dict[str, str] = {
         LEFT JOIN {P}writes w ON w.ns = c.ns AND w.thread_id = c.thread_id AND w.checkpoint_id = c.id
         WHERE c.ns = ? AND c.thread_id = ? AND c.id = ?
         ORDER BY w.seq""",
+    # The same two with the thread's row and the lease clock (as ``thread_status`` reads them)
+    # on every row: what get_state shows, in the same round trip (on PostgreSQL, one of three
+    # that a read of a thread's state took).
+    "head_writes_status": """SELECT c.id, c.parent_id, c.step, c.created_at, c.metadata, c.body,
+            w.task_id, w.kind, w.wkey, w.value,
+            {clock}, t.gen, t.owner, t.holder, t.taken_at, t.expires_at, t.held, t.status, t.updated_at
+        FROM (SELECT id, parent_id, step, created_at, metadata, body FROM {P}checkpoints
+              WHERE ns = ? AND thread_id = ? ORDER BY id DESC LIMIT 1) c
+        LEFT JOIN {P}writes w ON w.ns = ? AND w.thread_id = ? AND w.checkpoint_id = c.id
+        LEFT JOIN {P}threads t ON t.ns = ? AND t.thread_id = ?
+        ORDER BY w.seq""",
+    "one_writes_status": """SELECT c.id, c.parent_id, c.step, c.created_at, c.metadata, c.body,
+            w.task_id, w.kind, w.wkey, w.value,
+            {clock}, t.gen, t.owner, t.holder, t.taken_at, t.expires_at, t.held, t.status, t.updated_at
+        FROM {P}checkpoints c
+        LEFT JOIN {P}writes w ON w.ns = c.ns AND w.thread_id = c.thread_id AND w.checkpoint_id = c.id
+        LEFT JOIN {P}threads t ON t.ns = c.ns AND t.thread_id = c.thread_id
+        WHERE c.ns = ? AND c.thread_id = ? AND c.id = ?
+        ORDER BY w.seq""",
     # The lineage walk: one recursive query. ``depth`` bounds it by the limit, and by the
     # thread's size so that foreign data with a parent cycle cannot make it run forever.
     "lineage": """WITH RECURSIVE lin (id, parent_id, step, created_at, metadata, body, depth) AS (

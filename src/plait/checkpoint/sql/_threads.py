@@ -331,8 +331,12 @@ class SqlThreads:
         if key[0]:
             info = self.one(cur, key, now)
             return None if info is None else info.status
-        found = cur.execute(self._sql["thread_status"], (now, *key)).fetchone()
-        if found is None:
+        return self.status_of(key, cur.execute(self._sql["thread_status"], (now, *key)).fetchone())
+
+    def status_of(self, key: Key, found: Sequence[Any] | None) -> Status | None:
+        """The status of a thread row read as ``thread_status`` reads it (the lease clock,
+        then the row; None, or a row of NULLs from an outer join, for no row)."""
+        if found is None or found[1] is None:
             return None
         try:
             row = _row(found[1:])
