@@ -128,10 +128,13 @@ def _stream(server: Server, run: RunRecord, after: int, *, cancel_on_disconnect:
     async def frames() -> AsyncIterator[bytes]:
         finished = False
         try:
-            async for event in follow(
-                server.log, server.notifier, run.run_id, after, lambda: server.runner.is_active(run.run_id)
-            ):
-                yield b": heartbeat\n\n" if event is None else sse_frame(event)
+            # Closed here, not left to the garbage collector, when the client goes away: the
+            # reader's count (Notifier.reading) goes down at once.
+            async with contextlib.aclosing(
+                follow(server.log, server.notifier, run.run_id, after, lambda: server.runner.is_active(run.run_id))
+            ) as events:
+                async for event in events:
+                    yield b": heartbeat\n\n" if event is None else sse_frame(event)
             finished = True
         finally:
             if not finished and cancel_on_disconnect:

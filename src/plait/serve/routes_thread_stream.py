@@ -18,6 +18,7 @@ that run, then each later run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -76,16 +77,17 @@ async def _run_frames(server: Server, run: RunRecord, after: int | None, modes: 
     of it sent yet; 0: only its ``run_start``)."""
     started = after is not None
     active = lambda: server.runner.is_active(run.run_id)  # noqa: E731
-    async for event in follow(server.log, server.notifier, run.run_id, after or 0, active):
-        if event is None:
-            yield _HEARTBEAT
-            continue
-        if "lifecycle" in modes and not started:
-            started = True
-            begun = {"run_id": run.run_id, "thread_id": run.thread_id, "assistant_id": run.assistant_id}
-            yield _frame(f"{run.run_id}:0", "run_start", dumps(begun))
-        if "run_modes" in modes:
-            yield _frame(f"{run.run_id}:{event.seq}", event.event, event.data)
+    async with contextlib.aclosing(follow(server.log, server.notifier, run.run_id, after or 0, active)) as events:
+        async for event in events:  # (closed at once when the client goes away: see routes_runs)
+            if event is None:
+                yield _HEARTBEAT
+                continue
+            if "lifecycle" in modes and not started:
+                started = True
+                begun = {"run_id": run.run_id, "thread_id": run.thread_id, "assistant_id": run.assistant_id}
+                yield _frame(f"{run.run_id}:0", "run_start", dumps(begun))
+            if "run_modes" in modes:
+                yield _frame(f"{run.run_id}:{event.seq}", event.event, event.data)
     ended = await server.log.get_run(run.run_id)
     status = ended.status if ended is not None else "interrupted"  # rolled back: the run is gone
     done: dict[str, Any] = {"run_id": run.run_id, "thread_id": run.thread_id, "status": status}
