@@ -265,6 +265,17 @@ class Checkpointer(StoredPolicy, CacheHooks, ABC):
         write is stored as deltas against them without reading its parent again."""
         return await self.aget(thread_id, checkpoint_id, namespace=namespace)
 
+    async def aget_with_head(
+        self, thread_id: str, checkpoint_id: str, *, namespace: str = ""
+    ) -> tuple[Checkpoint | None, str | None]:
+        """:meth:`aget` of ``checkpoint_id``, and the id of the thread's head (None: no
+        checkpoint): what a fork of a past checkpoint reads, to know whether it forks a step
+        under way (the head) and so takes its subgraphs' runs along. This default makes both
+        calls; the SQL backends read both in one transaction."""
+        cp = await self.aget(thread_id, checkpoint_id, namespace=namespace)
+        head = await self.aget(thread_id, namespace=namespace)
+        return cp, None if head is None else head.id
+
     @abstractmethod
     async def ahistory(
         self,

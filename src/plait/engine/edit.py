@@ -248,7 +248,11 @@ async def fork_thread(
 ) -> str:
     """Copy a checkpoint (the latest by default) as the root of ``target_thread`` with
     ``edits`` folded through the reducers; see :meth:`plait.CompiledGraph.afork`."""
-    src = await checkpointer.aget(source_thread, checkpoint_id, namespace=namespace)
+    if checkpoint_id is None:
+        src = await checkpointer.aget(source_thread, namespace=namespace)
+        head_id = None if src is None else src.id
+    else:  # the source, and whether it is the head (a step under way), in one read
+        src, head_id = await checkpointer.aget_with_head(source_thread, checkpoint_id, namespace=namespace)
     if src is None:
         raise CheckpointNotFoundError(source_thread, checkpoint_id, namespace)
     state = _restored(spec, src, defaults=False)
@@ -269,7 +273,6 @@ async def fork_thread(
         edited=edited,
         checkpoint_id=cid,
     )
-    head = src if checkpoint_id is None else await checkpointer.aget(source_thread, namespace=namespace)
-    if head is not None and head.id == src.id:  # a step under way: its subgraphs' runs come along
+    if head_id == src.id:  # a step under way: its subgraphs' runs come along
         await fork_subgraphs(checkpointer, src, target_thread)
     return forked

@@ -185,6 +185,18 @@ class SqlCheckpointer(Checkpointer):
             lambda cur: self._core.read.get(cur, namespace, thread_id, checkpoint_id, resume=True)
         )
 
+    async def aget_with_head(
+        self, thread_id: str, checkpoint_id: str, *, namespace: str = ""
+    ) -> tuple[Checkpoint | None, str | None]:
+        check_thread(thread_id, namespace, checkpoint_id)
+
+        def read(cur: Cursor) -> tuple[Checkpoint | None, str | None]:
+            cp = self._core.read.get(cur, namespace, thread_id, checkpoint_id)
+            row = cur.execute(self._core.statement("head_id"), (namespace, thread_id)).fetchone()
+            return cp, None if row is None else row[0]
+
+        return await self._reading(read)
+
     async def ahistory(
         self,
         thread_id: str,
