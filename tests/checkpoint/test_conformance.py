@@ -384,6 +384,9 @@ class _DeleteKeepsWrites(MemoryCheckpointer):
 class _IgnoresNoWrites(MemoryCheckpointer):
     """Checks the expected head but not its pending writes."""
 
+    dropped = "expect_no_writes"
+    """The fence's condition this store drops before committing."""
+
     async def acommit(
         self,
         *,
@@ -393,8 +396,15 @@ class _IgnoresNoWrites(MemoryCheckpointer):
         memory: Any = (),
     ) -> None:
         if fence is not None:
-            fence = replace(fence, expect_no_writes=False)
+            dropped: dict[str, Any] = {self.dropped: False}
+            fence = replace(fence, **dropped)
         await super().acommit(checkpoints=checkpoints, writes=writes, fence=fence, memory=memory)
+
+
+class _IgnoresParent(_IgnoresNoWrites):
+    """Checks the expected head but not the parent a commit builds on."""
+
+    dropped = "expect_parent_no_writes"
 
 
 class _ReadsBadIdsAsMissing(MemoryCheckpointer):
@@ -471,6 +481,7 @@ class _OldestThreadFirst(MemoryCheckpointer):
         (_DeleteKeepsWrites, "delete_thread"),
         (_OldestThreadFirst, "list_threads"),
         (_IgnoresNoWrites, "fence_expect_no_writes"),
+        (_IgnoresParent, "fence_expect_parent_no_writes"),
         (_FencesEachNamespace, "fence_lease_namespace"),
         (_ReadsBadIdsAsMissing, "invalid_ids_are_refused"),
         (_StoresAnyRecord, "records_of_other_types_are_refused"),

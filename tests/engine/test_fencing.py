@@ -15,6 +15,7 @@ from plait import (
     END,
     START,
     AppendList,
+    CheckpointNotFoundError,
     CompiledGraph,
     ConcurrentUpdateError,
     FileCheckpointer,
@@ -344,17 +345,19 @@ def twins(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Chec
 
 
 class _Reads:
-    """Counts a checkpointer's ``get`` calls (the reads an update makes)."""
+    """Counts a checkpointer's ``get`` calls (the reads an update makes), or those of
+    ``method`` (``aget_for_write``: the reads of a past checkpoint it builds on)."""
 
-    def __init__(self, saver: Checkpointer) -> None:
+    def __init__(self, saver: Checkpointer, method: str = "aget") -> None:
         self.count = 0
-        original = saver.aget
+        original = getattr(saver, method)
 
-        async def aget(*args: Any, **kwargs: Any) -> Checkpoint | None:
+        async def counted(*args: Any, **kwargs: Any) -> Checkpoint | None:
             self.count += 1
-            return await original(*args, **kwargs)
+            result: Checkpoint | None = await original(*args, **kwargs)
+            return result
 
-        saver.aget = aget  # type: ignore[method-assign]
+        setattr(saver, method, counted)
 
 
 def _ends(saver: Checkpointer) -> CompiledGraph:
@@ -468,3 +471,51 @@ def test_a_migration_whose_lease_was_taken_over_commits_nothing(backend: tuple[C
     with pytest.raises(LeaseLostError):
         app.invoke(Command(resume="yes"), thread_id="t")
     assert [s.checkpoint_id for s in app.get_state_history("t")] == before
+
+
+# -- updates of a past checkpoint this process remembers (Checkpointer.known_checkpoint) ----
+
+
+def _remembers_past(saver: Checkpointer) -> bool:
+    return isinstance(saver, SqliteCheckpointer)  # (PostgreSQL's fence could only check it by a round trip)
+
+
+def test_updates_of_one_past_checkpoint_read_it_once(twins: tuple[Checkpointer, Checkpointer]) -> None:
+    saver = twins[0]
+    app = _counter(saver)
+    app.invoke({"log": ["in"]}, thread_id="t")
+    past = app.get_state_history("t")[-1]  # the input's checkpoint: "a" next
+    reads = _Reads(saver, "aget_for_write")
+    made = [app.update_state("t", {"log": [f"u{i}"]}, checkpoint_id=past.checkpoint_id) for i in range(3)]
+    assert reads.count == (1 if _remembers_past(saver) else 3)
+    for i, cid in enumerate(made):  # each a branch of its own from the past checkpoint, as a read gives it
+        state = app.get_state("t", cid)
+        assert state.parent_id == past.checkpoint_id and state.values["log"] == ["in", f"u{i}"]
+        assert state.next == ("a",)
+    assert app.invoke(None, thread_id="t")["log"] == ["in", "u2", "a"]
+
+
+def test_an_update_of_a_remembered_past_checkpoint_keeps_writes_another_process_saved_on_it(
+    twins: tuple[Checkpointer, Checkpointer],
+) -> None:
+    """A run in another process branched from the past checkpoint and saved a task result
+    on it (then failed): the past checkpoint this process remembers does not have it, so
+    the next update of it must not land without it."""
+    saver, other = twins
+    app = _counter(saver)
+    app.invoke({"log": ["in"]}, thread_id="t")
+    past = app.get_state_history("t")[-1].checkpoint_id
+    app.update_state("t", {"log": ["u1"]}, checkpoint_id=past)
+    saved = (PendingWrite(task_id="x", kind="effect", key="k", value=1),)
+    asyncio.run(other.acommit(writes=[WritesBatch(thread_id="t", checkpoint_id=past, writes=saved)]))
+    reads = _Reads(saver, "aget_for_write")
+    cid = app.update_state("t", {"log": ["u2"]}, checkpoint_id=past)
+    assert reads.count == 1, "the remembered checkpoint is refused (it has writes now), then it is read"
+    stored = asyncio.run(saver.aget("t", cid))
+    assert stored is not None and stored.parent_id == past and stored.values["log"] == ["in", "u2"]
+    assert [(w.task_id, w.kind, w.key, w.value) for w in stored.pending_writes] == [("x", "effect", "k", 1)]
+    assert saver.known_checkpoint("t", past) is None, "a checkpoint with pending writes is not offered"
+    elsewhere = _counter(other)
+    elsewhere.delete_thread("t")
+    with pytest.raises(CheckpointNotFoundError):  # remembered no more: read, and found gone
+        app.update_state("t", {"log": ["u3"]}, checkpoint_id=past)

@@ -254,10 +254,37 @@ def test_a_run_that_fails_or_cannot_start_gives_its_lease_back(tmp_path: Path) -
     try:
         with pytest.raises(CheckpointCorruptError):
             _counter_app(broken).invoke({"n": 0}, thread_id="t")
-        assert broken.calls["release_lease"] == 1
-        assert _lease_is_free(broken, "t"), "a read that failed after the lease was taken gave it back"
+        # SQLite reads in the lease's own transaction: the failed read rolled the lease back
+        # with it, so nothing was left to give back
+        assert broken.calls["release_lease"] == 0
+        assert _lease_is_free(broken, "t"), "a read that failed after the lease was taken left no lease"
     finally:
         broken.close()
+
+
+class _BrokenReadMemory(MemoryCheckpointer):
+    """A store that takes leases in one call and reads in another (the protocol's default
+    ``atake_lease_and_get``), and whose every read fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.released = 0
+
+    async def aget(self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = "") -> Any:
+        raise CheckpointCorruptError(thread_id, "?", "damaged on purpose")
+
+    async def arelease_lease(self, lease: Lease, *, status: RestStatus | None = None) -> None:
+        self.released += 1
+        await super().arelease_lease(lease, status=status)
+
+
+def test_a_read_that_fails_after_a_separate_lease_call_gives_the_lease_back() -> None:
+    saver = _BrokenReadMemory()
+    with pytest.raises(CheckpointCorruptError):
+        run_sync(saver.atake_lease_and_get("t", "a run"))
+    assert saver.released == 1
+    lease = run_sync(saver.atake_lease("t", "the next run"))  # free: not ThreadBusyError
+    assert lease.owner == "the next run"
 
 
 # -- a run whose thread was taken over stops, and repeats no effect ---------------------------

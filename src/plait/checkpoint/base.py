@@ -26,9 +26,9 @@ from __future__ import annotations
 import contextlib
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 from plait._sync import run_sync
 from plait.checkpoint._cache_hooks import CacheHooks
@@ -49,9 +49,7 @@ from plait.checkpoint.space import StoreSpace, ThreadSpace
 from plait.errors import StoreUnsupportedError
 from plait.store import MemorySearch, MemoryWrite, NamespaceListing, Store, StoredItem
 
-__all__ = ["Capabilities", "Checkpointer", "read_or_release"]
-
-T = TypeVar("T")
+__all__ = ["Capabilities", "Checkpointer"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -212,6 +210,14 @@ class Checkpointer(StoredPolicy, CacheHooks, ABC):
         """
         return None
 
+    def known_checkpoint(self, thread_id: str, checkpoint_id: str, *, namespace: str = "") -> Checkpoint | None:
+        """A past checkpoint this checkpointer read for a write on it (:meth:`aget_for_write`)
+        and remembers, without pending writes; None otherwise (the default). A hint, as
+        :meth:`known_head` is: a commit built on it must say so with
+        ``Fence(expect_parent_no_writes=True)`` and read the checkpoint when refused. No I/O.
+        """
+        return None
+
     @abstractmethod
     async def acommit(
         self,
@@ -264,6 +270,15 @@ class Checkpointer(StoredPolicy, CacheHooks, ABC):
         checkpoint): a backend that stores deltas may remember its values, so that the
         write is stored as deltas against them without reading its parent again."""
         return await self.aget(thread_id, checkpoint_id, namespace=namespace)
+
+    async def aget_with_head(
+        self, thread_id: str, checkpoint_id: str, *, namespace: str = ""
+    ) -> tuple[Checkpoint | None, str | None]:
+        """:meth:`aget` of ``checkpoint_id``, and the thread's head id (None: none): whether a
+        fork forks a step under way. This default makes both calls; SQL reads both at once."""
+        cp = await self.aget(thread_id, checkpoint_id, namespace=namespace)
+        head = await self.aget(thread_id, namespace=namespace)
+        return cp, None if head is None else head.id
 
     @abstractmethod
     async def ahistory(
@@ -416,7 +431,12 @@ class Checkpointer(StoredPolicy, CacheHooks, ABC):
 
         check_thread(thread_id, namespace, checkpoint_id)
         lease = await self.atake_lease(thread_id, owner, namespace=namespace, ttl=ttl)
-        return lease, await read_or_release(self, lease, self.aget(thread_id, checkpoint_id, namespace=namespace))
+        try:
+            return lease, await self.aget(thread_id, checkpoint_id, namespace=namespace)
+        except BaseException:  # a run that cannot read where it starts does not start: no lease left
+            with contextlib.suppress(Exception):
+                await self.arelease_lease(lease)
+            raise
 
     async def aclose(self) -> None:
         """Release connections and files."""
@@ -572,14 +592,3 @@ class Checkpointer(StoredPolicy, CacheHooks, ABC):
     def close(self) -> None:
         """Sync :meth:`aclose`."""
         run_sync(self.aclose())
-
-
-async def read_or_release(checkpointer: Checkpointer, lease: Lease, read: Awaitable[T]) -> T:
-    """``await read``, giving ``lease`` back when it fails: a run that cannot read the
-    checkpoint it would start from does not start, and must not leave its thread leased."""
-    try:
-        return await read
-    except BaseException:
-        with contextlib.suppress(Exception):
-            await checkpointer.arelease_lease(lease)
-        raise

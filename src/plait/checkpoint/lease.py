@@ -29,7 +29,7 @@ their write lock or transaction; PostgreSQL applies the same rules in its functi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, get_args
 
@@ -45,13 +45,15 @@ from plait.checkpoint.model import (
     Task,
     ThreadInfo,
     WritesBatch,
+    quiet_parent,
 )
-from plait.errors import LeaseLostError, ThreadBusyError
+from plait.errors import ConcurrentUpdateError, LeaseLostError, ThreadBusyError
 
 __all__ = [
     "LeaseRow",
     "busy_error",
     "check_fence",
+    "check_quiet_parent",
     "lost_error",
     "release",
     "renew",
@@ -312,3 +314,27 @@ def under_parent(info: ThreadInfo, parent: Status | None) -> ThreadInfo:
     if info.namespace and parent in ("busy", "stale") and info.status != parent:
         return replace(info, status=parent)
     return info
+
+
+def check_quiet_parent(
+    checkpoints: Sequence[CheckpointWrite],
+    fence: Fence,
+    stored: Callable[[str, str, str], bool],
+    has_writes: Callable[[str, str, str], bool],
+) -> None:
+    """Apply :attr:`Fence.expect_parent_no_writes` (every backend's rule, its reads its own):
+    ``stored`` and ``has_writes`` answer for a ``(namespace, thread_id, checkpoint_id)``,
+    inside the commit's transaction.
+
+    Raises:
+        ConcurrentUpdateError: (``parent``) the parent is gone, or has pending writes.
+        ValueError: asked of a commit whose first checkpoint has no parent.
+    """
+    where = quiet_parent(checkpoints, fence)
+    if where is None:
+        return
+    _, thread_id, parent_id = where
+    if not stored(*where):
+        raise ConcurrentUpdateError(thread_id, parent_id, None, parent=True)
+    if has_writes(*where):
+        raise ConcurrentUpdateError(thread_id, parent_id, parent_id, pending_writes=True, parent=True)

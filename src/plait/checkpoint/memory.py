@@ -151,6 +151,12 @@ class MemoryCheckpointer(Checkpointer):
                 raise ConcurrentUpdateError(head.thread_id, head.expected, found)
             if head.needs_quiet(found) and self._writes.get((head.namespace, head.thread_id, str(found))):
                 raise ConcurrentUpdateError(head.thread_id, head.expected, found, pending_writes=True)
+        rules.check_quiet_parent(
+            checkpoints,
+            fence,
+            lambda ns, tid, cid: cid in self._checkpoints.get((ns, tid), {}),
+            lambda *where: bool(self._writes.get(where)),
+        )
         return changed
 
     def _settle(self, checkpoints: Sequence[CheckpointWrite], writes: Sequence[WritesBatch], now: float) -> None:

@@ -45,6 +45,7 @@ __all__ = [
     "fence_targets",
     "make_task",
     "new_checkpoint_id",
+    "quiet_parent",
     "task_from_json",
     "waiting_interrupts",
 ]
@@ -275,7 +276,9 @@ class Fence:
     * with :class:`~plait.errors.ConcurrentUpdateError` when ``expect_head`` is given and
       the thread of the commit's first checkpoint does not have that head (its newest
       checkpoint id; ``None``: the thread must have no checkpoint yet), or when
-      ``expect_no_writes`` is set too and that head has pending writes.
+      ``expect_no_writes`` is set too and that head has pending writes, or when
+      ``expect_parent_no_writes`` is set and the parent of its first checkpoint is gone or
+      has pending writes.
     """
 
     owner: str
@@ -293,6 +296,12 @@ class Fence:
     on a head the caller remembers (:meth:`Checkpointer.known_head`) instead of one it just
     read: another process may have committed pending writes on that head since (a run that
     then crashed), which the commit would otherwise silently drop."""
+    expect_parent_no_writes: bool = False
+    """The parent of the commit's first checkpoint must still be stored and have no pending
+    writes: for a commit built on a past checkpoint the caller remembers
+    (:meth:`Checkpointer.known_checkpoint`) instead of one it just read, which another
+    process may have deleted, or saved task results on (a run branching from it that then
+    failed), since. Refused with :class:`~plait.errors.ConcurrentUpdateError` (``parent``)."""
     release: bool = False
     """Give the lease of generation ``token`` back in the same transaction, once the commit is
     written: a run's last commit, which then needs no release of its own (a round trip fewer
@@ -449,6 +458,24 @@ def fence_targets(
         if cw.checkpoint.thread_id == first.thread_id and cw.checkpoint.namespace == first.namespace
     )
     return sorted(keys), HeadCondition(first.namespace, first.thread_id, expected, own, fence.expect_no_writes)
+
+
+def quiet_parent(checkpoints: Sequence[CheckpointWrite], fence: Fence) -> tuple[str, str, str] | None:
+    """What :attr:`Fence.expect_parent_no_writes` asks a backend to check: the namespace,
+    thread and id of the parent of the commit's first checkpoint; None when not asked.
+
+    Raises:
+        ValueError: asked of a commit whose first checkpoint has no parent (or that has none).
+    """
+    if not fence.expect_parent_no_writes:
+        return None
+    cp = checkpoints[0].checkpoint if checkpoints else None
+    if cp is None or cp.parent_id is None:
+        raise ValueError(
+            "Fence.expect_parent_no_writes needs a commit whose first checkpoint has a parent: "
+            "it names the checkpoint that one builds on"
+        )
+    return cp.namespace, cp.thread_id, cp.parent_id
 
 
 class HeadCondition(NamedTuple):

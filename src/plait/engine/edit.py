@@ -83,8 +83,9 @@ async def update_thread(
     then folded again onto the new head, so concurrent updates all land. The first attempt
     builds on the head this process last committed, when the checkpointer remembers it (a
     read saved), fenced to still be the head and to have no pending writes meanwhile; an
-    update of a past checkpoint uses it the same way, for the fence (only the past
-    checkpoint is read).
+    update of a past checkpoint uses it the same way, for the fence, and builds on the past
+    checkpoint as the checkpointer remembers it from an earlier update of it, when it does
+    (another read saved), fenced to still be stored and to have no pending writes.
     """
     if as_node is not None:
         check_update_node(spec, as_node)
@@ -93,17 +94,24 @@ async def update_thread(
         head = known if attempt == 0 else None
         if head is None:
             head = await checkpointer.aget(thread_id, namespace=namespace)
-        start = head
+        start, remembered = head, None
         if checkpoint_id is not None and (head is None or head.id != checkpoint_id):
             # a past checkpoint: the update is a new branch, fenced on the head
-            start = await checkpointer.aget_for_write(thread_id, checkpoint_id, namespace=namespace)
+            if attempt == 0:
+                remembered = checkpointer.known_checkpoint(thread_id, checkpoint_id, namespace=namespace)
+            start = remembered or await checkpointer.aget_for_write(thread_id, checkpoint_id, namespace=namespace)
             if head is None or start is None:
                 raise CheckpointNotFoundError(thread_id, checkpoint_id, namespace)
         if head is None or start is None:  # a new thread: the update is its first checkpoint
             fence = Fence(owner=UPDATE_OWNER, expect_head=None)
             head = start = _empty_head(spec, thread_id, namespace)
         else:
-            fence = Fence(owner=UPDATE_OWNER, expect_head=head.id, expect_no_writes=head is known)
+            fence = Fence(
+                owner=UPDATE_OWNER,
+                expect_head=head.id,
+                expect_no_writes=head is known,
+                expect_parent_no_writes=remembered is not None,
+            )
         try:
             return await _write_update(checkpointer, spec, graph_fp, start, update, as_node, fence, after=head.id)
         except ConcurrentUpdateError:
@@ -248,7 +256,11 @@ async def fork_thread(
 ) -> str:
     """Copy a checkpoint (the latest by default) as the root of ``target_thread`` with
     ``edits`` folded through the reducers; see :meth:`plait.CompiledGraph.afork`."""
-    src = await checkpointer.aget(source_thread, checkpoint_id, namespace=namespace)
+    if checkpoint_id is None:
+        src = await checkpointer.aget(source_thread, namespace=namespace)
+        head_id = None if src is None else src.id
+    else:  # the source, and whether it is the head (a step under way), in one read
+        src, head_id = await checkpointer.aget_with_head(source_thread, checkpoint_id, namespace=namespace)
     if src is None:
         raise CheckpointNotFoundError(source_thread, checkpoint_id, namespace)
     state = _restored(spec, src, defaults=False)
@@ -269,7 +281,6 @@ async def fork_thread(
         edited=edited,
         checkpoint_id=cid,
     )
-    head = src if checkpoint_id is None else await checkpointer.aget(source_thread, namespace=namespace)
-    if head is not None and head.id == src.id:  # a step under way: its subgraphs' runs come along
+    if head_id == src.id:  # a step under way: its subgraphs' runs come along
         await fork_subgraphs(checkpointer, src, target_thread)
     return forked

@@ -232,17 +232,30 @@ class ConcurrentUpdateError(CheckpointError):
     """
 
     def __init__(
-        self, thread_id: str, expected: str | None, found: str | None, *, pending_writes: bool = False
+        self,
+        thread_id: str,
+        expected: str | None,
+        found: str | None,
+        *,
+        pending_writes: bool = False,
+        parent: bool = False,
     ) -> None:
         self.thread_id = thread_id
         self.expected = expected
         self.found = found
         self.pending_writes = pending_writes
         """Whether the head was the expected one but had pending writes the write did not know of."""
+        self.parent = parent
+        """Whether ``expected`` is the past checkpoint the write built on, not the head
+        (:attr:`~plait.checkpoint.Fence.expect_parent_no_writes`): ``found`` is then that
+        checkpoint, or None when it is gone."""
         want = f"head {expected!r}" if expected is not None else "no checkpoint yet (a new thread)"
         got = f"head {found!r}" if found is not None else "no checkpoint"
         if pending_writes:
             want, got = f"head {expected!r} with no pending writes", "pending writes on it"
+        if parent:
+            want = f"checkpoint {expected!r}, which it builds on, with no pending writes"
+            got = "pending writes on it" if found is not None else "that checkpoint gone"
         super().__init__(
             f"thread {thread_id!r} changed while this write was prepared: it expected {want} and found {got}, "
             "so nothing was stored. Read the thread again and retry, or write to a new thread id."

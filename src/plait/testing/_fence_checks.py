@@ -254,6 +254,48 @@ async def _expect_no_writes(env: Env) -> None:
     expect(got is not None and got.id == blind.checkpoint.id, "a commit fenced on its head did not land")
 
 
+@check("fence_expect_parent_no_writes")
+async def _expect_parent_no_writes(env: Env) -> None:
+    """expect_parent_no_writes: a commit's parent that is gone or has pending writes is
+    ConcurrentUpdateError (``parent``), nothing written; a parent without writes passes.
+
+    What an update built on a past checkpoint the backend remembers (``known_checkpoint``)
+    relies on: another process may have saved task results on it since (a run branching
+    from it that failed), or deleted the thread."""
+    cp = await env.new()
+    th = ThreadBuilder("t")
+    root = th.step({"a": 1}, root=True)
+    middle = th.step({"a": 2})
+    await cp.acommit(checkpoints=[root, middle])
+    fence = Fence(owner="U", expect_head=middle.checkpoint.id, expect_parent_no_writes=True)
+    branch = th.step({"a": 3}, parent=root.checkpoint)
+    await cp.acommit(checkpoints=[branch], fence=fence)  # root has no writes: it lands
+    saved = make_writes(("t1", "result", "", {"writes": [["a", 9]], "routes": []}))
+    await cp.acommit(writes=[WritesBatch(thread_id="t", checkpoint_id=root.checkpoint.id, writes=saved)])
+    blind = th.step({"a": 4}, parent=root.checkpoint)
+    fence = Fence(owner="U", expect_head=branch.checkpoint.id, expect_parent_no_writes=True)
+    try:
+        await cp.acommit(checkpoints=[blind], fence=fence)
+    except ConcurrentUpdateError as exc:
+        expect(exc.parent and exc.pending_writes, "ConcurrentUpdateError for a parent's writes: not parent/pending")
+        same("ConcurrentUpdateError.found", exc.found, root.checkpoint.id)
+    else:
+        fail("a commit expecting a parent without pending writes was stored on a parent that has some")
+    expect(await cp.aget("t", blind.checkpoint.id) is None, "a refused commit stored its checkpoint")
+    gone = ThreadBuilder("u")
+    lone = gone.step({"a": 1}, root=True)
+    await cp.acommit(checkpoints=[lone])
+    orphan = gone.step({"a": 2})
+    await cp.adelete_thread("u")
+    try:
+        await cp.acommit(checkpoints=[orphan], fence=Fence(owner="U", expect_parent_no_writes=True))
+    except ConcurrentUpdateError as exc:
+        expect(exc.parent and exc.found is None, "ConcurrentUpdateError for a parent gone: found is not None")
+    else:
+        fail("a commit expecting its parent stored was stored on a parent that was deleted")
+    await _nothing_stored("a commit on a deleted parent", cp, "u")
+
+
 @check("fence_refusals_stay_alone")
 async def _alone(env: Env) -> None:
     """Concurrent commits: a fence refuses only its own commit; of two expecting one head, one lands."""

@@ -474,7 +474,7 @@ class FileCheckpointer(FileReads, Checkpointer):
         Raises:
             LeaseLostError: the run's lease is no longer the thread's current one.
             ThreadBusyError: a one-off write found a live lease on a thread of the commit.
-            ConcurrentUpdateError: the head is not the one the fence expects.
+            ConcurrentUpdateError: the head (or the parent, see Fence) is not as the fence expects.
         """
         _, head = fence_targets(checkpoints, [], fence)  # the commit's threads are ``order``: writes included
         if fence.lease_namespace is not None:  # a subgraph's commit: its parent's lease fences it
@@ -492,6 +492,9 @@ class FileCheckpointer(FileReads, Checkpointer):
                 raise ConcurrentUpdateError(head.thread_id, head.expected, found)
             if head.needs_quiet(found) and state.writes.get(str(found)):
                 raise ConcurrentUpdateError(head.thread_id, head.expected, found, pending_writes=True)
+        kept = {key: st for key, (_, st, _) in opened.items()}  # the parent's thread is the commit's
+        is_kept, busy = (lambda *w: w[2] in kept[w[:2]].records), (lambda *w: bool(kept[w[:2]].writes.get(w[2])))
+        rules.check_quiet_parent(checkpoints, fence, is_kept, busy)
 
     def _encode(
         self, key: Key, state: State, batches: list[WritesBatch], cws: list[CheckpointWrite]

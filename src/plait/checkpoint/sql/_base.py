@@ -22,6 +22,8 @@ from plait.store.records import MemoryWrite
 __all__ = ["BatchSql", "Chan", "CommitRequest", "Cursor", "Dialect", "Head", "HeadCache", "Key", "json_rows"]
 
 _CACHE_THREADS = 4096
+_CACHE_PASTS = 64
+"""Past checkpoints remembered for writes on them (see :meth:`HeadCache.remember_past`)."""
 
 
 class Cursor(Protocol):
@@ -176,11 +178,38 @@ Key = tuple[str, str]
 
 
 class HeadCache:
-    """The last checkpoint written per thread, for the most recent threads; thread-safe."""
+    """The last checkpoint written per thread, for the most recent threads, and a few past
+    checkpoints read for a write on them; thread-safe."""
 
     def __init__(self) -> None:
         self._cache: OrderedDict[Key, Head] = OrderedDict()
+        self._pasts: OrderedDict[tuple[str, str, str], Head] = OrderedDict()
         self._lock = threading.Lock()
+
+    def remember_past(self, key: Key, cp: Checkpoint) -> None:
+        """Remember ``cp``, just read for a write on it without pending writes, with the
+        channels the read put in the cache as the thread's head (nothing when another head
+        replaced it since): repeated updates of one past checkpoint (a branch edited again
+        and again) then neither read it nor its parent's body. A checkpoint never changes
+        once stored but for pending writes added to it and its deletion, which a commit
+        built on it rules out by its fence (``Fence.expect_parent_no_writes``)."""
+        with self._lock:
+            head = self._cache.get(key)
+            if head is None or head.id != cp.id or cp.pending_writes:
+                return
+            self._pasts[(*key, cp.id)] = Head(cp.id, head.chans, cp)
+            self._pasts.move_to_end((*key, cp.id))
+            while len(self._pasts) > _CACHE_PASTS:
+                self._pasts.popitem(last=False)
+
+    def past(self, key: Key, checkpoint_id: str) -> Head | None:
+        """A past checkpoint remembered by :meth:`remember_past`."""
+        with self._lock:
+            return self._pasts.get((*key, checkpoint_id))
+
+    def _drop_pasts(self, keys: set[Key]) -> None:
+        for where in [w for w in self._pasts if w[:2] in keys]:
+            del self._pasts[where]
 
     def get(self, key: Key) -> Head | None:
         with self._lock:
@@ -198,6 +227,7 @@ class HeadCache:
     def forget(self, key: Key) -> None:
         with self._lock:
             self._cache.pop(key, None)
+            self._drop_pasts({key})
 
     def known(self, key: Key) -> Checkpoint | None:
         """The cached head's checkpoint record, if it has one (see :attr:`Head.record`)."""
@@ -207,8 +237,10 @@ class HeadCache:
 
     def unknow(self, keys: Iterable[Key]) -> None:
         """Drop the records of ``keys``' heads (pending writes are being added to them),
-        keeping what their deltas need."""
+        keeping what their deltas need; and their remembered past checkpoints."""
         with self._lock:
+            keys = set(keys)
+            self._drop_pasts(keys)
             for key in keys:
                 head = self._cache.get(key)
                 if head is not None and head.record is not None:

@@ -183,9 +183,31 @@ class SqlCheckpointer(Checkpointer):
         self, thread_id: str, checkpoint_id: str | None = None, *, namespace: str = ""
     ) -> Checkpoint | None:
         check_thread(thread_id, namespace, checkpoint_id)
-        return await self._reading(
-            lambda cur: self._core.read.get(cur, namespace, thread_id, checkpoint_id, resume=True)
-        )
+        cp = await self._reading(lambda cur: self._core.read.get(cur, namespace, thread_id, checkpoint_id, resume=True))
+        if cp is not None and checkpoint_id is not None:
+            self._core.cache.remember_past((namespace, thread_id), cp)
+        return cp
+
+    def known_checkpoint(self, thread_id: str, checkpoint_id: str, *, namespace: str = "") -> Checkpoint | None:
+        # With server-side checks (PostgreSQL) the fence's parent check is a read in the
+        # commit's transaction: a round trip in the middle of it, no cheaper than reading the
+        # checkpoint first, and it would hold the thread's lock meanwhile.
+        if self._core.dialect.server_checks:
+            return None
+        past = self._core.cache.past((namespace, thread_id), checkpoint_id)
+        return None if past is None else past.record
+
+    async def aget_with_head(
+        self, thread_id: str, checkpoint_id: str, *, namespace: str = ""
+    ) -> tuple[Checkpoint | None, str | None]:
+        check_thread(thread_id, namespace, checkpoint_id)
+
+        def read(cur: Cursor) -> tuple[Checkpoint | None, str | None]:
+            cp = self._core.read.get(cur, namespace, thread_id, checkpoint_id)
+            row = cur.execute(self._core.statement("head_id"), (namespace, thread_id)).fetchone()
+            return cp, None if row is None else row[0]
+
+        return await self._reading(read)
 
     async def ahistory(
         self,

@@ -13,8 +13,8 @@ from plait._frozen import FrozenList
 from plait.checkpoint import delta
 from plait.checkpoint._records import Inline, RecordError, decode_body, encode_body, encode_json
 from plait.checkpoint._validate import check_commit
-from plait.checkpoint.lease import settled
-from plait.checkpoint.model import ANY_HEAD, Checkpoint, Fence, HeadCondition, fence_targets
+from plait.checkpoint.lease import check_quiet_parent, settled
+from plait.checkpoint.model import ANY_HEAD, Checkpoint, Fence, HeadCondition, fence_targets, quiet_parent
 from plait.checkpoint.sql._base import PREFIXES_MAX, Chan, CommitRequest, Cursor, Dialect, Head, HeadCache, Key
 from plait.checkpoint.sql._memory import SqlMemory
 from plait.checkpoint.sql._threads import SqlThreads
@@ -173,6 +173,8 @@ class SqlCommit:
         check_commit(request.checkpoints, request.writes)
         if request.fence is not None and request.fence.expect_head is not ANY_HEAD:
             fence_targets(request.checkpoints, request.writes, request.fence)  # a misuse fails alone, early
+        if request.fence is not None:
+            quiet_parent(request.checkpoints, request.fence)  # the same
         texts: list[tuple[str, str | None]] = []
         for cw in request.checkpoints:
             cp = cw.checkpoint
@@ -213,7 +215,7 @@ class SqlCommit:
         Raises:
             LeaseLostError: the run's lease is no longer the thread's current one.
             ThreadBusyError: a one-off write found a live lease on a thread it touches.
-            ConcurrentUpdateError: the head is not the one the fence expects.
+            ConcurrentUpdateError: the head (or the parent) is not as the fence expects.
         """
         sql = self._sql
         threads, head = fence_targets(request.checkpoints, request.writes, fence)
@@ -231,6 +233,7 @@ class SqlCommit:
                     cur.execute(
                         sql["fence"], (ns, tid, fence.owner, fence.token, False, None, None, parent, False, now)
                     )
+            self._check_parent(cur, request, fence)
             return head
         assert now is not None
         for key in threads:
@@ -245,7 +248,19 @@ class SqlCommit:
                 and cur.execute(sql["has_writes"], (head.namespace, head.thread_id, found_id)).fetchone() is not None
             ):
                 raise ConcurrentUpdateError(head.thread_id, head.expected, found_id, pending_writes=True)
+        self._check_parent(cur, request, fence)
         return head
+
+    def _check_parent(self, cur: Cursor, request: CommitRequest, fence: Fence) -> None:
+        """:attr:`Fence.expect_parent_no_writes`, by reads in the commit's transaction, with
+        server-side checks too (no server function has it: see ``known_checkpoint``)."""
+        if fence.expect_parent_no_writes:
+            check_quiet_parent(
+                request.checkpoints,
+                fence,
+                lambda *where: cur.execute(self._sql["has_cp"], where).fetchone() is not None,
+                lambda *where: cur.execute(self._sql["has_writes"], where).fetchone() is not None,
+            )
 
     def _apply(  # noqa: PLR0912, PLR0915 - the commit's one transaction body, step by step; split, its order would be harder to check
         self, cur: Cursor, request: CommitRequest, staging: dict[Key, Head], use_cache: bool, now: float | None
@@ -264,8 +279,7 @@ class SqlCommit:
                 key = (cp.namespace, cp.thread_id)
                 if key in staging or key in parents or cp.parent_id is None:
                     continue
-                cached = heads.get(key)
-                if cached is not None and cached.id == cp.parent_id:
+                if self._cached(heads, key, cp.parent_id, use_cache) is not None:
                     parents[key] = cp.parent_id
         checked: HeadCondition | None = None
         # A run's commit whose lease this transaction found current: no process deleted its
@@ -287,7 +301,7 @@ class SqlCommit:
             ns, tid, parent_id = cp.namespace, cp.thread_id, cp.parent_id
             key = (ns, tid)
             staged = staging.get(key)
-            cached = staged if staged is not None else heads.get(key)
+            cached = staged if staged is not None else self._cached(heads, key, parent_id, use_cache)
             hit = parent_id is not None and cached is not None and cached.id == parent_id
             # A head staged in this transaction was written by it; one from the cache may be
             # stale, unless the fence found it as the thread's head (then it exists).
@@ -351,6 +365,17 @@ class SqlCommit:
         if request.memory:
             self._memory.apply(cur, request.memory)
         return None
+
+    def _cached(
+        self, heads: Mapping[Key, Head | None], key: Key, parent_id: str | None, use_cache: bool
+    ) -> Head | None:
+        """What a checkpoint on ``parent_id`` finds cached to store its deltas against: the
+        thread's cached head, else the parent as a remembered past checkpoint (see
+        :meth:`HeadCache.remember_past`), else the head (None when the cache is not used)."""
+        head = heads.get(key)
+        if use_cache and parent_id is not None and (head is None or head.id != parent_id):
+            return self._cache.past(key, parent_id) or head
+        return head
 
     def _base_from_body(self, cur: Cursor, cp: Checkpoint) -> dict[str, Chan]:
         """The parent's channels as its stored body names them (values unknown, so changed

@@ -44,7 +44,7 @@ import orjson
 from plait._sqlite_busy import until_free
 from plait._sync import run_sync, settle
 from plait.checkpoint._validate import check_thread
-from plait.checkpoint.base import Capabilities, read_or_release
+from plait.checkpoint.base import Capabilities
 from plait.checkpoint.feed import ChangeFeed
 from plait.checkpoint.model import (
     Checkpoint,
@@ -381,18 +381,26 @@ class SqliteCheckpointer(SqlCheckpointer):
     ) -> tuple[Lease, Checkpoint | None]:
         """Take the thread's lease, then read the checkpoint a run starts from (as :meth:`aget`).
 
+        Both in the lease's one write transaction: the read then sees every commit made
+        before the lease (it holds the write lock), and costs no transaction of its own on
+        the reader's connection (about a tenth of a resumed run's time, see
+        docs/benchmarks.md, "W5 and W6"). A read that fails rolls the lease back with it, so
+        nothing is left to give back.
+
         Reading the head here also tells this store where each of its values sits in its
         delta chain, so that the run's commits store what they append rather than whole
         values, even when another process wrote the head.
         """
         check_thread(thread_id, namespace, checkpoint_id)  # before the lease is taken
-        lease = await self.atake_lease(thread_id, owner, namespace=namespace, ttl=ttl)
-        result: Checkpoint | None = await read_or_release(
-            self,
-            lease,
-            self._reading(lambda cur: self._core.read.get(cur, namespace, thread_id, checkpoint_id, resume=True)),
-        )
-        return lease, result
+        seconds = self.lease_ttl if ttl is None else ttl
+        key = (namespace, thread_id)
+
+        def take_and_read(cur: Cursor) -> tuple[Lease, Checkpoint | None]:
+            lease = self._core.threads.take(cur, key, owner, seconds, self.clock())
+            return lease, self._core.read.get(cur, namespace, thread_id, checkpoint_id, resume=True)
+
+        taken: tuple[Lease, Checkpoint | None] = await self._leasing(take_and_read)
+        return taken
 
     def close(self) -> None:
         """Finish queued work, then close the connections and stop the threads. Idempotent."""
