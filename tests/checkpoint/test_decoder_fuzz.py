@@ -104,14 +104,20 @@ _CP = Checkpoint(
     metadata={"source": "loop", "step": 1, "writes": {"n": ["a"]}, "reducers": {"a": "AppendList"}},
 )
 SQL_BODY = orjson.loads(_records.encode_body(_CP, blobs={"a": "c1", "s": "c0"}, inline={"s": (None, b'"x"')}))
+OWN_BODY = orjson.loads(_records.encode_body(_CP, blobs={"a": "c1", "s": "c1"}))  # the blob map as one marker
 FILE_BODY = orjson.loads(_records.encode_body(_CP))
 RECORD = orjson.loads(_records.encode_checkpoint(_CP))
 
 
 @FUZZ
-@given(data=BYTES | _mutated(SQL_BODY).map(orjson.dumps) | _mutated(FILE_BODY).map(orjson.dumps))
+@given(
+    data=BYTES
+    | _mutated(SQL_BODY).map(orjson.dumps)
+    | _mutated(OWN_BODY).map(orjson.dumps)
+    | _mutated(FILE_BODY).map(orjson.dumps)
+)
 def test_body_decoders_raise_only_record_errors(data: bytes) -> None:
-    _decodes_or_refuses(data, _records.decode_body, _records.decode_body_fields)
+    _decodes_or_refuses(data, lambda d: _records.decode_body(d, "c1"), lambda d: _records.decode_body_fields(d, "c1"))
 
 
 @FUZZ

@@ -28,14 +28,14 @@ json_values = st.recursive(
 
 def _fields(data: bytes) -> Any:
     try:
-        return decode_body_fields(data)
+        return decode_body_fields(data, "c9")
     except RecordError as exc:
         return str(exc)
 
 
 def _full(data: bytes) -> Any:
     try:
-        body = decode_body(data)
+        body = decode_body(data, "c9")
     except RecordError as exc:
         return str(exc)
     return body.versions, body.next_tasks, body.barriers, body.blobs, body.inline
@@ -54,6 +54,16 @@ def _full(data: bytes) -> Any:
         b'{"v":{},"b":{"m":"c1"},"n":[["t1"]]}',
         b'{"v":{},"b":{"m":"c1"},"n":["t1"]}',
         b'{"v":{},"b":{"m":1}}',
+        b'{"v":{},"b":{"m":0}}',
+        b'{"v":{"m":3,"k":1},"b":{"m":0,"k":"c1"},"n":[["t1","say"]]}',
+        b'{"v":{"m":3},"b":{"m":false}}',
+        b'{"v":{"m":3},"b":{"m":0.0}}',
+        b'{"v":{"m":3,"k":1},"b":0,"n":[["t1","say"]]}',
+        b'{"v":{"m":3},"b":0,"i":{"m":[null,[1]]}}',
+        b'{"v":[],"b":0}',
+        b'{"v":{},"b":0}',
+        b'{"v":{"m":3},"b":1}',
+        b'{"v":{"m":3},"b":false}',
         b'{"v":[],"b":{"m":"c1"}}',
         b'{"b":{"m":"c1"}}',
         b'{"v":{},"b":{"m":"c1"},"x":{}}',
@@ -74,8 +84,38 @@ def test_body_fields_agree_with_decode_body_on_any_json_object(raw: dict[str, An
 def test_a_body_with_an_empty_blob_map_reads_back() -> None:
     cp = Checkpoint(thread_id="t", id="a", parent_id=None, step=0, values={}, next_tasks=(Task(id="x", node="n"),))
     data = encode_body(cp, blobs={})
-    assert decode_body_fields(data) == ({}, (Task(id="x", node="n"),), {}, {}, None)
-    assert decode_body(data).blobs == {}
+    assert decode_body_fields(data, "a") == ({}, (Task(id="x", node="n"),), {}, {}, None)
+    assert decode_body(data, "a").blobs == {}
+
+
+@pytest.mark.parametrize(
+    ("blobs", "stored"),
+    [
+        # every channel, in the versions' order, written here: the map is one marker
+        ({"m": "c5", "k": "c5"}, 0),
+        # some inherited: each own one is the marker, the others keep their ids
+        ({"m": "c5", "k": "c2"}, {"m": 0, "k": "c2"}),
+        # all written here but in another order than the versions': the map keeps its order
+        ({"k": "c5", "m": "c5"}, {"k": 0, "m": 0}),
+        # a channel with a version but no value: not every channel has a blob here
+        ({"m": "c5"}, {"m": 0}),
+        ({"m": "c2", "k": "c1"}, {"m": "c2", "k": "c1"}),
+    ],
+)
+def test_a_blob_map_names_the_checkpoints_own_blobs_by_a_marker(blobs: dict[str, str], stored: Any) -> None:
+    versions = {"m": 3, "k": 1}
+    cp = Checkpoint(thread_id="t", id="c5", parent_id="c2", step=0, values={}, versions=versions)
+    data = encode_body(cp, blobs=blobs)
+    assert orjson.loads(data)["b"] == stored
+    assert len(data) < len(orjson.dumps({"v": versions, "b": blobs})) or stored == blobs
+    for got in (decode_body(data, "c5").blobs, decode_body_fields(data, "c5")[3]):
+        assert got == blobs and list(got or ()) == list(blobs)  # ids and order back
+
+
+def test_a_body_stored_before_the_marker_reads_as_it_did() -> None:
+    data = b'{"v":{"m":3},"n":[["t1","say"]],"b":{"m":"c5"}}'
+    assert decode_body_fields(data, "c5")[3] == {"m": "c5"} == decode_body(data, "c5").blobs
+    assert decode_body(data, "c7").blobs == {"m": "c5"}  # an id is never rewritten
 
 
 @given(json_values)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -36,8 +36,10 @@ from plait.checkpoint.model import Checkpoint, Task, task_from_json
 __all__ = [
     "Body",
     "BodyFields",
+    "OWN_BLOB",
     "Inline",
     "RecordError",
+    "blob_map",
     "decode_body",
     "decode_body_fields",
     "decode_checkpoint",
@@ -91,14 +93,25 @@ def encode_body(
     cp: Checkpoint, *, blobs: Mapping[str, str] | None = None, inline: Mapping[str, Inline] | None = None
 ) -> bytes:
     """The body of ``cp``: with ``blobs`` the value map (and ``inline``, the blobs this
-    checkpoint keeps in its body), else the values inline."""
+    checkpoint keeps in its body), else the values inline.
+
+    In the value map, a blob this checkpoint wrote (its id is the checkpoint's) is written
+    :data:`OWN_BLOB` instead of the id (schema 12): every changed channel names one, and
+    the id repeated took 23 of a body's ~100 bytes at every step (docs/benchmarks.md,
+    "W3 storage"). When every channel, in the order of the versions, has its blob here (a
+    chat whose state is its messages: every step), the whole map is that marker. The
+    decoders put the ids back (:func:`blob_map`)."""
     body: dict[str, Any] = {"v": cp.versions}
     if cp.next_tasks:
         body["n"] = [t.to_json() for t in cp.next_tasks]
     if cp.barriers:
         body["j"] = {k: list(v) for k, v in cp.barriers.items()}
     if blobs is not None:
-        body["b"] = blobs
+        own = cp.id
+        if blobs and all(bid == own for bid in blobs.values()) and list(blobs) == list(cp.versions):
+            body["b"] = OWN_BLOB
+        else:
+            body["b"] = {ch: OWN_BLOB if bid == own else bid for ch, bid in blobs.items()}
         if inline:
             body["i"] = {ch: [base, orjson.Fragment(data)] for ch, (base, data) in inline.items()}
     else:
@@ -106,14 +119,37 @@ def encode_body(
     return orjson.dumps(body)
 
 
-def decode_body(data: bytes | str) -> Body:
-    """Decode a body written by :func:`encode_body`.
+def decode_body(data: bytes | str, cid: str) -> Body:
+    """Decode a body written by :func:`encode_body` for checkpoint ``cid``.
 
     Raises:
         RecordError: not JSON, or not the shape of a body.
     """
     raw = _load_body(data)
-    return _body(raw)
+    return _body(raw, cid)
+
+
+OWN_BLOB: Final = 0
+"""In a stored body's blob map: the blob is the one this checkpoint wrote (its id is the
+checkpoint's id). An int, so that no blob id (text) is ever taken for it."""
+
+
+def blob_map(stored: Any, versions: Any, cid: str) -> Any:
+    """The blob map of checkpoint ``cid``'s body as stored (``stored``, its versions
+    ``versions``), with the ids :func:`encode_body` wrote as :data:`OWN_BLOB` put back.
+
+    Anything else is returned as it is, for the caller's check to refuse (``false`` and
+    ``0.0`` are not the marker; a map's entries are replaced in place).
+    """
+    if type(stored) is dict:
+        if not _STR.issuperset(map(type, stored.values())):
+            for ch, bid in stored.items():
+                if type(bid) is int and bid == OWN_BLOB:
+                    stored[ch] = cid
+        return stored
+    if type(stored) is int and stored == OWN_BLOB and type(versions) is dict:
+        return dict.fromkeys(versions, cid)
+    return stored
 
 
 Inline = tuple[str | None, bytes]
@@ -130,7 +166,7 @@ BodyFields = tuple[
 :func:`decode_body_fields` gives them."""
 
 
-def decode_body_fields(data: bytes | str) -> BodyFields:
+def decode_body_fields(data: bytes | str, cid: str) -> BodyFields:
     """What :func:`decode_body` decodes of a body stored with a blob map, without the values.
 
     The read path of the SQL backends decodes one body per checkpoint of a history, so the
@@ -144,7 +180,7 @@ def decode_body_fields(data: bytes | str) -> BodyFields:
     raw = _load_body(data)
     if type(raw) is dict:
         versions = raw.get("v")
-        blobs = raw.get("b")
+        blobs = blob_map(raw.get("b"), versions, cid)
         if (
             type(versions) is dict
             and type(blobs) is dict
@@ -167,7 +203,7 @@ def decode_body_fields(data: bytes | str) -> BodyFields:
                     tasks.append(_task(tid, node, False, None))
                 else:
                     return versions, tuple(tasks), {}, blobs, None
-    body = _body(raw)
+    body = _body(raw, cid)
     return body.versions, body.next_tasks, body.barriers, body.blobs, body.inline
 
 
@@ -200,15 +236,16 @@ _INT = frozenset((int,))
 _NONE: list[Any] = []
 
 
-def _body(raw: Any) -> Body:
-    """A body, every field type-checked: foreign data fails here, not later in a resume."""
+def _body(raw: Any, cid: str) -> Body:
+    """A body (of checkpoint ``cid``), every field type-checked: foreign data fails here,
+    not later in a resume."""
     try:
         if type(raw) is not dict:
             raise TypeError("not a checkpoint body (an object)")
         versions = raw.get("v")
         if type(versions) is not dict or not _INT.issuperset(map(type, versions.values())):
             raise TypeError("its versions are not an object of ints")
-        blobs = raw.get("b")
+        blobs = blob_map(raw.get("b"), versions, cid)
         values = raw.get("x")
         if (blobs is None) == (values is None) or type(values if blobs is None else blobs) is not dict:
             raise TypeError("a body holds either a blob map or values")
@@ -271,7 +308,7 @@ def decode_checkpoint(data: bytes | str) -> Checkpoint:
     reason = _head_problem(head)
     if reason is not None:
         raise RecordError(f"checkpoint record has the wrong shape ({reason})")
-    body = _body(body_raw)
+    body = _body(body_raw, head["id"])
     try:
         metadata = freeze_trusted(head["m"])
     except RecursionError:

@@ -31,7 +31,9 @@ def _insert(backend: Backend, cp: Checkpoint, writes: tuple[PendingWrite, ...] =
     """Rows as every version since the first stores them: values as full blobs, a body
     naming them, pending writes."""
     blobs = dict.fromkeys(cp.values, cp.id)
-    body = encode_body(cp, blobs=blobs)
+    raw = orjson.loads(encode_body(cp, blobs=blobs))
+    raw["b"] = blobs  # every id written out, as before schema 12's marker for a blob of its own
+    body = orjson.dumps(raw)
     backend.sql(
         "INSERT INTO {P}checkpoints (ns, thread_id, id, parent_id, step, created_at, source, metadata, body)"
         " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",

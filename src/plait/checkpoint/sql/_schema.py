@@ -29,7 +29,8 @@ blob only for the channels it changed and points at its parent's blobs for the r
 branches inside a thread share blobs and storage grows with what was written. A blob of at
 most ``INLINE_MAX`` bytes is kept in the body of the checkpoint that wrote it instead of a
 row of ``P_blobs`` (schema 3): blob ``(channel, id)`` is the row, or entry ``channel`` of
-the body of checkpoint ``id``.
+the body of checkpoint ``id``. In a body's blob map, a blob the checkpoint wrote itself is
+named by a marker instead of its id, which is the checkpoint's (schema 12).
 
 A migration is never edited once released: a schema change is a new version whose
 statements bring a store from the previous version to it, so ``SqlCore.component.migrate`` can
@@ -40,7 +41,7 @@ from __future__ import annotations
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "STATEMENTS", "joins"]
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 """The schema version this code reads and writes."""
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -119,6 +120,10 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX {I}threads_waiting ON {P}threads (status, updated_at, ns, thread_id) "
         "WHERE held = 0 AND status <> 'idle'",
     ),
+    # 12: a body's blob map names a blob its own checkpoint wrote by a marker, not by the
+    # checkpoint's id again (see _records.OWN_BLOB): an older plait would take the marker
+    # for a damaged body. Rows stored before keep their ids and read as they did.
+    12: (),
 }
 
 _THREADS = """SELECT {clock}, t.ns, t.thread_id, t.gen, t.owner, t.holder, t.taken_at, t.expires_at, t.held,
