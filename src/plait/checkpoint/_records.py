@@ -95,12 +95,12 @@ def encode_body(
     """The body of ``cp``: with ``blobs`` the value map (and ``inline``, the blobs this
     checkpoint keeps in its body), else the values inline.
 
-    In the value map, a blob this checkpoint wrote (its id is the checkpoint's) is written
-    :data:`OWN_BLOB` instead of the id (schema 12): every changed channel names one, and
-    the id repeated took 23 of a body's ~100 bytes at every step (docs/benchmarks.md,
-    "W3 storage"). When every channel, in the order of the versions, has its blob here (a
-    chat whose state is its messages: every step), the whole map is that marker. The
-    decoders put the ids back (:func:`blob_map`)."""
+    When every channel, in the order of the versions, has the blob this checkpoint wrote
+    (its id is the checkpoint's: a chat whose state is its messages, at every step), the
+    value map is written :data:`OWN_BLOB` (schema 12): the map took 40 of such a body's 97
+    bytes (docs/benchmarks.md, "W3 storage"). The decoders put it back (:func:`blob_map`).
+    A map with other ids keeps every id: a marker per entry saved 23 bytes an entry but
+    cost a decoded body of two channels a fifth more time, which a history pays per step."""
     body: dict[str, Any] = {"v": cp.versions}
     if cp.next_tasks:
         body["n"] = [t.to_json() for t in cp.next_tasks]
@@ -108,10 +108,8 @@ def encode_body(
         body["j"] = {k: list(v) for k, v in cp.barriers.items()}
     if blobs is not None:
         own = cp.id
-        if blobs and all(bid == own for bid in blobs.values()) and list(blobs) == list(cp.versions):
-            body["b"] = OWN_BLOB
-        else:
-            body["b"] = {ch: OWN_BLOB if bid == own else bid for ch, bid in blobs.items()}
+        own_all = bool(blobs) and all(bid == own for bid in blobs.values()) and list(blobs) == list(cp.versions)
+        body["b"] = OWN_BLOB if own_all else blobs
         if inline:
             body["i"] = {ch: [base, orjson.Fragment(data)] for ch, (base, data) in inline.items()}
     else:
@@ -130,23 +128,15 @@ def decode_body(data: bytes | str, cid: str) -> Body:
 
 
 OWN_BLOB: Final = 0
-"""In a stored body's blob map: the blob is the one this checkpoint wrote (its id is the
-checkpoint's id). An int, so that no blob id (text) is ever taken for it."""
+"""A stored body's blob map written as this: each channel of the versions, in their order,
+has the blob this checkpoint wrote (whose id is the checkpoint's). Not a map, so that no
+older plait takes it for one."""
 
 
 def blob_map(stored: Any, versions: Any, cid: str) -> Any:
-    """The blob map of checkpoint ``cid``'s body as stored (``stored``, its versions
-    ``versions``), with the ids :func:`encode_body` wrote as :data:`OWN_BLOB` put back.
-
-    Anything else is returned as it is, for the caller's check to refuse (``false`` and
-    ``0.0`` are not the marker; a map's entries are replaced in place).
-    """
-    if type(stored) is dict:
-        if not _STR.issuperset(map(type, stored.values())):
-            for ch, bid in stored.items():
-                if type(bid) is int and bid == OWN_BLOB:
-                    stored[ch] = cid
-        return stored
+    """The blob map of checkpoint ``cid``'s body as stored (``stored``; ``versions``, its
+    versions), the map :func:`encode_body` wrote as :data:`OWN_BLOB` put back; anything else
+    as it is, for the caller's check to refuse (``false`` and ``0.0`` are not the marker)."""
     if type(stored) is int and stored == OWN_BLOB and type(versions) is dict:
         return dict.fromkeys(versions, cid)
     return stored
@@ -180,7 +170,9 @@ def decode_body_fields(data: bytes | str, cid: str) -> BodyFields:
     raw = _load_body(data)
     if type(raw) is dict:
         versions = raw.get("v")
-        blobs = blob_map(raw.get("b"), versions, cid)
+        blobs = raw.get("b")
+        if type(blobs) is int and blobs == OWN_BLOB and type(versions) is dict:  # (blob_map, inlined)
+            blobs = dict.fromkeys(versions, cid)
         if (
             type(versions) is dict
             and type(blobs) is dict
