@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from plait._codec import freeze_decoded, freeze_trusted
 from plait._frozen import FrozenDict, FrozenList
 from plait.checkpoint._records import RecordError, decode_body, decode_body_fields, decode_json, encode_body
-from plait.checkpoint.model import Checkpoint, Task
+from plait.checkpoint.model import Checkpoint, Task, task_id
 
 json_values = st.recursive(
     st.none()
@@ -60,6 +60,9 @@ def _full(data: bytes) -> Any:
         b'{"v":[],"b":0}',
         b'{"v":{},"b":0}',
         b'{"v":{"m":3},"b":1}',
+        b'{"v":{"m":3},"b":0,"n":["say",["t2","ask"],"ask"]}',
+        b'{"v":{"m":3},"b":{"m":"c1"},"n":["say",5]}',
+        b'{"v":{},"x":{},"n":["say"]}',
         b'{"v":{"m":3},"b":false}',
         b'{"v":{"m":3},"b":0.0}',
         b'{"v":[],"b":{"m":"c1"}}',
@@ -128,3 +131,20 @@ def test_decoded_json_is_frozen_all_the_way_down_and_equal(value: Any) -> None:
                 stack.extend(item.values())
             elif isinstance(item, FrozenList):
                 stack.extend(item)
+
+
+def test_a_planned_task_with_the_id_the_engine_gives_it_is_stored_by_its_node() -> None:
+    derived = Task(id=task_id("c5", "say", 0), node="say")
+    other = Task(id="renamed", node="say")  # e.g. a branch's own ids (time travel)
+    sent = Task(id=task_id("c5", "map", 0), node="map", send=True, arg={"k": 1})
+    cp = Checkpoint(
+        thread_id="t", id="c5", parent_id=None, step=0, values={}, next_tasks=(derived, other, sent, derived)
+    )
+    data = encode_body(cp, blobs={})
+    assert orjson.loads(data)["n"] == ["say", ["renamed", "say"], sent.to_json(), "say"]
+    for got in (decode_body(data, "c5").next_tasks, decode_body_fields(data, "c5")[1]):
+        assert got == (derived, other, sent, derived)
+    # The id is the checkpoint's to derive: the same bytes read as another checkpoint's name other tasks.
+    assert decode_body(data, "c6").next_tasks[0].id == task_id("c6", "say", 0) != derived.id
+    # Values stored inline (the file backend's records) keep every task whole.
+    assert orjson.loads(encode_body(cp))["n"][0] == derived.to_json()
