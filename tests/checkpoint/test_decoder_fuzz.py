@@ -106,7 +106,7 @@ _CP = Checkpoint(
     metadata={"source": "loop", "step": 1, "writes": {"n": ["a"]}, "reducers": {"a": "AppendList"}},
 )
 SQL_BODY = orjson.loads(_records.encode_body(_CP, blobs={"a": "c1", "s": "c0"}, inline={"s": (None, b'"x"')}))
-# the blob map as one marker, a task by its node's name
+# the blob map left out, a task by its node's name
 OWN_BODY = orjson.loads(
     _records.encode_body(
         replace(_CP, next_tasks=(Task(id=derived_task_id("c1", "n", 0), node="n"),)), blobs={"a": "c1", "s": "c1"}

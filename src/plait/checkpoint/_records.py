@@ -21,9 +21,10 @@ The API:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 import orjson
 
@@ -36,7 +37,6 @@ from plait.checkpoint.model import Checkpoint, Task, make_task, task_from_json, 
 __all__ = [
     "Body",
     "BodyFields",
-    "OWN_BLOB",
     "Inline",
     "RecordError",
     "blob_map",
@@ -102,8 +102,9 @@ def encode_body(
 
     When every channel, in the order of the versions, has the blob this checkpoint wrote
     (its id is the checkpoint's: a chat whose state is its messages, at every step), the
-    value map is written :data:`OWN_BLOB` (schema 12): the map took 40 of such a body's 97
-    bytes (docs/benchmarks.md, "W3 storage"). The decoders put it back (:func:`blob_map`).
+    value map is left out (schema 12; a body then has neither ``b`` nor ``x``): it took 40
+    of such a body's 97 bytes (docs/benchmarks.md, "W3 storage"). The decoders put it back
+    (:func:`blob_map`).
     A map with other ids keeps every id: a marker per entry saved 23 bytes an entry but
     cost a decoded body of two channels a fifth more time, which a history pays per step."""
     body: dict[str, Any] = {"v": cp.versions}
@@ -117,7 +118,8 @@ def encode_body(
     if blobs is not None:
         own = cp.id
         own_all = bool(blobs) and all(bid == own for bid in blobs.values()) and list(blobs) == list(cp.versions)
-        body["b"] = OWN_BLOB if own_all else blobs
+        if not own_all:
+            body["b"] = blobs
         if inline:
             body["i"] = {ch: [base, orjson.Fragment(data)] for ch, (base, data) in inline.items()}
     else:
@@ -135,18 +137,15 @@ def decode_body(data: bytes | str, cid: str) -> Body:
     return _body(raw, cid)
 
 
-OWN_BLOB: Final = 0
-"""A stored body's blob map written as this: each channel of the versions, in their order,
-has the blob this checkpoint wrote (whose id is the checkpoint's). Not a map, so that no
-older plait takes it for one."""
-
-
-def blob_map(stored: Any, versions: Any, cid: str) -> Any:
-    """The blob map of checkpoint ``cid``'s body as stored (``stored``; ``versions``, its
-    versions), the map :func:`encode_body` wrote as :data:`OWN_BLOB` put back; anything else
-    as it is, for the caller's check to refuse (``false`` and ``0.0`` are not the marker)."""
-    if type(stored) is int and stored == OWN_BLOB and type(versions) is dict:
-        return dict.fromkeys(versions, cid)
+def blob_map(raw: Mapping[str, Any], cid: str) -> Any:
+    """The blob map of checkpoint ``cid``'s decoded body ``raw``: its ``b``, or, when the body
+    holds neither that nor values (``x``), each channel of its versions with the blob the
+    checkpoint wrote (see :func:`encode_body`); None for values. Anything else is returned as
+    it is, for the caller's check to refuse."""
+    stored = raw.get("b")
+    if stored is None and "x" not in raw:
+        versions = raw.get("v")
+        return dict.fromkeys(versions, cid) if type(versions) is dict else None
     return stored
 
 
@@ -179,7 +178,7 @@ def decode_body_fields(data: bytes | str, cid: str) -> BodyFields:
     if type(raw) is dict:
         versions = raw.get("v")
         blobs = raw.get("b")
-        if type(blobs) is int and blobs == OWN_BLOB and type(versions) is dict:  # (blob_map, inlined)
+        if blobs is None and type(versions) is dict and "x" not in raw:  # (blob_map, inlined)
             blobs = dict.fromkeys(versions, cid)
         if (
             type(versions) is dict
@@ -195,8 +194,10 @@ def decode_body_fields(data: bytes | str, cid: str) -> BodyFields:
             if type(planned) is list:  # (any other shape is checked by _body)
                 tasks = []
                 for t in planned:
-                    if type(t) is str:  # (a task named by its node: see encode_body)
-                        tasks.append(_task(task_id(cid, t, 0), t, False, None))
+                    if type(t) is str:  # (a task named by its node: see encode_body; task_id, inlined)
+                        tasks.append(
+                            _task(_blake2b(f"{cid}|{t}|0".encode(), digest_size=8).hexdigest(), t, False, None)
+                        )
                         continue
                     if type(t) is not list or len(t) != 2:
                         break
@@ -211,6 +212,7 @@ def decode_body_fields(data: bytes | str, cid: str) -> BodyFields:
 
 
 _task = positional_maker(Task)
+_blake2b = hashlib.blake2b
 """``Task(...)`` with every field, in order: a history decodes one per checkpoint."""
 
 
@@ -256,7 +258,7 @@ def _body(raw: Any, cid: str) -> Body:
         versions = raw.get("v")
         if type(versions) is not dict or not _INT.issuperset(map(type, versions.values())):
             raise TypeError("its versions are not an object of ints")
-        blobs = blob_map(raw.get("b"), versions, cid)
+        blobs = blob_map(raw, cid)
         values = raw.get("x")
         if (blobs is None) == (values is None) or type(values if blobs is None else blobs) is not dict:
             raise TypeError("a body holds either a blob map or values")

@@ -29,8 +29,8 @@ blob only for the channels it changed and points at its parent's blobs for the r
 branches inside a thread share blobs and storage grows with what was written. A blob of at
 most ``INLINE_MAX`` bytes is kept in the body of the checkpoint that wrote it instead of a
 row of ``P_blobs`` (schema 3): blob ``(channel, id)`` is the row, or entry ``channel`` of
-the body of checkpoint ``id``. In a body's blob map, a blob the checkpoint wrote itself is
-named by a marker instead of its id, which is the checkpoint's (schema 12).
+the body of checkpoint ``id``. A body whose blobs are all its checkpoint's own leaves the map
+out (schema 12).
 
 A migration is never edited once released: a schema change is a new version whose
 statements bring a store from the previous version to it, so ``SqlCore.component.migrate`` can
@@ -120,9 +120,10 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX {I}threads_waiting ON {P}threads (status, updated_at, ns, thread_id) "
         "WHERE held = 0 AND status <> 'idle'",
     ),
-    # 12: a body's blob map names a blob its own checkpoint wrote by a marker, not by the
-    # checkpoint's id again (see _records.OWN_BLOB): an older plait would take the marker
-    # for a damaged body. Rows stored before keep their ids and read as they did.
+    # 12: a body leaves out its blob map when each channel's blob is the checkpoint's own,
+    # and names a planned task whose id the engine derives from the checkpoint by its node
+    # alone (see _records.encode_body): an older plait would take such a body for a damaged
+    # one. Rows stored before read as they did.
     12: (),
 }
 

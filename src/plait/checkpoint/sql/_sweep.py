@@ -356,7 +356,7 @@ def _blob_refs(body: bytes, cid: str) -> dict[str, str]:
         raw = orjson.loads(body)
     except orjson.JSONDecodeError:
         return {}
-    refs = blob_map(raw.get("b"), raw.get("v"), cid) if type(raw) is dict else None
+    refs = blob_map(raw, cid) if type(raw) is dict else None
     if type(refs) is not dict:
         return {}
     return {ch: bid for ch, bid in refs.items() if type(bid) is str}
