@@ -32,7 +32,9 @@ def _insert(backend: Backend, cp: Checkpoint, writes: tuple[PendingWrite, ...] =
     naming them, pending writes."""
     blobs = dict.fromkeys(cp.values, cp.id)
     raw = orjson.loads(encode_body(cp, blobs=blobs))
-    raw["b"] = blobs  # every id written out, as before schema 12's marker for a blob of its own
+    raw["b"] = blobs  # every blob id and task written out, as before schema 12
+    if cp.next_tasks:
+        raw["n"] = [t.to_json() for t in cp.next_tasks]
     body = orjson.dumps(raw)
     backend.sql(
         "INSERT INTO {P}checkpoints (ns, thread_id, id, parent_id, step, created_at, source, metadata, body)"
