@@ -118,10 +118,17 @@ def test_a_blob_map_of_the_checkpoints_own_blobs_is_left_out(blobs: dict[str, st
         assert got == blobs and list(got or ()) == list(blobs)  # ids and order back
 
 
-def test_a_body_stored_before_the_marker_reads_as_it_did() -> None:
+def test_a_blob_map_that_is_null_is_refused_not_taken_for_one_left_out() -> None:
+    for decode in (decode_body, decode_body_fields):
+        with pytest.raises(RecordError, match="either a blob map or values"):
+            decode(b'{"v":{"m":3},"b":null}', "c5")
+
+
+def test_a_body_stored_before_schema_12_reads_as_it_did() -> None:
     data = b'{"v":{"m":3},"n":[["t1","say"]],"b":{"m":"c5"}}'
     assert decode_body_fields(data, "c5")[3] == {"m": "c5"} == decode_body(data, "c5").blobs
     assert decode_body(data, "c7").blobs == {"m": "c5"}  # an id is never rewritten
+    assert decode_body(data, "c5").next_tasks == (Task(id="t1", node="say"),) == decode_body_fields(data, "c5")[1]
 
 
 @given(json_values)

@@ -143,7 +143,7 @@ def blob_map(raw: Mapping[str, Any], cid: str) -> Any:
     checkpoint wrote (see :func:`encode_body`); None for values. Anything else is returned as
     it is, for the caller's check to refuse."""
     stored = raw.get("b")
-    if stored is None and "x" not in raw:
+    if stored is None and "b" not in raw and "x" not in raw:
         versions = raw.get("v")
         return dict.fromkeys(versions, cid) if type(versions) is dict else None
     return stored
@@ -178,7 +178,7 @@ def decode_body_fields(data: bytes | str, cid: str) -> BodyFields:
     if type(raw) is dict:
         versions = raw.get("v")
         blobs = raw.get("b")
-        if blobs is None and type(versions) is dict and "x" not in raw:  # (blob_map, inlined)
+        if blobs is None and type(versions) is dict and "b" not in raw and "x" not in raw:  # (blob_map, inlined)
             blobs = dict.fromkeys(versions, cid)
         if (
             type(versions) is dict
@@ -212,8 +212,8 @@ def decode_body_fields(data: bytes | str, cid: str) -> BodyFields:
 
 
 _task = positional_maker(Task)
-_blake2b = hashlib.blake2b
 """``Task(...)`` with every field, in order: a history decodes one per checkpoint."""
+_blake2b = hashlib.blake2b
 
 
 def _inline(raw: Any) -> dict[str, Inline]:
