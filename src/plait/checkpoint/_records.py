@@ -108,17 +108,15 @@ def encode_body(
     A map with other ids keeps every id: a marker per entry saved 23 bytes an entry but
     cost a decoded body of two channels a fifth more time, which a history pays per step."""
     body: dict[str, Any] = {"v": cp.versions}
+    cid = cp.id
     if cp.next_tasks and blobs is not None:
-        cid = cp.id
         body["n"] = [t.node if not t.send and t.id == task_id(cid, t.node, 0) else t.to_json() for t in cp.next_tasks]
     elif cp.next_tasks:
         body["n"] = [t.to_json() for t in cp.next_tasks]
     if cp.barriers:
         body["j"] = {k: list(v) for k, v in cp.barriers.items()}
     if blobs is not None:
-        own = cp.id
-        own_all = bool(blobs) and all(bid == own for bid in blobs.values()) and list(blobs) == list(cp.versions)
-        if not own_all:
+        if not blobs or set(blobs.values()) != {cid} or list(blobs) != list(cp.versions):
             body["b"] = blobs
         if inline:
             body["i"] = {ch: [base, orjson.Fragment(data)] for ch, (base, data) in inline.items()}
