@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from plait.checkpoint.file import FileCheckpointer
 from plait.checkpoint.file import _format as _file_format
 from plait.checkpoint.file._format import file_stem
 from plait.checkpoint.model import Checkpoint, Task
+from plait.checkpoint.model import task_id as derived_task_id
 from plait.errors import CheckpointCorruptError, StoreVersionError
 
 from ._backend_helpers import RowStore as Store
@@ -104,14 +106,25 @@ _CP = Checkpoint(
     metadata={"source": "loop", "step": 1, "writes": {"n": ["a"]}, "reducers": {"a": "AppendList"}},
 )
 SQL_BODY = orjson.loads(_records.encode_body(_CP, blobs={"a": "c1", "s": "c0"}, inline={"s": (None, b'"x"')}))
+# the blob map left out, a task by its node's name
+OWN_BODY = orjson.loads(
+    _records.encode_body(
+        replace(_CP, next_tasks=(Task(id=derived_task_id("c1", "n", 0), node="n"),)), blobs={"a": "c1", "s": "c1"}
+    )
+)
 FILE_BODY = orjson.loads(_records.encode_body(_CP))
 RECORD = orjson.loads(_records.encode_checkpoint(_CP))
 
 
 @FUZZ
-@given(data=BYTES | _mutated(SQL_BODY).map(orjson.dumps) | _mutated(FILE_BODY).map(orjson.dumps))
+@given(
+    data=BYTES
+    | _mutated(SQL_BODY).map(orjson.dumps)
+    | _mutated(OWN_BODY).map(orjson.dumps)
+    | _mutated(FILE_BODY).map(orjson.dumps)
+)
 def test_body_decoders_raise_only_record_errors(data: bytes) -> None:
-    _decodes_or_refuses(data, _records.decode_body, _records.decode_body_fields)
+    _decodes_or_refuses(data, lambda d: _records.decode_body(d, "c1"), lambda d: _records.decode_body_fields(d, "c1"))
 
 
 @FUZZ

@@ -17,6 +17,7 @@ from plait import END, START, AppendList, Command, Graph, StateSchema, interrupt
 from plait.checkpoint.base import Checkpointer
 from plait.checkpoint.file import FileCheckpointer
 from plait.checkpoint.file._format import file_stem
+from plait.checkpoint.model import task_id
 from plait.errors import CheckpointCorruptError
 
 from ._backend_helpers import Backend, make
@@ -56,6 +57,10 @@ class Store:
         where = "WHERE thread_id = %s AND id = %s"
         (body,) = self.sql.sql("SELECT body FROM {P}checkpoints " + where, thread, checkpoint_id)
         raw = orjson.loads(bytes(body[0]))
+        # A task stored by its node's name alone (schema 12) written out whole, as the edits
+        # expect it (its id is the one a reader derives for it).
+        if type(raw.get("n")) is list:
+            raw["n"] = [[task_id(checkpoint_id, t, 0), t] if type(t) is str else t for t in raw["n"]]
         change(raw)
         self.sql.sql("UPDATE {P}checkpoints SET body = %s " + where, orjson.dumps(raw), thread, checkpoint_id)
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from plait._codec import freeze_decoded, freeze_trusted
 from plait._frozen import FrozenDict, FrozenList
 from plait.checkpoint._records import RecordError, decode_body, decode_body_fields, decode_json, encode_body
-from plait.checkpoint.model import Checkpoint, Task
+from plait.checkpoint.model import Checkpoint, Task, task_id
 
 json_values = st.recursive(
     st.none()
@@ -28,14 +28,14 @@ json_values = st.recursive(
 
 def _fields(data: bytes) -> Any:
     try:
-        return decode_body_fields(data)
+        return decode_body_fields(data, "c9")
     except RecordError as exc:
         return str(exc)
 
 
 def _full(data: bytes) -> Any:
     try:
-        body = decode_body(data)
+        body = decode_body(data, "c9")
     except RecordError as exc:
         return str(exc)
     return body.versions, body.next_tasks, body.barriers, body.blobs, body.inline
@@ -54,6 +54,23 @@ def _full(data: bytes) -> Any:
         b'{"v":{},"b":{"m":"c1"},"n":[["t1"]]}',
         b'{"v":{},"b":{"m":"c1"},"n":["t1"]}',
         b'{"v":{},"b":{"m":1}}',
+        b'{"v":{},"b":{"m":0}}',
+        b'{"v":{"m":3,"k":1},"b":0,"n":[["t1","say"]]}',
+        b'{"v":{"m":3},"b":0,"i":{"m":[null,[1]]}}',
+        b'{"v":[],"b":0}',
+        b'{"v":{},"b":0}',
+        b'{"v":{"m":3},"b":1}',
+        b'{"v":{"m":3},"b":0,"n":["say",["t2","ask"],"ask"]}',
+        b'{"v":{"m":3,"k":1},"n":["say",["t2","ask"],"ask"]}',
+        b'{"v":{"m":3},"i":{"m":[null,[1]]}}',
+        b'{"v":{"m":3},"i":{"k":[null,[1]]}}',
+        b'{"v":{}}',
+        b'{"v":[]}',
+        b'{"v":{"m":3},"b":null}',
+        b'{"v":{"m":3},"b":{"m":"c1"},"n":["say",5]}',
+        b'{"v":{},"x":{},"n":["say"]}',
+        b'{"v":{"m":3},"b":false}',
+        b'{"v":{"m":3},"b":0.0}',
         b'{"v":[],"b":{"m":"c1"}}',
         b'{"b":{"m":"c1"}}',
         b'{"v":{},"b":{"m":"c1"},"x":{}}',
@@ -74,8 +91,44 @@ def test_body_fields_agree_with_decode_body_on_any_json_object(raw: dict[str, An
 def test_a_body_with_an_empty_blob_map_reads_back() -> None:
     cp = Checkpoint(thread_id="t", id="a", parent_id=None, step=0, values={}, next_tasks=(Task(id="x", node="n"),))
     data = encode_body(cp, blobs={})
-    assert decode_body_fields(data) == ({}, (Task(id="x", node="n"),), {}, {}, None)
-    assert decode_body(data).blobs == {}
+    assert decode_body_fields(data, "a") == ({}, (Task(id="x", node="n"),), {}, {}, None)
+    assert decode_body(data, "a").blobs == {}
+
+
+@pytest.mark.parametrize(
+    ("blobs", "stored"),
+    [
+        # every channel, in the versions' order, written here: the map is left out
+        ({"m": "c5", "k": "c5"}, None),
+        # one inherited: every id stays
+        ({"m": "c5", "k": "c2"}, {"m": "c5", "k": "c2"}),
+        # all written here but in another order than the versions': the map keeps its order
+        ({"k": "c5", "m": "c5"}, {"k": "c5", "m": "c5"}),
+        # a channel with a version but no value: not every channel has a blob here
+        ({"m": "c5"}, {"m": "c5"}),
+        ({}, {}),
+    ],
+)
+def test_a_blob_map_of_the_checkpoints_own_blobs_is_left_out(blobs: dict[str, str], stored: Any) -> None:
+    versions = {"m": 3, "k": 1}
+    cp = Checkpoint(thread_id="t", id="c5", parent_id="c2", step=0, values={}, versions=versions)
+    data = encode_body(cp, blobs=blobs)
+    assert orjson.loads(data).get("b") == stored
+    for got in (decode_body(data, "c5").blobs, decode_body_fields(data, "c5")[3]):
+        assert got == blobs and list(got or ()) == list(blobs)  # ids and order back
+
+
+def test_a_blob_map_that_is_null_is_refused_not_taken_for_one_left_out() -> None:
+    for decode in (decode_body, decode_body_fields):
+        with pytest.raises(RecordError, match="either a blob map or values"):
+            decode(b'{"v":{"m":3},"b":null}', "c5")
+
+
+def test_a_body_stored_before_schema_12_reads_as_it_did() -> None:
+    data = b'{"v":{"m":3},"n":[["t1","say"]],"b":{"m":"c5"}}'
+    assert decode_body_fields(data, "c5")[3] == {"m": "c5"} == decode_body(data, "c5").blobs
+    assert decode_body(data, "c7").blobs == {"m": "c5"}  # an id is never rewritten
+    assert decode_body(data, "c5").next_tasks == (Task(id="t1", node="say"),) == decode_body_fields(data, "c5")[1]
 
 
 @given(json_values)
@@ -91,3 +144,20 @@ def test_decoded_json_is_frozen_all_the_way_down_and_equal(value: Any) -> None:
                 stack.extend(item.values())
             elif isinstance(item, FrozenList):
                 stack.extend(item)
+
+
+def test_a_planned_task_with_the_id_the_engine_gives_it_is_stored_by_its_node() -> None:
+    derived = Task(id=task_id("c5", "say", 0), node="say")
+    other = Task(id="renamed", node="say")  # e.g. a branch's own ids (time travel)
+    sent = Task(id=task_id("c5", "map", 0), node="map", send=True, arg={"k": 1})
+    cp = Checkpoint(
+        thread_id="t", id="c5", parent_id=None, step=0, values={}, next_tasks=(derived, other, sent, derived)
+    )
+    data = encode_body(cp, blobs={})
+    assert orjson.loads(data)["n"] == ["say", ["renamed", "say"], sent.to_json(), "say"]
+    for got in (decode_body(data, "c5").next_tasks, decode_body_fields(data, "c5")[1]):
+        assert got == (derived, other, sent, derived)
+    # The id is the checkpoint's to derive: the same bytes read as another checkpoint's name other tasks.
+    assert decode_body(data, "c6").next_tasks[0].id == task_id("c6", "say", 0) != derived.id
+    # Values stored inline (the file backend's records) keep every task whole.
+    assert orjson.loads(encode_body(cp))["n"][0] == derived.to_json()

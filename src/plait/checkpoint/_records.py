@@ -21,6 +21,7 @@ The API:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,13 +32,14 @@ from plait._codec import freeze_decoded, freeze_trusted
 from plait._fast_init import positional_maker
 from plait._frozen import FrozenDict
 from plait.checkpoint._validate import metadata_problem
-from plait.checkpoint.model import Checkpoint, Task, task_from_json
+from plait.checkpoint.model import Checkpoint, Task, make_task, task_from_json, task_id
 
 __all__ = [
     "Body",
     "BodyFields",
     "Inline",
     "RecordError",
+    "blob_map",
     "decode_body",
     "decode_body_fields",
     "decode_checkpoint",
@@ -91,14 +93,31 @@ def encode_body(
     cp: Checkpoint, *, blobs: Mapping[str, str] | None = None, inline: Mapping[str, Inline] | None = None
 ) -> bytes:
     """The body of ``cp``: with ``blobs`` the value map (and ``inline``, the blobs this
-    checkpoint keeps in its body), else the values inline."""
+    checkpoint keeps in its body), else the values inline.
+
+    With a value map (schema 12), a planned task whose id is the one the engine gives the
+    first task of its node planned from this checkpoint (:func:`~plait.checkpoint.model.task_id`)
+    is written as its node's name alone: the id is a hash of the two, and took 21 of such a
+    body's bytes a task; a decoder hashes it again (0.4 µs a task).
+
+    When every channel, in the order of the versions, has the blob this checkpoint wrote
+    (its id is the checkpoint's: a chat whose state is its messages, at every step), the
+    value map is left out (schema 12; a body then has neither ``b`` nor ``x``): it took 40
+    of such a body's 97 bytes (docs/benchmarks.md, "W3 storage"). The decoders put it back
+    (:func:`blob_map`).
+    A map with other ids keeps every id: a marker per entry saved 23 bytes an entry but
+    cost a decoded body of two channels a fifth more time, which a history pays per step."""
     body: dict[str, Any] = {"v": cp.versions}
-    if cp.next_tasks:
+    cid = cp.id
+    if cp.next_tasks and blobs is not None:
+        body["n"] = [t.node if not t.send and t.id == task_id(cid, t.node, 0) else t.to_json() for t in cp.next_tasks]
+    elif cp.next_tasks:
         body["n"] = [t.to_json() for t in cp.next_tasks]
     if cp.barriers:
         body["j"] = {k: list(v) for k, v in cp.barriers.items()}
     if blobs is not None:
-        body["b"] = blobs
+        if not blobs or set(blobs.values()) != {cid} or list(blobs) != list(cp.versions):
+            body["b"] = blobs
         if inline:
             body["i"] = {ch: [base, orjson.Fragment(data)] for ch, (base, data) in inline.items()}
     else:
@@ -106,14 +125,26 @@ def encode_body(
     return orjson.dumps(body)
 
 
-def decode_body(data: bytes | str) -> Body:
-    """Decode a body written by :func:`encode_body`.
+def decode_body(data: bytes | str, cid: str) -> Body:
+    """Decode a body written by :func:`encode_body` for checkpoint ``cid``.
 
     Raises:
         RecordError: not JSON, or not the shape of a body.
     """
     raw = _load_body(data)
-    return _body(raw)
+    return _body(raw, cid)
+
+
+def blob_map(raw: Mapping[str, Any], cid: str) -> Any:
+    """The blob map of checkpoint ``cid``'s decoded body ``raw``: its ``b``, or, when the body
+    holds neither that nor values (``x``), each channel of its versions with the blob the
+    checkpoint wrote (see :func:`encode_body`); None for values. Anything else is returned as
+    it is, for the caller's check to refuse."""
+    stored = raw.get("b")
+    if stored is None and "b" not in raw and "x" not in raw:
+        versions = raw.get("v")
+        return dict.fromkeys(versions, cid) if type(versions) is dict else None
+    return stored
 
 
 Inline = tuple[str | None, bytes]
@@ -130,7 +161,7 @@ BodyFields = tuple[
 :func:`decode_body_fields` gives them."""
 
 
-def decode_body_fields(data: bytes | str) -> BodyFields:
+def decode_body_fields(data: bytes | str, cid: str) -> BodyFields:
     """What :func:`decode_body` decodes of a body stored with a blob map, without the values.
 
     The read path of the SQL backends decodes one body per checkpoint of a history, so the
@@ -145,6 +176,8 @@ def decode_body_fields(data: bytes | str) -> BodyFields:
     if type(raw) is dict:
         versions = raw.get("v")
         blobs = raw.get("b")
+        if blobs is None and type(versions) is dict and "b" not in raw and "x" not in raw:  # (blob_map, inlined)
+            blobs = dict.fromkeys(versions, cid)
         if (
             type(versions) is dict
             and type(blobs) is dict
@@ -159,6 +192,11 @@ def decode_body_fields(data: bytes | str) -> BodyFields:
             if type(planned) is list:  # (any other shape is checked by _body)
                 tasks = []
                 for t in planned:
+                    if type(t) is str:  # (a task named by its node: see encode_body; task_id, inlined)
+                        tasks.append(
+                            _task(_blake2b(f"{cid}|{t}|0".encode(), digest_size=8).hexdigest(), t, False, None)
+                        )
+                        continue
                     if type(t) is not list or len(t) != 2:
                         break
                     tid, node = t
@@ -167,12 +205,13 @@ def decode_body_fields(data: bytes | str) -> BodyFields:
                     tasks.append(_task(tid, node, False, None))
                 else:
                     return versions, tuple(tasks), {}, blobs, None
-    body = _body(raw)
+    body = _body(raw, cid)
     return body.versions, body.next_tasks, body.barriers, body.blobs, body.inline
 
 
 _task = positional_maker(Task)
 """``Task(...)`` with every field, in order: a history decodes one per checkpoint."""
+_blake2b = hashlib.blake2b
 
 
 def _inline(raw: Any) -> dict[str, Inline]:
@@ -200,15 +239,24 @@ _INT = frozenset((int,))
 _NONE: list[Any] = []
 
 
-def _body(raw: Any) -> Body:
-    """A body, every field type-checked: foreign data fails here, not later in a resume."""
+def _planned(data: Any, cid: str) -> Task:
+    """A planned task of checkpoint ``cid``'s body: named by its node alone (see
+    :func:`encode_body`), or as :func:`task_from_json` reads it."""
+    if type(data) is str:
+        return make_task(task_id(cid, data, 0), data, False, None)
+    return task_from_json(data)
+
+
+def _body(raw: Any, cid: str) -> Body:
+    """A body (of checkpoint ``cid``), every field type-checked: foreign data fails here,
+    not later in a resume."""
     try:
         if type(raw) is not dict:
             raise TypeError("not a checkpoint body (an object)")
         versions = raw.get("v")
         if type(versions) is not dict or not _INT.issuperset(map(type, versions.values())):
             raise TypeError("its versions are not an object of ints")
-        blobs = raw.get("b")
+        blobs = blob_map(raw, cid)
         values = raw.get("x")
         if (blobs is None) == (values is None) or type(values if blobs is None else blobs) is not dict:
             raise TypeError("a body holds either a blob map or values")
@@ -228,7 +276,7 @@ def _body(raw: Any) -> Body:
         return Body(
             inline=inline,
             versions=versions,
-            next_tasks=tuple(map(task_from_json, planned)) if planned else (),
+            next_tasks=tuple(_planned(t, cid) for t in planned) if planned else (),
             barriers={k: tuple(v) for k, v in barriers.items()},
             blobs=blobs,
             values=FrozenDict({k: freeze_trusted(v) for k, v in values.items()}) if values is not None else None,
@@ -271,7 +319,7 @@ def decode_checkpoint(data: bytes | str) -> Checkpoint:
     reason = _head_problem(head)
     if reason is not None:
         raise RecordError(f"checkpoint record has the wrong shape ({reason})")
-    body = _body(body_raw)
+    body = _body(body_raw, head["id"])
     try:
         metadata = freeze_trusted(head["m"])
     except RecursionError:

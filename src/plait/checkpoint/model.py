@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import base64
 import enum
+import functools
+import hashlib
 import json
 import os
 import threading
@@ -47,6 +49,7 @@ __all__ = [
     "new_checkpoint_id",
     "quiet_parent",
     "task_from_json",
+    "task_id",
     "waiting_interrupts",
 ]
 
@@ -99,6 +102,18 @@ _set_id = Task.__dict__["id"].__set__
 _set_node = Task.__dict__["node"].__set__
 _set_send = Task.__dict__["send"].__set__
 _set_arg = Task.__dict__["arg"].__set__
+
+
+@functools.lru_cache(maxsize=256)
+def task_id(checkpoint_id: str, node: str, index: int) -> str:
+    """Deterministic id of the ``index``-th task of ``node`` planned from ``checkpoint_id``.
+
+    The engine plans with it; a stored body names a planned task whose id is
+    ``task_id(checkpoint, node, 0)`` by its node alone (see ``_records.encode_body``), so
+    the commit that follows the planning asks for the same ids again: cached, the check
+    costs the commit 0.1 µs a task instead of a hash (0.4 µs).
+    """
+    return hashlib.blake2b(f"{checkpoint_id}|{node}|{index}".encode(), digest_size=8).hexdigest()
 
 
 def task_from_json(data: Any) -> Task:

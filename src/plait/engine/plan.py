@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from plait.checkpoint.model import Checkpoint, Task, make_task
+from plait.checkpoint.model import Checkpoint, Task, make_task, task_id
 from plait.engine.spec import GraphSpec
 from plait.types import END
 
@@ -30,11 +30,6 @@ __all__ = [
 
 Route = str | tuple[str, Any]
 """A node name, or ``(node, arg)`` for a Send."""
-
-
-def task_id(checkpoint_id: str, node: str, index: int) -> str:
-    """Deterministic id of the ``index``-th task of ``node`` planned from ``checkpoint_id``."""
-    return hashlib.blake2b(f"{checkpoint_id}|{node}|{index}".encode(), digest_size=8).hexdigest()
 
 
 def route_json(routes: Sequence[Route]) -> list[Any]:

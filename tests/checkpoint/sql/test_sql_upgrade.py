@@ -31,7 +31,11 @@ def _insert(backend: Backend, cp: Checkpoint, writes: tuple[PendingWrite, ...] =
     """Rows as every version since the first stores them: values as full blobs, a body
     naming them, pending writes."""
     blobs = dict.fromkeys(cp.values, cp.id)
-    body = encode_body(cp, blobs=blobs)
+    raw = orjson.loads(encode_body(cp, blobs=blobs))
+    raw["b"] = blobs  # every blob id and task written out, as before schema 12
+    if cp.next_tasks:
+        raw["n"] = [t.to_json() for t in cp.next_tasks]
+    body = orjson.dumps(raw)
     backend.sql(
         "INSERT INTO {P}checkpoints (ns, thread_id, id, parent_id, step, created_at, source, metadata, body)"
         " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",

@@ -388,7 +388,7 @@ class SqlCommit:
         if row is None:
             return {}
         try:
-            blobs = decode_body(row[0]).blobs or {}
+            blobs = decode_body(row[0], cp.parent_id).blobs or {}
         except RecordError:
             return {}  # a damaged parent: store this checkpoint's values in full
         return {ch: Chan(blob, None, None) for ch, blob in blobs.items()}

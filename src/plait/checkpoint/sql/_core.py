@@ -341,7 +341,7 @@ def _plan(
     inline: dict[tuple[str, str], tuple[str | None, bytes]] = {}
     for cid in keep:
         try:
-            decoded = decode_body(body(cid))
+            decoded = decode_body(body(cid), cid)
         except RecordError as exc:
             raise CheckpointCorruptError(thread_id, cid, str(exc)) from None
         need.update((decoded.blobs or {}).items())
@@ -384,7 +384,7 @@ def _close_over_bases(
         if (ch, bid) not in table and (ch, bid) not in inline and bid in parents and bid not in opened:
             opened.add(bid)
             try:
-                decoded = decode_body(body(bid))
+                decoded = decode_body(body(bid), bid)
             except RecordError:
                 decoded = None  # a damaged checkpoint that goes anyway
             if decoded is not None:

@@ -353,7 +353,7 @@ class SqlRead:
         for row in rows:
             check_row(thread_id, row)
             try:
-                body = decode_body_fields(row[5])
+                body = decode_body_fields(row[5], row[0])
             except RecordError as exc:
                 raise CheckpointCorruptError(thread_id, row[0], str(exc)) from None
             blobs = body[3]

@@ -130,6 +130,6 @@ def blob_row(thread_id: str, channel: Any, blob: Any, base_id: Any, data: Any) -
 def body_of(thread_id: str, row: Any) -> BodyFields:
     """The fields of a checkpoint row's body (see :func:`decode_body_fields`), or corrupt."""
     try:
-        return decode_body_fields(row[5])
+        return decode_body_fields(row[5], row[0])
     except RecordError as exc:
         raise CheckpointCorruptError(thread_id, row[0], str(exc)) from None

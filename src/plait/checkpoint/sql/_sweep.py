@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from plait.checkpoint import lease as rules
+from plait.checkpoint._records import blob_map
 from plait.checkpoint._sweep import Applied
 from plait.checkpoint.sql._base import Cursor, Key, json_rows
 from plait.checkpoint.sql._core import PrunePlan, plan_latest
@@ -264,7 +265,7 @@ class SqlSweep:
         once, early, and never changed since), so that most plans are made in one go."""
         want: list[tuple[str, str, str, str]] = []
         for key, (head, _) in found.items():
-            want += [(*key, ch, bid) for ch, bid in _blob_refs(bodies[(*key, head)]).items()]
+            want += [(*key, ch, bid) for ch, bid in _blob_refs(bodies[(*key, head)], head).items()]
         if want:
             for ns, tid, ch, bid, base in self._select(cur, "blob_rows", want, 4):
                 tables[(ns, tid)].rows[(ch, bid)] = base
@@ -347,15 +348,15 @@ class SqlSweep:
         return went
 
 
-def _blob_refs(body: bytes) -> dict[str, str]:
-    """The blob map of a checkpoint's body, parsed alone (the rest of the body, and whether
-    it is well formed, are for :func:`~plait.checkpoint.sql._core.plan_latest`, which decodes
-    it whole): the body's other fields cost twice as much to decode, for nothing here."""
+def _blob_refs(body: bytes, cid: str) -> dict[str, str]:
+    """The blob map of checkpoint ``cid``'s body, parsed alone (the rest of the body, and
+    whether it is well formed, are for :func:`~plait.checkpoint.sql._core.plan_latest`, which
+    decodes it whole): the body's other fields cost twice as much to decode, for nothing here."""
     try:
         raw = orjson.loads(body)
     except orjson.JSONDecodeError:
         return {}
-    refs = raw.get("b") if type(raw) is dict else None
+    refs = blob_map(raw, cid) if type(raw) is dict else None
     if type(refs) is not dict:
         return {}
     return {ch: bid for ch, bid in refs.items() if type(bid) is str}

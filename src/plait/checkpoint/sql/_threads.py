@@ -410,7 +410,7 @@ class SqlThreads:
         ).fetchall()
         for ns, tid, cid, body in heads:
             try:
-                tasks = decode_body(body).next_tasks
+                tasks = decode_body(body, cid).next_tasks
                 found = cur.execute(
                     self.dialect.q(
                         f"SELECT task_id, kind, wkey, value FROM {p}writes "
