@@ -137,6 +137,26 @@ _THREADS = """SELECT {clock}, t.ns, t.thread_id, t.gen, t.owner, t.holder, t.tak
 _COUNT = "(SELECT count(*) FROM {P}checkpoints n WHERE n.ns = t.ns AND n.thread_id = t.thread_id)"
 
 
+# One checkpoint (the head, or by id) with its pending writes, a row per write (or one row of
+# NULLs for none); ``{thread}`` and ``{thread_join}`` add the thread's row (the ``_status``
+# statements below) or nothing.
+_HEAD_WRITES = """SELECT c.id, c.parent_id, c.step, c.created_at, c.metadata, c.body,
+            w.task_id, w.kind, w.wkey, w.value{thread}
+        FROM (SELECT id, parent_id, step, created_at, metadata, body FROM {P}checkpoints
+              WHERE ns = ? AND thread_id = ? ORDER BY id DESC LIMIT 1) c
+        LEFT JOIN {P}writes w ON w.ns = ? AND w.thread_id = ? AND w.checkpoint_id = c.id
+        {thread_join}
+        ORDER BY w.seq"""
+_ONE_WRITES = """SELECT c.id, c.parent_id, c.step, c.created_at, c.metadata, c.body,
+            w.task_id, w.kind, w.wkey, w.value{thread}
+        FROM {P}checkpoints c
+        LEFT JOIN {P}writes w ON w.ns = c.ns AND w.thread_id = c.thread_id AND w.checkpoint_id = c.id
+        {thread_join}
+        WHERE c.ns = ? AND c.thread_id = ? AND c.id = ?
+        ORDER BY w.seq"""
+_THREAD_COLUMNS = ", {clock}, t.gen, t.owner, t.holder, t.taken_at, t.expires_at, t.held, t.status, t.updated_at"
+
+
 STATEMENTS: dict[str, str] = {
     "ins_cp": """INSERT INTO {P}checkpoints
         (ns, thread_id, id, parent_id, step, created_at, source, metadata, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -159,37 +179,17 @@ STATEMENTS: dict[str, str] = {
     "body_of": "SELECT body FROM {P}checkpoints WHERE ns = ? AND thread_id = ? AND id = ?",
     # One checkpoint (the head, or by id) with its pending writes, a row per write (or one row
     # of NULLs for none): one statement, one snapshot, one round trip.
-    "head_writes": """SELECT c.id, c.parent_id, c.step, c.created_at, c.metadata, c.body,
-            w.task_id, w.kind, w.wkey, w.value
-        FROM (SELECT id, parent_id, step, created_at, metadata, body FROM {P}checkpoints
-              WHERE ns = ? AND thread_id = ? ORDER BY id DESC LIMIT 1) c
-        LEFT JOIN {P}writes w ON w.ns = ? AND w.thread_id = ? AND w.checkpoint_id = c.id
-        ORDER BY w.seq""",
-    "one_writes": """SELECT c.id, c.parent_id, c.step, c.created_at, c.metadata, c.body,
-            w.task_id, w.kind, w.wkey, w.value
-        FROM {P}checkpoints c
-        LEFT JOIN {P}writes w ON w.ns = c.ns AND w.thread_id = c.thread_id AND w.checkpoint_id = c.id
-        WHERE c.ns = ? AND c.thread_id = ? AND c.id = ?
-        ORDER BY w.seq""",
+    "head_writes": _HEAD_WRITES.replace("{thread}", "").replace("{thread_join}", ""),
+    "one_writes": _ONE_WRITES.replace("{thread}", "").replace("{thread_join}", ""),
     # The same two with the thread's row and the lease clock (as ``thread_status`` reads them)
     # on every row: what get_state shows, in the same round trip (on PostgreSQL, one of three
     # that a read of a thread's state took).
-    "head_writes_status": """SELECT c.id, c.parent_id, c.step, c.created_at, c.metadata, c.body,
-            w.task_id, w.kind, w.wkey, w.value,
-            {clock}, t.gen, t.owner, t.holder, t.taken_at, t.expires_at, t.held, t.status, t.updated_at
-        FROM (SELECT id, parent_id, step, created_at, metadata, body FROM {P}checkpoints
-              WHERE ns = ? AND thread_id = ? ORDER BY id DESC LIMIT 1) c
-        LEFT JOIN {P}writes w ON w.ns = ? AND w.thread_id = ? AND w.checkpoint_id = c.id
-        LEFT JOIN {P}threads t ON t.ns = ? AND t.thread_id = ?
-        ORDER BY w.seq""",
-    "one_writes_status": """SELECT c.id, c.parent_id, c.step, c.created_at, c.metadata, c.body,
-            w.task_id, w.kind, w.wkey, w.value,
-            {clock}, t.gen, t.owner, t.holder, t.taken_at, t.expires_at, t.held, t.status, t.updated_at
-        FROM {P}checkpoints c
-        LEFT JOIN {P}writes w ON w.ns = c.ns AND w.thread_id = c.thread_id AND w.checkpoint_id = c.id
-        LEFT JOIN {P}threads t ON t.ns = c.ns AND t.thread_id = c.thread_id
-        WHERE c.ns = ? AND c.thread_id = ? AND c.id = ?
-        ORDER BY w.seq""",
+    "head_writes_status": _HEAD_WRITES.replace("{thread}", _THREAD_COLUMNS).replace(
+        "{thread_join}", "LEFT JOIN {P}threads t ON t.ns = ? AND t.thread_id = ?"
+    ),
+    "one_writes_status": _ONE_WRITES.replace("{thread}", _THREAD_COLUMNS).replace(
+        "{thread_join}", "LEFT JOIN {P}threads t ON t.ns = c.ns AND t.thread_id = c.thread_id"
+    ),
     # The lineage walk: one recursive query. ``depth`` bounds it by the limit, and by the
     # thread's size so that foreign data with a parent cycle cannot make it run forever.
     "lineage": """WITH RECURSIVE lin (id, parent_id, step, created_at, metadata, body, depth) AS (
