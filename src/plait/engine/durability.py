@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from plait.checkpoint.model import Checkpoint, CheckpointWrite, RestStatus
+from plait.checkpoint.model import Checkpoint, CheckpointWrite, RestStatus, make_checkpoint_write
 from plait.engine.commit import Committer
 from plait.store import MemoryWrite
 from plait.types import Durability
@@ -59,12 +59,7 @@ class Durable:
         the memory store writes of the step that made it."""
         self.current = cp
         self.rest = "ready" if cp.next_tasks else "idle"
-        self.committer.submit(
-            checkpoint=CheckpointWrite(
-                checkpoint=cp, changed=frozenset(changed), folds_parent_writes=folds, checked=checked
-            ),
-            memory=memory,
-        )
+        self.committer.submit(checkpoint=make_checkpoint_write(cp, frozenset(changed), folds, checked), memory=memory)
         self.persisted_id = cp.id
 
     async def store_step(
@@ -104,7 +99,7 @@ class _Sync(Durable):
         self.persisted_id = cp.id
         self.rest = "ready" if cp.next_tasks else "idle"
         await self.committer.commit_now(
-            CheckpointWrite(checkpoint=cp, changed=frozenset(changed), folds_parent_writes=folds, checked=True),
+            make_checkpoint_write(cp, frozenset(changed), folds, True),
             memory,
         )
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from plait.checkpoint.model import Checkpoint, Task, make_task, task_id
+from plait.checkpoint.model import Checkpoint, Task, make_checkpoint, make_task, task_id
 from plait.engine.spec import GraphSpec
 from plait.types import END
 
@@ -74,7 +74,7 @@ def plan_next(
                     if j.target != END:  # a join to END: the branches just end together
                         nodes[j.target] = None
                     del arrived[j.id]
-    tasks = [Task(id=task_id(checkpoint_id, n, 0), node=n) for n in nodes]
+    tasks = [make_task(task_id(checkpoint_id, n, 0), n, False, None) for n in nodes]
     if sends:
         tasks.extend(_send_tasks(checkpoint_id, sends))
     if arrived is None:
@@ -119,9 +119,9 @@ def bare_checkpoint(
     cid: str, cur: Checkpoint, tasks: tuple[Task, ...], barriers: dict[str, tuple[str, ...]]
 ) -> Checkpoint:
     """Without a checkpointer nothing is stored: keep only what the loop reads next."""
-    return Checkpoint(
-        thread_id="", id=cid, parent_id=None, step=cur.step + 1, values={}, next_tasks=tasks, barriers=barriers
-    )
+    # (Checkpoint's fields in order: thread, namespace, id, parent, step, values, versions,
+    # next tasks, barriers, metadata, created at, pending writes)
+    return make_checkpoint("", "", cid, None, cur.step + 1, {}, {}, tasks, barriers, {}, 0.0, ())
 
 
 def renamed_tasks(tasks: tuple[Task, ...], checkpoint_id: str) -> tuple[Task, ...]:

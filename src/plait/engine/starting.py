@@ -13,7 +13,15 @@ from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
 from plait.checkpoint.base import Checkpointer
-from plait.checkpoint.model import Checkpoint, PendingWrite, Task, WritesBatch, new_checkpoint_id, waiting_interrupts
+from plait.checkpoint.model import (
+    Checkpoint,
+    PendingWrite,
+    Task,
+    WritesBatch,
+    make_checkpoint,
+    new_checkpoint_id,
+    waiting_interrupts,
+)
 from plait.engine.commit import Committer
 from plait.engine.durability import Durable
 from plait.engine.emitter import Emitter
@@ -238,17 +246,17 @@ class Starting:
         st = self.state
         if self.trace is not None and self.trace.stamp is not None:
             extra["trace"] = self.trace.stamp
-        return Checkpoint(
-            thread_id=self.thread_id or "",
-            namespace=self.namespace,
-            id=cid,
-            parent_id=parent,
-            step=step,
-            values=dict(st.table),
-            versions=st.channel_versions,  # a copy already
-            next_tasks=tuple(tasks),
-            barriers=dict(barriers),
-            metadata=checkpoint_metadata(
+        return make_checkpoint(  # (the fields in order: see Checkpoint)
+            self.thread_id or "",
+            self.namespace,
+            cid,
+            parent,
+            step,
+            dict(st.table),
+            st.channel_versions,  # a copy already
+            tuple(tasks),
+            dict(barriers),
+            checkpoint_metadata(
                 source,
                 step,
                 self.spec,
@@ -259,7 +267,8 @@ class Starting:
                 carry=self.carry,
                 **extra,
             ),
-            created_at=time.time(),
+            time.time(),
+            (),
         )
 
     def _store(self, cp: Checkpoint, changed: set[str]) -> None:
