@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import inspect
 import sys
 import threading
@@ -56,35 +57,39 @@ async def run_all(coros: Iterable[Coroutine[Any, Any, _T]], *, limit: int | None
 
     ``limit`` (a run's ``max_concurrency``) caps how many run at once; the others wait
     their turn in order.
+
+    The caller waits for one unfinished task at a time, in order, instead of each task
+    calling back when it ends: in a wide step most tasks have ended by the time the caller
+    looks at them (they all ran in the loop turn that finished the first), so a fan-out of a
+    hundred pays for one or a few wake-ups instead of a hundred callbacks.
     """
     if limit is not None:
         coros = _capped(coros, limit)
     loop = asyncio.get_running_loop()
     tasks = _start(loop, coros)
-    running = [task for task in tasks if not task.done()]
-    if running:
+    for task in tasks:
+        if task.done():
+            continue
         waiter: asyncio.Future[None] = loop.create_future()
-        left = len(running)
-
-        def finished(_task: asyncio.Task[_T]) -> None:
-            nonlocal left
-            left -= 1
-            if not left and not waiter.done():
-                waiter.set_result(None)
-
-        for task in running:
-            task.add_done_callback(finished)
+        task.add_done_callback(functools.partial(_wake, waiter))
         try:
             await waiter
         except asyncio.CancelledError:
-            for task in running:
-                task.cancel()
-            await asyncio.wait(running)
+            running = [t for t in tasks if not t.done()]
+            for t in running:
+                t.cancel()
+            if running:
+                await asyncio.wait(running)
             raise
     for task in tasks:  # mark every failure retrieved; the first one is raised below
         if not task.cancelled():
             task.exception()
     return [task.result() for task in tasks]
+
+
+def _wake(waiter: asyncio.Future[None], _task: asyncio.Task[Any]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 def _capped(coros: Iterable[Coroutine[Any, Any, _T]], limit: int) -> list[Coroutine[Any, Any, _T]]:
