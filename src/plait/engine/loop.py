@@ -13,7 +13,6 @@ import contextlib
 import functools
 import os
 import socket
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -21,10 +20,10 @@ from typing import Any
 
 from plait.checkpoint.model import Checkpoint, Fence, PendingWrite, RestStatus, Task, new_checkpoint_id
 from plait.engine.commit import Committer
-from plait.engine.context import NodeContext, ParentCommand, SubgraphScope, current_node
+from plait.engine.context import ParentCommand, SubgraphScope
 from plait.engine.durability import Durable, durability_for
 from plait.engine.emitter import Emitter, MessageSource, NestedSink, Sink, with_hooks
-from plait.engine.events import NodeStarted, RunFinished
+from plait.engine.events import RunFinished
 from plait.engine.lease import ThreadLease, renews_off_loop
 from plait.engine.merge import (
     Results,
@@ -35,16 +34,15 @@ from plait.engine.merge import (
     step_timings,
     written_keys,
 )
-from plait.engine.migrating import Migrating
 from plait.engine.options import Binding, RunHooks, RunOptions, RunOutcome, RunResult
 from plait.engine.pending import result_write
 from plait.engine.plan import bare_checkpoint, hold_deferred, plan_next, with_held
 from plait.engine.spec import GraphSpec, SubgraphRunner
-from plait.engine.tasks import StateView, TaskOutcome, run_all, run_task
+from plait.engine.stepping import Stepping
+from plait.engine.tasks import TaskOutcome
 from plait.errors import (
     CheckpointNotFoundError,
     InvalidResumeError,
-    NoParentGraphError,
     PlaitError,
     RecursionLimitError,
 )
@@ -64,7 +62,7 @@ class _Stop(Exception):
         self.result = result
 
 
-class Driver(Migrating):
+class Driver(Stepping):
     """One run of a graph (one ``invoke``): owns the run state, the committer and the lease
     for its duration. ``binding`` says where and how the graph runs, ``options`` what this
     call asked for; ``sink``/``modes`` are the caller's stream."""
@@ -404,83 +402,6 @@ class Driver(Migrating):
             await self._pause(new, [PendingWrite(task_id="", kind="breakpoint", key="after")], ())
         return new, next_tasks
 
-    async def _run_tasks(
-        self, cur: Checkpoint, to_run: Sequence[Task], inputs: Any, results: Results, base: Mapping[str, Any]
-    ) -> list[TaskOutcome]:
-        """Run a step's tasks concurrently, each finished one's writes kept in ``results``
-        (and saved as a pending write when the step has several, in the modes that do)."""
-        step = cur.step
-        if self.spec.managed:  # RemainingSteps, IsLastStep: what the nodes and routers read beside the values
-            base = {**base, **self._managed(self.steps_done)}
-        view = StateView(base, self.spec)
-        model = self.spec.schema.model
-        multi = len(to_run) > 1
-        # A lone sync node runs inline on the loop when the lease is renewed off the loop
-        # (always, for plait's own backends); otherwise it runs in a worker thread so that a
-        # slow node (an LLM call) cannot starve the lease renewal.
-        inline = not multi and self._inline_ok
-        flush = multi and self.persist is not None and self.persist.flushes_results
-        emit, trace = self.emit, self.trace
-
-        async def one(task: Task) -> TaskOutcome:
-            if self.hold is not None and self.hold.error is not None:  # lost while siblings ran
-                return TaskOutcome(error=self.hold.error)
-            ctx = NodeContext(
-                thread_id=self.thread_id,
-                namespace=self.namespace,
-                checkpoint_id=cur.id,
-                step=step,
-                node=task.node,
-                task_id=task.id,
-                host=self,
-                resume_values=inputs.resume.get(task.id, []),
-                effects=inputs.effects.get(task.id, {}),
-                context=self.options.context,
-                memory_store=self.binding.store,
-            )
-            if emit.active:
-                emit.event(NodeStarted(node=task.node, task_id=task.id, step=step))
-            node = self.spec.nodes[task.node]
-            arg = node.sent_arg(task.arg) if task.send else view
-            if model is not None and not task.send and not node.raw_state:
-                arg = model.instance(base)  # one per task: a node may change its copy
-            began = time.perf_counter()
-            on_retry = emit.retry_hook(task, step) if emit.events else None
-            traced = None if trace is None else trace.task(task.node, task.id, step)
-            work = run_task(
-                self.spec,
-                node,
-                arg,
-                ctx,
-                self.state,
-                base,
-                inline=inline,
-                on_retry=on_retry if traced is None else traced.chain(on_retry),
-                executor=self.binding.executor,
-                on_attempt=None if traced is None else traced.attempt,
-                cache=self.binding.cache,
-            )
-            out = await (work if traced is None else traced.run(work))
-            out.seconds = time.perf_counter() - began
-            if out.parent is not None and not self.path and current_node.get() is None:
-                # no node of another graph runs this one: the command has nowhere to go
-                out.error, out.parent = NoParentGraphError(task.node, step, self.thread_id), None
-            if out.error is None and out.interrupt is None and out.parent is None:
-                results[task.id] = (out.writes, out.routes)
-                inputs.timings[task.id] = (out.seconds, out.attempts)
-                if out.memory:
-                    inputs.memory[task.id] = out.memory
-                if flush:
-                    assert self.committer is not None
-                    self.committer.submit(writes=self._batch([result_write(task.id, out)], cur.id))
-                if emit.active:
-                    emit.task_done(task, out, step)
-            return out
-
-        if not multi:
-            return [await one(to_run[0])] if to_run else []
-        return await run_all((one(t) for t in to_run), limit=self.options.max_concurrency)
-
     async def _stop_if_failed_or_paused(
         self, cur: Checkpoint, to_run: Sequence[Task], outcomes: Sequence[TaskOutcome]
     ) -> None:
@@ -546,7 +467,8 @@ class Driver(Migrating):
             # The run's last checkpoint gives the lease back in its own commit (a round
             # trip fewer per run, in every durability mode).
             self._finishing("idle")
-        await self.emit.hand_over()  # a streamed answer's reader goes first
+        if self.emit.streamed:  # a streamed answer's reader goes first
+            await self.emit.hand_over()
         await persist.store_step(new, set(changed), folds=folds, memory=memory)
         return new, next_tasks
 

@@ -156,6 +156,12 @@ class GraphSpec:
         return any(n.defer for n in self.nodes.values())
 
     @functools.cached_property
+    def names_messages(self) -> bool:
+        """Whether a channel names the messages written to it (most graphs have none, and
+        skip naming a task's writes)."""
+        return any(c.reducer.assigns_ids for c in self.schema)
+
+    @functools.cached_property
     def reducer_specs(self) -> Mapping[str, Any]:
         """Each channel's reducer spec, as checkpoint metadata records them (shared by every
         checkpoint of the graph: never mutate it)."""

@@ -332,10 +332,8 @@ def goto_routes(goto: Any, nodes: Mapping[str, NodeSpec], source: str) -> list[R
     return out
 
 
-async def router_routes(r: RouterSpec, state: Mapping[str, Any], nodes: Mapping[str, NodeSpec]) -> list[Route]:
-    choice = r.fn(state)
-    if type(choice) is not str and inspect.isawaitable(choice):  # (a node name: the usual answer)
-        choice = await choice
+def chosen_routes(r: RouterSpec, choice: Any, nodes: Mapping[str, NodeSpec]) -> list[Route]:
+    """The routes of router ``r``'s answer ``choice`` (awaited, when it was awaitable)."""
     if r.path_map is not None and not isinstance(choice, list | tuple | Send):
         if choice not in r.path_map:
             raise GraphError(
@@ -371,7 +369,10 @@ async def routes_and_fold(
         if spec.schema.model is not None:  # a router reads the state as the model, as a node does
             view = spec.schema.model.instance({**base, **own})
         for r in routers:
-            routes.extend(await router_routes(r, view, spec.nodes))
+            choice = r.fn(view)
+            if type(choice) is not str and inspect.isawaitable(choice):  # (a node name: the usual answer)
+                choice = await choice
+            routes.extend(chosen_routes(r, choice, spec.nodes))
     if goto:
         routes.extend(goto_routes(goto, spec.nodes, node))
     return routes, own
@@ -463,20 +464,7 @@ async def _from_cache(
     return caching, out
 
 
-async def _attempt(node: NodeSpec, arg: Any, ctx: NodeContext, inline: bool, executor: NodeExecutor | None) -> Any:
-    """One call of the node: its ``plait.task`` calls still running end first, and a command
-    a subgraph it ran handed up to its parent is this node's own."""
-    try:
-        try:
-            return await _call(node, arg, ctx, inline, executor)
-        finally:
-            if ctx.task_calls is not None:
-                await ctx.task_calls.settle()
-    except ParentCommand as signal:
-        return Command(update=signal.command.update, goto=signal.command.goto)
-
-
-async def run_task(  # noqa: PLR0912 - each way a node's call can end (result, interrupt, lease lost, refusal, timeout, retry) in one place
+async def run_task(  # noqa: PLR0912, PLR0915 - each way a node's call can end (result, interrupt, lease lost, refusal, timeout, retry) in one place
     graph: GraphSpec,
     node: NodeSpec,
     arg: Any,
@@ -509,7 +497,16 @@ async def run_task(  # noqa: PLR0912 - each way a node's call can end (result, i
         if on_attempt is not None:  # (tracing: a span per attempt)
             on_attempt(attempt)
         try:
-            result = await _attempt(node, arg, ctx, inline, executor)
+            # One call of the node: its ``plait.task`` calls still running end first, and a
+            # command a subgraph it ran handed up to its parent is this node's own.
+            try:
+                try:
+                    result = await _call(node, arg, ctx, inline, executor)
+                finally:
+                    if ctx.task_calls is not None:
+                        await ctx.task_calls.settle()
+            except ParentCommand as signal:
+                result = Command(update=signal.command.update, goto=signal.command.goto)
         except GraphInterrupt as signal:
             return TaskOutcome(interrupt=signal.interrupt)
         except LeaseLostError as exc:  # ctx.once() found the thread taken over: stop, do not retry
@@ -540,7 +537,8 @@ async def run_task(  # noqa: PLR0912 - each way a node's call can end (result, i
                 err = NodeError(node.name, ctx.step, ctx.thread_id, exc)
                 err.__cause__ = exc
                 return TaskOutcome(error=err)
-            out = await _routed(graph, node, ctx, state, base, graph.schema.with_ids(raw, ctx.message_seed), goto)
+            writes = graph.schema.with_ids(raw, ctx.message_seed) if graph.names_messages else raw
+            out = await _routed(graph, node, ctx, state, base, writes, goto)
             out.memory, out.attempts = list(ctx.staged), attempt
             if caching is not None and out.error is None and out.interrupt is None:
                 try:
