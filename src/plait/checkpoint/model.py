@@ -532,6 +532,8 @@ class HeadCondition(NamedTuple):
 
 _id_lock = threading.Lock()
 _last_id = [0]
+_last_text = [""]
+"""The last id made (its value is ``_last_id``): a run asks for the one after it each step."""
 _process_tag = [os.urandom(3).hex()]
 
 
@@ -552,7 +554,7 @@ def new_checkpoint_id(after: str | None = None) -> str:
     collide (the hot path makes no system call for randomness).
     """
     now = int(time.time() * 1_000_000) << 12
-    if after is not None:
+    if after is not None and after is not _last_text[0]:  # (the last id made here is below the next anyway)
         try:
             parent = int(after[:16], 16) + 1
         except ValueError:  # a foreign id: order by our own clock
@@ -561,7 +563,8 @@ def new_checkpoint_id(after: str | None = None) -> str:
     with _id_lock:
         value = max(now, _last_id[0] + 1)
         _last_id[0] = value
-    return f"{value:016x}{_process_tag[0]}"
+        _last_text[0] = text = f"{value:016x}{_process_tag[0]}"
+    return text
 
 
 def waiting_interrupts(pending: Sequence[PendingWrite]) -> list[Interrupt]:

@@ -13,6 +13,7 @@ next checkpoint's parent) and the strategy answers; no ``durability ==`` test is
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from typing import Literal
 
 from plait.checkpoint.model import Checkpoint, CheckpointWrite, RestStatus, make_checkpoint_write
@@ -49,7 +50,7 @@ class Durable:
     def store(
         self,
         cp: Checkpoint,
-        changed: set[str],
+        changed: AbstractSet[str],
         *,
         folds: bool,
         checked: bool = False,
@@ -63,7 +64,7 @@ class Durable:
         self.persisted_id = cp.id
 
     async def store_step(
-        self, cp: Checkpoint, changed: set[str], *, folds: bool, memory: Sequence[MemoryWrite] = ()
+        self, cp: Checkpoint, changed: AbstractSet[str], *, folds: bool, memory: Sequence[MemoryWrite] = ()
     ) -> None:
         """Store a step's checkpoint (the loop's one call per step) and its memory store
         writes. A step checkpoint is :attr:`~plait.checkpoint.model.CheckpointWrite.checked`:
@@ -92,7 +93,7 @@ class _Sync(Durable):
     mode = "sync"
 
     async def store_step(
-        self, cp: Checkpoint, changed: set[str], *, folds: bool, memory: Sequence[MemoryWrite] = ()
+        self, cp: Checkpoint, changed: AbstractSet[str], *, folds: bool, memory: Sequence[MemoryWrite] = ()
     ) -> None:
         # committed inline, without the queue: the step waits for it anyway
         self.current = cp
@@ -123,7 +124,7 @@ class _Exit(Durable):
     def store(
         self,
         cp: Checkpoint,
-        changed: set[str],
+        changed: AbstractSet[str],
         *,
         folds: bool,
         checked: bool = False,

@@ -469,7 +469,7 @@ class Driver(Stepping):
             self._finishing("idle")
         if self.emit.streamed:  # a streamed answer's reader goes first
             await self.emit.hand_over()
-        await persist.store_step(new, set(changed), folds=folds, memory=memory)
+        await persist.store_step(new, frozenset(changed), folds=folds, memory=memory)
         return new, next_tasks
 
     # -- persistence ---------------------------------------------------------------------

@@ -45,6 +45,7 @@ class Stepping(Migrating):
         inline = not multi and self._inline_ok
         flush = multi and self.persist is not None and self.persist.flushes_results
         emit, trace = self.emit, self.trace
+        timed = self.persist is not None  # (how long a task took is stored with its checkpoint)
         host = cast(TaskHost, self)  # (the driver is the tasks' host)
 
         async def one(task: Task) -> TaskOutcome:
@@ -69,7 +70,7 @@ class Stepping(Migrating):
             arg = node.sent_arg(task.arg) if task.send else view
             if model is not None and not task.send and not node.raw_state:
                 arg = model.instance(base)  # one per task: a node may change its copy
-            began = time.perf_counter()
+            began = time.perf_counter() if timed else 0.0
             on_retry = emit.retry_hook(task, step) if emit.events else None
             traced = None if trace is None else trace.task(task.node, task.id, step)
             work = run_task(
@@ -86,13 +87,15 @@ class Stepping(Migrating):
                 cache=self.binding.cache,
             )
             out = await (work if traced is None else traced.run(work))
-            out.seconds = time.perf_counter() - began
+            if timed:
+                out.seconds = time.perf_counter() - began
             if out.parent is not None and not self.path and current_node.get() is None:
                 # no node of another graph runs this one: the command has nowhere to go
                 out.error, out.parent = NoParentGraphError(task.node, step, self.thread_id), None
             if out.error is None and out.interrupt is None and out.parent is None:
                 results[task.id] = (out.writes, out.routes)
-                inputs.timings[task.id] = (out.seconds, out.attempts)
+                if timed:
+                    inputs.timings[task.id] = (out.seconds, out.attempts)
                 if out.memory:
                     inputs.memory[task.id] = out.memory
                 if flush:

@@ -14,7 +14,7 @@ from functools import partial
 from typing import Any
 
 from plait._codec import fingerprint, freeze
-from plait._frozen import FrozenDict, thaw
+from plait._frozen import FrozenDict, FrozenList, thaw
 from plait.errors import InvalidUpdateError, ReducerError
 from plait.state.reducers import NO_DEFAULT, OVERWRITE_KEY, AppendList, Reducer, is_overwrite, overwritten
 from plait.state.schema import StateSchema
@@ -247,9 +247,10 @@ class RunState:
                 len(group) > 1
                 and type(reducer) is AppendList
                 and current is not NO_DEFAULT
-                and not any(is_overwrite(raw) for raw, _ in group)
-            ):
-                out[key] = reducer.extend_all(current, [freeze(raw, key, node) for raw, node in group])
+                and not any(type(raw) is not FrozenList and is_overwrite(raw) for raw, _ in group)
+            ):  # (a frozen list, what a node's write is by now, is no Overwrite and needs no second look)
+                frozen = [raw if type(raw) is FrozenList else freeze(raw, key, node) for raw, node in group]
+                out[key] = reducer.extend_all(current, frozen)
                 continue
             for raw, node in group:
                 current = _fold_one(reducer, key, current, freeze(raw, key, node), node)
