@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
-from plait._fast_init import positional_maker
+from plait._fast_init import given_maker, positional_maker
 from plait._frozen import FrozenDict
 from plait.checkpoint.model import Checkpoint, PendingWrite, Task
 from plait.graph.records import ThreadState
@@ -58,3 +59,45 @@ def test_a_class_that_is_not_a_slotted_dataclass_is_refused() -> None:
         positional_maker(Plain)
     with pytest.raises(TypeError, match="slotted dataclass"):
         positional_maker(int)
+
+
+@dataclasses.dataclass(kw_only=True)
+class _Record:
+    name: str
+    size: int = 0
+    tags: list[str] = dataclasses.field(default_factory=list)
+    meta: dict[str, Any] = dataclasses.field(default_factory=dict)
+    seen: set[str] = dataclasses.field(default_factory=set)
+    kind: tuple[str, ...] = ("a",)
+    note: str | None = None
+
+
+def test_given_maker_sets_the_given_fields_and_defaults_the_rest() -> None:
+    make = given_maker(_Record, ("size", "name"))
+    made = make(3, "x")
+    assert type(made) is _Record and made == _Record(name="x", size=3)
+    assert list(vars(made)) == [f.name for f in dataclasses.fields(_Record)], "set in field order"
+    other = make(0, "y")
+    assert other.tags is not made.tags and other.meta is not made.meta and other.seen is not made.seen
+
+
+def test_given_maker_refuses_what_it_could_not_make_as_the_constructor_would() -> None:
+    with pytest.raises(TypeError, match="has no default"):
+        given_maker(_Record, ("size",))
+    with pytest.raises(TypeError, match="no field"):
+        given_maker(_Record, ("name", "colour"))
+
+    @dataclasses.dataclass(frozen=True)
+    class Frozen:
+        a: int
+
+    @dataclasses.dataclass
+    class Checked:
+        a: int
+
+        def __post_init__(self) -> None:
+            assert self.a >= 0
+
+    for cls in (Frozen, Checked, int):
+        with pytest.raises(TypeError, match="mutable dataclass"):
+            given_maker(cls, ("a",))

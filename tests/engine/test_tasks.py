@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from plait import END, START, AppendList, Graph, MissingValueError, StateSchema
-from plait.engine.tasks import run_all
+from plait.engine.tasks import TaskOutcome, finished, run_all
 
 
 def test_results_come_back_in_the_order_given_not_the_order_of_finishing() -> None:
@@ -176,3 +176,9 @@ def test_reading_a_channel_without_a_value_names_the_keys_that_have_one_and_its_
     assert err.declared and err.writers == ("writer",)
     assert "channel 'draft' has no value yet (it is written by 'writer')" in str(err)
     assert "keys with a value: 'log', 'verdict'" in str(err)
+
+
+def test_finished_makes_what_the_constructor_makes() -> None:
+    made = finished([("n", 1)], ["b"], {"n": 1})
+    assert made == TaskOutcome(writes=[("n", 1)], routes=["b"], folded={"n": 1})
+    assert made.memory is not finished([], [], None).memory

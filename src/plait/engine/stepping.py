@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from plait.checkpoint.model import Checkpoint, Task
-from plait.engine.context import NodeContext, TaskHost, current_node
+from plait.engine.context import TaskHost, current_node, node_context
 from plait.engine.events import NodeStarted
 from plait.engine.merge import Results
 from plait.engine.migrating import Migrating
@@ -51,18 +51,18 @@ class Stepping(Migrating):
         async def one(task: Task) -> TaskOutcome:
             if self.hold is not None and self.hold.error is not None:  # lost while siblings ran
                 return TaskOutcome(error=self.hold.error)
-            ctx = NodeContext(
-                thread_id=self.thread_id,
-                namespace=self.namespace,
-                checkpoint_id=cur.id,
-                step=step,
-                node=task.node,
-                task_id=task.id,
-                host=host,
-                resume_values=inputs.resume.get(task.id, []),
-                effects=inputs.effects.get(task.id, {}),
-                context=self.options.context,
-                memory_store=self.binding.store,
+            ctx = node_context(
+                self.thread_id,
+                self.namespace,
+                cur.id,
+                step,
+                task.node,
+                task.id,
+                host,
+                self.options.context,
+                inputs.resume.get(task.id, []),
+                inputs.effects.get(task.id, {}),
+                self.binding.store,
             )
             if emit.active:
                 emit.event(NodeStarted(node=task.node, task_id=task.id, step=step))

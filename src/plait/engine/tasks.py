@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from plait._codec import freeze, freeze_send_arg
+from plait._fast_init import given_maker
 from plait._frozen import FrozenView
 from plait.checkpoint.cache import NodeCache
 from plait.engine.caching import NodeCaching
@@ -39,7 +40,7 @@ from plait.store import MemoryWrite
 from plait.types import END, Command, Send
 from plait.types import Interrupt as InterruptRecord
 
-__all__ = ["StateView", "TaskOutcome", "in_thread", "run_all", "run_task"]
+__all__ = ["StateView", "TaskOutcome", "finished", "in_thread", "run_all", "run_task"]
 
 
 _T = TypeVar("_T")
@@ -220,6 +221,11 @@ class TaskOutcome:
     it has no writes or routes here (see :class:`~plait.engine.context.ParentCommand`)."""
     cached: bool = False
     """Its writes came from the node cache: the node did not run (see :mod:`plait.engine.caching`)."""
+
+
+finished = given_maker(TaskOutcome, ("writes", "routes", "folded"))
+"""``TaskOutcome(writes=..., routes=..., folded=...)`` with those given in this order, at under
+half the cost (see :func:`~plait._fast_init.given_maker`): every task that ends well makes one."""
 
 
 def for_parent(result: Any) -> Command | None:
@@ -438,7 +444,7 @@ async def _routed(
         err = NodeError(node.name, ctx.step, ctx.thread_id, exc)
         err.__cause__ = exc
         return TaskOutcome(error=err)
-    return TaskOutcome(writes=writes, routes=routes, folded=folded)
+    return finished(writes, routes, folded)
 
 
 async def _from_cache(
@@ -539,7 +545,9 @@ async def run_task(  # noqa: PLR0912, PLR0915 - each way a node's call can end (
                 return TaskOutcome(error=err)
             writes = graph.schema.with_ids(raw, ctx.message_seed) if graph.names_messages else raw
             out = await _routed(graph, node, ctx, state, base, writes, goto)
-            out.memory, out.attempts = list(ctx.staged), attempt
+            out.attempts = attempt
+            if ctx.staged:
+                out.memory = list(ctx.staged)
             if caching is not None and out.error is None and out.interrupt is None:
                 try:
                     await caching.keep(raw, goto)
