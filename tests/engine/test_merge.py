@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from plait import AppendList, LastWriteWins, StateSchema
 from plait.checkpoint.model import PendingWrite, Task
-from plait.engine.merge import Results, error_write, merge_step, read_pending, written_keys
+from plait.engine.merge import Results, StepInputs, error_write, merge_step, no_pending, read_pending, written_keys
 from plait.errors import ConcurrentWriteError, NodeError
 from plait.state.run_state import RunState
 
@@ -115,3 +115,10 @@ def test_a_function_reducer_runs_once_per_write_even_when_a_router_reads_the_wri
     g.add_conditional_edges("inc", lambda s: "inc" if s["n"] < 5 else END)
     assert g.compile().invoke({"n": 0})["n"] == 5
     assert calls == [(None, 0), (0, 1), (1, 1), (2, 1), (3, 1), (4, 1)]
+
+
+def test_no_pending_is_a_fresh_empty_step_input_each_time() -> None:
+    made = no_pending()
+    assert made == StepInputs()
+    made.results["x"] = ([], [])
+    assert no_pending().results == {}

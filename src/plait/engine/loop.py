@@ -27,9 +27,9 @@ from plait.engine.events import RunFinished
 from plait.engine.lease import ThreadLease, renews_off_loop
 from plait.engine.merge import (
     Results,
-    StepInputs,
     error_write,
     merge_step,
+    no_pending,
     read_pending,
     step_timings,
     written_keys,
@@ -357,7 +357,7 @@ class Driver(Stepping):
         if hold is not None and hold.error is not None:
             raise hold.error
         tasks, held = hold_deferred(self.spec, tasks) if self.spec.defers else (tasks, ())
-        inputs = read_pending(pending, self.spec.schema) if pending else StepInputs()
+        inputs = read_pending(pending, self.spec.schema) if pending else no_pending()
         results = inputs.results
         to_run = [t for t in tasks if t.id not in results]
         if self.before and not inputs.breakpoint_taken and any(t.node in self.before for t in to_run):

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from plait._fast_init import given_maker
 from plait.checkpoint.model import PendingWrite, Task
 from plait.checkpoint.retention import RETENTION_KEY
 from plait.engine.pending import resume_values
@@ -29,6 +30,7 @@ __all__ = [
     "checkpoint_metadata",
     "error_write",
     "merge_step",
+    "no_pending",
     "read_pending",
     "step_timings",
     "thread_version",
@@ -56,6 +58,11 @@ class StepInputs:
     """The memory store writes of the finished tasks, per task: committed with the step."""
     timings: dict[str, tuple[float, int]] = field(default_factory=dict)
     """How long each finished task took and in how many attempts (seconds, attempts)."""
+
+
+no_pending = given_maker(StepInputs, ())
+"""``StepInputs()`` at under half the cost (see :func:`~plait._fast_init.given_maker`): a
+step started with no pending writes, as most are."""
 
 
 def read_pending(pending: Sequence[PendingWrite], schema: StateSchema) -> StepInputs:

@@ -405,12 +405,7 @@ async def _call(spec: NodeSpec, arg: Any, ctx: NodeContext, inline: bool, execut
         finally:
             current_node.reset(token)
     if inline and spec.timeout is None and not spec.takes_ctx:
-        ctx.inline = True
-        token = current_node.set(ctx)
-        try:
-            return spec.fn(*args)
-        finally:
-            current_node.reset(token)
+        return _call_inline(spec, arg, ctx)
     context = contextvars.copy_context()
     context.run(current_node.set, ctx)
     fut = in_thread(asyncio.get_running_loop(), context, spec.fn, args, executor or default_executor())
@@ -421,6 +416,17 @@ async def _call(spec: NodeSpec, arg: Any, ctx: NodeContext, inline: bool, execut
         fut.cancel()  # the thread keeps running to its end; its result is dropped
         raise _NodeTimedOut
     return fut.result()
+
+
+def _call_inline(spec: NodeSpec, arg: Any, ctx: NodeContext) -> Any:
+    """A lone sync node that takes no context, called on the loop itself (see
+    :meth:`~plait.engine.stepping.Stepping._run_tasks`): no worker thread, no coroutine."""
+    ctx.inline = True
+    token = current_node.set(ctx)
+    try:
+        return spec.fn(arg)
+    finally:
+        current_node.reset(token)
 
 
 async def _routed(
@@ -507,7 +513,10 @@ async def run_task(  # noqa: PLR0912, PLR0915 - each way a node's call can end (
             # command a subgraph it ran handed up to its parent is this node's own.
             try:
                 try:
-                    result = await _call(node, arg, ctx, inline, executor)
+                    if inline and not node.is_async and node.timeout is None and not node.takes_ctx:
+                        result = _call_inline(node, arg, ctx)
+                    else:
+                        result = await _call(node, arg, ctx, inline, executor)
                 finally:
                     if ctx.task_calls is not None:
                         await ctx.task_calls.settle()
