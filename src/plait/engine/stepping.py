@@ -14,7 +14,8 @@ from plait.engine.merge import Results
 from plait.engine.migrating import Migrating
 from plait.engine.options import Binding
 from plait.engine.pending import result_write
-from plait.engine.tasks import StateView, TaskOutcome, run_all, run_task
+from plait.engine.tasks import StateView, TaskOutcome, run_task
+from plait.engine.together import run_all
 from plait.errors import NoParentGraphError
 
 __all__ = ["Stepping"]

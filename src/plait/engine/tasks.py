@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import functools
 import inspect
-import sys
 import threading
 import weakref
-from collections.abc import Callable, Container, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from plait._codec import freeze, freeze_send_arg
 from plait._fast_init import given_maker
@@ -40,81 +38,16 @@ from plait.store import MemoryWrite
 from plait.types import END, Command, Send
 from plait.types import Interrupt as InterruptRecord
 
-__all__ = ["StateView", "TaskOutcome", "finished", "in_thread", "run_all", "run_task"]
+__all__ = ["StateView", "TaskOutcome", "finished", "in_thread", "run_task"]
 
 
 _T = TypeVar("_T")
 
-
-async def run_all(coros: Iterable[Coroutine[Any, Any, _T]], *, limit: int | None = None) -> list[_T]:
-    """Run a super-step's tasks concurrently; their results in the order given.
-
-    ``asyncio.gather`` does this with a third more overhead per task (its gathering future
-    and per-child bookkeeping), and a fan-out of a hundred Sends spends most of its engine
-    time starting tasks. As with gather, cancelling the caller cancels every task and waits
-    for them to end before the CancelledError reaches it. Unlike gather, a task that raises
-    (tasks report node failures in their outcome; only a BaseException such as a
-    cancellation gets here) does not return control while its siblings still run.
-
-    ``limit`` (a run's ``max_concurrency``) caps how many run at once; the others wait
-    their turn in order.
-
-    The caller waits for one unfinished task at a time, in order, instead of each task
-    calling back when it ends: in a wide step most tasks have ended by the time the caller
-    looks at them (they all ran in the loop turn that finished the first), so a fan-out of a
-    hundred pays for one or a few wake-ups instead of a hundred callbacks.
-    """
-    if limit is not None:
-        coros = _capped(coros, limit)
-    loop = asyncio.get_running_loop()
-    tasks = _start(loop, coros)
-    for task in tasks:
-        if task.done():
-            continue
-        waiter: asyncio.Future[None] = loop.create_future()
-        task.add_done_callback(functools.partial(_wake, waiter))
-        try:
-            await waiter
-        except asyncio.CancelledError:
-            running = [t for t in tasks if not t.done()]
-            for t in running:
-                t.cancel()
-            if running:
-                await asyncio.wait(running)
-            raise
-    for task in tasks:  # mark every failure retrieved; the first one is raised below
-        if not task.cancelled():
-            task.exception()
-    return [task.result() for task in tasks]
-
-
-def _wake(waiter: asyncio.Future[None], _task: asyncio.Task[Any]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
-
-
-def _capped(coros: Iterable[Coroutine[Any, Any, _T]], limit: int) -> list[Coroutine[Any, Any, _T]]:
-    """``coros``, each waiting for one of ``limit`` slots before it starts."""
-    slots = asyncio.Semaphore(limit)
-
-    async def in_slot(coro: Coroutine[Any, Any, _T]) -> _T:
-        try:
-            async with slots:
-                return await coro
-        finally:
-            coro.close()  # one cancelled before its turn never started: no "never awaited"
-
-    return [in_slot(c) for c in coros]
-
-
-def _start(loop: asyncio.AbstractEventLoop, coros: Iterable[Coroutine[Any, Any, _T]]) -> list[asyncio.Task[_T]]:
-    """Tasks for ``coros``. From Python 3.12 each starts eagerly: it runs at once, as its own
-    task (``current_task()``, and so ``asyncio.timeout()``, see it), up to its first real
-    wait; a node that never waits finishes without a trip through the event loop. Python
-    3.11 has no eager start that keeps ``current_task()`` right, so there they are scheduled."""
-    if sys.version_info >= (3, 12):
-        return [asyncio.Task(c, loop=loop, eager_start=True) for c in coros]
-    return [loop.create_task(c) for c in coros]
+# The types the per-task paths test against, made once: ``isinstance(x, list | tuple)``
+# builds the union anew at every call, which doubles the test's cost.
+_LIST_OR_TUPLE: Final = (list, tuple)
+_STR_OR_SEND: Final = (str, Send)
+_LIST_TUPLE_SEND: Final = (list, tuple, Send)
 
 
 class _Waker:
@@ -233,7 +166,7 @@ def for_parent(result: Any) -> Command | None:
     of a returned list), else None."""
     if isinstance(result, Command):
         return result if result.graph == Command.PARENT else None
-    if isinstance(result, list | tuple):
+    if isinstance(result, _LIST_OR_TUPLE):
         return next((r for r in result if isinstance(r, Command) and r.graph == Command.PARENT), None)
     return None
 
@@ -252,7 +185,7 @@ def normalise(
     the writes are validated on ``current`` (the state the node saw), and the node may
     return an instance of the model."""
     goto: Any = ()
-    if isinstance(result, list | tuple) and any(isinstance(r, Command) for r in result):
+    if isinstance(result, _LIST_OR_TUPLE) and any(isinstance(r, Command) for r in result):
         result = _joined_commands(spec, result)
     if isinstance(result, Command):
         goto = result.goto
@@ -315,7 +248,7 @@ def _joined_commands(spec: NodeSpec, items: list[Any] | tuple[Any, ...]) -> Comm
 def goto_routes(goto: Any, nodes: Mapping[str, NodeSpec], source: str) -> list[Route]:
     if type(goto) is str and (goto in nodes or goto == END):
         return [goto]
-    if isinstance(goto, str | Send):
+    if isinstance(goto, _STR_OR_SEND):
         goto = [goto]
     out: list[Route] = []
     for g in goto:
@@ -340,14 +273,14 @@ def goto_routes(goto: Any, nodes: Mapping[str, NodeSpec], source: str) -> list[R
 
 def chosen_routes(r: RouterSpec, choice: Any, nodes: Mapping[str, NodeSpec]) -> list[Route]:
     """The routes of router ``r``'s answer ``choice`` (awaited, when it was awaitable)."""
-    if r.path_map is not None and not isinstance(choice, list | tuple | Send):
+    if r.path_map is not None and not isinstance(choice, _LIST_TUPLE_SEND):
         if choice not in r.path_map:
             raise GraphError(
                 f"the router of {r.source!r} returned {choice!r}, which its path_map does not list "
                 f"({', '.join(repr(k) for k in r.path_map)})"
             )
         choice = r.path_map[choice]
-    elif r.path_map is not None and isinstance(choice, list | tuple):
+    elif r.path_map is not None and isinstance(choice, _LIST_OR_TUPLE):
         choice = [r.path_map.get(c, c) if isinstance(c, str) else c for c in choice]
     if choice is None:
         return []
@@ -442,15 +375,34 @@ async def _routed(
     its routers (which may interrupt or fail) and its goto."""
     try:
         routes, folded = await routes_and_fold(graph, node.name, state, base, writes, goto)
-    except PlaitError as exc:  # a refused route: the state layer's own words
-        return TaskOutcome(error=exc)
     except GraphInterrupt as signal:  # interrupt() in a router
         return TaskOutcome(interrupt=signal.interrupt)
-    except Exception as exc:  # a router failed
-        err = NodeError(node.name, ctx.step, ctx.thread_id, exc)
-        err.__cause__ = exc
-        return TaskOutcome(error=err)
+    except Exception as exc:
+        return _misrouted(node, ctx, exc)
     return finished(writes, routes, folded)
+
+
+def _routed_now(
+    graph: GraphSpec, node: NodeSpec, ctx: NodeContext, writes: list[tuple[str, Any]], goto: Any
+) -> TaskOutcome:
+    """:func:`_routed` for a node without routers (nothing to await: no coroutine), routed
+    by its edges and its goto."""
+    try:
+        routes: list[Route] = list(graph.edges.get(node.name, ()))
+        if goto:
+            routes.extend(goto_routes(goto, graph.nodes, node.name))
+    except Exception as exc:
+        return _misrouted(node, ctx, exc)
+    return finished(writes, routes, None)
+
+
+def _misrouted(node: NodeSpec, ctx: NodeContext, exc: Exception) -> TaskOutcome:
+    """The outcome of a task whose routes could not be made."""
+    if isinstance(exc, PlaitError):  # a refused route: the state layer's own words
+        return TaskOutcome(error=exc)
+    err = NodeError(node.name, ctx.step, ctx.thread_id, exc)  # a router failed
+    err.__cause__ = exc
+    return TaskOutcome(error=err)
 
 
 async def _from_cache(
@@ -553,7 +505,10 @@ async def run_task(  # noqa: PLR0912, PLR0915 - each way a node's call can end (
                 err.__cause__ = exc
                 return TaskOutcome(error=err)
             writes = graph.schema.with_ids(raw, ctx.message_seed) if graph.names_messages else raw
-            out = await _routed(graph, node, ctx, state, base, writes, goto)
+            if graph.routers.get(node.name):
+                out = await _routed(graph, node, ctx, state, base, writes, goto)
+            else:
+                out = _routed_now(graph, node, ctx, writes, goto)
             out.attempts = attempt
             if ctx.staged:
                 out.memory = list(ctx.staged)
