@@ -10,7 +10,7 @@ import threading
 import weakref
 from collections.abc import Callable, Container, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from plait._codec import freeze, freeze_send_arg
 from plait._fast_init import given_maker
@@ -40,8 +40,6 @@ from plait.types import Interrupt as InterruptRecord
 
 __all__ = ["StateView", "TaskOutcome", "finished", "in_thread", "run_task"]
 
-
-_T = TypeVar("_T")
 
 # The types the per-task paths test against, made once: ``isinstance(x, list | tuple)``
 # builds the union anew at every call, which doubles the test's cost.
