@@ -101,7 +101,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
                 expires_at = excluded.expires_at, held = 1""",
         "DROP TABLE {P}leases",
     ),
-    # PostgreSQL's take_lease is flushed from version 8 on (see postgres._schema._TAKE_8); SQLite
+    # PostgreSQL's take_lease is flushed from version 8 on (see postgres._functions.TAKE_8); SQLite
     # only records the version (its lease writes never outlive a crash of the machine: every
     # run on it dies with it).
     8: (),
@@ -299,7 +299,7 @@ STATEMENTS: dict[str, str] = {
     # as a scan of the whole thread; this is one index lookup everywhere.
     "head_id": "SELECT id FROM {P}checkpoints WHERE ns = ? AND thread_id = ? ORDER BY id DESC LIMIT 1",
     "has_writes": "SELECT 1 FROM {P}writes WHERE ns = ? AND thread_id = ? AND checkpoint_id = ? LIMIT 1",
-    # PostgreSQL's functions (see plait.checkpoint.postgres._schema).
+    # PostgreSQL's functions (see plait.checkpoint.postgres._functions).
     "fence": """SELECT {P}fence(?::text, ?::text, ?::text, ?::bigint, ?::boolean, ?::text, ?::text, ?::text,
         ?::boolean, ?::float8)""",
     "require_parent": "SELECT {P}require_parent(?::text, ?::text, ?::text)",
