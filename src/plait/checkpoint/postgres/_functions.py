@@ -8,12 +8,14 @@ here is never edited once released: a change is a new constant, created by a new
 
 The rules the functions apply are :mod:`plait.checkpoint.lease`'s, which the other backends
 apply in Python; SQLSTATEs PLT01 (leased by another owner), PLT02 (another head), PLT03 (a
-cached parent is gone) and PLT04 (the lease was lost) carry their facts as JSON in DETAIL.
+cached parent is gone), PLT04 (the lease was lost) and PLT05 (the past checkpoint a commit
+builds on is gone or has pending writes) carry their facts as JSON in DETAIL.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "FENCE_13",
     "FENCE_7",
     "GIVE_7",
     "HEAD_CHECK",
@@ -21,8 +23,10 @@ __all__ = [
     "LEASE_LOST_7",
     "PARENT_CHECK",
     "PG_LOCK_KEY",
+    "PUT_CHECKPOINT_13",
     "PUT_CHECKPOINT_7",
     "QUIET_HEAD_CHECK",
+    "QUIET_PARENT_CHECK",
     "RENEW_7",
     "REQUIRE_PARENT_3",
     "TAKE_7",
@@ -297,3 +301,75 @@ would then be given the same generation, and the two runs' fences could not tell
 Flushed, a generation is never issued twice. (Renewals and releases stay unflushed: a lost
 renewal only shortens a lease, a lost release only makes the next run wait for the expiry.)"""
 assert TAKE_8 != TAKE_7
+
+QUIET_PARENT_CHECK = """IF f_quiet_parent IS NOT NULL THEN
+                SELECT EXISTS (SELECT 1 FROM {P}writes w WHERE w.ns = f_ns AND w.thread_id = f_tid
+                                   AND w.checkpoint_id = f_quiet_parent) INTO parent_writes
+                    FROM {P}checkpoints c WHERE c.ns = f_ns AND c.thread_id = f_tid AND c.id = f_quiet_parent;
+                IF NOT FOUND OR parent_writes THEN
+                    RAISE EXCEPTION USING ERRCODE = 'PLT05', MESSAGE = 'plait fence: the checkpoint built on changed',
+                        DETAIL = json_build_object('thread_id', f_tid, 'namespace', f_ns, 'parent', f_quiet_parent,
+                                                   'pending_writes', FOUND)::text;
+                END IF;
+            END IF;"""
+"""Fence.expect_parent_no_writes (``f_quiet_parent``: the past checkpoint a commit builds on
+as its caller remembers it): that checkpoint must still be stored and have no pending
+writes, else PLT05 (ConcurrentUpdateError with ``parent``), its facts as JSON in DETAIL. One
+query for both (each query of a function is a call into the executor of its own)."""
+
+_CHECKS_13 = f"""{_CHECK_LEASE}
+            IF f_check_head THEN
+                {HEAD_CHECK}
+                {QUIET_HEAD_CHECK}
+            END IF;
+            {PARENT_CHECK}
+            {QUIET_PARENT_CHECK}"""
+"""Every check of a fenced commit on one thread, in the order version 7's fence() makes them,
+then the remembered parent's (version 13)."""
+
+_FENCE_ARGS_13 = """f_ns text, f_tid text, f_owner text, f_token bigint, f_check_head boolean, f_expect text,
+            f_own text, f_parent text, f_quiet boolean, f_now double precision, f_quiet_parent text"""
+
+_DECLARE_13 = f"""DECLARE
+            r record;
+            found_head text;
+            parent_writes boolean;
+            t double precision := {_NOW};"""
+
+FENCE_13 = f"""CREATE OR REPLACE FUNCTION {{P}}fence(
+            {_FENCE_ARGS_13}) RETURNS integer
+        LANGUAGE plpgsql VOLATILE AS $fence$
+        {_DECLARE_13}
+        BEGIN
+            {_CHECKS_13}
+            RETURN 1;
+        END
+        $fence$"""
+"""Version 7's fence() with ``f_quiet_parent`` (see :data:`QUIET_PARENT_CHECK`)."""
+
+PUT_CHECKPOINT_13 = (
+    PUT_CHECKPOINT_7.replace(
+        "f_parent text, f_quiet boolean, f_now double precision, c_id text,",
+        "f_parent text, f_quiet boolean, f_now double precision, f_quiet_parent text, c_id text,",
+    )
+    .replace(
+        f"""DECLARE
+            r record;
+            t double precision := {_NOW};""",
+        _DECLARE_13,
+    )
+    .replace(
+        f"""IF f_check_head THEN
+                PERFORM {{P}}fence(f_ns, f_tid, f_owner, f_token, f_check_head, f_expect, f_own, f_parent, f_quiet,
+                                   f_now);
+            ELSE
+                {_CHECK_LEASE}
+                {PARENT_CHECK}
+            END IF;""",
+        _CHECKS_13,
+    )
+)
+"""Version 7's put_checkpoint() with ``f_quiet_parent``, and every check written into it: an
+update (a head-checked commit, which called fence(), a query of its own) is as common a
+commit as any since remembered heads and past checkpoints made it one call."""
+assert PUT_CHECKPOINT_13.count("f_quiet_parent") > 3 and "PERFORM {P}fence" not in PUT_CHECKPOINT_13

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from plait.checkpoint.postgres._functions import (
     FENCE_7,
+    FENCE_13,
     GIVE_7,
     HEAD_CHECK,
     INSERT_CHECKPOINT,
@@ -25,6 +26,7 @@ from plait.checkpoint.postgres._functions import (
     PARENT_CHECK,
     PG_LOCK_KEY,
     PUT_CHECKPOINT_7,
+    PUT_CHECKPOINT_13,
     QUIET_HEAD_CHECK,
     RENEW_7,
     REQUIRE_PARENT_3,
@@ -325,6 +327,17 @@ PG_MIGRATIONS[9] = (
 )
 
 PG_MIGRATIONS[10] = PG_MEMORY_TABLES  # the memory store's tables (see plait.checkpoint.sql._memory_sql)
+
+PG_MIGRATIONS[13] = (
+    # fence() and put_checkpoint() take the past checkpoint a commit builds on as its caller
+    # remembers it (Fence.expect_parent_no_writes), which must still be stored and have no
+    # pending writes (PLT05): such an update is then one call, with no read before it or
+    # inside it. put_checkpoint() makes every check itself (a head-checked commit called
+    # fence(), a query of its own). New overloads: version 7's functions stay, so that a
+    # process of the previous version still running during an upgrade commits as it did.
+    FENCE_13,
+    PUT_CHECKPOINT_13,
+)
 
 SWEEP_KEY = "hashtextextended('plait-retention-sweep:' || coalesce(%s, current_schema()), 0)"
 SWEEP_LOCK = f"SELECT pg_try_advisory_lock({SWEEP_KEY})"

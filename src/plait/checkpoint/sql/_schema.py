@@ -41,7 +41,7 @@ from __future__ import annotations
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "STATEMENTS", "joins"]
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 """The schema version this code reads and writes."""
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -125,6 +125,10 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     # alone (see _records.encode_body): an older plait would take such a body for a damaged
     # one. Rows stored before read as they did.
     12: (),
+    # 13: PostgreSQL only: fence() and put_checkpoint() check the past checkpoint a commit
+    # builds on (Fence.expect_parent_no_writes) themselves (PG_MIGRATIONS); SQLite checks it
+    # with SELECTs and only records the version.
+    13: (),
 }
 
 _THREADS = """SELECT {clock}, t.ns, t.thread_id, t.gen, t.owner, t.holder, t.taken_at, t.expires_at, t.held,
@@ -301,7 +305,7 @@ STATEMENTS: dict[str, str] = {
     "has_writes": "SELECT 1 FROM {P}writes WHERE ns = ? AND thread_id = ? AND checkpoint_id = ? LIMIT 1",
     # PostgreSQL's functions (see plait.checkpoint.postgres._functions).
     "fence": """SELECT {P}fence(?::text, ?::text, ?::text, ?::bigint, ?::boolean, ?::text, ?::text, ?::text,
-        ?::boolean, ?::float8)""",
+        ?::boolean, ?::float8, ?::text)""",
     "require_parent": "SELECT {P}require_parent(?::text, ?::text, ?::text)",
     "take_lease": """SELECT gen, taken_at, expires_at
         FROM {P}take_lease(?::text, ?::text, ?::text, ?::float8, ?::text, ?::bigint, ?::float8)""",
@@ -310,8 +314,8 @@ STATEMENTS: dict[str, str] = {
     "take_lease_and_get": """SELECT * FROM {P}take_lease_and_get(?::text, ?::text, ?::text, ?::float8, ?::text,
         ?::bigint, ?::float8, ?::text)""",
     "put_checkpoint": """SELECT {P}put_checkpoint(?::text, ?::text, ?::text, ?::bigint, ?::boolean, ?::text, ?::text,
-        ?::text, ?::boolean, ?::float8, ?::text, ?::text, ?::bigint, ?::float8, ?::text, ?::bytea, ?::bytea,
-        ?::boolean, ?::boolean, ?::text)""",
+        ?::text, ?::boolean, ?::float8, ?::text, ?::text, ?::text, ?::bigint, ?::float8, ?::text, ?::bytea,
+        ?::bytea, ?::boolean, ?::boolean, ?::text)""",
 }
 
 
