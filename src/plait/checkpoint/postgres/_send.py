@@ -95,16 +95,35 @@ many tasks) goes through a pipeline of prepared statements, which parses each ki
 class Fusion:
     """The statements of the usual commit (a fence, then one checkpoint row, then maybe the
     lease given back or how a one-off write leaves the thread) and the one call that does
-    them all (``put_checkpoint()``)."""
+    them all (``put_checkpoint()``).
+
+    A step's commit that folds its parent's pending writes (a resume after a failure or an
+    interrupt, a step some of whose tasks had saved their results) deletes them between the
+    fence and the row: that ``DELETE`` rides on the same call as a data-modifying ``WITH``,
+    so that such a commit is one prepared statement too, instead of a query of four that the
+    server parsed and planned at every commit. Nothing in ``put_checkpoint()`` reads the
+    writes it deletes, so the order of the two inside the statement does not matter.
+    """
 
     fence: str
     insert: str
     release: str
     settle: str
     put: str
+    fold: str
+    """The statement deleting a checkpoint's pending writes (``del_writes_of``)."""
 
     def fuse(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> tuple[str, Sequence[Any]] | None:
         """The call doing ``statements``, or None when they are not a fence and its row."""
+        if len(statements) >= 3 and statements[1][0] == self.fold:
+            fence, folded = statements[0][1], statements[1][1]
+            fused = self._fuse([statements[0], *statements[2:]])
+            if fused is None or tuple(folded[:2]) != tuple(fence[:2]):
+                return None
+            return f"WITH folded AS ({self.fold}) {fused[0]}", (*folded, *fused[1])
+        return self._fuse(statements)
+
+    def _fuse(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> tuple[str, Sequence[Any]] | None:
         if not 2 <= len(statements) <= 3:
             return None
         (first, fence), (second, row) = statements[:2]

@@ -158,6 +158,9 @@ _ONE_WRITES = """SELECT c.id, c.parent_id, c.step, c.created_at, c.metadata, c.b
         {thread_join}
         WHERE c.ns = ? AND c.thread_id = ? AND c.id = ?
         ORDER BY w.seq"""
+CHECKPOINT_WRITE_COLUMNS = 10
+"""How many columns of a ``head_writes``/``one_writes`` row are the checkpoint's and its
+write's: the ``_status`` statements' thread columns come after them."""
 _THREAD_COLUMNS = ", {clock}, t.gen, t.owner, t.holder, t.taken_at, t.expires_at, t.held, t.status, t.updated_at"
 
 
