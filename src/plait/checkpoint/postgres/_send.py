@@ -101,8 +101,10 @@ class Fusion:
     interrupt, a step some of whose tasks had saved their results) deletes them between the
     fence and the row: that ``DELETE`` rides on the same call as a data-modifying ``WITH``,
     so that such a commit is one prepared statement too, instead of a query of four that the
-    server parsed and planned at every commit. Nothing in ``put_checkpoint()`` reads the
-    writes it deletes, so the order of the two inside the statement does not matter.
+    server parsed and planned at every commit. A fence that reads pending writes (the head's
+    for ``no_writes``, a quiet parent's) keeps the statements apart: the parts of one
+    statement may run in any order. Otherwise nothing in ``put_checkpoint()`` reads the
+    writes the ``DELETE`` removes.
     """
 
     fence: str
@@ -115,8 +117,10 @@ class Fusion:
 
     def fuse(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> tuple[str, Sequence[Any]] | None:
         """The call doing ``statements``, or None when they are not a fence and its row."""
-        if len(statements) >= 3 and statements[1][0] == self.fold:
+        if len(statements) >= 3 and statements[0][0] == self.fence and statements[1][0] == self.fold:
             fence, folded = statements[0][1], statements[1][1]
+            if fence[8] or fence[10] is not None:
+                return None  # the fence checks pending writes (of the head, of a quiet parent): in order
             fused = self._fuse([statements[0], *statements[2:]])
             if fused is None or tuple(folded[:2]) != tuple(fence[:2]):
                 return None
