@@ -477,7 +477,7 @@ def test_a_migration_whose_lease_was_taken_over_commits_nothing(backend: tuple[C
 
 
 def _remembers_past(saver: Checkpointer) -> bool:
-    return isinstance(saver, SqliteCheckpointer)  # (PostgreSQL's fence could only check it by a round trip)
+    return _remembers(saver)
 
 
 def test_updates_of_one_past_checkpoint_read_it_once(twins: tuple[Checkpointer, Checkpointer]) -> None:
@@ -519,3 +519,24 @@ def test_an_update_of_a_remembered_past_checkpoint_keeps_writes_another_process_
     elsewhere.delete_thread("t")
     with pytest.raises(CheckpointNotFoundError):  # remembered no more: read, and found gone
         app.update_state("t", {"log": ["u3"]}, checkpoint_id=past)
+
+
+def test_an_update_of_a_remembered_past_checkpoint_another_process_pruned_away_is_refused(
+    twins: tuple[Checkpointer, Checkpointer],
+) -> None:
+    """The head stays, the past checkpoint this process remembers goes (a prune in another
+    process): the update built on it is refused by the store, not stored on a gone parent;
+    the past checkpoint is then read, and found gone."""
+    saver, other = twins
+    app = _counter(saver)
+    app.invoke({"log": ["in"]}, thread_id="t")
+    past = app.get_state_history("t")[-1].checkpoint_id
+    head = app.update_state("t", {"log": ["u1"]}, checkpoint_id=past)
+    assert (saver.known_checkpoint("t", past) is not None) == _remembers_past(saver)
+    assert asyncio.run(other.aprune("t", keep_last=1, branches=False)) > 0
+    assert asyncio.run(other.aget("t", past)) is None
+    reads = _Reads(saver, "aget_for_write")
+    with pytest.raises(CheckpointNotFoundError):
+        app.update_state("t", {"log": ["u2"]}, checkpoint_id=past)
+    assert reads.count == 1, "refused on the remembered checkpoint, then read and found gone"
+    assert [s.checkpoint_id for s in app.get_state_history("t")] == [head], "the refused update stored nothing"

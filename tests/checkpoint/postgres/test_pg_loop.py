@@ -132,3 +132,51 @@ def test_calls_from_another_loop_take_the_threads(postgres_dsn: str, postgres_sc
         assert _asked(pool) == asked
 
     _on_loop(postgres_dsn, postgres_schema, go)
+
+
+def test_an_update_of_a_remembered_past_checkpoint_is_one_call_on_the_loop_and_still_fenced(
+    postgres_dsn: str, postgres_schema: str
+) -> None:
+    """Updates of one past checkpoint: the first reads it, the next ones build on it as
+    remembered, one call of put_checkpoint() on the loop's pool. Task results another
+    process saved on it meanwhile, or its removal, make the store refuse such an update;
+    it is then read again, and the update carries those results (or finds it gone)."""
+    from plait import END, START, AppendList, CheckpointNotFoundError, Graph, StateSchema
+    from plait.checkpoint.model import PendingWrite, WritesBatch
+    from plait.checkpoint.postgres import PostgresCheckpointer
+
+    graph = Graph(StateSchema.builder().add("log", AppendList()).build()).add_node("a", lambda s: {"log": ["a"]})
+
+    async def go(cp: Any, pool: Any) -> None:
+        app = graph.add_edge(START, "a").add_edge("a", END).compile(cp)
+        other = PostgresCheckpointer(postgres_dsn, schema=postgres_schema)  # another process
+        try:
+            pasts = {}
+            for thread in ("t", "pruned"):
+                await app.ainvoke({"log": ["in"]}, thread_id=thread)
+                pasts[thread] = (await app.aget_state_history(thread))[-1].checkpoint_id
+                await app.aupdate_state(thread, {"log": ["u1"]}, checkpoint_id=pasts[thread])  # read, remembered
+                assert cp.known_checkpoint(thread, pasts[thread]) is not None
+            own, asked = _asked(cp._pool), _asked(pool)
+            await app.aupdate_state("t", {"log": ["u2"]}, checkpoint_id=pasts["t"])
+            assert (_asked(pool) - asked, _asked(cp._pool) - own) == (1, 0), "one call on the loop's pool"
+
+            saved = (PendingWrite(task_id="x", kind="effect", key="k", value=1),)
+            await other.acommit(writes=[WritesBatch(thread_id="t", checkpoint_id=pasts["t"], writes=saved)])
+            asked = _asked(pool)
+            cid = await app.aupdate_state("t", {"log": ["u3"]}, checkpoint_id=pasts["t"])
+            assert _asked(pool) - asked > 1, "refused, then read again"
+            stored = await cp.aget("t", cid)
+            assert stored is not None and stored.parent_id == pasts["t"] and stored.values["log"] == ["in", "u3"]
+            assert [(w.task_id, w.value) for w in stored.pending_writes] == [("x", 1)]
+
+            head = (await app.aget_state("pruned")).checkpoint_id
+            assert await other.aprune("pruned", keep_last=1, branches=False) > 0
+            with pytest.raises(CheckpointNotFoundError):
+                await app.aupdate_state("pruned", {"log": ["u2"]}, checkpoint_id=pasts["pruned"])
+            assert [s.checkpoint_id for s in await app.aget_state_history("pruned")] == [head]
+            assert _asked(cp._pool) == own, "nothing went through the query threads"
+        finally:
+            await other.aclose()
+
+    _on_loop(postgres_dsn, postgres_schema, go)

@@ -8,9 +8,9 @@ import pytest
 
 from plait.checkpoint.postgres._send import Fusion, NeedsAnswer, Recorder
 
-FUSION = Fusion(fence="FENCE", insert="INSERT", release="RELEASE", settle="SETTLE", put="PUT")
-FENCE = ("", "t", "owner", 7, False, None, None, "parent", False, None)
-"""(ns, thread, owner, token, check head, expected, own, parent, quiet, now)"""
+FUSION = Fusion(fence="FENCE", insert="INSERT", release="RELEASE", settle="SETTLE", put="PUT", fold="FOLD")
+FENCE = ("", "t", "owner", 7, False, None, None, "parent", False, None, None)
+"""(ns, thread, owner, token, check head, expected, own, parent, no writes, now, quiet parent)"""
 ROW = ("", "t", "id", "parent", 3, 1.5, "loop", b"{}", b"{}")
 
 
@@ -24,9 +24,52 @@ def test_a_fence_its_row_and_the_release_of_its_lease_become_one_call() -> None:
 
 
 def test_a_one_off_fence_its_row_and_how_it_leaves_the_thread_become_one_call() -> None:
-    one_off = ("", "t", "update:x", None, True, "head", "id", None, True, None)
+    one_off = ("", "t", "update:x", None, True, "head", "id", None, True, None, None)
     statements = [("FENCE", one_off), ("INSERT", ROW), ("SETTLE", ("", "t", "stale", None))]
     assert FUSION.fuse(statements) == ("PUT", (*one_off, *ROW[2:], False, True, "stale"))
+
+
+def test_a_commit_that_folds_its_parents_writes_is_one_call_with_the_delete_riding_on_it() -> None:
+    fold = ("", "t", "parent")
+    statements = [("FENCE", FENCE), ("FOLD", fold), ("INSERT", ROW), ("RELEASE", ("idle", None, "", "t", 7))]
+    assert FUSION.fuse(statements) == ("WITH folded AS (FOLD) PUT", (*fold, *FENCE, *ROW[2:], True, False, "idle"))
+    assert FUSION.fuse(statements[:3]) == ("WITH folded AS (FOLD) PUT", (*fold, *FENCE, *ROW[2:], False, False, None))
+
+
+@pytest.mark.parametrize(
+    "fence",
+    [(*FENCE[:8], True, None, None), (*FENCE[:10], "parent")],
+    ids=["head-without-writes", "quiet-parent"],
+)
+def test_a_fold_under_a_fence_that_reads_pending_writes_keeps_its_statements_in_order(
+    fence: tuple[object, ...],
+) -> None:
+    statements = [("FENCE", fence), ("FOLD", ("", "t", "parent")), ("INSERT", ROW)]
+    assert FUSION.fuse(statements) is None
+    assert FUSION.fuse([statements[0], statements[2]]) is not None  # (without the fold: one call)
+
+
+@pytest.mark.parametrize(
+    "statements",
+    [
+        [("FENCE", FENCE), ("FOLD", ("", "other thread", "parent")), ("INSERT", ROW)],
+        [("FOLD", ("", "t", "parent")), ("FENCE", FENCE), ("INSERT", ROW)],
+        [("FENCE", FENCE), ("INSERT", ROW), ("FOLD", ("", "t", "parent"))],
+        [("FENCE", FENCE), ("FOLD", ("", "t", "parent")), ("FOLD", ("", "t", "parent")), ("INSERT", ROW)],
+        [("FENCE", FENCE), ("FOLD", ("", "t", "parent"))],
+        [("BLOB", ("",)), ("FOLD", ("", "t", "parent")), ("INSERT", ROW)],
+    ],
+    ids=[
+        "fold-of-another-thread",
+        "fold-first",
+        "fold-after-the-row",
+        "two-folds",
+        "fold-without-a-row",
+        "fold-after-something-else",
+    ],
+)
+def test_a_fold_anywhere_else_is_sent_as_it_is(statements: list[tuple[str, tuple[object, ...]]]) -> None:
+    assert FUSION.fuse(statements) is None
 
 
 @pytest.mark.parametrize(

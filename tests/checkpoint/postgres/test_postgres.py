@@ -428,7 +428,7 @@ def test_a_commit_chosen_as_a_deadlock_victim_is_run_again_and_lands(store: tupl
     import threading
 
     from plait.checkpoint.model import Fence
-    from plait.checkpoint.postgres._schema import _PG_LOCK_KEY
+    from plait.checkpoint.postgres._functions import PG_LOCK_KEY
 
     dsn, schema = store
     app = f"plait-{schema}"
@@ -453,7 +453,7 @@ def test_a_commit_chosen_as_a_deadlock_victim_is_run_again_and_lands(store: tupl
                 ):
                     assert time.monotonic() < deadline, "the commit never waited for the table"
                     time.sleep(0.01)
-                conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_PG_LOCK_KEY, "/t"))
+                conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (PG_LOCK_KEY, "/t"))
                 conn.rollback()
         except BaseException as exc:
             errors.append(exc)

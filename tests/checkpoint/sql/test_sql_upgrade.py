@@ -27,15 +27,20 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
     yield Backend(request.param, tmp_path, request)
 
 
-def _insert(backend: Backend, cp: Checkpoint, writes: tuple[PendingWrite, ...] = ()) -> None:
-    """Rows as every version since the first stores them: values as full blobs, a body
-    naming them, pending writes."""
+def _body(cp: Checkpoint) -> bytes:
+    """A body as every version since the first stores it: naming a full blob per value."""
     blobs = dict.fromkeys(cp.values, cp.id)
     raw = orjson.loads(encode_body(cp, blobs=blobs))
     raw["b"] = blobs  # every blob id and task written out, as before schema 12
     if cp.next_tasks:
         raw["n"] = [t.to_json() for t in cp.next_tasks]
-    body = orjson.dumps(raw)
+    return orjson.dumps(raw)
+
+
+def _insert(backend: Backend, cp: Checkpoint, writes: tuple[PendingWrite, ...] = ()) -> None:
+    """Rows as every version since the first stores them: values as full blobs, a body
+    naming them, pending writes."""
+    body = _body(cp)
     backend.sql(
         "INSERT INTO {P}checkpoints (ns, thread_id, id, parent_id, step, created_at, source, metadata, body)"
         " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
@@ -49,15 +54,7 @@ def _insert(backend: Backend, cp: Checkpoint, writes: tuple[PendingWrite, ...] =
         encode_json(cp.metadata),
         body,
     )
-    for ch, value in cp.values.items():
-        backend.sql(
-            "INSERT INTO {P}blobs (ns, thread_id, channel, id, base_id, data) VALUES (%s, %s, %s, %s, NULL, %s)",
-            cp.namespace,
-            cp.thread_id,
-            ch,
-            cp.id,
-            orjson.dumps(value),
-        )
+    _insert_blobs(backend, cp)
     for w in writes:
         backend.sql(
             "INSERT INTO {P}writes (ns, thread_id, checkpoint_id, task_id, kind, wkey, value)"
@@ -69,6 +66,18 @@ def _insert(backend: Backend, cp: Checkpoint, writes: tuple[PendingWrite, ...] =
             w.kind,
             w.key,
             encode_json(w.value),
+        )
+
+
+def _insert_blobs(backend: Backend, cp: Checkpoint) -> None:
+    for ch, value in cp.values.items():
+        backend.sql(
+            "INSERT INTO {P}blobs (ns, thread_id, channel, id, base_id, data) VALUES (%s, %s, %s, %s, NULL, %s)",
+            cp.namespace,
+            cp.thread_id,
+            ch,
+            cp.id,
+            orjson.dumps(value),
         )
 
 
@@ -163,5 +172,45 @@ def test_a_store_of_every_older_version_is_refused_then_upgraded_in_place(backen
         assert app.invoke({"log": ["new"]}, thread_id="fresh")["log"] == ["new", "a"]
         statuses = {t.thread_id: t.status for t in asyncio.run(store.alist_threads())}
         assert statuses["unfinished"] == statuses["fresh"] == "idle"
+        past = app.get_state_history("fresh")[-1].checkpoint_id
+        for word in ("b1", "b2"):  # the second builds on the past checkpoint as remembered (fenced: schema 13)
+            made = app.update_state("fresh", {"log": [word]}, checkpoint_id=past)
+            assert app.get_state("fresh", made).values["log"] == ["new", word]
+    finally:
+        asyncio.run(store.aclose())
+
+
+_PUT_CHECKPOINT_12 = """SELECT {P}put_checkpoint(%s::text, %s::text, %s::text, %s::bigint, %s::boolean, %s::text,
+    %s::text, %s::text, %s::boolean, %s::float8, %s::text, %s::text, %s::bigint, %s::float8, %s::text, %s::bytea,
+    %s::bytea, %s::boolean, %s::boolean, %s::text)"""
+"""The usual commit as a plait of schema 12 sends it."""
+
+
+@pytest.mark.postgres
+def test_a_plait_of_schema_12_still_running_commits_through_its_functions_after_the_upgrade(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Schema 13 adds overloads of fence() and put_checkpoint() and drops none, so a process
+    of the previous version that checked the store before the upgrade keeps committing."""
+    import psycopg
+
+    backend = Backend("postgres", tmp_path, request)
+    backend.build(12)
+    first = make("t", None, {"log": ["x"]})
+    _insert(backend, first.checkpoint)
+    store = backend.open()  # migrates to 13
+    try:
+
+        def put(cp: Checkpoint) -> None:  # an update on the first checkpoint, fenced on it as the head
+            fence = ("", "t", "an older plait", None, True, first.checkpoint.id, cp.id, None, False, None)
+            row = (cp.id, cp.parent_id, cp.step, cp.created_at, "", encode_json(cp.metadata), _body(cp))
+            _insert_blobs(backend, cp)  # (its own statements, before the call)
+            backend.sql(_PUT_CHECKPOINT_12, *fence, *row, False, True, "idle")
+
+        second = make("t", first.checkpoint, {"log": ["x", "y"]}).checkpoint
+        put(second)
+        same(asyncio.run(store.aget("t")), second)
+        with pytest.raises(psycopg.Error, match="another head"):  # its fence still checks the head
+            put(make("t", first.checkpoint, {"log": ["x", "z"]}).checkpoint)
     finally:
         asyncio.run(store.aclose())

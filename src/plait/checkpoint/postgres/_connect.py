@@ -172,11 +172,11 @@ def scrubbed(exc: Exception, conninfo: str) -> str:
 
 def refusal(exc: Exception) -> Exception | None:
     """What a refusal raised by one of plait's functions means: ``fence()`` and the lease
-    functions (SQLSTATE PLT01, PLT02, PLT04) a plait error, ``require_parent()`` (PLT03) a
-    stale head cache; facts come as JSON in DETAIL. None for any other database error."""
+    functions (SQLSTATE PLT01, PLT02, PLT04, PLT05) a plait error, ``require_parent()`` (PLT03)
+    a stale head cache; facts come as JSON in DETAIL. None for any other database error."""
     diag = getattr(exc, "diag", None)
     code = getattr(diag, "sqlstate", None)
-    if code not in ("PLT01", "PLT02", "PLT03", "PLT04"):
+    if code not in ("PLT01", "PLT02", "PLT03", "PLT04", "PLT05"):
         return None
     try:
         facts = orjson.loads(getattr(diag, "message_detail", None) or b"{}")
@@ -195,6 +195,11 @@ def refusal(exc: Exception) -> Exception | None:
             )
         if code == "PLT04":
             return _lost(facts)
+        if code == "PLT05":  # the past checkpoint built on (Fence.expect_parent_no_writes)
+            parent, writes = str(facts["parent"]), bool(facts["pending_writes"])
+            return ConcurrentUpdateError(
+                str(facts["thread_id"]), parent, parent if writes else None, pending_writes=writes, parent=True
+            )
         return ConcurrentUpdateError(
             str(facts["thread_id"]), facts["expected"], facts["found"], pending_writes=bool(facts.get("pending_writes"))
         )

@@ -1,10 +1,13 @@
-"""The SQL text only PostgreSQL runs: its functions, which check fences and leases
-server-side so that a commit or a lease is one statement and one round trip.
+"""The migrations only PostgreSQL runs: which version creates which of its functions, which
+check fences and leases server-side so that a commit or a lease is one statement and one
+round trip, and the sweep's statements.
 
 Kept apart from :mod:`plait.checkpoint.sql._schema` (the tables and the statements both
-engines run). A migration is never edited once released: versions 2 to 6 are kept as they
-shipped, so an older store upgrades through them in order, and version 7 replaces their
-functions with the ones fenced by lease generation (the older ones are dropped).
+engines run), and from :mod:`plait.checkpoint.postgres._functions` (the text of the functions
+the store runs now, version 7's and later). A migration is never edited once released:
+versions 2 to 6 are kept here as they shipped, so an older store upgrades through them in
+order, and version 7 replaces their functions with the ones fenced by lease generation (the
+older ones are dropped).
 
 The rules the functions apply are :mod:`plait.checkpoint.lease`'s, which the other backends
 apply in Python; SQLSTATEs PLT01 (leased by another owner), PLT02 (another head), PLT03 (a
@@ -13,6 +16,24 @@ cached parent is gone) and PLT04 (the lease was lost) carry their facts as JSON 
 
 from __future__ import annotations
 
+from plait.checkpoint.postgres._functions import (
+    FENCE_7,
+    FENCE_13,
+    GIVE_7,
+    HEAD_CHECK,
+    INSERT_CHECKPOINT,
+    LEASE_LOST_7,
+    PARENT_CHECK,
+    PG_LOCK_KEY,
+    PUT_CHECKPOINT_7,
+    PUT_CHECKPOINT_13,
+    QUIET_HEAD_CHECK,
+    RENEW_7,
+    REQUIRE_PARENT_3,
+    TAKE_7,
+    TAKE_8,
+    TAKE_AND_GET_7,
+)
 from plait.checkpoint.sql._base import BatchSql
 from plait.checkpoint.sql._memory_sql import PG_MEMORY_TABLES
 
@@ -27,16 +48,6 @@ SWEEP_BATCH = BatchSql(
 )
 """How a sweep names a batch's rows on PostgreSQL (see :class:`~plait.checkpoint.sql._base.BatchSql`)."""
 
-_PG_LOCK_KEY = 0x706C6169
-"""The first key of the per-thread advisory locks ("plai"); two-key locks live apart from
-the one-key lock that ``setup()`` takes.
-
-PostgreSQL's ``fence()`` and ``acquire_lease()`` lock one thread (``ns``, ``thread_id``)
-until the transaction ends, so that a fence's reads and the commit it guards are one atomic
-step with respect to leases taken and to other fenced commits of the thread (at READ
-COMMITTED a plain SELECT would let a lease or a head change between the check and the
-COMMIT). A hash collision between two threads only makes them wait for each other."""
-
 _FENCE_2 = f"""CREATE OR REPLACE FUNCTION {{P}}fence(
             f_ns text, f_tid text, f_owner text, f_check_head boolean, f_expect text, f_own text) RETURNS integer
         LANGUAGE plpgsql VOLATILE AS $fence$
@@ -45,7 +56,7 @@ _FENCE_2 = f"""CREATE OR REPLACE FUNCTION {{P}}fence(
             held_left double precision;
             found_head text;
         BEGIN
-            PERFORM pg_advisory_xact_lock({_PG_LOCK_KEY}, hashtext(f_ns || '/' || f_tid));
+            PERFORM pg_advisory_xact_lock({PG_LOCK_KEY}, hashtext(f_ns || '/' || f_tid));
             SELECT l.owner, l.expires_at - {{now}} INTO held_owner, held_left
                 FROM {{P}}leases l WHERE l.ns = f_ns AND l.thread_id = f_tid;
             IF held_owner IS NOT NULL AND held_owner <> f_owner AND held_left > 0 THEN
@@ -53,12 +64,7 @@ _FENCE_2 = f"""CREATE OR REPLACE FUNCTION {{P}}fence(
                     DETAIL = json_build_object('thread_id', f_tid, 'owner', held_owner, 'expires_in', held_left)::text;
             END IF;
             IF f_check_head THEN
-                SELECT c.id INTO found_head FROM {{P}}checkpoints c WHERE c.ns = f_ns AND c.thread_id = f_tid
-                    ORDER BY c.id DESC LIMIT 1;
-                IF found_head IS DISTINCT FROM f_expect AND found_head IS DISTINCT FROM f_own THEN
-                    RAISE EXCEPTION USING ERRCODE = 'PLT02', MESSAGE = 'plait fence: the thread has another head',
-                        DETAIL = json_build_object('thread_id', f_tid, 'expected', f_expect, 'found', found_head)::text;
-                END IF;
+                {HEAD_CHECK}
             END IF;
             RETURN 1;
         END
@@ -69,25 +75,10 @@ _FENCE_6 = _FENCE_2.replace(
     "f_own text) RETURNS integer", "f_own text, f_parent text,\n            f_quiet boolean) RETURNS integer"
 ).replace(
     "                END IF;\n            END IF;\n            RETURN 1;",
-    """                END IF;
-                IF f_quiet AND found_head = f_expect AND found_head IS DISTINCT FROM f_own THEN
-                    PERFORM 1 FROM {P}writes w
-                        WHERE w.ns = f_ns AND w.thread_id = f_tid AND w.checkpoint_id = found_head LIMIT 1;
-                    IF FOUND THEN
-                        RAISE EXCEPTION USING ERRCODE = 'PLT02',
-                            MESSAGE = 'plait fence: the expected head has pending writes',
-                            DETAIL = json_build_object('thread_id', f_tid, 'expected', f_expect, 'found', found_head,
-                                                       'pending_writes', true)::text;
-                    END IF;
-                END IF;
+    f"""                END IF;
+                {QUIET_HEAD_CHECK}
             END IF;
-            IF f_parent IS NOT NULL THEN
-                PERFORM 1 FROM {P}checkpoints c WHERE c.ns = f_ns AND c.thread_id = f_tid AND c.id = f_parent;
-                IF NOT FOUND THEN
-                    RAISE EXCEPTION USING ERRCODE = 'PLT03', MESSAGE = 'plait: the parent checkpoint is gone',
-                        DETAIL = json_build_object('namespace', f_ns, 'thread_id', f_tid, 'parent', f_parent)::text;
-                END IF;
-            END IF;
+            {PARENT_CHECK}
             RETURN 1;""",
 )
 """Schema 6's: schema 2's with, for a head-checked commit, the check that the expected head
@@ -105,7 +96,7 @@ _PUT_CHECKPOINT_5 = f"""CREATE OR REPLACE FUNCTION {{P}}put_checkpoint(
             IF f_check_head THEN
                 PERFORM {{P}}fence(f_ns, f_tid, f_owner, f_check_head, f_expect, f_own, f_parent);
             ELSE
-                PERFORM pg_advisory_xact_lock({_PG_LOCK_KEY}, hashtext(f_ns || '/' || f_tid));
+                PERFORM pg_advisory_xact_lock({PG_LOCK_KEY}, hashtext(f_ns || '/' || f_tid));
                 SELECT l.owner, l.expires_at - {{now}} INTO held_owner, held_left
                     FROM {{P}}leases l WHERE l.ns = f_ns AND l.thread_id = f_tid;
                 IF held_owner IS NOT NULL AND held_owner <> f_owner AND held_left > 0 THEN
@@ -122,11 +113,7 @@ _PUT_CHECKPOINT_5 = f"""CREATE OR REPLACE FUNCTION {{P}}put_checkpoint(
                     END IF;
                 END IF;
             END IF;
-            INSERT INTO {{P}}checkpoints AS c (ns, thread_id, id, parent_id, step, created_at, source, metadata, body)
-                VALUES (f_ns, f_tid, c_id, c_parent, c_step, c_created, c_source, c_metadata, c_body)
-                ON CONFLICT (ns, thread_id, id) DO UPDATE SET parent_id = excluded.parent_id, step = excluded.step,
-                created_at = excluded.created_at, source = excluded.source, metadata = excluded.metadata,
-                body = excluded.body;
+            {INSERT_CHECKPOINT}
             IF f_release THEN  -- not give_lease(): that would make this commit skip its flush
                 DELETE FROM {{P}}leases l WHERE l.ns = f_ns AND l.thread_id = f_tid AND l.owner = f_owner;
             END IF;
@@ -140,19 +127,6 @@ _PUT_CHECKPOINT_6 = _PUT_CHECKPOINT_5.replace(
 ).replace("f_expect, f_own, f_parent);", "f_expect, f_own, f_parent, f_quiet);")
 """Schema 6's: the same with ``f_quiet`` (Fence.expect_no_writes) passed on to ``fence()``."""
 
-_REQUIRE_PARENT_3 = """CREATE OR REPLACE FUNCTION {P}require_parent(f_ns text, f_tid text, f_parent text)
-        RETURNS integer
-        LANGUAGE plpgsql VOLATILE AS $require$
-        BEGIN
-            PERFORM 1 FROM {P}checkpoints c WHERE c.ns = f_ns AND c.thread_id = f_tid AND c.id = f_parent;
-            IF NOT FOUND THEN
-                RAISE EXCEPTION USING ERRCODE = 'PLT03', MESSAGE = 'plait: the parent checkpoint is gone',
-                    DETAIL = json_build_object('namespace', f_ns, 'thread_id', f_tid, 'parent', f_parent)::text;
-            END IF;
-            RETURN 1;
-        END
-        $require$"""
-"""Raise PLT03 when a commit's parent checkpoint is gone (another process deleted it)."""
 
 PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
     # The fence of a commit as one statement that raises server-side, so a pipelined commit
@@ -174,7 +148,7 @@ PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
     # that raises PLT01, as fence() does, when another owner holds the lease; a holder that
     # released meanwhile is retried.
     3: (
-        _REQUIRE_PARENT_3,
+        REQUIRE_PARENT_3,
         """CREATE OR REPLACE FUNCTION {P}fence(
             f_ns text, f_tid text, f_owner text, f_check_head boolean, f_expect text, f_own text, f_parent text)
             RETURNS integer
@@ -195,7 +169,7 @@ PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
             held_owner text;
             held_left double precision;
         BEGIN
-            PERFORM pg_advisory_xact_lock({_PG_LOCK_KEY}, hashtext(f_ns || '/' || f_tid));
+            PERFORM pg_advisory_xact_lock({PG_LOCK_KEY}, hashtext(f_ns || '/' || f_tid));
             FOR attempt IN 1..3 LOOP
                 INSERT INTO {{P}}leases AS l (ns, thread_id, owner, expires_at)
                     VALUES (f_ns, f_tid, f_owner, {{now}} + f_ttl)
@@ -311,230 +285,6 @@ PG_MIGRATIONS: dict[int, tuple[str, ...]] = {
 }
 """Migrations only PostgreSQL runs, appended to the shared ones of the same version."""
 
-
-_NOW = "coalesce(f_now, extract(epoch from clock_timestamp())::float8)"
-"""The lease clock: the caller's (a checkpointer given a clock, for tests) or the server's,
-which every machine sharing the database agrees on."""
-
-_LOCK = f"PERFORM pg_advisory_xact_lock({_PG_LOCK_KEY}, hashtext(f_ns || '/' || f_tid));"
-
-_LEASE_LOST_7 = """CREATE OR REPLACE FUNCTION {P}lease_lost(f_ns text, f_tid text, f_token bigint) RETURNS integer
-        LANGUAGE plpgsql VOLATILE AS $lost$
-        DECLARE
-            r record;
-        BEGIN
-            SELECT x.gen, x.owner, x.holder, x.taken_at, x.held, x.updated_at INTO r
-                FROM {P}threads x WHERE x.ns = f_ns AND x.thread_id = f_tid;
-            RAISE EXCEPTION USING ERRCODE = 'PLT04', MESSAGE = 'plait: the lease was lost',
-                DETAIL = json_build_object('thread_id', f_tid, 'namespace', f_ns, 'token', f_token,
-                    'found', FOUND, 'gen', r.gen, 'owner', r.owner, 'holder', r.holder::json,
-                    'taken_at', r.taken_at, 'held', r.held, 'updated_at', r.updated_at)::text;
-        END
-        $lost$"""
-"""Raise PLT04 with what the thread's row says now (who took it over, and when)."""
-
-_BUSY = """RAISE EXCEPTION USING ERRCODE = 'PLT01', MESSAGE = 'plait: the thread is leased by another owner',
-                    DETAIL = json_build_object('thread_id', f_tid, 'namespace', f_ns, 'owner', r.owner,
-                        'expires_in', r.expires_at - t, 'holder', r.holder::json, 'gen', r.gen)::text;"""
-
-_TAKE_7 = f"""CREATE OR REPLACE FUNCTION {{P}}take_lease(
-            f_ns text, f_tid text, f_owner text, f_ttl double precision, f_holder text, f_over bigint,
-            f_now double precision) RETURNS TABLE (gen bigint, taken_at double precision, expires_at double precision)
-        LANGUAGE plpgsql VOLATILE AS $take$
-        #variable_conflict use_column
-        DECLARE
-            r record;
-            t double precision := {_NOW};
-        BEGIN
-            PERFORM set_config('synchronous_commit', 'off', true);
-            {_LOCK}
-            SELECT x.gen, x.owner, x.holder, x.expires_at, x.held INTO r
-                FROM {{P}}threads x WHERE x.ns = f_ns AND x.thread_id = f_tid;
-            IF FOUND THEN
-                IF r.held = 1 AND r.expires_at > t AND r.gen IS DISTINCT FROM f_over THEN
-                    {_BUSY}
-                END IF;
-                UPDATE {{P}}threads x SET gen = r.gen + 1, owner = f_owner, holder = f_holder, taken_at = t,
-                    expires_at = t + f_ttl, held = 1, updated_at = t WHERE x.ns = f_ns AND x.thread_id = f_tid;
-                RETURN QUERY SELECT r.gen + 1, t, t + f_ttl;
-            ELSE
-                INSERT INTO {{P}}threads (ns, thread_id, gen, owner, holder, taken_at, expires_at, held, status,
-                    updated_at) VALUES (f_ns, f_tid, 1, f_owner, f_holder, t, t + f_ttl, 1, 'idle', t);
-                RETURN QUERY SELECT 1::bigint, t, t + f_ttl;
-            END IF;
-        END
-        $take$"""
-"""Take a thread's lease: a new generation, unless a live lease is held (PLT01). ``f_over``:
-the generation whose holder the caller found dead on its machine, taken over before it
-expires. Not flushed (a lease lost in a crash is harmless, see version 3's take_lease)."""
-
-_TAKE_AND_GET_7 = """CREATE OR REPLACE FUNCTION {P}take_lease_and_get(
-            f_ns text, f_tid text, f_owner text, f_ttl double precision, f_holder text, f_over bigint,
-            f_now double precision, f_id text)
-            RETURNS TABLE (gen bigint, taken_at double precision, expires_at double precision, id text,
-                           parent_id text, step bigint, created_at double precision, metadata bytea, body bytea,
-                           task_id text, kind text, wkey text, value bytea)
-        LANGUAGE plpgsql VOLATILE AS $start$
-        #variable_conflict use_column
-        DECLARE
-            l record;
-        BEGIN
-            SELECT * INTO l FROM {P}take_lease(f_ns, f_tid, f_owner, f_ttl, f_holder, f_over, f_now);
-            IF f_id IS NULL THEN
-                RETURN QUERY SELECT l.gen, l.taken_at, l.expires_at, c.id, c.parent_id, c.step, c.created_at,
-                        c.metadata, c.body, w.task_id, w.kind, w.wkey, w.value
-                    FROM (SELECT 1) one
-                    LEFT JOIN (SELECT x.id, x.parent_id, x.step, x.created_at, x.metadata, x.body FROM {P}checkpoints x
-                          WHERE x.ns = f_ns AND x.thread_id = f_tid ORDER BY x.id DESC LIMIT 1) c ON true
-                    LEFT JOIN {P}writes w ON w.ns = f_ns AND w.thread_id = f_tid AND w.checkpoint_id = c.id
-                    ORDER BY w.seq;
-            ELSE
-                RETURN QUERY SELECT l.gen, l.taken_at, l.expires_at, c.id, c.parent_id, c.step, c.created_at,
-                        c.metadata, c.body, w.task_id, w.kind, w.wkey, w.value
-                    FROM (SELECT 1) one
-                    LEFT JOIN {P}checkpoints c ON c.ns = f_ns AND c.thread_id = f_tid AND c.id = f_id
-                    LEFT JOIN {P}writes w ON w.ns = c.ns AND w.thread_id = c.thread_id AND w.checkpoint_id = c.id
-                    ORDER BY w.seq;
-            END IF;
-        END
-        $start$"""
-"""What a run does first, in one round trip: take the lease, then read the checkpoint it
-starts from with its pending writes (a row of NULL checkpoint columns when there is none).
-The read is a statement of its own after the lease is taken, so it sees every commit made
-before (the previous owner's last one included)."""
-
-_RENEW_7 = f"""CREATE OR REPLACE FUNCTION {{P}}renew_lease(
-            f_ns text, f_tid text, f_token bigint, f_ttl double precision, f_now double precision)
-            RETURNS double precision
-        LANGUAGE plpgsql VOLATILE AS $renew$
-        DECLARE
-            t double precision := {_NOW};
-        BEGIN
-            PERFORM set_config('synchronous_commit', 'off', true);
-            {_LOCK}
-            UPDATE {{P}}threads x SET expires_at = t + f_ttl
-                WHERE x.ns = f_ns AND x.thread_id = f_tid AND x.gen = f_token AND x.held = 1;
-            IF NOT FOUND THEN
-                PERFORM {{P}}lease_lost(f_ns, f_tid, f_token);
-            END IF;
-            RETURN t + f_ttl;
-        END
-        $renew$"""
-"""Extend the lease of generation ``f_token``, expired or not; never take a lost one back (PLT04)."""
-
-_GIVE_7 = f"""CREATE OR REPLACE FUNCTION {{P}}give_lease(
-            f_ns text, f_tid text, f_token bigint, f_status text, f_now double precision) RETURNS integer
-        LANGUAGE plpgsql VOLATILE AS $give$
-        DECLARE
-            t double precision := {_NOW};
-        BEGIN
-            PERFORM set_config('synchronous_commit', 'off', true);
-            UPDATE {{P}}threads x SET held = 0, status = coalesce(f_status, x.status), updated_at = t
-                WHERE x.ns = f_ns AND x.thread_id = f_tid AND x.gen = f_token AND x.held = 1;
-            RETURN 1;
-        END
-        $give$"""
-"""Give the lease of generation ``f_token`` back (nothing when it is no longer current)."""
-
-_CHECK_LEASE = f"""{_LOCK}
-            SELECT x.gen, x.owner, x.holder, x.expires_at, x.held INTO r
-                FROM {{P}}threads x WHERE x.ns = f_ns AND x.thread_id = f_tid;
-            IF f_token IS NOT NULL THEN
-                IF NOT FOUND OR r.gen <> f_token OR r.held <> 1 THEN
-                    PERFORM {{P}}lease_lost(f_ns, f_tid, f_token);
-                END IF;
-            ELSIF FOUND AND r.held = 1 THEN
-                IF r.expires_at > t THEN
-                    {_BUSY}
-                END IF;
-                UPDATE {{P}}threads x SET gen = r.gen + 1, owner = f_owner, holder = NULL, taken_at = t,
-                    expires_at = 0, held = 0 WHERE x.ns = f_ns AND x.thread_id = f_tid;
-            END IF;"""
-"""A fence's lease condition (see :func:`plait.checkpoint.lease.check_fence`): a run's
-token must be the thread's current, held lease; a one-off write is refused by a live lease
-and revokes an expired one."""
-
-_PARENT_CHECK = """IF f_parent IS NOT NULL THEN
-                PERFORM 1 FROM {P}checkpoints c WHERE c.ns = f_ns AND c.thread_id = f_tid AND c.id = f_parent;
-                IF NOT FOUND THEN
-                    RAISE EXCEPTION USING ERRCODE = 'PLT03', MESSAGE = 'plait: the parent checkpoint is gone',
-                        DETAIL = json_build_object('namespace', f_ns, 'thread_id', f_tid, 'parent', f_parent)::text;
-                END IF;
-            END IF;"""
-
-_FENCE_7 = f"""CREATE OR REPLACE FUNCTION {{P}}fence(
-            f_ns text, f_tid text, f_owner text, f_token bigint, f_check_head boolean, f_expect text, f_own text,
-            f_parent text, f_quiet boolean, f_now double precision) RETURNS integer
-        LANGUAGE plpgsql VOLATILE AS $fence$
-        DECLARE
-            r record;
-            found_head text;
-            t double precision := {_NOW};
-        BEGIN
-            {_CHECK_LEASE}
-            IF f_check_head THEN
-                SELECT c.id INTO found_head FROM {{P}}checkpoints c WHERE c.ns = f_ns AND c.thread_id = f_tid
-                    ORDER BY c.id DESC LIMIT 1;
-                IF found_head IS DISTINCT FROM f_expect AND found_head IS DISTINCT FROM f_own THEN
-                    RAISE EXCEPTION USING ERRCODE = 'PLT02', MESSAGE = 'plait fence: the thread has another head',
-                        DETAIL = json_build_object('thread_id', f_tid, 'expected', f_expect, 'found', found_head)::text;
-                END IF;
-                IF f_quiet AND found_head = f_expect AND found_head IS DISTINCT FROM f_own THEN
-                    PERFORM 1 FROM {{P}}writes w
-                        WHERE w.ns = f_ns AND w.thread_id = f_tid AND w.checkpoint_id = found_head LIMIT 1;
-                    IF FOUND THEN
-                        RAISE EXCEPTION USING ERRCODE = 'PLT02',
-                            MESSAGE = 'plait fence: the expected head has pending writes',
-                            DETAIL = json_build_object('thread_id', f_tid, 'expected', f_expect, 'found', found_head,
-                                                       'pending_writes', true)::text;
-                    END IF;
-                END IF;
-            END IF;
-            {_PARENT_CHECK}
-            RETURN 1;
-        END
-        $fence$"""
-"""A fenced commit's checks on one thread, as one statement that raises instead of answering."""
-
-_PUT_CHECKPOINT_7 = f"""CREATE OR REPLACE FUNCTION {{P}}put_checkpoint(
-            f_ns text, f_tid text, f_owner text, f_token bigint, f_check_head boolean, f_expect text, f_own text,
-            f_parent text, f_quiet boolean, f_now double precision, c_id text, c_parent text, c_step bigint,
-            c_created double precision, c_source text, c_metadata bytea, c_body bytea, f_release boolean,
-            f_settle boolean, f_status text) RETURNS integer
-        LANGUAGE plpgsql VOLATILE AS $put$
-        DECLARE
-            r record;
-            t double precision := {_NOW};
-        BEGIN
-            IF f_check_head THEN
-                PERFORM {{P}}fence(f_ns, f_tid, f_owner, f_token, f_check_head, f_expect, f_own, f_parent, f_quiet,
-                                   f_now);
-            ELSE
-                {_CHECK_LEASE}
-                {_PARENT_CHECK}
-            END IF;
-            INSERT INTO {{P}}checkpoints AS c (ns, thread_id, id, parent_id, step, created_at, source, metadata, body)
-                VALUES (f_ns, f_tid, c_id, c_parent, c_step, c_created, c_source, c_metadata, c_body)
-                ON CONFLICT (ns, thread_id, id) DO UPDATE SET parent_id = excluded.parent_id, step = excluded.step,
-                created_at = excluded.created_at, source = excluded.source, metadata = excluded.metadata,
-                body = excluded.body;
-            IF f_release THEN  -- not give_lease(): that would make this commit skip its flush
-                UPDATE {{P}}threads x SET held = 0, status = coalesce(f_status, x.status), updated_at = t
-                    WHERE x.ns = f_ns AND x.thread_id = f_tid AND x.gen = f_token AND x.held = 1;
-            END IF;
-            IF f_settle THEN
-                INSERT INTO {{P}}threads AS x (ns, thread_id, gen, owner, holder, taken_at, expires_at, held, status,
-                    updated_at) VALUES (f_ns, f_tid, 0, NULL, NULL, 0, 0, 0, f_status, t)
-                    ON CONFLICT (ns, thread_id) DO UPDATE SET status = excluded.status,
-                    updated_at = excluded.updated_at;
-            END IF;
-            RETURN 1;
-        END
-        $put$"""
-"""The usual commit as one call: its fence (the checks inline for a run's step, the one
-commit in a million that checks a head through fence()), its checkpoint row, and for a
-run's last commit its lease given back, or for a one-off write how it leaves the thread."""
-
 PG_MIGRATIONS[7] = (
     # The functions of versions 2 to 6 named the leases table and took no generation.
     "DROP FUNCTION IF EXISTS {P}put_checkpoint(text, text, text, boolean, text, text, text, boolean, text, text, "
@@ -548,24 +298,16 @@ PG_MIGRATIONS[7] = (
     "DROP FUNCTION IF EXISTS {P}take_lease(text, text, text, double precision)",
     "DROP FUNCTION IF EXISTS {P}acquire_lease(text, text, text, double precision)",
     "DROP FUNCTION IF EXISTS {P}give_lease(text, text, text)",
-    _LEASE_LOST_7,
-    _TAKE_7,
-    _TAKE_AND_GET_7,
-    _RENEW_7,
-    _GIVE_7,
-    _FENCE_7,
-    _PUT_CHECKPOINT_7,
+    LEASE_LOST_7,
+    TAKE_7,
+    TAKE_AND_GET_7,
+    RENEW_7,
+    GIVE_7,
+    FENCE_7,
+    PUT_CHECKPOINT_7,
 )
 
-_TAKE_8 = _TAKE_7.replace("            PERFORM set_config('synchronous_commit', 'off', true);\n", "")
-"""Take a thread's lease, flushed like a commit. Version 7 did not wait for the flush, which
-a crash of the server could undo while the run that took the lease lived on: the next run
-would then be given the same generation, and the two runs' fences could not tell them apart.
-Flushed, a generation is never issued twice. (Renewals and releases stay unflushed: a lost
-renewal only shortens a lease, a lost release only makes the next run wait for the expiry.)"""
-assert _TAKE_8 != _TAKE_7
-
-PG_MIGRATIONS[8] = (_TAKE_8,)
+PG_MIGRATIONS[8] = (TAKE_8,)
 
 PG_MIGRATIONS[9] = (
     # Every function of version 8 again, as it was, but created by a migration that names
@@ -574,17 +316,28 @@ PG_MIGRATIONS[9] = (
     # search path, so a store set up that way and then used with schema= wrote through its
     # functions into another schema's tables (public's, when they existed). See
     # PostgresCheckpointer.migrate.
-    _REQUIRE_PARENT_3,
-    _LEASE_LOST_7,
-    _TAKE_8,
-    _TAKE_AND_GET_7,
-    _RENEW_7,
-    _GIVE_7,
-    _FENCE_7,
-    _PUT_CHECKPOINT_7,
+    REQUIRE_PARENT_3,
+    LEASE_LOST_7,
+    TAKE_8,
+    TAKE_AND_GET_7,
+    RENEW_7,
+    GIVE_7,
+    FENCE_7,
+    PUT_CHECKPOINT_7,
 )
 
 PG_MIGRATIONS[10] = PG_MEMORY_TABLES  # the memory store's tables (see plait.checkpoint.sql._memory_sql)
+
+PG_MIGRATIONS[13] = (
+    # fence() and put_checkpoint() take the past checkpoint a commit builds on as its caller
+    # remembers it (Fence.expect_parent_no_writes), which must still be stored and have no
+    # pending writes (PLT05): such an update is then one call, with no read before it or
+    # inside it. put_checkpoint() makes every check itself (a head-checked commit called
+    # fence(), a query of its own). New overloads: version 7's functions stay, so that a
+    # process of the previous version still running during an upgrade commits as it did.
+    FENCE_13,
+    PUT_CHECKPOINT_13,
+)
 
 SWEEP_KEY = "hashtextextended('plait-retention-sweep:' || coalesce(%s, current_schema()), 0)"
 SWEEP_LOCK = f"SELECT pg_try_advisory_lock({SWEEP_KEY})"

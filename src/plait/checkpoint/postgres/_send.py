@@ -95,16 +95,39 @@ many tasks) goes through a pipeline of prepared statements, which parses each ki
 class Fusion:
     """The statements of the usual commit (a fence, then one checkpoint row, then maybe the
     lease given back or how a one-off write leaves the thread) and the one call that does
-    them all (``put_checkpoint()``)."""
+    them all (``put_checkpoint()``).
+
+    A step's commit that folds its parent's pending writes (a resume after a failure or an
+    interrupt, a step some of whose tasks had saved their results) deletes them between the
+    fence and the row: that ``DELETE`` rides on the same call as a data-modifying ``WITH``,
+    so that such a commit is one prepared statement too, instead of a query of four that the
+    server parsed and planned at every commit. A fence that reads pending writes (the head's
+    for ``no_writes``, a quiet parent's) keeps the statements apart: the parts of one
+    statement may run in any order. Otherwise nothing in ``put_checkpoint()`` reads the
+    writes the ``DELETE`` removes.
+    """
 
     fence: str
     insert: str
     release: str
     settle: str
     put: str
+    fold: str
+    """The statement deleting a checkpoint's pending writes (``del_writes_of``)."""
 
     def fuse(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> tuple[str, Sequence[Any]] | None:
         """The call doing ``statements``, or None when they are not a fence and its row."""
+        if len(statements) >= 3 and statements[0][0] == self.fence and statements[1][0] == self.fold:
+            fence, folded = statements[0][1], statements[1][1]
+            if fence[8] or fence[10] is not None:
+                return None  # the fence checks pending writes (of the head, of a quiet parent): in order
+            fused = self._fuse([statements[0], *statements[2:]])
+            if fused is None or tuple(folded[:2]) != tuple(fence[:2]):
+                return None
+            return f"WITH folded AS ({self.fold}) {fused[0]}", (*folded, *fused[1])
+        return self._fuse(statements)
+
+    def _fuse(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> tuple[str, Sequence[Any]] | None:
         if not 2 <= len(statements) <= 3:
             return None
         (first, fence), (second, row) = statements[:2]

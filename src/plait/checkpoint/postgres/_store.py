@@ -142,7 +142,10 @@ class PostgresCheckpointer(SqlCheckpointer):
         self._core = SqlCore(_dialect(schema), self._store)
         self._cursors = Cursors()
         self._fusion = Fusion(
-            *(self._core.statement(k) for k in ("fence", "ins_cp", "release", "settle", "put_checkpoint"))
+            *(
+                self._core.statement(k)
+                for k in ("fence", "ins_cp", "release", "settle", "put_checkpoint", "del_writes_of")
+            )
         )
         if isinstance(conninfo, str):
             self._pool = self._new_pool()

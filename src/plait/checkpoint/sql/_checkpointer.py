@@ -189,11 +189,9 @@ class SqlCheckpointer(Checkpointer):
         return cp
 
     def known_checkpoint(self, thread_id: str, checkpoint_id: str, *, namespace: str = "") -> Checkpoint | None:
-        # With server-side checks (PostgreSQL) the fence's parent check is a read in the
-        # commit's transaction: a round trip in the middle of it, no cheaper than reading the
-        # checkpoint first, and it would hold the thread's lock meanwhile.
-        if self._core.dialect.server_checks:
-            return None
+        # The commit built on it is fenced by Fence.expect_parent_no_writes: SELECTs in the
+        # write transaction (SQLite), or fence() and put_checkpoint() themselves (PostgreSQL,
+        # schema 13), so the update is one call there, with no read before it.
         past = self._core.cache.past((namespace, thread_id), checkpoint_id)
         return None if past is None else past.record
 

@@ -203,7 +203,10 @@ class SqlCommit:
         answer is never read: a refusal raises in the database, aborts the transaction and
         comes back as the commit's error (mapped to plait's errors by the dialect module).
         It also checks the parent a cached commit builds on (``parents``, taken out of the
-        dict: those need no ``require_parent`` of their own). Otherwise the thread rows and
+        dict: those need no ``require_parent`` of their own), and the one
+        :attr:`Fence.expect_parent_no_writes` names (``f_quiet_parent``, which also makes
+        sure it exists), so that a commit built on a remembered past checkpoint reads
+        nothing and is one call. Otherwise the thread rows and
         the head are read here, inside the write transaction that holds the lock (SQLite:
         BEGIN IMMEDIATE), and the lease rules applied to them
         (:func:`plait.checkpoint.lease.check_fence`).
@@ -220,20 +223,21 @@ class SqlCommit:
         sql = self._sql
         threads, head = fence_targets(request.checkpoints, request.writes, fence)
         if self.dialect.server_checks:
+            quiet = quiet_parent(request.checkpoints, fence)
             for ns, tid in threads:
                 parent = parents.pop((ns, tid), None)
+                calm = quiet[2] if quiet is not None and quiet[:2] == (ns, tid) else None
+                if parent == calm:
+                    parent = None  # the quiet parent's check finds it stored, or refuses
                 if head is not None and (ns, tid) == (head.namespace, head.thread_id):
                     if parent == head.expected:
                         parent = None  # a head found equal to it exists: no lookup of its own
-                    cur.execute(
-                        sql["fence"],
-                        (ns, tid, fence.owner, fence.token, True, head.expected, head.own, parent, head.no_writes, now),
-                    )
+                    check: tuple[Any, ...] = (True, head.expected, head.own, parent, head.no_writes, now, calm)
                 else:
-                    cur.execute(
-                        sql["fence"], (ns, tid, fence.owner, fence.token, False, None, None, parent, False, now)
-                    )
-            self._check_parent(cur, request, fence)
+                    check = (False, None, None, parent, False, now, calm)
+                cur.execute(sql["fence"], (ns, tid, fence.owner, fence.token, *check))
+            if quiet is not None and quiet[:2] not in threads:  # a subgraph's commit: fenced by another row
+                self._check_parent(cur, request, fence)
             return head
         assert now is not None
         for key in threads:
@@ -252,8 +256,8 @@ class SqlCommit:
         return head
 
     def _check_parent(self, cur: Cursor, request: CommitRequest, fence: Fence) -> None:
-        """:attr:`Fence.expect_parent_no_writes`, by reads in the commit's transaction, with
-        server-side checks too (no server function has it: see ``known_checkpoint``)."""
+        """:attr:`Fence.expect_parent_no_writes`, by reads in the commit's transaction (with
+        server-side checks, only where no fence() call names the parent's thread)."""
         if fence.expect_parent_no_writes:
             check_quiet_parent(
                 request.checkpoints,

@@ -45,7 +45,7 @@ from plait.checkpoint.sql._commit import SqlCommit
 from plait.checkpoint.sql._memory import SqlMemory
 from plait.checkpoint.sql._policy import SqlPolicy
 from plait.checkpoint.sql._read import SqlRead
-from plait.checkpoint.sql._schema import MIGRATIONS, STATEMENTS, joins
+from plait.checkpoint.sql._schema import CHECKPOINT_WRITE_COLUMNS, MIGRATIONS, STATEMENTS, joins
 from plait.checkpoint.sql._threads import SqlThreads, holder_json
 from plait.errors import CheckpointCorruptError
 
@@ -217,8 +217,9 @@ class SqlCore:
         else:
             sql, params = self._sql["one_writes_status"], (now, "", thread_id, checkpoint_id)
         rows = cur.execute(sql, params).fetchall()
-        cp = self.read.from_rows(cur, "", thread_id, [r[:10] for r in rows])
-        return cp, None if cp is None else self.threads.status_of(("", thread_id), rows[0][10:])
+        width = CHECKPOINT_WRITE_COLUMNS
+        cp = self.read.from_rows(cur, "", thread_id, [r[:width] for r in rows])
+        return cp, None if cp is None else self.threads.status_of(("", thread_id), rows[0][width:])
 
     # -- leases -----------------------------------------------------------------------------
 

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "STATEMENTS", "joins"]
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 """The schema version this code reads and writes."""
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {
@@ -101,7 +101,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
                 expires_at = excluded.expires_at, held = 1""",
         "DROP TABLE {P}leases",
     ),
-    # PostgreSQL's take_lease is flushed from version 8 on (see postgres._schema._TAKE_8); SQLite
+    # PostgreSQL's take_lease is flushed from version 8 on (see postgres._functions.TAKE_8); SQLite
     # only records the version (its lease writes never outlive a crash of the machine: every
     # run on it dies with it).
     8: (),
@@ -125,6 +125,10 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     # alone (see _records.encode_body): an older plait would take such a body for a damaged
     # one. Rows stored before read as they did.
     12: (),
+    # 13: PostgreSQL only: fence() and put_checkpoint() check the past checkpoint a commit
+    # builds on (Fence.expect_parent_no_writes) themselves (PG_MIGRATIONS); SQLite checks it
+    # with SELECTs and only records the version.
+    13: (),
 }
 
 _THREADS = """SELECT {clock}, t.ns, t.thread_id, t.gen, t.owner, t.holder, t.taken_at, t.expires_at, t.held,
@@ -154,6 +158,9 @@ _ONE_WRITES = """SELECT c.id, c.parent_id, c.step, c.created_at, c.metadata, c.b
         {thread_join}
         WHERE c.ns = ? AND c.thread_id = ? AND c.id = ?
         ORDER BY w.seq"""
+CHECKPOINT_WRITE_COLUMNS = 10
+"""How many columns of a ``head_writes``/``one_writes`` row are the checkpoint's and its
+write's: the ``_status`` statements' thread columns come after them."""
 _THREAD_COLUMNS = ", {clock}, t.gen, t.owner, t.holder, t.taken_at, t.expires_at, t.held, t.status, t.updated_at"
 
 
@@ -299,9 +306,9 @@ STATEMENTS: dict[str, str] = {
     # as a scan of the whole thread; this is one index lookup everywhere.
     "head_id": "SELECT id FROM {P}checkpoints WHERE ns = ? AND thread_id = ? ORDER BY id DESC LIMIT 1",
     "has_writes": "SELECT 1 FROM {P}writes WHERE ns = ? AND thread_id = ? AND checkpoint_id = ? LIMIT 1",
-    # PostgreSQL's functions (see plait.checkpoint.postgres._schema).
+    # PostgreSQL's functions (see plait.checkpoint.postgres._functions).
     "fence": """SELECT {P}fence(?::text, ?::text, ?::text, ?::bigint, ?::boolean, ?::text, ?::text, ?::text,
-        ?::boolean, ?::float8)""",
+        ?::boolean, ?::float8, ?::text)""",
     "require_parent": "SELECT {P}require_parent(?::text, ?::text, ?::text)",
     "take_lease": """SELECT gen, taken_at, expires_at
         FROM {P}take_lease(?::text, ?::text, ?::text, ?::float8, ?::text, ?::bigint, ?::float8)""",
@@ -310,8 +317,8 @@ STATEMENTS: dict[str, str] = {
     "take_lease_and_get": """SELECT * FROM {P}take_lease_and_get(?::text, ?::text, ?::text, ?::float8, ?::text,
         ?::bigint, ?::float8, ?::text)""",
     "put_checkpoint": """SELECT {P}put_checkpoint(?::text, ?::text, ?::text, ?::bigint, ?::boolean, ?::text, ?::text,
-        ?::text, ?::boolean, ?::float8, ?::text, ?::text, ?::bigint, ?::float8, ?::text, ?::bytea, ?::bytea,
-        ?::boolean, ?::boolean, ?::text)""",
+        ?::text, ?::boolean, ?::float8, ?::text, ?::text, ?::text, ?::bigint, ?::float8, ?::text, ?::bytea,
+        ?::bytea, ?::boolean, ?::boolean, ?::text)""",
 }
 
 

@@ -4,7 +4,7 @@ rest, and listings paged and filtered in the database.
 A part of :class:`plait.checkpoint.sql._core.SqlCore`. The rules are
 :mod:`plait.checkpoint.lease`'s: a dialect without server-side checks (SQLite) applies them
 here in Python, on the row read inside its write transaction (which holds the database's
-write lock); PostgreSQL's functions apply them server-side (:mod:`plait.checkpoint.postgres._schema`),
+write lock); PostgreSQL's functions apply them server-side (:mod:`plait.checkpoint.postgres._functions`),
 and this module only calls them and reads their answers.
 """
 
