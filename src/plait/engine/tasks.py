@@ -319,7 +319,9 @@ class _NodeTimedOut(Exception):
     """Our own timeout fired (as opposed to a TimeoutError the node raised itself)."""
 
 
-async def _call(spec: NodeSpec, arg: Any, ctx: NodeContext, inline: bool, executor: NodeExecutor | None) -> Any:
+async def _call(spec: NodeSpec, arg: Any, ctx: NodeContext, executor: NodeExecutor | None) -> Any:
+    """An async node awaited on the loop, or a sync one on a worker thread (a lone sync node
+    that may run on the loop itself is :func:`_call_inline`'s, decided by :func:`run_task`)."""
     args = (arg, ctx) if spec.takes_ctx else (arg,)
     if spec.is_async:
         token = current_node.set(ctx)
@@ -335,8 +337,6 @@ async def _call(spec: NodeSpec, arg: Any, ctx: NodeContext, inline: bool, execut
                     raise
         finally:
             current_node.reset(token)
-    if inline and spec.timeout is None and not spec.takes_ctx:
-        return _call_inline(spec, arg, ctx)
     context = contextvars.copy_context()
     context.run(current_node.set, ctx)
     fut = in_thread(asyncio.get_running_loop(), context, spec.fn, args, executor or default_executor())
@@ -466,7 +466,7 @@ async def run_task(  # noqa: PLR0912, PLR0915 - each way a node's call can end (
                     if inline and not node.is_async and node.timeout is None and not node.takes_ctx:
                         result = _call_inline(node, arg, ctx)
                     else:
-                        result = await _call(node, arg, ctx, inline, executor)
+                        result = await _call(node, arg, ctx, executor)
                 finally:
                     if ctx.task_calls is not None:
                         await ctx.task_calls.settle()
