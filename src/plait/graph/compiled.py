@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from plait._aliases import with_config
+from plait._gc_pause import gc_paused
 from plait._sync import run_sync
 from plait.checkpoint.address import coerce_checkpointer
 from plait.checkpoint.model import Status, ThreadInfo
@@ -164,12 +165,11 @@ class CompiledGraph(Running):
         (``thread_id`` may be LangGraph's config, naming only the thread)."""
         thread_id, _ = _address(thread_id, None, "get_state_history", at=False)
         checkpointer = await self._ready_checkpointer()
-        return [
-            ThreadState.of(cp)
-            for cp in await checkpointer.ahistory(
-                thread_id, namespace=self.namespace, limit=limit, before=before, filter=filter
-            )
-        ]
+        found = await checkpointer.ahistory(
+            thread_id, namespace=self.namespace, limit=limit, before=before, filter=filter
+        )
+        with gc_paused():  # a snapshot per checkpoint, all kept (see plait._gc_pause)
+            return [ThreadState.of(cp) for cp in found]
 
     def get_state_history(
         self,

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from plait._gc_pause import gc_paused
 from plait.checkpoint._common import check_prune
 from plait.checkpoint._sweep import BATCH, Applied, GroupPlan
 from plait.checkpoint._validate import check_id, check_thread
@@ -217,9 +218,12 @@ class SqlCheckpointer(Checkpointer):
         filter: Mapping[str, Any] | None = None,
     ) -> list[Checkpoint]:
         check_thread(thread_id, namespace, before, what="before")
-        return await self._reading(
-            lambda cur: self._core.read.history(cur, namespace, thread_id, limit=limit, before=before, filter=filter)
-        )
+
+        def read(cur: Cursor) -> list[Checkpoint]:
+            with gc_paused():  # a history builds containers by the thousand (see plait._gc_pause)
+                return self._core.read.history(cur, namespace, thread_id, limit=limit, before=before, filter=filter)
+
+        return await self._reading(read)
 
     async def atree(self, thread_id: str, *, namespace: str = "") -> dict[str, str | None]:
         check_thread(thread_id, namespace)
