@@ -3,7 +3,7 @@
 Why: the collector runs whenever allocations of containers outrun deallocations by 700, and
 every tenth run of it also walks the objects that survived earlier ones. A history read
 builds a few containers per checkpoint (a snapshot, its values, versions, metadata), all of
-which survive, so reading 500 checkpoints ran the collector dozens of times over a growing
+which survive, so reading 500 checkpoints ran the collector about eight times over a growing
 heap for nothing: the values read are plain JSON data, which holds no reference cycles, and
 whatever they free is freed by reference counting. Measured on W4's history (500
 checkpoints, SQLite): 15-20 % of the read (docs/benchmarks.md). Mercurial pauses the
