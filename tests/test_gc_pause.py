@@ -87,3 +87,22 @@ def test_a_history_read_runs_no_collection_while_it_builds(tmp_path: Path, monke
     assert [len(s.values["messages"]) for s in history] == list(range(40, -1, -1))
     assert seen and not any(seen)  # every replay of the read ran with the collector off
     assert gc.isenabled()
+
+
+def test_the_snapshots_of_a_history_are_built_with_the_collector_off(monkeypatch: Any) -> None:
+    from plait.graph.records import ThreadState
+
+    seen: list[bool] = []
+    of = ThreadState.of
+
+    def spying(cp: Any) -> Any:
+        seen.append(gc.isenabled())
+        return of(cp)
+
+    monkeypatch.setattr(ThreadState, "of", staticmethod(spying))
+    app = _chat(5).compile(checkpointer=plait.MemoryCheckpointer())
+    app.invoke({"messages": []}, thread_id="t", recursion_limit=20)
+    seen.clear()
+    assert len(app.get_state_history("t")) == 6
+    assert len(seen) == 6 and not any(seen)
+    assert gc.isenabled()
