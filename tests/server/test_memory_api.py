@@ -167,6 +167,10 @@ def test_a_put_the_store_refuses_is_a_4xx(client: TestClient) -> None:
     assert r.status_code == 422
     r = client.put("/api/store/items", json={"namespace": ["a"], "key": "k", "value": {}, "ttl": -1}, headers=headers)
     assert r.status_code == 400 and r.json()["error"] == "InvalidMemoryError" and "ttl" in r.json()["message"]
+    for not_minutes in (True, "5"):  # a bool or a text is no number, whatever lax parsing makes of it
+        body: dict[str, object] = {"namespace": ["a"], "key": "k", "value": {}, "ttl": not_minutes}
+        assert client.put("/api/store/items", json=body, headers=headers).status_code == 422
+    assert client.get("/api/store/items", params={"namespace": "a", "key": "k"}).status_code == 404
 
 
 def test_the_studio_only_looks_its_reads_do_not_extend_a_life(memory_backend: Checkpointer) -> None:

@@ -241,7 +241,8 @@ class PutBody(BaseModel):
     namespace: list[str] = Field(description='The namespace\'s labels: ["users", "u42"].')
     key: str = Field(min_length=1)
     value: dict[str, Any] = Field(description="A JSON object.")
-    ttl: float | None = Field(None, description="Minutes it lives (null: the store's default).")
+    # strict: JSON's true is not a number of minutes (lax mode would read it as 1.0)
+    ttl: float | None = Field(None, strict=True, description="Minutes it lives (null: the store's default).")
 
 
 @router.put("/items", dependencies=[Depends(check_write)], summary="Put an item (a new one, or replacing one)")
