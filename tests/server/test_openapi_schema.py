@@ -3,6 +3,7 @@ Origin and CSRF token, so they reach the handlers) get no 500 and no undocumente
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +37,12 @@ def _app() -> FastAPI:
 APP = _app()
 CSRF = APP.state.studio.guard.csrf
 schema = schemathesis.openapi.from_asgi("/openapi.json", APP).exclude(path_regex=r"/events($|/)")
+if os.environ.get("CI"):
+    # CI draws the same requests on every run, as the suite's "ci" profile does for every
+    # property test (tests/conftest.py); hypothesis' derandomize alone leaves schemathesis'
+    # own phases drawing anew. Locally each run draws new ones, which is how a rare request
+    # the API mishandles is found (a put's ttl of true, accepted as one minute, was).
+    schema.config.seed = 20261204
 
 
 def _each_case(test: Callable[[Case[Any]], None]) -> Callable[[Case[Any]], None]:
